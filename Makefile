@@ -1,0 +1,29 @@
+# Tessel: `make demo` sets everything up and runs the main job; `make test` sets up and runs the tests.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench lint venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m tessel.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.run
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info

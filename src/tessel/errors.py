@@ -1,0 +1,48 @@
+"""Every error Tessel raises on bad input: one class per kind, each saying what and where."""
+
+from __future__ import annotations
+
+
+class TesselError(Exception):
+    """Base class of all Tessel errors."""
+
+
+class TesselParseError(TesselError):
+    """Malformed IR text; carries the 1-based line and column."""
+
+    def __init__(self, message: str, line: int, column: int, source: str = "<text>"):
+        self.line, self.column, self.source = line, column, source
+        super().__init__(f"{source}:{line}:{column}: {message}")
+
+
+class TesselVerifyError(TesselError):
+    """An IR graph breaks an invariant; the message names the op, the value and what is wrong."""
+
+
+class TesselUnsupportedOpError(TesselError):
+    """One or more ops of a model cannot be imported; lists every one with its source location."""
+
+    def __init__(self, unsupported: list[tuple[str, str]]):
+        self.unsupported = unsupported  # (op name, source location)
+        lines = [f"  {op} at {loc}" for op, loc in unsupported]
+        super().__init__(
+            f"{len(unsupported)} unsupported op(s):\n" + "\n".join(lines) + "\n"
+            "Rewrite these in the model with supported ops (docs/frontend.md lists them), "
+            "or import with host fallback (allow_host_ops=True / --host-fallback) to run them on the CPU."
+        )
+
+
+class TesselConfigError(TesselError):
+    """A bad architecture preset, option or argument; names the key and the allowed values."""
+
+
+class TesselFormatError(TesselError):
+    """A malformed .tsl binary; says what is wrong and at which offset or section."""
+
+
+class TesselSimError(TesselError):
+    """The simulator trapped (e.g. an out-of-range access); names the engine and instruction index."""
+
+
+class TesselCompileError(TesselError):
+    """The backend cannot compile a model (e.g. a tensor does not fit a memory budget)."""
