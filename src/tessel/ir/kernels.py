@@ -158,7 +158,8 @@ def pool2d(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
     else:
         total = windows(pad_hw(x, pad, 0.0, extra), (kh, kw), (sh, sw), (1, 1), (oh, ow))
         ones = np.ones((1, h, w, 1), np.float64)
-        region = pad_hw(ones, pad, 1.0 if a["count_include_pad"] else 0.0, extra)
+        region = pad_hw(ones, pad, 1.0 if a["count_include_pad"] else 0.0)
+        region = pad_hw(region, (0, 0, 0, 0), 0.0, extra)  # ceil overflow never counts
         count = windows(region, (kh, kw), (sh, sw), (1, 1), (oh, ow)).sum(axis=(4, 5))
         out = total.sum(axis=(4, 5), dtype=np.float64) / count
     return from_nhwc(out.astype(xs[0].dtype), layout)

@@ -134,6 +134,7 @@ class _Parser:
     def node(self) -> Node:
         name = self.value_name()
         self.expect("=")
+        self.skip()
         op_pos = self.pos
         op_name = self.ident()
         op = _OPS.get(op_name)
@@ -157,6 +158,7 @@ class _Parser:
         while not self.accept("}"):
             if out:
                 self.expect(",")
+            self.skip()
             key_pos = self.pos
             key = self.ident()
             attr_spec = spec(op).attrs.get(key)
@@ -235,6 +237,7 @@ class _Parser:
         return self.number()
 
     def tensor_type(self) -> TensorType:
+        self.skip()
         start = self.pos
         self.expect("tensor<")
         m = self.match(_DIMS, "dims and dtype like 1x3x224x224xf32")
@@ -255,6 +258,7 @@ class _Parser:
             raise self.error(str(exc), start) from None
 
     def quant(self) -> QuantParams:
+        self.skip()
         start = self.pos
         self.expect("q(")
         if self.peek("["):
@@ -291,11 +295,13 @@ class _Parser:
         self.expect("{")
         out: dict[str, tuple[bytes, int]] = {}
         while not self.accept("}"):
+            self.skip()
             key_pos = self.pos
             key = self.ident()
             if key in out:
                 raise self.error(f"resource '{key}' given twice", key_pos)
             self.expect("=")
+            self.skip()
             str_pos = self.pos
             blob = self.string()
             try:

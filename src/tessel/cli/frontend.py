@@ -1,0 +1,80 @@
+"""CLI: `tessel models`, `tessel import MODEL`, `tessel verify FILE.tir`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tessel.errors import TesselConfigError, TesselError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("models", help="list the model zoo")
+    p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("import", help="import a model into float Graph IR and run the passes")
+    p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
+    p.add_argument("-o", "--output", type=Path, help="write the IR text to this .tir file")
+    p.add_argument("--dump-after", action="append", default=[], metavar="PASS",
+                   help="print the IR after this pass (repeatable; 'import' for the raw import)")
+    p.add_argument("--host-fallback", action="store_true",
+                   help="import unsupported ops as host (CPU) ops instead of failing")
+    p.add_argument("--no-passes", action="store_true", help="stop after the import")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("verify", help="parse and verify a .tir file")
+    p.add_argument("file", type=Path)
+    p.set_defaults(func=cmd_verify)
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from tessel.models import ZOO
+    width = max(len(n) for n in ZOO)
+    for name, model_spec in ZOO.items():
+        print(f"{name:<{width}}  {model_spec.description}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from tessel.frontend import import_model
+    from tessel.ir import print_graph
+    from tessel.models import load
+    from tessel.passes import run_pipeline
+
+    model, inputs = load(args.model)
+    graph = import_model(model, inputs, allow_host_ops=args.host_fallback)
+    dump = set(args.dump_after)
+    if "import" in dump:
+        print(print_graph(graph, elide_constants=True))
+        dump.discard("import")
+    if not args.no_passes:
+        graph = run_pipeline(graph, dump_after=dump or None)
+    elif dump:
+        raise TesselConfigError(f"--dump-after {sorted(dump)} needs the passes (drop --no-passes)")
+    print(graph.summary(), file=sys.stderr if args.output is None else sys.stdout)
+    if args.output is not None:
+        _write_text(args.output, print_graph(graph))
+        print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from tessel.ir import parse_graph, verify
+    try:
+        text = args.file.read_text()
+    except OSError as exc:
+        raise TesselError(f"cannot read {args.file}: {exc.strerror}") from None
+    graph = verify(parse_graph(text, source=str(args.file)))
+    print(f"{args.file}: ok ({len(graph.nodes)} nodes)")
+    return 0
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write atomically: nothing half-written if interrupted."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as exc:
+        raise TesselError(f"cannot write {path}: {exc.strerror}") from None
