@@ -291,3 +291,16 @@ def cast(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
 def constant(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
     return a["value"].array
 
+
+
+@kernel(Op.QUANTIZE)
+def quantize(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
+    """PyTorch's quantize_per_tensor: round(x / scale) half to even, + zero point, clamp."""
+    q = np.rint(xs[0].astype(np.float32) * np.float32(1.0 / a["scale"])) + a["zero_point"]
+    return np.clip(q, a["qmin"], a["qmax"]).astype(a["dtype"].numpy)
+
+
+@kernel(Op.DEQUANTIZE)
+def dequantize(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
+    diff = xs[0].astype(np.int32) - np.int32(a["zero_point"])
+    return (diff.astype(np.float32) * np.float32(a["scale"])).astype(np.float32)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tessel.ir.attrs import AttrKind, AttrSpec
-from tessel.ir.types import DType, Layout, TensorType
+from tessel.ir.types import DType, Layout, QuantParams, TensorType
 
 
 class InferError(ValueError):
@@ -72,6 +72,9 @@ class Op(enum.Enum):
     PAD = "pad"
     EXPAND = "expand"
     CAST = "cast"
+    # quantisation boundaries (PyTorch semantics: round half to even, then clamp)
+    QUANTIZE = "quantize"
+    DEQUANTIZE = "dequantize"
     # an op that runs on the host CPU through torch (host fallback)
     HOST = "host"
 
@@ -340,6 +343,22 @@ def _constant(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
     return TensorType(value.shape, value.dtype)
 
 
+def _quantize(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
+    _require(ts[0].dtype is DType.F32, f"quantize takes f32, got {ts[0].dtype.value}")
+    dtype = attrs["dtype"]
+    _require(dtype in (DType.I8, DType.I16, DType.I32, DType.U8), f"cannot quantize to {dtype.value}")
+    lo, hi = dtype.bounds
+    _require(lo <= attrs["qmin"] <= attrs["qmax"] <= hi,
+             f"qmin/qmax [{attrs['qmin']}, {attrs['qmax']}] outside {dtype.value}")
+    quant = QuantParams((attrs["scale"],), (attrs["zero_point"],))
+    return TensorType(ts[0].shape, dtype, ts[0].layout, quant)
+
+
+def _dequantize(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
+    _require(ts[0].dtype.is_int, f"dequantize takes an integer tensor, got {ts[0].dtype.value}")
+    return TensorType(ts[0].shape, DType.F32, ts[0].layout)
+
+
 def _host(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
     raise InferError("host op result types are declared, not inferred")
 
@@ -402,6 +421,11 @@ SPECS[Op.SLICE] = OpSpec(("x",), _slice, {"axis": AttrSpec(_I), "start": AttrSpe
 SPECS[Op.PAD] = OpSpec(("x",), _pad, {"pads": AttrSpec(_INTS), "value": AttrSpec(_F, 0.0)})
 SPECS[Op.EXPAND] = OpSpec(("x",), _expand, {"shape": AttrSpec(_INTS)})
 SPECS[Op.CAST] = OpSpec(("x",), _cast, {"dtype": AttrSpec(AttrKind.DTYPE)})
+SPECS[Op.QUANTIZE] = OpSpec(("x",), _quantize, {
+    "scale": AttrSpec(_F), "zero_point": AttrSpec(_I), "qmin": AttrSpec(_I), "qmax": AttrSpec(_I),
+    "dtype": AttrSpec(AttrKind.DTYPE)})
+SPECS[Op.DEQUANTIZE] = OpSpec(("x",), _dequantize, {"scale": AttrSpec(_F),
+                                                    "zero_point": AttrSpec(_I)})
 SPECS[Op.HOST] = OpSpec(("inputs",), _host, {"target": AttrSpec(AttrKind.STR),
                                              "args": AttrSpec(AttrKind.STR, "")},
                       variadic=True, optional=1)
