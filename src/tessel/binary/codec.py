@@ -1,0 +1,55 @@
+"""How the container encodes and validates instruction streams: a small bundle of functions,
+by default taken from tessel.isa, replaceable (e.g. by a fake ISA in tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from tessel.binary.tokens import TokenOp
+
+
+@dataclass(frozen=True)
+class StreamCodec:
+    """The ISA as the container sees it.
+
+    engine_type: the Engine enum (members DMA_IN, MATRIX, VECTOR, DMA_OUT).
+    encode: instructions -> bytes.
+    decode: (engine, bytes) -> instructions; raises TesselFormatError on any bad opcode, field or
+        truncation. The reader adds the section and file offset to its message.
+    is_end: whether an instruction is END (every stream must end with one).
+    token_op: for SIGNAL / WAIT, (is_signal, peer engine, token id), else None; when given, the
+        streams are checked for deadlock and unconsumed tokens (tessel.binary.tokens).
+    """
+
+    engine_type: type[Enum]
+    encode: Callable[[Sequence[Any]], bytes]
+    decode: Callable[[Any, bytes], Sequence[Any]]
+    is_end: Callable[[Any], bool]
+    token_op: TokenOp | None = None
+
+
+def _isa_is_end(instruction: Any) -> bool:
+    return instruction.opcode.name == "END"
+
+
+def _isa_token_op(instruction: Any) -> tuple[bool, Any, int] | None:
+    name = instruction.opcode.name
+    if name not in ("SIGNAL", "WAIT"):
+        return None
+    return name == "SIGNAL", instruction.engine, int(instruction.token)
+
+
+def isa_codec() -> StreamCodec:
+    """The codec of the real ISA (tessel.isa), imported on first use."""
+    from tessel import isa
+
+    return StreamCodec(
+        engine_type=isa.Engine,
+        encode=isa.encode_stream,
+        decode=isa.decode_stream,
+        is_end=_isa_is_end,
+        token_op=_isa_token_op,
+    )
