@@ -1,0 +1,47 @@
+"""CompileOptions: how the compiler behaves, kept apart from NpuArch (what the hardware is).
+
+The difference, as in Vela's ArchitectureFeatures / CompilerOptions: a design-space exploration
+varies the ``NpuArch`` (MACs, SRAM, bandwidths, energies) and never these options; changing an
+option never changes the hardware a binary targets, so it is not part of ``NpuArch.arch_hash``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tessel.errors import TesselConfigError
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Knobs of one compilation; every field has a safe default.
+
+    calibration_samples: number of example inputs the PTQ calibration runs (>= 1).
+    allow_host_fallback: run ops the NPU cannot express on the host CPU instead of failing.
+    dump_after: names of passes after which the IR is printed (``--dump-after=PASS``).
+    seed: seed of every random choice the compiler makes (search, sampling); runs are
+        deterministic for a given seed.
+    """
+
+    calibration_samples: int = 32
+    allow_host_fallback: bool = False
+    dump_after: tuple[str, ...] = ()
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        n = self.calibration_samples
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise TesselConfigError(f"calibration_samples must be an integer >= 1, got {n!r}")
+        if not isinstance(self.allow_host_fallback, bool):
+            raise TesselConfigError(
+                f"allow_host_fallback must be a bool, got {self.allow_host_fallback!r}"
+            )
+        if isinstance(self.dump_after, str) or not all(
+            isinstance(p, str) and p for p in self.dump_after
+        ):
+            raise TesselConfigError(
+                f"dump_after must be a tuple of pass names, got {self.dump_after!r}"
+            )
+        object.__setattr__(self, "dump_after", tuple(self.dump_after))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise TesselConfigError(f"seed must be an integer >= 0, got {self.seed!r}")

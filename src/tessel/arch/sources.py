@@ -1,0 +1,99 @@
+"""Where the presets' energy and area numbers come from: published figures and scaling rules.
+
+Base figures are Horowitz, "Computing's energy problem (and what we can do about it)",
+ISSCC 2014, for a 45 nm process at 0.9 V. They are scaled to a preset's node with the rule
+written in docs/architecture.md:
+
+* dynamic energy:  E(node) = E45 * (node / 45) * (Vdd(node) / 0.9)**2   (C ~ feature size, C V^2)
+* area:            A(node) = A45 * (node / 45)**2
+* off-chip (LPDDR, flash) energies are NOT scaled: their I/O and arrays do not follow logic.
+
+The shipped presets were written from these functions, and tests/unit/arch checks that they
+still agree; a custom preset may use any numbers it cites. Nothing in the compiler or the
+simulator calls this module: they read the numbers from ``NpuArch``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tessel.errors import TesselConfigError
+
+# --- Horowitz ISSCC 2014, 45 nm, 0.9 V --------------------------------------------------------
+H45_INT8_MULT_PJ = 0.2
+H45_INT32_ADD_PJ = 0.1
+H45_INT32_MULT_PJ = 3.1
+# 64-bit SRAM (cache) access energy by array size (bytes -> pJ per 64-bit access)
+H45_SRAM_64B_PJ = ((8 * 1024, 10.0), (32 * 1024, 20.0), (1024 * 1024, 100.0))
+H45_DRAM_32B_PJ = 640.0  # "32b DRAM read"
+H45_AREA_INT8_MULT_UM2 = 282.0
+H45_AREA_INT32_ADD_UM2 = 137.0
+H45_AREA_INT32_MULT_UM2 = 3495.0
+
+# --- other sources and stated assumptions -----------------------------------------------------
+# 6T bit cell of Intel's 45 nm process: 0.346 um^2 (Mistry et al., IEDM 2007).
+BITCELL_45NM_UM2 = 0.346
+ARRAY_EFFICIENCY = 0.7  # assumption: bit cells are 70% of a macro (periphery, sense amps)
+FIXED_AREA_45NM_MM2 = 0.2  # assumption: control, sequencers, DMA, interconnect at 45 nm
+LEAKAGE_MW_PER_MM2 = 10.0  # assumption: low-power library, ~10 mW/mm^2 at nominal Vdd
+VDD_BY_NODE = {45: 0.9, 28: 0.9, 22: 0.8, 16: 0.8, 12: 0.8, 7: 0.75, 5: 0.7}
+
+
+def energy_scale(node_nm: int) -> float:
+    """Dynamic-energy factor from 45 nm / 0.9 V to ``node_nm`` at its nominal Vdd."""
+    if node_nm not in VDD_BY_NODE:
+        raise TesselConfigError(f"no Vdd known for {node_nm} nm; known: {sorted(VDD_BY_NODE)}")
+    return (node_nm / 45) * (VDD_BY_NODE[node_nm] / 0.9) ** 2
+
+
+def area_scale(node_nm: int) -> float:
+    """Area factor from 45 nm to ``node_nm``."""
+    return (node_nm / 45) ** 2
+
+
+def sram_pj_per_byte_45(array_bytes: float) -> float:
+    """Horowitz's SRAM access energy per byte at 45 nm for an array of ``array_bytes``.
+
+    Log-log interpolation between the 8 KiB, 32 KiB and 1 MiB points, clamped outside them.
+    """
+    pts = H45_SRAM_64B_PJ
+    if array_bytes <= pts[0][0]:
+        return pts[0][1] / 8
+    if array_bytes >= pts[-1][0]:
+        return pts[-1][1] / 8
+    for (s0, e0), (s1, e1) in zip(pts, pts[1:], strict=False):
+        if s0 <= array_bytes <= s1:
+            t = math.log(array_bytes / s0) / math.log(s1 / s0)
+            return math.exp(math.log(e0) + t * math.log(e1 / e0)) / 8
+    raise AssertionError("unreachable")
+
+
+def horowitz_energy(
+    node_nm: int, sram_bytes: int, sram_banks: int, acc_bytes: int, cols: int, lut_entries: int
+) -> dict[str, float]:
+    """Per-event energies (pJ) of a preset under the documented rule (no static power)."""
+    s = energy_scale(node_nm)
+    sram = sram_pj_per_byte_45(sram_bytes / sram_banks) * s  # one bank is accessed
+    return {
+        "mac_int8_pj": (H45_INT8_MULT_PJ + H45_INT32_ADD_PJ) * s,
+        "sram_read_byte_pj": sram,
+        "sram_write_byte_pj": sram,  # assumption: write = read (Horowitz gives reads)
+        # accumulator: one bank per array column, 4 bytes per int32 entry
+        "acc_access_pj": 4 * sram_pj_per_byte_45(acc_bytes / cols) * s,
+        "lpddr_byte_pj": H45_DRAM_32B_PJ / 4,
+        "sys_sram_byte_pj": sram_pj_per_byte_45(1024 * 1024) * s,
+        "flash_byte_pj": H45_DRAM_32B_PJ / 4,  # assumption: no Horowitz figure; DRAM's used
+        "vector_lane_op_pj": (H45_INT32_MULT_PJ + H45_INT32_ADD_PJ) * s,
+        "lut_lookup_pj": 2 * sram_pj_per_byte_45(2 * lut_entries) * s,
+    }
+
+
+def horowitz_area(node_nm: int) -> dict[str, float]:
+    """Area figures (mm^2) of a preset under the documented rule."""
+    a = area_scale(node_nm) * 1e-6  # um^2 at 45 nm -> mm^2 at node
+    return {
+        "mac_mm2": (H45_AREA_INT8_MULT_UM2 + H45_AREA_INT32_ADD_UM2) * a,
+        "sram_kib_mm2": 8192 * BITCELL_45NM_UM2 / ARRAY_EFFICIENCY * a,
+        "vector_lane_mm2": (H45_AREA_INT32_MULT_UM2 + H45_AREA_INT32_ADD_UM2) * a,
+        "fixed_mm2": FIXED_AREA_45NM_MM2 * area_scale(node_nm),
+    }

@@ -1,0 +1,59 @@
+"""CLI commands about the hardware: ``tessel targets [--json] [--target T ...]``.
+
+``--target`` values anywhere in the CLI are a preset name or a path to a .toml file, resolved
+by ``tessel.arch.load_target``; ``add_target_argument`` adds that option to a sub-command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tessel.arch import NpuArch, list_presets, load_target
+
+
+def add_target_argument(parser: argparse.ArgumentParser, default: str | None = "tnpu-s") -> None:
+    """Add ``--target NAME|FILE.toml`` to ``parser`` (resolve it with ``load_target``)."""
+    parser.add_argument(
+        "--target", default=default,
+        help=f"preset name ({', '.join(list_presets())}) or path to a .toml file",
+    )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("targets", help="list NPU presets and their key figures")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--target", action="append", default=None,
+                   help="show this preset or .toml file instead of all presets (repeatable)")
+    p.set_defaults(func=targets_command)
+
+
+def _row(a: NpuArch) -> list[str]:
+    s = a.summary()
+    mems = ", ".join(
+        f"{m['name']}:{m['bytes_per_cycle']}B/c+{m['latency_cycles']}" for m in s["offchip"]
+    )
+    return [s["name"], f"{s['clock_mhz']:g}", f"{s['array']} {s['dataflow'][0]}S",
+            str(s["peak_macs_per_cycle"]), f"{s['peak_tops']:.3g}", str(s["sram_kib"]),
+            str(s["sram_bytes_per_cycle"]), mems, f"{s['area_mm2']:.3f}"]
+
+
+def format_table(archs: list[NpuArch]) -> str:
+    head = ["target", "MHz", "array", "MACs/c", "TOPS", "SRAM KiB", "SRAM B/c",
+            "off-chip (B/cycle + latency)", "mm^2"]
+    rows = [head] + [_row(a) for a in archs]
+    widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows) + "\n"
+
+
+def targets_command(args: argparse.Namespace) -> int:
+    # a bad --target raises TesselConfigError naming the key; tessel.cli.main reports it
+    archs = [load_target(n) for n in (args.target or list_presets())]
+    if args.json:
+        out = [dict(a.summary(), arch_hash=a.arch_hash) for a in archs]
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+    else:
+        sys.stdout.write(format_table(archs))
+    return 0

@@ -1,0 +1,51 @@
+"""tessel.isa: the Tessel NPU instruction set, derived from one table (``tessel.isa.table``).
+
+Public API: ``Instruction``, ``Opcode``, ``Engine``, ``encode``, ``decode``, ``encode_stream``,
+``decode_stream``, ``disassemble``, ``assemble``; costs in ``tessel.isa.costs``; operand boxes
+and static trap rules in ``tessel.isa.footprint``. Semantics: docs/isa.md.
+"""
+
+from tessel.isa.codec import check_stream, decode, decode_stream, encode, encode_stream
+from tessel.isa.fields import (
+    AccMode,
+    AccSrc,
+    DType,
+    EltOp,
+    Engine,
+    Field,
+    LutMode,
+    ParamMode,
+    PoolOp,
+    ReduceOp,
+    UnaryOp,
+)
+from tessel.isa.instruction import Instruction
+from tessel.isa.table import NUM_TOKENS, SPECS, InstrSpec, Opcode, opcodes_of
+from tessel.isa.text import assemble, disassemble
+
+__all__ = [
+    "NUM_TOKENS",
+    "SPECS",
+    "AccMode",
+    "AccSrc",
+    "DType",
+    "EltOp",
+    "Engine",
+    "Field",
+    "InstrSpec",
+    "Instruction",
+    "LutMode",
+    "Opcode",
+    "ParamMode",
+    "PoolOp",
+    "ReduceOp",
+    "UnaryOp",
+    "assemble",
+    "check_stream",
+    "decode",
+    "decode_stream",
+    "disassemble",
+    "encode",
+    "encode_stream",
+    "opcodes_of",
+]

@@ -1,0 +1,240 @@
+"""Cycle and energy-event cost of every instruction, in isolation (docs/isa.md, "Costs").
+
+One function per instruction class; the simulator's timing model and the compiler's
+analytical model both call these, so they cannot disagree about a single instruction.
+What this module does NOT model is interaction between instructions: waiting on tokens and
+DMA engines sharing an off-chip memory's bandwidth are the simulator's job.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+from tessel.arch.types import Dataflow, NpuArch
+from tessel.isa.fields import AccMode, AccSrc, LutMode, ParamMode, ReduceOp
+from tessel.isa.instruction import Instruction
+from tessel.isa.table import Opcode
+
+CONTROL_CYCLES = 1  # WAIT (when the token is there), SIGNAL, END
+UNARY_STEPS = 8  # RECIP / RSQRT: iterative radix-16 divider, 8 steps per 32-bit element
+
+
+@dataclass(frozen=True)
+class Events:
+    """Countable energy events; ``offchip_*`` are per off-chip memory index."""
+
+    macs: int = 0
+    sram_read_bytes: int = 0
+    sram_write_bytes: int = 0
+    acc_reads: int = 0
+    acc_writes: int = 0
+    vector_lane_ops: int = 0
+    lut_accesses: int = 0
+    offchip_read_bytes: tuple[int, ...] = ()
+    offchip_write_bytes: tuple[int, ...] = ()
+
+    def __add__(self, other: Events) -> Events:
+        vals = {}
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(a, tuple):
+                n = max(len(a), len(b))
+                a, b = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
+                vals[f.name] = tuple(x + y for x, y in zip(a, b, strict=True))
+            else:
+                vals[f.name] = a + b
+        return Events(**vals)
+
+
+@dataclass(frozen=True)
+class Cost:
+    cycles: int
+    events: Events
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ---- matrix engine ------------------------------------------------------------------------------
+def gemm_dims(i: Instruction) -> tuple[int, int, int]:
+    """(M, N, K) of a CONV or MATMUL tile: output rows (pixels), output columns, reduction."""
+    if i.opcode == Opcode.CONV:
+        return i.out_h * i.out_w, i.cout, i.kh * i.kw * i.cin
+    if i.opcode == Opcode.MATMUL:
+        return i.m, i.n, i.k
+    raise ValueError(f"{i.opcode.name} is not a matrix instruction")
+
+
+def gemm_folds(m: int, n: int, k: int, rows: int, cols: int, dataflow: Dataflow) -> tuple[int, int]:
+    """(folds, T): how many R x C mappings the GEMM needs and the stream length of each.
+
+    WS: rows hold K, columns N, the M rows stream (T = M). OS: rows hold M, columns N, the
+    reduction streams (T = K). SCALE-Sim's Sr, Sc, T in the same roles.
+    """
+    if dataflow == Dataflow.WEIGHT_STATIONARY:
+        return _cdiv(k, rows) * _cdiv(n, cols), m
+    return _cdiv(m, rows) * _cdiv(n, cols), k
+
+
+def gemm_cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: Dataflow,
+                pipelined: bool = True) -> int:
+    """Cycles of an M x N x K GEMM on an R x C array.
+
+    One fold alone takes 2R + C + T - 2 (R to load weights (WS) or drain outputs (OS), T to
+    stream, R + C - 2 of wavefront skew). Not pipelined (SCALE-Sim's analytical model):
+    folds * (2R + C + T - 2). Pipelined (the Tessel matrix engine: the next fold's weight load
+    or the previous fold's drain overlaps the current stream, so a new fold starts every
+    max(T, R) cycles): (folds - 1) * max(T, R) + 2R + C + T - 2. Equal for one fold.
+    """
+    folds, t = gemm_folds(m, n, k, rows, cols, dataflow)
+    one = 2 * rows + cols + t - 2
+    if not pipelined:
+        return folds * one
+    return (folds - 1) * max(t, rows) + one
+
+
+def scalesim_cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: Dataflow) -> int:
+    """SCALE-Sim's compute cycles for the same GEMM (folds run back to back, no overlap)."""
+    return gemm_cycles(m, n, k, rows, cols, dataflow, pipelined=False)
+
+
+def matrix_cost(i: Instruction, arch: NpuArch) -> Cost:
+    """CONV / MATMUL: the pipelined GEMM formula, bounded below by SRAM read bandwidth."""
+    m, n, k = gemm_dims(i)
+    r, c, df = arch.matrix.rows, arch.matrix.cols, arch.matrix.dataflow
+    col_folds = _cdiv(n, c)
+    if df == Dataflow.WEIGHT_STATIONARY:
+        sram_reads = k * n + m * k * col_folds
+        k_folds = _cdiv(k, r)
+        acc_writes = m * n * k_folds
+        acc_reads = m * n * (k_folds - 1 + (i.mode == AccMode.ACCUMULATE))
+    else:
+        sram_reads = m * k * col_folds + k * n * _cdiv(m, r)
+        acc_writes = m * n
+        acc_reads = m * n * (i.mode == AccMode.ACCUMULATE)
+    compute = gemm_cycles(m, n, k, r, c, df)
+    cycles = max(compute, _cdiv(sram_reads, arch.derived.sram_bytes_per_cycle))
+    return Cost(cycles, Events(macs=m * n * k, sram_read_bytes=sram_reads,
+                               acc_reads=acc_reads, acc_writes=acc_writes))
+
+
+# ---- DMA ----------------------------------------------------------------------------------------
+def dma_cost(i: Instruction, arch: NpuArch) -> Cost:
+    """DMA_LOAD / DMA_STORE alone: latency + ceil(bytes / bytes_per_cycle)."""
+    nbytes = i.d0 * i.d1 * i.d2 * i.d3 * i.dtype.nbytes
+    mem = arch.offchip[i.mem]
+    bpc = min(mem.bytes_per_cycle, arch.derived.sram_bytes_per_cycle)
+    per_mem = [0] * len(arch.offchip)
+    per_mem[i.mem] = nbytes
+    if i.opcode == Opcode.DMA_LOAD:
+        ev = Events(sram_write_bytes=nbytes, offchip_read_bytes=tuple(per_mem),
+                    offchip_write_bytes=(0,) * len(per_mem))
+    else:
+        ev = Events(sram_read_bytes=nbytes, offchip_write_bytes=tuple(per_mem),
+                    offchip_read_bytes=(0,) * len(per_mem))
+    return Cost(mem.latency_cycles + _cdiv(nbytes, bpc), ev)
+
+
+# ---- vector engine ------------------------------------------------------------------------------
+def _vector_events(i: Instruction) -> tuple[int, Events]:
+    """(lane-groups of work in elements, events) of a vector instruction."""
+    op = i.opcode
+    if op == Opcode.REQUANT:
+        e = i.rows * i.ch
+        p = i.ch if i.param_mode == ParamMode.PER_CHANNEL else 1
+        src_acc = i.src == AccSrc.ACC
+        return e, Events(acc_reads=e if src_acc else 0,
+                         sram_read_bytes=12 * p + (0 if src_acc else 4 * e),
+                         sram_write_bytes=e * i.out_dtype.nbytes, vector_lane_ops=e)
+    if op == Opcode.ELTWISE:
+        e = i.d0 * i.d1 * i.d2
+        return e, Events(sram_read_bytes=e * (i.a_dtype.nbytes + i.b_dtype.nbytes),
+                         sram_write_bytes=e * i.out_dtype.nbytes, vector_lane_ops=e)
+    if op == Opcode.LUT:
+        e, w = i.d0 * i.d1 * i.d2, (1 if i.lut_mode == LutMode.I8_256 else 2)
+        return e, Events(sram_read_bytes=e * w, sram_write_bytes=e * w, vector_lane_ops=e,
+                         lut_accesses=e * w)
+    if op == Opcode.LUT_LOAD:
+        return i.count, Events(sram_read_bytes=2 * i.count, lut_accesses=i.count)
+    if op in (Opcode.POOL, Opcode.DWCONV):
+        outs = i.out_h * i.out_w * i.ch
+        e = outs * i.kh * i.kw
+        if op == Opcode.POOL:
+            w = i.dtype.nbytes
+            return e, Events(sram_read_bytes=e * w, sram_write_bytes=outs * w, vector_lane_ops=e)
+        return e, Events(macs=e, sram_read_bytes=2 * e, acc_writes=outs,
+                         acc_reads=outs * (i.mode == AccMode.ACCUMULATE))
+    if op == Opcode.REDUCE:
+        e = i.d0 * i.d1 * i.d2
+        outs = e // (i.d0, i.d1, i.d2)[i.axis]
+        wout = 4 if i.op in (ReduceOp.SUM, ReduceOp.SUMSQ) else i.dtype.nbytes
+        return e, Events(sram_read_bytes=e * i.dtype.nbytes, sram_write_bytes=outs * wout,
+                         vector_lane_ops=e)
+    if op == Opcode.COPY:
+        e = i.d0 * i.d1 * i.d2 * i.d3
+        nb = e * i.dtype.nbytes
+        return e, Events(sram_read_bytes=nb, sram_write_bytes=nb)
+    if op == Opcode.UNARY:
+        e = i.d0 * i.d1 * i.d2
+        return e * UNARY_STEPS, Events(sram_read_bytes=4 * e, sram_write_bytes=4 * e,
+                                       vector_lane_ops=e * UNARY_STEPS)
+    raise ValueError(f"{op.name} is not a vector instruction")
+
+
+def vector_cost(i: Instruction, arch: NpuArch) -> Cost:
+    """latency + max(ceil(work / lanes), ceil(SRAM bytes / SRAM bytes per cycle))."""
+    work, ev = _vector_events(i)
+    sram = _cdiv(ev.sram_read_bytes + ev.sram_write_bytes, arch.derived.sram_bytes_per_cycle)
+    cycles = arch.vector.pipeline_latency_cycles + max(_cdiv(work, arch.vector.lanes), sram)
+    return Cost(cycles, ev)
+
+
+def control_cost(i: Instruction, arch: NpuArch) -> Cost:
+    """WAIT / SIGNAL / END: one cycle (a WAIT's blocked time is not part of its cost)."""
+    return Cost(CONTROL_CYCLES, Events())
+
+
+_VECTOR = {Opcode.REQUANT, Opcode.ELTWISE, Opcode.LUT, Opcode.LUT_LOAD, Opcode.POOL,
+           Opcode.DWCONV, Opcode.REDUCE, Opcode.COPY, Opcode.UNARY}
+
+
+def instruction_cost(i: Instruction, arch: NpuArch) -> Cost:
+    """Cost of any instruction (dispatches to the class functions above)."""
+    if i.opcode in (Opcode.DMA_LOAD, Opcode.DMA_STORE):
+        return dma_cost(i, arch)
+    if i.opcode in (Opcode.CONV, Opcode.MATMUL):
+        return matrix_cost(i, arch)
+    if i.opcode in _VECTOR:
+        return vector_cost(i, arch)
+    return control_cost(i, arch)
+
+
+# ---- energy -------------------------------------------------------------------------------------
+def energy_breakdown_pj(ev: Events, arch: NpuArch) -> dict[str, float]:
+    """Dynamic energy of ``ev`` in pJ by component (off-chip memories by name)."""
+    en = arch.energy
+    out = {
+        "mac": ev.macs * en.mac_int8_pj,
+        "sram_read": ev.sram_read_bytes * en.sram_read_byte_pj,
+        "sram_write": ev.sram_write_bytes * en.sram_write_byte_pj,
+        "acc": (ev.acc_reads + ev.acc_writes) * en.acc_access_pj,
+        "vector": ev.vector_lane_ops * en.vector_lane_op_pj,
+        "lut": ev.lut_accesses * en.lut_lookup_pj,
+    }
+    for idx, mem in enumerate(arch.offchip):
+        rd = ev.offchip_read_bytes[idx] if idx < len(ev.offchip_read_bytes) else 0
+        wr = ev.offchip_write_bytes[idx] if idx < len(ev.offchip_write_bytes) else 0
+        out[mem.name] = (rd + wr) * en.offchip_byte_pj(mem.kind)
+    return out
+
+
+def energy_pj(ev: Events, arch: NpuArch) -> float:
+    """Total dynamic energy of ``ev`` in pJ."""
+    return math.fsum(energy_breakdown_pj(ev, arch).values())
+
+
+def static_energy_pj(cycles: int, arch: NpuArch) -> float:
+    """Leakage over ``cycles`` at the preset's clock: mW * s = mJ = 1e9 pJ."""
+    return arch.energy.static_power_mw * cycles / arch.clock_hz * 1e9

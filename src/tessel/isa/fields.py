@@ -1,0 +1,167 @@
+"""Building blocks of the ISA table: the enums that fields take, and ``Field`` itself.
+
+A field is a name, a bit width, a signedness or an enum type, the legal range (narrower than
+the width allows when the hardware needs it, e.g. sizes >= 1) and an optional default used by
+``Instruction.make`` and the assembler. Encoding, decoding, range checks, text and the field
+tables of docs/isa.md are all derived from these values.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Engine(enum.IntEnum):
+    """The four engines; each runs its own instruction queue."""
+
+    DMA_IN = 0
+    MATRIX = 1
+    VECTOR = 2
+    DMA_OUT = 3
+
+
+class DType(enum.IntEnum):
+    """Element type of a tensor operand (little-endian two's complement)."""
+
+    I8 = 0
+    I16 = 1
+    I32 = 2
+
+    @property
+    def nbytes(self) -> int:
+        return (1, 2, 4)[self.value]
+
+    @property
+    def lo(self) -> int:
+        return -(1 << (8 * self.nbytes - 1))
+
+    @property
+    def hi(self) -> int:
+        return (1 << (8 * self.nbytes - 1)) - 1
+
+
+class AccMode(enum.IntEnum):
+    """Whether a matrix / depthwise tile overwrites or adds to the accumulator."""
+
+    OVERWRITE = 0
+    ACCUMULATE = 1
+
+
+class AccSrc(enum.IntEnum):
+    """Where REQUANT reads its int32 input: the accumulator SRAM or int32 words in SRAM."""
+
+    ACC = 0
+    SRAM = 1
+
+
+class ParamMode(enum.IntEnum):
+    """REQUANT parameters: one (bias, multiplier, shift) per channel, or one for all."""
+
+    PER_CHANNEL = 0
+    PER_TENSOR = 1
+
+
+class EltOp(enum.IntEnum):
+    ADD = 0
+    SUB = 1
+    MUL = 2
+    MAX = 3
+    MIN = 4
+
+
+class LutMode(enum.IntEnum):
+    """I8_256: int8 -> int8 by a 256-entry table; I16_513: int16 -> int16, interpolated."""
+
+    I8_256 = 0
+    I16_513 = 1
+
+
+class PoolOp(enum.IntEnum):
+    MAX = 0
+    AVG = 1
+
+
+class ReduceOp(enum.IntEnum):
+    SUM = 0
+    SUMSQ = 1
+    MAX = 2
+    MIN = 3
+
+
+class UnaryOp(enum.IntEnum):
+    """int32 -> int32 fixed-point functions of the vector engine's iterative divider."""
+
+    RECIP = 0
+    RSQRT = 1
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of an instruction: ``bits`` wide, signed or unsigned or an enum."""
+
+    name: str
+    bits: int
+    doc: str
+    signed: bool = False
+    enum: type[enum.IntEnum] | None = None
+    lo: int | None = None  # smallest legal value (defaults to the type's minimum)
+    hi: int | None = None  # largest legal value (defaults to the type's maximum)
+    default: int | None = None  # None: the field must be given
+    hex: bool = False  # print in hexadecimal (addresses)
+
+    @property
+    def min(self) -> int:
+        if self.lo is not None:
+            return self.lo
+        return -(1 << (self.bits - 1)) if self.signed else 0
+
+    @property
+    def max(self) -> int:
+        if self.hi is not None:
+            return self.hi
+        return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+
+    def type_name(self) -> str:
+        """``u16``, ``s24``, or the enum's name (for docs and error messages)."""
+        if self.enum is not None:
+            return self.enum.__name__
+        return f"{'s' if self.signed else 'u'}{self.bits}"
+
+    def check(self, value: object) -> str | None:
+        """None if ``value`` is legal for this field, else why not."""
+        if self.enum is not None:
+            if isinstance(value, self.enum):
+                return None
+            if isinstance(value, int) and not isinstance(value, bool):
+                try:
+                    self.enum(value)
+                    return None
+                except ValueError:
+                    pass
+            names = ", ".join(m.name for m in self.enum)
+            return f"must be one of {names}, got {value!r}"
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"must be an integer, got {value!r}"
+        if not self.min <= value <= self.max:
+            return f"must be in [{self.min}, {self.max}], got {value}"
+        return None
+
+
+def u(name: str, bits: int, doc: str, *, lo: int | None = None, hi: int | None = None,
+      default: int | None = None, hex: bool = False) -> Field:
+    """An unsigned field."""
+    return Field(name, bits, doc, lo=lo, hi=hi, default=default, hex=hex)
+
+
+def s(name: str, bits: int, doc: str, *, lo: int | None = None, hi: int | None = None,
+      default: int | None = None) -> Field:
+    """A signed (two's complement) field."""
+    return Field(name, bits, doc, signed=True, lo=lo, hi=hi, default=default)
+
+
+def e(name: str, cls: type[enum.IntEnum], bits: int, doc: str, *,
+      default: enum.IntEnum | None = None) -> Field:
+    """An enum field stored as its integer value."""
+    assert max(m.value for m in cls) < (1 << bits), f"{cls.__name__} does not fit {bits} bits"
+    return Field(name, bits, doc, enum=cls, default=None if default is None else int(default))

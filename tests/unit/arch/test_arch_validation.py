@@ -1,0 +1,87 @@
+"""Bad preset files are rejected with a message naming the file and the key."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import pytest
+
+from tessel.arch import CompileOptions, arch_from_text
+from tessel.errors import TesselConfigError
+
+BASE = (resources.files("tessel.arch") / "presets" / "tnpu-s.toml").read_text()
+WHERE = "presets/x.toml"
+
+
+def _load(text: str):
+    return arch_from_text(text, WHERE)
+
+
+def _sub(old: str, new: str) -> str:
+    assert old in BASE, old
+    return BASE.replace(old, new, 1)
+
+
+def test_base_is_valid() -> None:
+    assert _load(BASE).name == "tnpu-s"
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("rows = 16", "rows = 12",
+     "presets/x.toml: matrix.rows must be a positive power of two <= 512, got 12"),
+    ("cols = 16", 'cols = "16"', "matrix.cols must be an integer, got '16'"),
+    ('dataflow = "WEIGHT_STATIONARY"', 'dataflow = "ROW"',
+     "matrix.dataflow must be one of WEIGHT_STATIONARY, OUTPUT_STATIONARY, got 'ROW'"),
+    ("lanes = 32", "lanes = 0", "vector.lanes must be a positive power of two"),
+    ("sram_banks = 8", "sram_banks = 3", "onchip.sram_banks must be a positive power of two"),
+    ("acc_bytes = 65_536", "acc_bytes = 65_535", "onchip.acc_bytes must be a multiple of 4"),
+    ("lut_entries = 1024", "lut_entries = 256", "onchip.lut_entries must be an integer in"),
+    ("bytes_per_cycle = 16", "bytes_per_cycle = 0", r"offchip\[0\].bytes_per_cycle"),
+    ('kind = "LPDDR"', 'kind = "HBM"', r"offchip\[0\].kind must be one of"),
+    ('weights = "lpddr"', 'weights = "hbm"', "memory.weights must name one of"),
+    ("channels = 2", "channels = 0", "dma.channels must be an integer in"),
+    ("mac_int8_pj = 0.0842798", "mac_int8_pj = -1.0", "energy.mac_int8_pj must be a finite"),
+    ("fixed_mm2 = 0.025284", "fixed_mm2 = nan", "area.fixed_mm2 must be a finite"),
+    ("clock_hz = 1_000_000_000", "clock_hz = 1.5e9", "clock_hz must be an integer"),
+    ("peak_tops = 0.512", "peak_tops = 0.6",
+     "derived.peak_tops is declared as 0.6 but the parameters give 0.512"),
+    ("peak_tops = 0.512", "peak_flops = 1.0", "derived.peak_flops is not a derived figure"),
+    ("[dma]\nchannels = 2", "[dma]\nchannels = 2\nburst = 64", "unknown key 'dma.burst'"),
+    ('name = "tnpu-s"', 'name = "tnpu-s"\ncolour = "red"', "unknown key 'colour'"),
+    ('name = "tnpu-s"', 'name = "Bad Name"', "name must be lower-case"),
+    ("rows = 16", "rows = true", "matrix.rows must be an integer, got True"),
+])
+def test_bad_value_names_key(old: str, new: str, message: str) -> None:
+    with pytest.raises(TesselConfigError, match=message) as info:
+        _load(_sub(old, new))
+    assert str(info.value).startswith(WHERE + ": ")
+
+
+def test_missing_key_and_table() -> None:
+    with pytest.raises(TesselConfigError, match="vector.lanes is missing"):
+        _load(_sub("lanes = 32\n", ""))
+    text = BASE.split("[dma]")[0] + "[energy]" + BASE.split("[energy]")[1]
+    with pytest.raises(TesselConfigError, match=r"\[dma\] table is missing"):
+        _load(text)
+
+
+def test_duplicate_memory_and_invalid_toml() -> None:
+    block = BASE[BASE.index("[[offchip]]"):BASE.index("[memory]")]
+    with pytest.raises(TesselConfigError, match=r"offchip\[1\].name must be unique"):
+        _load(BASE.replace(block, block + block))
+    with pytest.raises(TesselConfigError, match="presets/x.toml: invalid TOML"):
+        _load("rows = = 3")
+
+
+def test_compile_options() -> None:
+    o = CompileOptions(dump_after=["fold_bn"])  # a list is normalised to a tuple
+    assert o.dump_after == ("fold_bn",) and o.calibration_samples == 32 and o.seed == 0
+    with pytest.raises(TesselConfigError, match="calibration_samples"):
+        CompileOptions(calibration_samples=0)
+    with pytest.raises(TesselConfigError, match="seed"):
+        CompileOptions(seed=-1)
+    with pytest.raises(TesselConfigError, match="dump_after"):
+        CompileOptions(dump_after="fold_bn")
+    with pytest.raises(TesselConfigError, match="allow_host_fallback"):
+        CompileOptions(allow_host_fallback=1)
+    assert "arch_hash" not in dir(o)

@@ -1,0 +1,56 @@
+"""`tessel targets [--json] [--target NAME|FILE]`, through the command's register()."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from importlib import resources
+
+import pytest
+
+from tessel.arch import list_presets
+from tessel.cli import hw
+from tessel.errors import TesselConfigError
+
+
+def _run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="tessel")
+    hw.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_table_lists_every_preset(capsys) -> None:
+    assert _run(["targets"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:3] == ["target", "MHz", "array"]
+    assert [line.split()[0] for line in out[1:]] == list_presets()
+    u55 = next(line for line in out if line.startswith("u55-256"))
+    assert " 500 " in u55 and "16x16 OS" in u55 and "flash:1B/c+64" in u55
+
+
+def test_json_has_key_figures(capsys) -> None:
+    assert _run(["targets", "--json", "--target", "u65-512"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)
+    assert entry["peak_macs_per_cycle"] == 512 and entry["clock_mhz"] == 1000
+    assert entry["sram_kib"] == 384 and entry["sram_bytes_per_cycle"] == 16
+    assert entry["offchip"][0]["bytes_per_cycle"] == 12 and len(entry["arch_hash"]) == 64
+
+
+def test_custom_file_and_bad_file(tmp_path, capsys) -> None:
+    text = (resources.files("tessel.arch") / "presets" / "tnpu-s.toml").read_text()
+    good = tmp_path / "good.toml"
+    good.write_text(text.replace('name = "tnpu-s"', 'name = "good"'))
+    assert _run(["targets", "--target", str(good)]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("good ")
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("rows = 16", "rows = 12"))
+    with pytest.raises(TesselConfigError, match=r"bad.toml: matrix.rows must be a positive power"):
+        _run(["targets", "--target", str(bad)])
+
+
+def test_add_target_argument() -> None:
+    parser = argparse.ArgumentParser()
+    hw.add_target_argument(parser)
+    assert parser.parse_args([]).target == "tnpu-s"
+    assert parser.parse_args(["--target", "x.toml"]).target == "x.toml"

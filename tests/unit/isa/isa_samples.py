@@ -1,0 +1,56 @@
+"""One small legal instruction per opcode, valid on every shipped preset (shared by isa tests)."""
+
+from __future__ import annotations
+
+from tessel.isa import (
+    AccSrc,
+    DType,
+    EltOp,
+    Engine,
+    Instruction,
+    LutMode,
+    Opcode,
+    PoolOp,
+    ReduceOp,
+    UnaryOp,
+)
+
+M = Opcode
+SAMPLES: dict[Opcode, Instruction] = {
+    M.END: Instruction.make(M.END),
+    M.WAIT: Instruction.make(M.WAIT, engine=Engine.DMA_IN, token=1),
+    M.SIGNAL: Instruction.make(M.SIGNAL, engine=Engine.VECTOR, token=2),
+    M.DMA_LOAD: Instruction.make(M.DMA_LOAD, mem=0, dtype=DType.I8, d0=1000, ext_addr=64,
+                                 ext_s0=1, sram_addr=0, sram_s0=1),
+    M.DMA_STORE: Instruction.make(M.DMA_STORE, mem=0, dtype=DType.I32, d0=10, d1=3, ext_addr=0,
+                                  ext_s0=4, ext_s1=40, sram_addr=4096, sram_s0=4, sram_s1=40),
+    M.CONV: Instruction.make(M.CONV, in_addr=0, in_h=6, in_w=6, in_stride_h=24, in_stride_w=4,
+                             cin=4, kh=3, kw=3, pad_top=1, pad_left=1, out_h=4, out_w=4, cout=8,
+                             w_addr=1024, w_stride_k=32, w_stride_ci=8, acc_addr=0, acc_stride=8),
+    M.MATMUL: Instruction.make(M.MATMUL, m=64, n=32, k=48, a_addr=0, a_stride_m=48, b_addr=4096,
+                               b_stride_k=32, acc_addr=0, acc_stride=32),
+    M.REQUANT: Instruction.make(M.REQUANT, src=AccSrc.ACC, src_addr=0, src_stride=40, rows=10,
+                                ch=40, out_dtype=DType.I8, dst_addr=0, dst_stride=40,
+                                param_addr=2048, act_min=-128, act_max=127),
+    M.ELTWISE: Instruction.make(M.ELTWISE, op=EltOp.ADD, a_dtype=DType.I8, b_dtype=DType.I8,
+                                out_dtype=DType.I8, d0=64, a_addr=0, a_s0=1, b_addr=64, b_s0=1,
+                                out_addr=128, out_s0=1, left_shift=20, a_mult=1 << 30, a_shift=1,
+                                b_mult=1 << 30, b_shift=1, out_mult=1 << 30, out_shift=-19,
+                                act_min=-128, act_max=127),
+    M.LUT: Instruction.make(M.LUT, lut_mode=LutMode.I16_513, lut_base=0, d0=16, src_addr=0,
+                            src_s0=2, dst_addr=32, dst_s0=2),
+    M.LUT_LOAD: Instruction.make(M.LUT_LOAD, lut_base=0, count=513, src_addr=0),
+    M.POOL: Instruction.make(M.POOL, op=PoolOp.AVG, dtype=DType.I8, in_addr=0, in_h=4, in_w=4,
+                             in_stride_h=32, in_stride_w=8, ch=8, kh=2, kw=2, stride_h=2,
+                             stride_w=2, out_h=2, out_w=2, out_addr=512, out_stride_h=16,
+                             out_stride_w=8, act_min=-128, act_max=127),
+    M.DWCONV: Instruction.make(M.DWCONV, in_addr=0, in_h=5, in_w=5, in_stride_h=40,
+                               in_stride_w=8, ch=8, kh=3, kw=3, out_h=3, out_w=3, w_addr=1024,
+                               w_stride_k=8, acc_addr=0, acc_stride=8),
+    M.REDUCE: Instruction.make(M.REDUCE, op=ReduceOp.SUM, dtype=DType.I8, axis=0, d0=16, d1=4,
+                               src_addr=0, src_s0=1, src_s1=16, dst_addr=64, dst_s0=4),
+    M.COPY: Instruction.make(M.COPY, dtype=DType.I8, d0=4, d1=8, src_addr=0, src_s0=8, src_s1=1,
+                             dst_addr=64, dst_s0=1, dst_s1=4),
+    M.UNARY: Instruction.make(M.UNARY, op=UnaryOp.RECIP, frac_bits=15, d0=32, src_addr=0,
+                              src_s0=4, dst_addr=128, dst_s0=4),
+}

@@ -1,0 +1,117 @@
+"""Cost formulas of docs/isa.md section 5, checked against hand-computed numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from isa_samples import SAMPLES
+
+from tessel.arch import Dataflow, load_preset
+from tessel.isa import Opcode
+from tessel.isa.costs import (
+    Events,
+    energy_breakdown_pj,
+    energy_pj,
+    gemm_cycles,
+    gemm_dims,
+    instruction_cost,
+    matrix_cost,
+    scalesim_cycles,
+    static_energy_pj,
+    vector_cost,
+)
+
+S = load_preset("tnpu-s")  # 16x16 WS, SRAM 64 B/cycle, 32 lanes, latency 4, LPDDR 16 B/c + 100
+U55 = load_preset("u55-256")  # 16x16 OS, SRAM 32 B/cycle
+WS, OS = Dataflow.WEIGHT_STATIONARY, Dataflow.OUTPUT_STATIONARY
+
+
+def test_dma_is_latency_plus_bytes_over_bandwidth() -> None:
+    c = instruction_cost(SAMPLES[Opcode.DMA_LOAD], S)
+    assert c.cycles == 100 + 63  # 1000 bytes at 16 B/cycle
+    assert c.events == Events(sram_write_bytes=1000, offchip_read_bytes=(1000,),
+                              offchip_write_bytes=(0,))
+    st = instruction_cost(SAMPLES[Opcode.DMA_STORE], S)  # 10 x 3 int32 = 120 bytes
+    assert st.cycles == 100 + 8 and st.events.offchip_write_bytes == (120,)
+    u55 = instruction_cost(SAMPLES[Opcode.DMA_LOAD].replace(mem=1), U55)  # flash 1 B/c + 64
+    assert u55.cycles == 64 + 1000
+
+
+@pytest.mark.parametrize("m,n,k,r,c,df,pipelined,scalesim", [
+    # WS: folds = ceil(K/R)*ceil(N/C), T = M; OS: folds = ceil(M/R)*ceil(N/C), T = K
+    (64, 32, 48, 16, 16, WS, 5 * 64 + 110, 6 * 110),
+    (64, 32, 48, 16, 16, OS, 7 * 48 + 94, 8 * 94),
+    (4, 16, 16, 16, 16, WS, 50, 50),  # one fold: identical
+    (1, 1, 1, 8, 8, OS, 23, 23),
+    (100, 10, 1000, 4, 8, OS, 49 * 1000 + 1014, 50 * 1014),
+    (3, 64, 64, 32, 32, WS, 3 * 32 + 97, 4 * 97),  # T < R: fold every R cycles
+])
+def test_gemm_cycles(m, n, k, r, c, df, pipelined, scalesim) -> None:
+    assert gemm_cycles(m, n, k, r, c, df) == pipelined
+    assert scalesim_cycles(m, n, k, r, c, df) == scalesim
+    assert gemm_cycles(m, n, k, r, c, df, pipelined=False) == scalesim
+    assert pipelined <= scalesim
+
+
+def test_matrix_cost_events_ws_and_os() -> None:
+    mm = SAMPLES[Opcode.MATMUL]  # 64 x 32 x 48
+    ws = matrix_cost(mm, S)
+    assert ws.cycles == 430 and ws.events.macs == 64 * 32 * 48
+    assert ws.events.sram_read_bytes == 48 * 32 + 64 * 48 * 2
+    assert (ws.events.acc_writes, ws.events.acc_reads) == (2048 * 3, 2048 * 2)
+    acc = matrix_cost(mm.replace(mode=1), S)
+    assert acc.events.acc_reads == 2048 * 3
+    os_ = matrix_cost(mm, U55)
+    assert os_.cycles == 430 and os_.events.sram_read_bytes == 64 * 48 * 2 + 48 * 32 * 4
+    assert (os_.events.acc_writes, os_.events.acc_reads) == (2048, 0)
+
+
+def test_matrix_cost_is_bounded_by_sram_bandwidth() -> None:
+    slow = dataclasses.replace(S, onchip=dataclasses.replace(S.onchip, sram_bank_width_bytes=1))
+    assert matrix_cost(SAMPLES[Opcode.MATMUL], slow).cycles == 7680 // 8
+
+
+def test_conv_gemm_dims() -> None:
+    assert gemm_dims(SAMPLES[Opcode.CONV]) == (16, 8, 36)
+    with pytest.raises(ValueError):
+        gemm_dims(SAMPLES[Opcode.END])
+
+
+def test_vector_costs() -> None:
+    req = vector_cost(SAMPLES[Opcode.REQUANT], S)  # 400 elements, 880 SRAM bytes
+    assert req.cycles == 4 + max(13, 14) and req.events.acc_reads == 400
+    assert req.events.sram_read_bytes == 480 and req.events.vector_lane_ops == 400
+    un = vector_cost(SAMPLES[Opcode.UNARY], S)
+    assert un.cycles == 4 + 8 and un.events.vector_lane_ops == 256
+    dw = vector_cost(SAMPLES[Opcode.DWCONV], S)
+    assert dw.events.macs == 3 * 3 * 8 * 9 and dw.events.acc_writes == 72
+    red = vector_cost(SAMPLES[Opcode.REDUCE], S)
+    assert red.events.sram_write_bytes == 4 * 4 and red.events.sram_read_bytes == 64
+    lut = vector_cost(SAMPLES[Opcode.LUT], S)
+    assert lut.events.lut_accesses == 32
+
+
+def test_every_opcode_has_a_cost() -> None:
+    for op, ins in SAMPLES.items():
+        c = instruction_cost(ins, S)
+        assert c.cycles >= 1, op
+    assert instruction_cost(SAMPLES[Opcode.WAIT], S).events == Events()
+
+
+def test_energy() -> None:
+    e = S.energy
+    ev = Events(macs=10, sram_read_bytes=3, acc_writes=2, offchip_read_bytes=(100,))
+    assert energy_pj(ev, S) == pytest.approx(
+        10 * e.mac_int8_pj + 3 * e.sram_read_byte_pj + 2 * e.acc_access_pj + 100 * e.lpddr_byte_pj)
+    parts = energy_breakdown_pj(ev, S)
+    assert parts["lpddr"] == pytest.approx(16000.0) and parts["vector"] == 0
+    assert static_energy_pj(S.clock_hz, S) == pytest.approx(e.static_power_mw * 1e9)
+    flash = energy_breakdown_pj(Events(offchip_write_bytes=(0, 5)), U55)
+    assert flash["flash"] == pytest.approx(5 * U55.energy.flash_byte_pj)
+
+
+def test_events_add() -> None:
+    a = Events(macs=1, offchip_read_bytes=(1,))
+    b = Events(macs=2, offchip_read_bytes=(0, 3))
+    assert a + b == Events(macs=3, offchip_read_bytes=(1, 3), offchip_write_bytes=())
