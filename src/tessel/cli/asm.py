@@ -1,0 +1,52 @@
+"""CLI: `tessel disasm FILE.tsl` and `tessel asm FILE.tasm -o FILE.tsl` (inverse of each other)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tessel.errors import TesselError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("disasm", help="print a .tsl binary as readable program text")
+    p.add_argument("binary", type=Path)
+    p.add_argument("-o", "--output", type=Path, help="write the text here instead of stdout")
+    p.set_defaults(func=cmd_disasm)
+
+    p = sub.add_parser("asm", help="assemble program text (as disasm prints it) into a .tsl")
+    p.add_argument("source", type=Path)
+    p.add_argument("-o", "--output", type=Path, required=True)
+    p.set_defaults(func=cmd_asm)
+
+
+def cmd_disasm(args: argparse.Namespace) -> int:
+    from tessel.binary import load_tsl
+    from tessel.binary.text import program_to_text
+    text = program_to_text(load_tsl(args.binary))
+    if args.output is None:
+        print(text, end="")
+    else:
+        _write(args.output, text.encode())
+    return 0
+
+
+def cmd_asm(args: argparse.Namespace) -> int:
+    from tessel.binary import save_tsl
+    from tessel.binary.text import program_from_text
+    try:
+        text = args.source.read_text()
+    except OSError as exc:
+        raise TesselError(f"cannot read {args.source}: {exc.strerror}") from None
+    save_tsl(args.output, program_from_text(text, source=str(args.source)))
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError as exc:
+        raise TesselError(f"cannot write {path}: {exc.strerror}") from None
