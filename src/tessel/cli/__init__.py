@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from tessel.errors import TesselError
 
 # Modules that add sub-commands through register(subparsers), in help order.
-COMMAND_MODULES = ("tessel.cli.frontend", "tessel.cli.hw", "tessel.cli.asm")
+COMMAND_MODULES = (
+    "tessel.cli.frontend", "tessel.passes.cli", "tessel.cli.hw", "tessel.cli.asm",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

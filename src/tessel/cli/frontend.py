@@ -40,8 +40,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     from tessel.frontend import import_model
     from tessel.ir import print_graph
     from tessel.models import load
-    from tessel.passes import run_pipeline
+    from tessel.passes import check_dump_after, run_pipeline
 
+    check_dump_after([d for d in args.dump_after if d != "import"])
     model, inputs = load(args.model)
     graph = import_model(model, inputs, allow_host_ops=args.host_fallback)
     dump = set(args.dump_after)

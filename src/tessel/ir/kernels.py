@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from scipy.special import erf
+from scipy.special import erf, expit
 
 from tessel.ir.ops import Op, window_out
 from tessel.ir.types import Layout
@@ -192,11 +192,11 @@ def upsample_nearest(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
 
 _UNARY: dict[Op, Callable[[np.ndarray], np.ndarray]] = {
     Op.RELU: lambda x: np.maximum(x, 0),
-    Op.SIGMOID: lambda x: 1.0 / (1.0 + np.exp(-x)),
+    Op.SIGMOID: expit,
     Op.TANH: np.tanh,
     Op.HARDSWISH: lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
     Op.HARDSIGMOID: lambda x: np.clip(x + 3.0, 0.0, 6.0) / 6.0,
-    Op.SILU: lambda x: x / (1.0 + np.exp(-x)),
+    Op.SILU: lambda x: x * expit(x),
     Op.EXP: np.exp,
     Op.LOG: np.log,
     Op.NEG: np.negative,

@@ -1,0 +1,44 @@
+"""`tessel opt FILE.tir`: run passes on IR text (like mlir-opt), for pass debugging and tests."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tessel.errors import TesselConfigError
+from tessel.ir.parser import parse_graph
+from tessel.ir.printer import print_graph
+from tessel.passes.manager import PASSES, check_dump_after, default_pipeline, run_pipeline
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("opt", help="run passes on an IR file and print the result",
+                              description="Run Tessel passes on IR text. Passes: "
+                              + ", ".join(sorted(PASSES)))
+    p.add_argument("file", help="IR text file (.tir)")
+    p.add_argument("--passes", default="default",
+                   help="comma-separated pass names, or 'default' for the float pipeline")
+    p.add_argument("--dump-after", action="append", default=[], metavar="PASS",
+                   help="print the IR after this pass to stderr (repeatable; 'all' for every pass)")
+    p.add_argument("-o", "--output", help="write the result here instead of stdout")
+    p.add_argument("--no-verify", action="store_true", help="skip the verifier between passes")
+    p.set_defaults(func=run_opt)
+
+
+def run_opt(args: argparse.Namespace) -> int:
+    dump_after = check_dump_after(args.dump_after)
+    names = [n.strip() for n in args.passes.split(",") if n.strip()]
+    passes = default_pipeline() if names == ["default"] else names
+    try:
+        text = Path(args.file).read_text()
+    except OSError as exc:
+        raise TesselConfigError(f"cannot read IR file {args.file}: {exc.strerror}") from None
+    graph = run_pipeline(parse_graph(text, source=args.file), passes, dump_after=dump_after,
+                         verify_each=not args.no_verify)
+    out = print_graph(graph)
+    if args.output:
+        Path(args.output).write_text(out)
+    else:
+        sys.stdout.write(out)
+    return 0
