@@ -1,0 +1,74 @@
+"""Load a model given as a zoo name or as `path/to/file.py:factory` (a user's own model)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+
+from tessel.errors import TesselConfigError
+from tessel.models.spec import ModelAndInputs, ModelSpec, Task, check_model_and_inputs
+
+
+def split_path_spec(spec: str) -> tuple[Path, str] | None:
+    """'dir/file.py:make' -> (Path('dir/file.py'), 'make'); None if `spec` is not of that form."""
+    path, sep, func = spec.rpartition(":")
+    if not sep or not path.endswith(".py"):
+        return None
+    if not func.isidentifier():
+        raise TesselConfigError(
+            f"model spec {spec!r}: {func!r} is not a function name "
+            "(expected path/to/file.py:factory)"
+        )
+    return Path(path), func
+
+
+def load_factory_file(path: Path, func: str) -> ModelAndInputs:
+    """Import `path` as a module, call its function `func` and check what it returned."""
+    where = f"{path}:{func}"
+    if not path.is_file():
+        raise TesselConfigError(f"model file not found: {path} (from model spec {where!r})")
+    module_name = "tessel_user_model_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise TesselConfigError(f"cannot import {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look modules up here
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        sys.modules.pop(module_name, None)
+        raise TesselConfigError(f"importing {path} failed: {type(e).__name__}: {e}") from e
+    factory = getattr(module, func, None)
+    if not callable(factory):
+        found = sorted(n for n, v in vars(module).items()
+                       if callable(v) and not n.startswith("_") and getattr(
+                           v, "__module__", None) == module_name)
+        raise TesselConfigError(
+            f"{path} has no function {func!r}"
+            + (f"; functions defined there: {', '.join(found)}" if found else "")
+        )
+    try:
+        result = factory()
+    except Exception as e:
+        raise TesselConfigError(f"{where}() raised {type(e).__name__}: {e}") from e
+    return check_model_and_inputs(result, f"{where}()")
+
+
+def user_spec(path: Path, func: str) -> ModelSpec:
+    """A ModelSpec for a user's factory; its calibration data repeats the example inputs."""
+    name = f"{path}:{func}"
+
+    def factory() -> ModelAndInputs:
+        return load_factory_file(path, func)
+
+    def calibration_data(n: int) -> list[tuple[torch.Tensor, ...]]:
+        _, inputs = factory()
+        return [tuple(x.clone() for x in inputs) for _ in range(n)]
+
+    return ModelSpec(name=name, factory=factory, description=f"user model from {name}",
+                     task=Task.GENERIC, input_description="the factory's example inputs",
+                     calibration_data=calibration_data)

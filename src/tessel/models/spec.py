@@ -1,0 +1,64 @@
+"""What the zoo knows about a model: its factory, task, inputs and calibration data."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from tessel.errors import TesselConfigError
+
+ModelAndInputs = tuple[nn.Module, tuple[torch.Tensor, ...]]
+Factory = Callable[[], ModelAndInputs]
+CalibrationFactory = Callable[[int], list[tuple[torch.Tensor, ...]]]
+
+
+class Task(enum.Enum):
+    """What a model's output means, which decides how accuracy is measured."""
+
+    CLASSIFIER = "classifier"  # logits [N, classes]: top-1 agreement / accuracy
+    EMBEDDING = "embedding"  # unit vectors [N, D]: cosine similarity
+    GENERIC = "generic"  # a user model of unknown kind: raw output error only
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One zoo entry (or a user model given as path/to/file.py:factory)."""
+
+    name: str
+    factory: Factory
+    description: str
+    task: Task
+    input_description: str
+    calibration_data: CalibrationFactory
+
+
+def check_model_and_inputs(result: object, where: str) -> ModelAndInputs:
+    """Check a factory returned (nn.Module, tuple of tensors); raise a clear error if not."""
+    hint = "a factory must return (model: nn.Module, example_inputs: tuple[torch.Tensor, ...])"
+    if not isinstance(result, tuple) or len(result) != 2:
+        got = f"a tuple of length {len(result)}" if isinstance(result, tuple) else _kind(result)
+        raise TesselConfigError(f"{where} returned {got}; {hint}")
+    model, inputs = result
+    if not isinstance(model, nn.Module):
+        raise TesselConfigError(f"{where} returned {_kind(model)} as the model; {hint}")
+    if not isinstance(inputs, tuple):
+        extra = " (wrap a single tensor as `(x,)`)" if isinstance(inputs, torch.Tensor) else ""
+        raise TesselConfigError(
+            f"{where} returned {_kind(inputs)} as example inputs{extra}; {hint}"
+        )
+    if not inputs:
+        raise TesselConfigError(f"{where} returned an empty tuple of example inputs; {hint}")
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor):
+            raise TesselConfigError(
+                f"{where} returned {_kind(x)} as example input {i}; {hint}"
+            )
+    return model, inputs
+
+
+def _kind(obj: object) -> str:
+    return f"a {type(obj).__module__}.{type(obj).__qualname__}"
