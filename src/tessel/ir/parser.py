@@ -18,6 +18,7 @@ from tessel.ir.ops import Op, spec
 from tessel.ir.types import DType, Layout, QuantParams, TensorType
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 _VALUE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*")
 _NUMBER = re.compile(r"-?(inf|nan|\d+(\.\d*)?([eE][-+]?\d+)?)")
 _DIMS = re.compile(r"((?:\d+x)*)(f32|i64|i32|i16|i8|u8|bool)")
@@ -84,16 +85,19 @@ class _Parser:
     def string(self) -> str:
         self.skip()
         start = self.pos
-        if not self.accept('"'):
+        if not self.text.startswith('"', start):
             raise self.error("expected a string")
-        i = self.pos
-        while i < len(self.text) and self.text[i] != '"':
-            i += 2 if self.text[i] == "\\" else 1
-        if i >= len(self.text):
+        end = self.text.find('"', start + 1)
+        body = self.text[start + 1:end] if end >= 0 else ""
+        if end >= 0 and "\\" not in body and "\n" not in body:  # fast path: no escapes
+            self.pos = end + 1
+            return body
+        m = _STRING.match(self.text, start)
+        if not m:
             raise self.error("unterminated string", start)
-        self.pos = i + 1
+        self.pos = m.end()
         try:
-            return json.loads(self.text[start:self.pos])
+            return json.loads(m.group(0))
         except json.JSONDecodeError as exc:
             raise self.error(f"bad string literal: {exc.msg}", start) from None
 

@@ -1,0 +1,56 @@
+"""torch.export front half: refuse training-mode models, export non-strict, decompose to core ATen.
+
+The decomposition table is torch's default core-ATen table minus the ops Tessel imports whole
+(`KEEP_WHOLE`), so convolutions, linear layers, norms, attention and the activations the NPU has
+LUTs for reach the importer as one node each instead of a pile of primitive ops.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tessel.errors import TesselError
+
+_A = torch.ops.aten
+
+KEEP_WHOLE: tuple[torch._ops.OpOverload, ...] = (
+    _A.conv1d.default, _A.conv2d.default, _A.conv2d.padding, _A.linear.default,
+    _A.matmul.default, _A.layer_norm.default, _A.scaled_dot_product_attention.default,
+    _A.gelu.default, _A.hardswish.default, _A.hardsigmoid.default, _A.silu.default,
+    _A.hardtanh.default, _A.upsample_nearest2d.default, _A.upsample_nearest2d.vec,
+    _A.adaptive_avg_pool2d.default, _A._adaptive_avg_pool2d.default, _A.avg_pool2d.default,
+    _A.softmax.int, _A.log_softmax.int,
+)
+"""Ops left out of the default decomposition table (imported as one IR op each)."""
+
+
+def decomposition_table() -> dict:
+    """torch's default core-ATen decomposition table without the `KEEP_WHOLE` entries."""
+    table = torch.export.default_decompositions()
+    for op in KEEP_WHOLE:
+        table.pop(op, None)
+    return table
+
+
+def check_eval_mode(model: nn.Module) -> None:
+    """Raise TesselError if any submodule of `model` is in training mode."""
+    training = [name or "<root>" for name, m in model.named_modules() if m.training]
+    if training:
+        shown = ", ".join(training[:5]) + (" ..." if len(training) > 5 else "")
+        raise TesselError(
+            f"model {type(model).__name__} is in training mode ({len(training)} module(s): "
+            f"{shown}); call model.eval() before importing it (dropout and batch-norm statistics "
+            "differ in training mode)")
+
+
+def export_program(model: nn.Module, example_inputs: tuple) -> torch.export.ExportedProgram:
+    """Export `model` non-strict on `example_inputs`; decompose to core ATen (whole ops kept)."""
+    if not isinstance(model, nn.Module):
+        raise TesselError(f"expected a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(example_inputs, tuple):
+        raise TesselError(f"example_inputs must be a tuple, got {type(example_inputs).__name__}")
+    check_eval_mode(model)
+    with torch.no_grad():
+        program = torch.export.export(model, example_inputs, strict=False)
+        return program.run_decompositions(decomposition_table())

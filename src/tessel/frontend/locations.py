@@ -1,0 +1,72 @@
+"""Source locations of exported nodes: the innermost nn.Module path and the user's source line.
+
+The module path is the FQN of the innermost entry of `node.meta["nn_module_stack"]`. The line is
+the last frame of `node.meta["stack_trace"]` that is user code, i.e. not inside torch or Tessel's
+own internals (the model zoo in `tessel/models/` counts as user code). Paths inside the working
+directory are stored relative to it so IR text does not depend on where the checkout lives.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import torch
+import torch.fx
+
+import tessel
+from tessel.ir import UNKNOWN_LOC, SourceLoc
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+_TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
+_TESSEL_DIR = str(Path(tessel.__file__).resolve().parent) + os.sep
+_USER_TESSEL_DIRS = (_TESSEL_DIR + "models" + os.sep,)
+
+
+def is_internal(path: str) -> bool:
+    """True for frames that are not user code (torch, Tessel internals, generated code)."""
+    if path.startswith("<"):
+        return True
+    full = str(Path(path).resolve()) if os.path.isabs(path) else path
+    if full.startswith(_TORCH_DIR):
+        return True
+    return full.startswith(_TESSEL_DIR) and not full.startswith(_USER_TESSEL_DIRS)
+
+
+def user_frame(stack_trace: str | None) -> tuple[str, int] | None:
+    """(file, line) of the last user frame in an fx stack trace, or None."""
+    if not stack_trace:
+        return None
+    frames = [(m.group(1), int(m.group(2))) for m in _FRAME.finditer(stack_trace)]
+    for path, line in reversed(frames):
+        if not is_internal(path):
+            return path, line
+    return None
+
+
+def display_path(path: str, cwd: str) -> str:
+    """`path` relative to `cwd` when it lies inside it, else unchanged."""
+    try:
+        full = Path(path).resolve()
+        return str(full.relative_to(Path(cwd).resolve()))
+    except (ValueError, OSError):
+        return path
+
+
+def module_path(node: torch.fx.Node) -> str:
+    """FQN of the innermost module on the node's nn_module_stack ('' for the root)."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    fqn = list(stack.values())[-1][0]
+    return str(fqn)
+
+
+def source_loc(node: torch.fx.Node, cwd: str) -> SourceLoc:
+    """The SourceLoc of an exported fx node (UNKNOWN_LOC when export recorded nothing)."""
+    frame = user_frame(node.meta.get("stack_trace"))
+    module = module_path(node)
+    if frame is None:
+        return SourceLoc(module=module) if module else UNKNOWN_LOC
+    return SourceLoc(module=module, file=display_path(frame[0], cwd), line=frame[1])

@@ -1,0 +1,96 @@
+"""Host (CPU) ops of the Graph IR: run an op the NPU cannot, through torch, on numpy values.
+
+A `host` node carries `target`, the ATen overload's name (e.g. "aten.cumsum.default"), and
+`args`, a JSON string of the call (written by the frontend, `tessel.frontend.host_ops`):
+
+    {"args": [...], "kwargs": {...}, "output": k}
+
+Tensor arguments are {"in": k}, the node's k-th operand; dtypes are {"dtype": "float32"}, devices
+{"device": "cpu"}, layouts {"layout": "strided"}, memory formats {"memory_format": "..."};
+everything else is a plain JSON scalar, list or null. "output" (optional) picks one result of a
+multi-output op (e.g. the values of aten.sort).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from tessel.errors import TesselError
+from tessel.ir.graph import Node
+from tessel.ir.ops import Op
+
+
+def resolve_target(target: str) -> Any:
+    """The torch OpOverload named by `target` ("namespace.op.overload")."""
+    import torch
+
+    parts = target.split(".")
+    if len(parts) != 3:
+        raise TesselError(f"host op target '{target}' is not 'namespace.op.overload'")
+    try:
+        return getattr(getattr(getattr(torch.ops, parts[0]), parts[1]), parts[2])
+    except (AttributeError, RuntimeError) as exc:
+        raise TesselError(f"host op target '{target}' is not a torch op in this torch build"
+                          ) from exc
+
+
+def _decode(value: Any, tensors: list) -> Any:
+    import torch
+
+    if isinstance(value, list):
+        return [_decode(v, tensors) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if set(value) == {"in"}:
+        k = value["in"]
+        if not isinstance(k, int) or not 0 <= k < len(tensors):
+            raise TesselError(f"host op argument refers to operand {k}, node has {len(tensors)}")
+        return tensors[k]
+    if set(value) == {"dtype"}:
+        return getattr(torch, value["dtype"])
+    if set(value) == {"device"}:
+        return torch.device(value["device"])
+    if set(value) == {"layout"}:
+        return getattr(torch, value["layout"])
+    if set(value) == {"memory_format"}:
+        return getattr(torch, value["memory_format"])
+    raise TesselError(f"host op argument {value!r} has an unknown encoding")
+
+
+def decode_call(args_json: str, tensors: list) -> tuple[list, dict, int | None]:
+    """(args, kwargs, output index) of a host node's `args` attribute."""
+    try:
+        spec = json.loads(args_json) if args_json else {}
+    except json.JSONDecodeError as exc:
+        raise TesselError(f"host op args are not valid JSON: {exc}") from exc
+    if not isinstance(spec, dict):
+        raise TesselError("host op args must be a JSON object")
+    args = _decode(spec.get("args", []), tensors)
+    kwargs = {k: _decode(v, tensors) for k, v in spec.get("kwargs", {}).items()}
+    return args, kwargs, spec.get("output")
+
+
+def run_host_node(node: Node, inputs: list[np.ndarray]) -> np.ndarray:
+    """Execute a `host` node on numpy inputs through torch; returns its (single) result."""
+    import torch
+
+    if node.op is not Op.HOST:
+        raise TesselError(f"{node} is not a host op")
+    op = resolve_target(node.attr("target"))
+    tensors = [torch.from_numpy(np.array(x, copy=True)) for x in inputs]
+    args, kwargs, output = decode_call(node.attr("args", ""), tensors)
+    with torch.no_grad():
+        result = op(*args, **kwargs)
+    if isinstance(result, (tuple, list)):
+        if output is None:
+            raise TesselError(f"{node}: {node.attr('target')} returned {len(result)} values and "
+                              "the node does not say which one it is")
+        result = result[output]
+    elif output not in (None, 0):
+        raise TesselError(f"{node}: asks for output {output} of a single-output op")
+    if not isinstance(result, torch.Tensor):
+        raise TesselError(f"{node}: {node.attr('target')} did not return a tensor")
+    return result.detach().numpy()
