@@ -72,6 +72,19 @@ class Op(enum.Enum):
     PAD = "pad"
     EXPAND = "expand"
     CAST = "cast"
+    # integer ops (docs/numerics.md; each is a fixed chain of NPU instructions)
+    QCONV2D = "qconv2d"
+    QLINEAR = "qlinear"
+    QMATMUL = "qmatmul"
+    QADD = "qadd"
+    QSUB = "qsub"
+    QMUL = "qmul"
+    REQUANTIZE = "requantize"
+    LUT = "lut"
+    QAVG_POOL2D = "qavg_pool2d"
+    QMEAN = "qmean"
+    QSOFTMAX = "qsoftmax"
+    QLAYER_NORM = "qlayer_norm"
     # quantisation boundaries (PyTorch semantics: round half to even, then clamp)
     QUANTIZE = "quantize"
     DEQUANTIZE = "dequantize"
@@ -430,6 +443,9 @@ SPECS[Op.HOST] = OpSpec(("inputs",), _host, {"target": AttrSpec(AttrKind.STR),
                                              "args": AttrSpec(AttrKind.STR, "")},
                       variadic=True, optional=1)
 
+from tessel.ir import qops  # noqa: E402  (registers the integer ops' specs into SPECS)
+
+del qops
 assert set(SPECS) == set(Op), f"ops without a spec: {set(Op) - set(SPECS)}"
 
 ELEMENTWISE_UNARY = frozenset({Op.RELU, Op.CLAMP, Op.SIGMOID, Op.TANH, Op.GELU, Op.HARDSWISH,
