@@ -1,0 +1,1 @@
+"""Tessel benchmarks (plain scripts: `python -m benchmarks.<name>`)."""

@@ -1,0 +1,144 @@
+"""Simulator micro-benchmark: instructions per second and int8 GEMM throughput.
+
+Run: ``python -m benchmarks.bench_sim``; prints markdown tables. Every figure is the median of
+``REPEATS`` runs after one warm-up run (which also fills the prepared-program cache, so
+decoding and the static checks are reported separately as "prepare").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable
+
+from tessel.arch import NpuArch, load_preset
+from tessel.binary import TslProgram
+from tessel.isa import DType, EltOp, Engine, Instruction, Opcode
+from tessel.sim import prepare, simulate
+
+REPEATS = 7
+M = Opcode
+
+
+def _median_seconds(fn: Callable[[], object], repeats: int = REPEATS) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _program(arch: NpuArch, streams: dict[Engine, list[Instruction]]) -> TslProgram:
+    end = Instruction.make(M.END)
+    return TslProgram(arch.arch_hash_bytes,
+                      {e: tuple(streams.get(e, ())) + (end,) for e in Engine})
+
+
+def _mk(opcode: Opcode, /, **kw: object) -> Instruction:
+    return Instruction.make(opcode, **kw)
+
+
+def _sig(peer: Engine, tok: int = 0) -> Instruction:
+    return _mk(M.SIGNAL, engine=peer, token=tok)
+
+
+def _wait(peer: Engine, tok: int = 0) -> Instruction:
+    return _mk(M.WAIT, engine=peer, token=tok)
+
+
+def _tile(t: int, tiles: int) -> dict[Engine, list[Instruction]]:
+    """One tile of a double-buffered loop; token 0 = data ready, token 1 = buffer free."""
+    buf, acc, out = (t % 2) * 0x8000, (t % 2) * 2048, 0x20000 + (t % 2) * 0x4000
+    reuse, freed = t >= 2, t + 2 < tiles  # wait for / give back the buffer of tile t +- 2
+    di = [_wait(Engine.MATRIX, 1)] if reuse else []
+    di += [_mk(M.DMA_LOAD, mem=0, dtype=DType.I8, d0=32, d1=64, ext_addr=t * 2048, ext_s0=1,
+               ext_s1=32, sram_addr=buf, sram_s0=1, sram_s1=32), _sig(Engine.MATRIX)]
+    mx = [_wait(Engine.DMA_IN)] + ([_wait(Engine.VECTOR, 1)] if reuse else [])
+    mx += [_mk(M.MATMUL, m=64, n=32, k=32, a_addr=buf, a_stride_m=32, b_addr=0x10000,
+               b_stride_k=32, acc_addr=acc, acc_stride=32), _sig(Engine.VECTOR)]
+    mx += [_sig(Engine.DMA_IN, 1)] if freed else []
+    ve = [_wait(Engine.MATRIX)] + ([_wait(Engine.DMA_OUT, 1)] if reuse else [])
+    ve += [_mk(M.REQUANT, src=0, src_addr=acc, src_stride=32, rows=64, ch=32,
+               out_dtype=DType.I8, dst_addr=out, dst_stride=32, param_addr=0x30000,
+               act_min=-128, act_max=127),
+           _mk(M.ELTWISE, op=EltOp.ADD, a_dtype=DType.I8, b_dtype=DType.I8,
+               out_dtype=DType.I8, d0=2048, a_addr=out, a_s0=1, b_addr=out, b_s0=1,
+               out_addr=out, out_s0=1, left_shift=20, a_mult=1 << 30, a_shift=1,
+               b_mult=1 << 30, b_shift=1, out_mult=1 << 30, out_shift=-19, act_min=-128,
+               act_max=127),
+           _sig(Engine.DMA_OUT)] + ([_sig(Engine.MATRIX, 1)] if freed else [])
+    do = [_wait(Engine.VECTOR),
+          _mk(M.DMA_STORE, mem=0, dtype=DType.I8, d0=2048, ext_addr=0x100000 + t * 2048,
+              ext_s0=1, sram_addr=out, sram_s0=1)] + ([_sig(Engine.VECTOR, 1)] if freed else [])
+    return {Engine.DMA_IN: di, Engine.MATRIX: mx, Engine.VECTOR: ve, Engine.DMA_OUT: do}
+
+
+def mixed_program(arch: NpuArch, tiles: int) -> TslProgram:
+    """Double-buffered tiles: load, matmul, requant, eltwise, store, ordered by tokens."""
+    streams: dict[Engine, list[Instruction]] = {e: [] for e in Engine}
+    for t in range(tiles):
+        for e, instrs in _tile(t, tiles).items():
+            streams[e] += instrs
+    return _program(arch, streams)
+
+
+def bench_instruction_rate(arch: NpuArch, tiles: int = 200) -> list[tuple[str, float, float]]:
+    prog = mixed_program(arch, tiles)
+    n = sum(len(q) for q in prog.streams.values())
+    rows = []
+    t_prep = _median_seconds(lambda: prepare(prog, arch), 3)
+    rows.append(("prepare (decode + static checks, once per program)", n / t_prep, t_prep))
+    t_f = _median_seconds(lambda: simulate(prog, arch, {}, timing=False))
+    rows.append(("functional only", n / t_f, t_f))
+    t_t = _median_seconds(lambda: simulate(prog, arch, {}, timing=True))
+    rows.append(("functional + timing + energy", n / t_t, t_t))
+    return rows
+
+
+def bench_gemm(arch: NpuArch) -> list[tuple[str, float, float]]:
+    rows = []
+    for m, n, k in ((64, 64, 64), (128, 128, 128), (128, 128, 1024), (256, 64, 2048)):
+        mm = Instruction.make(M.MATMUL, m=m, n=n, k=k, a_addr=0, a_stride_m=k,
+                              b_addr=m * k, b_stride_k=n, acc_addr=0, acc_stride=n)
+        prog = _program(arch, {Engine.MATRIX: [mm]})
+        t = _median_seconds(lambda p=prog: simulate(p, arch, {}, timing=False))
+        rows.append((f"MATMUL {m}x{n}x{k}", m * n * k / t / 1e9, t))
+    conv = Instruction.make(M.CONV, in_addr=0, in_h=18, in_w=18, in_stride_h=18 * 64,
+                            in_stride_w=64, cin=64, in_zp=-3, kh=3, kw=3, out_h=16, out_w=16,
+                            cout=64, w_addr=0x20000, w_stride_k=64 * 64, w_stride_ci=64,
+                            acc_addr=0, acc_stride=64)
+    prog = _program(arch, {Engine.MATRIX: [conv]})
+    t = _median_seconds(lambda: simulate(prog, arch, {}, timing=False))
+    rows.append(("CONV 3x3 16x16x64->64", 16 * 16 * 64 * 9 * 64 / t / 1e9, t))
+    return rows
+
+
+def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
+    """Limit BLAS to one thread if threadpoolctl is installed (it is, with scikit-learn)."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpoolctl.threadpool_limits(1)
+
+
+def main() -> None:
+    arch = load_preset("tnpu-m")  # the largest accumulator / SRAM of the presets
+    print(f"## Simulator speed ({arch.name}, median of {REPEATS} after a warm-up)\n")
+    print("| mode | instructions/s | seconds |\n|---|---:|---:|")
+    for name, rate, sec in bench_instruction_rate(arch):
+        print(f"| {name} | {rate:,.0f} | {sec:.4f} |")
+    default = bench_gemm(arch)
+    with _one_blas_thread():
+        single = bench_gemm(arch)
+    print("\n| int8 tile (functional) | GMAC/s, default BLAS threads | GMAC/s, 1 BLAS thread |")
+    print("|---|---:|---:|")
+    for (name, rate, _), (_, rate1, _) in zip(default, single, strict=True):
+        print(f"| {name} | {rate:.2f} | {rate1:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""``simulate``: run a Tessel program on a simulated NPU; outputs plus cycles, traffic, energy.
+
+The functional simulator (``tessel.sim.functional``) computes the outputs; with
+``timing=True`` the timing model (``tessel.sim.timing``) then schedules the same queues and the
+energy model sums the instructions' events. The two are separate so that each can be
+measured (and the functional part run alone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from tessel.arch.types import NpuArch
+from tessel.binary.program import TslProgram
+from tessel.errors import TesselConfigError
+from tessel.isa.fields import Engine
+from tessel.sim.functional import run_functional
+from tessel.sim.prepare import PreparedProgram, prepared
+from tessel.sim.state import MachineState, place_constants, read_output, write_inputs
+from tessel.sim.stats import (
+    EngineStats,
+    SimResult,
+    SimStats,
+    TraceEntry,
+    energy,
+    events_from_row,
+    memory_traffic,
+)
+from tessel.sim.timing import Schedule, busy_cycles, events_matrix, schedule
+
+
+def simulate(program: TslProgram | PreparedProgram, arch: NpuArch,
+             inputs: Mapping[str, np.ndarray], *, timing: bool = True,
+             trace: bool = False) -> SimResult:
+    """Run ``program`` on ``arch`` with ``inputs`` (name -> array of the descriptor's dtype).
+
+    Raises TesselConfigError for inputs that do not match the program's descriptors or a
+    program built for another architecture, TesselFormatError for an illegal queue, and
+    TesselSimError when the program traps (out-of-range access, deadlock, ...).
+    """
+    if trace and not timing:
+        raise TesselConfigError("simulate: trace=True needs timing=True")
+    prep = prepared(program, arch)
+    prog = prep.program
+    state = MachineState(arch)
+    place_constants(state, prog)
+    write_inputs(state, prog, inputs)
+    count = run_functional(prep, state)
+    outputs = {d.name: read_output(state, d) for d in prog.outputs}
+    if not timing:
+        return SimResult(outputs, SimStats(instructions=count, timing=False))
+    return SimResult(outputs, timing_stats(prep, count, trace))
+
+
+def timing_stats(prep: PreparedProgram, count: int, trace: bool) -> SimStats:
+    """Schedule the program and build cycles, per-engine, traffic and energy statistics."""
+    arch = prep.arch
+    sched = schedule(prep)
+    total = sched.total_cycles
+    n_mem = len(arch.offchip)
+    ev = events_from_row(events_matrix(prep).sum(axis=0), n_mem)
+    engines = {}
+    for e in Engine:
+        q = prep.queues[e]
+        busy = busy_cycles(sched.starts[e], sched.ends[e], q, total)
+        engines[e] = EngineStats(len(q), busy, total - busy)
+    return SimStats(
+        instructions=count, timing=True, total_cycles=total, seconds=total / arch.clock_hz,
+        engines=engines, memory_traffic=memory_traffic(ev, arch),
+        energy_pj=energy(ev, total, arch), macs=ev.macs, events=ev,
+        trace=_trace(prep, sched) if trace else (),
+    )
+
+
+def _trace(prep: PreparedProgram, sched: Schedule) -> tuple[TraceEntry, ...]:
+    out = [TraceEntry(op.engine, op.index, op.opcode, s, t)
+           for e, q in enumerate(prep.queues)
+           for op, s, t in zip(q, sched.starts[e], sched.ends[e], strict=True)]
+    return tuple(sorted(out, key=lambda x: (x.start, x.engine, x.index)))

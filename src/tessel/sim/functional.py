@@ -1,0 +1,140 @@
+"""The functional (bit-exact) simulator: runs the four queues with their dependency tokens.
+
+Data results of a race-free program do not depend on timing, so this runs each engine as far
+as it can (until a WAIT finds no token), then the next, round robin, until every queue has
+executed END. If no engine can move and some have not ended, the program is deadlocked:
+``TesselSimError`` names every blocked engine and instruction. A SIGNAL that would raise a
+count above 255 stalls here (the other engines may drain it); it traps only if nothing can
+move. (The timing model traps when its real schedule overflows a count.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tessel.errors import TesselSimError
+from tessel.isa.fields import Engine
+from tessel.isa.table import NUM_TOKENS, Opcode
+from tessel.sim.matrix import exec_conv, exec_dwconv, exec_matmul
+from tessel.sim.prepare import Op, PreparedProgram
+from tessel.sim.state import NP_DTYPE, MachineState, Trap, pattern
+from tessel.sim.vector import (
+    exec_copy,
+    exec_eltwise,
+    exec_lut,
+    exec_lut_load,
+    exec_pool,
+    exec_reduce,
+    exec_requant,
+    exec_unary,
+)
+
+SEM_MAX = 255
+
+
+def _dma(state: MachineState, f: dict[str, Any], load: bool) -> None:
+    dt = NP_DTYPE[f["dtype"]]
+    dims = (f["d0"], f["d1"], f["d2"], f["d3"])
+    ext = pattern(state.offchip[f["mem"]], f["ext_addr"], dims,
+                  (f["ext_s0"], f["ext_s1"], f["ext_s2"], f["ext_s3"]), dt)
+    sram = pattern(state.sram, f["sram_addr"], dims,
+                   (f["sram_s0"], f["sram_s1"], f["sram_s2"], f["sram_s3"]), dt)
+    if load:
+        sram[...] = ext
+    else:
+        ext[...] = sram
+
+
+def exec_dma_load(state: MachineState, f: dict[str, Any]) -> None:
+    _dma(state, f, load=True)
+
+
+def exec_dma_store(state: MachineState, f: dict[str, Any]) -> None:
+    _dma(state, f, load=False)
+
+
+HANDLERS: dict[Opcode, Callable[[MachineState, dict[str, Any]], None]] = {
+    Opcode.DMA_LOAD: exec_dma_load,
+    Opcode.DMA_STORE: exec_dma_store,
+    Opcode.CONV: exec_conv,
+    Opcode.MATMUL: exec_matmul,
+    Opcode.REQUANT: exec_requant,
+    Opcode.ELTWISE: exec_eltwise,
+    Opcode.LUT: exec_lut,
+    Opcode.LUT_LOAD: exec_lut_load,
+    Opcode.POOL: exec_pool,
+    Opcode.DWCONV: exec_dwconv,
+    Opcode.REDUCE: exec_reduce,
+    Opcode.COPY: exec_copy,
+    Opcode.UNARY: exec_unary,
+}
+
+
+def execute(op: Op, state: MachineState) -> None:
+    """Run one non-control instruction; any trap becomes a TesselSimError naming it."""
+    if op.error is not None:
+        raise TesselSimError(f"{op.where()}: {op.error}")
+    try:
+        HANDLERS[op.opcode](state, op.f)
+    except Trap as exc:
+        raise TesselSimError(f"{op.where()}: {exc}") from None
+
+
+def _run_engine(queue: tuple[Op, ...], pc: int, sem: np.ndarray, state: MachineState) -> int:
+    """Run one queue from ``pc`` until it blocks or passes END; return the new pc."""
+    wait, signal, end = Opcode.WAIT, Opcode.SIGNAL, Opcode.END
+    n = len(queue)
+    while pc < n:
+        op = queue[pc]
+        code = op.opcode
+        if code is wait:
+            key = (op.f["engine"], op.engine, op.f["token"])
+            if sem[key] == 0:
+                return pc
+            sem[key] -= 1
+        elif code is signal:
+            key = (op.engine, op.f["engine"], op.f["token"])
+            if sem[key] >= SEM_MAX:
+                return pc
+            sem[key] += 1
+        elif code is not end:
+            execute(op, state)
+        pc += 1
+    return pc
+
+
+def run_functional(prep: PreparedProgram, state: MachineState) -> int:
+    """Execute every queue to its END; returns the number of instructions executed."""
+    queues = prep.queues
+    pcs = [0] * len(queues)
+    sem = np.zeros((4, 4, NUM_TOKENS), np.int64)  # [producer, consumer, token]
+    while True:
+        moved = False
+        for e, queue in enumerate(queues):
+            if pcs[e] < len(queue):
+                new = _run_engine(queue, pcs[e], sem, state)
+                moved |= new != pcs[e]
+                pcs[e] = new
+        if all(pc == len(q) for pc, q in zip(pcs, queues, strict=True)):
+            return sum(pcs)
+        if not moved:
+            raise TesselSimError(deadlock_message(queues, pcs, sem))
+
+
+def deadlock_message(queues: tuple[tuple[Op, ...], ...], pcs: list[int], sem: Any) -> str:
+    """Name every blocked engine, its instruction and what it waits for."""
+    parts = []
+    for e, queue in enumerate(queues):
+        if pcs[e] >= len(queue):
+            continue
+        op = queue[pcs[e]]
+        peer, tok = Engine(op.f["engine"]), op.f["token"]
+        if op.opcode == Opcode.WAIT:
+            why = f"waits for token {tok} from {peer.name}, which is never signalled"
+        else:
+            why = f"cannot SIGNAL token {tok} to {peer.name}: its count is at {SEM_MAX}"
+        parts.append(f"{Engine(e).name} instruction {op.index} ({op.opcode.name}) {why}")
+    return "deadlock: " + "; ".join(parts)

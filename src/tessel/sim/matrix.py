@@ -1,0 +1,112 @@
+"""Functional semantics of CONV, MATMUL (matrix engine) and DWCONV (vector engine), bit-exact.
+
+int8 x int8 products with zero points are summed with a float BLAS matmul, which is exact as
+long as every partial sum is an integer below the float's mantissa limit: float32 when
+``K * max|a - a_zp| * max|b - b_zp| < 2^24``. Longer reductions are split into chunks that
+each satisfy that bound (float32 matmuls, twice as fast as float64), and the chunk results are
+added in float64, exact because the ISA's field widths bound the whole sum below 2^53
+(asserted at import). The int32 accumulator then wraps (wrap32).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tessel.isa.fields import AccMode
+from tessel.sim.state import MachineState, acc_view, nd
+from tessel.sim.window import Geometry, input_tile, windows
+
+I8 = np.dtype("<i1")
+F32_EXACT = 2**24
+F64_EXACT = 2**53
+MAX_DIFF = 128 + 255  # |x - zp| for int8 x and a 9-bit signed zero point
+MAX_K = 15 * 15 * 65535  # CONV: kh * kw * cin; MATMUL k <= 65535
+assert MAX_K * MAX_DIFF * MAX_DIFF < F64_EXACT, "float64 GEMM would not be exact"
+# DWCONV: at most 15 * 15 products of |x - zp| <= 383 and |w| <= 128: float32 is always exact
+assert 15 * 15 * MAX_DIFF * 128 < F32_EXACT
+
+
+def _max_abs(zp: int) -> int:
+    return max(abs(-128 - zp), abs(127 - zp))
+
+
+def gemm_float(k: int, a_zp: int, b_zp: int) -> type:
+    """float32 if a reduction of ``k`` int8 products fits float32 exactly, else float64."""
+    return np.float32 if k * _max_abs(a_zp) * _max_abs(b_zp) < F32_EXACT else np.float64
+
+
+def chunk_len(a_zp: int, b_zp: int) -> int:
+    """The longest reduction whose partial sums all stay exact in float32."""
+    return max(1, (F32_EXACT - 1) // (_max_abs(a_zp) * _max_abs(b_zp)))
+
+
+def exact_matmul(a: np.ndarray, b: np.ndarray, chunk: int) -> np.ndarray:
+    """``a @ b`` for float32 arrays of exact small integers, exact: split K into chunks."""
+    k = a.shape[1]
+    if k <= chunk:
+        return a @ b
+    out = np.zeros((a.shape[0], b.shape[1]), np.float64)
+    for lo in range(0, k, chunk):
+        out += a[:, lo:lo + chunk] @ b[lo:lo + chunk]
+    return out
+
+
+def _to_int32(s: np.ndarray) -> np.ndarray:
+    """Exact integer float results -> int32, wrapping modulo 2^32."""
+    if s.dtype == np.float32:
+        return s.astype(np.int32)  # |s| < 2^24
+    return s.astype(np.int64).astype(np.int32)
+
+
+def _store_acc(state: MachineState, f: dict[str, Any], s: np.ndarray) -> None:
+    """OVERWRITE: ACC = wrap32(s); ACCUMULATE: ACC = wrap32(ACC + s)."""
+    rows, cols = s.shape
+    view = acc_view(state, f["acc_addr"], rows, cols, f["acc_stride"])
+    if f["mode"] == AccMode.ACCUMULATE:
+        view += _to_int32(s)  # int32 addition wraps
+    else:
+        view[...] = _to_int32(s)
+
+
+def _operand_f32(x: np.ndarray, zp: int) -> np.ndarray:
+    out = x.astype(np.float32)
+    if zp:
+        out -= zp
+    return out
+
+
+def exec_matmul(state: MachineState, f: dict[str, Any]) -> None:
+    m, n, k = f["m"], f["n"], f["k"]
+    a = nd(state.sram, f["a_addr"], (m, k), (f["a_stride_m"], f["a_stride_k"]), I8)
+    b = nd(state.sram, f["b_addr"], (k, n), (f["b_stride_k"], f["b_stride_n"]), I8)
+    chunk = chunk_len(f["a_zp"], f["b_zp"])
+    s = exact_matmul(_operand_f32(a, f["a_zp"]), _operand_f32(b, f["b_zp"]), chunk)
+    _store_acc(state, f, s)
+
+
+def exec_conv(state: MachineState, f: dict[str, Any]) -> None:
+    g = Geometry.of(f)
+    cin, cout = f["cin"], f["cout"]
+    kk = g.kh * g.kw
+    tile = input_tile(state, f, cin, I8)
+    win = windows(tile, g, np.float32, 0, f["in_zp"])  # padding contributes (x - in_zp) = 0
+    cols = win.reshape(g.oh * g.ow, kk * cin)  # im2col on the host (a copy)
+    w = nd(state.sram, f["w_addr"], (kk, cin, cout),
+           (f["w_stride_k"], f["w_stride_ci"], f["w_stride_co"]), I8)
+    wf = _operand_f32(w, f["w_zp"]).reshape(kk * cin, cout)
+    _store_acc(state, f, exact_matmul(cols, wf, chunk_len(f["in_zp"], f["w_zp"])))
+
+
+def exec_dwconv(state: MachineState, f: dict[str, Any]) -> None:
+    g = Geometry.of(f)
+    ch = f["ch"]
+    win = windows(input_tile(state, f, ch, I8), g, np.float32, 0, f["in_zp"])
+    w = nd(state.sram, f["w_addr"], (g.kh, g.kw, ch), (g.kw * f["w_stride_k"], f["w_stride_k"], 1),
+           I8).astype(np.float32)
+    s = np.zeros((g.oh, g.ow, ch), np.float32)
+    for ky in range(g.kh):  # loop over kernel positions (<= 225), each a whole-tile operation
+        for kx in range(g.kw):
+            s += win[:, :, ky, kx, :] * w[ky, kx]
+    _store_acc(state, f, s.reshape(g.oh * g.ow, ch))

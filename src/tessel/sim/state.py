@@ -1,0 +1,137 @@
+"""The simulated machine's memories, strided views into them, and program I/O placement.
+
+Every memory is a zero-initialised numpy ``uint8`` byte array sized from the ``NpuArch``:
+one per off-chip memory, the on-chip SRAM, the accumulator (read as little-endian int32) and
+the LUT memory (read as little-endian int16). Instructions reach their operands through
+``nd`` / ``pattern``: numpy views with arbitrary byte strides (negative, zero, unaligned), so
+an affine operand pattern is one vectorised read or write, never a loop over elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from tessel.arch.types import NpuArch
+from tessel.binary.layout import DType as IoDType
+from tessel.binary.program import TensorDescriptor, TslProgram
+from tessel.errors import TesselConfigError
+from tessel.isa.fields import DType
+
+# ISA element types -> little-endian numpy dtypes
+NP_DTYPE: dict[DType, np.dtype] = {
+    DType.I8: np.dtype("<i1"),
+    DType.I16: np.dtype("<i2"),
+    DType.I32: np.dtype("<i4"),
+}
+# .tsl I/O tensor types -> numpy dtypes
+IO_DTYPE: dict[IoDType, np.dtype] = {
+    IoDType.INT8: np.dtype("<i1"),
+    IoDType.UINT8: np.dtype("<u1"),
+    IoDType.INT16: np.dtype("<i2"),
+    IoDType.INT32: np.dtype("<i4"),
+    IoDType.FLOAT16: np.dtype("<f2"),
+    IoDType.FLOAT32: np.dtype("<f4"),
+}
+I32 = np.dtype("<i4")
+
+
+class Trap(Exception):
+    """A data-dependent trap inside an instruction; the executor adds engine and index."""
+
+
+class MachineState:
+    """All memories of one simulated NPU, powered up as zeros."""
+
+    def __init__(self, arch: NpuArch) -> None:
+        self.arch = arch
+        # np.zeros maps large memories lazily (calloc): untouched pages cost nothing
+        self.offchip = [np.zeros(m.size_bytes, np.uint8) for m in arch.offchip]
+        self.sram = np.zeros(arch.onchip.sram_bytes, np.uint8)
+        self.acc_bytes = np.zeros(arch.derived.acc_entries * 4, np.uint8)
+        self.lut_bytes = np.zeros(arch.onchip.lut_entries * 2, np.uint8)
+        self.lut = self.lut_bytes.view("<i2")
+
+
+def nd(buf: np.ndarray, base: int, shape: Sequence[int], strides: Sequence[int],
+       dtype: np.dtype) -> np.ndarray:
+    """A view of ``buf`` (a byte array): element ``idx`` at byte ``base + sum(idx * strides)``.
+
+    ``shape`` / ``strides`` are outermost first. numpy checks that the view stays inside the
+    buffer; the static rules have already checked it, so a failure here is a simulator bug
+    reported as a trap rather than a crash.
+    """
+    try:
+        return np.ndarray(tuple(shape), dtype, buffer=buf, offset=base, strides=tuple(strides))
+    except (ValueError, TypeError) as exc:
+        raise Trap(f"operand at byte {base}, shape {tuple(shape)}, strides {tuple(strides)} "
+                   f"leaves its memory of {buf.size} bytes ({exc})") from None
+
+
+def pattern(buf: np.ndarray, base: int, dims: Sequence[int], strides: Sequence[int],
+            dtype: np.dtype) -> np.ndarray:
+    """An ISA operand pattern (``dims`` / ``strides`` innermost first, as ``d0, d1, ...``).
+
+    The view's axes are in loop order (the last dimension outermost), so ``.ravel()`` lists
+    the elements in the order the pseudocode of docs/isa.md visits them.
+    """
+    return nd(buf, base, dims[::-1], strides[::-1], dtype)
+
+
+def acc_view(state: MachineState, entry: int, rows: int, cols: int, row_stride: int) -> np.ndarray:
+    """``rows x cols`` accumulator entries (int32) from ``entry``, rows ``row_stride`` apart."""
+    return nd(state.acc_bytes, 4 * entry, (rows, cols), (4 * row_stride, 4), I32)
+
+
+def surely_disjoint(dims: Sequence[int], strides: Sequence[int], elem: int) -> bool:
+    """Fast sufficient test that no two elements of a pattern share a byte.
+
+    Sorting the dimensions by |stride|, each stride must step over everything the inner
+    dimensions span. When this says False the caller uses the exact (sorting) test.
+    """
+    span = elem
+    for n, s in sorted(((n, abs(s)) for n, s in zip(dims, strides, strict=True) if n > 1),
+                       key=lambda t: t[1]):
+        if s < span:
+            return False
+        span += s * (n - 1)
+    return True
+
+
+# ---- program I/O -------------------------------------------------------------------------------
+def place_constants(state: MachineState, program: TslProgram) -> None:
+    """Copy the constant block to its off-chip address (placements already checked)."""
+    data = program.constants
+    if data:
+        at = program.constants_address
+        state.offchip[program.constants_memory][at:at + len(data)] = np.frombuffer(data, np.uint8)
+
+
+def write_inputs(state: MachineState, program: TslProgram, inputs: Mapping[str, object]) -> None:
+    """Write every input tensor at its descriptor's address; names, dtypes, shapes checked."""
+    expected = {d.name for d in program.inputs}
+    extra = sorted(set(inputs) - expected)
+    if extra:
+        raise TesselConfigError(f"simulate: unknown input {extra[0]!r}; the program's inputs "
+                                f"are {sorted(expected)}")
+    for desc in program.inputs:
+        if desc.name not in inputs:
+            raise TesselConfigError(f"simulate: input {desc.name!r} is missing")
+        arr = np.asarray(inputs[desc.name])
+        want = IO_DTYPE[desc.dtype]
+        if arr.dtype.newbyteorder("<") != want and arr.dtype != want:
+            raise TesselConfigError(f"simulate: input {desc.name!r} must be {want.name} "
+                                    f"({desc.dtype.name}), got {arr.dtype.name}")
+        if tuple(arr.shape) != desc.shape:
+            raise TesselConfigError(f"simulate: input {desc.name!r} must have shape "
+                                    f"{desc.shape}, got {tuple(arr.shape)}")
+        raw = np.ascontiguousarray(arr, dtype=want).view(np.uint8).reshape(-1)
+        state.offchip[desc.memory][desc.address:desc.address + raw.size] = raw
+
+
+def read_output(state: MachineState, desc: TensorDescriptor) -> np.ndarray:
+    """A copy of one output tensor, read from its descriptor's address."""
+    dt = IO_DTYPE[desc.dtype]
+    raw = state.offchip[desc.memory][desc.address:desc.address + desc.nbytes]
+    return raw.view(dt).reshape(desc.shape).copy()

@@ -1,0 +1,169 @@
+"""Functional semantics of the vector engine's instructions (docs/isa.md section 4), bit-exact.
+
+Requantisation and rounding call ``tessel.quant.fixedpoint`` (never re-implemented here);
+intermediates are int64 and clipped where the pseudocode's unbounded integers could overflow
+int64 without changing the saturated result (documented at each clip).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tessel.isa.fields import AccSrc, DType, EltOp, LutMode, ParamMode, PoolOp, ReduceOp, UnaryOp
+from tessel.quant.fixedpoint import (
+    INT32_MAX,
+    INT32_MIN,
+    MAX_SHIFT,
+    MIN_SHIFT,
+    multiply_by_quantized_multiplier,
+    requantize,
+    rounding_div,
+)
+from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, acc_view, nd, pattern
+from tessel.sim.window import Geometry, check_nonempty, input_tile, windows
+
+F = dict[str, Any]
+I64 = np.int64
+
+
+def _sat32(x: np.ndarray) -> np.ndarray:
+    return np.clip(x, INT32_MIN, INT32_MAX)
+
+
+def _dims(f: F, n: int) -> list[int]:
+    return [f[f"d{k}"] for k in range(n)]
+
+
+def _operand(state: MachineState, f: F, pre: str, n: int, dtype: np.dtype) -> np.ndarray:
+    return pattern(state.sram, f[f"{pre}_addr"], _dims(f, n),
+                   [f[f"{pre}_s{k}"] for k in range(n)], dtype)
+
+
+def exec_requant(state: MachineState, f: F) -> None:
+    rows, ch = f["rows"], f["ch"]
+    p = ch if f["param_mode"] == ParamMode.PER_CHANNEL else 1
+    bias, q31, shift = nd(state.sram, f["param_addr"], (3, p), (4 * p, 4), I32).astype(I64)
+    if (q31 < 0).any() or (shift < MIN_SHIFT).any() or (shift > MAX_SHIFT).any():
+        bad = int(np.argmax((q31 < 0) | (shift < MIN_SHIFT) | (shift > MAX_SHIFT)))
+        raise Trap(f"parameter entry {bad}: multiplier {int(q31[bad])} / shift {int(shift[bad])} "
+                   f"outside [0, 2^31) / [{MIN_SHIFT}, {MAX_SHIFT}]")
+    if f["src"] == AccSrc.ACC:
+        x = acc_view(state, f["src_addr"], rows, ch, f["src_stride"])
+    else:
+        x = nd(state.sram, f["src_addr"], (rows, ch), (f["src_stride"], 4), I32)
+    dt = NP_DTYPE[f["out_dtype"]]
+    y = requantize(x, bias, q31, shift, f["out_zp"], f["act_min"], f["act_max"], -1, dt)
+    nd(state.sram, f["dst_addr"], (rows, ch), (f["dst_stride"], dt.itemsize), dt)[...] = y
+
+
+def _rescaled(x: np.ndarray, zp: int, left: int) -> np.ndarray:
+    # |x - zp| may reach 2^32; clipping to +-2^31 first keeps x << 31 inside int64 and does not
+    # change sat32((x - zp) * 2^left) (anything clipped saturates either way)
+    return _sat32(np.clip(x.astype(I64) - zp, -(2**31), 2**31) << left)
+
+
+def exec_eltwise(state: MachineState, f: F) -> None:
+    a = _operand(state, f, "a", 3, NP_DTYPE[f["a_dtype"]])
+    b = _operand(state, f, "b", 3, NP_DTYPE[f["b_dtype"]])
+    op = f["op"]
+    if op == EltOp.MUL:
+        # clipping each factor to +-2^31 keeps the product in int64 and its sat32 unchanged
+        ra = np.clip(a.astype(I64) - f["a_zp"], -(2**31), 2**31)
+        rb = np.clip(b.astype(I64) - f["b_zp"], -(2**31), 2**31)
+        r = _sat32(ra * rb)
+    else:
+        left = f["left_shift"]
+        both = np.stack([_rescaled(a, f["a_zp"], left), _rescaled(b, f["b_zp"], left)])
+        mult = np.array([f["a_mult"], f["b_mult"]]).reshape(2, 1, 1, 1)
+        shift = np.array([f["a_shift"], f["b_shift"]]).reshape(2, 1, 1, 1)
+        ra, rb = multiply_by_quantized_multiplier(both, mult, shift).astype(I64)  # one call
+        r = _sat32({EltOp.ADD: np.add, EltOp.SUB: np.subtract, EltOp.MAX: np.maximum,
+                    EltOp.MIN: np.minimum}[op](ra, rb))
+    y = multiply_by_quantized_multiplier(r, f["out_mult"], f["out_shift"]).astype(I64)
+    y = np.clip(y + f["out_zp"], f["act_min"], f["act_max"])
+    dt = NP_DTYPE[f["out_dtype"]]
+    _operand(state, f, "out", 3, dt)[...] = y.astype(dt)
+
+
+def exec_lut(state: MachineState, f: F) -> None:
+    lut, base = state.lut, f["lut_base"]
+    if f["lut_mode"] == LutMode.I8_256:
+        x = _operand(state, f, "src", 3, np.dtype("<i1"))
+        y = lut[x.astype(np.intp) + (base + 128)].astype(np.int8)  # wrap8
+        _operand(state, f, "dst", 3, np.dtype("<i1"))[...] = y
+        return
+    x = _operand(state, f, "src", 3, np.dtype("<i2")).astype(I64)
+    idx = (x >> 7) + (256 + base)  # arithmetic shift: 0 .. 511
+    off = x & 0x7F
+    lo = lut[idx].astype(I64)
+    slope = ((lut[idx + 1].astype(I64) - lo + 32768) & 0xFFFF) - 32768  # wrap16
+    y = (lo + ((slope * off + 64) >> 7)).astype(np.int16)  # >> floors; astype wraps (wrap16)
+    _operand(state, f, "dst", 3, np.dtype("<i2"))[...] = y
+
+
+def exec_lut_load(state: MachineState, f: F) -> None:
+    n, base = f["count"], f["lut_base"]
+    state.lut[base:base + n] = nd(state.sram, f["src_addr"], (n,), (2,), np.dtype("<i2"))
+
+
+def exec_pool(state: MachineState, f: F) -> None:
+    g = Geometry.of(f)
+    dt = NP_DTYPE[f["dtype"]]
+    tile = input_tile(state, f, f["ch"], dt)
+    rows, cols = check_nonempty(g, "POOL")
+    if f["op"] == PoolOp.MAX:
+        y = windows(tile, g, I64, fill=INT32_MIN).max(axis=(2, 3))
+    else:
+        total = windows(tile, g, I64, fill=0).sum(axis=(2, 3))
+        y = rounding_div(total, (rows[:, None] * cols[None, :])[:, :, None])
+    w = dt.itemsize
+    out = nd(state.sram, f["out_addr"], (g.oh, g.ow, f["ch"]),
+             (f["out_stride_h"], f["out_stride_w"], w), dt)
+    out[...] = np.clip(y, f["act_min"], f["act_max"])
+
+
+def exec_reduce(state: MachineState, f: F) -> None:
+    dt = NP_DTYPE[f["dtype"]]
+    x = _operand(state, f, "src", 3, dt)  # axes (i2, i1, i0)
+    axis = 2 - f["axis"]
+    op = f["op"]
+    if op in (ReduceOp.SUM, ReduceOp.SUMSQ):
+        v = x.astype(I64) - f["in_zp"]
+        if op == ReduceOp.SUMSQ:
+            # |v| >= 2^16 squares above INT32_MAX, so the saturated sum is INT32_MAX either way
+            v = np.clip(v, -(2**16), 2**16)
+            v = v * v
+        y, out_dt = _sat32(v.sum(axis=axis)), I32
+    else:
+        y, out_dt = (x.max(axis=axis) if op == ReduceOp.MAX else x.min(axis=axis)), dt
+    dims = _dims(f, 3)
+    lo, hi = [n for k, n in enumerate(dims) if k != f["axis"]]
+    dst = nd(state.sram, f["dst_addr"], (hi, lo), (f["dst_s1"], f["dst_s0"]), out_dt)
+    dst[...] = y.astype(out_dt)
+
+
+def exec_copy(state: MachineState, f: F) -> None:
+    dt = NP_DTYPE[DType(f["dtype"])]
+    src = _operand(state, f, "src", 4, dt)
+    dst = _operand(state, f, "dst", 4, dt)
+    dst[...] = src.copy() if np.may_share_memory(src, dst) else src  # all reads first
+
+
+def exec_unary(state: MachineState, f: F) -> None:
+    x = _operand(state, f, "src", 3, I32).astype(I64)
+    pos = x > 0
+    safe = np.where(pos, x, 1)
+    fb = f["frac_bits"]
+    if f["op"] == UnaryOp.RECIP:
+        y = rounding_div(np.int64(1) << fb, safe)
+    else:
+        v = (np.int64(1) << (2 * fb)) // safe
+        r = np.floor(np.sqrt(v.astype(np.float64))).astype(I64)
+        for _ in range(2):  # float sqrt is within one of isqrt: correct both ways
+            r = np.where(r * r > v, r - 1, r)
+            r = np.where((r + 1) * (r + 1) <= v, r + 1, r)
+        y = r
+    y = np.where(pos, np.minimum(y, INT32_MAX), INT32_MAX)
+    _operand(state, f, "dst", 3, I32)[...] = y.astype(np.int32)

@@ -1,0 +1,87 @@
+"""The implicit convolution / pooling window of CONV, DWCONV and POOL, as numpy views.
+
+The hardware generates window addresses on the fly (no im2col in simulated memory). Here the
+input tile is copied once into a host-side array with the implicit padding around it, and the
+window is a strided view ``(out_h, out_w, kh, kw, C)`` of that array: no loop over elements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from tessel.sim.state import MachineState, Trap, nd
+
+
+@dataclass(frozen=True, slots=True)
+class Geometry:
+    """Window fields shared by CONV, DWCONV and POOL."""
+
+    in_h: int
+    in_w: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+    oh: int
+    ow: int
+
+    @classmethod
+    def of(cls, f: dict[str, Any]) -> Geometry:
+        return cls(f["in_h"], f["in_w"], f["kh"], f["kw"], f["stride_h"], f["stride_w"],
+                   f["dil_h"], f["dil_w"], f["pad_top"], f["pad_left"], f["out_h"], f["out_w"])
+
+    def needed(self) -> tuple[int, int]:
+        """Rows and columns of the padded frame the windows span (from -pad_top, -pad_left)."""
+        return ((self.oh - 1) * self.sh + (self.kh - 1) * self.dh + 1,
+                (self.ow - 1) * self.sw + (self.kw - 1) * self.dw + 1)
+
+    def valid_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per output row / column: how many kernel rows / columns fall inside the tile."""
+        iy = (np.arange(self.oh)[:, None] * self.sh - self.pt + np.arange(self.kh)[None] * self.dh)
+        ix = (np.arange(self.ow)[:, None] * self.sw - self.pl + np.arange(self.kw)[None] * self.dw)
+        rows = ((iy >= 0) & (iy < self.in_h)).sum(axis=1)
+        cols = ((ix >= 0) & (ix < self.in_w)).sum(axis=1)
+        return rows, cols
+
+
+def input_tile(state: MachineState, f: dict[str, Any], ch: int, dtype: np.dtype) -> np.ndarray:
+    """The ``(in_h, in_w, ch)`` input tile; channels contiguous (``dtype.itemsize`` apart)."""
+    return nd(state.sram, f["in_addr"], (f["in_h"], f["in_w"], ch),
+              (f["in_stride_h"], f["in_stride_w"], dtype.itemsize), dtype)
+
+
+def windows(tile: np.ndarray, g: Geometry, dtype: Any, fill: float | int = 0,
+            offset: int = 0) -> np.ndarray:
+    """View ``(oh, ow, kh, kw, C)`` of ``tile - offset`` in ``dtype``, padding = ``fill``."""
+    rows, cols = g.needed()
+    ch = tile.shape[2]
+    frame = np.full((rows, cols, ch), fill, dtype=dtype)
+    r0, r1 = max(0, -g.pt), min(g.in_h, rows - g.pt)  # tile rows inside the frame
+    c0, c1 = max(0, -g.pl), min(g.in_w, cols - g.pl)
+    if r1 > r0 and c1 > c0:
+        dst = frame[g.pt + r0:g.pt + r1, g.pl + c0:g.pl + c1]
+        dst[...] = tile[r0:r1, c0:c1]
+        if offset:
+            dst -= offset
+    s0, s1, s2 = frame.strides
+    return as_strided(frame, shape=(g.oh, g.ow, g.kh, g.kw, ch),
+                      strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2), writeable=False)
+
+
+def check_nonempty(g: Geometry, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Trap if some output's window lies wholly in the padding; return the valid counts."""
+    rows, cols = g.valid_counts()
+    if not rows.all() or not cols.all():
+        oy = int(np.argmin(rows)) if not rows.all() else 0
+        ox = int(np.argmin(cols)) if not cols.all() else 0
+        raise Trap(f"{what}: the window of output ({oy}, {ox}) has no position inside the "
+                   f"{g.in_h}x{g.in_w} input tile")
+    return rows, cols
