@@ -13,6 +13,9 @@ from typing import Any
 from tessel.errors import TesselFormatError
 from tessel.isa.table import SPECS, InstrSpec, Opcode
 
+# field name -> position in Instruction.args, per opcode (attribute access is on hot paths)
+_FIELD_INDEX = {op: {f.name: i for i, f in enumerate(spec.fields)} for op, spec in SPECS.items()}
+
 
 @dataclass(frozen=True)
 class Instruction:
@@ -81,11 +84,11 @@ class Instruction:
         # only called for names that are not real attributes: look the field up
         if name.startswith("__"):
             raise AttributeError(name)
-        spec = SPECS[object.__getattribute__(self, "opcode")]
-        for f, v in zip(spec.fields, object.__getattribute__(self, "args"), strict=True):
-            if f.name == name:
-                return v
-        raise AttributeError(f"{spec.opcode.name} has no field {name!r}")
+        opcode = object.__getattribute__(self, "opcode")
+        index = _FIELD_INDEX[opcode].get(name)
+        if index is None:
+            raise AttributeError(f"{opcode.name} has no field {name!r}")
+        return object.__getattribute__(self, "args")[index]
 
     def __str__(self) -> str:
         parts = [self.opcode.name]

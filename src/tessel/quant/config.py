@@ -1,0 +1,165 @@
+"""How the user steers Tessel's quantiser: observer kind, int16 tensors, per-layer overrides.
+
+One frozen :class:`QuantConfig` is handed to :class:`tessel.quant.quantizer.TesselQuantizer`. It
+holds only choices; what the NPU can execute (int8 x int8 MACs, per-channel weights, int32 bias)
+is fixed by the quantiser and not configurable.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from tessel.errors import TesselConfigError
+
+
+class ObserverKind(enum.Enum):
+    """How PTQ calibration turns observed activations into a range (QAT: moving averages)."""
+
+    MINMAX = "minmax"  # running min / max
+    MOVING_AVERAGE = "moving_average"  # exponential moving average of per-batch min / max
+    HISTOGRAM = "histogram"  # torchao's L2-error-minimising histogram search
+    PERCENTILE = "percentile"  # mean over batches of the p-th / (100-p)-th percentiles
+
+
+class ActDtype(enum.Enum):
+    """Integer type of an activation tensor."""
+
+    INT8 = "int8"  # asymmetric per tensor, [-128, 127]
+    INT16 = "int16"  # symmetric per tensor, [-32768, 32767], zero point 0
+
+
+class OpKind(enum.Enum):
+    """The op types the quantiser knows (anything else stays float and runs on the host)."""
+
+    CONV = "conv"
+    LINEAR = "linear"
+    MATMUL = "matmul"
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"  # division by a scalar only
+    CAT = "cat"
+    SIGMOID = "sigmoid"
+    TANH = "tanh"
+    HARDSWISH = "hardswish"
+    HARDSIGMOID = "hardsigmoid"
+    GELU = "gelu"
+    SILU = "silu"
+    EXP = "exp"
+    SOFTMAX = "softmax"
+    LAYER_NORM = "layer_norm"
+    RELU = "relu"
+    CLAMP = "clamp"  # relu6, hardtanh, clamp with constant bounds
+    MAX_POOL = "max_pool"
+    AVG_POOL = "avg_pool"
+    MEAN = "mean"
+    DATA_MOVEMENT = "data_movement"  # reshape, permute, pad, slice, ...
+    SPLIT = "split"  # unbind / split: a list of tensors, read by getitem
+    BATCH_NORM = "batch_norm"  # only inside a conv -> bn (-> act) chain (QAT)
+
+
+@dataclass(frozen=True)
+class LayerOverride:
+    """Changes the quantisation of the ops it matches; later overrides win over earlier ones.
+
+    ``module`` is an ``fnmatch`` pattern matched against every fully qualified module name in the
+    op's ``nn_module_stack`` (e.g. ``"encoder.layer.*.attention"``, ``"features.0"``); ``op`` limits
+    it to one op type. Either or both must be given. ``dtype`` sets the activation type of the
+    op's inputs and output (MAC inputs stay int8: the matrix engine is int8 x int8), ``observer``
+    its observer, and ``quantize=False`` leaves the op in float (a host op).
+    """
+
+    module: str | None = None
+    op: OpKind | None = None
+    dtype: ActDtype | None = None
+    observer: ObserverKind | None = None
+    quantize: bool = True
+
+    def __post_init__(self) -> None:
+        if self.module is None and self.op is None:
+            raise TesselConfigError("LayerOverride: give `module` (a name pattern), `op`, or both")
+        if self.op is not None and not isinstance(self.op, OpKind):
+            raise TesselConfigError(f"LayerOverride.op must be an OpKind, got {self.op!r}")
+        if self.dtype is not None and not isinstance(self.dtype, ActDtype):
+            raise TesselConfigError(f"LayerOverride.dtype must be an ActDtype, got {self.dtype!r}")
+        if self.observer is not None and not isinstance(self.observer, ObserverKind):
+            raise TesselConfigError(
+                f"LayerOverride.observer must be an ObserverKind, got {self.observer!r}"
+            )
+
+
+_DEFAULT_INT16_INPUTS = frozenset({OpKind.SOFTMAX, OpKind.LAYER_NORM})
+_DEFAULT_INT16_OUTPUTS = frozenset({OpKind.SOFTMAX})
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    """Quantisation choices for one model.
+
+    * ``observer`` / ``percentile``: the activation observer for PTQ calibration;
+    * ``int16_inputs`` / ``int16_outputs``: op types whose activation inputs / output are int16
+      (default: softmax in and out, layer norm in). Add ``OpKind.ADD`` to both for a transformer's
+      residual stream;
+    * ``overrides``: per-layer changes by module name or op type (see :class:`LayerOverride`);
+    * ``share_residual_qparams``: the two inputs of a tensor + tensor add / sub share one scale
+      and zero point (the add then needs no input rescale on the NPU, at some accuracy cost).
+    """
+
+    observer: ObserverKind = ObserverKind.MINMAX
+    percentile: float = 99.99
+    int16_inputs: frozenset[OpKind] = field(default=_DEFAULT_INT16_INPUTS)
+    int16_outputs: frozenset[OpKind] = field(default=_DEFAULT_INT16_OUTPUTS)
+    overrides: tuple[LayerOverride, ...] = ()
+    share_residual_qparams: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.observer, ObserverKind):
+            raise TesselConfigError(
+                f"QuantConfig.observer must be an ObserverKind, got {self.observer!r}"
+            )
+        if not 50.0 < self.percentile <= 100.0:
+            raise TesselConfigError(
+                f"QuantConfig.percentile must be in (50, 100], got {self.percentile!r}"
+            )
+        for name in ("int16_inputs", "int16_outputs"):
+            kinds = getattr(self, name)
+            if not all(isinstance(k, OpKind) for k in kinds):
+                raise TesselConfigError(f"QuantConfig.{name} must hold OpKind values: {kinds!r}")
+            object.__setattr__(self, name, frozenset(kinds))
+        if not all(isinstance(o, LayerOverride) for o in self.overrides):
+            raise TesselConfigError("QuantConfig.overrides must be a tuple of LayerOverride")
+        object.__setattr__(self, "overrides", tuple(self.overrides))
+
+
+@dataclass(frozen=True)
+class NodeRule:
+    """What the config says for one op after overrides: skip it, or its dtypes and observer."""
+
+    quantize: bool
+    in_dtype: ActDtype
+    out_dtype: ActDtype
+    observer: ObserverKind
+
+
+def resolve_rule(config: QuantConfig, kind: OpKind, module_paths: tuple[str, ...]) -> NodeRule:
+    """Apply ``config`` (int16 sets, then overrides in order) to an op of ``kind`` in modules."""
+    rule = NodeRule(
+        quantize=True,
+        in_dtype=ActDtype.INT16 if kind in config.int16_inputs else ActDtype.INT8,
+        out_dtype=ActDtype.INT16 if kind in config.int16_outputs else ActDtype.INT8,
+        observer=config.observer,
+    )
+    for o in config.overrides:
+        if o.op is not None and o.op != kind:
+            continue
+        if o.module is not None and not any(fnmatchcase(p, o.module) for p in module_paths):
+            continue
+        rule = NodeRule(
+            quantize=o.quantize,
+            in_dtype=o.dtype or rule.in_dtype,
+            out_dtype=o.dtype or rule.out_dtype,
+            observer=o.observer or rule.observer,
+        )
+    return rule

@@ -1,0 +1,80 @@
+"""Graph rewrites run before annotation so that compound ops become ones the NPU quantises.
+
+``scaled_dot_product_attention(q, k, v, mask)`` becomes
+``softmax(matmul(q, k^T) * scale + mask) @ v`` (two int8 matmuls and an int16 softmax) instead of
+one float host op. Causal, dropout, grouped-query and boolean-mask attention stay as they are.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.fx import GraphModule, Node
+
+aten = torch.ops.aten
+_SDPA_PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+                "enable_gqa")
+_SDPA_DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None,
+                  "enable_gqa": False}
+
+
+def _sdpa_args(node: Node) -> dict[str, object]:
+    args = dict(_SDPA_DEFAULTS)
+    args.update(zip(_SDPA_PARAMS, node.args, strict=False))
+    args.update(node.kwargs)
+    return args
+
+
+def _fake_val(target, args: tuple) -> torch.Tensor:
+    """Run ``target`` on the fake values of its node arguments (shape / dtype propagation)."""
+    vals = tuple(a.meta["val"] if isinstance(a, Node) else a for a in args)
+    fake_mode = next(v.fake_mode for v in vals if isinstance(v, torch.Tensor))
+    with fake_mode:
+        return target(*vals)
+
+
+def _emit(gm: GraphModule, like: Node, target, args: tuple) -> Node:
+    node = gm.graph.call_function(target, args)
+    node.meta["val"] = _fake_val(target, args)
+    for key in ("nn_module_stack", "stack_trace", "source_fn_stack"):
+        if key in like.meta:
+            node.meta[key] = like.meta[key]
+    return node
+
+
+def _decomposable(a: dict[str, object]) -> bool:
+    mask = a["attn_mask"]
+    if a["is_causal"] or a["dropout_p"] or a["enable_gqa"]:
+        return False
+    if isinstance(mask, Node) and not mask.meta["val"].is_floating_point():
+        return False
+    return mask is None or isinstance(mask, Node)
+
+
+def decompose_sdpa(gm: GraphModule) -> int:
+    """Rewrite every decomposable attention node in place; returns how many were rewritten."""
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target != aten.scaled_dot_product_attention.default:
+            continue
+        a = _sdpa_args(node)
+        if not _decomposable(a):
+            continue
+        q, k, v, mask = a["query"], a["key"], a["value"], a["attn_mask"]
+        scale = a["scale"] if a["scale"] is not None else 1.0 / math.sqrt(q.meta["val"].shape[-1])
+        with gm.graph.inserting_before(node):
+            kt = _emit(gm, node, aten.transpose.int, (k, -2, -1))
+            logits = _emit(gm, node, aten.matmul.default, (q, kt))
+            logits = _emit(gm, node, aten.mul.Tensor, (logits, float(scale)))
+            if mask is not None:
+                logits = _emit(gm, node, aten.add.Tensor, (logits, mask))
+            probs = _emit(gm, node, aten.softmax.int, (logits, -1))
+            out = _emit(gm, node, aten.matmul.default, (probs, v))
+        node.replace_all_uses_with(out)
+        gm.graph.erase_node(node)
+        count += 1
+    if count:
+        gm.graph.lint()
+        gm.recompile()
+    return count

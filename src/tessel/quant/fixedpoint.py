@@ -1,0 +1,258 @@
+"""Fixed-point arithmetic of Tessel's integer requantisation (bit-exact, gemmlowp / TFLite rules).
+
+This module is the single definition of how the golden model and the NPU's vector engine turn an
+int32 accumulator into an int8 / int16 activation. docs/numerics.md writes the same rules as
+formulas. Two versions of each function live here:
+
+* numpy-vectorised functions (``saturating_rounding_doubling_high_mul``, ``rounding_divide_by_pot``,
+  ``multiply_by_quantized_multiplier``, ``requantize``, ``rounding_div``, ``saturate``): every
+  intermediate is int64 and every result is exact, so they never wrap or lose a bit;
+* a plain-Python-integer reference (the ``*_ref`` functions), written as literally as possible
+  after gemmlowp's C code, against which the vectorised ones are tested exhaustively.
+
+The two rounding rules (the only ones in Tessel's integer maths):
+
+* SRDHM (Q31 multiply): ``round(a * b / 2**31)`` with halves rounded **up** (towards +inf), and
+  ``INT32_MIN * INT32_MIN`` saturating to ``INT32_MAX``;
+* every division (the rounding right shift and the pooling / mean division):
+  ``round(x / n)`` with halves rounded **away from zero** (:func:`rounding_div` is that rule; the
+  shift is the same rule with ``n = 2**exponent``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from tessel.errors import TesselConfigError
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+Q31_ONE = 2**31
+MIN_SHIFT = -31  # smallest right shift a multiplier may use (rounding_divide_by_pot exponent 31)
+MAX_SHIFT = 30  # largest left shift: multipliers must be < 2**30
+
+IntArray = npt.NDArray[np.integer]
+IntLike = int | npt.ArrayLike
+
+
+# --------------------------------------------------------------------------------------------
+# Quantising a real multiplier
+# --------------------------------------------------------------------------------------------
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """Quantise ``real >= 0`` to ``(q31, shift)`` with ``real ~= q31 * 2**(shift - 31)``.
+
+    TFLite's ``QuantizeMultiplier`` convention: ``q31`` is in ``[2**30, 2**31)`` and the relative
+    error is at most ``2**-31``. Limits: ``real == 0`` and reals below ``2**-32`` (that do not round
+    up to it) give ``(0, 0)`` (exact: ``|x * real| < 0.5`` for every int32 ``x``, so the rounded
+    product is 0 anyway); reals that round to ``2**30`` or more (shift > 30), negative, NaN or
+    infinite reals raise ``TesselConfigError``.
+    """
+    if not math.isfinite(real) or real < 0.0:
+        raise TesselConfigError(
+            f"quantize_multiplier: multiplier must be finite and >= 0, got {real!r}"
+        )
+    if real == 0.0:
+        return 0, 0
+    mantissa, shift = math.frexp(real)  # real = mantissa * 2**shift, mantissa in [0.5, 1)
+    q31 = round(mantissa * Q31_ONE)  # exact: mantissa has 53 bits, the product is a float
+    if q31 == Q31_ONE:  # mantissa rounded up to 1.0
+        q31, shift = q31 // 2, shift + 1
+    if shift < MIN_SHIFT:
+        return 0, 0
+    if shift > MAX_SHIFT:
+        raise TesselConfigError(
+            f"quantize_multiplier: multiplier {real!r} rounds to >= 2**{MAX_SHIFT}; the "
+            f"requantiser's left shift is limited to {MAX_SHIFT} bits"
+        )
+    return int(q31), int(shift)
+
+
+def quantize_multipliers(reals: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Vector form of :func:`quantize_multiplier` (per-channel scales): int64 q31 and shift."""
+    flat = np.asarray(reals, dtype=np.float64).reshape(-1)
+    pairs = [quantize_multiplier(float(r)) for r in flat]
+    q31 = np.array([p[0] for p in pairs], dtype=np.int64).reshape(np.shape(reals))
+    shift = np.array([p[1] for p in pairs], dtype=np.int64).reshape(np.shape(reals))
+    return q31, shift
+
+
+def multiplier_value(q31: int, shift: int) -> float:
+    """The real number ``q31 * 2**(shift - 31)`` that a quantised multiplier stands for."""
+    return math.ldexp(q31, shift - 31)
+
+
+# --------------------------------------------------------------------------------------------
+# Vectorised (numpy, int64 intermediates, exact)
+# --------------------------------------------------------------------------------------------
+
+
+def _int64(x: IntLike, name: str, lo: int | None = None, hi: int | None = None) -> np.ndarray:
+    """``x`` as an int64 array; raises if it is not integral or falls outside ``[lo, hi]``."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iub":
+        raise TesselConfigError(f"{name}: expected an integer array, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.size and lo is not None and hi is not None:
+        amin, amax = int(arr.min()), int(arr.max())
+        if amin < lo or amax > hi:
+            raise TesselConfigError(f"{name}: values [{amin}, {amax}] outside [{lo}, {hi}]")
+    return arr
+
+
+def _int32_range(x: IntLike, name: str) -> np.ndarray:
+    return _int64(x, name, INT32_MIN, INT32_MAX)
+
+
+def saturate(x: IntLike, dtype: npt.DTypeLike) -> np.ndarray:
+    """Clamp ``x`` to the range of integer ``dtype`` and cast to it (saturating, never wrapping)."""
+    info = np.iinfo(dtype)
+    return np.clip(_int64(x, "saturate"), info.min, info.max).astype(dtype)
+
+
+def rounding_div(x: IntLike, n: IntLike) -> np.ndarray:
+    """``round(x / n)`` for integers, ``n >= 1``, halves rounded away from zero (int64 result).
+
+    THE division rule of Tessel: ``sign(x) * floor((|x| + floor(n / 2)) / n)``. Used by pooling
+    and mean (``n`` = element count) and, with ``n = 2**exponent``, by the rounding right shift.
+    """
+    xs = _int64(x, "rounding_div x", -(2**62), 2**62)
+    ns = _int64(n, "rounding_div n", 1, 2**62)
+    mag = (np.abs(xs) + ns // 2) // ns
+    return np.where(xs < 0, -mag, mag)
+
+
+def rounding_divide_by_pot(x: IntLike, exponent: IntLike) -> np.ndarray:
+    """gemmlowp ``RoundingDivideByPOT``: ``x / 2**exponent`` rounded half away from zero.
+
+    ``x`` int32 values, ``0 <= exponent <= 31`` (scalar or broadcastable array). Returns int32.
+    """
+    xs = _int32_range(x, "rounding_divide_by_pot x")
+    es = _int64(exponent, "rounding_divide_by_pot exponent", 0, 31)
+    return rounding_div(xs, np.left_shift(np.int64(1), es)).astype(np.int32)
+
+
+def saturating_rounding_doubling_high_mul(a: IntLike, b: IntLike) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingDoublingHighMul``: ``round(a * b / 2**31)`` for int32 a, b.
+
+    Halves round towards +inf (the nudge is ``2**30`` for ``a*b >= 0`` and ``1 - 2**30`` otherwise,
+    then C division truncates). The one overflow, ``INT32_MIN * INT32_MIN``, saturates to
+    ``INT32_MAX``. Returns int32.
+    """
+    a64 = _int32_range(a, "srdhm a")
+    b64 = _int32_range(b, "srdhm b")
+    ab = a64 * b64  # |ab| <= 2**62: exact in int64
+    nudged = ab + np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
+    # C's truncating division by 2**31 (numpy's // floors, so divide the magnitude)
+    high = np.where(nudged >= 0, nudged >> 31, -((-nudged) >> 31))
+    overflow = (a64 == INT32_MIN) & (b64 == INT32_MIN)
+    return np.where(overflow, np.int64(INT32_MAX), high).astype(np.int32)
+
+
+def multiply_by_quantized_multiplier(x: IntLike, q31: IntLike, shift: IntLike) -> np.ndarray:
+    """TFLite ``MultiplyByQuantizedMultiplier``: ``x * q31 * 2**(shift - 31)``, rounded (int32).
+
+    ``x << max(shift, 0)`` (saturated to int32, where TFLite's C code would overflow), then SRDHM
+    by ``q31``, then the rounding right shift by ``max(-shift, 0)``. ``q31`` in ``[0, 2**31)``,
+    ``shift`` in ``[-31, 30]``; all three broadcast against each other.
+    """
+    xs = _int32_range(x, "multiply_by_quantized_multiplier x")
+    qs = _int64(q31, "multiply_by_quantized_multiplier q31", 0, INT32_MAX)
+    ss = _int64(shift, "multiply_by_quantized_multiplier shift", MIN_SHIFT, MAX_SHIFT)
+    left = np.maximum(ss, 0)
+    right = np.maximum(-ss, 0)
+    shifted = np.clip(np.left_shift(xs, left), INT32_MIN, INT32_MAX)  # |x| < 2**31, left <= 30
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, qs), right)
+
+
+def _along_axis(v: np.ndarray, ndim: int, axis: int) -> np.ndarray:
+    """Reshape a per-channel vector so that it broadcasts along ``axis`` of an ``ndim`` array."""
+    if v.ndim == 0:
+        return v
+    if v.ndim != 1:
+        raise TesselConfigError(f"per-channel parameter must be scalar or 1-D, not {v.shape}")
+    if not -ndim <= axis < ndim:
+        raise TesselConfigError(f"channel axis {axis} out of range for a {ndim}-D tensor")
+    shape = [1] * ndim
+    shape[axis] = v.shape[0]
+    return v.reshape(shape)
+
+
+def requantize(
+    acc_int32: IntLike,
+    bias: IntLike | None,
+    q31: IntLike,
+    shift: IntLike,
+    zero_point: int,
+    qmin: int,
+    qmax: int,
+    axis: int = -1,
+    out_dtype: npt.DTypeLike = np.int32,
+) -> np.ndarray:
+    """int32 accumulator -> activation: ``clamp(MBQM(sat32(acc + bias), q31, shift) + zp)``.
+
+    ``bias``, ``q31`` and ``shift`` are scalars or per-channel vectors along ``axis`` of ``acc``.
+    ``acc + bias`` is formed in int64 and saturated to int32 (the NPU's accumulator adder
+    saturates); the result is clamped to ``[qmin, qmax]`` and returned as ``out_dtype``.
+    """
+    if qmin > qmax:
+        raise TesselConfigError(f"requantize: qmin {qmin} > qmax {qmax}")
+    acc = _int32_range(acc_int32, "requantize acc")
+    if bias is not None:
+        acc = acc + _along_axis(_int32_range(bias, "requantize bias"), acc.ndim, axis)
+        acc = np.clip(acc, INT32_MIN, INT32_MAX)
+    qs = _along_axis(np.asarray(q31), acc.ndim, axis)
+    ss = _along_axis(np.asarray(shift), acc.ndim, axis)
+    scaled = multiply_by_quantized_multiplier(acc, qs, ss).astype(np.int64)
+    return np.clip(scaled + int(zero_point), qmin, qmax).astype(out_dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Plain-integer reference (the specification; one Python int at a time)
+# --------------------------------------------------------------------------------------------
+
+
+def _c_div(n: int, d: int) -> int:
+    """C's integer division (truncates towards zero), ``d > 0``."""
+    q = abs(n) // d
+    return q if n >= 0 else -q
+
+
+def srdhm_ref(a: int, b: int) -> int:
+    """gemmlowp ``SaturatingRoundingDoublingHighMul`` on Python ints (int32 a, b)."""
+    if a == INT32_MIN and b == INT32_MIN:
+        return INT32_MAX
+    ab = a * b
+    nudge = (1 << 30) if ab >= 0 else 1 - (1 << 30)
+    return _c_div(ab + nudge, 1 << 31)
+
+
+def rdbpot_ref(x: int, exponent: int) -> int:
+    """gemmlowp ``RoundingDivideByPOT`` on Python ints, written with its mask and threshold."""
+    mask = (1 << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> exponent) + (1 if remainder > threshold else 0)
+
+
+def mbqm_ref(x: int, q31: int, shift: int) -> int:
+    """TFLite ``MultiplyByQuantizedMultiplier`` on Python ints (left shift saturated to int32)."""
+    left = shift if shift > 0 else 0
+    right = -shift if shift < 0 else 0
+    shifted = min(max(x * (1 << left), INT32_MIN), INT32_MAX)
+    return rdbpot_ref(srdhm_ref(shifted, q31), right)
+
+
+def requantize_ref(acc: int, bias: int, q31: int, shift: int, zp: int, qmin: int, qmax: int) -> int:
+    """One element of :func:`requantize` on Python ints."""
+    total = min(max(acc + bias, INT32_MIN), INT32_MAX)
+    return min(max(mbqm_ref(total, q31, shift) + zp, qmin), qmax)
+
+
+def rounding_div_ref(x: int, n: int) -> int:
+    """TFLite average-pool rounding on Python ints: ``(x + (x > 0 ? n/2 : -n/2)) / n`` in C."""
+    return _c_div(x + (n // 2 if x > 0 else -(n // 2)), n)

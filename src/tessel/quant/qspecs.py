@@ -1,0 +1,196 @@
+"""Quantisation specs of the Tessel NPU (what pt2e observers / fake-quants to insert) and the
+one observer torchao lacks (percentile).
+
+* activations: int8 asymmetric per tensor [-128, 127], or int16 symmetric per tensor
+  [-32768, 32767] with zero point 0;
+* weights: int8 symmetric per output channel (axis 0), [-127, 127] (so -w quantises to -q);
+* bias: int32, zero point 0, scale = input scale x weight scale per channel (derived);
+* fixed ranges for LUT ops whose output range is known (sigmoid, tanh, softmax).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+from torchao.quantization.pt2e import (
+    FakeQuantize,
+    HistogramObserver,
+    MinMaxObserver,
+    MovingAverageMinMaxObserver,
+    MovingAveragePerChannelMinMaxObserver,
+    PerChannelMinMaxObserver,
+)
+from torchao.quantization.pt2e.quantizer import (
+    DerivedQuantizationSpec,
+    EdgeOrNode,
+    FixedQParamsQuantizationSpec,
+    QuantizationSpec,
+)
+
+from tessel.quant.config import ActDtype, ObserverKind, OpKind
+
+INT8_RANGE = (-128, 127)
+INT16_RANGE = (-32768, 32767)
+WEIGHT_RANGE = (-127, 127)
+INT32_RANGE = (-(2**31), 2**31 - 1)
+
+
+class PercentileObserver(MinMaxObserver):
+    """Per-tensor observer whose range is the mean over batches of the batch's low / high
+    percentiles (``100 - p`` and ``p``), which ignores rare outliers that min / max would keep.
+
+    ``min_val`` / ``max_val`` hold those running means, so torchao's ``calculate_qparams`` of
+    :class:`MinMaxObserver` turns them into a scale and zero point as usual.
+    """
+
+    def __init__(self, percentile: float = 99.99, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        if not 50.0 < percentile <= 100.0:
+            raise ValueError(f"percentile must be in (50, 100], got {percentile}")
+        self.percentile = percentile
+        self.register_buffer("batches", torch.tensor(0, dtype=torch.int64))
+
+    def forward(self, x_orig: torch.Tensor) -> torch.Tensor:
+        if x_orig.numel() == 0:
+            return x_orig
+        x = x_orig.detach().reshape(-1).to(self.min_val.dtype)
+        n = x.numel()
+        k_hi = max(1, min(n, math.ceil(n * self.percentile / 100.0)))
+        k_lo = max(1, n + 1 - k_hi)
+        lo = torch.kthvalue(x, k_lo).values
+        hi = torch.kthvalue(x, k_hi).values
+        seen = int(self.batches)
+        if seen == 0:
+            self.min_val.copy_(lo)
+            self.max_val.copy_(hi)
+        else:  # running mean over batches
+            self.min_val.copy_(self.min_val + (lo - self.min_val) / (seen + 1))
+            self.max_val.copy_(self.max_val + (hi - self.max_val) / (seen + 1))
+        self.batches.fill_(seen + 1)
+        return x_orig
+
+    def extra_repr(self) -> str:
+        return f"percentile={self.percentile}, min_val={self.min_val}, max_val={self.max_val}"
+
+
+class SoftmaxInputObserver(MinMaxObserver):
+    """Min / max, with the low end of the range raised to ``max - span``.
+
+    softmax(x) depends on ``x - max(x)`` only and ``exp(-span)`` is negligible, so values further
+    below the maximum (additive attention masks of -1e4, say) need no codes: they saturate at
+    qmin and still give ~0 probability, while the useful range keeps its resolution. Assumes each
+    softmax row's maximum lies within ``span`` of the tensor's maximum.
+    """
+
+    def __init__(self, span: float = 64.0, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.span = span
+
+    def calculate_qparams(self) -> tuple[torch.Tensor, torch.Tensor]:
+        low = torch.maximum(self.min_val, self.max_val - self.span)
+        return self._calculate_qparams(low, self.max_val)
+
+
+def _act_observer(kind: ObserverKind, percentile: float):
+    if kind is ObserverKind.MINMAX:
+        return MinMaxObserver
+    if kind is ObserverKind.MOVING_AVERAGE:
+        return MovingAverageMinMaxObserver
+    if kind is ObserverKind.HISTOGRAM:
+        return HistogramObserver
+    return PercentileObserver.with_args(percentile=percentile)
+
+
+def act_qspec(
+    dtype: ActDtype, observer: ObserverKind, *, qat: bool, percentile: float = 99.99
+) -> QuantizationSpec:
+    """Spec of an activation tensor (observed in PTQ; fake-quantised, moving averages, in QAT)."""
+    if qat:
+        ctr = FakeQuantize.with_args(observer=MovingAverageMinMaxObserver)
+    elif dtype is ActDtype.INT16 and observer is ObserverKind.HISTOGRAM:
+        ctr = MinMaxObserver  # torchao's histogram search is 2**16 bins wide for int16: too slow
+    else:
+        ctr = _act_observer(observer, percentile)
+    if dtype is ActDtype.INT8:
+        qmin, qmax = INT8_RANGE
+        return QuantizationSpec(torch.int8, ctr, qmin, qmax, torch.per_tensor_affine)
+    qmin, qmax = INT16_RANGE
+    return QuantizationSpec(torch.int16, ctr, qmin, qmax, torch.per_tensor_symmetric)
+
+
+def softmax_input_qspec(dtype: ActDtype, *, qat: bool) -> QuantizationSpec:
+    """Spec of a softmax input (and of its producer's output): range capped below, see
+    :class:`SoftmaxInputObserver`. QAT uses the ordinary moving-average fake-quant."""
+    spec = act_qspec(dtype, ObserverKind.MINMAX, qat=qat)
+    if qat:
+        return spec
+    return dataclasses.replace(spec, observer_or_fake_quant_ctr=SoftmaxInputObserver)
+
+
+def weight_qspec(*, qat: bool) -> QuantizationSpec:
+    """Spec of a conv / linear weight: int8 symmetric per output channel (axis 0)."""
+    if qat:
+        ctr = FakeQuantize.with_args(observer=MovingAveragePerChannelMinMaxObserver)
+    else:
+        ctr = PerChannelMinMaxObserver
+    qmin, qmax = WEIGHT_RANGE
+    return QuantizationSpec(
+        torch.int8, ctr, qmin, qmax, torch.per_channel_symmetric, ch_axis=0
+    )
+
+
+def derive_bias_qparams(obs_or_fqs: list) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bias scale = input scale x weight scale (per channel), zero point 0."""
+    act, weight = obs_or_fqs
+    act_scale, _ = act.calculate_qparams()
+    w_scale, _ = weight.calculate_qparams()
+    scale = (act_scale.to(torch.float32) * w_scale.to(torch.float32)).reshape(-1)
+    return scale, torch.zeros_like(scale, dtype=torch.int64)
+
+
+def bias_qspec(input_edge: EdgeOrNode, weight_edge: EdgeOrNode) -> DerivedQuantizationSpec:
+    """Spec of a conv / linear bias: int32 per channel with a scale derived from its op's inputs."""
+    qmin, qmax = INT32_RANGE
+    return DerivedQuantizationSpec(
+        derived_from=[input_edge, weight_edge],
+        derive_qparams_fn=derive_bias_qparams,
+        dtype=torch.int32,
+        quant_min=qmin,
+        quant_max=qmax,
+        qscheme=torch.per_channel_symmetric,
+        ch_axis=0,
+    )
+
+
+# output ranges that are known in advance: (real min, real max) of the op's output
+_FIXED_RANGES = {
+    OpKind.SIGMOID: (0.0, 1.0),
+    OpKind.SOFTMAX: (0.0, 1.0),
+    OpKind.TANH: (-1.0, 1.0),
+}
+
+
+def fixed_qspec(kind: OpKind, dtype: ActDtype) -> FixedQParamsQuantizationSpec | None:
+    """Fixed output spec of an op with a known output range, or None.
+
+    int8: [0, 1) -> scale 1/256, zero point -128; [-1, 1) -> scale 1/128, zero point 0 (TFLite).
+    int16: [0, 1) and [-1, 1) -> scale 1/32768, zero point 0.
+    """
+    rng = _FIXED_RANGES.get(kind)
+    if rng is None:
+        return None
+    if dtype is ActDtype.INT16:
+        qmin, qmax = INT16_RANGE
+        return FixedQParamsQuantizationSpec(
+            torch.int16, 1.0 / 32768.0, 0, qmin, qmax, torch.per_tensor_symmetric
+        )
+    qmin, qmax = INT8_RANGE
+    if rng[0] >= 0.0:
+        return FixedQParamsQuantizationSpec(
+            torch.int8, 1.0 / 256.0, -128, qmin, qmax, torch.per_tensor_affine
+        )
+    return FixedQParamsQuantizationSpec(
+        torch.int8, 1.0 / 128.0, 0, qmin, qmax, torch.per_tensor_affine
+    )
