@@ -69,6 +69,7 @@ class SectionKind(IntEnum):
     CONSTANTS = 0x0010
     IO = 0x0011
     METADATA = 0x0012
+    HOST_GRAPHS = 0x0013  # IR text of the ops run on the host CPU (absent when there are none)
 
 
 INSTRUCTION_KINDS = (

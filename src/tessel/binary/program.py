@@ -15,6 +15,7 @@ from tessel.errors import TesselFormatError
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
+HOST_GRAPH_KEYS = ("prologue", "epilogue")  # run before / after the NPU program
 
 
 def normalize_arch_hash(value: bytes | str) -> bytes:
@@ -100,6 +101,8 @@ class TslProgram:
     inputs: tuple[TensorDescriptor, ...] = ()
     outputs: tuple[TensorDescriptor, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    # Host (CPU) parts of the model as Graph IR text, keyed by HOST_GRAPH_KEYS
+    host_graphs: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arch_hash", normalize_arch_hash(self.arch_hash))
@@ -114,6 +117,11 @@ class TslProgram:
         if not isinstance(self.metadata, Mapping):
             raise TesselFormatError(f"metadata must be a mapping, got {type(self.metadata)}")
         object.__setattr__(self, "metadata", json.loads(canonical_json(self.metadata)))
+        unknown = set(self.host_graphs) - set(HOST_GRAPH_KEYS)
+        if unknown:
+            raise TesselFormatError(f"host_graphs: unknown keys {sorted(unknown)} "
+                                    f"(allowed: {', '.join(HOST_GRAPH_KEYS)})")
+        object.__setattr__(self, "host_graphs", {k: str(v) for k, v in self.host_graphs.items()})
 
 
 def check_shape(dtype: DType, shape: Sequence[int], where: str) -> None:

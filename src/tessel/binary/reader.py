@@ -33,7 +33,13 @@ from tessel.binary.layout import (
 )
 from tessel.binary.memory import check_placements
 from tessel.binary.program import TslProgram, normalize_arch_hash
-from tessel.binary.sections import read_constants, read_io, read_metadata, read_stream
+from tessel.binary.sections import (
+    read_constants,
+    read_host_graphs,
+    read_io,
+    read_metadata,
+    read_stream,
+)
 from tessel.binary.tokens import check_tokens
 from tessel.errors import TesselFormatError
 
@@ -80,8 +86,10 @@ def read_tsl(data: bytes | bytearray | memoryview, *, arch: Any = None,
     constants, memory, address = read_constants(data, by_kind[SectionKind.CONSTANTS])
     inputs, outputs = read_io(data, by_kind[SectionKind.IO])
     metadata = read_metadata(data, by_kind[SectionKind.METADATA])
+    host = by_kind.get(SectionKind.HOST_GRAPHS)
+    host_graphs = read_host_graphs(data, host) if host is not None else {}
     program = TslProgram(header.arch_hash, streams, constants, memory, address, tuple(inputs),
-                         tuple(outputs), metadata)
+                         tuple(outputs), metadata, host_graphs)
     if arch is not None:
         check_placements(program, arch)
     return program

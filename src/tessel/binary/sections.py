@@ -86,6 +86,25 @@ def read_metadata(data: bytes, entry: SectionEntry) -> dict[str, Any]:
     return value
 
 
+def read_host_graphs(data: bytes, entry: SectionEntry) -> dict[str, str]:
+    """The HOST_GRAPHS section: a JSON object mapping "prologue"/"epilogue" to IR text that
+    parses and verifies (the runtime runs these graphs on the CPU)."""
+    from tessel.binary.program import HOST_GRAPH_KEYS
+    from tessel.errors import TesselParseError, TesselVerifyError
+    from tessel.ir import parse_graph, verify
+
+    value = read_metadata(data, entry)
+    where = f"{entry.label} at offset {entry.offset}"
+    for key, text in value.items():
+        if key not in HOST_GRAPH_KEYS or not isinstance(text, str):
+            raise _fail(where, f"entry {key!r} is not one of {HOST_GRAPH_KEYS} with IR text")
+        try:
+            verify(parse_graph(text, source=f"host graph {key!r}"))
+        except (TesselParseError, TesselVerifyError) as exc:
+            raise _fail(where, f"host graph {key!r} is not valid IR: {str(exc)[:300]}") from None
+    return value
+
+
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result = dict(pairs)
     if len(result) != len(pairs):

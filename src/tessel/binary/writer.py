@@ -63,6 +63,9 @@ def write_tsl(program: TslProgram, *, codec: StreamCodec | None = None) -> bytes
     payloads.append(_io_payload(program))
     payloads.append(_Payload(SectionKind.METADATA, DEFAULT_ALIGNMENT, 0,
                              canonical_json(program.metadata)))
+    if program.host_graphs:
+        payloads.append(_Payload(SectionKind.HOST_GRAPHS, DEFAULT_ALIGNMENT, 0,
+                                 canonical_json(dict(program.host_graphs))))
     return _assemble(program.arch_hash, payloads)
 
 

@@ -1,0 +1,41 @@
+"""The optional HOST_GRAPHS section: IR text of the host parts round-trips and is validated."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from tsl_samples import codec_and_programs
+
+from tessel.binary import read_tsl, write_tsl
+from tessel.errors import TesselFormatError
+
+TEXT = "graph @h(%x: tensor<2xf32>) {\n  %y = relu(%x) : tensor<2xf32>\n  return %y\n}\n"
+
+
+def test_host_graphs_roundtrip_and_absent_section_stays_absent():
+    codec, programs = codec_and_programs()
+    plain = write_tsl(programs[0], codec=codec)
+    assert read_tsl(plain, codec=codec).host_graphs == {}
+    with_host = dataclasses.replace(programs[0], host_graphs={"prologue": TEXT, "epilogue": TEXT})
+    data = write_tsl(with_host, codec=codec)
+    assert len(data) > len(plain)
+    assert read_tsl(data, codec=codec) == with_host
+
+
+@pytest.mark.parametrize("graphs, what", [
+    ({"prologue": TEXT.replace("relu", "rulu")}, "unknown op 'rulu'"),
+    ({"prologue": TEXT.replace("return %y", "return %z")}, "not defined"),
+])
+def test_invalid_host_ir_is_a_format_error(graphs, what):
+    codec, programs = codec_and_programs()
+    data = write_tsl(dataclasses.replace(programs[0], host_graphs=graphs), codec=codec)
+    with pytest.raises(TesselFormatError, match="HOST_GRAPHS") as err:
+        read_tsl(data, codec=codec)
+    assert what in str(err.value)
+
+
+def test_unknown_host_graph_key_is_refused():
+    codec, programs = codec_and_programs()
+    with pytest.raises(TesselFormatError, match="unknown keys"):
+        dataclasses.replace(programs[0], host_graphs={"middle": TEXT})
