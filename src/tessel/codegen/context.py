@@ -1,0 +1,112 @@
+"""What op emitters need to know about memory: where each tensor lives in DRAM, the constant
+pool (weights pre-tiled in read order), and a per-step SRAM / accumulator allocator."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tessel.arch import NpuArch
+from tessel.errors import TesselCompileError
+from tessel.ir import DType, Graph
+from tessel.isa.fields import DType as IsaDType
+
+ALIGN = 16  # bytes: every SRAM region and DRAM tensor starts on a 16-byte boundary
+
+ISA_DTYPE = {DType.I8: IsaDType.I8, DType.I16: IsaDType.I16, DType.I32: IsaDType.I32}
+
+
+def align(n: int, a: int = ALIGN) -> int:
+    return -(-n // a) * a
+
+
+@dataclass(frozen=True)
+class DramTensor:
+    """A tensor in off-chip memory: row-major (C order) from `address`, `itemsize` bytes each."""
+
+    memory: int
+    address: int
+    shape: tuple[int, ...]
+    dtype: DType
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.itemsize
+
+    def strides(self) -> tuple[int, ...]:
+        """Byte strides of each dim (C order)."""
+        out, acc = [], self.itemsize
+        for d in reversed(self.shape):
+            out.append(acc)
+            acc *= d
+        return tuple(reversed(out))
+
+
+@dataclass
+class ConstPool:
+    """Constant bytes in the weights memory, appended in the order the program reads them."""
+
+    memory: int
+    blob: bytearray = field(default_factory=bytearray)
+
+    def add(self, data: bytes | np.ndarray) -> int:
+        """Append (16-byte aligned); returns the address of the first byte."""
+        raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+        self.blob.extend(b"\0" * (align(len(self.blob)) - len(self.blob)))
+        addr = len(self.blob)
+        self.blob.extend(raw)
+        return addr
+
+
+@dataclass
+class SramPlan:
+    """Bump allocation of one step's SRAM and accumulator regions (a step starts empty)."""
+
+    arch: NpuArch
+    what: str  # the step, for error messages
+    sram_used: int = 0
+    acc_used: int = 0
+
+    def sram(self, nbytes: int, name: str) -> int:
+        addr = align(self.sram_used)
+        self.sram_used = addr + nbytes
+        if self.sram_used > self.arch.onchip.sram_bytes:
+            raise TesselCompileError(
+                f"{self.what}: SRAM region '{name}' of {nbytes} bytes does not fit: "
+                f"{self.sram_used} > {self.arch.onchip.sram_bytes} bytes of SRAM")
+        return addr
+
+    def acc(self, entries: int, name: str) -> int:
+        addr = self.acc_used
+        self.acc_used += entries
+        if self.acc_used > self.arch.onchip.acc_bytes // 4:
+            raise TesselCompileError(
+                f"{self.what}: accumulator region '{name}' of {entries} entries does not fit: "
+                f"{self.acc_used} > {self.arch.onchip.acc_bytes // 4}")
+        return addr
+
+
+@dataclass
+class CodegenContext:
+    """Shared by all emitters of one program."""
+
+    arch: NpuArch
+    graph: Graph
+    dram: dict[str, DramTensor]
+    consts: ConstPool
+    act_memory: int
+
+    def tensor(self, name: str) -> DramTensor:
+        return self.dram[name]
+
+    def const(self, name: str) -> np.ndarray:
+        value = self.graph.constant_value(name)
+        if value is None:
+            raise TesselCompileError(f"%{name} must be a constant for the NPU")
+        return value

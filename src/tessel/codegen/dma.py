@@ -1,0 +1,40 @@
+"""DMA instruction helpers shared by the op emitters."""
+
+from __future__ import annotations
+
+from tessel.codegen.context import ISA_DTYPE, DramTensor
+from tessel.ir import DType
+from tessel.isa import Instruction, Opcode
+
+MAX_DIM = 65535
+_CHUNK = 32768
+
+
+def contiguous(op: Opcode, mem: int, ext: int, sram: int, nbytes: int) -> list[Instruction]:
+    """Move `nbytes` contiguous bytes (one instruction, two when a remainder is left)."""
+    i8 = ISA_DTYPE[DType.I8]
+    if nbytes <= MAX_DIM:
+        return [Instruction.make(op, mem=mem, dtype=i8, d0=nbytes, ext_addr=ext, ext_s0=1,
+                                 sram_addr=sram, sram_s0=1)]
+    rows, rem = divmod(nbytes, _CHUNK)
+    out = [Instruction.make(op, mem=mem, dtype=i8, d0=_CHUNK, d1=rows, ext_addr=ext, ext_s0=1,
+                            ext_s1=_CHUNK, sram_addr=sram, sram_s0=1, sram_s1=_CHUNK)]
+    if rem:
+        done = rows * _CHUNK
+        out += contiguous(op, mem, ext + done, sram + done, rem)
+    return out
+
+
+def pattern(op: Opcode, t: DramTensor, ext_offset: int, sram: int,
+            dims: tuple[tuple[int, int, int], ...]) -> Instruction:
+    """A strided transfer of elements of `t`: dims innermost first as (count, ext_stride,
+    sram_stride) in elements; up to four dims."""
+    assert 1 <= len(dims) <= 4
+    isz = t.itemsize
+    fields: dict[str, int] = {}
+    for k, (count, es, ss) in enumerate(dims):
+        fields[f"d{k}"] = count
+        fields[f"ext_s{k}"] = es * isz
+        fields[f"sram_s{k}"] = ss * isz
+    return Instruction.make(op, mem=t.memory, dtype=ISA_DTYPE[t.dtype],
+                            ext_addr=t.address + ext_offset * isz, sram_addr=sram, **fields)

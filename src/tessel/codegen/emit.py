@@ -1,0 +1,62 @@
+"""Turn a step's work (tessel.schedule.step.StepWork) into token-ordered engine queues.
+
+Rings (tessel.codegen.streams): group data DMA_IN -> MATRIX (weights) and DMA_IN -> VECTOR
+(parameters, tables); tile inputs DMA_IN -> first compute engine; accumulators MATRIX ->
+VECTOR; outputs VECTOR -> DMA_OUT.
+"""
+
+from __future__ import annotations
+
+from tessel.codegen.streams import Streams
+from tessel.isa import Engine
+from tessel.schedule.step import Slots, StepWork
+
+
+def emit_step(work: StepWork, streams: Streams) -> None:
+    shape = work.shape
+    first = Engine.MATRIX if shape.uses_matrix else Engine.VECTOR
+    streams.begin_step()
+    gw = streams.ring(Engine.DMA_IN, Engine.MATRIX, shape.group_depth) if shape.uses_matrix \
+        else None
+    gp = streams.ring(Engine.DMA_IN, Engine.VECTOR, shape.group_depth)
+    inp = streams.ring(Engine.DMA_IN, first, shape.in_depth)
+    acc = streams.ring(Engine.MATRIX, Engine.VECTOR, shape.acc_depth) if shape.uses_matrix \
+        else None
+    out = streams.ring(Engine.VECTOR, Engine.DMA_OUT, shape.out_depth)
+    for g in range(work.group_count):
+        gslot = gp.acquire()
+        if gw is not None:
+            gw.acquire()
+        group = work.group_fn(g, gslot)
+        streams.emit(Engine.DMA_IN, *group.weight_loads, *group.param_loads)
+        if gw is not None:
+            gw.publish()
+            gw.consume()
+        gp.publish()
+        gp.consume()
+        streams.emit(Engine.VECTOR, *group.vector_setup)
+        for t in range(group.tile_count):
+            islot = inp.acquire()
+            aslot = acc.slot_after_acquire() if acc is not None else 0
+            oslot = out.slot_after_acquire()
+            tile = work.tile_fn(g, t, Slots(inp=islot, acc=aslot, out=oslot, group=gslot))
+            streams.emit(Engine.DMA_IN, *tile.loads)
+            inp.publish()
+            inp.consume()
+            if acc is not None:
+                acc.acquire()
+                streams.emit(Engine.MATRIX, *tile.matrix)
+                inp.release()
+                acc.publish()
+                acc.consume()
+            out.acquire()
+            streams.emit(Engine.VECTOR, *tile.vector)
+            (acc if acc is not None else inp).release()
+            out.publish()
+            out.consume()
+            streams.emit(Engine.DMA_OUT, *tile.stores)
+            out.release()
+        if gw is not None:
+            gw.release()
+        gp.release()
+    streams.end_step()

@@ -1,0 +1,224 @@
+"""qconv2d (NHWC) -> CONV on the matrix engine (DWCONV on the vector engine when depthwise),
+then REQUANT with per-channel bias / multiplier / shift and the fused activation clamp.
+
+Tiling: output-channel chunks (a group: weights and parameters stay resident while its tiles
+run) x output-row tiles (each tile loads the input rows it needs, halo included). Weights are
+pre-tiled in DRAM chunk by chunk as [kh*kw, cin/groups, cout/groups] per conv group (HWIO),
+followed by the chunk's parameters (bias, q31, shift: 12 bytes per channel), in read order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tessel.codegen import dma
+from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
+from tessel.errors import TesselCompileError
+from tessel.ir import Layout, Node
+from tessel.isa import Instruction, Opcode
+from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.schedule.step import GroupWork, Slots, StepShape, StepWork, TileWork
+
+
+@dataclass(frozen=True)
+class ConvMapping:
+    rows: int  # output rows per tile
+    chunk: int  # output channels per group (a multiple of cout/groups)
+    double_buffer: bool = True
+
+    def __str__(self) -> str:
+        return f"rows={self.rows} cout_chunk={self.chunk}" + ("" if self.double_buffer
+                                                                else " single-buffered")
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    h: int
+    w: int
+    c: int
+    oh: int
+    ow: int
+    cout: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+    groups: int
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups > 1 and self.groups == self.c == self.cout
+
+    @property
+    def cin_g(self) -> int:
+        return self.c // self.groups
+
+    @property
+    def cout_g(self) -> int:
+        return self.cout // self.groups
+
+    def in_rows(self, oy0: int, rows: int) -> tuple[int, int, int]:
+        """(first input row, row count, tile pad_top) for output rows [oy0, oy0 + rows)."""
+        lo = oy0 * self.sh - self.pt
+        hi = (oy0 + rows - 1) * self.sh - self.pt + (self.kh - 1) * self.dh
+        r0, r1 = max(lo, 0), min(hi, self.h - 1)
+        return r0, r1 - r0 + 1, r0 - lo
+
+    def weight_bytes(self, chunk: int) -> int:
+        return self.kh * self.kw * (1 if self.depthwise else self.cin_g) * chunk
+
+
+def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
+    a = node.attr_map
+    if a["layout"] is not Layout.NHWC:
+        raise TesselCompileError(f"{node} at {node.loc}: the NPU needs NHWC convolutions "
+                                 "(run the to_nhwc pass)")
+    n, h, w, c = ctx.graph.type_of(node.inputs[0]).shape
+    _, oh, ow, cout = node.type.shape
+    _, kh, kw, _ = ctx.graph.type_of(node.inputs[1]).shape  # OHWI
+    if n != 1:
+        raise TesselCompileError(f"{node} at {node.loc}: batch {n} > 1 is not supported yet")
+    return ConvGeometry(h, w, c, oh, ow, cout, kh, kw, *a["stride"], *a["dilation"],
+                        a["padding"][0], a["padding"][1], a["groups"])
+
+
+def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
+    """Mappings that fit SRAM and the accumulator: channel chunks x row tiles."""
+    g = geometry(node, ctx)
+    width = ctx.arch.vector.lanes if g.depthwise else ctx.arch.matrix.cols
+    unit = 1 if g.depthwise else g.cout_g
+    chunks = {g.cout}
+    for k in (1, 2, 4, 8, 16):
+        ch = max(unit, (k * width) // unit * unit)
+        if ch < g.cout and g.cout % unit == 0:
+            chunks.add(ch)
+    rows = {min(g.oh, r) for r in (1, 2, 4, 8, 16, 32, 64, 128, 256)}
+    out = []
+    for ch in sorted(chunks):
+        for r in sorted(rows):
+            for db in (True, False):
+                m = ConvMapping(r, ch, db)
+                try:
+                    _layout(g, m, ctx, node)
+                except TesselCompileError:
+                    continue
+                out.append(m)
+    return out
+
+
+@dataclass(frozen=True)
+class _Layout:
+    group: int
+    group_stride: int
+    inp: int
+    inp_stride: int
+    out: int
+    out_stride: int
+    acc: int
+    acc_stride: int
+
+
+def _layout(g: ConvGeometry, m: ConvMapping, ctx: CodegenContext, node: Node) -> _Layout:
+    depth = 2 if m.double_buffer else 1
+    plan = SramPlan(ctx.arch, f"{node}")
+    gbytes = align(g.weight_bytes(m.chunk) + 12 * m.chunk)
+    group = plan.sram(depth * gbytes, "weights+params")
+    in_rows = min(g.h, (m.rows - 1) * g.sh + (g.kh - 1) * g.dh + 1)
+    ibytes = align(in_rows * g.w * (m.chunk if g.depthwise else g.c))
+    inp = plan.sram(depth * ibytes, "input tile")
+    obytes = align(m.rows * g.ow * m.chunk * node.type.dtype.itemsize)
+    out = plan.sram(depth * obytes, "output tile")
+    entries = m.rows * g.ow * m.chunk
+    acc = plan.acc((1 if g.depthwise else depth) * entries, "accumulators")
+    return _Layout(group, gbytes, inp, ibytes, out, obytes, acc, entries)
+
+
+def step(node: Node, m: ConvMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
+    """The step's work; with emit=False nothing is added to the constant pool (estimation)."""
+    g = geometry(node, ctx)
+    lay = _layout(g, m, ctx, node)
+    chunks = [(c0, min(m.chunk, g.cout - c0)) for c0 in range(0, g.cout, m.chunk)]
+    addrs = _pack(node, g, chunks, ctx) if emit else [0] * len(chunks)
+    row_tiles = [(oy, min(m.rows, g.oh - oy)) for oy in range(0, g.oh, m.rows)]
+
+    def group_fn(j: int, slot: int) -> GroupWork:
+        cn = chunks[j][1]
+        loads = dma.contiguous(Opcode.DMA_LOAD, ctx.consts.memory, addrs[j],
+                               lay.group + slot * lay.group_stride,
+                               g.weight_bytes(cn) + 12 * cn)
+        if g.depthwise:  # DWCONV runs on the vector engine: its weights are vector data
+            return GroupWork([], loads, [], len(row_tiles))
+        return GroupWork(loads, [], [], len(row_tiles))
+
+    def tile_fn(j: int, t: int, s: Slots) -> TileWork:
+        return _tile(node, g, lay, chunks[j], row_tiles[t], s, ctx)
+
+    depth = 2 if m.double_buffer else 1
+    shape = StepShape(uses_matrix=not g.depthwise, in_depth=depth, acc_depth=depth,
+                      out_depth=depth, group_depth=depth)
+    return StepWork(shape, len(chunks), group_fn, tile_fn)
+
+
+def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
+          rows_tile: tuple[int, int], s: Slots, ctx: CodegenContext) -> TileWork:
+    a = node.attr_map
+    (c0, cn), (oy0, rows) = chunk, rows_tile
+    x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.name)
+    r0, in_rows, pad_top = g.in_rows(oy0, rows)
+    gaddr = lay.group + s.group * lay.group_stride
+    iaddr = lay.inp + s.inp * lay.inp_stride
+    cl = cn if g.depthwise else g.c  # channels loaded per pixel
+    load = dma.pattern(Opcode.DMA_LOAD, x, r0 * g.w * g.c + (c0 if g.depthwise else 0), iaddr,
+                       ((cl, 1, 1), (g.w, g.c, cl), (in_rows, g.w * g.c, g.w * cl)))
+    acc_addr = lay.acc + (0 if g.depthwise else s.acc * lay.acc_stride)
+    common = dict(in_h=in_rows, in_w=g.w, in_zp=a["in_zp"], kh=g.kh, kw=g.kw, stride_h=g.sh,
+                  stride_w=g.sw, dil_h=g.dh, dil_w=g.dw, pad_top=pad_top, pad_left=g.pl,
+                  out_h=rows, out_w=g.ow, mode=AccMode.OVERWRITE)
+    if g.depthwise:
+        compute = [Instruction.make(Opcode.DWCONV, in_addr=iaddr, in_stride_h=g.w * cn,
+                                    in_stride_w=cn, ch=cn, w_addr=gaddr, w_stride_k=cn,
+                                    acc_addr=acc_addr, acc_stride=cn, **common)]
+    else:
+        compute = [Instruction.make(
+            Opcode.CONV, in_addr=iaddr + ((c0 + k * g.cout_g) // g.cout_g) * g.cin_g,
+            in_stride_h=g.w * g.c, in_stride_w=g.c, cin=g.cin_g,
+            w_addr=gaddr + k * g.kh * g.kw * g.cin_g * g.cout_g,
+            w_stride_k=g.cin_g * g.cout_g, w_stride_ci=g.cout_g, w_stride_co=1, w_zp=0,
+            cout=g.cout_g, acc_addr=acc_addr + k * g.cout_g, acc_stride=cn, **common)
+            for k in range(cn // g.cout_g)]
+    oaddr = lay.out + s.out * lay.out_stride
+    dt = ISA_DTYPE[node.type.dtype]
+    req = Instruction.make(
+        Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc_addr, src_stride=cn, rows=rows * g.ow,
+        ch=cn, out_dtype=dt, dst_addr=oaddr, dst_stride=cn * y.itemsize,
+        param_addr=gaddr + g.weight_bytes(cn), param_mode=ParamMode.PER_CHANNEL,
+        out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"])
+    store = dma.pattern(Opcode.DMA_STORE, y, oy0 * g.ow * g.cout + c0, oaddr,
+                        ((cn, 1, 1), (rows * g.ow, g.cout, cn)))
+    if g.depthwise:
+        return TileWork([load], [], compute + [req], [store])
+    return TileWork([load], compute, [req], [store])
+
+
+def _pack(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: CodegenContext
+          ) -> list[int]:
+    """Pre-tile weights + parameters chunk by chunk into the constant pool; chunk addresses."""
+    w = ctx.const(node.inputs[1]).astype(np.int8)  # OHWI
+    bias, mult, shift = (ctx.const(n).astype("<i4") for n in node.inputs[2:5])
+    addrs = []
+    for c0, cn in chunks:
+        if g.depthwise:
+            wt = w[c0:c0 + cn, :, :, 0].reshape(cn, g.kh * g.kw).T  # [kh*kw, cn]
+        else:
+            blocks = [w[o0:o0 + g.cout_g].reshape(g.cout_g, g.kh * g.kw * g.cin_g).T
+                      for o0 in range(c0, c0 + cn, g.cout_g)]  # per conv group: [khkwci, co]
+            wt = np.concatenate([b.reshape(-1) for b in blocks])
+        params = np.concatenate([bias[c0:c0 + cn], mult[c0:c0 + cn], shift[c0:c0 + cn]])
+        addrs.append(ctx.consts.add(np.ascontiguousarray(wt).tobytes() + params.tobytes()))
+    return addrs

@@ -1,0 +1,121 @@
+"""Backend of one NPU region: choose a mapping per op (cost model + search), plan DRAM, emit
+token-ordered instruction streams, pack constants, describe I/O -> a TslProgram."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tessel.arch import NpuArch
+from tessel.binary import TensorDescriptor, TslProgram
+from tessel.binary import DType as BinDType
+from tessel.binary import QuantParams as BinQuant
+from tessel.codegen.context import CodegenContext, ConstPool, align
+from tessel.codegen.emit import emit_step
+from tessel.codegen.registry import emitter_for, is_view
+from tessel.codegen.streams import Streams
+from tessel.ir import DType, Graph, Node
+from tessel.isa import Engine
+from tessel.schedule.memory import plan_arena
+from tessel.schedule.step import Estimate, estimate_step
+
+_BIN_DTYPE = {DType.I8: BinDType.INT8, DType.I16: BinDType.INT16, DType.I32: BinDType.INT32,
+              DType.U8: BinDType.UINT8, DType.F32: BinDType.FLOAT32}
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """What the backend decided for one op (for the profile and the report)."""
+
+    name: str
+    op: str
+    loc: str
+    mapping: str
+    estimate: Estimate
+    first_instr: dict[str, int]  # engine name -> index of the step's first instruction
+    last_instr: dict[str, int]
+
+
+@dataclass(frozen=True)
+class RegionProgram:
+    program: TslProgram
+    layers: tuple[LayerPlan, ...]
+    arena_peak: int
+    arena_naive: int
+
+
+def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
+                   outputs: Sequence[str], arch: NpuArch, metadata: dict[str, Any]
+                   ) -> RegionProgram:
+    """Compile the NPU nodes `nodes` (in order) of `graph`; `inputs` / `outputs` are the
+    region's boundary values (they become the program's I/O descriptors)."""
+    wmem = arch.memory_index(arch.weights_memory)
+    amem = arch.memory_index(arch.activations_memory)
+    consts = ConstPool(wmem)
+    work_nodes = [n for n in nodes if not is_view(n)]
+    # constants first when weights and activations share a memory: the arena follows them
+    ctx = CodegenContext(arch, graph, {}, consts, amem)
+    choices = [(n, *_choose(n, ctx)) for n in work_nodes]
+    for node, mapping, _ in choices:
+        emitter_for(node).step(node, mapping, ctx, emit=True)  # packs constants in order
+    base = align(len(consts.blob), 4096) if wmem == amem else 0
+    arena = plan_arena(graph, nodes, inputs, outputs, amem, base,
+                       arch.offchip[amem].size_bytes)
+    if wmem != amem and len(consts.blob) > arch.offchip[wmem].size_bytes:
+        from tessel.errors import TesselCompileError
+        raise TesselCompileError(f"constants need {len(consts.blob)} bytes but memory "
+                                 f"'{arch.offchip[wmem].name}' has {arch.offchip[wmem].size_bytes}")
+    ctx = CodegenContext(arch, graph, arena.tensors, ConstPool(wmem), amem)
+    streams = Streams()
+    layers = []
+    for node, mapping, est in choices:
+        first = {e.name: len(streams.queues[e]) for e in Engine}
+        emit_step(emitter_for(node).step(node, mapping, ctx, emit=True), streams)
+        last = {e.name: len(streams.queues[e]) - 1 for e in Engine}
+        layers.append(LayerPlan(node.name, node.op.value, str(node.loc), str(mapping), est,
+                                first, last))
+    assert bytes(ctx.consts.blob) == bytes(consts.blob), "constant packing is not deterministic"
+    program = TslProgram(
+        arch.arch_hash_bytes, streams.finish(), bytes(ctx.consts.blob), wmem, 0,
+        tuple(_descriptor(graph, n, arena.tensors[n]) for n in inputs),
+        tuple(_descriptor(graph, n, arena.tensors[n]) for n in outputs), metadata)
+    return RegionProgram(program, tuple(layers), arena.peak_bytes, arena.naive_bytes)
+
+
+def _choose(node: Node, ctx: CodegenContext) -> tuple[Any, Estimate]:
+    """The mapping with the fewest estimated cycles (ties: first candidate, deterministic)."""
+    em = emitter_for(node)
+    dummy = _DummyTensors(ctx)
+    est_ctx = CodegenContext(ctx.arch, ctx.graph, dummy, ctx.consts, ctx.act_memory)
+    best = None
+    for mapping in em.candidates(node, est_ctx):
+        est = estimate_step(em.step(node, mapping, est_ctx, emit=False), ctx.arch)
+        if best is None or est.cycles < best[1].cycles:
+            best = (mapping, est)
+    if best is None:
+        from tessel.errors import TesselCompileError
+        raise TesselCompileError(f"{node} at {node.loc}: no mapping fits the NPU's SRAM "
+                                 f"({ctx.arch.onchip.sram_bytes} bytes) and accumulator")
+    return best
+
+
+class _DummyTensors(dict):
+    """DRAM placement stand-in for estimation: every tensor at address 0."""
+
+    def __init__(self, ctx: CodegenContext):
+        super().__init__()
+        self._ctx = ctx
+
+    def __missing__(self, name: str):
+        from tessel.codegen.context import DramTensor
+        t = self._ctx.graph.type_of(name)
+        return DramTensor(self._ctx.act_memory, 0, t.shape, t.dtype)
+
+
+def _descriptor(graph: Graph, name: str, t) -> TensorDescriptor:
+    ty = graph.type_of(name)
+    quant = None
+    if ty.quant is not None:
+        quant = BinQuant(ty.quant.scale, ty.quant.zero_point, ty.quant.axis)
+    return TensorDescriptor(name, _BIN_DTYPE[ty.dtype], ty.shape, t.memory, t.address, quant)

@@ -1,0 +1,194 @@
+"""What one NPU step is made of, independent of the op: groups of tiles, each tile a few
+instructions per engine, plus the buffers (rings) it needs; and the analytical estimate of a
+step's cycles from the per-instruction costs of docs/isa.md (`tessel.isa.costs`).
+
+Every op emitter (tessel.codegen.ops_*) describes its step through `StepWork`; the codegen
+driver turns it into token-ordered queues, the cost model into cycles. Both use the same
+instructions, so the estimate and the program cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from tessel.arch import NpuArch
+from tessel.isa import Engine, Instruction
+from tessel.isa.costs import instruction_cost
+
+
+class Bound(enum.Enum):
+    """What limits a step (recorded for the report)."""
+
+    COMPUTE = "compute"  # the matrix engine
+    VECTOR = "vector"  # the vector engine
+    DRAM = "dram"  # off-chip bandwidth
+    LATENCY = "latency"  # fixed DMA latencies / pipeline fill of short steps
+
+
+@dataclass(frozen=True)
+class Slots:
+    """Ring slot indices a tile's instructions should address (0 when only estimating)."""
+
+    inp: int = 0
+    acc: int = 0
+    out: int = 0
+    group: int = 0
+
+
+@dataclass
+class TileWork:
+    """Instructions of one tile, per stage."""
+
+    loads: list[Instruction] = field(default_factory=list)  # DMA_IN
+    matrix: list[Instruction] = field(default_factory=list)
+    vector: list[Instruction] = field(default_factory=list)
+    stores: list[Instruction] = field(default_factory=list)  # DMA_OUT
+
+
+@dataclass
+class GroupWork:
+    """A group of tiles sharing resident data loaded once (weights for MATRIX, parameters or
+    tables for VECTOR), e.g. one output-channel chunk of a convolution."""
+
+    weight_loads: list[Instruction]  # DMA_IN, consumed by MATRIX
+    param_loads: list[Instruction]  # DMA_IN, consumed by VECTOR
+    vector_setup: list[Instruction]  # VECTOR, once per group (e.g. LUT_LOAD)
+    tile_count: int
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """Ring depths of a step (1 = no double buffering)."""
+
+    uses_matrix: bool
+    in_depth: int = 2
+    acc_depth: int = 2
+    out_depth: int = 2
+    group_depth: int = 2
+
+
+@dataclass
+class StepWork:
+    """Everything one step does: `group_fn(g, slot)` gives group g's resident loads when they
+    go to group slot `slot`; `tile_fn(g, t, slots)` gives tile t of group g."""
+
+    shape: StepShape
+    group_count: int
+    group_fn: Callable[[int, int], GroupWork]
+    tile_fn: Callable[[int, int, Slots], TileWork]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    cycles: int
+    bound: Bound
+    busy: dict[Engine, int]
+
+
+def estimate_step(work: StepWork, arch: NpuArch, *, sample: Sequence[int] | None = None
+                  ) -> Estimate:
+    """Cycles of a step from per-instruction costs, with the rings' overlap: a pipeline of
+    DMA_IN -> [MATRIX] -> VECTOR -> DMA_OUT where each stage of tile t starts when the stage
+    before it has finished tile t and its own ring has a free slot (depth), and DMA_IN and
+    DMA_OUT share the off-chip port for their data phases."""
+    cost = _CostCache(arch)
+    stages = [Engine.DMA_IN] + ([Engine.MATRIX] if work.shape.uses_matrix else []) + [
+        Engine.VECTOR, Engine.DMA_OUT]
+    depth = {Engine.DMA_IN: work.shape.in_depth, Engine.MATRIX: work.shape.acc_depth,
+             Engine.VECTOR: work.shape.out_depth, Engine.DMA_OUT: 1}
+    free = {e: 0 for e in stages}
+    busy = {e: 0 for e in Engine}
+    finish: dict[Engine, list[int]] = {e: [] for e in stages}
+    port = _Port()  # the shared off-chip port: data phases of loads and stores interleave
+    for g in range(work.group_count):
+        group = work.group_fn(g, 0)
+        pre = cost.dma(group.weight_loads + group.param_loads)
+        free[Engine.DMA_IN] += pre
+        busy[Engine.DMA_IN] += pre
+        free[Engine.VECTOR] = max(free[Engine.VECTOR], free[Engine.DMA_IN]) + cost.sum(
+            group.vector_setup)
+        for t in range(group.tile_count):
+            tile = work.tile_fn(g, t, Slots())
+            per = {Engine.DMA_IN: tile.loads, Engine.MATRIX: tile.matrix,
+                   Engine.VECTOR: tile.vector, Engine.DMA_OUT: tile.stores}
+            prev_done = 0
+            for i, e in enumerate(stages):
+                dma_stage = e in (Engine.DMA_IN, Engine.DMA_OUT)
+                c = cost.dma(per[e]) if dma_stage else cost.sum(per[e])
+                start = max(free[e], prev_done)
+                nxt = stages[i + 1] if i + 1 < len(stages) else None
+                if nxt is not None and len(finish[nxt]) >= depth[e]:
+                    start = max(start, finish[nxt][-depth[e]])  # wait for a free slot
+                if dma_stage and c:
+                    start = port.book(start, c - cost.data_cycles(per[e]), c)
+                end = start + c
+                free[e] = end
+                busy[e] += c
+                finish[e].append(end)
+                prev_done = end
+    total = max(free.values())
+    return Estimate(total, _bound(busy, total, work), busy)
+
+
+class _Port:
+    """Busy intervals of the off-chip data port; a transfer's data phase takes the first gap
+    at or after its latency phase."""
+
+    def __init__(self) -> None:
+        self.busy: list[tuple[int, int]] = []
+
+    def book(self, start: int, latency: int, cycles: int) -> int:
+        """Earliest start >= `start` whose data phase [start+latency, start+cycles) is free."""
+        data = cycles - latency
+        t = start + latency
+        for lo, hi in self.busy:
+            if t + data <= lo:
+                break
+            t = max(t, hi)
+        self.busy.append((t, t + data))
+        self.busy.sort()
+        return t - latency
+
+
+def _bound(busy: dict[Engine, int], total: int, work: StepWork) -> Bound:
+    top = max(busy, key=lambda e: busy[e])
+    if busy[top] < 0.5 * total:
+        return Bound.LATENCY
+    return {Engine.MATRIX: Bound.COMPUTE, Engine.VECTOR: Bound.VECTOR}.get(top, Bound.DRAM)
+
+
+class _CostCache:
+    """Per-instruction cycles, memoised (tiles repeat the same shapes)."""
+
+    def __init__(self, arch: NpuArch):
+        self.arch = arch
+        self._cycles: dict[Instruction, int] = {}
+
+    def cycles(self, ins: Instruction) -> int:
+        c = self._cycles.get(ins)
+        if c is None:
+            c = instruction_cost(ins, self.arch).cycles
+            self._cycles[ins] = c
+        return c
+
+    def sum(self, instrs: Sequence[Instruction]) -> int:
+        return sum(self.cycles(i) for i in instrs)
+
+    def dma(self, instrs: Sequence[Instruction]) -> int:
+        """A DMA engine's time for `instrs`: up to `dma_channels` transfers are in flight, so
+        their latencies overlap; their data phases follow one another."""
+        if not instrs:
+            return 0
+        lat = max(self.arch.offchip[i.mem].latency_cycles for i in instrs)
+        batches = -(-len(instrs) // self.arch.dma_channels)
+        return self.data_cycles(instrs) + batches * lat
+
+    def data_cycles(self, instrs: Sequence[Instruction]) -> int:
+        """The bandwidth part of DMA instructions (their cost minus the fixed latency)."""
+        total = 0
+        for i in instrs:
+            lat = self.arch.offchip[i.mem].latency_cycles if hasattr(i, "mem") else 0
+            total += self.cycles(i) - lat
+        return total
