@@ -1,19 +1,38 @@
 """Which emitter lowers which integer op to NPU instructions.
 
 An emitter module provides `candidates(node, ctx) -> list[Mapping]` (mappings that fit the
-NPU's memories) and `step(node, mapping, ctx, *, emit) -> StepWork`.
+NPU's memories; a mapping is a frozen dataclass whose str() reads well in reports) and
+`step(node, mapping, ctx, *, emit) -> StepWork` (see tessel.schedule.step).
 """
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 
-from tessel.codegen import ops_conv
 from tessel.errors import TesselCompileError
 from tessel.ir import Node, Op
 
-EMITTERS: dict[Op, ModuleType] = {
-    Op.QCONV2D: ops_conv,
+EMITTERS: dict[Op, str] = {
+    Op.QCONV2D: "ops_conv",
+    Op.QLINEAR: "ops_matmul",
+    Op.QMATMUL: "ops_matmul",
+    Op.QADD: "ops_eltwise",
+    Op.QSUB: "ops_eltwise",
+    Op.QMUL: "ops_eltwise",
+    Op.REQUANTIZE: "ops_eltwise",
+    Op.LUT: "ops_eltwise",
+    Op.MAX_POOL2D: "ops_pool",
+    Op.QAVG_POOL2D: "ops_pool",
+    Op.QMEAN: "ops_pool",
+    Op.TRANSPOSE: "ops_movement",
+    Op.CONCAT: "ops_movement",
+    Op.SLICE: "ops_movement",
+    Op.PAD: "ops_movement",
+    Op.EXPAND: "ops_movement",
+    Op.UPSAMPLE_NEAREST: "ops_movement",
+    Op.QSOFTMAX: "ops_norm",
+    Op.QLAYER_NORM: "ops_norm",
 }
 VIEW_OPS = frozenset({Op.RESHAPE})  # no data movement: the result aliases its input in DRAM
 
@@ -23,11 +42,14 @@ def is_view(node: Node) -> bool:
 
 
 def emitter_for(node: Node) -> ModuleType:
-    em = EMITTERS.get(node.op)
-    if em is None:
+    name = EMITTERS.get(node.op)
+    if name is None:
         raise TesselCompileError(f"{node} at {node.loc}: no NPU lowering for '{node.op.value}'")
-    return em
+    return importlib.import_module(f"tessel.codegen.{name}")
 
 
 def npu_supported(node: Node) -> bool:
-    return node.op in EMITTERS or node.op in VIEW_OPS
+    """Whether the op (on integer tensors) runs on the NPU."""
+    if node.op in VIEW_OPS:
+        return True
+    return node.op in EMITTERS and node.type.dtype.is_int
