@@ -17,14 +17,15 @@ class CompileOptions:
     """Knobs of one compilation; every field has a safe default.
 
     calibration_samples: number of example inputs the PTQ calibration runs (>= 1).
-    allow_host_fallback: run ops the NPU cannot express on the host CPU instead of failing.
+    allow_host_fallback: run ops the NPU cannot express on the host CPU (default) instead of
+        failing (`--no-fallback`).
     dump_after: names of passes after which the IR is printed (``--dump-after=PASS``).
     seed: seed of every random choice the compiler makes (search, sampling); runs are
         deterministic for a given seed.
     """
 
     calibration_samples: int = 32
-    allow_host_fallback: bool = False
+    allow_host_fallback: bool = True
     dump_after: tuple[str, ...] = ()
     seed: int = 0
 

@@ -181,6 +181,15 @@ class NpuArch:
         """Plain JSON-able form of the parameters (enums by name), without derived figures."""
         return _plain({f.name: getattr(self, f.name) for f in fields(self) if f.init})
 
+    def to_toml_dict(self) -> dict[str, Any]:
+        """The parameters in the TOML preset's layout: `arch_from_dict` reads it back equal
+        (how a .tsl file carries a custom target)."""
+        d = self.to_dict()
+        d["memory"] = {"weights": d.pop("weights_memory"),
+                       "activations": d.pop("activations_memory")}
+        d["dma"] = {"channels": d.pop("dma_channels")}
+        return d
+
     @property
     def arch_hash(self) -> str:
         """sha256 (hex, 64 chars) of the canonical parameters: equal iff the hardware is equal.

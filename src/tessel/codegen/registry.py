@@ -50,6 +50,4 @@ def emitter_for(node: Node) -> ModuleType:
 
 def npu_supported(node: Node) -> bool:
     """Whether the op (on integer tensors) runs on the NPU."""
-    if node.op in VIEW_OPS:
-        return True
-    return node.op in EMITTERS and node.type.dtype.is_int
+    return (node.op in VIEW_OPS or node.op in EMITTERS) and node.type.dtype.is_int

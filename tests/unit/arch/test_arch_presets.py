@@ -133,3 +133,11 @@ def test_summary_and_to_dict() -> None:
     assert d["matrix"]["dataflow"] == Dataflow.WEIGHT_STATIONARY.name
     assert d["offchip"][0]["kind"] == "LPDDR"
     assert math.isclose(s["peak_tops"], 0.512)
+
+
+def test_toml_dict_roundtrip_every_preset():
+    from tessel.arch import arch_from_dict, list_presets, load_preset
+    for name in list_presets():
+        arch = load_preset(name)
+        again = arch_from_dict(arch.to_toml_dict())
+        assert again == arch and again.arch_hash == arch.arch_hash

@@ -1,0 +1,148 @@
+"""Per-inference and per-layer figures of a compiled program, from the simulator's timing
+model (data-independent, so no inputs are needed) and the per-instruction energy events.
+
+Definitions follow BENCHMARKS.md: cycles from the first instruction issued to the last
+output byte written; MAC utilisation = MACs / (cycles x peak MACs per cycle); host ops are
+listed separately, never folded into the NPU cycle count.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tessel.arch import NpuArch
+from tessel.binary import TslProgram
+from tessel.isa import Engine
+from tessel.isa.costs import energy_breakdown_pj, instruction_cost, static_energy_pj
+from tessel.sim.prepare import prepared
+from tessel.sim.stats import event_row, events_from_row
+from tessel.sim.timing import schedule
+from tessel.sim.timing import events_matrix as _events_matrix
+
+
+@dataclass(frozen=True)
+class LayerStats:
+    name: str
+    op: str
+    loc: str
+    mapping: str
+    bound: str
+    cycles: int
+    estimated_cycles: int
+    macs: int
+    mac_utilisation: float
+    bytes_read: dict[str, int]
+    bytes_written: dict[str, int]
+    energy_pj: float
+
+
+@dataclass(frozen=True)
+class Profile:
+    model: str
+    target: str
+    clock_hz: int
+    cycles: int
+    latency_ms: float
+    macs: int
+    mac_utilisation: float
+    energy_pj: dict[str, float]
+    bytes_read: dict[str, int]
+    bytes_written: dict[str, int]
+    layers: tuple[LayerStats, ...]
+    host_ops: tuple[str, ...] = field(default=())
+    arena_peak_bytes: int = 0
+    arena_naive_bytes: int = 0
+
+    @property
+    def energy_uj(self) -> float:
+        return sum(self.energy_pj.values()) / 1e6
+
+    def slowest(self, k: int = 5) -> list[LayerStats]:
+        return sorted(self.layers, key=lambda layer: -layer.cycles)[:k]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    def table(self) -> str:
+        """The per-layer table as fixed-width text."""
+        head = (f"{'layer':<28} {'op':<12} {'cycles':>9} {'est':>9} {'bound':<8} {'MAC%':>5} "
+                f"{'DRAM rd':>9} {'DRAM wr':>9} {'uJ':>7}  mapping")
+        rows = [head, "-" * len(head)]
+        for lay in self.layers:
+            rows.append(
+                f"{lay.name[:28]:<28} {lay.op:<12} {lay.cycles:>9} {lay.estimated_cycles:>9} "
+                f"{lay.bound:<8} {100 * lay.mac_utilisation:>5.1f} "
+                f"{sum(lay.bytes_read.values()):>9} {sum(lay.bytes_written.values()):>9} "
+                f"{lay.energy_pj / 1e6:>7.3f}  {lay.mapping}")
+        return "\n".join(rows)
+
+    def summary(self) -> str:
+        rd, wr = sum(self.bytes_read.values()), sum(self.bytes_written.values())
+        lines = [
+            f"model {self.model} on {self.target}: {self.cycles} cycles = "
+            f"{self.latency_ms:.3f} ms at {self.clock_hz / 1e6:.0f} MHz",
+            f"energy {self.energy_uj:.2f} uJ per inference ("
+            + ", ".join(f"{k} {v / 1e6:.2f}" for k, v in self.energy_pj.items()) + ")",
+            f"MACs {self.macs / 1e6:.1f} M, MAC utilisation {100 * self.mac_utilisation:.1f} %",
+            f"off-chip traffic: read {rd / 1e6:.2f} MB, written {wr / 1e6:.2f} MB; DRAM arena "
+            f"{self.arena_peak_bytes / 1e6:.2f} MB (naive {self.arena_naive_bytes / 1e6:.2f} MB)",
+        ]
+        if self.host_ops:
+            lines.append(f"host (CPU) ops, not in the cycle count: {len(self.host_ops)}: "
+                         + "; ".join(self.host_ops[:5]) + (" ..." if len(self.host_ops) > 5
+                                                          else ""))
+        return "\n".join(lines)
+
+
+def build_profile(program: TslProgram, arch: NpuArch) -> Profile:
+    meta = program.metadata
+    prep = prepared(program, arch)
+    sched = schedule(prep)
+    total = sched.total_cycles
+    ev_rows = _events_by_instruction(prep)
+    n_mem = len(arch.offchip)
+    names = [m.name for m in arch.offchip]
+    peak = arch.peak_macs_per_cycle
+    layers = []
+    for info in meta.get("layers", []):
+        rows, start, end = [], None, 0
+        for e in Engine:
+            lo, hi = info["first"][e.name], info["last"][e.name]
+            for i in range(lo, hi + 1):
+                s, t = sched.starts[e][i], sched.ends[e][i]
+                start = s if start is None else min(start, s)
+                end = max(end, t)
+                rows.append(ev_rows[e][i])
+        width = len(event_row(None, n_mem))
+        ev = events_from_row(np.sum(np.array(rows, np.int64).reshape(-1, width), axis=0), n_mem)
+        cycles = max(0, end - (start or 0))
+        layers.append(LayerStats(
+            info["name"], info["op"], info["loc"], info["mapping"], info["bound"], cycles,
+            info["estimated_cycles"], ev.macs, ev.macs / (cycles * peak) if cycles else 0.0,
+            dict(zip(names, ev.offchip_read_bytes, strict=True)),
+            dict(zip(names, ev.offchip_write_bytes, strict=True)),
+            sum(energy_breakdown_pj(ev, arch).values())))
+    total_ev = events_from_row(_events_matrix(prep).sum(axis=0), n_mem)
+    energy = dict(energy_breakdown_pj(total_ev, arch))
+    energy["static"] = static_energy_pj(total, arch)
+    return Profile(
+        meta.get("model", "?"), arch.name, arch.clock_hz, total, 1e3 * total / arch.clock_hz,
+        total_ev.macs, total_ev.macs / (total * peak) if total else 0.0, energy,
+        dict(zip(names, total_ev.offchip_read_bytes, strict=True)),
+        dict(zip(names, total_ev.offchip_write_bytes, strict=True)), tuple(layers),
+        tuple(meta.get("host_ops", ())), meta.get("arena_peak_bytes", 0),
+        meta.get("arena_naive_bytes", 0))
+
+
+def _events_by_instruction(prep: Any) -> dict[Engine, list[list[int]]]:
+    """Event rows per engine and instruction index (control instructions: zeros)."""
+    n_mem = len(prep.arch.offchip)
+    out = {}
+    for e in Engine:
+        out[e] = [event_row(instruction_cost(op.instr, prep.arch).events, n_mem)
+                  for op in prep.queues[e]]
+    return out
