@@ -13,7 +13,26 @@ from tessel.errors import (
 
 __version__ = "0.1.0"
 
+_LAZY = {  # heavy entry points (torch) are imported on first use
+    "compile": ("tessel.driver", "compile"),
+    "quantize": ("tessel.quant.api", "quantize"),
+    "load": ("tessel.runtime.compiled", "load"),
+    "CompiledModel": ("tessel.runtime.compiled", "CompiledModel"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'tessel' has no attribute {name!r}")
+
 __all__ = [
+    "CompiledModel",
+    "compile",
+    "load",
+    "quantize",
     "TesselCompileError",
     "TesselConfigError",
     "TesselError",

@@ -44,8 +44,13 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *,  
             calibration_data: Iterable[Sequence[torch.Tensor]] | None = None,
             options: CompileOptions | None = None, quant_config: Any = None,
             name: str | None = None, progress: Progress | None = None,
-            times: StageTimes | None = None) -> CompiledModel:
-    """Compile a PyTorch model for an NPU target; returns a runnable CompiledModel."""
+            times: StageTimes | None = None, source: str | None = None,
+            dump: Callable[[Graph], None] | None = None) -> CompiledModel:
+    """Compile a PyTorch model for an NPU target; returns a runnable CompiledModel.
+
+    source: how to rebuild the model (zoo name or file.py:factory), recorded in the binary so
+    `tessel run --check` can recompute the golden and float references. dump: called with
+    the integer graph after quantisation (`--dump-after quantize`)."""
     from tessel.quant.api import quantize
 
     options = options or CompileOptions()
@@ -58,13 +63,18 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *,  
     qm = quantize(model, tuple(example_inputs), calibration_data=calibration_data,
                   config=quant_config, calibration_samples=options.calibration_samples)
     times.record("frontend+quantise", t0)
+    if dump is not None:
+        dump(qm.graph)
+    extra = {"source": {"model": source, "calibration": options.calibration_samples}} \
+        if source else {}
     return compile_graph(verify(qm.graph), arch, options=options, name=name, progress=say,
-                         times=times)
+                         times=times, metadata=extra)
 
 
 def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None = None,
                   name: str | None = None, progress: Progress | None = None,
-                  times: StageTimes | None = None) -> CompiledModel:
+                  times: StageTimes | None = None, metadata: dict[str, Any] | None = None
+                  ) -> CompiledModel:
     """The backend: integer Graph IR (NHWC) -> CompiledModel."""
     options = options or CompileOptions()
     times = times if times is not None else StageTimes()
@@ -79,6 +89,7 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
         "model_outputs": list(graph.outputs),
         "host_ops": [f"%{n.name} = {n.op.value} at {n.loc}" for n in
                      part.host_ops + part.moved_to_host],
+        **(metadata or {}),
     }
     region = compile_region(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch, meta)
     t0 = times.record("backend", t0)

@@ -11,7 +11,8 @@ from tessel.errors import TesselError
 
 # Modules that add sub-commands through register(subparsers), in help order.
 COMMAND_MODULES = (
-    "tessel.cli.frontend", "tessel.passes.cli", "tessel.cli.hw", "tessel.cli.asm",
+    "tessel.cli.frontend", "tessel.passes.cli", "tessel.cli.quant", "tessel.cli.backend",
+    "tessel.cli.hw", "tessel.cli.asm",
 )
 
 
