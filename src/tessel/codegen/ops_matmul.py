@@ -1,0 +1,392 @@
+"""qlinear / qmatmul -> MATMUL on the matrix engine, then REQUANT on the vector engine.
+
+Both ops are one GEMM per batch entry, out[M, N] = A[M, K] @ B[K, N]: qlinear has A = x
+flattened to [M, K], B = w^T (a constant, weight zero point 0) and per-channel requant
+parameters; qmatmul has both operands in DRAM (zero points on both sides), numpy-broadcast
+leading dims (one GEMM per output batch entry, e.g. per attention head) and one per-tensor
+(multiplier, shift) with bias 0.
+
+Loop orders (`GemmMapping.order`):
+* WEIGHTS: a group per (batch, N chunk) keeps B[K, cols] resident; tiles run over M rows.
+* INPUT: a group per (batch, M rows) keeps A[rows, K] resident; tiles stream B's N chunks.
+* STREAM: nothing resident; a tile per (M rows, K chunk) loads both operands and MATMULs with
+  ACCUMULATE into the M-tile's accumulator, REQUANT after the last K chunk. Only offered when
+  a whole reduction does not fit.
+Requant parameters are loaded once per step (group 0's param loads) into a fixed SRAM region.
+Constants (qlinear) are packed in read order: the parameters of all channels N chunk by N chunk
+([bias, q31, shift] of the chunk, 12 bytes per channel, so chunk j0's table is at 12 * j0),
+then w^T chunk by chunk as [K, cols] row-major (a K chunk of it is contiguous).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tessel.codegen import dma
+from tessel.codegen.context import ISA_DTYPE, CodegenContext, DramTensor, SramPlan, align
+from tessel.codegen.ops_eltwise import const_operand
+from tessel.errors import TesselCompileError
+from tessel.ir import DType, Node, Op
+from tessel.isa import Instruction, Opcode
+from tessel.isa.costs import gemm_cycles
+from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.schedule.step import GroupWork, Slots, StepShape, StepWork, TileWork
+
+MAX_FIELD = 65535  # m, n, k and acc_stride are 16-bit fields
+KEEP = 6  # candidates passed on to the exact (per-tile) estimate
+
+
+class Order(enum.Enum):
+    WEIGHTS = "weights-resident"
+    INPUT = "input-resident"
+    STREAM = "streamed"
+
+
+@dataclass(frozen=True)
+class GemmMapping:
+    order: Order
+    rows: int  # M rows per tile (WEIGHTS, STREAM) or per group (INPUT)
+    cols: int  # N columns per chunk
+    kc: int  # reduction per MATMUL (K unless STREAM)
+    double_buffer: bool = True
+
+    def __str__(self) -> str:
+        k = f" k_chunk={self.kc}" if self.order is Order.STREAM else ""
+        return (f"{self.order.value} rows={self.rows} cols={self.cols}{k}"
+                + ("" if self.double_buffer else " single-buffered"))
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Element offsets of one GEMM's A, B and output in their tensors."""
+
+    a: int
+    b: int
+    out: int
+
+
+@dataclass(frozen=True)
+class Gemm:
+    m: int
+    n: int
+    k: int
+    batches: tuple[Batch, ...]
+    a_zp: int
+    b_zp: int
+    per_channel: bool  # qlinear: per-channel parameters, B = w^T pre-tiled in the pool
+
+    @property
+    def macs(self) -> int:
+        return len(self.batches) * self.m * self.n * self.k
+
+
+def gemm(node: Node, ctx: CodegenContext) -> Gemm:
+    """The GEMM(s) of a qlinear / qmatmul node."""
+    a = node.attr_map
+    ta = ctx.graph.type_of(node.inputs[0])
+    tb = ctx.graph.type_of(node.inputs[1])
+    if ta.dtype is not DType.I8 or tb.dtype is not DType.I8:
+        raise TesselCompileError(f"{node} at {node.loc}: the matrix engine multiplies int8 by "
+                                 f"int8, got {ta.dtype.value} x {tb.dtype.value}")
+    if node.op is Op.QLINEAR:
+        k = ta.shape[-1]
+        return Gemm(math.prod(ta.shape[:-1]), tb.shape[0], k, (Batch(0, 0, 0),),
+                    a["in_zp"], 0, True)
+    m, k = ta.shape[-2:]
+    n = tb.shape[-1]
+    lead = node.type.shape[:-2]
+    count = math.prod(lead)
+    a_idx = _broadcast_index(ta.shape[:-2], lead)
+    b_idx = _broadcast_index(tb.shape[:-2], lead)
+    batches = tuple(Batch(int(a_idx[i]) * m * k, int(b_idx[i]) * k * n, i * m * n)
+                    for i in range(count))
+    return Gemm(m, n, k, batches, a["a_zp"], a["b_zp"], False)
+
+
+def _broadcast_index(shape: tuple[int, ...], lead: tuple[int, ...]) -> np.ndarray:
+    """For each output batch entry (C order), the flat batch index of an operand whose leading
+    dims `shape` broadcast to `lead`."""
+    full = (1,) * (len(lead) - len(shape)) + tuple(shape)
+    idx = np.arange(math.prod(full), dtype=np.int64).reshape(full)
+    return np.broadcast_to(idx, lead).reshape(-1)
+
+
+# ---------------------------------------------------------------------------- SRAM layout
+
+
+@dataclass(frozen=True)
+class _Layout:
+    params: int  # fixed region, loaded once
+    group: int
+    group_stride: int
+    group_depth: int
+    inp: int
+    inp_stride: int
+    b_in_inp: int  # offset of B inside an input slot (STREAM)
+    out: int
+    out_stride: int
+    acc: int
+    acc_stride: int
+    depth: int
+
+
+def _layout(g: Gemm, mp: GemmMapping, ctx: CodegenContext, node: Node) -> _Layout:
+    if max(mp.rows, mp.cols, mp.kc) > MAX_FIELD:
+        raise TesselCompileError(f"{node}: tile {mp} exceeds a 16-bit MATMUL field")
+    depth = 2 if mp.double_buffer else 1
+    plan = SramPlan(ctx.arch, f"{node}")
+    params = plan.sram(12 * (g.n if g.per_channel else 1), "requant parameters")
+    ngroups = _group_count(g, mp)
+    gdepth = min(depth, ngroups)
+    b_in_inp = 0
+    if mp.order is Order.WEIGHTS:
+        gbytes, ibytes = align(g.k * mp.cols), align(mp.rows * g.k)
+    elif mp.order is Order.INPUT:
+        gbytes, ibytes = align(mp.rows * g.k), align(g.k * mp.cols)
+    else:
+        b_in_inp = align(mp.rows * mp.kc)
+        gbytes, ibytes = 0, b_in_inp + align(mp.kc * mp.cols)
+    group = plan.sram(gdepth * gbytes, "resident operand")
+    inp = plan.sram(depth * ibytes, "tile operand")
+    obytes = align(mp.rows * mp.cols * node.type.dtype.itemsize)
+    out = plan.sram(depth * obytes, "output tile")
+    entries = mp.rows * mp.cols
+    acc = plan.acc(depth * entries, "accumulators")
+    return _Layout(params, group, gbytes, gdepth, inp, ibytes, b_in_inp, out, obytes, acc,
+                   entries, depth)
+
+
+def _group_count(g: Gemm, mp: GemmMapping) -> int:
+    per = -(-g.m // mp.rows) if mp.order is Order.INPUT else -(-g.n // mp.cols)
+    return len(g.batches) * per
+
+
+# ---------------------------------------------------------------------------- candidates
+
+
+def candidates(node: Node, ctx: CodegenContext) -> list[GemmMapping]:
+    """Resident-operand mappings (both loop orders, N chunks of the array width, the largest
+    few row counts that fit); streamed K chunks only when none of those fits."""
+    g = gemm(node, ctx)
+    r, c = ctx.arch.matrix.rows, ctx.arch.matrix.cols
+    cols = sorted({g.n} | {k * c for k in (1, 2, 4, 8, 16) if k * c < g.n})
+    rows = sorted({g.m} | {min(g.m, k * r) for k in (1, 2, 4, 8, 16, 32, 64)}, reverse=True)
+    out: list[GemmMapping] = []
+    if g.k <= MAX_FIELD:
+        for order in (Order.WEIGHTS, Order.INPUT):
+            for n in cols:
+                for db in (True, False):
+                    fit = [m for m in rows if _fits(g, GemmMapping(order, m, n, g.k, db), ctx,
+                                                    node)]
+                    out += [GemmMapping(order, m, n, g.k, db) for m in fit[:3]]
+                    if fit:
+                        break
+    if not out:
+        out = _stream_candidates(g, ctx, node, rows, cols)
+    # the exact estimate walks every tile: rank by a closed-form cost, keep the best few
+    return sorted(out, key=lambda mp: _rough_cycles(g, mp, ctx, node))[:KEEP]
+
+
+def _stream_candidates(g: Gemm, ctx: CodegenContext, node: Node, rows: list[int],
+                       cols: list[int]) -> list[GemmMapping]:
+    r = ctx.arch.matrix.rows
+    out = []
+    kc = min(g.k, MAX_FIELD)
+    while kc >= 1 and len(out) < 6:
+        for m in rows[-2:]:
+            for n in cols[:2]:
+                mp = GemmMapping(Order.STREAM, m, n, kc, True)
+                if _fits(g, mp, ctx, node):
+                    out.append(mp)
+        kc = kc // 2 if kc <= r else -(-kc // 2 // r) * r
+    return out
+
+
+def _rough_cycles(g: Gemm, mp: GemmMapping, ctx: CodegenContext, node: Node) -> float:
+    """Closed-form cycles: the busiest of matrix, vector and DMA (bytes over bandwidth plus
+    latencies shared by the channels), plus one tile's pipeline fill."""
+    arch = ctx.arch
+    rows, cols, kc = min(mp.rows, g.m), min(mp.cols, g.n), min(mp.kc, g.k)
+    mt, nc, kt = -(-g.m // rows), -(-g.n // cols), -(-g.k // kc)
+    nb = len(g.batches)
+    sram_bw = arch.derived.sram_bytes_per_cycle
+    mm = max(gemm_cycles(rows, cols, kc, arch.matrix.rows, arch.matrix.cols,
+                         arch.matrix.dataflow), -(-(kc * cols + rows * kc) // sram_bw))
+    out_isz = node.type.dtype.itemsize
+    vec = arch.vector.pipeline_latency_cycles + max(
+        -(-rows * cols // arch.vector.lanes), -(-rows * cols * out_isz // sram_bw))
+    a_reads = {Order.WEIGHTS: nc, Order.INPUT: 1, Order.STREAM: nc}[mp.order]
+    b_reads = {Order.WEIGHTS: 1, Order.INPUT: mt, Order.STREAM: mt}[mp.order]
+    a_bytes, b_bytes = nb * g.m * g.k * a_reads, nb * g.k * g.n * b_reads
+    transfers = nb * (mt * nc * (1 + kt * 2 if mp.order is Order.STREAM else 2) + nc + mt)
+    amem = arch.offchip[ctx.act_memory]
+    bmem = arch.offchip[ctx.consts.memory if g.per_channel else ctx.act_memory]
+    dma = (a_bytes / min(amem.bytes_per_cycle, sram_bw) + b_bytes / min(bmem.bytes_per_cycle,
+                                                                         sram_bw)
+           + nb * g.m * g.n * out_isz / min(amem.bytes_per_cycle, sram_bw)
+           + transfers * amem.latency_cycles / arch.dma_channels)
+    busy = max(nb * mt * nc * kt * mm, nb * mt * nc * vec, dma)
+    return busy + 2 * amem.latency_cycles + mm + vec
+
+
+def _fits(g: Gemm, mp: GemmMapping, ctx: CodegenContext, node: Node) -> bool:
+    try:
+        _layout(g, mp, ctx, node)
+    except TesselCompileError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------- the step
+
+
+@dataclass(frozen=True)
+class _Consts:
+    params: int  # pool address of the parameter table(s)
+    chunks: tuple[int, ...]  # pool address of each w^T chunk (qlinear)
+
+
+def step(node: Node, mp: GemmMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
+    """The step's work; with emit=False nothing is added to the constant pool (estimation)."""
+    g = gemm(node, ctx)
+    lay = _layout(g, mp, ctx, node)
+    mtiles = [(i0, min(mp.rows, g.m - i0)) for i0 in range(0, g.m, mp.rows)]
+    nchunks = [(j0, min(mp.cols, g.n - j0)) for j0 in range(0, g.n, mp.cols)]
+    ktiles = [(k0, min(mp.kc, g.k - k0)) for k0 in range(0, g.k, mp.kc)]
+    consts = _pack(node, g, nchunks, ctx) if emit else _Consts(0, (0,) * len(nchunks))
+    a_const = const_operand(node.inputs[0], ctx, emit=emit)
+    b_const = None if g.per_channel else const_operand(node.inputs[1], ctx, emit=emit)
+    io = _Io(node, g, lay, consts, ctx, a_const, b_const, mp.cols)
+    if mp.order is Order.INPUT:
+        groups = [(b, i) for b in g.batches for i in mtiles]
+        tiles = [(j, (0, g.k)) for j in nchunks]
+    else:
+        groups = [(b, j) for b in g.batches for j in nchunks]
+        tiles = [(i, k) for i in mtiles for k in ktiles] if mp.order is Order.STREAM \
+            else [(i, (0, g.k)) for i in mtiles]
+
+    def group_fn(gi: int, slot: int) -> GroupWork:
+        b, part = groups[gi]
+        gaddr = lay.group + slot * lay.group_stride
+        params = io.load_params() if gi == 0 else []
+        if mp.order is Order.WEIGHTS:
+            return GroupWork(io.load_b(b, part, (0, g.k), gaddr), params, [], len(tiles))
+        if mp.order is Order.INPUT:
+            return GroupWork([io.load_a(b, part, (0, g.k), gaddr)], params, [], len(tiles))
+        return GroupWork([], params, [], len(tiles))
+
+    def tile_fn(gi: int, t: int, s: Slots) -> TileWork:
+        b, part = groups[gi]
+        gaddr = lay.group + s.group * lay.group_stride
+        iaddr = lay.inp + s.inp * lay.inp_stride
+        if mp.order is Order.INPUT:
+            (j, kt), i = tiles[t], part
+            loads = io.load_b(b, j, kt, iaddr)
+            a_addr, b_addr, acc_slot = gaddr, iaddr, s.acc
+        elif mp.order is Order.WEIGHTS:
+            (i, kt), j = tiles[t], part
+            loads = [io.load_a(b, i, kt, iaddr)]
+            a_addr, b_addr, acc_slot = iaddr, gaddr, s.acc
+        else:
+            (i, kt), j = tiles[t], part
+            b_addr = iaddr + lay.b_in_inp
+            loads = [io.load_a(b, i, kt, iaddr)] + io.load_b(b, j, kt, b_addr)
+            a_addr = iaddr
+            # the M tile's accumulator alternates with the global M-tile count, so that the
+            # acc ring's "free" tokens (one per tile, K chunks included) order its reuse
+            acc_slot = (gi * len(mtiles) + t // len(ktiles)) % lay.depth
+        acc = lay.acc + acc_slot * lay.acc_stride
+        mm = io.matmul(i, j, kt, a_addr, b_addr, acc)
+        if kt[0] + kt[1] < g.k:
+            return TileWork(loads, [mm], [], [])
+        oaddr = lay.out + s.out * lay.out_stride
+        return TileWork(loads, [mm], [io.requant(i, j, acc, oaddr)], [io.store(b, i, j, oaddr)])
+
+    shape = StepShape(uses_matrix=True, in_depth=lay.depth, acc_depth=lay.depth,
+                      out_depth=lay.depth, group_depth=lay.group_depth)
+    return StepWork(shape, len(groups), group_fn, tile_fn)
+
+
+@dataclass(frozen=True)
+class _Io:
+    """Instruction builders of one step (DRAM tensors are looked up when a tile is built)."""
+
+    node: Node
+    g: Gemm
+    lay: _Layout
+    consts: _Consts
+    ctx: CodegenContext
+    a_const: DramTensor | None  # a constant operand (in the pool), else looked up in DRAM
+    b_const: DramTensor | None
+    cols: int  # N chunk width (every chunk but the last is full)
+
+    def load_params(self) -> list[Instruction]:
+        n = 12 * (self.g.n if self.g.per_channel else 1)
+        return dma.contiguous(Opcode.DMA_LOAD, self.ctx.consts.memory, self.consts.params,
+                              self.lay.params, n)
+
+    def load_a(self, b: Batch, i: tuple[int, int], kt: tuple[int, int], sram: int
+               ) -> Instruction:
+        (i0, mr), (k0, kk) = i, kt
+        x = self.a_const or self.ctx.tensor(self.node.inputs[0])
+        return dma.pattern(Opcode.DMA_LOAD, x, b.a + i0 * self.g.k + k0, sram,
+                           ((kk, 1, 1), (mr, self.g.k, kk)))
+
+    def load_b(self, b: Batch, j: tuple[int, int], kt: tuple[int, int], sram: int
+               ) -> list[Instruction]:
+        (j0, nn), (k0, kk) = j, kt
+        if self.g.per_channel:  # w^T chunk [K, nn] pre-tiled: a K chunk is contiguous
+            addr = self.consts.chunks[j0 // self.cols] + k0 * nn
+            return dma.contiguous(Opcode.DMA_LOAD, self.ctx.consts.memory, addr, sram, kk * nn)
+        t = self.b_const or self.ctx.tensor(self.node.inputs[1])
+        return [dma.pattern(Opcode.DMA_LOAD, t, b.b + k0 * self.g.n + j0, sram,
+                            ((nn, 1, 1), (kk, self.g.n, nn)))]
+
+    def matmul(self, i: tuple[int, int], j: tuple[int, int], kt: tuple[int, int], a_addr: int,
+               b_addr: int, acc: int) -> Instruction:
+        (_, mr), (_, nn), (k0, kk) = i, j, kt
+        return Instruction.make(
+            Opcode.MATMUL, m=mr, n=nn, k=kk, a_addr=a_addr, a_stride_m=kk, a_stride_k=1,
+            a_zp=self.g.a_zp, b_addr=b_addr, b_stride_k=nn, b_stride_n=1, b_zp=self.g.b_zp,
+            acc_addr=acc, acc_stride=nn,
+            mode=AccMode.OVERWRITE if k0 == 0 else AccMode.ACCUMULATE)
+
+    def requant(self, i: tuple[int, int], j: tuple[int, int], acc: int, oaddr: int
+                ) -> Instruction:
+        (_, mr), (j0, nn) = i, j
+        a = self.node.attr_map
+        dt = self.node.type.dtype
+        per = self.g.per_channel
+        return Instruction.make(
+            Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc, src_stride=nn, rows=mr, ch=nn,
+            out_dtype=ISA_DTYPE[dt], dst_addr=oaddr, dst_stride=nn * dt.itemsize,
+            param_addr=self.lay.params + (12 * j0 if per else 0),
+            param_mode=ParamMode.PER_CHANNEL if per else ParamMode.PER_TENSOR,
+            out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"])
+
+    def store(self, b: Batch, i: tuple[int, int], j: tuple[int, int], oaddr: int
+              ) -> Instruction:
+        (i0, mr), (j0, nn) = i, j
+        y = self.ctx.tensor(self.node.name)
+        return dma.pattern(Opcode.DMA_STORE, y, b.out + i0 * self.g.n + j0, oaddr,
+                           ((nn, 1, 1), (mr, self.g.n, nn)))
+
+
+def _pack(node: Node, g: Gemm, nchunks: list[tuple[int, int]], ctx: CodegenContext
+          ) -> _Consts:
+    """Parameters (read first), then w^T chunk by chunk (qlinear) into the constant pool."""
+    if not g.per_channel:
+        a = node.attr_map
+        table = np.array([0, a["multiplier"], a["shift"]], "<i4")
+        return _Consts(ctx.consts.add(table), ())
+    w = ctx.const(node.inputs[1]).astype(np.int8)  # [N, K]
+    bias, mult, shift = (ctx.const(n).astype("<i4") for n in node.inputs[2:5])
+    table = np.concatenate([np.concatenate([bias[j0:j0 + nn], mult[j0:j0 + nn],
+                                            shift[j0:j0 + nn]]) for j0, nn in nchunks])
+    params = ctx.consts.add(table)
+    chunks = tuple(ctx.consts.add(np.ascontiguousarray(w[j0:j0 + nn].T)) for j0, nn in nchunks)
+    return _Consts(params, chunks)
