@@ -9,6 +9,7 @@ instructions, so the estimate and the program cannot drift apart.
 
 from __future__ import annotations
 
+import bisect
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -87,12 +88,14 @@ class Estimate:
     busy: dict[Engine, int]
 
 
-def estimate_step(work: StepWork, arch: NpuArch, *, sample: Sequence[int] | None = None
-                  ) -> Estimate:
+TOKEN_CYCLES = 2  # the WAIT + SIGNAL an engine runs around each tile's work
+
+
+def estimate_step(work: StepWork, arch: NpuArch) -> Estimate:
     """Cycles of a step from per-instruction costs, with the rings' overlap: a pipeline of
     DMA_IN -> [MATRIX] -> VECTOR -> DMA_OUT where each stage of tile t starts when the stage
-    before it has finished tile t and its own ring has a free slot (depth), and DMA_IN and
-    DMA_OUT share the off-chip port for their data phases."""
+    before it has finished tile t and its own ring has a free slot (depth). DMA transfers
+    keep up to `dma_channels` in flight and share each off-chip memory's data port."""
     cost = _CostCache(arch)
     stages = [Engine.DMA_IN] + ([Engine.MATRIX] if work.shape.uses_matrix else []) + [
         Engine.VECTOR, Engine.DMA_OUT]
@@ -101,54 +104,75 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: Sequence[int] | None
     free = {e: 0 for e in stages}
     busy = {e: 0 for e in Engine}
     finish: dict[Engine, list[int]] = {e: [] for e in stages}
-    port = _Port()  # the shared off-chip port: data phases of loads and stores interleave
+    ports = [_Port() for _ in arch.offchip]
     for g in range(work.group_count):
         group = work.group_fn(g, 0)
-        pre = cost.dma(group.weight_loads + group.param_loads)
-        free[Engine.DMA_IN] += pre
-        busy[Engine.DMA_IN] += pre
-        free[Engine.VECTOR] = max(free[Engine.VECTOR], free[Engine.DMA_IN]) + cost.sum(
-            group.vector_setup)
+        loads = group.weight_loads + group.param_loads
+        end = _dma_stage(loads, free[Engine.DMA_IN], ports, cost) if loads else free[
+            Engine.DMA_IN]
+        busy[Engine.DMA_IN] += end - free[Engine.DMA_IN]
+        free[Engine.DMA_IN] = end
+        free[Engine.VECTOR] = max(free[Engine.VECTOR], end) + cost.sum(group.vector_setup)
         for t in range(group.tile_count):
             tile = work.tile_fn(g, t, Slots())
             per = {Engine.DMA_IN: tile.loads, Engine.MATRIX: tile.matrix,
                    Engine.VECTOR: tile.vector, Engine.DMA_OUT: tile.stores}
             prev_done = 0
             for i, e in enumerate(stages):
-                dma_stage = e in (Engine.DMA_IN, Engine.DMA_OUT)
-                c = cost.dma(per[e]) if dma_stage else cost.sum(per[e])
                 start = max(free[e], prev_done)
                 nxt = stages[i + 1] if i + 1 < len(stages) else None
                 if nxt is not None and len(finish[nxt]) >= depth[e]:
                     start = max(start, finish[nxt][-depth[e]])  # wait for a free slot
-                if dma_stage and c:
-                    start = port.book(start, c - cost.data_cycles(per[e]), c)
-                end = start + c
+                if e in (Engine.DMA_IN, Engine.DMA_OUT):
+                    end = _dma_stage(per[e], start, ports, cost) if per[e] else start
+                else:
+                    end = start + cost.sum(per[e])
+                end += TOKEN_CYCLES
+                busy[e] += end - start
                 free[e] = end
-                busy[e] += c
                 finish[e].append(end)
                 prev_done = end
     total = max(free.values())
     return Estimate(total, _bound(busy, total, work), busy)
 
 
+def _dma_stage(instrs: Sequence[Instruction], start: int, ports: list[_Port],
+               cost: _CostCache) -> int:
+    """When the last of `instrs` (one DMA engine, in order) completes, starting at `start`."""
+    channels = cost.arch.dma_channels
+    inflight: list[int] = []
+    t, end = start, start
+    for ins in instrs:
+        if len(inflight) >= channels:
+            inflight.sort()
+            t = max(t, inflight.pop(0))
+        c = cost.cycles(ins)
+        lat = cost.arch.offchip[ins.mem].latency_cycles
+        s = ports[ins.mem].book(t, lat, c)
+        inflight.append(s + c)
+        end = max(end, s + c)
+        t += 1  # one transfer issued per cycle
+    return end
+
+
 class _Port:
-    """Busy intervals of the off-chip data port; a transfer's data phase takes the first gap
-    at or after its latency phase."""
+    """Busy intervals (sorted, disjoint) of one memory's data port; a transfer's data phase
+    takes the first gap at or after its latency phase."""
 
     def __init__(self) -> None:
-        self.busy: list[tuple[int, int]] = []
+        self.starts: list[int] = []
+        self.ends: list[int] = []
 
     def book(self, start: int, latency: int, cycles: int) -> int:
         """Earliest start >= `start` whose data phase [start+latency, start+cycles) is free."""
         data = cycles - latency
         t = start + latency
-        for lo, hi in self.busy:
-            if t + data <= lo:
-                break
-            t = max(t, hi)
-        self.busy.append((t, t + data))
-        self.busy.sort()
+        k = bisect.bisect_right(self.ends, t)  # intervals ending at or before t are irrelevant
+        while k < len(self.starts) and t + data > self.starts[k]:
+            t = max(t, self.ends[k])
+            k += 1
+        self.starts.insert(k, t)
+        self.ends.insert(k, t + data)
         return t - latency
 
 
@@ -176,19 +200,3 @@ class _CostCache:
     def sum(self, instrs: Sequence[Instruction]) -> int:
         return sum(self.cycles(i) for i in instrs)
 
-    def dma(self, instrs: Sequence[Instruction]) -> int:
-        """A DMA engine's time for `instrs`: up to `dma_channels` transfers are in flight, so
-        their latencies overlap; their data phases follow one another."""
-        if not instrs:
-            return 0
-        lat = max(self.arch.offchip[i.mem].latency_cycles for i in instrs)
-        batches = -(-len(instrs) // self.arch.dma_channels)
-        return self.data_cycles(instrs) + batches * lat
-
-    def data_cycles(self, instrs: Sequence[Instruction]) -> int:
-        """The bandwidth part of DMA instructions (their cost minus the fixed latency)."""
-        total = 0
-        for i in instrs:
-            lat = self.arch.offchip[i.mem].latency_cycles if hasattr(i, "mem") else 0
-            total += self.cycles(i) - lat
-        return total
