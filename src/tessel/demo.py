@@ -1,6 +1,8 @@
-"""`make demo`: the main job end to end on the embedded default model (MobileNetV2).
+"""`make demo`: the main job end to end on the embedded default (MobileNetV2 on tnpu-s).
 
-Today: import -> float passes -> summary -> float interpreter vs PyTorch eager.
+PyTorch model -> float IR (checked against torch eager) -> int8 quantisation (pt2e) ->
+NPU binary -> bit-exact simulation (checked against the golden model) -> latency, energy,
+MAC utilisation and the slowest layers.
 """
 
 from __future__ import annotations
@@ -11,34 +13,65 @@ import time
 import numpy as np
 import torch
 
+MODEL, TARGET, CALIBRATION = "mobilenet_v2", "tnpu-s", 16
+
+
+def _say(msg: str) -> None:
+    print(msg, flush=True)
+
 
 def main() -> int:
+    from tessel.driver import StageTimes
+    from tessel.driver import compile as tessel_compile
     from tessel.frontend import import_model
     from tessel.ir import run_graph
-    from tessel.models import load
+    from tessel.models import resolve
     from tessel.passes import run_pipeline
+    from tessel.quant.accuracy import default_config, sqnr_db
+    from tessel.quant.api import quantize
 
-    print("== Tessel demo: MobileNetV2 1.0 @224")
+    spec = resolve(MODEL)
+    model, inputs = spec.factory()
+    _say(f"== Tessel demo: {spec.description} -> {TARGET}")
     t0 = time.perf_counter()
-    model, inputs = load("mobilenet_v2")
-    graph = import_model(model, inputs)
-    t1 = time.perf_counter()
-    print(f"imported with torch.export in {t1 - t0:.1f} s: {len(graph.nodes)} IR nodes")
-    graph = run_pipeline(graph)
-    t2 = time.perf_counter()
-    print(f"float passes (verifier after each) in {t2 - t1:.2f} s")
-    print(graph.summary())
+    graph = run_pipeline(import_model(model, inputs))
     with torch.no_grad():
         ref = model(*inputs).numpy()
     out = run_graph(graph, [x.numpy() for x in inputs])[0]
-    err = float(np.abs(out - ref).max())
-    rng = float(ref.max() - ref.min())
-    ok = err <= 1e-4 * rng
-    print(f"float interpreter vs torch eager: max |err| = {err:.3g} "
-          f"({err / rng:.2e} of the output range; limit 1e-4) -> {'OK' if ok else 'MISMATCH'}")
-    top = int(np.argmax(out)), int(np.argmax(ref))
-    print(f"top-1 class: interpreter {top[0]}, torch {top[1]}")
-    return 0 if ok and top[0] == top[1] else 1
+    err = float(np.abs(out - ref).max()) / float(ref.max() - ref.min())
+    _say(f"1. float IR: {len(graph.nodes)} nodes after the passes; interpreter vs torch eager: "
+         f"max error {err:.1e} of the output range ({time.perf_counter() - t0:.1f} s)")
+
+    times = StageTimes()
+    t0 = time.perf_counter()
+    calib = spec.calibration_data(CALIBRATION)
+    cm = tessel_compile(model, inputs, target=TARGET, calibration_data=calib,
+                        quant_config=default_config(MODEL), name=MODEL, times=times,
+                        source=MODEL, progress=lambda m: _say(f"   {m}"))
+    stages = ", ".join(f"{k} {v:.1f} s" for k, v in times.seconds.items())
+    _say(f"2. compiled to {len(cm.binary) / 1e6:.2f} MB of .tsl in "
+         f"{time.perf_counter() - t0:.1f} s ({stages})")
+
+    x = [t.numpy() for t in inputs]
+    t0 = time.perf_counter()
+    npu_out = cm.run(*x)[0]
+    sim_s = time.perf_counter() - t0
+    qm = quantize(model, inputs, calibration_data=spec.calibration_data(CALIBRATION),
+                  config=default_config(MODEL), calibration_samples=CALIBRATION)
+    golden = qm.run(*x)[0]
+    exact = np.array_equal(npu_out, golden)
+    _say(f"3. simulated in {sim_s:.1f} s: simulator vs golden model "
+         f"{'BIT-EXACT' if exact else 'MISMATCH'}; SQNR vs float PyTorch "
+         f"{sqnr_db(ref, npu_out):.1f} dB; top-1 {int(np.argmax(npu_out))} "
+         f"(float {int(np.argmax(ref))})")
+
+    prof = cm.profile
+    _say("4. " + prof.summary().replace("\n", "\n   "))
+    _say("   five slowest layers:")
+    for lay in prof.slowest(5):
+        _say(f"     {lay.name:<32} {lay.op:<10} {lay.cycles:>9} cycles  {lay.bound:<8} "
+             f"MAC {100 * lay.mac_utilisation:5.1f} %  {lay.mapping}")
+    return 0 if exact and err <= 1e-4 else 1
 
 
 if __name__ == "__main__":

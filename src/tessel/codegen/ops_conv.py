@@ -92,7 +92,7 @@ def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
     """Mappings that fit SRAM and the accumulator: channel chunks x row tiles."""
     g = geometry(node, ctx)
     width = ctx.arch.vector.lanes if g.depthwise else ctx.arch.matrix.cols
-    unit = 1 if g.depthwise else g.cout_g
+    unit = 1 if g.depthwise or g.groups == 1 else g.cout_g
     chunks = {g.cout}
     for k in (1, 2, 4, 8, 16):
         ch = max(unit, (k * width) // unit * unit)
@@ -185,13 +185,14 @@ def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
                                     in_stride_w=cn, ch=cn, w_addr=gaddr, w_stride_k=cn,
                                     acc_addr=acc_addr, acc_stride=cn, **common)]
     else:
+        cg = _per_conv(g, cn)  # output channels of one CONV (the chunk, or one conv group)
         compute = [Instruction.make(
-            Opcode.CONV, in_addr=iaddr + ((c0 + k * g.cout_g) // g.cout_g) * g.cin_g,
+            Opcode.CONV, in_addr=iaddr + ((c0 + k * cg) // g.cout_g) * g.cin_g,
             in_stride_h=g.w * g.c, in_stride_w=g.c, cin=g.cin_g,
-            w_addr=gaddr + k * g.kh * g.kw * g.cin_g * g.cout_g,
-            w_stride_k=g.cin_g * g.cout_g, w_stride_ci=g.cout_g, w_stride_co=1, w_zp=0,
-            cout=g.cout_g, acc_addr=acc_addr + k * g.cout_g, acc_stride=cn, **common)
-            for k in range(cn // g.cout_g)]
+            w_addr=gaddr + k * g.kh * g.kw * g.cin_g * cg,
+            w_stride_k=g.cin_g * cg, w_stride_ci=cg, w_stride_co=1, w_zp=0,
+            cout=cg, acc_addr=acc_addr + k * cg, acc_stride=cn, **common)
+            for k in range(cn // cg)]
     oaddr = lay.out + s.out * lay.out_stride
     dt = ISA_DTYPE[node.type.dtype]
     req = Instruction.make(
@@ -206,6 +207,12 @@ def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
     return TileWork([load], compute, [req], [store])
 
 
+def _per_conv(g: ConvGeometry, chunk: int) -> int:
+    """Output channels one CONV instruction produces: the whole chunk for an ordinary conv,
+    one conv group for a grouped one."""
+    return chunk if g.groups == 1 else g.cout_g
+
+
 def _pack(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: CodegenContext
           ) -> list[int]:
     """Pre-tile weights + parameters chunk by chunk into the constant pool; chunk addresses."""
@@ -216,8 +223,9 @@ def _pack(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: Codeg
         if g.depthwise:
             wt = w[c0:c0 + cn, :, :, 0].reshape(cn, g.kh * g.kw).T  # [kh*kw, cn]
         else:
-            blocks = [w[o0:o0 + g.cout_g].reshape(g.cout_g, g.kh * g.kw * g.cin_g).T
-                      for o0 in range(c0, c0 + cn, g.cout_g)]  # per conv group: [khkwci, co]
+            cg = _per_conv(g, cn)
+            blocks = [w[o0:o0 + cg].reshape(cg, g.kh * g.kw * g.cin_g).T
+                      for o0 in range(c0, c0 + cn, cg)]  # per CONV: [kh*kw*cin_g, cg]
             wt = np.concatenate([b.reshape(-1) for b in blocks])
         params = np.concatenate([bias[c0:c0 + cn], mult[c0:c0 + cn], shift[c0:c0 + cn]])
         addrs.append(ctx.consts.add(np.ascontiguousarray(wt).tobytes() + params.tobytes()))
