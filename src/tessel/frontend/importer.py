@@ -20,7 +20,13 @@ from torch.export.graph_signature import InputKind, OutputKind
 from tessel.errors import TesselError, TesselUnsupportedOpError
 
 # the converter modules register themselves in CONVERTERS on import
-from tessel.frontend import convert_elementwise, convert_nn, convert_pool, convert_shape  # noqa: F401
+from tessel.frontend import (  # noqa: F401
+    convert_elementwise,
+    convert_nn,
+    convert_pool,
+    convert_quant,
+    convert_shape,
+)
 from tessel.frontend.context import CONVERTERS, ImportContext, Unsupported, bind_args, ir_dtype
 from tessel.frontend.host_ops import host_op
 from tessel.frontend.locations import source_loc

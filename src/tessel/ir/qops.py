@@ -14,8 +14,19 @@ from typing import Any
 
 from tessel.ir.attrs import AttrKind, AttrSpec
 from tessel.ir.ops import (
-    _CONV_ATTRS, _POOL_ATTRS, SPECS, InferError, Op, OpSpec, _binary, _conv2d, _linear, _matmul,
-    _pool2d, _reduce, _softmax, _layer_norm,
+    _CONV_ATTRS,
+    _POOL_ATTRS,
+    SPECS,
+    InferError,
+    Op,
+    OpSpec,
+    _binary,
+    _conv2d,
+    _linear,
+    _matmul,
+    _pool2d,
+    _reduce,
+    _softmax,
 )
 from tessel.ir.types import DType, TensorType
 
@@ -104,12 +115,24 @@ def _qsoftmax(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
     _ints(ts, 1)
     if ts[1].shape != (513,) or ts[1].dtype is not DType.I16:
         raise InferError(f"qsoftmax exp table must be i16[513], got {ts[1].text()}")
+    axis_len = ts[0].shape[attrs["axis"] % max(ts[0].rank, 1)] if ts[0].rank else 1
+    if attrs["axis_len"] != axis_len:
+        raise InferError(f"qsoftmax axis_len {attrs['axis_len']} != axis extent {axis_len}")
     return _out(_softmax(ts[:1], attrs), attrs)
 
 
 def _qlayer_norm(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
     _ints(ts, 1)
-    return _out(_layer_norm(ts[:1], attrs), attrs)
+    n = attrs["n"]
+    if tuple(attrs["normalized_shape"]) != (n,) or ts[0].shape[-1:] != (n,):
+        raise InferError(f"qlayer_norm normalizes the last axis of {n} elements; got "
+                         f"normalized_shape {list(attrs['normalized_shape'])}, input "
+                         f"{list(ts[0].shape)}")
+    if ts[1].shape != (n,) or ts[1].dtype is not DType.I16:
+        raise InferError(f"qlayer_norm gamma must be i16[{n}], got {ts[1].text()}")
+    if ts[2].shape != (n,) or ts[2].dtype is not DType.I32:
+        raise InferError(f"qlayer_norm beta must be i32[{n}], got {ts[2].text()}")
+    return _out(ts[0], attrs)
 
 
 def _a(kind: AttrKind, default: Any = None) -> AttrSpec:
@@ -139,10 +162,19 @@ SPECS[Op.QAVG_POOL2D] = OpSpec(("x",), _qavg_pool, {**_POOL_ATTRS, "act_min": _a
                                                     "act_max": _a(_I)})
 SPECS[Op.QMEAN] = OpSpec(("x",), _qmean, {"axes": _a(_INTS), "keepdim": _a(AttrKind.BOOL, False),
                                           "in_zp": _a(_I), **_REQ, **_OUT})
-# Softmax and layer norm: the parameters of every step of their instruction chain are
-# attributes (`steps`, a flat int list whose layout docs/numerics.md defines per op).
+# Softmax and layer norm: every step of their instruction chain has its parameters as named
+# int attributes (`tessel.quant.softmax.SoftmaxPlan`, `tessel.quant.layernorm.LayerNormPlan`;
+# `*_dtype` attributes are ISA DType codes: 0 i8, 1 i16, 2 i32); `dtype` is the IR output type.
+_SOFTMAX_PLAN = ("axis_len", "in_dtype", "in_zp", "sub_mult", "sub_shift", "sub_zp",
+                 "recip_frac_bits", "mul_mult", "mul_shift", "out_dtype", "out_zp", "act_min",
+                 "act_max")
 SPECS[Op.QSOFTMAX] = OpSpec(("x", "exp_table"), _qsoftmax,
-                            {"axis": _a(_I, -1), "in_zp": _a(_I), "steps": _a(_INTS), **_OUT})
+                            {"axis": _a(_I, -1), "dtype": _a(AttrKind.DTYPE),
+                             **{k: _a(_I) for k in _SOFTMAX_PLAN}})
+_LAYER_NORM_PLAN = ("n", "in_dtype", "in_zp", "mean_mult", "mean_shift", "sub_a_shift",
+                    "sub_mult", "sub_shift", "d_dtype", "var_bias", "var_mult", "var_shift",
+                    "rsqrt_frac_bits", "norm_mult", "norm_shift", "gamma_mult", "gamma_shift",
+                    "out_mult", "out_shift", "out_dtype", "out_zp", "act_min", "act_max")
 SPECS[Op.QLAYER_NORM] = OpSpec(("input", "weight", "bias"), _qlayer_norm,
-                               {"normalized_shape": _a(_INTS), "in_zp": _a(_I),
-                                "steps": _a(_INTS), **_OUT}, optional=2)
+                               {"normalized_shape": _a(_INTS), "dtype": _a(AttrKind.DTYPE),
+                                **{k: _a(_I) for k in _LAYER_NORM_PLAN}})

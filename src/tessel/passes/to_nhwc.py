@@ -35,9 +35,11 @@ from tessel.passes._perm import (
 from tessel.passes._util import Rewriter, drop_newly_dead
 from tessel.passes.base import Pass
 
-_WINDOW_OPS = (Op.CONV2D, Op.MAX_POOL2D, Op.AVG_POOL2D, Op.UPSAMPLE_NEAREST, Op.BATCH_NORM)
-_FOLLOW_OPS = ELEMENTWISE_UNARY | {Op.CAST}
-_REDUCE_OPS = (Op.MEAN, Op.SUM, Op.REDUCE_MAX)
+_WINDOW_OPS = (Op.CONV2D, Op.MAX_POOL2D, Op.AVG_POOL2D, Op.UPSAMPLE_NEAREST, Op.BATCH_NORM,
+               Op.QCONV2D, Op.QAVG_POOL2D)
+_FOLLOW_OPS = ELEMENTWISE_UNARY | {Op.CAST, Op.REQUANTIZE, Op.QUANTIZE, Op.DEQUANTIZE}
+_BINARY_OPS = ELEMENTWISE_BINARY | {Op.QADD, Op.QSUB, Op.QMUL}
+_REDUCE_OPS = (Op.MEAN, Op.SUM, Op.REDUCE_MAX, Op.QMEAN)
 
 
 class _Layout:
@@ -114,8 +116,12 @@ class _Layout:
         elif node.op in _FOLLOW_OPS:
             p = self.perm(node.inputs[0])
             self.define(node, (self.get(node.inputs[0], p),), p)
-        elif node.op in ELEMENTWISE_BINARY or node.op is Op.CONCAT:
+        elif node.op in _BINARY_OPS or node.op is Op.CONCAT:
             self.broadcasting_op(node)
+        elif node.op is Op.LUT:
+            # lut(x stored under p, table)  =>  same (the table is not an activation)
+            p = self.perm(node.inputs[0])
+            self.define(node, (self.get(node.inputs[0], p), self.get(node.inputs[1], (0,))), p)
         elif node.op in (*_REDUCE_OPS, Op.SOFTMAX, Op.SLICE, Op.PAD):
             self.axis_op(node)
         elif node.op is Op.TRANSPOSE:
@@ -132,13 +138,15 @@ class _Layout:
 
     def window_op(self, node: Node) -> None:
         # conv2d / pool / upsample / batch_norm {layout=nchw}  =>  same op {layout=nhwc}, w OHWI
+        # (also qconv2d / qavg_pool2d / integer max_pool2d, whose types keep their QuantParams)
         x = self.get(node.inputs[0], NHWC)
         rest = []
+        conv = node.op in (Op.CONV2D, Op.QCONV2D)
         for k, i in enumerate(node.inputs[1:], start=1):
             rank = self.logical[i].rank
-            rest.append(self.get(i, NHWC if (node.op is Op.CONV2D and k == 1) else identity(rank)))
+            rest.append(self.get(i, NHWC if (conv and k == 1) else identity(rank)))
         attrs = {**node.attr_map, "layout": Layout.NHWC}
-        self.define(node, (x, *rest), NHWC, attrs, infer=True)
+        self.define(node, (x, *rest), NHWC, attrs, infer=node.type.quant is None)
 
     def _target(self, node: Node) -> Perm:
         """The perm an n-ary op runs under: that of its first stored-permuted operand whose

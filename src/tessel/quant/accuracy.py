@@ -1,0 +1,161 @@
+"""Accuracy of a quantised model: the golden (integer) model against float PyTorch.
+
+Figures (defined in /work/shared/BENCHMARKS.md, "Quantisation"):
+
+* SQNR (dB) per output = 10 log10(sum y_float^2 / sum (y_float - y_golden)^2) over the
+  evaluation inputs;
+* classifiers: top-1 agreement with float, and accuracy where labels exist (digits: the whole
+  held-out test split, float and int8 both reported);
+* embeddings (MiniLM): cosine similarity of golden vs float embeddings, mean over sentences;
+* the calibration set size, the evaluation set size, the host ops, the golden model's wall
+  time per inference.
+
+Evaluation inputs are never the calibration inputs, except for MiniLM, whose evaluation set is
+every sentence of `tessel.models.minilm.SENTENCES` (calibration uses the first N of them).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from tessel.models import ModelSpec, Task, load, resolve
+from tessel.quant.api import QuantizedModel, quantize
+from tessel.quant.config import OpKind, QuantConfig
+
+Sample = tuple[torch.Tensor, ...]
+
+MINILM_CONFIG = QuantConfig(
+    int16_inputs=frozenset({OpKind.SOFTMAX, OpKind.LAYER_NORM, OpKind.ADD}),
+    int16_outputs=frozenset({OpKind.SOFTMAX, OpKind.ADD}),
+)
+"""MiniLM's residual stream needs int16: the residual adds read and write int16."""
+
+
+def default_config(model_name: str) -> QuantConfig:
+    """The QuantConfig the zoo's accuracy path uses for a model (MiniLM: int16 residual adds)."""
+    return MINILM_CONFIG if model_name == "minilm" else QuantConfig()
+
+
+@dataclass(frozen=True)
+class AccuracyReport:
+    """What `tessel accuracy` prints (`--json`: `to_json()`)."""
+
+    model: str
+    task: str
+    calibration_samples: int
+    eval_samples: int
+    sqnr_db: tuple[float, ...]
+    top1_agreement: float | None
+    float_accuracy: float | None
+    int_accuracy: float | None
+    cosine_mean: float | None
+    cosine_min: float | None
+    host_ops: tuple[str, ...]
+    golden_seconds_per_inference: float
+
+    def to_json(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+    def text(self) -> str:
+        lines = [f"model {self.model} ({self.task}): calibration {self.calibration_samples} "
+                 f"samples, evaluation {self.eval_samples} inputs"]
+        for i, s in enumerate(self.sqnr_db):
+            lines.append(f"  SQNR output {i}: {s:.2f} dB")
+        if self.top1_agreement is not None:
+            lines.append(f"  top-1 agreement with float: {100 * self.top1_agreement:.2f}%")
+        if self.float_accuracy is not None:
+            lines.append(f"  accuracy: float {100 * self.float_accuracy:.2f}%, "
+                         f"int (golden) {100 * self.int_accuracy:.2f}%")
+        if self.cosine_mean is not None:
+            lines.append(f"  cosine golden vs float: mean {self.cosine_mean:.4f}, "
+                         f"min {self.cosine_min:.4f}")
+        lines.append(f"  golden model: {1e3 * self.golden_seconds_per_inference:.1f} ms/inference")
+        lines.append(f"  host ops ({len(self.host_ops)}): "
+                     + ("none" if not self.host_ops else ""))
+        lines.extend(f"    {h}" for h in self.host_ops)
+        return "\n".join(lines)
+
+
+def sqnr_db(reference: np.ndarray, test: np.ndarray) -> float:
+    """10 log10(signal / noise) of `test` against `reference` (inf when equal)."""
+    ref = np.asarray(reference, np.float64)
+    noise = float(np.sum((ref - np.asarray(test, np.float64)) ** 2))
+    signal = float(np.sum(ref**2))
+    if noise == 0.0:
+        return math.inf
+    return 10.0 * math.log10(signal / noise) if signal > 0 else -math.inf
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine similarity of the rows of a and b."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    num = np.sum(a * b, axis=-1)
+    return num / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-30)
+
+
+def _eval_set(spec: ModelSpec, calibration: int, count: int
+              ) -> tuple[list[Sample], np.ndarray | None]:
+    """Evaluation inputs (and labels where they exist), disjoint from calibration."""
+    if spec.name == "digits_cnn":
+        from tessel.models import digits
+
+        _, _, x_test, y_test = digits.load_split()
+        return [(x_test[i:i + 1],) for i in range(len(x_test))], y_test.numpy()
+    if spec.name == "minilm":
+        from tessel.models import minilm
+
+        return minilm.calibration_data(len(minilm.SENTENCES)), None
+    return spec.calibration_data(calibration + count)[calibration:], None
+
+
+def _run_all(qm: QuantizedModel, model: torch.nn.Module, inputs: Sequence[Sample]
+             ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
+    """Stacked float and golden outputs (per output index) and golden seconds per input."""
+    floats, goldens, seconds = [], [], 0.0
+    for sample in inputs:
+        with torch.no_grad():
+            f = model(*sample)
+        f = (f,) if isinstance(f, torch.Tensor) else tuple(f)
+        floats.append([t.detach().numpy() for t in f])
+        start = time.perf_counter()
+        goldens.append(qm.run(*sample))
+        seconds += time.perf_counter() - start
+    n_out = len(floats[0])
+    stack = lambda rows, k: np.concatenate([r[k] for r in rows])  # noqa: E731
+    return ([stack(floats, k) for k in range(n_out)], [stack(goldens, k) for k in range(n_out)],
+            seconds / max(len(inputs), 1))
+
+
+def evaluate(model_spec: str, calibration: int = 32, eval_samples: int = 16,
+             config: QuantConfig | None = None) -> AccuracyReport:
+    """Quantise a zoo model (or path/to/file.py:factory) and measure it against float."""
+    spec = resolve(model_spec)
+    model, example = load(model_spec)
+    config = config if config is not None else default_config(spec.name)
+    qm = quantize(model, example, spec.calibration_data(calibration), config,
+                  calibration_samples=calibration)
+    inputs, labels = _eval_set(spec, calibration, eval_samples)
+    floats, goldens, per_inf = _run_all(qm, model, inputs)
+    report = dict(model=spec.name, task=spec.task.value, calibration_samples=qm.calibration_samples,
+                  eval_samples=len(inputs),
+                  sqnr_db=tuple(sqnr_db(f, g) for f, g in zip(floats, goldens, strict=True)),
+                  top1_agreement=None, float_accuracy=None, int_accuracy=None,
+                  cosine_mean=None, cosine_min=None,
+                  host_ops=tuple(str(h) for h in qm.host_ops),
+                  golden_seconds_per_inference=per_inf)
+    f0, g0 = floats[0], goldens[0]
+    if spec.task is Task.CLASSIFIER:
+        report["top1_agreement"] = float(np.mean(f0.argmax(-1) == g0.argmax(-1)))
+        if labels is not None:
+            report["float_accuracy"] = float(np.mean(f0.argmax(-1) == labels))
+            report["int_accuracy"] = float(np.mean(g0.argmax(-1) == labels))
+    elif spec.task is Task.EMBEDDING:
+        cos = cosine(f0, g0)
+        report["cosine_mean"], report["cosine_min"] = float(cos.mean()), float(cos.min())
+    return AccuracyReport(**report)

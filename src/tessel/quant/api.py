@@ -1,0 +1,141 @@
+"""The one-call quantisation API: ``tessel.quantize(model, example_inputs, calibration_data)``.
+
+    qm = tessel.quantize(model, (x,), calibration_data=[(x1,), (x2,)])
+    y = qm.run(x)          # the bit-exact golden model (numpy)
+    qm.graph               # integer Graph IR (NHWC), what the backend compiles
+    qm.host_ops            # what runs on the CPU, with source locations
+
+The flow: torch.export -> prepare_pt2e (TesselQuantizer) -> calibrate -> convert_pt2e ->
+export of the QDQ module -> import (quantize / dequantize nodes) -> lower_qdq -> to_nhwc. QAT:
+``prepare_quantize_qat`` gives the fake-quant module to train; ``quantize_qat`` converts and
+lowers it the same way.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch.fx import GraphModule
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+from tessel.errors import TesselConfigError
+from tessel.frontend.export import decomposition_table
+from tessel.frontend.importer import import_program
+from tessel.ir import Graph, Node, sanitize_name, verify
+from tessel.passes.manager import run_pipeline
+from tessel.passes.to_nhwc import ToNHWC
+from tessel.quant.config import QuantConfig
+from tessel.quant.lower import LowerQDQ, host_ops
+from tessel.quant.pt2e import Sample, calibrate, convert_qat, export_for_quant, prepare_qat
+from tessel.quant.quantizer import TesselQuantizer
+
+
+@dataclass(frozen=True)
+class HostOp:
+    """One op left on the host: its IR value, op, and where it came from."""
+
+    name: str
+    op: str
+    loc: str
+
+    def __str__(self) -> str:
+        return f"%{self.name} = {self.op} at {self.loc}"
+
+
+@dataclass(frozen=True)
+class QuantizedModel:
+    """A quantised model: the integer IR, its QDQ float reference, and how it was made."""
+
+    graph: Graph
+    qdq_graph: Graph
+    config: QuantConfig
+    calibration_samples: int
+    host_ops: tuple[HostOp, ...] = field(default=())
+
+    @property
+    def float_graph(self) -> Graph:
+        """The imported QDQ graph: float ops between quantize / dequantize (PyTorch's
+        simulated quantisation, run by the float interpreter)."""
+        return self.qdq_graph
+
+    def run(self, *inputs: np.ndarray | torch.Tensor) -> list[np.ndarray]:
+        """The golden model's outputs (numpy) for one set of inputs."""
+        from tessel.quant.golden import run_golden
+
+        arrays = [x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+                  for x in inputs]
+        return run_golden(self.graph, arrays)
+
+
+def _as_args(sample: Sample) -> tuple[torch.Tensor, ...]:
+    return (sample,) if isinstance(sample, torch.Tensor) else tuple(sample)
+
+
+def import_qdq(converted: GraphModule, example_inputs: Sample, name: str = "model") -> Graph:
+    """Export a converted pt2e module again and import it (quantize / dequantize nodes kept)."""
+    for module in converted.modules():
+        module.training = False  # convert_pt2e's module is in eval semantics already
+    with torch.no_grad():
+        program = torch.export.export(converted, _as_args(example_inputs), strict=False)
+        program = program.run_decompositions(decomposition_table())
+    return verify(import_program(program, sanitize_name(name), allow_host_ops=True))
+
+
+def lower_graph(qdq: Graph, *, layout_nhwc: bool = True) -> Graph:
+    """lower_qdq, dead-code elimination, then the layout pass (verified after each)."""
+    passes = [LowerQDQ(), "dce"] + ([ToNHWC()] if layout_nhwc else [])
+    return run_pipeline(qdq, passes, verify_each=True, dump=lambda _: None)
+
+
+def _host_list(graph: Graph) -> tuple[HostOp, ...]:
+    def one(n: Node) -> HostOp:
+        return HostOp(n.name, n.attr("target") if n.op.value == "host" else n.op.value,
+                      str(n.loc))
+    return tuple(one(n) for n in host_ops(graph))
+
+
+def finish(converted: GraphModule, example_inputs: Sample, config: QuantConfig, samples: int,
+           name: str) -> QuantizedModel:
+    """Import, lower and lay out a converted pt2e module."""
+    qdq = import_qdq(converted, example_inputs, name)
+    graph = lower_graph(qdq)
+    return QuantizedModel(graph, qdq, config, samples, _host_list(graph))
+
+
+def quantize(model: torch.nn.Module, example_inputs: Sample,
+             calibration_data: Iterable[Sample] | None = None, config: QuantConfig | None = None,
+             *, calibration_samples: int = 32) -> QuantizedModel:
+    """PTQ: export, prepare, calibrate (on up to `calibration_samples` samples of
+    `calibration_data`; the example inputs if None), convert, import, lower, NHWC layout."""
+    config = config if config is not None else QuantConfig()
+    if calibration_samples < 1:
+        raise TesselConfigError(f"calibration_samples must be >= 1, got {calibration_samples}")
+    data = [_as_args(example_inputs)] if calibration_data is None else list(
+        itertools.islice(calibration_data, calibration_samples))
+    model.eval()
+    prepared = prepare_pt2e(export_for_quant(model, example_inputs), TesselQuantizer(config))
+    count = calibrate(prepared, data)
+    converted = convert_pt2e(prepared)
+    return finish(converted, example_inputs, config, count, type(model).__name__)
+
+
+def prepare_quantize_qat(model: torch.nn.Module, example_inputs: Sample,
+                         config: QuantConfig | None = None) -> GraphModule:
+    """QAT step 1: the fake-quant module to train (``tessel.quant.pt2e.prepare_qat``)."""
+    return prepare_qat(model, example_inputs, config)
+
+
+def quantize_qat(prepared: GraphModule, example_inputs: Sample,
+                 config: QuantConfig | None = None, *, name: str = "model") -> QuantizedModel:
+    """QAT step 2: convert the trained fake-quant module and lower it like PTQ."""
+    converted = convert_qat(prepared)
+    return finish(converted, example_inputs, config or QuantConfig(), 0, name)
+
+
+def golden_outputs(qm: QuantizedModel, samples: Sequence[Sample]) -> list[list[np.ndarray]]:
+    """Golden outputs for each sample."""
+    return [qm.run(*_as_args(s)) for s in samples]

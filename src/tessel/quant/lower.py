@@ -1,0 +1,102 @@
+"""The `lower_qdq` pass: an imported QDQ graph (float ops between quantize / dequantize) ->
+integer Graph IR.
+
+Every rule is called on a `quantize` node and looks back through the float op(s) in front of
+it to the `dequantize` nodes that feed them (one rule per op family, in `lower_mac`,
+`lower_eltwise`, `lower_movement`, `lower_norm`). A rule that matches emits the integer op(s)
+and the `quantize` is replaced by their result; the float ops and dequantizes it read become
+dead and are dropped. A float op no rule matches stays a float op between its dequantize(s)
+and quantize: a HOST op (the NPU has no float datapath), listed by :func:`host_ops`, never
+dropped. Graph inputs keep their boundary `quantize`, outputs their `dequantize`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from tessel.ir.graph import Graph, Node
+from tessel.ir.ops import Op
+from tessel.passes._util import Rewriter, rewrite
+from tessel.passes.base import Pass
+from tessel.quant.lower_eltwise import (
+    lower_add_sub,
+    lower_lut,
+    lower_mul,
+    lower_relu_clamp,
+    lower_requantize,
+)
+from tessel.quant.lower_mac import lower_conv2d, lower_linear, lower_matmul
+from tessel.quant.lower_movement import lower_avg_pool, lower_concat, lower_mean, lower_movement
+from tessel.quant.lower_norm import lower_layer_norm, lower_softmax
+
+RULES = (lower_requantize, lower_conv2d, lower_linear, lower_matmul, lower_add_sub, lower_mul,
+         lower_lut, lower_relu_clamp, lower_avg_pool, lower_mean, lower_movement, lower_concat,
+         lower_softmax, lower_layer_norm)
+
+INTEGER_OPS = frozenset({Op.QCONV2D, Op.QLINEAR, Op.QMATMUL, Op.QADD, Op.QSUB, Op.QMUL,
+                         Op.REQUANTIZE, Op.LUT, Op.QAVG_POOL2D, Op.QMEAN, Op.QSOFTMAX,
+                         Op.QLAYER_NORM})
+BOUNDARY_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE})
+
+
+def _on_quantize(rw: Rewriter, node: Node) -> str | None:
+    """Dispatch: the first rule that lowers the float op(s) in front of this quantize."""
+    if node.op is not Op.QUANTIZE:
+        return None
+    for rule in RULES:
+        result = rule(rw, node)
+        if result is not None:
+            return result
+    return None
+
+
+@dataclass(frozen=True)
+class LowerQDQ(Pass):
+    """QDQ graph -> integer ops between boundary quantize / dequantize; the rest stays host."""
+
+    name: ClassVar[str] = "lower_qdq"
+
+    def apply(self, graph: Graph) -> Graph:
+        return rewrite(graph, [_on_quantize], once=True)
+
+
+def lower_qdq(graph: Graph) -> Graph:
+    """`LowerQDQ().apply(graph)`."""
+    return LowerQDQ().apply(graph)
+
+
+def is_host_node(node: Node) -> bool:
+    """True for a node the NPU cannot run: a `host` op or any float compute op (constants and
+    the quantize / dequantize boundaries are not counted; they run on the host by definition)."""
+    if node.op is Op.HOST:
+        return True
+    if node.op in INTEGER_OPS or node.op in BOUNDARY_OPS or node.op is Op.CONSTANT:
+        return False
+    return not node.type.dtype.is_int
+
+
+def host_ops(graph: Graph) -> list[Node]:
+    """The host nodes of a lowered graph, in order (float compute that the NPU cannot run).
+
+    Nodes computed from constants only (the dequantisation of a host op's int8 weight) are
+    not listed: they fold at compile time.
+    """
+    return [n for n in graph.nodes if is_host_node(n) and not _constant_only(graph, n)]
+
+
+def _constant_only(graph: Graph, node: Node) -> bool:
+    """True if every operand chain of `node` ends in constants (foldable at compile time)."""
+    seen: set[str] = set()
+    stack = list(node.inputs)
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        producer = graph.producer(name)
+        if producer is None:
+            return False
+        if producer.op is not Op.CONSTANT:
+            stack.extend(producer.inputs)
+    return True

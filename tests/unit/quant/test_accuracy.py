@@ -1,0 +1,90 @@
+"""Accuracy of the golden model against float: digits CNN (PTQ and QAT), all-MiniLM-L6-v2
+embeddings, every zoo model quantising and running, and the `tessel accuracy` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tessel.cli.quant import register
+from tessel.ir import Op
+from tessel.quant.accuracy import MINILM_CONFIG, cosine, default_config, evaluate, sqnr_db
+
+
+def test_sqnr_and_cosine_definitions() -> None:
+    ref = np.array([3.0, 4.0])
+    assert sqnr_db(ref, ref) == math.inf
+    assert sqnr_db(ref, ref + np.array([0.5, 0.0])) == pytest.approx(10 * math.log10(25 / 0.25))
+    assert cosine(np.array([[1.0, 0.0]]), np.array([[1.0, 1.0]]))[0] == pytest.approx(0.5**0.5)
+
+
+def test_digits_int8_accuracy_within_one_point_of_float() -> None:
+    report = evaluate("digits_cnn", calibration=32)
+    print(f"\ndigits CNN test accuracy: float {100 * report.float_accuracy:.2f}%, "
+          f"int8 golden {100 * report.int_accuracy:.2f}% ({report.eval_samples} images)")
+    assert report.eval_samples >= 400 and report.host_ops == ()
+    assert report.float_accuracy >= 0.9
+    assert abs(report.float_accuracy - report.int_accuracy) <= 0.01
+    assert report.top1_agreement >= 0.97 and report.sqnr_db[0] > 20
+
+
+def test_digits_qat_converts_lowers_and_is_accurate() -> None:
+    from tessel.models import digits
+    from tessel.quant.api import prepare_quantize_qat, quantize_qat
+
+    model, example = digits.digits_cnn()
+    x_train, y_train, x_test, y_test = digits.load_split()
+    prepared = prepare_quantize_qat(model, example)
+    opt = torch.optim.SGD(prepared.parameters(), lr=1e-3)
+    for i in range(0, 640, 64):  # a few fake-quant steps (batch 1: the exported shape)
+        for j in range(i, i + 2):
+            loss = F.cross_entropy(prepared(x_train[j:j + 1]), y_train[j:j + 1])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    qm = quantize_qat(prepared, example, name="digits_qat")
+    assert any(n.op is Op.QCONV2D for n in qm.graph.nodes) and qm.host_ops == ()
+    preds = [int(qm.run(x_test[i:i + 1])[0].argmax()) for i in range(200)]
+    acc = float(np.mean(np.array(preds) == y_test[:200].numpy()))
+    print(f"\ndigits QAT int8 golden accuracy on 200 test images: {100 * acc:.1f}%")
+    assert acc >= 0.9
+
+
+@pytest.mark.slow
+def test_minilm_golden_embeddings_cosine_at_least_098() -> None:
+    assert default_config("minilm") is MINILM_CONFIG  # int16 residual adds
+    report = evaluate("minilm", calibration=16)
+    print(f"\nMiniLM golden vs float cosine over {report.eval_samples} sentences: mean "
+          f"{report.cosine_mean:.4f}, min {report.cosine_min:.4f}; host ops "
+          f"{len(report.host_ops)}")
+    assert report.eval_samples >= 50
+    assert report.cosine_mean >= 0.98
+    assert any("embedding" in h for h in report.host_ops)  # the gather stays on the host
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mobilenet_v2", "resnet18", "ds_cnn", "vit_small"])
+def test_zoo_model_quantises_and_runs_in_the_golden_model(name: str) -> None:
+    report = evaluate(name, calibration=2, eval_samples=1)
+    print(f"\n{name}: SQNR {report.sqnr_db[0]:.2f} dB, golden "
+          f"{report.golden_seconds_per_inference:.2f} s/inference")
+    assert report.host_ops == ()  # every op of these models is integer
+    assert math.isfinite(report.sqnr_db[0]) and report.sqnr_db[0] > -5
+
+
+def test_accuracy_command_prints_one_json_object(capsys) -> None:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["accuracy", "ds_cnn", "--calibration", "2", "--samples", "2",
+                              "--json"])
+    assert args.func(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == "ds_cnn" and data["calibration_samples"] == 2
+    assert data["eval_samples"] == 2 and len(data["sqnr_db"]) == 1
+    assert 0.0 <= data["top1_agreement"] <= 1.0 and data["host_ops"] == []
