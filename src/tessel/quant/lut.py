@@ -164,8 +164,8 @@ def make_lut_i16(fn: FloatFn, in_scale: float, in_zp: int, out_scale: float,
     k = np.arange(I16_ENTRIES)
     v = (k - 256) * I16_STEP
 
-    def f(at: np.ndarray) -> np.ndarray:
-        return _real_out(fn, at, in_scale, in_zp, out_scale, out_zp)
+    def f(at: np.ndarray) -> np.ndarray:  # the target: fn in output units, saturated to int16
+        return np.clip(_real_out(fn, at, in_scale, in_zp, out_scale, out_zp), -32768, 32767)
 
     samples = f(v.astype(np.float64))
     # overshoot of the straight line over each segment at its midpoint (> 0 where f is convex)
