@@ -17,7 +17,12 @@ import torch
 from torch import nn
 
 from tessel.models.calibration import mfcc_batch, mfcc_frames
-from tessel.models.weights import calibrate_batchnorm, calibrate_head, init_cnn, seeded
+from tessel.models.weights import (
+    align_and_calibrate_batchnorm,
+    calibrate_head,
+    init_cnn,
+    seeded,
+)
 
 SEED = 12
 CHANNELS = 64
@@ -65,7 +70,7 @@ def _build() -> DSCNN:
         model = DSCNN()
         init_cnn(model)
     stats_batch = torch.cat([mfcc_frames(SEED + 1000, i) for i in range(64)])
-    calibrate_batchnorm(model, stats_batch)
+    align_and_calibrate_batchnorm(model, stats_batch)
     calibrate_head(model, model.fc, stats_batch)
     return model
 

@@ -14,7 +14,12 @@ import torch
 from torch import nn
 
 from tessel.models.calibration import smooth_image, smooth_images
-from tessel.models.weights import calibrate_batchnorm, calibrate_head, init_cnn, seeded
+from tessel.models.weights import (
+    align_and_calibrate_batchnorm,
+    calibrate_head,
+    init_cnn,
+    seeded,
+)
 
 SEED = 2
 # (expansion t, output channels c, repeats n, first stride s), from the paper's Table 2
@@ -93,7 +98,7 @@ def _build() -> MobileNetV2:
         model = MobileNetV2()
         init_cnn(model)
     stats_batch = torch.cat([smooth_image(SEED + 1000, i) for i in range(8)])
-    calibrate_batchnorm(model, stats_batch)
+    align_and_calibrate_batchnorm(model, stats_batch)
     calibrate_head(model, model.classifier[1], stats_batch)
     return model
 

@@ -13,7 +13,12 @@ import torch
 from torch import nn
 
 from tessel.models.calibration import smooth_image, smooth_images
-from tessel.models.weights import calibrate_batchnorm, calibrate_head, init_cnn, seeded
+from tessel.models.weights import (
+    align_and_calibrate_batchnorm,
+    calibrate_head,
+    init_cnn,
+    seeded,
+)
 
 SEED = 18
 
@@ -73,7 +78,7 @@ def _build() -> ResNet18:
         model = ResNet18()
         init_cnn(model)
     stats_batch = torch.cat([smooth_image(SEED + 1000, i) for i in range(8)])
-    calibrate_batchnorm(model, stats_batch)
+    align_and_calibrate_batchnorm(model, stats_batch)
     calibrate_head(model, model.fc, stats_batch)
     return model
 
