@@ -83,20 +83,28 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     return RegionProgram(program, tuple(layers), arena.peak_bytes, arena.naive_bytes)
 
 
+SAMPLE_TILES = 3  # tiles per group of the first, cheap ranking of candidates
+FINALISTS = 3  # candidates estimated in full
+
+
 def _choose(node: Node, ctx: CodegenContext) -> tuple[Any, Estimate]:
-    """The mapping with the fewest estimated cycles (ties: first candidate, deterministic)."""
+    """The mapping with the fewest estimated cycles: every candidate ranked on a sampled
+    estimate, the best few estimated in full (ties: first candidate, deterministic)."""
     em = emitter_for(node)
-    dummy = _DummyTensors(ctx)
-    est_ctx = CodegenContext(ctx.arch, ctx.graph, dummy, ctx.consts, ctx.act_memory)
-    best = None
-    for mapping in em.candidates(node, est_ctx):
-        est = estimate_step(em.step(node, mapping, est_ctx, emit=False), ctx.arch)
-        if best is None or est.cycles < best[1].cycles:
-            best = (mapping, est)
-    if best is None:
+    est_ctx = CodegenContext(ctx.arch, ctx.graph, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
+    ranked = []
+    for k, mapping in enumerate(em.candidates(node, est_ctx)):
+        work = em.step(node, mapping, est_ctx, emit=False)
+        ranked.append((estimate_step(work, ctx.arch, sample=SAMPLE_TILES).cycles, k, mapping))
+    if not ranked:
         from tessel.errors import TesselCompileError
         raise TesselCompileError(f"{node} at {node.loc}: no mapping fits the NPU's SRAM "
                                  f"({ctx.arch.onchip.sram_bytes} bytes) and accumulator")
+    best = None
+    for _, _, mapping in sorted(ranked, key=lambda r: (r[0], r[1]))[:FINALISTS]:
+        est = estimate_step(em.step(node, mapping, est_ctx, emit=False), ctx.arch)
+        if best is None or est.cycles < best[1].cycles:
+            best = (mapping, est)
     return best
 
 
@@ -110,7 +118,8 @@ class _DummyTensors(dict):
     def __missing__(self, name: str):
         from tessel.codegen.context import DramTensor
         t = self._ctx.graph.type_of(name)
-        return DramTensor(self._ctx.act_memory, 0, t.shape, t.dtype)
+        self[name] = DramTensor(self._ctx.act_memory, 0, t.shape, t.dtype)
+        return self[name]
 
 
 def _descriptor(graph: Graph, name: str, t) -> TensorDescriptor:

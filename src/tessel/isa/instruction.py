@@ -15,6 +15,11 @@ from tessel.isa.table import SPECS, InstrSpec, Opcode
 
 # field name -> position in Instruction.args, per opcode (attribute access is on hot paths)
 _FIELD_INDEX = {op: {f.name: i for i, f in enumerate(spec.fields)} for op, spec in SPECS.items()}
+# per opcode: (field, min, max, enum) for validation, and (names, defaults) for make()
+_CHECKS = {op: tuple((f, f.min if f.enum is None else 0, f.max if f.enum is None else 0, f.enum)
+                     for f in spec.fields) for op, spec in SPECS.items()}
+_MAKE = {op: (tuple(f.name for f in spec.fields), tuple(f.default for f in spec.fields))
+         for op, spec in SPECS.items()}
 
 
 @dataclass(frozen=True)
@@ -29,42 +34,49 @@ class Instruction:
     args: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        try:
-            op = Opcode(self.opcode)
-        except ValueError:
-            raise TesselFormatError(f"unknown opcode {self.opcode!r}") from None
-        spec = SPECS[op]
-        args = tuple(self.args)
-        if len(args) != len(spec.fields):
+        op = self.opcode
+        if type(op) is not Opcode:
+            try:
+                op = Opcode(op)
+            except ValueError:
+                raise TesselFormatError(f"unknown opcode {self.opcode!r}") from None
+        checks = _CHECKS[op]
+        args = self.args if type(self.args) is tuple else tuple(self.args)
+        if len(args) != len(checks):
             raise TesselFormatError(
-                f"{op.name} takes {len(spec.fields)} field values, got {len(args)}"
+                f"{op.name} takes {len(checks)} field values, got {len(args)}"
             )
         norm = []
-        for f, v in zip(spec.fields, args, strict=True):
-            why = f.check(v)
-            if why is not None:
-                raise TesselFormatError(f"{op.name}.{f.name} {why}")
-            norm.append(f.enum(v) if f.enum is not None else int(v))
+        for (f, lo, hi, en), v in zip(checks, args):  # noqa: B905 - lengths checked above
+            tv = type(v)
+            if en is None and tv is int and lo <= v <= hi:  # fast path: a legal plain int
+                norm.append(v)
+            elif en is not None and tv is en:
+                norm.append(v)
+            else:
+                why = f.check(v)
+                if why is not None:
+                    raise TesselFormatError(f"{op.name}.{f.name} {why}")
+                norm.append(f.enum(v) if en is not None else int(v))
         object.__setattr__(self, "opcode", op)
         object.__setattr__(self, "args", tuple(norm))
 
     @classmethod
     def make(cls, opcode: Opcode, **values: Any) -> Instruction:
         """Build from keyword values; omitted fields take their table default."""
-        spec = SPECS[Opcode(opcode)]
-        names = {f.name for f in spec.fields}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise TesselFormatError(f"{spec.opcode.name} has no field {unknown[0]!r}")
+        op = Opcode(opcode)
+        index = _FIELD_INDEX[op]
+        for k in values:
+            if k not in index:
+                raise TesselFormatError(f"{op.name} has no field {k!r}")
+        names, defaults = _MAKE[op]
         args = []
-        for f in spec.fields:
-            if f.name in values:
-                args.append(values[f.name])
-            elif f.default is not None:
-                args.append(f.default)
-            else:
-                raise TesselFormatError(f"{spec.opcode.name}.{f.name} is required")
-        return cls(spec.opcode, tuple(args))
+        for name, default in zip(names, defaults):  # noqa: B905 - same table row
+            v = values.get(name, default)
+            if v is None:
+                raise TesselFormatError(f"{op.name}.{name} is required")
+            args.append(v)
+        return cls(op, tuple(args))
 
     @property
     def spec(self) -> InstrSpec:
