@@ -84,6 +84,13 @@ def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
     _, kh, kw, _ = ctx.graph.type_of(node.inputs[1]).shape  # OHWI
     if n != 1:
         raise TesselCompileError(f"{node} at {node.loc}: batch {n} > 1 is not supported yet")
+    depthwise = a["groups"] > 1 and a["groups"] == c
+    big = max(kh, kw, *a["stride"]) > MAX_KERNEL
+    if big and (depthwise or a["dilation"] != (1, 1) or (
+            max(a["stride"]) > MAX_KERNEL and any(a["padding"]))):
+        raise TesselCompileError(
+            f"{node} at {node.loc}: kernels or strides beyond {MAX_KERNEL} are supported for "
+            "ordinary convs only (strides > 15 also need no padding and dilation 1)")
     return ConvGeometry(h, w, c, oh, ow, cout, kh, kw, *a["stride"], *a["dilation"],
                         a["padding"][0], a["padding"][1], a["groups"])
 
@@ -185,14 +192,7 @@ def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
                                     in_stride_w=cn, ch=cn, w_addr=gaddr, w_stride_k=cn,
                                     acc_addr=acc_addr, acc_stride=cn, **common)]
     else:
-        cg = _per_conv(g, cn)  # output channels of one CONV (the chunk, or one conv group)
-        compute = [Instruction.make(
-            Opcode.CONV, in_addr=iaddr + ((c0 + k * cg) // g.cout_g) * g.cin_g,
-            in_stride_h=g.w * g.c, in_stride_w=g.c, cin=g.cin_g,
-            w_addr=gaddr + k * g.kh * g.kw * g.cin_g * cg,
-            w_stride_k=g.cin_g * cg, w_stride_ci=cg, w_stride_co=1, w_zp=0,
-            cout=cg, acc_addr=acc_addr + k * cg, acc_stride=cn, **common)
-            for k in range(cn // cg)]
+        compute = _convs(g, a, cn, c0, iaddr, in_rows, pad_top, rows, gaddr, acc_addr)
     oaddr = lay.out + s.out * lay.out_stride
     dt = ISA_DTYPE[node.type.dtype]
     req = Instruction.make(
@@ -205,6 +205,81 @@ def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
     if g.depthwise:
         return TileWork([load], [], compute + [req], [store])
     return TileWork([load], compute, [req], [store])
+
+
+MAX_KERNEL = 15  # CONV's kh / kw / stride fields (4 bits)
+
+
+def _split(k: int) -> list[tuple[int, int]]:
+    """(first tap, taps) blocks of at most MAX_KERNEL taps covering k taps."""
+    n = -(-k // MAX_KERNEL)
+    sizes = [k // n + (1 if i < k % n else 0) for i in range(n)]
+    return [(sum(sizes[:i]), sizes[i]) for i in range(n)]
+
+
+def _phase_factor(stride: int) -> int:
+    """Smallest f dividing `stride` with stride / f <= MAX_KERNEL (1 when it already fits)."""
+    return next(f for f in range(1, stride + 1) if stride % f == 0 and stride // f <= MAX_KERNEL)
+
+
+@dataclass(frozen=True)
+class SubConv:
+    """One CONV's share of the kernel: taps ky = py + fy * (y0 + i) for i < bh (same for x).
+
+    Kernels over 15 taps split into accumulating blocks; strides over 15 use the polyphase
+    identity: with f | stride, a stride-s conv is the sum over phases (py, px) of stride-s/f
+    convs on the input subsampled by f from offset (py, px) (needs no padding, dilation 1)."""
+
+    py: int
+    px: int
+    fy: int
+    fx: int
+    y0: int
+    bh: int
+    x0: int
+    bw: int
+
+
+def sub_convs(g: ConvGeometry) -> list[SubConv]:
+    fy, fx = _phase_factor(g.sh), _phase_factor(g.sw)
+    out = []
+    for py in range(fy):
+        for px in range(fx):
+            th, tw = len(range(py, g.kh, fy)), len(range(px, g.kw, fx))
+            out += [SubConv(py, px, fy, fx, y0, bh, x0, bw)
+                    for y0, bh in _split(th) for x0, bw in _split(tw)]
+    return out
+
+
+def _convs(g: ConvGeometry, a: dict, cn: int, c0: int, iaddr: int, in_rows: int, pad_top: int,
+           rows: int, gaddr: int, acc_addr: int) -> list[Instruction]:
+    """CONV instructions of one tile: per sub-conv (kernel block / stride phase), per conv
+    group of the chunk; all but the first sub-conv accumulate. A sub-conv reads a virtual
+    image (rows py, py+fy, ... of the tile); its first tap y0 shifts the padding, or the base
+    when the padding runs out."""
+    cg = _per_conv(g, cn)  # output channels of one CONV (the chunk, or one conv group)
+    out, w_off = [], 0
+    for k_sub, sc in enumerate(sub_convs(g)):
+        sh_v, sw_v = g.w * g.c * sc.fy, g.c * sc.fx  # strides of the virtual image
+        base = iaddr + sc.py * g.w * g.c + sc.px * g.c
+        in_h, in_w = -(-(in_rows - sc.py) // sc.fy), -(-(g.w - sc.px) // sc.fx)
+        pt, pl = pad_top - sc.y0 * g.dh, g.pl - sc.x0 * g.dw
+        if pt < 0:
+            base, in_h, pt = base - pt * sh_v, in_h + pt, 0
+        if pl < 0:
+            base, in_w, pl = base - pl * sw_v, in_w + pl, 0
+        for k in range(cn // cg):
+            out.append(Instruction.make(
+                Opcode.CONV, in_addr=base + ((c0 + k * cg) // g.cout_g) * g.cin_g, in_h=in_h,
+                in_w=in_w, in_stride_h=sh_v, in_stride_w=sw_v, cin=g.cin_g, in_zp=a["in_zp"],
+                kh=sc.bh, kw=sc.bw, stride_h=g.sh // sc.fy, stride_w=g.sw // sc.fx,
+                dil_h=g.dh, dil_w=g.dw, pad_top=pt, pad_left=pl, out_h=rows, out_w=g.ow,
+                w_addr=gaddr + w_off + k * sc.bh * sc.bw * g.cin_g * cg,
+                w_stride_k=g.cin_g * cg, w_stride_ci=cg, w_stride_co=1, w_zp=0, cout=cg,
+                acc_addr=acc_addr + k * cg, acc_stride=cn,
+                mode=AccMode.OVERWRITE if k_sub == 0 else AccMode.ACCUMULATE))
+        w_off += sc.bh * sc.bw * g.cin_g * cn
+    return out
 
 
 def _per_conv(g: ConvGeometry, chunk: int) -> int:
@@ -224,9 +299,12 @@ def _pack(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: Codeg
             wt = w[c0:c0 + cn, :, :, 0].reshape(cn, g.kh * g.kw).T  # [kh*kw, cn]
         else:
             cg = _per_conv(g, cn)
-            blocks = [w[o0:o0 + cg].reshape(cg, g.kh * g.kw * g.cin_g).T
-                      for o0 in range(c0, c0 + cn, cg)]  # per CONV: [kh*kw*cin_g, cg]
-            wt = np.concatenate([b.reshape(-1) for b in blocks])
+            parts = []
+            for sc in sub_convs(g):  # per sub-conv, per CONV: [bh*bw*cin_g, cg]
+                taps = w[:, sc.py::sc.fy, sc.px::sc.fx][:, sc.y0:sc.y0 + sc.bh,
+                                                         sc.x0:sc.x0 + sc.bw]
+                parts += [taps[o0:o0 + cg].reshape(cg, -1).T for o0 in range(c0, c0 + cn, cg)]
+            wt = np.concatenate([p.reshape(-1) for p in parts])
         params = np.concatenate([bias[c0:c0 + cn], mult[c0:c0 + cn], shift[c0:c0 + cn]])
         addrs.append(ctx.consts.add(np.ascontiguousarray(wt).tobytes() + params.tobytes()))
     return addrs

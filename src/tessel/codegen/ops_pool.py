@@ -88,6 +88,8 @@ def pool_geometry(node: Node, ctx: CodegenContext) -> PoolGeometry:
     _, oh, ow, _ = node.type.shape
     kh, kw = a["kernel"]
     sh, sw = a["stride"]
+    # a single output row / column never steps: any stride gives the same window (global pools)
+    sh, sw = (1 if oh == 1 else sh), (1 if ow == 1 else sw)
     dh, dw = a.get("dilation") or (1, 1)
     pt, pl, _, _ = a["padding"]
     g = PoolGeometry(h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)

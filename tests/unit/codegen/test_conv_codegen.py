@@ -47,6 +47,10 @@ def reference(g, x):
     {}, {"s": 2}, {"groups": 8, "c": 8, "cout": 8}, {"groups": 2, "c": 8, "cout": 24},
     {"k": 1, "p": 0, "c": 32, "cout": 40, "relu": True}, {"d": 2, "p": 2},
     {"h": 28, "w": 28, "c": 64, "cout": 96, "s": 2}, {"k": 7, "p": 3, "s": 2, "c": 3, "cout": 16},
+    # kernels beyond CONV's 15 x 15 split into accumulating blocks (ViT's patch embedding)
+    {"h": 64, "w": 64, "k": 16, "s": 16, "p": 0, "c": 3, "cout": 32},
+    {"h": 23, "w": 21, "k": 17, "s": 3, "p": 8, "c": 4, "cout": 8},
+    {"h": 40, "w": 38, "k": 18, "s": 18, "p": 0, "c": 5, "cout": 16},
 ])
 def test_conv_bit_exact_and_estimate_close(preset, kw):
     rng = np.random.default_rng(len(str(kw)))

@@ -83,6 +83,9 @@ CASES = [
     (Op.QAVG_POOL2D, (1, 17, 19, 24), pool_attrs(3, 2, 1, act_min=-100, act_max=90), DType.I8),
     (Op.QAVG_POOL2D, (1, 10, 11, 3), pool_attrs(3, 1, 1, act_min=-32768, act_max=32767),
      DType.I16),
+    # DS-CNN's global pool: kernel = input, stride 25 x 5 (beyond POOL's 4-bit stride fields)
+    (Op.QAVG_POOL2D, (1, 25, 5, 64), {**pool_attrs(1, 1, 0, act_min=-128, act_max=127),
+                                      "kernel": (25, 5), "stride": (25, 5)}, DType.I8),
     (Op.QMEAN, (1, 7, 7, 256), mean_attrs((1, 2), 49, True, DType.I8), DType.I8),
     (Op.QMEAN, (1, 64, 384), mean_attrs((-1,), 384, False, DType.I16), DType.I16),
     (Op.QMEAN, (1, 56, 56, 96), mean_attrs((1, 2), 56 * 56, False, DType.I8), DType.I8),
