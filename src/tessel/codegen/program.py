@@ -7,13 +7,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tessel.arch import NpuArch
-from tessel.binary import TensorDescriptor, TslProgram
 from tessel.binary import DType as BinDType
 from tessel.binary import QuantParams as BinQuant
-from tessel.codegen.context import CodegenContext, ConstPool, align
+from tessel.binary import TensorDescriptor, TslProgram
+from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.emit import emit_step
-from tessel.codegen.registry import emitter_for, is_view
+from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.streams import Streams
 from tessel.ir import DType, Graph, Node
 from tessel.isa import Engine
@@ -54,8 +56,9 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     amem = arch.memory_index(arch.activations_memory)
     consts = ConstPool(wmem)
     work_nodes = [n for n in nodes if not is_view(n)]
+    data_consts = _place_data_constants(graph, work_nodes, consts)
     # constants first when weights and activations share a memory: the arena follows them
-    ctx = CodegenContext(arch, graph, {}, consts, amem)
+    ctx = CodegenContext(arch, graph, dict(data_consts), consts, amem)
     choices = [(n, *_choose(n, ctx)) for n in work_nodes]
     for node, mapping, _ in choices:
         emitter_for(node).step(node, mapping, ctx, emit=True)  # packs constants in order
@@ -66,7 +69,9 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
         from tessel.errors import TesselCompileError
         raise TesselCompileError(f"constants need {len(consts.blob)} bytes but memory "
                                  f"'{arch.offchip[wmem].name}' has {arch.offchip[wmem].size_bytes}")
-    ctx = CodegenContext(arch, graph, arena.tensors, ConstPool(wmem), amem)
+    pool = ConstPool(wmem)
+    _place_data_constants(graph, work_nodes, pool)
+    ctx = CodegenContext(arch, graph, {**arena.tensors, **data_consts}, pool, amem)
     streams = Streams()
     layers = []
     for node, mapping, est in choices:
@@ -81,6 +86,23 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
         tuple(_descriptor(graph, n, arena.tensors[n]) for n in inputs),
         tuple(_descriptor(graph, n, arena.tensors[n]) for n in outputs), metadata)
     return RegionProgram(program, tuple(layers), arena.peak_bytes, arena.naive_bytes)
+
+
+def _place_data_constants(graph: Graph, nodes: Sequence[Node], pool: ConstPool
+                          ) -> dict[str, DramTensor]:
+    """Constants that data-movement ops read like activations (e.g. ViT's class token, an
+    operand of concat) go to the constant pool first, as DRAM tensors."""
+    out = {}
+    for node in nodes:
+        if node.op not in DATA_MOVEMENT_OPS:
+            continue
+        for name in node.inputs:
+            value = graph.constant_value(name)
+            if value is not None and name not in out:
+                t = graph.type_of(name)
+                arr = np.ascontiguousarray(value.astype(t.dtype.numpy.newbyteorder("<")))
+                out[name] = DramTensor(pool.memory, pool.add(arr), t.shape, t.dtype)
+    return out
 
 
 SAMPLE_TILES = 3  # tiles per group of the first, cheap ranking of candidates

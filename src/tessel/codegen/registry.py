@@ -34,6 +34,8 @@ EMITTERS: dict[Op, str] = {
     Op.QSOFTMAX: "ops_norm",
     Op.QLAYER_NORM: "ops_norm",
 }
+DATA_MOVEMENT_OPS = frozenset({Op.TRANSPOSE, Op.CONCAT, Op.SLICE, Op.PAD, Op.EXPAND,
+                               Op.UPSAMPLE_NEAREST})
 VIEW_OPS = frozenset({Op.RESHAPE})  # no data movement: the result aliases its input in DRAM
 
 
