@@ -1,0 +1,168 @@
+"""Seeded random integer models (NHWC, int8) built from the NPU's ops: convolutions of every
+kind, pools, residual adds, multiplies, concats, LUTs, requantisation, data movement, a mean
+and a linear head. Each model is a valid integer Graph IR the golden model defines."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tessel.ir import DType, Graph, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
+from tessel.quant import fixedpoint as fp
+
+I8 = DType.I8
+
+
+class _Net:
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.b = GraphBuilder(f"random{seed}")
+        self.zp: dict[str, int] = {}
+
+    def zero_point(self) -> int:
+        return int(self.rng.integers(-20, 21))
+
+    def mult(self, lo: float, hi: float, n: int | None = None):
+        reals = self.rng.uniform(lo, hi, 1 if n is None else n)
+        q, s = fp.quantize_multipliers(reals)
+        if n is None:
+            return int(q[0]), int(s[0])
+        return self.b.constant(q.astype(np.int32), "mult"), self.b.constant(
+            s.astype(np.int32), "shift")
+
+    def add(self, op: Op, inputs, attrs, out_zp: int) -> str:
+        name = self.b.add(op, inputs, attrs)
+        t = self.b.type_of(name)
+        self.b._types[name] = TensorType(t.shape, t.dtype, t.layout,
+                                         QuantParams((0.05,), (out_zp,)))
+        self.zp[name] = out_zp
+        return name
+
+    def shape(self, x: str) -> tuple[int, ...]:
+        return self.b.type_of(x).shape
+
+    # ---- ops
+    def conv(self, x: str, same: bool = False) -> str:
+        """A random conv; with same=True one that keeps the shape (a residual branch)."""
+        _, h, w, c = self.shape(x)
+        r = self.rng
+        kind = "same" if same else r.choice(["plain", "dw", "grouped", "pointwise"])
+        k = 1 if kind in ("pointwise", "same") else int(r.choice([1, 3, 5]))
+        stride = int(r.choice([1, 1, 2])) if min(h, w) > 4 else 1
+        dil = int(r.choice([1, 1, 2])) if k > 1 and min(h, w) > 2 * k else 1
+        pad = tuple(int(p) for p in r.integers(0, (k // 2) * dil + 1, 4))
+        eff = dil * (k - 1) + 1
+        if h + pad[0] + pad[2] < eff or w + pad[1] + pad[3] < eff:
+            lo = (eff - 1) // 2
+            pad = (lo, lo, eff - 1 - lo, eff - 1 - lo)
+        groups, cout = 1, int(r.integers(4, 33))
+        if kind == "same":
+            k, stride, dil, pad, cout = 3, 1, 1, (1, 1, 1, 1), c
+        if kind == "dw":
+            groups, cout = c, c
+        elif kind == "grouped" and c % 2 == 0:
+            groups, cout = 2, 2 * int(r.integers(2, 12))
+        w_ = r.integers(-127, 128, (cout, k, k, c // groups)).astype(np.int8)
+        fan = k * k * c // groups
+        m, s = self.mult(0.3 / (fan * 127), 3.0 / (fan * 127), cout)
+        bias = self.b.constant(r.integers(-3000, 3000, cout).astype(np.int32), "bias")
+        out_zp = self.zero_point()
+        relu = bool(r.integers(0, 2))
+        return self.add(Op.QCONV2D, [x, self.b.constant(w_, "w"), bias, m, s], dict(
+            stride=(stride, stride), padding=pad, dilation=(dil, dil), groups=groups,
+            layout=Layout.NHWC, in_zp=self.zp[x], out_zp=out_zp,
+            act_min=out_zp if relu else -128, act_max=127, dtype=I8), out_zp)
+
+    def pool(self, x: str) -> str:
+        _, h, w, _ = self.shape(x)
+        k = int(self.rng.choice([2, 3])) if min(h, w) >= 3 else 1
+        s = int(self.rng.choice([1, 2]))
+        p = int(self.rng.integers(0, k // 2 + 1))
+        attrs = dict(kernel=(k, k), stride=(s, s), padding=(p,) * 4, layout=Layout.NHWC)
+        if self.rng.integers(0, 2):
+            return self.add(Op.MAX_POOL2D, [x], {**attrs, "dilation": (1, 1)}, self.zp[x])
+        return self.add(Op.QAVG_POOL2D, [x], {**attrs,
+                                               "act_min": -128, "act_max": 127}, self.zp[x])
+
+    def eltwise(self, a: str, b: str, op: Op) -> str:
+        out_zp = self.zero_point()
+        if op is Op.QMUL:
+            m, s = self.mult(0.002, 0.02)
+            attrs = dict(a_zp=self.zp[a], b_zp=self.zp[b], out_multiplier=m, out_shift=s)
+        else:
+            am, ash = self.mult(0.2, 0.5)
+            bm, bsh = self.mult(0.2, 0.5)
+            om, osh = self.mult(0.5 / 2 ** 20, 2.0 / 2 ** 20)
+            attrs = dict(a_zp=self.zp[a], b_zp=self.zp[b], left_shift=20, a_multiplier=am,
+                         a_shift=ash, b_multiplier=bm, b_shift=bsh, out_multiplier=om,
+                         out_shift=osh)
+        return self.add(op, [a, b], {**attrs, "out_zp": out_zp, "act_min": -128,
+                                     "act_max": 127, "dtype": I8}, out_zp)
+
+    def unary(self, x: str) -> str:
+        if self.rng.integers(0, 2):
+            table = self.rng.integers(-128, 128, 256).astype(np.int8)
+            return self.add(Op.LUT, [x, self.b.constant(np.sort(table), "table")], {}, 0)
+        m, s = self.mult(0.5, 2.0)
+        out_zp = self.zero_point()
+        return self.add(Op.REQUANTIZE, [x], dict(in_zp=self.zp[x], multiplier=m, shift=s,
+                                                 out_zp=out_zp, act_min=-128, act_max=127,
+                                                 dtype=I8), out_zp)
+
+    def movement(self, x: str) -> str:
+        _, h, w, c = self.shape(x)
+        kind = self.rng.choice(["pad", "slice", "upsample", "transpose"])
+        if kind == "pad":
+            pads = (0, 0, *[int(v) for v in self.rng.integers(0, 3, 4)], 0, 0)
+            return self.add(Op.PAD, [x], dict(pads=pads, value=float(self.zp[x])), self.zp[x])
+        if kind == "slice" and c > 2:
+            return self.add(Op.SLICE, [x], dict(axis=3, start=1, end=c, step=1), self.zp[x])
+        if kind == "upsample" and h * w <= 256:
+            return self.add(Op.UPSAMPLE_NEAREST, [x], dict(scale=(2, 2), layout=Layout.NHWC),
+                            self.zp[x])
+        return self.add(Op.TRANSPOSE, [x], dict(perm=(0, 2, 1, 3)), self.zp[x])  # swap H, W
+
+
+def random_model(seed: int) -> Graph:
+    """A random int8 NHWC network; graph input and output are int8 tensors."""
+    net = _Net(seed)
+    r = net.rng
+    h, w, c = int(r.integers(4, 17)), int(r.integers(4, 17)), int(r.integers(1, 17))
+    x = net.b.input("x", TensorType((1, h, w, c), I8, Layout.NHWC, QuantParams((0.05,), (3,))))
+    net.zp[x] = 3
+    for _ in range(int(r.integers(2, 7))):
+        kind = r.choice(["conv", "conv", "residual", "concat", "pool", "unary", "mul", "move"])
+        if kind == "conv":
+            x = net.conv(x)
+        elif kind == "residual":
+            y = net.conv(x, same=True)
+            x = net.eltwise(x, y, Op.QADD if r.integers(0, 2) else Op.QSUB)
+        elif kind == "concat":
+            y = net.conv(x)
+            if net.shape(y)[:3] == net.shape(x)[:3]:
+                x = net.add(Op.CONCAT, [x, y], dict(axis=3), net.zp[x])
+            else:
+                x = y
+        elif kind == "pool":
+            x = net.pool(x)
+        elif kind == "unary":
+            x = net.unary(x)
+        elif kind == "mul":
+            x = net.eltwise(x, x, Op.QMUL)
+        else:
+            x = net.movement(x)
+    return verify(net.b.build([_head(net, x)]))
+
+
+def _head(net: _Net, x: str) -> str:
+    """Global mean over H, W then a linear layer (the classifier of a CNN)."""
+    _, h, w, c = net.shape(x)
+    m, s = net.mult(0.5 / (h * w), 1.5 / (h * w))
+    pooled = net.add(Op.QMEAN, [x], dict(axes=(1, 2), keepdim=False, in_zp=net.zp[x],
+                                         multiplier=m, shift=s, out_zp=0, act_min=-128,
+                                         act_max=127, dtype=I8), 0)
+    n = int(net.rng.integers(2, 11))
+    wt = net.rng.integers(-127, 128, (n, c)).astype(np.int8)
+    mm, ss = net.mult(0.3 / (c * 127), 3.0 / (c * 127), n)
+    bias = net.b.constant(net.rng.integers(-500, 500, n).astype(np.int32), "fc_bias")
+    return net.add(Op.QLINEAR, [pooled, net.b.constant(wt, "fc_w"), bias, mm, ss], dict(
+        in_zp=0, out_zp=-10, act_min=-128, act_max=127, dtype=I8), -10)

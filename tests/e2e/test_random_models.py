@@ -1,0 +1,33 @@
+"""200 seeded random models from the NPU's ops (convs of every kind, pools, residuals, concats,
+LUTs, movement, mean + linear head): compile + simulate == golden, bit for bit, on a preset
+chosen per model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from random_models import random_model
+
+from tessel.arch import list_presets, load_preset
+from tessel.driver import compile_graph
+from tessel.quant.golden import run_golden
+
+COUNT = 200
+PRESETS = list_presets()
+
+
+@pytest.mark.parametrize("chunk", range(8))
+def test_random_models_bit_exact(chunk):
+    ops: dict[str, int] = {}
+    for seed in range(chunk, COUNT, 8):
+        g = random_model(seed)
+        for n in g.nodes:
+            ops[n.op.value] = ops.get(n.op.value, 0) + 1
+        arch = load_preset(PRESETS[seed % len(PRESETS)])
+        x = np.random.default_rng(seed).integers(-128, 128, g.inputs[0].type.shape, np.int8)
+        cm = compile_graph(g, arch, name=g.name)
+        got = cm.run(x)[0]
+        want = run_golden(g, [x])[0]
+        assert np.array_equal(got, want), f"seed {seed} on {arch.name}: simulator != golden"
+    assert ops["qconv2d"] >= 25 and ops["qlinear"] == len(range(chunk, COUNT, 8))
+    print(f"\nchunk {chunk}: op counts {dict(sorted(ops.items()))}")

@@ -1,0 +1,51 @@
+"""Every zoo model compiles for every preset (or fails with the clear does-not-fit error) and
+the simulator running the binary equals the golden model bit for bit; compiling twice gives
+identical bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from zoo_cache import golden, quantized
+
+from tessel.arch import list_presets, load_preset
+from tessel.driver import compile_graph
+from tessel.errors import TesselCompileError
+
+MODELS = ["digits_cnn", "ds_cnn", "mobilenet_v2", "resnet18", "vit_small", "minilm"]
+# weights that cannot fit the target's memory: the compiler must say so, naming the budget
+DOES_NOT_FIT = {("resnet18", "tnpu-xs"), ("minilm", "tnpu-xs")}
+
+
+def _grouped(*params):
+    """pytest params on one xdist worker per model (the quantised model is cached there)."""
+    return [pytest.param(*p, marks=pytest.mark.xdist_group(f"zoo-{p[0]}")) for p in params]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "preset"),
+                         _grouped(*[(m, p) for m in MODELS for p in list_presets()]))
+def test_zoo_model_bit_exact_on_preset(name, preset):
+    qm, inputs, _ = quantized(name)
+    arch = load_preset(preset)
+    if (name, preset) in DOES_NOT_FIT:
+        with pytest.raises(TesselCompileError, match="constants need .* bytes but memory"):
+            compile_graph(qm.graph, arch, name=name)
+        return
+    cm = compile_graph(qm.graph, arch, name=name)
+    outputs = cm.run(*inputs)
+    for got, want in zip(outputs, golden(name), strict=True):
+        np.testing.assert_array_equal(got, want)
+    prof = cm.profile
+    assert prof.cycles > 0 and 0 < prof.mac_utilisation <= 1
+    print(f"\n{name} on {preset}: {prof.cycles} cycles, MAC util {prof.mac_utilisation:.3f}, "
+          f"host ops {len(prof.host_ops)}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _grouped(*[(m,) for m in MODELS]))
+def test_zoo_compile_is_deterministic(name):
+    qm, _, _ = quantized(name)
+    arch = load_preset("u65-512")
+    assert compile_graph(qm.graph, arch, name=name).binary == \
+        compile_graph(qm.graph, arch, name=name).binary
