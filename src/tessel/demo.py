@@ -21,8 +21,8 @@ def _say(msg: str) -> None:
 
 
 def main() -> int:
-    from tessel.driver import StageTimes
-    from tessel.driver import compile as tessel_compile
+    from tessel.arch import load_preset
+    from tessel.driver import StageTimes, compile_graph
     from tessel.frontend import import_model
     from tessel.ir import run_graph
     from tessel.models import resolve
@@ -42,31 +42,32 @@ def main() -> int:
     _say(f"1. float IR: {len(graph.nodes)} nodes after the passes; interpreter vs torch eager: "
          f"max error {err:.1e} of the output range ({time.perf_counter() - t0:.1f} s)")
 
-    times = StageTimes()
     t0 = time.perf_counter()
-    calib = spec.calibration_data(CALIBRATION)
-    cm = tessel_compile(model, inputs, target=TARGET, calibration_data=calib,
-                        quant_config=default_config(MODEL), name=MODEL, times=times,
-                        source=MODEL, progress=lambda m: _say(f"   {m}"))
-    stages = ", ".join(f"{k} {v:.1f} s" for k, v in times.seconds.items())
-    _say(f"2. compiled to {len(cm.binary) / 1e6:.2f} MB of .tsl in "
-         f"{time.perf_counter() - t0:.1f} s ({stages})")
+    qm = quantize(model, inputs, calibration_data=spec.calibration_data(CALIBRATION),
+                  config=default_config(MODEL), calibration_samples=CALIBRATION)
+    t1 = time.perf_counter()
+    _say(f"2. int8 PTQ ({CALIBRATION} calibration samples, pt2e + TesselQuantizer) -> "
+         f"{len(qm.graph.nodes)}-node integer IR in {t1 - t0:.1f} s; host ops: "
+         f"{len(qm.host_ops) or 'none'}")
+    times = StageTimes()
+    cm = compile_graph(qm.graph, load_preset(TARGET), name=MODEL, times=times)
+    stages = ", ".join(f"{k} {v:.2f} s" for k, v in times.seconds.items())
+    _say(f"3. compiled for {TARGET}: {len(cm.binary) / 1e6:.2f} MB .tsl "
+         f"({stages})")
 
     x = [t.numpy() for t in inputs]
     t0 = time.perf_counter()
     npu_out = cm.run(*x)[0]
     sim_s = time.perf_counter() - t0
-    qm = quantize(model, inputs, calibration_data=spec.calibration_data(CALIBRATION),
-                  config=default_config(MODEL), calibration_samples=CALIBRATION)
     golden = qm.run(*x)[0]
     exact = np.array_equal(npu_out, golden)
-    _say(f"3. simulated in {sim_s:.1f} s: simulator vs golden model "
+    _say(f"4. simulated in {sim_s:.1f} s: simulator vs golden model "
          f"{'BIT-EXACT' if exact else 'MISMATCH'}; SQNR vs float PyTorch "
          f"{sqnr_db(ref, npu_out):.1f} dB; top-1 {int(np.argmax(npu_out))} "
          f"(float {int(np.argmax(ref))})")
 
     prof = cm.profile
-    _say("4. " + prof.summary().replace("\n", "\n   "))
+    _say("5. " + prof.summary().replace("\n", "\n   "))
     _say("   five slowest layers:")
     for lay in prof.slowest(5):
         _say(f"     {lay.name:<32} {lay.op:<10} {lay.cycles:>9} cycles  {lay.bound:<8} "

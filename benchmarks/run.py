@@ -1,0 +1,20 @@
+"""`make bench`: every benchmark, as markdown (the figures docs/benchmarks.md reports)."""
+
+from __future__ import annotations
+
+import sys
+
+from benchmarks import bench_models, bench_sim
+
+
+def main() -> int:
+    print("## Simulator micro-benchmark (python -m benchmarks.bench_sim)\n", flush=True)
+    bench_sim.main()
+    print("\n## Zoo models (python -m benchmarks.bench_models)\n", flush=True)
+    sys.argv = sys.argv[:1]
+    bench_models.main()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
