@@ -62,6 +62,16 @@ def roofline_bound(graph: Graph, cm, arch: NpuArch) -> int:
     return int(total + io / amem.bytes_per_cycle)
 
 
+def _fidelity_row(name: str, preset: str, prof) -> str:
+    est = sum(layer.estimated_cycles for layer in prof.layers)
+    errs = sorted(abs(layer.estimated_cycles - layer.cycles) / layer.cycles
+                  for layer in prof.layers if layer.cycles)
+    pick = lambda q: 100 * errs[min(len(errs) - 1, int(q * len(errs)))]  # noqa: E731
+    return (f"| {name} | {preset} | {est:,} | {prof.cycles:,} | "
+            f"{100 * (est - prof.cycles) / prof.cycles:+.1f} % | {pick(0.5):.1f} % | "
+            f"{pick(0.9):.1f} % | {100 * errs[-1]:.1f} % |")
+
+
 def _median(fn, repeats: int) -> float:
     fn()
     times = []
@@ -73,7 +83,7 @@ def _median(fn, repeats: int) -> float:
 
 
 def bench(names: list[str], presets: list[str], repeats: int) -> None:
-    quality, compile_rows, speed = [], [], []
+    quality, compile_rows, speed, fidelity = [], [], [], []
     for name in names:
         spec = resolve(name)
         model, example = spec.factory()
@@ -99,6 +109,7 @@ def bench(names: list[str], presets: list[str], repeats: int) -> None:
                                "| | | | | |")
                 continue
             prof = cm.profile
+            fidelity.append(_fidelity_row(name, p, prof))
             bound = roofline_bound(qm.graph, cm, arch)
             rd, wr = sum(prof.bytes_read.values()), sum(prof.bytes_written.values())
             quality.append(
@@ -123,6 +134,11 @@ def bench(names: list[str], presets: list[str], repeats: int) -> None:
           "(cycles) | roofline efficiency |")
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(quality))
+    print("\n### Estimation fidelity: analytical model (the search's estimate) vs simulator\n")
+    print("| model | preset | sum of layer estimates | simulated | whole model | per layer: "
+          "median | p90 | max |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(fidelity))
     print(f"\n### Compile time (seconds; {CALIBRATION} calibration samples; preset "
           f"{presets[0]})\n")
     print("| model | whole compile | frontend + quantise | backend (stages) | torch.export + "

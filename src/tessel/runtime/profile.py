@@ -16,12 +16,15 @@ import numpy as np
 
 from tessel.arch import NpuArch
 from tessel.binary import TslProgram
-from tessel.isa import Engine
+from tessel.isa import Engine, Opcode
 from tessel.isa.costs import energy_breakdown_pj, instruction_cost, static_energy_pj
 from tessel.sim.prepare import prepared
 from tessel.sim.stats import event_row, events_from_row
 from tessel.sim.timing import schedule
 from tessel.sim.timing import events_matrix as _events_matrix
+
+
+_CONTROL = (Opcode.WAIT, Opcode.SIGNAL, Opcode.END)
 
 
 @dataclass(frozen=True)
@@ -114,12 +117,13 @@ def build_profile(program: TslProgram, arch: NpuArch) -> Profile:
             lo, hi = info["first"][e.name], info["last"][e.name]
             for i in range(lo, hi + 1):
                 s, t = sched.starts[e][i], sched.ends[e][i]
-                start = s if start is None else min(start, s)
+                if prep.queues[e][i].opcode not in _CONTROL:  # token waits / signals of a
+                    start = s if start is None else min(start, s)  # step run early or idle
                 end = max(end, t)
                 rows.append(ev_rows[e][i])
         width = len(event_row(None, n_mem))
         ev = events_from_row(np.sum(np.array(rows, np.int64).reshape(-1, width), axis=0), n_mem)
-        cycles = max(0, end - (start or 0))
+        cycles = max(0, end - (end if start is None else start))
         layers.append(LayerStats(
             info["name"], info["op"], info["loc"], info["mapping"], info["bound"], cycles,
             info["estimated_cycles"], ev.macs, ev.macs / (cycles * peak) if cycles else 0.0,
