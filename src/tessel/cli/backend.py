@@ -36,9 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("profile", help="cycles, latency, energy and per-layer figures")
+    p = sub.add_parser("profile", help="cycles, latency, energy and per-layer figures; "
+                       "HTML report, Perfetto trace, per-layer CSV")
     p.add_argument("binary", type=Path)
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
+    from tessel.analysis.cli_options import add_report_arguments
+    add_report_arguments(p)
     p.set_defaults(func=cmd_profile)
 
 
@@ -149,12 +152,16 @@ def _load_npy(path: Path) -> np.ndarray:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    from tessel.analysis.cli_options import write_reports
     from tessel.runtime.compiled import load
 
-    prof = load(args.binary).profile
+    cm = load(args.binary)
+    prof = cm.profile
     if args.json:
         print(prof.to_json())
     else:
         print(prof.summary())
         print(prof.table())
+    for path in write_reports(args, cm):
+        print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     return 0

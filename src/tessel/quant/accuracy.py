@@ -110,7 +110,7 @@ def _eval_set(spec: ModelSpec, calibration: int, count: int
     if spec.name == "minilm":
         from tessel.models import minilm
 
-        return minilm.calibration_data(len(minilm.SENTENCES)), None
+        return minilm.calibration_data(len(minilm.SENTENCES))[calibration:], None
     return spec.calibration_data(calibration + count)[calibration:], None
 
 

@@ -59,7 +59,7 @@ def test_digits_qat_converts_lowers_and_is_accurate() -> None:
 @pytest.mark.slow
 def test_minilm_golden_embeddings_cosine_at_least_098() -> None:
     assert default_config("minilm") is MINILM_CONFIG  # int16 residual adds
-    report = evaluate("minilm", calibration=16)
+    report = evaluate("minilm", calibration=12)  # 52 held-out sentences
     print(f"\nMiniLM golden vs float cosine over {report.eval_samples} sentences: mean "
           f"{report.cosine_mean:.4f}, min {report.cosine_min:.4f}; host ops "
           f"{len(report.host_ops)}")
