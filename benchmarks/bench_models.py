@@ -122,10 +122,10 @@ def bench(names: list[str], presets: list[str], repeats: int) -> None:
                 compile_rows.append(
                     f"| {name} | {whole:.1f} | {times.seconds['frontend+quantise']:.1f} | "
                     f"{backend_s:.2f} ({stages}) | {export_s:.2f} |")
-                sim_s = _median(lambda cm=cm: cm.run(*x), repeats)
-                timing_s = _median(lambda cm=cm: cm.run(*x, timing=True), repeats) - sim_s
+                sim_s = _median(lambda cm=cm, x=x: cm.run(*x), repeats)
+                timing_s = _median(lambda cm=cm, x=x: cm.run(*x, timing=True), repeats) - sim_s
                 with torch.no_grad():
-                    eager_s = _median(lambda: model(*example), repeats)
+                    eager_s = _median(lambda m=model, ex=example: m(*ex), repeats)
                 speed.append(f"| {name} | {p} | {sim_s:.3f} | {max(timing_s, 0):.3f} | "
                              f"{eager_s:.3f} | {sim_s / eager_s:.1f}x |")
         print(f"done {name}", flush=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import torch
@@ -14,7 +14,7 @@ from tessel.quant.api import QuantizedModel, quantize
 CALIBRATION = 4
 
 
-@lru_cache(maxsize=None)
+@cache
 def quantized(name: str) -> tuple[QuantizedModel, tuple[np.ndarray, ...], np.ndarray]:
     """(quantised model, example inputs as numpy, float torch output)."""
     spec = resolve(name)
@@ -26,7 +26,7 @@ def quantized(name: str) -> tuple[QuantizedModel, tuple[np.ndarray, ...], np.nda
     return qm, tuple(x.numpy() for x in example), ref.numpy()
 
 
-@lru_cache(maxsize=None)
+@cache
 def golden(name: str) -> tuple[np.ndarray, ...]:
     qm, inputs, _ = quantized(name)
     return tuple(qm.run(*inputs))

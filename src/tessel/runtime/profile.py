@@ -20,9 +20,8 @@ from tessel.isa import Engine, Opcode
 from tessel.isa.costs import energy_breakdown_pj, instruction_cost, static_energy_pj
 from tessel.sim.prepare import prepared
 from tessel.sim.stats import event_row, events_from_row
-from tessel.sim.timing import schedule
 from tessel.sim.timing import events_matrix as _events_matrix
-
+from tessel.sim.timing import schedule
 
 _CONTROL = (Opcode.WAIT, Opcode.SIGNAL, Opcode.END)
 

@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 
 from tessel.errors import TesselParseError
 from tessel.ir import (
-    DType, GraphBuilder, Layout, Op, QuantParams, SourceLoc, TensorType, parse_graph, print_graph,
+    DType,
+    GraphBuilder,
+    Layout,
+    Op,
+    QuantParams,
+    SourceLoc,
+    TensorType,
+    parse_graph,
+    print_graph,
     verify,
 )
 
