@@ -49,3 +49,20 @@ def test_zoo_compile_is_deterministic(name):
     arch = load_preset("u65-512")
     assert compile_graph(qm.graph, arch, name=name).binary == \
         compile_graph(qm.graph, arch, name=name).binary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _grouped(*[(m,) for m in MODELS]))
+def test_zoo_estimate_within_5_percent_of_simulator(name):
+    """`tessel estimate` (no binary) vs the simulated binary on tnpu-s: cycles and energy."""
+    from tessel.analysis.estimate import estimate_graph
+
+    qm, _, _ = quantized(name)
+    arch = load_preset("tnpu-s")
+    est = estimate_graph(qm.graph, arch, name=name)
+    prof = compile_graph(qm.graph, arch, name=name).profile
+    print(f"\n{name}: estimate {est.cycles} cycles vs simulated {prof.cycles} "
+          f"({100 * (est.cycles - prof.cycles) / prof.cycles:+.1f} %), energy "
+          f"{est.energy_uj:.1f} vs {prof.energy_uj:.1f} uJ")
+    assert abs(est.cycles - prof.cycles) <= 0.05 * prof.cycles
+    assert abs(est.energy_uj - prof.energy_uj) <= 0.05 * prof.energy_uj

@@ -26,6 +26,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print the integer IR after quantisation ('quantize')")
     p.set_defaults(func=cmd_compile)
 
+    p = sub.add_parser("estimate", help="latency / energy estimate from the analytical cost "
+                       "model, without building a binary (the design-space exploration path)")
+    p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
+    p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
+    p.add_argument("--calibration", type=int, default=32, metavar="N")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_estimate)
+
     p = sub.add_parser("run", help="run a .tsl binary on the simulator")
     p.add_argument("binary", type=Path)
     p.add_argument("--input", action="append", default=[], type=Path, metavar="X.npy",
@@ -78,6 +86,30 @@ def cmd_compile(args: argparse.Namespace) -> int:
     prof = cm.profile
     print(f"wrote {args.output} ({len(cm.binary)} bytes) in {time.perf_counter() - t0:.1f} s: "
           f"{prof.cycles} cycles = {prof.latency_ms:.3f} ms on {arch.name}")
+    return 0
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from tessel.analysis.estimate import estimate
+    from tessel.arch import load_target
+    from tessel.models import resolve
+    from tessel.quant.accuracy import default_config
+
+    if args.calibration < 1:
+        raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
+    arch = load_target(args.target)
+    spec = resolve(args.model)
+    model, inputs = spec.factory()
+    report = estimate(model, inputs, target=arch, calibration_samples=args.calibration,
+                      calibration_data=spec.calibration_data(args.calibration),
+                      quant_config=default_config(spec.name), name=spec.name)
+    if args.json:
+        print(report.to_json())
+    else:
+        print(report.summary())
+        for layer in sorted(report.layers, key=lambda x: -x.cycles)[:10]:
+            print(f"  {layer.name:<32} {layer.op:<12} {layer.cycles:>10} {layer.bound:<8} "
+                  f"{layer.mapping}")
     return 0
 
 

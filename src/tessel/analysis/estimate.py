@@ -1,0 +1,124 @@
+"""Power / performance estimate without building a binary: the backend's mapping search and
+analytical cost model (tessel.schedule.step) on every NPU op, plus the energy events of the
+chosen mappings' instructions. The fast path for design-space exploration; `tessel estimate`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tessel.arch import NpuArch, load_target
+from tessel.codegen.context import CodegenContext, ConstPool
+from tessel.codegen.program import _choose, _DummyTensors, _place_data_constants
+from tessel.codegen.registry import emitter_for, is_view
+from tessel.ir import Graph
+from tessel.isa.costs import Events, energy_breakdown_pj, instruction_cost, static_energy_pj
+from tessel.schedule.partition import partition
+from tessel.schedule.step import Slots, StepWork
+
+
+@dataclass(frozen=True)
+class LayerEstimate:
+    name: str
+    op: str
+    mapping: str
+    bound: str
+    cycles: int
+    macs: int
+
+
+@dataclass(frozen=True)
+class EstimateReport:
+    model: str
+    target: str
+    clock_hz: int
+    cycles: int
+    latency_ms: float
+    macs: int
+    mac_utilisation: float
+    energy_pj: dict[str, float]
+    bytes_read: dict[str, int]
+    bytes_written: dict[str, int]
+    layers: tuple[LayerEstimate, ...]
+    host_ops: tuple[str, ...]
+
+    @property
+    def energy_uj(self) -> float:
+        return sum(self.energy_pj.values()) / 1e6
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    def summary(self) -> str:
+        rd, wr = sum(self.bytes_read.values()), sum(self.bytes_written.values())
+        return (f"estimate for {self.model} on {self.target}: {self.cycles} cycles = "
+                f"{self.latency_ms:.3f} ms; energy {self.energy_uj:.2f} uJ; MAC utilisation "
+                f"{100 * self.mac_utilisation:.1f} %; off-chip read {rd / 1e6:.2f} MB, written "
+                f"{wr / 1e6:.2f} MB; host ops {len(self.host_ops)}")
+
+    def _repr_markdown_(self) -> str:  # notebooks render the per-layer table
+        rows = ["| layer | op | cycles | bound | mapping |", "|---|---|---|---|---|"]
+        rows += [f"| {x.name} | {x.op} | {x.cycles} | {x.bound} | {x.mapping} |"
+                 for x in self.layers]
+        return self.summary() + "\n\n" + "\n".join(rows)
+
+
+def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None) -> EstimateReport:
+    """Estimate an integer graph (as `compile_graph` would compile it) on `arch`."""
+    part = partition(graph)
+    nodes = [n for n in part.npu_nodes if not is_view(n)]
+    consts = ConstPool(arch.memory_index(arch.weights_memory))
+    base = CodegenContext(arch, graph, {}, consts, arch.memory_index(arch.activations_memory))
+    data = _place_data_constants(graph, nodes, ConstPool(consts.memory))
+    est_ctx = CodegenContext(arch, graph, _DummyTensors(base), consts, base.act_memory)
+    est_ctx.dram.update(data)
+    layers, events = [], Events()
+    for node in nodes:
+        mapping, est = _choose(node, base)
+        ev = _events(emitter_for(node).step(node, mapping, est_ctx, emit=False), arch)
+        events = events + ev
+        layers.append(LayerEstimate(node.name, node.op.value, str(mapping), est.bound.value,
+                                    est.cycles, ev.macs))
+    cycles = sum(x.cycles for x in layers)
+    energy = dict(energy_breakdown_pj(events, arch))
+    energy["static"] = static_energy_pj(cycles, arch)
+    names = [m.name for m in arch.offchip]
+    rd = list(events.offchip_read_bytes) + [0] * len(names)
+    wr = list(events.offchip_write_bytes) + [0] * len(names)
+    peak = arch.peak_macs_per_cycle
+    return EstimateReport(
+        name or graph.name, arch.name, arch.clock_hz, cycles, 1e3 * cycles / arch.clock_hz,
+        events.macs, events.macs / (cycles * peak) if cycles else 0.0, energy,
+        dict(zip(names, rd, strict=False)), dict(zip(names, wr, strict=False)), tuple(layers),
+        tuple(f"%{n.name} = {n.op.value} at {n.loc}"
+              for n in part.host_ops + part.moved_to_host))
+
+
+def estimate(model: Any, example_inputs: Sequence[Any], *, target: str | NpuArch = "tnpu-s",
+             calibration_data: Iterable[Sequence[Any]] | None = None,
+             calibration_samples: int = 32, quant_config: Any = None,
+             name: str | None = None) -> EstimateReport:
+    """Quantise a PyTorch model and estimate it on `target` (no binary is built)."""
+    from tessel.quant.api import quantize
+
+    arch = target if isinstance(target, NpuArch) else load_target(target)
+    qm = quantize(model, tuple(example_inputs), calibration_data=calibration_data,
+                  config=quant_config, calibration_samples=calibration_samples)
+    return estimate_graph(qm.graph, arch, name=name or type(model).__name__)
+
+
+def _events(work: StepWork, arch: NpuArch) -> Events:
+    """Energy events of every instruction of a step (the chosen mapping, all tiles)."""
+    total = Events()
+    for g in range(work.group_count):
+        group = work.group_fn(g, 0)
+        for ins in group.weight_loads + group.param_loads + group.vector_setup:
+            total = total + instruction_cost(ins, arch).events
+        for t in range(group.tile_count):
+            tile = work.tile_fn(g, t, Slots())
+            for ins in tile.loads + tile.matrix + tile.vector + tile.stores:
+                total = total + instruction_cost(ins, arch).events
+    return total
