@@ -166,10 +166,15 @@ def step(node: Node, m: ConvMapping, ctx: CodegenContext, *, emit: bool) -> Step
     def tile_fn(j: int, t: int, s: Slots) -> TileWork:
         return _tile(node, g, lay, chunks[j], row_tiles[t], s, ctx)
 
+    def tile_key(j: int, t: int) -> tuple[int, int, int, int]:
+        """Tiles with the same chunk width, rows and input window cost the same."""
+        _, in_rows, pad_top = g.in_rows(*row_tiles[t])
+        return chunks[j][1], row_tiles[t][1], in_rows, pad_top
+
     depth = 2 if m.double_buffer else 1
     shape = StepShape(uses_matrix=not g.depthwise, in_depth=depth, acc_depth=depth,
                       out_depth=depth, group_depth=depth)
-    return StepWork(shape, len(chunks), group_fn, tile_fn)
+    return StepWork(shape, len(chunks), group_fn, tile_fn, tile_key)
 
 
 def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],

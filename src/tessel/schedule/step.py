@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from tessel.arch import NpuArch
@@ -79,6 +79,9 @@ class StepWork:
     group_count: int
     group_fn: Callable[[int, int], GroupWork]
     tile_fn: Callable[[int, int, Slots], TileWork]
+    # optional: (group, tile) -> a key equal for tiles whose instructions cost the same (the
+    # estimate then builds one tile per key instead of every tile)
+    tile_key: Callable[[int, int], Hashable] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,9 +112,11 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None) -
     finish: dict[Engine, list[int]] = {e: [] for e in stages}
     ports = [_Port() for _ in arch.offchip]
     groups = range(work.group_count) if sample is None else range(min(2, work.group_count))
-    run_tiles = 0
+    run_tiles, counts = 0, {}
+    tiles: dict[Hashable, TileWork] = {}
     for g in groups:
         group = work.group_fn(g, 0)
+        counts[g] = group.tile_count
         loads = group.weight_loads + group.param_loads
         end = _dma_stage(loads, free[Engine.DMA_IN], ports, cost) if loads else free[
             Engine.DMA_IN]
@@ -121,7 +126,7 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None) -
         n = group.tile_count if sample is None else min(sample, group.tile_count)
         run_tiles += n
         for t in range(n):
-            tile = work.tile_fn(g, t, Slots())
+            tile = _tile(work, g, t, tiles)
             per = {Engine.DMA_IN: tile.loads, Engine.MATRIX: tile.matrix,
                    Engine.VECTOR: tile.vector, Engine.DMA_OUT: tile.stores}
             prev_done = 0
@@ -141,11 +146,22 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None) -
                 prev_done = end
     total = max(free.values())
     if sample is not None and run_tiles:
-        total_tiles = sum(work.group_fn(g, 0).tile_count for g in range(work.group_count))
+        total_tiles = sum(counts[g] if g in counts else work.group_fn(g, 0).tile_count
+                          for g in range(work.group_count))
         scale = total_tiles / run_tiles
         total = int(total * scale)
         busy = {e: int(b * scale) for e, b in busy.items()}
     return Estimate(total, _bound(busy, total, work), busy)
+
+
+def _tile(work: StepWork, g: int, t: int, memo: dict[Hashable, TileWork]) -> TileWork:
+    if work.tile_key is None:
+        return work.tile_fn(g, t, Slots())
+    key = work.tile_key(g, t)
+    tile = memo.get(key)
+    if tile is None:
+        tile = memo[key] = work.tile_fn(g, t, Slots())
+    return tile
 
 
 def _dma_stage(instrs: Sequence[Instruction], start: int, ports: list[_Port],
