@@ -49,7 +49,7 @@ def roofline_bound(graph: Graph, cm, arch: NpuArch) -> int:
     bytes / activation-memory B/cycle (BENCHMARKS.md)."""
     wmem = arch.offchip[arch.memory_index(arch.weights_memory)]
     amem = arch.offchip[arch.memory_index(arch.activations_memory)]
-    npu = {layer["name"] for layer in cm.program.metadata["layers"]}
+    npu = {n for layer in cm.program.metadata["layers"] for n in layer.get("nodes", [layer["name"]])}
     total = 0.0
     for node in graph.nodes:
         if node.name not in npu:

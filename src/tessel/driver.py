@@ -99,7 +99,8 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     meta["layers"] = [{"name": lay.name, "op": lay.op, "loc": lay.loc, "mapping": lay.mapping,
                        "bound": lay.estimate.bound.value,
                        "estimated_cycles": lay.estimate.cycles, "first": lay.first_instr,
-                       "last": lay.last_instr} for lay in region.layers]
+                       "last": lay.last_instr, "nodes": list(lay.nodes or (lay.name,))}
+                      for lay in region.layers]
     host = {k: print_graph(g) for k, g in (("prologue", part.prologue),
                                             ("epilogue", part.epilogue)) if g.nodes or
             g.outputs != tuple(v.name for v in g.inputs)}

@@ -12,8 +12,8 @@ from typing import Any
 
 from tessel.arch import NpuArch, load_target
 from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.program import _choose, _DummyTensors, _place_data_constants
-from tessel.codegen.registry import emitter_for, is_view
+from tessel.codegen.program import _DummyTensors, _emitter, _place_data_constants, plan_units
+from tessel.codegen.registry import is_view
 from tessel.ir import Graph
 from tessel.isa.costs import Events, energy_breakdown_pj, instruction_cost, static_energy_pj
 from tessel.schedule.partition import partition
@@ -76,12 +76,12 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None) -> E
     est_ctx = CodegenContext(arch, graph, _DummyTensors(base), consts, base.act_memory)
     est_ctx.dram.update(data)
     layers, events = [], Events()
-    for node in nodes:
-        mapping, est = _choose(node, base)
-        ev = _events(emitter_for(node).step(node, mapping, est_ctx, emit=False), arch)
+    for unit, mapping, est in plan_units(graph, nodes, base):
+        ev = _events(_emitter(unit).step(unit, mapping, est_ctx, emit=False), arch)
         events = events + ev
-        layers.append(LayerEstimate(node.name, node.op.value, str(mapping), est.bound.value,
-                                    est.cycles, ev.macs))
+        op = "+".join(n.op.value for n in unit.nodes) if hasattr(unit, "nodes") else unit.op.value
+        layers.append(LayerEstimate(unit.name, op, str(mapping), est.bound.value, est.cycles,
+                                    ev.macs))
     cycles = sum(x.cycles for x in layers)
     energy = dict(energy_breakdown_pj(events, arch))
     energy["static"] = static_energy_pj(cycles, arch)

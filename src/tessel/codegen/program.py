@@ -13,8 +13,10 @@ from tessel.arch import NpuArch
 from tessel.binary import DType as BinDType
 from tessel.binary import QuantParams as BinQuant
 from tessel.binary import TensorDescriptor, TslProgram
+from tessel.codegen import ops_fused
 from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.emit import emit_step
+from tessel.codegen.ops_fused import FusedPair
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.streams import Streams
 from tessel.ir import DType, Graph, Node
@@ -37,6 +39,7 @@ class LayerPlan:
     estimate: Estimate
     first_instr: dict[str, int]  # engine name -> index of the step's first instruction
     last_instr: dict[str, int]
+    nodes: tuple[str, ...] = ()  # the IR nodes of the step (two when fused)
 
 
 @dataclass(frozen=True)
@@ -48,10 +51,11 @@ class RegionProgram:
 
 
 def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
-                   outputs: Sequence[str], arch: NpuArch, metadata: dict[str, Any]
-                   ) -> RegionProgram:
+                   outputs: Sequence[str], arch: NpuArch, metadata: dict[str, Any],
+                   units: list | None = None) -> RegionProgram:
     """Compile the NPU nodes `nodes` (in order) of `graph`; `inputs` / `outputs` are the
-    region's boundary values (they become the program's I/O descriptors)."""
+    region's boundary values (they become the program's I/O descriptors). `units`: the steps
+    and mappings to use instead of searching (tests)."""
     wmem = arch.memory_index(arch.weights_memory)
     amem = arch.memory_index(arch.activations_memory)
     consts = ConstPool(wmem)
@@ -59,12 +63,13 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     data_consts = _place_data_constants(graph, work_nodes, consts)
     # constants first when weights and activations share a memory: the arena follows them
     ctx = CodegenContext(arch, graph, dict(data_consts), consts, amem)
-    choices = [(n, *_choose(n, ctx)) for n in work_nodes]
-    for node, mapping, _ in choices:
-        emitter_for(node).step(node, mapping, ctx, emit=True)  # packs constants in order
+    choices = units if units is not None else plan_units(graph, work_nodes, ctx)
+    for unit, mapping, _ in choices:
+        _emitter(unit).step(unit, mapping, ctx, emit=True)  # packs constants in order
     base = align(len(consts.blob), 4096) if wmem == amem else 0
+    fused = frozenset(u.first.name for u, _, _ in choices if isinstance(u, FusedPair))
     arena = plan_arena(graph, nodes, inputs, outputs, amem, base,
-                       arch.offchip[amem].size_bytes)
+                       arch.offchip[amem].size_bytes, fused)
     if wmem != amem and len(consts.blob) > arch.offchip[wmem].size_bytes:
         from tessel.errors import TesselCompileError
         raise TesselCompileError(f"constants need {len(consts.blob)} bytes but memory "
@@ -74,12 +79,14 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     ctx = CodegenContext(arch, graph, {**arena.tensors, **data_consts}, pool, amem)
     streams = Streams()
     layers = []
-    for node, mapping, est in choices:
+    for unit, mapping, est in choices:
         first = {e.name: len(streams.queues[e]) for e in Engine}
-        emit_step(emitter_for(node).step(node, mapping, ctx, emit=True), streams)
+        emit_step(_emitter(unit).step(unit, mapping, ctx, emit=True), streams)
         last = {e.name: len(streams.queues[e]) - 1 for e in Engine}
-        layers.append(LayerPlan(node.name, node.op.value, str(node.loc), str(mapping), est,
-                                first, last))
+        members = unit.nodes if isinstance(unit, FusedPair) else (unit,)
+        layers.append(LayerPlan(unit.name, "+".join(n.op.value for n in members),
+                                str(members[-1].loc), str(mapping), est, first, last,
+                                tuple(n.name for n in members)))
     assert bytes(ctx.consts.blob) == bytes(consts.blob), "constant packing is not deterministic"
     program = TslProgram(
         arch.arch_hash_bytes, streams.finish(), bytes(ctx.consts.blob), wmem, 0,
@@ -109,15 +116,48 @@ SAMPLE_TILES = 3  # tiles per group of the first, cheap ranking of candidates
 FINALISTS = 3  # candidates estimated in full
 
 
-def _choose(node: Node, ctx: CodegenContext) -> tuple[Any, Estimate]:
+Unit = Node | FusedPair
+
+
+def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext
+               ) -> list[tuple[Unit, Any, Estimate]]:
+    """The steps of the region with their mappings: each node alone, or a fusible pair as one
+    cascaded step when its best estimate beats the two layers' estimates added up."""
+    out: list[tuple[Unit, Any, Estimate]] = []
+    k = 0
+    while k < len(nodes):
+        node = nodes[k]
+        alone = _choose(node, ctx)
+        nxt = nodes[k + 1] if k + 1 < len(nodes) else None
+        if nxt is not None and ops_fused.fusible(graph, node, nxt):
+            second = _choose(nxt, ctx)
+            pair = ops_fused.FusedPair(node, nxt)
+            fused = _choose(pair, ctx, required=False)
+            if fused is not None and fused[1].cycles < alone[1].cycles + second[1].cycles:
+                out.append((pair, *fused))
+                k += 2
+                continue
+        out.append((node, *alone))
+        k += 1
+    return out
+
+
+def _emitter(unit: Unit):
+    return ops_fused if isinstance(unit, FusedPair) else emitter_for(unit)
+
+
+def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True
+            ) -> tuple[Any, Estimate] | None:
     """The mapping with the fewest estimated cycles: every candidate ranked on a sampled
     estimate, the best few estimated in full (ties: first candidate, deterministic)."""
-    em = emitter_for(node)
+    em = _emitter(node)
     est_ctx = CodegenContext(ctx.arch, ctx.graph, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
     ranked = []
     for k, mapping in enumerate(em.candidates(node, est_ctx)):
         work = em.step(node, mapping, est_ctx, emit=False)
         ranked.append((estimate_step(work, ctx.arch, sample=SAMPLE_TILES).cycles, k, mapping))
+    if not ranked and not required:
+        return None
     if not ranked:
         from tessel.errors import TesselCompileError
         raise TesselCompileError(f"{node} at {node.loc}: no mapping fits the NPU's SRAM "

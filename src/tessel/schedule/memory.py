@@ -21,11 +21,14 @@ class ArenaPlan:
 
 
 def plan_arena(graph: Graph, order: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str],
-               memory: int, base: int, capacity: int) -> ArenaPlan:
+               memory: int, base: int, capacity: int,
+               fused_with_next: frozenset[str] = frozenset()) -> ArenaPlan:
     """Addresses for the region's inputs, every node's result, and outputs.
 
     `order`: the NPU nodes in execution order. Region inputs are live from the start, outputs
-    to the end. A reshape whose input is a plain tensor aliases it (no copy, no step)."""
+    to the end. A reshape whose input is a plain tensor aliases it (no copy, no step).
+    `fused_with_next`: nodes that run in one step with the node after them (cascading): their
+    operands stay live until that step ends."""
     alias = {n.name: n.inputs[0] for n in order if n.op is Op.RESHAPE}
     root = {}
 
@@ -38,7 +41,12 @@ def plan_arena(graph: Graph, order: Sequence[Node], inputs: Sequence[str], outpu
     end: dict[str, int] = {}
     for name in inputs:
         start[find(name)] = -1
-    for i, node in enumerate(order):
+    step, steps = 0, []
+    for node in order:  # the step each node runs in (a fused pair shares one)
+        steps.append(step)
+        if node.name not in fused_with_next:
+            step += 1
+    for node, i in zip(order, steps, strict=True):
         for src in node.inputs:
             if graph.constant_value(src) is None:
                 end[find(src)] = max(end.get(find(src), i), i)
@@ -47,7 +55,7 @@ def plan_arena(graph: Graph, order: Sequence[Node], inputs: Sequence[str], outpu
         start.setdefault(r, i)
         end.setdefault(r, i)
     for name in outputs:
-        end[find(name)] = len(order)
+        end[find(name)] = step
     sizes = {name: align(graph.type_of(name).nbytes) for name in start}
     offsets = _first_fit(sorted(start, key=lambda n: (start[n], n)), start, end, sizes)
     peak = max((offsets[n] + sizes[n] for n in offsets), default=0)
