@@ -1,0 +1,368 @@
+"""Co-design advice (`tessel advise`): which hardware limit binds, per layer and for the whole
+model, and what relaxing each NpuArch parameter by 2x would buy, with its area cost.
+
+Every figure is measured, not guessed: each relaxation builds a new, validated NpuArch
+(``dataclasses.replace``) and re-runs ``estimate_graph`` on it, i.e. the backend's mapping and
+fusion search with the compiler in the loop, so a bigger SRAM that enables bigger tiles or a
+different fusion shows up as such. ``confirm`` recompiles the model for a relaxed arch and
+reads the simulator's timing model, to check a prediction.
+
+    advice = advise(int_graph, load_target("tnpu-s"), name="mobilenet_v2")
+    print(advice.table()); advice.ranked[0].latency_gain_pct
+    check = confirm(int_graph, arch, advice)        # recompile + simulate the top item
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
+
+from tessel.analysis.estimate import EstimateReport, estimate_graph
+from tessel.arch import NpuArch
+from tessel.errors import TesselError
+from tessel.ir import Graph
+
+MIN_GAIN_PCT = 1.0  # a relaxation "binds" a layer only if it saves at least this much
+
+
+class Limit(enum.Enum):
+    """A hardware limit a layer or model can be bound by."""
+
+    MAC_ARRAY = "MAC array"
+    VECTOR_LANES = "vector lanes"
+    DRAM_BANDWIDTH = "DRAM bandwidth"
+    SRAM_CAPACITY = "SRAM capacity"
+    ACC_CAPACITY = "accumulator capacity"
+    DMA_LATENCY = "DMA latency"
+    DMA_CHANNELS = "DMA channels"
+
+
+class Knob(enum.Enum):
+    """An NpuArch parameter that advice relaxes by 2x."""
+
+    MATRIX_ROWS = "matrix.rows"
+    MATRIX_COLS = "matrix.cols"
+    VECTOR_LANES = "vector.lanes"
+    SRAM = "onchip.sram_bytes"
+    ACCUMULATOR = "onchip.acc_bytes"
+    OFFCHIP_BANDWIDTH = "offchip.bytes_per_cycle"
+    OFFCHIP_LATENCY = "offchip.latency_cycles"
+    DMA_CHANNELS = "dma.channels"
+
+    @property
+    def limit(self) -> Limit:
+        """The hardware limit this parameter relaxes."""
+        return _KNOB_LIMIT[self]
+
+    @property
+    def in_area_model(self) -> bool:
+        """Whether NpuArch's area model has a term for this parameter."""
+        return self in (Knob.MATRIX_ROWS, Knob.MATRIX_COLS, Knob.VECTOR_LANES, Knob.SRAM,
+                        Knob.ACCUMULATOR)
+
+
+_KNOB_LIMIT = {Knob.MATRIX_ROWS: Limit.MAC_ARRAY, Knob.MATRIX_COLS: Limit.MAC_ARRAY,
+               Knob.VECTOR_LANES: Limit.VECTOR_LANES, Knob.SRAM: Limit.SRAM_CAPACITY,
+               Knob.ACCUMULATOR: Limit.ACC_CAPACITY, Knob.OFFCHIP_BANDWIDTH: Limit.DRAM_BANDWIDTH,
+               Knob.OFFCHIP_LATENCY: Limit.DMA_LATENCY, Knob.DMA_CHANNELS: Limit.DMA_CHANNELS}
+
+# The estimate's per-step bound (tessel.schedule.step.Bound values) -> the limit it names.
+_BOUND_LIMIT = {"compute": Limit.MAC_ARRAY, "vector": Limit.VECTOR_LANES,
+                "dram": Limit.DRAM_BANDWIDTH, "latency": Limit.DMA_LATENCY}
+
+
+@dataclass(frozen=True)
+class Relaxation:
+    """One 2x change of the hardware; ``memory`` names the off-chip memory for bandwidth."""
+
+    knob: Knob
+    memory: str | None = None
+
+    def label(self, arch: NpuArch) -> str:
+        k = self.knob
+        if k is Knob.OFFCHIP_BANDWIDTH:
+            roles = [r for r, m in (("weights", arch.weights_memory),
+                                    ("activations", arch.activations_memory)) if m == self.memory]
+            return f"{self.memory}.bytes_per_cycle x2 ({'+'.join(roles)})"
+        return {Knob.MATRIX_ROWS: "matrix.rows x2", Knob.MATRIX_COLS: "matrix.cols x2",
+                Knob.VECTOR_LANES: "vector.lanes x2", Knob.SRAM: "onchip.sram_bytes x2",
+                Knob.ACCUMULATOR: "onchip.acc_bytes x2",
+                Knob.OFFCHIP_LATENCY: "offchip latency_cycles / 2 (DMA latency)",
+                Knob.DMA_CHANNELS: "dma.channels x2"}[k]
+
+
+def relaxations(arch: NpuArch) -> tuple[Relaxation, ...]:
+    """The relaxations advice tries on ``arch``: one per parameter, one bandwidth relaxation
+    per off-chip memory that holds weights or activations (one if they share a memory)."""
+    mems = dict.fromkeys((arch.weights_memory, arch.activations_memory))
+    return (Relaxation(Knob.MATRIX_ROWS), Relaxation(Knob.MATRIX_COLS),
+            Relaxation(Knob.VECTOR_LANES), Relaxation(Knob.SRAM), Relaxation(Knob.ACCUMULATOR),
+            *(Relaxation(Knob.OFFCHIP_BANDWIDTH, m) for m in mems),
+            Relaxation(Knob.OFFCHIP_LATENCY), Relaxation(Knob.DMA_CHANNELS))
+
+
+def relax(arch: NpuArch, change: Relaxation) -> NpuArch:
+    """``arch`` with one parameter relaxed by 2x (re-validated: raises TesselConfigError
+    when the relaxed value is outside the ISA's limits, e.g. 1024 matrix rows)."""
+    k, name = change.knob, f"{arch.name}.{change.knob.name.lower().replace('_', '-')}-x2"
+    if k is Knob.MATRIX_ROWS:
+        return replace(arch, name=name, matrix=replace(arch.matrix, rows=2 * arch.matrix.rows))
+    if k is Knob.MATRIX_COLS:
+        return replace(arch, name=name, matrix=replace(arch.matrix, cols=2 * arch.matrix.cols))
+    if k is Knob.VECTOR_LANES:
+        return replace(arch, name=name, vector=replace(arch.vector, lanes=2 * arch.vector.lanes))
+    if k is Knob.SRAM:
+        return replace(arch, name=name,
+                       onchip=replace(arch.onchip, sram_bytes=2 * arch.onchip.sram_bytes))
+    if k is Knob.ACCUMULATOR:
+        return replace(arch, name=name,
+                       onchip=replace(arch.onchip, acc_bytes=2 * arch.onchip.acc_bytes))
+    if k is Knob.OFFCHIP_BANDWIDTH:
+        mems = tuple(replace(m, bytes_per_cycle=2 * m.bytes_per_cycle) if m.name == change.memory
+                     else m for m in arch.offchip)
+        return replace(arch, name=f"{name}.{change.memory}", offchip=mems)
+    if k is Knob.OFFCHIP_LATENCY:
+        if all(m.latency_cycles == 0 for m in arch.offchip):
+            raise TesselError("every off-chip latency is already 0 cycles")
+        mems = tuple(replace(m, latency_cycles=m.latency_cycles // 2) for m in arch.offchip)
+        return replace(arch, name=name, offchip=mems)
+    return replace(arch, name=name, dma_channels=2 * arch.dma_channels)
+
+
+@dataclass(frozen=True)
+class Gain:
+    """What one relaxation buys (whole model) and costs; gains are % of the baseline."""
+
+    change: str
+    knob: Knob
+    memory: str | None
+    limit: Limit
+    target: str
+    cycles: int
+    latency_gain_pct: float
+    energy_uj: float
+    energy_gain_pct: float
+    area_mm2_delta: float
+    area_pct: float
+    area_modelled: bool  # False: the area model has no term for this parameter (cost 0 here)
+    offchip_bytes_delta: int  # relaxed - baseline off-chip traffic (read + written)
+    layer_cycles: dict[str, int]  # relaxed cycles of the layers present in both estimates
+
+    @property
+    def relaxation(self) -> Relaxation:
+        return Relaxation(self.knob, self.memory)
+
+
+@dataclass(frozen=True)
+class LayerAdvice:
+    """One layer (fused unit): its cost-model bound, the limit that binds it by sensitivity,
+    and the % of its cycles each relaxation saves (None: the layer is fused differently)."""
+
+    name: str
+    op: str
+    cycles: int
+    bound: str
+    binding: Limit
+    binding_change: str | None  # the relaxation that saves most, if it saves >= MIN_GAIN_PCT
+    gains_pct: dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    change: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Advice:
+    """Co-design advice for one model on one arch; ``ranked`` is sorted by latency gain."""
+
+    model: str
+    target: str
+    cycles: int
+    latency_ms: float
+    energy_uj: float
+    area_mm2: float
+    binding: Limit
+    binding_change: str | None
+    bound_share_pct: dict[str, float]  # % of the model's cycles per cost-model bound
+    sram_refetch_bytes: int  # off-chip traffic a 2x SRAM removes (re-fetches, spills)
+    ranked: tuple[Gain, ...]
+    layers: tuple[LayerAdvice, ...]
+    skipped: tuple[Skipped, ...]
+
+    def to_dict(self) -> dict:
+        return _plain(asdict(self))
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True)
+
+    def summary(self) -> str:
+        top = self.ranked[0] if self.ranked else None
+        best = (f"; best 2x change: {top.change} (-{top.latency_gain_pct:.1f} % latency, "
+                f"+{top.area_mm2_delta:.4f} mm2)" if top else "")
+        return (f"advice for {self.model} on {self.target}: {self.cycles} cycles = "
+                f"{self.latency_ms:.3f} ms, {self.energy_uj:.2f} uJ, {self.area_mm2:.4f} mm2; "
+                f"bound by {self.binding.value}{best}")
+
+    def table(self, max_layers: int = 15) -> str:
+        """Text: the ranked relaxations, then the slowest layers and what binds them."""
+        return "\n".join([self.summary(), "", *_ranked_rows(self), "",
+                          *_layer_rows(self, max_layers), *_skipped_rows(self)])
+
+    def _repr_markdown_(self) -> str:
+        rows = ["| rank | change | latency gain % | energy gain % | area +mm2 | area % |",
+                "|---|---|---|---|---|---|"]
+        rows += [f"| {i + 1} | {g.change} | {g.latency_gain_pct:.2f} | "
+                 f"{g.energy_gain_pct:.2f} | {g.area_mm2_delta:.4f} | {g.area_pct:.1f} |"
+                 for i, g in enumerate(self.ranked)]
+        lay = ["| layer | op | cycles | bound | binding | best change |", "|---|---|---|---|---|---|"]
+        lay += [f"| {x.name} | {x.op} | {x.cycles} | {x.bound} | {x.binding.value} | "
+                f"{x.binding_change or '-'} |" for x in _slowest(self, 15)]
+        return self.summary() + "\n\n" + "\n".join(rows) + "\n\n" + "\n".join(lay)
+
+
+def advise(graph: Graph, arch: NpuArch, *, name: str | None = None) -> Advice:
+    """Estimate ``graph`` on ``arch`` and on each 2x relaxation of it; rank the relaxations."""
+    base = estimate_graph(graph, arch, name=name)
+    gains, skipped = [], []
+    for change in relaxations(arch):
+        label = change.label(arch)
+        try:
+            relaxed = relax(arch, change)
+            gains.append(_gain(base, arch, change, label, relaxed,
+                               estimate_graph(graph, relaxed, name=name)))
+        except TesselError as exc:
+            skipped.append(Skipped(label, str(exc)))
+    order = {c.label(arch): i for i, c in enumerate(relaxations(arch))}
+    ranked = tuple(sorted(gains, key=lambda g: (-g.latency_gain_pct, -g.energy_gain_pct,
+                                                g.area_mm2_delta, order[g.change])))
+    return _assemble(base, arch, ranked, tuple(skipped))
+
+
+def _gain(base: EstimateReport, arch: NpuArch, change: Relaxation, label: str,
+          relaxed_arch: NpuArch, est: EstimateReport) -> Gain:
+    area0, area1 = arch.derived.area_mm2, relaxed_arch.derived.area_mm2
+    e0, e1 = base.energy_uj, est.energy_uj
+    by_name = {x.name: x.cycles for x in est.layers}
+    return Gain(label, change.knob, change.memory, change.knob.limit, relaxed_arch.name,
+                est.cycles, _pct(base.cycles - est.cycles, base.cycles), e1,
+                _pct(e0 - e1, e0), area1 - area0, _pct(area1 - area0, area0),
+                change.knob.in_area_model,
+                _traffic(est) - _traffic(base),
+                {x.name: by_name[x.name] for x in base.layers if x.name in by_name})
+
+
+def _assemble(base: EstimateReport, arch: NpuArch, ranked: tuple[Gain, ...],
+              skipped: tuple[Skipped, ...]) -> Advice:
+    layers = tuple(_layer(x, ranked) for x in base.layers)
+    share: dict[str, float] = {}
+    for x in base.layers:
+        share[x.bound] = share.get(x.bound, 0.0) + _pct(x.cycles, base.cycles)
+    top = ranked[0] if ranked and ranked[0].latency_gain_pct >= MIN_GAIN_PCT else None
+    if top is not None:
+        binding, change = top.limit, top.change
+    else:  # nothing relaxable helps by 1 %: name the cost model's dominant bound
+        dominant = max(share, key=lambda b: (share[b], b)) if share else "compute"
+        binding, change = _BOUND_LIMIT[dominant], None
+    sram = [g for g in ranked if g.knob is Knob.SRAM]
+    refetch = max(0, -sram[0].offchip_bytes_delta) if sram else 0
+    return Advice(base.model, arch.name, base.cycles, base.latency_ms, base.energy_uj,
+                  arch.derived.area_mm2, binding, change,
+                  {k: round(v, 3) for k, v in sorted(share.items())}, refetch, ranked,
+                  layers, skipped)
+
+
+def _layer(layer, ranked: tuple[Gain, ...]) -> LayerAdvice:
+    gains: dict[str, float | None] = {}
+    for g in ranked:
+        c = g.layer_cycles.get(layer.name)
+        gains[g.change] = None if c is None else round(_pct(layer.cycles - c, layer.cycles), 3)
+    known = [(v, -i, k) for i, (k, v) in enumerate(gains.items()) if v is not None]
+    best = max(known) if known else None
+    if best is not None and best[0] >= MIN_GAIN_PCT:
+        limit = next(g.limit for g in ranked if g.change == best[2])
+        return LayerAdvice(layer.name, layer.op, layer.cycles, layer.bound, limit, best[2], gains)
+    return LayerAdvice(layer.name, layer.op, layer.cycles, layer.bound,
+                       _BOUND_LIMIT.get(layer.bound, Limit.MAC_ARRAY), None, gains)
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """A relaxation's predicted cycles against the recompiled binary's simulated cycles."""
+
+    change: str
+    predicted_cycles: int
+    simulated_cycles: int
+    error_pct: float  # (predicted - simulated) / simulated
+    base_simulated_cycles: int | None
+    simulated_gain_pct: float | None
+
+    def within(self, tolerance_pct: float) -> bool:
+        return abs(self.error_pct) <= tolerance_pct
+
+
+def confirm(graph: Graph, arch: NpuArch, advice: Advice, rank: int = 0, *,
+            with_base: bool = True) -> Confirmation:
+    """Recompile ``graph`` for the ``rank``-th relaxation and simulate its timing."""
+    from tessel.driver import compile_graph
+
+    if not 0 <= rank < len(advice.ranked):
+        raise TesselError(f"rank {rank} is out of range: advice has {len(advice.ranked)} items")
+    gain = advice.ranked[rank]
+    sim = compile_graph(graph, relax(arch, gain.relaxation)).profile.cycles
+    base = compile_graph(graph, arch).profile.cycles if with_base else None
+    return Confirmation(gain.change, gain.cycles, sim, _pct(gain.cycles - sim, sim), base,
+                        None if base is None else _pct(base - sim, base))
+
+
+def _ranked_rows(a: Advice) -> Iterator[str]:
+    yield (f"{'#':>2}  {'change (2x)':<48} {'limit':<20} {'latency':>9} {'cycles':>11} "
+           f"{'energy':>8} {'area mm2':>9} {'area':>7}")
+    for i, g in enumerate(a.ranked):
+        area = f"{g.area_pct:+6.1f}%" if g.area_modelled else "  n/m"
+        yield (f"{i + 1:>2}  {g.change:<48} {g.limit.value:<20} {-g.latency_gain_pct:+8.2f}% "
+               f"{g.cycles:>11} {-g.energy_gain_pct:+7.2f}% {g.area_mm2_delta:+9.4f} {area:>7}")
+    if any(not g.area_modelled for g in a.ranked):
+        yield "   (n/m: not in the NPU area model: off-chip interface, DMA)"
+
+
+def _slowest(a: Advice, n: int) -> list[LayerAdvice]:
+    return sorted(a.layers, key=lambda x: (-x.cycles, x.name))[:n]
+
+
+def _layer_rows(a: Advice, n: int) -> Iterator[str]:
+    shown = _slowest(a, n)
+    yield f"slowest {len(shown)} of {len(a.layers)} layers:"
+    yield (f"  {'layer':<32} {'op':<20} {'cycles':>10} {'share':>6} {'bound':<8} "
+           f"{'binding':<20} best change (layer gain)")
+    for x in shown:
+        best = (f"{x.binding_change} (-{x.gains_pct[x.binding_change]:.1f} %)"
+                if x.binding_change else "-")
+        yield (f"  {x.name[:32]:<32} {x.op[:20]:<20} {x.cycles:>10} "
+               f"{_pct(x.cycles, a.cycles):5.1f}% {x.bound:<8} {x.binding.value:<20} {best}")
+
+
+def _skipped_rows(a: Advice) -> Iterator[str]:
+    for s in a.skipped:
+        yield f"skipped {s.change}: {s.reason}"
+
+
+def _traffic(e: EstimateReport) -> int:
+    return sum(e.bytes_read.values()) + sum(e.bytes_written.values())
+
+
+def _pct(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole else 0.0
+
+
+def _plain(value):
+    if isinstance(value, enum.Enum):
+        return value.name if isinstance(value, Knob) else value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,60 @@
+"""CLI: `tessel advise MODEL --target PRESET [--json] [--calibration N] [--layers N] [--confirm]`:
+co-design advice (tessel.analysis.advise) — which hardware limit binds and what each 2x
+relaxation of the NPU buys, ranked, with its area cost."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tessel.errors import TesselConfigError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "advise", help="co-design advice: the binding hardware limit per layer and the gain "
+        "of relaxing each NPU parameter by 2x (compiler in the loop), ranked, with area cost")
+    p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
+    p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
+    p.add_argument("--calibration", type=int, default=32, metavar="N",
+                   help="calibration samples (default 32)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--layers", type=int, default=15, metavar="N",
+                   help="slowest layers shown in the text table (default 15)")
+    p.add_argument("--confirm", action="store_true", help="recompile the model with the top "
+                   "relaxation and compare the prediction with the simulated cycles")
+    p.set_defaults(func=cmd_advise)
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    from tessel.analysis.advise import advise, confirm
+    from tessel.arch import load_target
+    from tessel.models import resolve
+    from tessel.quant.accuracy import default_config
+    from tessel.quant.api import quantize
+
+    if args.calibration < 1:
+        raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
+    if args.layers < 0:
+        raise TesselConfigError(f"--layers must be >= 0, got {args.layers}")
+    arch = load_target(args.target)
+    spec = resolve(args.model)
+    model, inputs = spec.factory()
+    qm = quantize(model, tuple(inputs), calibration_data=spec.calibration_data(args.calibration),
+                  config=default_config(spec.name), calibration_samples=args.calibration)
+    advice = advise(qm.graph, arch, name=spec.name)
+    check = confirm(qm.graph, arch, advice) if args.confirm and advice.ranked else None
+    if args.json:
+        data = advice.to_dict()
+        if check is not None:
+            data["confirmation"] = check.__dict__
+        print(json.dumps(data, indent=1, sort_keys=True))
+        return 0
+    print(advice.table(args.layers))
+    if check is not None:
+        gain = "" if check.simulated_gain_pct is None else \
+            f", simulated gain {check.simulated_gain_pct:.2f} %"
+        print(f"\nconfirmed by recompiling with {check.change}: predicted "
+              f"{check.predicted_cycles} cycles, simulated {check.simulated_cycles} "
+              f"({check.error_pct:+.2f} %{gain})")
+    return 0
