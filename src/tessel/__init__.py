@@ -17,6 +17,9 @@ _LAZY = {  # heavy entry points (torch) are imported on first use
     "compile": ("tessel.driver", "compile"),
     "quantize": ("tessel.quant.api", "quantize"),
     "load": ("tessel.runtime.compiled", "load"),
+    "estimate": ("tessel.analysis.estimate", "estimate"),
+    "explore": ("tessel.analysis.explore", "explore"),
+    "advise": ("tessel.analysis.advise", "advise"),
     "CompiledModel": ("tessel.runtime.compiled", "CompiledModel"),
 }
 
@@ -30,6 +33,9 @@ def __getattr__(name: str):
 
 __all__ = [
     "CompiledModel",
+    "advise",
+    "estimate",
+    "explore",
     "compile",
     "load",
     "quantize",

@@ -12,7 +12,7 @@ from tessel.errors import TesselError
 # Modules that add sub-commands through register(subparsers), in help order.
 COMMAND_MODULES = (
     "tessel.cli.frontend", "tessel.passes.cli", "tessel.cli.quant", "tessel.cli.backend",
-    "tessel.cli.advise", "tessel.cli.hw", "tessel.cli.asm",
+    "tessel.cli.advise", "tessel.cli.explore", "tessel.cli.hw", "tessel.cli.asm",
 )
 
 

@@ -1,0 +1,247 @@
+"""Design-space exploration (`tessel explore`, ``tessel.analysis.explore.explore``): vary NpuArch
+parameters, estimate every model on every design point with the compiler in the loop, keep the
+Pareto front of latency, energy per inference and area.
+
+Models are quantised once (and cached in the output folder); every finished point is appended
+to the study file, so a re-run with the same output folder resumes. Search: exhaustive when the
+space has at most ``trials`` points, else optuna (NSGA-II or TPE) with a fixed seed and a fixed
+batch size, so results do not depend on the number of workers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import pickle
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tessel.analysis.explore_output import write_outputs
+from tessel.analysis.explore_space import (
+    LatencyAgg,
+    Space,
+    build_arch,
+    check_against,
+    load_space,
+    parse_space,
+    point_key,
+)
+from tessel.analysis.explore_store import PointResult, Study, pareto_front
+from tessel.arch import NpuArch, load_target
+from tessel.errors import TesselConfigError
+from tessel.ir import Graph
+
+BATCH = 8  # optuna points asked per round (fixed: results independent of the worker count)
+
+
+class Search(enum.Enum):
+    AUTO = "auto"
+    EXHAUSTIVE = "exhaustive"
+    NSGA2 = "nsga2"
+    TPE = "tpe"
+
+
+@dataclass(frozen=True)
+class ExploreResult:
+    """All points of the study for these models (this run's and earlier ones) and the front."""
+
+    models: tuple[str, ...]
+    base: str
+    space: Space
+    search: Search
+    points: tuple[PointResult, ...]
+    front: tuple[PointResult, ...]
+    evaluated: int  # points computed by this run (the others came from the study file)
+    seconds: float
+    files: tuple[Path, ...] = field(default=())
+
+    @property
+    def latency_agg(self) -> LatencyAgg:
+        return self.space.latency
+
+    def front_rows(self) -> list[dict[str, Any]]:
+        """One dict per front point: arch name, parameters, objectives, power at the fps."""
+        c, agg = self.space.constraints, self.space.latency
+        return [{"arch": p.arch, **p.params, "latency_ms": p.latency_ms(agg),
+                 "energy_uj": p.energy_uj, "area_mm2": p.area_mm2,
+                 "power_mw": p.power_mw(c.fps)} for p in self.front]
+
+    def summary(self) -> str:
+        feasible = sum(p.feasible for p in self.points)
+        return (f"explored {len(self.points)} design points of {self.space.size} "
+                f"({self.evaluated} computed now, {feasible} feasible) for "
+                f"{', '.join(self.models)} from {self.base} ({self.search.value}); "
+                f"Pareto front: {len(self.front)} points (latency = "
+                f"{self.space.latency.value} over the models)")
+
+    def _repr_markdown_(self) -> str:
+        rows = self.front_rows()
+        if not rows:
+            return self.summary() + "\n\n(empty front)"
+        cols = list(rows[0])
+        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        lines += ["| " + " | ".join(_fmt(r[k]) for k in cols) + " |" for r in rows]
+        return self.summary() + "\n\n" + "\n".join(lines)
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def explore(models: Sequence[str] | Mapping[str, Graph], space: Space | str | Path | Mapping,
+            *, target: str | NpuArch = "tnpu-s", out: str | Path | None = None,
+            workers: int = 1, ray: str | None = None, search: Search | str = Search.AUTO,
+            trials: int = 200, seed: int = 0, calibration_samples: int = 8,
+            progress: bool | Callable[[str], None] = False) -> ExploreResult:
+    """Explore ``space`` around ``target`` for ``models`` (zoo names / path.py:factory, or
+    name -> quantised integer graph). Writes the study, CSV, plot and presets into ``out``."""
+    t0 = time.perf_counter()
+    space = _as_space(space)
+    base = target if isinstance(target, NpuArch) else load_target(target)
+    check_against(space, base)
+    search = _as_search(search, space, trials)
+    out_dir = Path(out) if out is not None else None
+    graphs = quantised_graphs(models, calibration_samples, out_dir)
+    study = Study(out_dir) if out_dir is not None else Study(None)
+    log = _logger(progress)
+    from tessel.analysis.explore_run import make_runner
+
+    runner = make_runner(graphs, base, workers, ray)
+    names = tuple(graphs)
+    try:
+        driver = _Driver(study, runner, names, space, log)
+        if search is Search.EXHAUSTIVE:
+            driver.exhaustive()
+        else:
+            driver.optuna(search, trials, seed)
+    finally:
+        runner.close()
+        study.close()
+    points = tuple(sorted((p for p in study.points.values() if p.models == names),
+                          key=lambda p: p.key))
+    front = tuple(pareto_front(points, space.constraints, space.latency))
+    result = ExploreResult(names, base.name, space, search, points, front, driver.evaluated,
+                           time.perf_counter() - t0)
+    if out_dir is not None:
+        files = write_outputs(result, out_dir, {p.key: build_arch(base, p.params)
+                                                for p in front})
+        result = dataclasses.replace(result, files=tuple(files))
+    return result
+
+
+def _as_space(space: Space | str | Path | Mapping) -> Space:
+    if isinstance(space, Space):
+        return space
+    if isinstance(space, (str, Path)):
+        return load_space(space)
+    return parse_space(space)
+
+
+def _as_search(search: Search | str, space: Space, trials: int) -> Search:
+    if isinstance(search, str):
+        try:
+            search = Search(search)
+        except ValueError:
+            raise TesselConfigError(f"--search must be one of "
+                                    f"{', '.join(s.value for s in Search)}, got {search!r}") from None
+    if trials < 1:
+        raise TesselConfigError(f"--trials must be >= 1, got {trials}")
+    if search is Search.AUTO:
+        return Search.EXHAUSTIVE if space.size <= trials else Search.NSGA2
+    return search
+
+
+def quantised_graphs(models: Sequence[str] | Mapping[str, Graph], samples: int,
+                     cache_dir: Path | None) -> dict[str, Graph]:
+    """Quantise each model once (cached as a pickle in ``cache_dir/graphs``)."""
+    if isinstance(models, Mapping):
+        return dict(models)
+    if not models:
+        raise TesselConfigError("explore needs at least one model")
+    if len(set(models)) != len(models):
+        raise TesselConfigError(f"a model is named twice: {list(models)}")
+    return {m: _quantised(m, samples, cache_dir) for m in models}
+
+
+def _quantised(model: str, samples: int, cache_dir: Path | None) -> Graph:
+    from tessel import __version__
+    from tessel.models import resolve
+    from tessel.quant.accuracy import default_config
+    from tessel.quant.api import quantize
+
+    spec = resolve(model)
+    tag = hashlib.sha256(f"{model}|{samples}|{__version__}".encode()).hexdigest()[:16]
+    path = cache_dir / "graphs" / f"{spec.name}-{tag}.pkl" if cache_dir is not None else None
+    if path is not None and path.exists():
+        try:
+            return pickle.loads(path.read_bytes())
+        except Exception:  # noqa: BLE001 (a stale or cut cache file: quantise again)
+            pass
+    net, inputs = spec.factory()
+    qm = quantize(net, inputs, calibration_data=spec.calibration_data(samples),
+                  config=default_config(spec.name), calibration_samples=samples)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps(qm.graph))
+        tmp.replace(path)
+    return qm.graph
+
+
+def _logger(progress: bool | Callable[[str], None]) -> Callable[[str], None] | None:
+    if callable(progress):
+        return progress
+    return (lambda s: print(s, file=sys.stderr, flush=True)) if progress else None
+
+
+class _Driver:
+    """Runs the search: asks the runner for points not in the study, records each result."""
+
+    def __init__(self, study: Study, runner: Any, models: tuple[str, ...], space: Space,
+                 log: Callable[[str], None] | None):
+        self.study, self.runner, self.models, self.space, self.log = \
+            study, runner, models, space, log
+        self.evaluated, self.total, self.t0 = 0, 0, time.perf_counter()
+        self.best = float("inf")
+
+    def known(self, point: Mapping[str, Any]) -> PointResult | None:
+        return self.study.points.get(point_key(point, self.models))
+
+    def run(self, points: list[dict[str, Any]]) -> None:
+        todo = list({point_key(p, self.models): p for p in points
+                     if self.known(p) is None}.values())  # each new point once
+        for res in self.runner.run(todo):
+            self.study.append(res)
+            self.evaluated += 1
+            self._progress(res)
+
+    def exhaustive(self) -> None:
+        points = list(self.space.points())
+        self.total = sum(self.known(p) is None for p in points)
+        self.run(points)
+
+    def optuna(self, search: Search, trials: int, seed: int) -> None:
+        from tessel.analysis.explore_optuna import optuna_search
+
+        self.total = max(0, trials - sum(p.models == self.models
+                                         for p in self.study.points.values()))
+        optuna_search(self, search.value, trials, seed, BATCH)
+
+    def _progress(self, res: PointResult) -> None:
+        c, agg = self.space.constraints, self.space.latency
+        if not res.violations(c, agg):
+            self.best = min(self.best, res.latency_ms(agg))
+        if self.log is None:
+            return
+        n, total = self.evaluated, max(self.total, self.evaluated)
+        rate = n / max(time.perf_counter() - self.t0, 1e-9)
+        eta = (total - n) / rate if rate > 0 else 0.0
+        status = (f"{res.latency_ms(agg):.4g} ms {res.energy_uj:.4g} uJ {res.area_mm2:.4g} mm2"
+                  if res.feasible else f"infeasible ({(res.reason or '')[:60]})")
+        self.log(f"[{n}/{total}] {res.arch}: {status}; best {self.best:.4g} ms; "
+                 f"{rate:.2f} points/s; ETA {eta:.0f} s")

@@ -1,0 +1,149 @@
+"""Evaluating design points: one point = build the NpuArch, run the compiler's estimate
+(partitioning, mapping search, fusion, cost model) on every model's integer graph.
+
+Executors: in-process (workers=0), local worker processes (the graphs are shipped once per
+worker through the pool's initializer) or Ray tasks (the graphs are put in the object store
+once; each Ray worker process keeps the ones it has fetched).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any
+
+from tessel.analysis.explore_space import build_arch, point_key
+from tessel.analysis.explore_store import ModelFigures, PointResult
+from tessel.arch import NpuArch, arch_from_dict
+from tessel.errors import TesselCompileError, TesselConfigError, TesselUnsupportedOpError
+from tessel.ir import Graph
+
+Graphs = Mapping[str, Graph]  # model name -> quantised integer graph (insertion order = models)
+_STATE: dict[str, Any] = {}  # per worker process: "graphs", "base"
+
+
+def evaluate_point(point: Mapping[str, Any], graphs: Graphs, base: NpuArch) -> PointResult:
+    """Estimate every model on the design point (never raises for a point that does not fit)."""
+    from tessel.analysis.estimate import estimate_graph
+
+    t0 = time.perf_counter()
+    models = tuple(graphs)
+    key = point_key(point, models)
+    try:
+        arch = build_arch(base, point)
+    except TesselConfigError as exc:
+        return _infeasible(key, point, models, "-", str(exc), t0)
+    per: dict[str, ModelFigures] = {}
+    for name, graph in graphs.items():
+        try:
+            rep = estimate_graph(graph, arch, name=name)
+        except (TesselCompileError, TesselUnsupportedOpError) as exc:
+            return _infeasible(key, point, models, arch.name, f"{name}: {exc}", t0,
+                               arch.derived.area_mm2, arch.energy.static_power_mw)
+        per[name] = ModelFigures(rep.latency_ms, rep.energy_uj,
+                                 rep.energy_pj.get("static", 0.0) / 1e6)
+    return PointResult(key, dict(point), models, arch.name, True, None, arch.derived.area_mm2,
+                       arch.energy.static_power_mw, per, time.perf_counter() - t0)
+
+
+def _infeasible(key: str, point: Mapping[str, Any], models: tuple[str, ...], name: str,
+                reason: str, t0: float, area: float = 0.0, static: float = 0.0) -> PointResult:
+    return PointResult(key, dict(point), models, name, False, reason, area, static, {},
+                       time.perf_counter() - t0)
+
+
+# -- local worker processes --------------------------------------------------------------------
+def _init_worker(graphs: Graphs, base_dict: dict[str, Any]) -> None:
+    _STATE["graphs"] = graphs
+    _STATE["base"] = arch_from_dict(base_dict)
+
+
+def _eval_in_worker(point: dict[str, Any]) -> PointResult:
+    return evaluate_point(point, _STATE["graphs"], _STATE["base"])
+
+
+class LocalRunner:
+    """Points evaluated in ``workers`` processes (0: in this process)."""
+
+    def __init__(self, graphs: Graphs, base: NpuArch, workers: int):
+        self.graphs, self.base, self.workers = graphs, base, workers
+        self.pool = (ProcessPoolExecutor(workers, initializer=_init_worker,
+                                         initargs=(dict(graphs), base.to_toml_dict()))
+                     if workers > 0 else None)
+
+    def run(self, points: Sequence[dict[str, Any]]) -> Iterator[PointResult]:
+        """Results as they finish (any order)."""
+        if self.pool is None:
+            for p in points:
+                yield evaluate_point(p, self.graphs, self.base)
+            return
+        pending: set[Future] = {self.pool.submit(_eval_in_worker, p) for p in points}
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in done:
+                    yield f.result()
+        finally:
+            for f in pending:
+                f.cancel()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+# -- Ray ---------------------------------------------------------------------------------------
+class RayRunner:
+    """Points evaluated as Ray tasks; ``address`` "auto" connects to a running cluster or starts
+    a local one (a Ray already initialised in this process is reused)."""
+
+    def __init__(self, graphs: Graphs, base: NpuArch, address: str):
+        try:
+            import ray
+        except ImportError as exc:
+            raise TesselConfigError(f"--ray needs the 'ray' package ({exc})") from None
+        self.ray = ray
+        self._owns = not ray.is_initialized()
+        if self._owns:
+            ray.init(address=None if address == "auto" else address,
+                     log_to_driver=False, include_dashboard=False)
+        self.graphs_ref = ray.put(dict(graphs))
+        self.base_dict = base.to_toml_dict()
+        self.task = ray.remote(_ray_eval)
+
+    def run(self, points: Sequence[dict[str, Any]]) -> Iterator[PointResult]:
+        ray = self.ray
+        refs = [self.task.remote([self.graphs_ref], self.base_dict, p) for p in points]
+        try:
+            while refs:
+                done, refs = ray.wait(refs, num_returns=1)
+                for r in done:
+                    yield ray.get(r)
+        finally:
+            for r in refs:
+                ray.cancel(r)
+
+    def close(self) -> None:
+        if self._owns:
+            self.ray.shutdown()
+
+
+def _ray_eval(graphs_box: list, base_dict: dict[str, Any], point: dict[str, Any]) -> PointResult:
+    import ray
+
+    ref = graphs_box[0]  # boxed: the worker fetches it once, not once per task
+    cache_key = ref.hex()
+    if _STATE.get("ray_key") != cache_key:
+        _STATE["ray_graphs"], _STATE["ray_key"] = ray.get(ref), cache_key
+    return evaluate_point(point, _STATE["ray_graphs"], arch_from_dict(base_dict))
+
+
+def make_runner(graphs: Graphs, base: NpuArch, workers: int,
+                ray_address: str | None) -> LocalRunner | RayRunner:
+    if ray_address:
+        return RayRunner(graphs, base, ray_address)
+    if workers < 0:
+        raise TesselConfigError(f"--workers must be >= 0, got {workers}")
+    return LocalRunner(graphs, base, workers)
+

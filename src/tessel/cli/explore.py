@@ -1,0 +1,57 @@
+"""`tessel explore MODEL [MODEL ...] --space space.toml`: design-space exploration (the Pareto
+front of latency, energy per inference and area; see tessel.analysis.explore)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "explore", help="design-space exploration: Pareto front of latency, energy, area",
+        description="Vary NpuArch parameters (space.toml), estimate every model on every design "
+        "point with the compiler in the loop, write the Pareto front (CSV, plot, TOML presets).")
+    p.add_argument("models", nargs="+", metavar="MODEL",
+                   help="zoo name or path/to/file.py:factory")
+    p.add_argument("--space", required=True, type=Path, help="space file (TOML)")
+    p.add_argument("--target", default="tnpu-s", help="base preset or .toml (default tnpu-s)")
+    p.add_argument("--out", type=Path, default=Path("explore-out"),
+                   help="output folder: study file (resumable), pareto.csv/png, presets/")
+    p.add_argument("--workers", type=int, default=1,
+                   help="local worker processes (default 1; 0 = in this process)")
+    p.add_argument("--ray", metavar="auto|ADDRESS",
+                   help="run the evaluations as Ray tasks (auto: running cluster or local)")
+    p.add_argument("--search", choices=["auto", "exhaustive", "nsga2", "tpe"], default="auto",
+                   help="auto (default): exhaustive if the space has <= --trials points, "
+                   "else nsga2")
+    p.add_argument("--trials", type=int, default=200,
+                   help="design points to evaluate with nsga2/tpe (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    p.add_argument("--calibration", type=int, default=8,
+                   help="calibration samples for quantisation (default 8)")
+    p.add_argument("--json", action="store_true", help="print the Pareto front as JSON")
+    p.set_defaults(func=cmd_explore)
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from tessel.analysis.explore import explore
+    from tessel.errors import TesselConfigError
+
+    if args.calibration < 1:
+        raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
+    result = explore(args.models, args.space, target=args.target, out=args.out,
+                     workers=args.workers, ray=args.ray, search=args.search,
+                     trials=args.trials, seed=args.seed,
+                     calibration_samples=args.calibration, progress=True)
+    if args.json:
+        print(json.dumps({"models": list(result.models), "base": result.base,
+                          "latency": result.space.latency.value, "front": result.front_rows()},
+                         indent=1, sort_keys=True))
+    else:
+        print(result.summary())
+        print(result._repr_markdown_().split("\n\n", 1)[-1])
+        print("wrote " + ", ".join(str(f) for f in result.files[:3])
+              + (f" and {len(result.files) - 3} presets" if len(result.files) > 3 else ""))
+    return 0

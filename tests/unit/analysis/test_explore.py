@@ -1,0 +1,103 @@
+"""explore(): exhaustive Pareto front on digits_cnn, resume without recomputing, identical
+results on 1 and 2 workers, output files, optuna search, the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+
+import pytest
+import torch
+
+from tessel.analysis.explore import explore
+from tessel.analysis.explore_space import LatencyAgg
+from tessel.arch import load_target
+from tessel.models.digits import DigitsCNN
+from tessel.quant.api import quantize
+
+SPACE = {"matrix": {"rows": [8, 16], "cols": [8, 16, 32]}, "vector": {"lanes": [16, 32]}}
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    """digits_cnn's network (random weights: the costs depend on shapes, not values)."""
+    torch.manual_seed(0)
+    net = DigitsCNN().eval()
+    calib = [(torch.rand(1, 1, 8, 8),) for _ in range(2)]
+    qm = quantize(net, calib[0], calibration_data=calib, calibration_samples=2)
+    return {"digits_cnn": qm.graph}
+
+
+def _dominated(p, q) -> bool:
+    a, b = q.objectives(LatencyAgg.SUM), p.objectives(LatencyAgg.SUM)
+    return all(x <= y for x, y in zip(a, b, strict=True)) and a != b
+
+
+def test_exhaustive_front_is_non_dominated(graphs, tmp_path):
+    res = explore(graphs, SPACE, out=tmp_path, workers=0)
+    assert len(res.points) == 12 and res.evaluated == 12 and all(p.feasible for p in res.points)
+    front_keys = {p.key for p in res.front}
+    brute = {p.key for p in res.points if not any(_dominated(p, q) for q in res.points)}
+    assert front_keys == brute and 1 <= len(front_keys) < 12
+    rows = list(csv.DictReader(open(tmp_path / "pareto.csv")))
+    assert [r["arch"] for r in rows] == [p.arch for p in res.front]
+    assert (tmp_path / "pareto.png").read_bytes()[:4] == b"\x89PNG"
+    for p in res.front:
+        arch = load_target(tmp_path / "presets" / f"{p.arch}.toml")
+        assert arch.name == p.arch and arch.derived.area_mm2 == pytest.approx(p.area_mm2)
+    assert "| arch |" in res._repr_markdown_()
+
+
+def test_resume_computes_only_new_points(graphs, tmp_path):
+    small = {"matrix": {"rows": [8, 16], "cols": [8, 16]}}
+    first = explore(graphs, small, out=tmp_path, workers=0)
+    assert first.evaluated == 4
+    bigger = {"matrix": {"rows": [8, 16], "cols": [8, 16, 32]}}
+    second = explore(graphs, bigger, out=tmp_path, workers=0)
+    assert second.evaluated == 2 and len(second.points) == 6
+    old = {p.key: p for p in first.points}
+    assert all(second_p == old[second_p.key] for second_p in second.points if second_p.key in old)
+    assert len((tmp_path / "study.jsonl").read_text().splitlines()) == 6
+    third = explore(graphs, bigger, out=tmp_path, workers=0)
+    assert third.evaluated == 0 and {p.key for p in third.front} == {p.key for p in second.front}
+
+
+def test_one_and_two_workers_give_the_same_front(graphs, tmp_path):
+    one = explore(graphs, SPACE, out=tmp_path / "w1", workers=1)
+    two = explore(graphs, SPACE, out=tmp_path / "w2", workers=2)
+    assert [p.key for p in one.front] == [p.key for p in two.front]
+    assert [p.objectives(LatencyAgg.SUM) for p in one.front] == \
+        [p.objectives(LatencyAgg.SUM) for p in two.front]
+
+
+def test_constraints_and_max_latency(graphs):
+    space = dict(SPACE, constraints={"max_area_mm2": 0.345}, objectives={"latency": "max"})
+    res = explore(graphs, space, workers=0)
+    assert res.front and all(p.area_mm2 <= 0.345 for p in res.front)
+    assert res.evaluated == 12 and res.files == ()
+
+
+def test_optuna_search_evaluates_trials_distinct_points_and_resumes(graphs, tmp_path):
+    space = {"matrix": {"rows": [4, 8, 16, 32], "cols": [4, 8, 16, 32],
+                        "dataflow": ["WEIGHT_STATIONARY", "OUTPUT_STATIONARY"]}}
+    res = explore(graphs, space, out=tmp_path, workers=0, trials=10, search="nsga2")
+    assert res.search.value == "nsga2" and res.evaluated == 10 and len(res.points) == 10
+    again = explore(graphs, space, out=tmp_path, workers=0, trials=14, search="tpe")
+    assert again.evaluated == 4 and len(again.points) == 14
+
+
+def test_cli_json(graphs, tmp_path, capsys, monkeypatch):
+    from tessel.analysis import explore as mod
+    from tessel.cli.explore import register
+
+    monkeypatch.setattr(mod, "quantised_graphs", lambda *a, **k: graphs)
+    (tmp_path / "space.toml").write_text('[matrix]\nrows = [8, 16]\n')
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["explore", "digits_cnn", "--space", str(tmp_path / "space.toml"),
+                              "--out", str(tmp_path / "o"), "--workers", "0", "--json"])
+    assert args.func(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["models"] == ["digits_cnn"] and out["front"]
+    assert {"arch", "latency_ms", "energy_uj", "area_mm2", "matrix.rows"} <= set(out["front"][0])
