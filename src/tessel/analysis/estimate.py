@@ -111,14 +111,22 @@ def estimate(model: Any, example_inputs: Sequence[Any], *, target: str | NpuArch
 
 
 def _events(work: StepWork, arch: NpuArch) -> Events:
-    """Energy events of every instruction of a step (the chosen mapping, all tiles)."""
+    """Energy events of every instruction of a step (the chosen mapping, all tiles); tiles
+    with the same `tile_key` have the same instructions up to addresses, so the same events."""
     total = Events()
+    memo: dict = {}
     for g in range(work.group_count):
         group = work.group_fn(g, 0)
         for ins in group.weight_loads + group.param_loads + group.vector_setup:
             total = total + instruction_cost(ins, arch).events
         for t in range(group.tile_count):
-            tile = work.tile_fn(g, t, Slots())
-            for ins in tile.loads + tile.matrix + tile.vector + tile.stores:
-                total = total + instruction_cost(ins, arch).events
+            key = work.tile_key(g, t) if work.tile_key is not None else (g, t)
+            ev = memo.get(key)
+            if ev is None:
+                tile = work.tile_fn(g, t, Slots())
+                ev = Events()
+                for ins in tile.loads + tile.matrix + tile.vector + tile.stores:
+                    ev = ev + instruction_cost(ins, arch).events
+                memo[key] = ev
+            total = total + ev
     return total
