@@ -66,3 +66,26 @@ def test_zoo_estimate_within_5_percent_of_simulator(name):
           f"{est.energy_uj:.1f} vs {prof.energy_uj:.1f} uJ")
     assert abs(est.cycles - prof.cycles) <= 0.05 * prof.cycles
     assert abs(est.energy_uj - prof.energy_uj) <= 0.05 * prof.energy_uj
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _grouped(("mobilenet_v2",)))
+def test_mobilenet_html_report_and_trace(name, tmp_path):
+    """The HTML report of MobileNetV2 on tnpu-s has every element; the trace parses."""
+    import json
+
+    from tessel.analysis.html import write_html
+    from tessel.analysis.trace import write_trace
+
+    qm, _, _ = quantized(name)
+    cm = compile_graph(qm.graph, load_preset("tnpu-s"), name=name)
+    text = write_html(cm, tmp_path / "report.html", fps=30).read_text(encoding="utf-8")
+    for element in ('id="summary"', 'id="layer-table"', 'id="roofline-plot"',
+                    'id="energy-plot"', 'id="timeline-plot"', "fps", "TOPS/W", "MAC",
+                    "arena"):
+        assert element in text, element
+    assert text.count("data:image/png;base64,") >= 3 and "http" not in text
+    assert all(layer.name in text for layer in cm.profile.layers)
+    trace = json.loads(write_trace(cm, tmp_path / "trace.json").read_text())
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len({e["tid"] for e in slices}) == 4 and len(slices) >= len(cm.profile.layers)
