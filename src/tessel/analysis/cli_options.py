@@ -23,6 +23,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                        help="write the per-layer table as CSV")
     group.add_argument("--fps", type=float, default=30.0, metavar="N",
                        help="frame rate for the report's average power (default 30)")
+    group.add_argument("--advise", action="store_true",
+                       help="add the co-design advice section to the HTML report (re-quantises "
+                       "the model the binary names, then relaxes each parameter 2x)")
 
 
 def write_reports(args: argparse.Namespace, compiled: CompiledModel) -> list[Path]:
@@ -47,5 +50,25 @@ def write_reports(args: argparse.Namespace, compiled: CompiledModel) -> list[Pat
     if trace_path:
         written.append(write_trace(compiled, trace_path, timeline))
     if html_path:
-        written.append(write_html(compiled, html_path, fps, timeline))
+        advice = _advice(compiled) if getattr(args, "advise", False) else None
+        written.append(write_html(compiled, html_path, fps, timeline, advice))
     return written
+
+
+def _advice(compiled: CompiledModel):
+    """Advice for the model the binary was compiled from (its metadata names the source)."""
+    from tessel.analysis.advise import advise
+    from tessel.errors import TesselError
+    from tessel.models import resolve
+    from tessel.quant.accuracy import default_config
+    from tessel.quant.api import quantize
+
+    source = compiled.program.metadata.get("source")
+    if not source:
+        raise TesselError("--advise needs the model: this binary's metadata has no 'source'")
+    spec = resolve(source["model"])
+    model, example = spec.factory()
+    n = source["calibration"]
+    qm = quantize(model, example, calibration_data=spec.calibration_data(n),
+                  config=default_config(spec.name), calibration_samples=n)
+    return advise(qm.graph, compiled.arch, name=spec.name)

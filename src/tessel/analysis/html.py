@@ -121,9 +121,27 @@ DEFINITIONS = (
 )
 
 
+def _advice_section(advice) -> str:
+    """Co-design advice (tessel.analysis.advise.Advice): what binds, and the ranked gains."""
+    if advice is None:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(g.change)}</td><td>{_e(g.limit.value)}</td>"
+        f"<td>{g.latency_gain_pct:.1f} %</td><td>{g.energy_gain_pct:.1f} %</td>"
+        f"<td>{_e(f'{g.area_mm2_delta:+.4f} mm2 ({g.area_pct:+.1f} %)' if g.area_modelled else 'n/m')}"
+        f"</td></tr>" for g in advice.ranked)
+    return (f'<section id="advice"><h2>Co-design advice</h2><p>Binding limit of the whole '
+            f'model: {_e(advice.binding.value)}. Gains of relaxing each parameter 2x, with the '
+            f'compiler in the loop (mappings and fusion re-searched), ranked:</p>'
+            f'<table id="advice-table"><thead><tr><th>change</th><th>limit</th>'
+            f'<th>latency gain</th><th>energy gain</th><th>area cost</th></tr></thead>'
+            f'<tbody>{rows}</tbody></table></section>')
+
+
 def report_html(compiled: CompiledModel, fps: float = 30.0,
-                timeline: Timeline | None = None) -> str:
-    """The report page as a string."""
+                timeline: Timeline | None = None, advice=None) -> str:
+    """The report page as a string (with a co-design advice section when `advice` is given:
+    `tessel.analysis.advise.advise(graph, arch)`)."""
     fps = check_fps(fps)
     tl = timeline or build_timeline(compiled)
     profile = compiled.profile
@@ -137,6 +155,7 @@ def report_html(compiled: CompiledModel, fps: float = 30.0,
         f"{_e(compiled.arch.arch_hash[:16])}.</p>",
         _summary_section(s), _energy_section(profile, tl), _roofline_section(profile, tl),
         _timeline_section(profile, tl), _layers_section(profile, tl), _host_section(profile),
+        _advice_section(advice),
         f'<section id="definitions"><h2>Definitions</h2><p>{_e(DEFINITIONS)}</p></section>',
         "</body></html>",
     ]
@@ -144,6 +163,6 @@ def report_html(compiled: CompiledModel, fps: float = 30.0,
 
 
 def write_html(compiled: CompiledModel, path: str | Path, fps: float = 30.0,
-               timeline: Timeline | None = None) -> Path:
+               timeline: Timeline | None = None, advice=None) -> Path:
     """Write the self-contained HTML report of ``compiled`` (power figures at ``fps``)."""
-    return write_text(path, report_html(compiled, fps, timeline))
+    return write_text(path, report_html(compiled, fps, timeline, advice))

@@ -124,3 +124,17 @@ def test_text_is_escaped():
 def test_bad_frame_rate(compiled, tmp_path):
     with pytest.raises(TesselConfigError, match="frame rate"):
         write_html(compiled, tmp_path / "r.html", fps=0)
+
+
+def test_advice_section(compiled):
+    """With advice, the report carries the ranked co-design table, one row per relaxation."""
+    import numpy as np
+    from analysis_nets import conv_pool_net
+
+    from tessel.analysis.advise import advise
+
+    adv = advise(conv_pool_net(np.random.default_rng(0)), compiled.arch, name="net")
+    page = parse(report_html(compiled, advice=adv))
+    ids = {a.get("id") for _, a in page.tags}
+    assert {"advice", "advice-table"} <= ids
+    assert adv.ranked and all(g.change in report_html(compiled, advice=adv) for g in adv.ranked)
