@@ -22,7 +22,7 @@ from tessel.codegen.streams import Streams
 from tessel.ir import DType, Graph, Node
 from tessel.isa import Engine
 from tessel.schedule.memory import plan_arena
-from tessel.schedule.step import Estimate, estimate_step
+from tessel.schedule.step import CostCache, Estimate, estimate_step
 
 _BIN_DTYPE = {DType.I8: BinDType.INT8, DType.I16: BinDType.INT16, DType.I32: BinDType.INT32,
               DType.U8: BinDType.UINT8, DType.F32: BinDType.FLOAT32}
@@ -153,9 +153,11 @@ def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True
     em = _emitter(node)
     est_ctx = CodegenContext(ctx.arch, ctx.graph, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
     ranked = []
+    cache = CostCache(ctx.arch)  # instruction costs shared by all candidates of the node
     for k, mapping in enumerate(em.candidates(node, est_ctx)):
         work = em.step(node, mapping, est_ctx, emit=False)
-        ranked.append((estimate_step(work, ctx.arch, sample=SAMPLE_TILES).cycles, k, mapping))
+        est = estimate_step(work, ctx.arch, sample=SAMPLE_TILES, cache=cache)
+        ranked.append((est.cycles, k, mapping))
     if not ranked and not required:
         return None
     if not ranked:
@@ -164,7 +166,7 @@ def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True
                                  f"({ctx.arch.onchip.sram_bytes} bytes) and accumulator")
     best = None
     for _, _, mapping in sorted(ranked, key=lambda r: (r[0], r[1]))[:FINALISTS]:
-        est = estimate_step(em.step(node, mapping, est_ctx, emit=False), ctx.arch)
+        est = estimate_step(em.step(node, mapping, est_ctx, emit=False), ctx.arch, cache=cache)
         if best is None or est.cycles < best[1].cycles:
             best = (mapping, est)
     return best

@@ -94,7 +94,8 @@ class Estimate:
 TOKEN_CYCLES = 2  # the WAIT + SIGNAL an engine runs around each tile's work
 
 
-def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None) -> Estimate:
+def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
+                  cache: CostCache | None = None) -> Estimate:
     """Cycles of a step from per-instruction costs, with the rings' overlap: a pipeline of
     DMA_IN -> [MATRIX] -> VECTOR -> DMA_OUT where each stage of tile t starts when the stage
     before it has finished tile t and its own ring has a free slot (depth). DMA transfers
@@ -102,7 +103,7 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None) -
 
     sample: only run the first `sample` tiles of the first two groups and scale the time by
     the share of tiles run (a cheap first ranking of many candidate mappings)."""
-    cost = _CostCache(arch)
+    cost = cache if cache is not None and cache.arch is arch else CostCache(arch)
     stages = [Engine.DMA_IN] + ([Engine.MATRIX] if work.shape.uses_matrix else []) + [
         Engine.VECTOR, Engine.DMA_OUT]
     depth = {Engine.DMA_IN: work.shape.in_depth, Engine.MATRIX: work.shape.acc_depth,
@@ -146,8 +147,9 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None) -
                 prev_done = end
     total = max(free.values())
     if sample is not None and run_tiles:
-        total_tiles = sum(counts[g] if g in counts else work.group_fn(g, 0).tile_count
-                          for g in range(work.group_count))
+        # groups of a step have (nearly) the same tile count: scale by the sampled groups'
+        # average rather than building every group's loads just to count its tiles
+        total_tiles = sum(counts.values()) / len(counts) * work.group_count
         scale = total_tiles / run_tiles
         total = int(total * scale)
         busy = {e: int(b * scale) for e, b in busy.items()}
@@ -165,7 +167,7 @@ def _tile(work: StepWork, g: int, t: int, memo: dict[Hashable, TileWork]) -> Til
 
 
 def _dma_stage(instrs: Sequence[Instruction], start: int, ports: list[_Port],
-               cost: _CostCache) -> int:
+               cost: CostCache) -> int:
     """When the last of `instrs` (one DMA engine, in order) completes, starting at `start`."""
     channels = cost.arch.dma_channels
     inflight: list[int] = []
@@ -211,7 +213,7 @@ def _bound(busy: dict[Engine, int], total: int, work: StepWork) -> Bound:
     return {Engine.MATRIX: Bound.COMPUTE, Engine.VECTOR: Bound.VECTOR}.get(top, Bound.DRAM)
 
 
-class _CostCache:
+class CostCache:
     """Per-instruction cycles, memoised (tiles repeat the same shapes)."""
 
     def __init__(self, arch: NpuArch):
