@@ -58,17 +58,8 @@ def write_reports(args: argparse.Namespace, compiled: CompiledModel) -> list[Pat
 def _advice(compiled: CompiledModel):
     """Advice for the model the binary was compiled from (its metadata names the source)."""
     from tessel.analysis.advise import advise
-    from tessel.errors import TesselError
-    from tessel.models import resolve
-    from tessel.quant.accuracy import default_config
-    from tessel.quant.api import quantize
+    from tessel.runtime.source import requantize_source
 
     source = compiled.program.metadata.get("source")
-    if not source:
-        raise TesselError("--advise needs the model: this binary's metadata has no 'source'")
-    spec = resolve(source["model"])
-    model, example = spec.factory()
-    n = source["calibration"]
-    qm = quantize(model, example, calibration_data=spec.calibration_data(n),
-                  config=default_config(spec.name), calibration_samples=n)
-    return advise(qm.graph, compiled.arch, name=spec.name)
+    _, _, qm = requantize_source(source, "--advise")
+    return advise(qm.graph, compiled.arch, name=source["model"])

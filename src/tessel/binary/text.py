@@ -7,6 +7,7 @@
     .constants memory=1 address=0x0
     .data 00ff10...               (hex bytes, any number of lines)
     .metadata {"model": "tiny"}
+    .host_graph prologue "graph @p(...) {...}"   (host parts: IR text as a JSON string)
     .engine DMA_IN
     DMA_LOAD ...                  (instructions, as tessel.isa.disassemble prints them)
     END
@@ -40,6 +41,8 @@ def program_to_text(program: TslProgram) -> str:
         lines += [f".data {data[i:i + _DATA_LINE].hex()}" for i in range(0, len(data), _DATA_LINE)]
     if program.metadata:
         lines.append(".metadata " + json.dumps(program.metadata, sort_keys=True))
+    for key, text in sorted(program.host_graphs.items()):  # host parts: IR text as one JSON line
+        lines.append(f".host_graph {key} " + json.dumps(text))
     for engine in Engine:
         if engine in program.streams:
             lines.append(f".engine {engine.name}")
@@ -112,6 +115,7 @@ class _State:
         self.constants = bytearray()
         self.const_place = (0, 0)
         self.metadata: dict = {}
+        self.host_graphs: dict[str, str] = {}
 
     def directive(self, word: str, rest: str, line: int, col: int, source: str) -> None:
         def fail(msg: str) -> TesselParseError:
@@ -143,6 +147,12 @@ class _State:
                 self.metadata = json.loads(rest)
             except json.JSONDecodeError as exc:
                 raise fail(f"bad JSON in .metadata: {exc.msg}") from None
+        elif word == ".host_graph":
+            key, _, blob = rest.partition(" ")
+            try:
+                self.host_graphs[key] = json.loads(blob)
+            except json.JSONDecodeError as exc:
+                raise fail(f"bad JSON string in .host_graph: {exc.msg}") from None
         else:
             raise fail(f"unknown directive {word!r}")
 
@@ -151,7 +161,7 @@ class _State:
             raise TesselParseError("missing .arch_hash or .target", 1, 1, source)
         return TslProgram(self.arch_hash, streams, bytes(self.constants), self.const_place[0],
                           self.const_place[1], tuple(self.inputs), tuple(self.outputs),
-                          self.metadata)
+                          self.metadata, self.host_graphs)
 
 
 def _pairs(tokens: list[str], fail) -> dict[str, str]:

@@ -147,17 +147,10 @@ def _check(cm, source, inputs, outputs) -> tuple[dict, bool]:
     """Re-quantise the source model (deterministic) for its golden and float outputs."""
     import torch
 
-    from tessel.models import resolve
-    from tessel.quant.accuracy import default_config, sqnr_db
-    from tessel.quant.api import quantize
+    from tessel.quant.accuracy import sqnr_db
+    from tessel.runtime.source import requantize_source
 
-    if not source:
-        raise TesselError("--check needs the model: this binary's metadata has no 'source'")
-    spec = resolve(source["model"])
-    model, example = spec.factory()
-    n = source["calibration"]
-    qm = quantize(model, example, calibration_data=spec.calibration_data(n),
-                  config=default_config(spec.name), calibration_samples=n)
+    model, _, qm = requantize_source(source, "--check")
     golden = qm.run(*inputs)
     with torch.no_grad():
         ref = model(*[torch.from_numpy(np.asarray(x)) for x in inputs])

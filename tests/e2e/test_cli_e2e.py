@@ -1,0 +1,50 @@
+"""The backend CLI end to end: compile -> run --check (bit-exact vs golden) -> profile with
+reports -> disasm/asm round trip of a compiled binary."""
+
+from __future__ import annotations
+
+import json
+
+from tessel.cli import main
+
+
+def test_compile_run_check_profile(tmp_path, capsys):
+    out = tmp_path / "digits.tsl"
+    assert main(["compile", "digits_cnn", "--target", "u55-256", "-o", str(out),
+                 "--calibration", "2"]) == 0
+    assert "cycles" in capsys.readouterr().out
+    assert main(["run", str(out), "--check", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["check"]["bit_exact"] is True
+    assert min(run["check"]["sqnr_db"].values()) > 20
+    html, trace, csv = tmp_path / "r.html", tmp_path / "t.json", tmp_path / "l.csv"
+    assert main(["profile", str(out), "--json", "--html", str(html), "--trace", str(trace),
+                 "--csv", str(csv)]) == 0
+    prof = json.loads(capsys.readouterr().out)
+    assert prof["cycles"] > 0 and prof["target"] == "u55-256" and prof["layers"]
+    assert html.stat().st_size > 10_000 and json.loads(trace.read_text())["traceEvents"]
+    assert len(csv.read_text().splitlines()) == len(prof["layers"]) + 1
+    tasm = tmp_path / "p.tasm"
+    assert main(["disasm", str(out), "-o", str(tasm)]) == 0
+    again = tmp_path / "again.tsl"
+    assert main(["asm", str(tasm), "-o", str(again)]) == 0
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_no_fallback_names_the_host_ops(tmp_path, capsys):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(8, 8)\n"
+        "    def forward(self, x):\n"
+        "        return torch.cumsum(self.fc(x), dim=1)\n"
+        "def make():\n"
+        "    torch.manual_seed(0)\n"
+        "    return M().eval(), (torch.randn(1, 8),)\n")
+    assert main(["compile", f"{path}:make", "-o", str(tmp_path / "m.tsl"), "--calibration",
+                 "1", "--no-fallback"]) == 1
+    err = capsys.readouterr().err
+    assert "--no-fallback" in err and "m.py:7" in err
