@@ -23,25 +23,14 @@ from threadpoolctl import threadpool_limits
 
 from tessel.arch import NpuArch, list_presets, load_preset
 from tessel.driver import StageTimes, compile_graph
-from tessel.ir import Graph, Op
+from tessel.ir import Graph
+from tessel.ir.macs import node_macs
 from tessel.models import resolve
 from tessel.quant.accuracy import default_config
 from tessel.quant.api import quantize
 
 MODELS = ["mobilenet_v2", "resnet18", "ds_cnn", "vit_small", "minilm", "digits_cnn"]
 CALIBRATION = 8
-MAC_OPS = {Op.QCONV2D, Op.QLINEAR, Op.QMATMUL}
-
-
-def layer_macs(graph: Graph, node) -> int:
-    """MACs of conv, depthwise conv, linear and matmul (FLOPs / 2), as FlopCounterMode."""
-    if node.op not in MAC_OPS:
-        return 0
-    out = math.prod(node.type.shape)
-    if node.op is Op.QCONV2D:
-        _, kh, kw, cin_g = graph.type_of(node.inputs[1]).shape  # OHWI
-        return out * kh * kw * cin_g
-    return out * graph.type_of(node.inputs[0]).shape[-1]
 
 
 def roofline_bound(graph: Graph, cm, arch: NpuArch) -> int:
@@ -56,7 +45,7 @@ def roofline_bound(graph: Graph, cm, arch: NpuArch) -> int:
             continue
         wbytes = sum(graph.type_of(i).nbytes for i in node.inputs
                      if graph.constant_value(i) is not None)
-        total += max(layer_macs(graph, node) / arch.peak_macs_per_cycle,
+        total += max(node_macs(graph, node) / arch.peak_macs_per_cycle,
                      wbytes / wmem.bytes_per_cycle)
     io = sum(d.nbytes for d in cm.program.inputs) + sum(d.nbytes for d in cm.program.outputs)
     return int(total + io / amem.bytes_per_cycle)

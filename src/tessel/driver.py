@@ -21,6 +21,7 @@ from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.binary import TslProgram
 from tessel.codegen.program import compile_region
 from tessel.ir import Graph, print_graph, verify
+from tessel.ir.macs import node_macs
 from tessel.runtime.compiled import CompiledModel
 from tessel.schedule.partition import partition
 
@@ -99,7 +100,9 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     meta["layers"] = [{"name": lay.name, "op": lay.op, "loc": lay.loc, "mapping": lay.mapping,
                        "bound": lay.estimate.bound.value,
                        "estimated_cycles": lay.estimate.cycles, "first": lay.first_instr,
-                       "last": lay.last_instr, "nodes": list(lay.nodes or (lay.name,))}
+                       "last": lay.last_instr, "nodes": list(lay.nodes or (lay.name,)),
+                       "macs": sum(node_macs(graph, graph.node_map[n])
+                                   for n in (lay.nodes or (lay.name,)))}
                       for lay in region.layers]
     host = {k: print_graph(g) for k, g in (("prologue", part.prologue),
                                             ("epilogue", part.epilogue)) if g.nodes or

@@ -35,7 +35,7 @@ class LayerStats:
     bound: str
     cycles: int
     estimated_cycles: int
-    macs: int
+    macs: int  # of the model's layer (BENCHMARKS.md); fused stripes may execute more
     mac_utilisation: float
     bytes_read: dict[str, int]
     bytes_written: dict[str, int]
@@ -58,6 +58,7 @@ class Profile:
     host_ops: tuple[str, ...] = field(default=())
     arena_peak_bytes: int = 0
     arena_naive_bytes: int = 0
+    macs_executed: int = 0  # MACs the NPU ran (cascaded stripes recompute their halo rows)
 
     @property
     def energy_uj(self) -> float:
@@ -123,22 +124,24 @@ def build_profile(program: TslProgram, arch: NpuArch) -> Profile:
         width = len(event_row(None, n_mem))
         ev = events_from_row(np.sum(np.array(rows, np.int64).reshape(-1, width), axis=0), n_mem)
         cycles = max(0, end - (end if start is None else start))
+        macs = info.get("macs", ev.macs)
         layers.append(LayerStats(
             info["name"], info["op"], info["loc"], info["mapping"], info["bound"], cycles,
-            info["estimated_cycles"], ev.macs, ev.macs / (cycles * peak) if cycles else 0.0,
+            info["estimated_cycles"], macs, macs / (cycles * peak) if cycles else 0.0,
             dict(zip(names, ev.offchip_read_bytes, strict=True)),
             dict(zip(names, ev.offchip_write_bytes, strict=True)),
             sum(energy_breakdown_pj(ev, arch).values())))
     total_ev = events_from_row(_events_matrix(prep).sum(axis=0), n_mem)
     energy = dict(energy_breakdown_pj(total_ev, arch))
     energy["static"] = static_energy_pj(total, arch)
+    model_macs = sum(lay.macs for lay in layers) if layers else total_ev.macs
     return Profile(
         meta.get("model", "?"), arch.name, arch.clock_hz, total, 1e3 * total / arch.clock_hz,
-        total_ev.macs, total_ev.macs / (total * peak) if total else 0.0, energy,
+        model_macs, model_macs / (total * peak) if total else 0.0, energy,
         dict(zip(names, total_ev.offchip_read_bytes, strict=True)),
         dict(zip(names, total_ev.offchip_write_bytes, strict=True)), tuple(layers),
         tuple(meta.get("host_ops", ())), meta.get("arena_peak_bytes", 0),
-        meta.get("arena_naive_bytes", 0))
+        meta.get("arena_naive_bytes", 0), total_ev.macs)
 
 
 def _events_by_instruction(prep: Any) -> dict[Engine, list[list[int]]]:
