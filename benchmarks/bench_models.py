@@ -13,7 +13,6 @@ BLAS and torch are held to one thread so that ratios are stable on a shared mach
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import time
 
