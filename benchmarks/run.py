@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import bench_models, bench_sim
+from benchmarks import bench_dse, bench_models, bench_sim
 
 
 def main() -> int:
@@ -13,6 +13,8 @@ def main() -> int:
     print("\n## Zoo models (python -m benchmarks.bench_models)\n", flush=True)
     sys.argv = sys.argv[:1]
     bench_models.main()
+    print("\n## Design-space exploration (python -m benchmarks.bench_dse)\n", flush=True)
+    bench_dse.main()
     return 0
 
 

@@ -1,0 +1,54 @@
+"""Design-space exploration throughput (BENCHMARKS.md): design points fully evaluated per
+second per worker for MobileNetV2 with the compiler in the loop (mapping search, fusion,
+memory planning decisions, cost model), excluding the one-off quantisation; scaling from 1
+to 2 local workers and on a local Ray cluster, measured in one run.
+
+Run: ``python -m benchmarks.bench_dse [--points N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from tessel.analysis.explore import explore, quantised_graphs
+
+
+def _space(points: int) -> dict:
+    lanes = [16, 32, 64, 128][: max(1, points // 4)]
+    return {"matrix": {"rows": [8, 16], "cols": [8, 16]}, "vector": {"lanes": lanes}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", type=int, default=16)
+    ap.add_argument("--no-ray", action="store_true")
+    args = ap.parse_args()
+    graphs = quantised_graphs(["mobilenet_v2"], 8, None)
+    space = _space(args.points)
+    rows = []
+    runs = [("1 local worker", {"workers": 1}), ("2 local workers", {"workers": 2})]
+    if not args.no_ray:
+        runs.append(("local Ray (2 CPUs)", {"ray": "local"}))
+    for label, kw in runs:
+        if kw.get("ray") == "local":
+            import ray
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            kw = {"ray": "auto"}
+        t0 = time.perf_counter()
+        result = explore(graphs, space, target="tnpu-s", **kw)
+        dt = time.perf_counter() - t0
+        n = result.evaluated
+        per_worker = n / dt / (1 if kw.get("workers", 2) == 1 else 2)
+        rows.append((label, n, dt, n / dt, per_worker, len(result.front)))
+    print("| run | points | seconds | points/s | points/s per worker | front |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]:.2f} | {r[4]:.2f} | {r[5]} |")
+    base = rows[0][3]
+    for r in rows[1:]:
+        print(f"\nscaling {r[0]}: {r[3] / (2 * base):.2f} (= throughput / (2 x 1-worker))")
+
+
+if __name__ == "__main__":
+    main()
