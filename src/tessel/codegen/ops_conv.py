@@ -109,13 +109,14 @@ def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
     out = []
     for ch in sorted(chunks):
         for r in sorted(rows):
-            for db in (True, False):
+            for db in (True, False):  # single buffering only where double does not fit
                 m = ConvMapping(r, ch, db)
                 try:
                     _layout(g, m, ctx, node)
                 except TesselCompileError:
                     continue
                 out.append(m)
+                break
     return out
 
 
