@@ -16,14 +16,25 @@ from tessel.isa.instruction import Instruction
 from tessel.isa.table import OPCODE_BITS, SPECS, Opcode
 
 
+def _layout(op: Opcode) -> tuple[tuple[tuple[int, int], ...], int]:
+    """((shift, mask) per field, size in bytes) of an opcode, from the table."""
+    spec, at, out = SPECS[op], OPCODE_BITS, []
+    for f in spec.fields:
+        out.append((at, (1 << f.bits) - 1))
+        at += f.bits
+    return tuple(out), spec.size
+
+
+_LAYOUT = {op: _layout(op) for op in SPECS}  # encoding is on the compiler's hot path
+
+
 def encode(instr: Instruction) -> bytes:
     """The instruction's bytes (a multiple of 8 long)."""
-    spec = instr.spec
-    word, at = int(instr.opcode), OPCODE_BITS
-    for f, v in zip(spec.fields, instr.args, strict=True):
-        word |= (int(v) & ((1 << f.bits) - 1)) << at
-        at += f.bits
-    return word.to_bytes(spec.size, "little")
+    fields, size = _LAYOUT[instr.opcode]
+    word = int(instr.opcode)
+    for (at, mask), v in zip(fields, instr.args):  # noqa: B905 - same table row
+        word |= (int(v) & mask) << at
+    return word.to_bytes(size, "little")
 
 
 def decode(data: bytes, offset: int = 0) -> tuple[Instruction, int]:
