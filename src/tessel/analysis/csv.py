@@ -8,8 +8,8 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from tessel.analysis.output import write_text
 from tessel.analysis.table import columns, layer_rows
+from tessel.fileio import write_atomic as write_text
 from tessel.runtime.profile import Profile
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from tessel.analysis import plots
 from tessel.analysis.figures import Summary, check_fps, summarize, summary_rows
-from tessel.analysis.output import write_text
 from tessel.analysis.table import columns, layer_rows
 from tessel.analysis.timeline import Timeline, build_timeline
+from tessel.fileio import write_atomic as write_text
 from tessel.runtime.compiled import CompiledModel
 from tessel.runtime.profile import Profile
 

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tessel.analysis.output import write_text
 from tessel.analysis.timeline import EngineSlice, Timeline, build_timeline
+from tessel.fileio import write_atomic as write_text
 from tessel.isa.fields import Engine
 from tessel.runtime.compiled import CompiledModel
 

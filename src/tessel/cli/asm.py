@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from tessel.errors import TesselError
+from tessel.fileio import write_atomic
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +28,7 @@ def cmd_disasm(args: argparse.Namespace) -> int:
     if args.output is None:
         print(text, end="")
     else:
-        _write(args.output, text.encode())
+        write_atomic(args.output, text)
     return 0
 
 
@@ -42,11 +43,3 @@ def cmd_asm(args: argparse.Namespace) -> int:
     print(f"wrote {args.output}")
     return 0
 
-
-def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    except OSError as exc:
-        raise TesselError(f"cannot write {path}: {exc.strerror}") from None

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from tessel.errors import TesselConfigError, TesselError
+from tessel.fileio import write_atomic
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,7 +56,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise TesselConfigError(f"--dump-after {sorted(dump)} needs the passes (drop --no-passes)")
     print(graph.summary(), file=sys.stderr if args.output is None else sys.stdout)
     if args.output is not None:
-        _write_text(args.output, print_graph(graph))
+        write_atomic(args.output, print_graph(graph))
         print(f"wrote {args.output}")
     return 0
 
@@ -70,12 +71,3 @@ def cmd_verify(args: argparse.Namespace) -> int:
     print(f"{args.file}: ok ({len(graph.nodes)} nodes)")
     return 0
 
-
-def _write_text(path: Path, text: str) -> None:
-    """Write atomically: nothing half-written if interrupted."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text)
-        tmp.replace(path)
-    except OSError as exc:
-        raise TesselError(f"cannot write {path}: {exc.strerror}") from None

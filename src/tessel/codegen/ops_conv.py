@@ -33,6 +33,16 @@ class ConvMapping:
                                                                 else " single-buffered")
 
 
+def window_rows(g, oy0: int, rows: int) -> tuple[int, int, int]:
+    """(first input row, row count, tile pad_top) that output rows [oy0, oy0 + rows) of a
+    sliding window (conv, pool: anything with h, kh, sh, dh, pt) read; rows past the input
+    are the bottom padding the instruction supplies."""
+    lo = oy0 * g.sh - g.pt
+    hi = (oy0 + rows - 1) * g.sh - g.pt + (g.kh - 1) * g.dh
+    r0, r1 = max(lo, 0), min(hi, g.h - 1)
+    return r0, r1 - r0 + 1, r0 - lo
+
+
 @dataclass(frozen=True)
 class ConvGeometry:
     h: int
@@ -64,11 +74,7 @@ class ConvGeometry:
         return self.cout // self.groups
 
     def in_rows(self, oy0: int, rows: int) -> tuple[int, int, int]:
-        """(first input row, row count, tile pad_top) for output rows [oy0, oy0 + rows)."""
-        lo = oy0 * self.sh - self.pt
-        hi = (oy0 + rows - 1) * self.sh - self.pt + (self.kh - 1) * self.dh
-        r0, r1 = max(lo, 0), min(hi, self.h - 1)
-        return r0, r1 - r0 + 1, r0 - lo
+        return window_rows(self, oy0, rows)
 
     def weight_bytes(self, chunk: int) -> int:
         return self.kh * self.kw * (1 if self.depthwise else self.cin_g) * chunk

@@ -24,6 +24,7 @@ import numpy as np
 
 from tessel.codegen import dma
 from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
+from tessel.codegen.ops_conv import window_rows
 from tessel.codegen.ops_movement import canonical
 from tessel.errors import TesselCompileError
 from tessel.ir import Layout, Node, Op
@@ -67,11 +68,7 @@ class PoolGeometry:
     pl: int
 
     def in_rows(self, oy0: int, rows: int) -> tuple[int, int, int]:
-        """(first input row, row count, tile pad_top) for output rows [oy0, oy0 + rows)."""
-        lo = oy0 * self.sh - self.pt
-        hi = (oy0 + rows - 1) * self.sh - self.pt + (self.kh - 1) * self.dh
-        r0, r1 = max(lo, 0), min(hi, self.h - 1)
-        return r0, r1 - r0 + 1, r0 - lo
+        return window_rows(self, oy0, rows)
 
     def max_in_rows(self, rows: int) -> int:
         return min(self.h, (rows - 1) * self.sh + (self.kh - 1) * self.dh + 1)

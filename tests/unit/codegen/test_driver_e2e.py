@@ -13,7 +13,7 @@ from tessel.quant.golden import run_golden
 from tessel.runtime.compiled import load
 
 
-def two_conv_net(rng) -> object:
+def two_conv_net(rng, pool: bool = False) -> object:
     b = GraphBuilder("net")
     x = b.input("x", TensorType((1, 16, 16, 8), DType.F32, Layout.NHWC))
     q = b.add(Op.QUANTIZE, [x], dict(scale=0.05, zero_point=3, qmin=-128, qmax=127,
@@ -32,7 +32,12 @@ def two_conv_net(rng) -> object:
             act_min=3, act_max=127, dtype=DType.I8), name=name)
 
     c2 = conv(conv(q, 8, 16, 1, "c1"), 16, 32, 2, "c2")
-    r = b.add(Op.RESHAPE, [c2], dict(shape=(1, 8 * 8 * 32)))
+    side = 8
+    if pool:  # a layer without MACs, for the report tests
+        c2 = b.add(Op.MAX_POOL2D, [c2], dict(kernel=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0),
+                                             ceil_mode=False, layout=Layout.NHWC), name="pool")
+        side = 4
+    r = b.add(Op.RESHAPE, [c2], dict(shape=(1, side * side * 32)))
     d = b.add(Op.DEQUANTIZE, [r], dict(scale=0.05, zero_point=3))
     return verify(b.build([d]))
 
