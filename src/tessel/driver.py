@@ -19,6 +19,7 @@ import torch
 from tessel import __version__
 from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.binary import TslProgram
+from tessel.binary.metadata import METADATA_VERSION
 from tessel.codegen.program import compile_region
 from tessel.ir import Graph, print_graph, verify
 from tessel.ir.macs import node_macs
@@ -85,6 +86,7 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     t0 = times.record("partition", t0)
     say(f"compiling {len(part.npu_nodes)} NPU ops for {arch.name}")
     meta: dict[str, Any] = {
+        "metadata_version": METADATA_VERSION,
         "model": name or graph.name, "target": arch.name, "tessel_version": __version__,
         "arch": arch.to_toml_dict(), "model_inputs": [v.name for v in graph.inputs],
         "model_outputs": list(graph.outputs),

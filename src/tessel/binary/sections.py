@@ -90,7 +90,7 @@ def read_host_graphs(data: bytes, entry: SectionEntry) -> dict[str, str]:
     """The HOST_GRAPHS section: a JSON object mapping "prologue"/"epilogue" to IR text that
     parses and verifies (the runtime runs these graphs on the CPU)."""
     from tessel.binary.program import HOST_GRAPH_KEYS
-    from tessel.errors import TesselParseError, TesselVerifyError
+    from tessel.errors import TesselError
     from tessel.ir import parse_graph, verify
 
     value = read_metadata(data, entry)
@@ -100,7 +100,7 @@ def read_host_graphs(data: bytes, entry: SectionEntry) -> dict[str, str]:
             raise _fail(where, f"entry {key!r} is not one of {HOST_GRAPH_KEYS} with IR text")
         try:
             verify(parse_graph(text, source=f"host graph {key!r}"))
-        except (TesselParseError, TesselVerifyError) as exc:
+        except TesselError as exc:  # parse_graph and verify raise only TesselErrors
             raise _fail(where, f"host graph {key!r} is not valid IR: {str(exc)[:300]}") from None
     return value
 

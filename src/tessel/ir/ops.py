@@ -167,6 +167,7 @@ def _nchw_like(layout: Layout, n: int, c: int, h: int, w: int) -> tuple[int, ...
 def window_out(size: int, k: int, stride: int, pad_lo: int, pad_hi: int, dil: int,
                ceil_mode: bool = False) -> int:
     """Output length of a sliding window (PyTorch's rule, including ceil_mode)."""
+    _require(stride >= 1 and dil >= 1, f"stride {stride} and dilation {dil} must be >= 1")
     eff = dil * (k - 1) + 1
     span = size + pad_lo + pad_hi - eff
     _require(span >= 0, f"window {eff} larger than padded input {size + pad_lo + pad_hi}")

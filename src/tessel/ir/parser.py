@@ -25,9 +25,26 @@ _DIMS = re.compile(r"((?:\d+x)*)(f32|i64|i32|i16|i8|u8|bool)")
 _OPS = {op.value: op for op in Op}
 
 
+MAX_INT_DIGITS = 40  # longer integer literals are refused (no IR quantity needs more)
+
+
 def parse_graph(text: str, source: str = "<text>") -> Graph:
-    """Parse one graph (and its resources section) from IR text."""
-    return _Parser(text, source).graph()
+    """Parse one graph (and its resources section) from IR text.
+
+    Raises only TesselParseError (with line and column), whatever the text: the specific checks
+    below say what is wrong; anything they miss is still reported at the parser's position.
+    """
+    if not isinstance(text, str):
+        raise TesselParseError(f"IR text must be str, got {type(text).__name__}", 1, 1, source)
+    parser = _Parser(text, source)
+    try:
+        return parser.graph()
+    except TesselParseError:
+        raise
+    except RecursionError:
+        raise parser.error("input nested too deeply") from None
+    except (ValueError, TypeError, ArithmeticError, KeyError, IndexError, MemoryError) as exc:
+        raise parser.error(f"malformed input ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
 class _Parser:
@@ -102,10 +119,30 @@ class _Parser:
             raise self.error(f"bad string literal: {exc.msg}", start) from None
 
     def number(self) -> int | float:
+        start = self.pos
         tok = self.match(_NUMBER, "a number")
         if any(c in tok for c in ".eE") or tok.lstrip("-") in ("inf", "nan"):
             return float(tok)
+        if len(tok.lstrip("-")) > MAX_INT_DIGITS:
+            raise self.error(f"integer literal of {len(tok)} digits is out of range "
+                             f"(at most {MAX_INT_DIGITS})", self._at(start))
         return int(tok)
+
+    def integer(self, what: str) -> int:
+        """A number that must be an integer (no fraction, inf or nan)."""
+        self.skip()
+        start = self.pos
+        value = self.number()
+        if not isinstance(value, int):
+            raise self.error(f"{what} must be an integer, got {value}", start)
+        return value
+
+    def _at(self, start: int) -> int:
+        """``start`` moved past leading blanks and comments (the token's real position)."""
+        saved, self.pos = self.pos, start
+        self.skip()
+        pos, self.pos = self.pos, saved
+        return pos
 
     # ------------------------------------------------------------ grammar
     def graph(self) -> Graph:
@@ -247,7 +284,10 @@ class _Parser:
         m = self.match(_DIMS, "dims and dtype like 1x3x224x224xf32")
         dm = _DIMS.fullmatch(m)
         assert dm is not None
-        shape = tuple(int(d) for d in dm.group(1).split("x") if d)
+        dims = [d for d in dm.group(1).split("x") if d]
+        if any(len(d) > MAX_INT_DIGITS for d in dims):
+            raise self.error(f"dimension out of range (at most {MAX_INT_DIGITS} digits)", start)
+        shape = tuple(int(d) for d in dims)
         dtype = DType(dm.group(2))
         layout, quant = Layout.ANY, None
         while self.accept(","):
@@ -272,7 +312,7 @@ class _Parser:
             self.expect(",")
             self.expect("axis")
             self.expect("=")
-            axis: int | None = int(self.number())
+            axis: int | None = self.integer("quantisation axis")
         else:
             scales, axis = [float(self.number())], None
             self.expect(",")
@@ -291,9 +331,9 @@ class _Parser:
         self.expect("at")
         file = self.string()
         self.expect(":")
-        line = self.number()
+        line = self.integer("source line")
         self.expect(")")
-        return SourceLoc(module, file, int(line))
+        return SourceLoc(module, file, line)
 
     def resources(self) -> dict[str, tuple[bytes, int]]:
         self.expect("{")
@@ -332,7 +372,18 @@ class _Parser:
         if len(lit.values) != t.numel:
             raise self.error(f"constant %{node.name} has {len(lit.values)} values, its type "
                              f"{t} needs {t.numel}", lit.pos)
-        return ConstData(np.array(lit.values, dtype=t.dtype.numpy).reshape(t.shape))
+        np_type = t.dtype.numpy
+        if np.issubdtype(np_type, np.integer):
+            info = np.iinfo(np_type)
+            for v in lit.values:
+                if isinstance(v, float) or not info.min <= v <= info.max:
+                    raise self.error(f"constant %{node.name}: value {v} is not a "
+                                     f"{t.dtype.value} integer [{info.min}, {info.max}]", lit.pos)
+        try:
+            return ConstData(np.array(lit.values, dtype=np_type).reshape(t.shape))
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise self.error(f"constant %{node.name}: values do not fit {t.dtype.value} "
+                             f"({exc})", lit.pos) from None
 
     def _resource(self, ref: _ResourceRef, node: Node, resources: dict) -> ConstData:
         if ref.key not in resources:

@@ -57,7 +57,7 @@ def _check_node(node: Node, defined: dict[str, TensorType]) -> list[str]:
         inferred = s.infer([defined[i] for i in node.inputs], _with_defaults(node))
     except InferError as exc:
         return [f"{node}: {exc}"]
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, ArithmeticError, MemoryError) as exc:
         return [f"{node}: malformed operands or attributes ({type(exc).__name__}: {exc})"]
     if inferred.shape != node.type.shape or inferred.dtype != node.type.dtype:
         problems.append(f"{node}: declared type {node.type} but operands give "

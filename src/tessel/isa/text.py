@@ -17,6 +17,7 @@ from tessel.isa.instruction import Instruction
 from tessel.isa.table import SPECS, Opcode
 
 _TOKEN = re.compile(r"\S+")
+MAX_LITERAL = 80  # characters; a 64-bit field in binary needs 66
 _INT = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[bB][01]+|[0-9]+)$")
 
 
@@ -73,6 +74,10 @@ def _parse_value(f: Field, text: str, op: Opcode, lineno: int, col: int, source:
         raise TesselParseError(
             f"{op.name}.{f.name} must be an integer, got {text!r}", lineno, col, source
         )
+    if len(text) > MAX_LITERAL:
+        raise TesselParseError(
+            f"{op.name}.{f.name}: integer literal of {len(text)} characters is out of range",
+            lineno, col, source)
     value = int(text, 0) if not re.match(r"^[+-]?0[0-9]", text) else int(text, 10)
     why = f.check(value)
     if why is not None:

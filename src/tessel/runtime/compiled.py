@@ -57,11 +57,14 @@ class CompiledModel:
 
     @property
     def input_names(self) -> list[str]:
-        return list(self.program.metadata["model_inputs"])
+        """The model's inputs (metadata, checked by the reader; else the NPU inputs)."""
+        default = [d.name for d in self.program.inputs]
+        return list(self.program.metadata.get("model_inputs", default))
 
     @property
     def output_names(self) -> list[str]:
-        return list(self.program.metadata["model_outputs"])
+        default = [d.name for d in self.program.outputs]
+        return list(self.program.metadata.get("model_outputs", default))
 
     def run(self, *inputs: np.ndarray, timing: bool = False) -> list[np.ndarray]:
         """Outputs for one set of inputs (numpy or torch tensors, in the model's order)."""
@@ -110,7 +113,7 @@ def _arch_of(program: TslProgram) -> NpuArch:
         raise TesselFormatError("metadata has no 'arch' description; pass arch= to load")
     try:
         arch = arch_from_dict(spec)
-    except TesselError as exc:
+    except (TesselError, TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as exc:
         raise TesselFormatError(f"metadata 'arch' is not a valid architecture: {exc}") from None
     if arch.arch_hash_bytes != program.arch_hash:
         raise TesselFormatError("metadata 'arch' does not match the header's arch hash")

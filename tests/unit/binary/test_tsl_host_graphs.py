@@ -13,11 +13,18 @@ from tessel.errors import TesselFormatError
 TEXT = "graph @h(%x: tensor<2xf32>) {\n  %y = relu(%x) : tensor<2xf32>\n  return %y\n}\n"
 
 
+def _with_model_input_x(program):
+    """The program with a model input %x next to its NPU inputs (the host graphs read %x)."""
+    names = ["x", *(d.name for d in program.inputs)]
+    return dataclasses.replace(program, metadata={**program.metadata, "model_inputs": names})
+
+
 def test_host_graphs_roundtrip_and_absent_section_stays_absent():
     codec, programs = codec_and_programs()
     plain = write_tsl(programs[0], codec=codec)
     assert read_tsl(plain, codec=codec).host_graphs == {}
-    with_host = dataclasses.replace(programs[0], host_graphs={"prologue": TEXT, "epilogue": TEXT})
+    with_host = dataclasses.replace(_with_model_input_x(programs[0]),
+                                    host_graphs={"prologue": TEXT, "epilogue": TEXT})
     data = write_tsl(with_host, codec=codec)
     assert len(data) > len(plain)
     assert read_tsl(data, codec=codec) == with_host

@@ -58,7 +58,7 @@ def test_header_fields_and_alignment() -> None:
     _, offset, size = section_of(data, SectionKind.CONSTANTS)
     assert offset % 64 == 0 and size == 16 + len(PROGRAMS[1].constants)
     _, offset, _ = section_of(data, SectionKind.METADATA)
-    assert data[offset:].startswith(b'{"layers":')  # sorted keys, no spaces
+    assert data[offset:].startswith(b'{"blocks":')  # sorted keys, no spaces
 
 
 def test_raw_byte_streams_are_accepted_and_read_back_decoded() -> None:

@@ -106,7 +106,7 @@ def sample_programs(codec: StreamCodec) -> list[TslProgram]:
                                  QuantParams((0.0078125,), (-3,))),),
         outputs=(TensorDescriptor("logits", DType.INT8, (1, 3), 1, 256, q_axis),
                  TensorDescriptor("raw", DType.INT32, (2, 2), 0, 1024)),
-        metadata={"model": "tiny", "layers": [{"op": "conv", "k": 3}], "pi": 3.25, "ok": True},
+        metadata={"model": "tiny", "blocks": [{"op": "conv", "k": 3}], "pi": 3.25, "ok": True},
     )
     minimal = TslProgram(ARCH_HASH, {engine["MATRIX"]: streams(1)[FakeEngine.MATRIX]})
     edge = TslProgram(

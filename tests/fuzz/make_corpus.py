@@ -1,0 +1,56 @@
+"""Regenerate the fuzz seed corpus (tests/fuzz/corpus/): two small real compiled binaries, with
+host graphs and metadata, for the .tsl / IR / asm harnesses. Run from the repository root:
+
+    PYTHONPATH=src python tests/fuzz/make_corpus.py
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import tessel
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+
+
+class TinyCnn(nn.Module):
+    """conv + relu + pool + residual add + linear + softmax: every engine and a host epilogue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.conv(x))
+        y = self.pool(y + torch.relu(self.dw(y)))
+        return torch.softmax(self.fc(y.flatten(1)), dim=-1)
+
+
+class TinyMlp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(16, 32)
+        self.b = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.b(torch.nn.functional.gelu(self.a(x))))
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    CORPUS.mkdir(exist_ok=True)
+    for name, model, x in (("tiny_cnn", TinyCnn().eval(), torch.randn(1, 3, 8, 8)),
+                           ("tiny_mlp", TinyMlp().eval(), torch.randn(2, 16))):
+        cm = tessel.compile(model, (x,), target="tnpu-s", name=name)
+        cm.save(CORPUS / f"{name}.tsl")
+        print(name, len(cm.binary), "bytes, host graphs:", sorted(cm.program.host_graphs))
+
+
+if __name__ == "__main__":
+    main()
