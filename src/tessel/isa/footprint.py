@@ -10,6 +10,7 @@ reader and the simulator share these so that both apply the same rules.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -54,6 +55,7 @@ def pattern_addresses(base: int, dims: Sequence[int], strides: Sequence[int]) ->
 
     Index order is the loop order of docs/isa.md (the last dimension outermost, ``i0``
     innermost), so ``.ravel()`` lists the elements in the order the hardware visits them.
+    (For tests and tools on small patterns; the legality checks never enumerate addresses.)
     """
     addr = np.full((1,) * len(dims), base, dtype=np.int64)
     for k, (n, st) in enumerate(zip(dims, strides, strict=True)):
@@ -63,10 +65,56 @@ def pattern_addresses(base: int, dims: Sequence[int], strides: Sequence[int]) ->
     return addr
 
 
+MAX_OVERLAP_WORK = 1 << 20  # difference vectors the exact overlap test may examine
+
+
 def self_overlapping(base: int, dims: Sequence[int], strides: Sequence[int], elem: int) -> bool:
-    """True if two elements of the pattern share a byte (a destination like that traps)."""
-    starts = np.sort(pattern_addresses(base, dims, strides).ravel())
-    return bool(starts.size > 1 and np.min(np.diff(starts)) < elem)
+    """True if two elements of the pattern share a byte (a destination like that traps).
+
+    Decided arithmetically, never by listing addresses: a zero stride or more elements than the
+    pattern's span has bytes overlaps (pigeonhole); strides that each step over the span of the
+    smaller ones do not; otherwise the pattern overlaps iff some non-zero difference vector
+    ``|d_k| < n_k`` has ``|sum(d_k * s_k)| < elem``, searched over every dimension but the
+    longest (solved in closed form) when that is at most MAX_OVERLAP_WORK vectors. A pattern
+    too irregular for that bound is treated as overlapping (docs/isa.md, static rule 6).
+    """
+    del base  # translation does not change overlap
+    dims_strides = sorted(((n, abs(s)) for n, s in zip(dims, strides, strict=True) if n > 1),
+                          key=lambda t: t[1])
+    if any(s == 0 for _, s in dims_strides):
+        return True
+    count = math.prod(n for n, _ in dims_strides)
+    span = sum(s * (n - 1) for n, s in dims_strides) + elem
+    if count * elem > span:
+        return True
+    covered = elem
+    for n, s in dims_strides:
+        if s < covered:
+            break
+        covered += s * (n - 1)
+    else:
+        return False
+    return _overlap_search(dims_strides, elem)
+
+
+def _overlap_search(dims_strides: list[tuple[int, int]], elem: int) -> bool:
+    last = max(range(len(dims_strides)), key=lambda k: dims_strides[k][0])
+    n_last, s_last = dims_strides[last]
+    rest = [t for k, t in enumerate(dims_strides) if k != last]
+    if math.prod(2 * n - 1 for n, _ in rest) > MAX_OVERLAP_WORK:
+        return True
+    partial = np.zeros(1, np.int64)
+    for n, s in rest:  # every sum of d_k * s_k over the other dimensions (small, bounded above)
+        partial = (partial[:, None] + np.arange(-(n - 1), n, dtype=np.int64)[None] * s).ravel()
+    if s_last < elem:  # d = (0, ..., 0, 1): neighbours along the longest dimension overlap
+        return True
+    zero_vector = (partial.size - 1) // 2  # every axis has odd length: the centre is d = 0
+    partial[zero_vector] = 1 << 62  # excluded (its only other candidates are d_last = +-1)
+    for d in (np.floor(-partial / s_last), np.ceil(-partial / s_last)):
+        d = np.clip(d, -(n_last - 1), n_last - 1).astype(np.int64)
+        if (np.abs(partial + d * s_last) < elem).any():
+            return True
+    return False
 
 
 def _view(i: Instruction, p: str, dims: Sequence[int], elem: int, write: bool,
@@ -185,7 +233,58 @@ def static_error(i: Instruction, arch: NpuArch) -> str | None:
         size, name = _space_size(arch, a)
         if a.lo < 0 or a.hi > size:
             return f"{a.what} touches [{a.lo}, {a.hi}) outside the {name} [0, {size})"
-    return _rule_error(i)
+    return _rule_error(i) or resource_error(i, arch)
+
+
+WINDOW_FACTOR = 64  # a window frame or im2col may hold at most this many SRAMs of elements
+
+
+def _sram_elements(i: Instruction) -> list[tuple[str, int]]:
+    """(operand, elements) of every SRAM operand pattern of ``i`` (static rule 5)."""
+    op = i.opcode
+    if op in (Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.COPY):
+        return [("sram" if op != Opcode.COPY else "src", math.prod(_dims(i, 4)))]
+    if op in (Opcode.ELTWISE, Opcode.LUT, Opcode.UNARY, Opcode.REDUCE):
+        return [("src" if op != Opcode.ELTWISE else "a", math.prod(_dims(i, 3)))]
+    if op == Opcode.REQUANT:
+        return [("dst", i.rows * i.ch)]
+    if op == Opcode.MATMUL:
+        return [("a", i.m * i.k), ("b", i.k * i.n)]
+    if op == Opcode.CONV:
+        return [("in", i.in_h * i.in_w * i.cin), ("w", i.kh * i.kw * i.cin * i.cout)]
+    if op in (Opcode.DWCONV, Opcode.POOL):
+        return [("in", i.in_h * i.in_w * i.ch), ("out", i.out_h * i.out_w * i.ch)]
+    return []
+
+
+def window_frame(i: Instruction) -> tuple[int, int]:
+    """(rows, columns) of the padded frame a CONV / DWCONV / POOL window sweeps."""
+    return ((i.out_h - 1) * i.stride_h + (i.kh - 1) * i.dil_h + 1,
+            (i.out_w - 1) * i.stride_w + (i.kw - 1) * i.dil_w + 1)
+
+
+def resource_error(i: Instruction, arch: NpuArch) -> str | None:
+    """Static rule 5: bounds that keep every instruction's work proportional to the memories.
+
+    No SRAM operand pattern has more elements than the SRAM has bytes (one that does must
+    alias itself through zero or overlapping strides), and the window frame of CONV / DWCONV
+    / POOL (and CONV's im2col) has at most WINDOW_FACTOR x SRAM bytes elements.
+    """
+    sram = arch.onchip.sram_bytes
+    for what, n in _sram_elements(i):
+        if n > sram:
+            return f"{what} has {n} elements, more than the {sram}-byte SRAM holds"
+    if i.opcode in (Opcode.CONV, Opcode.DWCONV, Opcode.POOL):
+        rows, cols = window_frame(i)
+        ch = i.cin if i.opcode == Opcode.CONV else i.ch
+        sizes = [("window frame", rows * cols * ch)]
+        if i.opcode == Opcode.CONV:
+            sizes.append(("im2col", i.out_h * i.out_w * i.kh * i.kw * ch))
+        for what, n in sizes:
+            if n > WINDOW_FACTOR * sram:
+                return (f"{what} of {n} elements exceeds {WINDOW_FACTOR} x the {sram}-byte SRAM "
+                        "(static resource bound)")
+    return None
 
 
 def _rule_error(i: Instruction) -> str | None:

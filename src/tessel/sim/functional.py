@@ -81,6 +81,11 @@ def execute(op: Op, state: MachineState) -> None:
         HANDLERS[op.opcode](state, op.f)
     except Trap as exc:
         raise TesselSimError(f"{op.where()}: {exc}") from None
+    except MemoryError:
+        raise TesselSimError(f"{op.where()}: the host ran out of memory simulating it") from None
+    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as exc:
+        raise TesselSimError(f"{op.where()}: simulator fault ({type(exc).__name__}: "
+                             f"{str(exc)[:200]}); please report this file") from None
 
 
 def _run_engine(queue: tuple[Op, ...], pc: int, sem: np.ndarray, state: MachineState) -> int:

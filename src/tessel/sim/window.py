@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.sim.state import MachineState, Trap, nd
 
 
@@ -53,7 +54,14 @@ class Geometry:
 
 
 def input_tile(state: MachineState, f: dict[str, Any], ch: int, dtype: np.dtype) -> np.ndarray:
-    """The ``(in_h, in_w, ch)`` input tile; channels contiguous (``dtype.itemsize`` apart)."""
+    """The ``(in_h, in_w, ch)`` input tile; channels contiguous (``dtype.itemsize`` apart).
+
+    Traps before ``windows`` allocates a frame beyond the static resource bound (docs/isa.md
+    static rule 5; prepare has already refused such instructions, this guards direct calls).
+    """
+    rows, cols = Geometry.of(f).needed()
+    if rows * cols * ch > WINDOW_FACTOR * state.sram.size:
+        raise Trap(f"window frame of {rows}x{cols}x{ch} elements exceeds {WINDOW_FACTOR} x SRAM")
     return nd(state.sram, f["in_addr"], (f["in_h"], f["in_w"], ch),
               (f["in_stride_h"], f["in_stride_w"], dtype.itemsize), dtype)
 

@@ -1,0 +1,207 @@
+"""Every reproducer of issue 12, points 1-3, as a regression test: the IR parser, verifier,
+assembler, .tsl reader, runtime and simulator raise only tessel.errors types on them, and the
+simulator's memory stays within the target's memories plus a constant."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "sim"))
+
+from simkit import ARCH, I, program  # noqa: E402
+
+from tessel.binary import read_tsl, write_tsl  # noqa: E402
+from tessel.errors import (  # noqa: E402
+    TesselFormatError,
+    TesselParseError,
+    TesselSimError,
+    TesselVerifyError,
+)
+from tessel.ir import parse_graph, verify  # noqa: E402
+from tessel.isa import DType, Engine, Opcode  # noqa: E402
+from tessel.isa.fields import PoolOp  # noqa: E402
+from tessel.isa.text import assemble  # noqa: E402
+from tessel.runtime.compiled import CompiledModel  # noqa: E402
+from tessel.sim import simulate  # noqa: E402
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+GOOD = """graph @g(%x: tensor<1x2x4x4xf32>) {
+  %p = max_pool2d(%x) {kernel = [2, 2], stride = [2, 2], padding = [0, 0, 0, 0]} \
+: tensor<1x2x2x2xf32> loc("m" at "m.py":3)
+  %c = constant() {value = dense<[1, 2]>} : tensor<2xi8>
+  %q = quantize(%x) {dtype = i8, qmax = 127, qmin = -128, scale = 0.5, zero_point = 0} \
+: tensor<1x2x4x4xi8, q([0.5, 0.5], [0, 0], axis = 1)>
+  return %p, %c, %q
+}
+"""
+LONG = "9" * 4400
+# (what the issue saw, the edit of GOOD that reproduces it, the error class, a message part)
+IR_CASES = [
+    ("OverflowError: int8 constant out of range", ("dense<[1, 2]>", "dense<[1, 300]>"),
+     TesselParseError, "is not a i8 integer"),
+    ("OverflowError: axis=inf", ("axis = 1", "axis = inf"), TesselParseError, "must be an integer"),
+    ("ValueError: NaN in a loc line", ('"m.py":3', '"m.py":nan'), TesselParseError,
+     "source line must be an integer"),
+    ("ValueError: 4,400-digit attribute", ("qmax = 127", f"qmax = {LONG}"), TesselParseError,
+     "out of range"),
+    ("ValueError: 4,400-digit dimension", ("tensor<2xi8>", f"tensor<{LONG}xi8>"),
+     TesselParseError, "dimension out of range"),
+    ("ValueError: 4,400-digit zero point", ("[0, 0], axis", f"[0, {LONG}], axis"),
+     TesselParseError, "out of range"),
+    ("ZeroDivisionError: pool stride 0", ("stride = [2, 2]", "stride = [0, 2]"),
+     TesselVerifyError, "stride 0 and dilation 1 must be >= 1"),
+]
+
+
+def test_good_text_is_valid():
+    verify(parse_graph(GOOD))
+
+
+@pytest.mark.parametrize("what, edit, error, message", IR_CASES, ids=[c[0] for c in IR_CASES])
+def test_ir_reproducers_are_tessel_errors(what, edit, error, message):
+    text = GOOD.replace(*edit)
+    assert text != GOOD
+    with pytest.raises(error, match=message):
+        verify(parse_graph(text))
+
+
+@pytest.mark.parametrize("what, edit, error, message", IR_CASES, ids=[c[0] for c in IR_CASES])
+def test_ir_reproducers_in_host_graphs_are_format_errors(what, edit, error, message):
+    base = read_tsl((CORPUS / "tiny_cnn.tsl").read_bytes())
+    graphs = {**base.host_graphs, "prologue": GOOD.replace(*edit)}
+    data = write_tsl(dataclasses.replace(base, host_graphs=graphs))
+    with pytest.raises(TesselFormatError, match="HOST_GRAPHS.*not valid IR"):
+        read_tsl(data)
+
+
+def test_asm_long_integer_is_a_parse_error():
+    with pytest.raises(TesselParseError, match="<asm>:1:.*out of range"):
+        assemble(f"DMA_LOAD d0={LONG}")
+    with pytest.raises(TesselParseError, match="out of range"):
+        assemble(f"WAIT token=0x{'f' * 5000}")
+
+
+# ---- point 2: accepted instructions that made the simulator allocate without bound ---------
+DMA_STORE_45TIB = I(Opcode.DMA_STORE, mem=0, dtype=DType.I8, d0=4, d1=4, d2=65535, d3=65535,
+                    ext_addr=0, ext_s0=1, ext_s1=4, ext_s2=0, ext_s3=0, sram_addr=0, sram_s0=1,
+                    sram_s1=4, sram_s2=0, sram_s3=0)
+CONV_1TIB = I(Opcode.CONV, in_addr=0, in_h=2, in_w=2, in_stride_h=0, in_stride_w=0, cin=65535,
+              cout=1, kh=2, kw=2, stride_h=15, stride_w=15, dil_h=15, dil_w=15, out_h=127,
+              out_w=127, w_addr=0, w_stride_k=0, w_stride_ci=1, w_stride_co=0, acc_addr=0,
+              acc_stride=1)
+CONV_IM2COL = I(Opcode.CONV, in_addr=0, in_h=128, in_w=128, in_stride_h=0, in_stride_w=0, cin=16,
+                cout=1, kh=15, kw=15, out_h=114, out_w=114, w_addr=0, w_stride_k=0,
+                w_stride_ci=1, w_stride_co=0, acc_addr=0, acc_stride=1)
+DWCONV_FRAME = I(Opcode.DWCONV, in_addr=0, in_h=1, in_w=1, in_stride_h=0, in_stride_w=0,
+                 ch=4096, kh=15, kw=15, stride_h=15, stride_w=15, dil_h=15, dil_w=15,
+                 out_h=2, out_w=2, w_addr=0, w_stride_k=0, acc_addr=0, acc_stride=4096)
+POOL_ALIAS = I(Opcode.POOL, in_addr=0, in_h=4095, in_w=4095, in_stride_h=0, in_stride_w=0, ch=1,
+               dtype=DType.I8, op=PoolOp.MAX, kh=1, kw=1, out_h=1, out_w=1, out_addr=0,
+               act_min=-128, act_max=127)
+HOSTILE = [
+    ("DMA_STORE zero outer strides d2=d3=65535", Engine.DMA_OUT, DMA_STORE_45TIB,
+     "sram has 68717379600 elements"),
+    ("CONV zero strides cin=65535 stride/dilation 15", Engine.MATRIX, CONV_1TIB,
+     "window frame of .* elements exceeds 64 x"),
+    ("CONV 15x15 im2col of an aliased tile", Engine.MATRIX, CONV_IM2COL,
+     "im2col of .* elements exceeds 64 x"),
+    ("DWCONV dilated frame", Engine.VECTOR, DWCONV_FRAME, "window frame"),
+    ("POOL tile aliased by zero strides", Engine.VECTOR, POOL_ALIAS, "in has 16769025 elements"),
+]
+
+
+def _memories(arch) -> int:
+    return (sum(m.size_bytes for m in arch.offchip) + arch.onchip.sram_bytes
+            + 4 * arch.derived.acc_entries + 2 * arch.onchip.lut_entries)
+
+
+@pytest.mark.parametrize("what, engine, instr, message", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_instruction_traps_statically_with_bounded_memory(what, engine, instr, message):
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(TesselSimError, match=f"{engine.name} instruction 0.*{message}"):
+            simulate(program({engine: [instr]}), ARCH, {})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # the simulator's memory: the target's memories plus a constant (here: 16 MiB)
+    assert peak <= _memories(ARCH) + 16 * 2**20, f"{what}: peak traced allocation {peak} B"
+    assert time.perf_counter() - t0 < 5
+
+
+def test_irregular_destination_overlap_is_decided_without_enumeration():
+    # interleaved strides (not nested), 255^3 elements: decided in closed form, quickly
+    instr = I(Opcode.DMA_LOAD, mem=0, dtype=DType.I8, d0=64, d1=64, d2=64, ext_addr=0,
+              ext_s0=1, ext_s1=64, ext_s2=4096, sram_addr=0, sram_s0=3, sram_s1=5, sram_s2=7)
+    t0 = time.perf_counter()
+    with pytest.raises(TesselSimError, match="writes some bytes twice"):
+        simulate(program({Engine.DMA_IN: [instr]}), ARCH, {})
+    assert time.perf_counter() - t0 < 5
+
+
+# ---- point 3: metadata that disagrees with the program ------------------------------------
+def _mutant(edit) -> bytes:
+    base = read_tsl((CORPUS / "tiny_cnn.tsl").read_bytes())
+    meta = dict(base.metadata)
+    edit(meta)
+    return write_tsl(dataclasses.replace(base, metadata=meta))
+
+
+def _layer(meta, key, value):
+    layers = [dict(x) for x in meta["layers"]]
+    if value is None:
+        del layers[0][key]
+    else:
+        layers[0][key] = value
+    meta["layers"] = layers
+
+
+METADATA_CASES = [
+    ("KeyError: model input not in program", lambda m: m.update(model_inputs=["nope"]),
+     "the prologue needs 'x'"),
+    ("KeyError: model output produced nowhere", lambda m: m.update(model_outputs=["nope"]),
+     "model output 'nope' is produced by no part"),
+    ("TypeError: model_outputs a number", lambda m: m.update(model_outputs=1.5),
+     "'model_outputs' must be a list of strings"),
+    ("KeyError: layer without engine index", lambda m: _layer(m, "first", {"DMA_IN": 0}),
+     "first/last index of engine"),
+    ("IndexError: layer range past the stream", lambda m: _layer(
+        m, "last", {**m["layers"][0]["last"], "VECTOR": 10**6}), "not a range inside"),
+    ("TypeError: layer index a string", lambda m: _layer(
+        m, "first", {**m["layers"][0]["first"], "MATRIX": "0"}), "must be integers"),
+    ("KeyError: layer without mapping", lambda m: _layer(m, "mapping", None), "has no 'mapping'"),
+    ("TypeError: layer not an object", lambda m: m.update(layers=[3]), "must be an object"),
+    ("TypeError: estimated_cycles a string", lambda m: _layer(m, "estimated_cycles", "9"),
+     "estimated_cycles must be an integer"),
+    ("newer metadata version", lambda m: m.update(metadata_version=99), "newer than this reader"),
+    ("TypeError: arena a float", lambda m: m.update(arena_peak_bytes=1.5), "arena_peak_bytes"),
+]
+
+
+@pytest.mark.parametrize("what, edit, message", METADATA_CASES, ids=[c[0] for c in METADATA_CASES])
+def test_metadata_disagreeing_with_program_is_a_format_error(what, edit, message):
+    with pytest.raises(TesselFormatError, match=f"METADATA.*{message}"):
+        read_tsl(_mutant(edit))
+
+
+def test_valid_corpus_runs_and_profiles():
+    import numpy as np
+
+    for path in sorted(CORPUS.glob("*.tsl")):
+        cm = CompiledModel.from_bytes(path.read_bytes())
+        shape = cm.prologue.inputs[0].type.shape
+        out = cm.run(np.zeros(shape, np.float32))
+        assert len(out) == len(cm.output_names) and cm.profile.cycles > 0
+
+
+def test_bad_arch_metadata_is_a_format_error():
+    data = _mutant(lambda m: m.update(arch={"onchip": 3}))
+    with pytest.raises(TesselFormatError, match="metadata 'arch'"):
+        CompiledModel.from_bytes(data)
