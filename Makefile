@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint venv clean
+.PHONY: demo test bench lint fuzz venv clean
 
 venv: $(STAMP)
 
@@ -18,6 +18,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+
+# the long fuzz run (docs/reliability.md): FUZZ_CASES per harness (.tsl reader + simulator,
+# IR parser + verifier, asm parser); findings are saved under tests/fuzz/regressions/
+FUZZ_CASES ?= 100000
+fuzz: $(STAMP)
+	$(PY) tests/fuzz/run_fuzz.py --cases $(FUZZ_CASES)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
