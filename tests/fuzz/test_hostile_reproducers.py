@@ -205,3 +205,25 @@ def test_bad_arch_metadata_is_a_format_error():
     data = _mutant(lambda m: m.update(arch={"onchip": 3}))
     with pytest.raises(TesselFormatError, match="metadata 'arch'"):
         CompiledModel.from_bytes(data)
+
+
+def test_host_memory_exhaustion_is_a_tessel_error(monkeypatch):
+    import numpy as np
+
+    from tessel.errors import TesselConfigError
+    from tessel.sim import functional, state
+
+    copy = I(Opcode.DMA_LOAD, mem=0, dtype=DType.I8, d0=4, ext_addr=0, ext_s0=1, sram_addr=0,
+             sram_s0=1)
+    prog = program({Engine.DMA_IN: [copy]})
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError()
+
+    monkeypatch.setitem(functional.HANDLERS, Opcode.DMA_LOAD, out_of_memory)
+    with pytest.raises(TesselSimError, match="DMA_IN instruction 0.*ran out of memory"):
+        simulate(prog, ARCH, {})
+    monkeypatch.setattr(state.np, "zeros", out_of_memory)
+    with pytest.raises(TesselConfigError, match="cannot map the memories"):
+        simulate(prog, ARCH, {})
+    monkeypatch.setattr(state.np, "zeros", np.zeros)

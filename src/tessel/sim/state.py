@@ -47,10 +47,15 @@ class MachineState:
     def __init__(self, arch: NpuArch) -> None:
         self.arch = arch
         # np.zeros maps large memories lazily (calloc): untouched pages cost nothing
-        self.offchip = [np.zeros(m.size_bytes, np.uint8) for m in arch.offchip]
-        self.sram = np.zeros(arch.onchip.sram_bytes, np.uint8)
-        self.acc_bytes = np.zeros(arch.derived.acc_entries * 4, np.uint8)
-        self.lut_bytes = np.zeros(arch.onchip.lut_entries * 2, np.uint8)
+        try:
+            self.offchip = [np.zeros(m.size_bytes, np.uint8) for m in arch.offchip]
+            self.sram = np.zeros(arch.onchip.sram_bytes, np.uint8)
+            self.acc_bytes = np.zeros(arch.derived.acc_entries * 4, np.uint8)
+            self.lut_bytes = np.zeros(arch.onchip.lut_entries * 2, np.uint8)
+        except MemoryError:
+            raise TesselConfigError(f"simulate: this host cannot map the memories of {arch.name} "
+                                    f"({sum(m.size_bytes for m in arch.offchip)} off-chip bytes)"
+                                    ) from None
         self.lut = self.lut_bytes.view("<i2")
 
 
@@ -88,7 +93,8 @@ def surely_disjoint(dims: Sequence[int], strides: Sequence[int], elem: int) -> b
     """Fast sufficient test that no two elements of a pattern share a byte.
 
     Sorting the dimensions by |stride|, each stride must step over everything the inner
-    dimensions span. When this says False the caller uses the exact (sorting) test.
+    dimensions span. When this says False the caller uses the exact arithmetic test
+    (``tessel.isa.footprint.self_overlapping``).
     """
     span = elem
     for n, s in sorted(((n, abs(s)) for n, s in zip(dims, strides, strict=True) if n > 1),
