@@ -270,7 +270,7 @@ def mutate_tsl(rng: random.Random, data: bytes) -> bytes:
         else:
             out = bytearray(data)
             for _ in range(rng.randint(1, 6)):
-                at = rng.randrange(80, len(out))
+                at = rng.randrange(80, len(out) - 4)
                 if rng.random() < 0.5:
                     out[at] ^= 1 << rng.randrange(8)
                 else:
