@@ -34,6 +34,7 @@ from tessel.analysis.explore_space import (
 from tessel.analysis.explore_store import PointResult, Study, pareto_front
 from tessel.arch import NpuArch, load_target
 from tessel.errors import TesselConfigError
+from tessel.fileio import write_atomic
 from tessel.ir import Graph
 
 BATCH = 8  # optuna points asked per round (fixed: results independent of the worker count)
@@ -187,9 +188,7 @@ def _quantised(model: str, samples: int, cache_dir: Path | None) -> Graph:
                   config=default_config(spec.name), calibration_samples=samples)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(pickle.dumps(qm.graph))
-        tmp.replace(path)
+        write_atomic(path, pickle.dumps(qm.graph))
     return qm.graph
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from tessel.errors import TesselConfigError, TesselError
+from tessel.fileio import check_writable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,6 +59,7 @@ def _progress(msg: str) -> None:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    check_writable(args.output)  # before the imports and the compile: fails in well under 1 s
     from tessel.arch import CompileOptions, load_target
     from tessel.driver import compile as tessel_compile
     from tessel.ir import print_graph
@@ -170,16 +172,31 @@ def _example_inputs(source) -> list[np.ndarray]:
 
 
 def _load_npy(path: Path) -> np.ndarray:
+    """A .npy array; anything else (missing, empty, truncated, pickled objects, .npz) is one
+    TesselConfigError naming the file."""
     try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise TesselError(f"cannot read input {path}: {exc}") from None
+        array = np.load(path, allow_pickle=False)
+    except IsADirectoryError:
+        raise TesselConfigError(f"cannot read input {path}: it is a directory") from None
+    except OSError as exc:
+        raise TesselConfigError(f"cannot read input {path}: {exc.strerror or exc}") from None
+    except EOFError:
+        raise TesselConfigError(f"input {path} is empty (expected a .npy array)") from None
+    except (ValueError, TypeError) as exc:
+        first = (str(exc).splitlines() or ["not a .npy array"])[0]
+        raise TesselConfigError(f"input {path} is not a readable .npy array: {first}") from None
+    if not isinstance(array, np.ndarray):  # an .npz archive
+        array.close()
+        raise TesselConfigError(f"input {path} is an .npz archive; give one .npy per input")
+    return array
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from tessel.analysis.cli_options import write_reports
     from tessel.runtime.compiled import load
 
+    for path in (args.html, args.trace, args.csv):
+        check_writable(path)
     cm = load(args.binary)
     prof = cm.profile
     if args.json:
