@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "model's example inputs")
     p.add_argument("--check", action="store_true", help="compare with the golden model "
                    "(must be bit-exact) and the float model (SQNR)")
+    p.add_argument("--allow-nonfinite", action="store_true",
+                   help="run inputs with NaN / inf values instead of refusing them")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_run)
 
@@ -117,10 +119,12 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tessel.runtime.compiled import load
+    from tessel.runtime.inputs import check_inputs
 
     cm = load(args.binary)
     source = cm.program.metadata.get("source")
     inputs = [_load_npy(p) for p in args.input] if args.input else _example_inputs(source)
+    inputs = check_inputs(cm, inputs, allow_nonfinite=args.allow_nonfinite)
     outputs = cm.run(*inputs)
     result: dict = {"outputs": {n: {"shape": list(o.shape), "dtype": str(o.dtype)}
                                 for n, o in zip(cm.output_names, outputs, strict=True)},
