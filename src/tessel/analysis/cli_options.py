@@ -53,16 +53,17 @@ def write_reports(args: argparse.Namespace, compiled: CompiledModel) -> list[Pat
     if trace_path:
         written.append(write_trace(compiled, trace_path, timeline))
     if html_path:
-        advice = _advice(compiled) if getattr(args, "advise", False) else None
+        advice = _advice(compiled, getattr(args, "binary", None)) \
+            if getattr(args, "advise", False) else None
         written.append(write_html(compiled, html_path, fps, timeline, advice))
     return written
 
 
-def _advice(compiled: CompiledModel):
+def _advice(compiled: CompiledModel, binary: Path | None = None):
     """Advice for the model the binary was compiled from (its metadata names the source)."""
     from tessel.analysis.advise import advise
     from tessel.runtime.source import requantize_source
 
     source = compiled.program.metadata.get("source")
-    _, _, qm = requantize_source(source, "--advise")
+    _, _, qm = requantize_source(source, "--advise", binary)
     return advise(qm.graph, compiled.arch, name=source["model"])
