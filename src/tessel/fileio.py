@@ -2,10 +2,11 @@
 exploration results), under one contract:
 
 * ``write_atomic``: the data goes to a uniquely named temporary file in the destination's
-  folder, is flushed and fsynced, then renamed over the destination. On any failure (a full
-  disk, a signal, an exception) the temporary file is removed and the destination is left as it
-  was. The new file gets the mode ``open()`` would give it (0666 minus the umask), not the
-  0600 of ``tempfile.mkstemp``.
+  folder (``.NAME.PID.XXXX.tmp``), is flushed and fsynced, then renamed over the destination.
+  On any failure (a full disk, SIGINT/SIGTERM, an exception) the temporary file is removed and
+  the destination is left as it was; a temporary file left by a writer killed with SIGKILL is
+  removed by the next write of the same destination. The new file gets the mode ``open()``
+  would give it (0666 minus the umask), not the 0600 of ``tempfile.mkstemp``.
 * ``check_writable``: called by the CLI before any expensive work, so an unwritable
   destination (missing folder, a file's child, a read-only or pseudo file system) fails in
   well under a second instead of after a whole compile.
@@ -17,6 +18,7 @@ Every OSError becomes a ``TesselConfigError`` saying what and where.
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 from pathlib import Path
@@ -40,8 +42,10 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     if p.is_dir():
         raise TesselConfigError(f"cannot write {p}: it is a directory")
+    _remove_orphans(p)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.{os.getpid()}.", suffix=".tmp",
+                                   dir=p.parent)
     except OSError as exc:
         raise TesselConfigError(f"cannot write {p}: {_why(exc)}") from None
     try:
@@ -58,6 +62,29 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return p
+
+
+def _remove_orphans(p: Path) -> None:
+    """Remove temporary files of `p` left by writers killed with SIGKILL (no cleanup runs
+    then): their name holds the writer's pid, and that process no longer exists."""
+    try:
+        leftovers = list(p.parent.glob(f".{glob.escape(p.name)}.*.tmp"))
+    except OSError:
+        return
+    for tmp in leftovers:
+        pid = tmp.name[len(p.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
 
 
 def check_writable(path: str | os.PathLike[str] | None, *, directory: bool = False) -> None:

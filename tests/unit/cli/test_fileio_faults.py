@@ -142,3 +142,15 @@ def _small_ir() -> str:
             "  %b = neg(%a) : tensor<2x2xf32>\n"
             "  return %b\n"
             "}\n")
+
+
+def test_leftover_of_a_killed_writer_is_removed_by_the_next_write(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    leftover = tmp_path / f".out.tsl.{dead.pid}.abc123.tmp"  # as a SIGKILLed writer leaves it
+    leftover.write_bytes(b"half")
+    live = tmp_path / f".out.tsl.{os.getpid()}.def456.tmp"  # a concurrent writer: kept
+    live.write_bytes(b"busy")
+    fileio.write_atomic(tmp_path / "out.tsl", b"data")
+    assert not leftover.exists() and live.exists()
+    assert (tmp_path / "out.tsl").read_bytes() == b"data"
