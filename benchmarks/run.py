@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import bench_dse, bench_models, bench_sim
+from benchmarks import bench_cli_fail_fast, bench_dse, bench_models, bench_sim
 
 
 def main() -> int:
@@ -15,6 +15,8 @@ def main() -> int:
     bench_models.main()
     print("\n## Design-space exploration (python -m benchmarks.bench_dse)\n", flush=True)
     bench_dse.main()
+    print("\n## CLI fail-fast (python -m benchmarks.bench_cli_fail_fast)\n", flush=True)
+    bench_cli_fail_fast.main()
     return 0
 
 

@@ -51,8 +51,10 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *,  
     """Compile a PyTorch model for an NPU target; returns a runnable CompiledModel.
 
     source: how to rebuild the model (zoo name or file.py:factory), recorded in the binary so
-    `tessel run --check` can recompute the golden and float references. dump: called with
+    `tessel run --check` can recompute the golden and float references (a file by its name
+    and content hash, not its path: see tessel.models.digest.source_record). dump: called with
     the integer graph after quantisation (`--dump-after quantize`)."""
+    from tessel.models.digest import source_record
     from tessel.quant.api import quantize
 
     options = options or CompileOptions()
@@ -67,7 +69,7 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *,  
     times.record("frontend+quantise", t0)
     if dump is not None:
         dump(qm.graph)
-    extra = {"source": {"model": source, "calibration": options.calibration_samples}} \
+    extra = {"source": {**source_record(source), "calibration": options.calibration_samples}} \
         if source else {}
     return compile_graph(verify(qm.graph), arch, options=options, name=name, progress=say,
                          times=times, metadata=extra)

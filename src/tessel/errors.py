@@ -32,6 +32,12 @@ class TesselUnsupportedOpError(TesselError):
         )
 
 
+class TesselExportError(TesselError):
+    """torch.export cannot trace a model (wrong example inputs, data-dependent control flow,
+    an unsupported Python construct); gives torch's first useful line and the user's source
+    line where it happened."""
+
+
 class TesselConfigError(TesselError):
     """A bad architecture preset, option or argument; names the key and the allowed values."""
 

@@ -1,22 +1,143 @@
-"""Writing output files (IR text, reports, program text): atomically, so nothing is left
-half-written, and an unwritable path becomes one clear TesselConfigError naming it."""
+"""Reading inputs and writing every output file Tessel produces (binaries, IR text, reports,
+exploration results), under one contract:
+
+* ``write_atomic``: the data goes to a uniquely named temporary file in the destination's
+  folder (``.NAME.PID.XXXX.tmp``), is flushed and fsynced, then renamed over the destination.
+  On any failure (a full disk, SIGINT/SIGTERM, an exception) the temporary file is removed and
+  the destination is left as it was; a temporary file left by a writer killed with SIGKILL is
+  removed by the next write of the same destination. The new file gets the mode ``open()``
+  would give it (0666 minus the umask), not the 0600 of ``tempfile.mkstemp``.
+* ``check_writable``: called by the CLI before any expensive work, so an unwritable
+  destination (missing folder, a file's child, a read-only or pseudo file system) fails in
+  well under a second instead of after a whole compile.
+* ``read_text``: IR / program text; a missing file, a directory or a binary file given where
+  text is expected is one ``TesselConfigError`` naming the path.
+
+Every OSError becomes a ``TesselConfigError`` saying what and where.
+"""
 
 from __future__ import annotations
 
+import glob
+import os
+import tempfile
 from pathlib import Path
 
 from tessel.errors import TesselConfigError
 
 
-def write_atomic(path: str | Path, data: str | bytes) -> Path:
-    """Write `data` (text as UTF-8 with \\n line ends) to `path` via a temporary file."""
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
+    """Write `data` (text as UTF-8) to `path` via a temporary file in the same folder."""
     p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    if p.is_dir():
+        raise TesselConfigError(f"cannot write {p}: it is a directory")
+    _remove_orphans(p)
     try:
-        tmp.write_bytes(raw)
-        tmp.replace(p)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.{os.getpid()}.", suffix=".tmp",
+                                   dir=p.parent)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise TesselConfigError(f"cannot write {p}: {exc.strerror or exc}") from None
+        raise TesselConfigError(f"cannot write {p}: {_why(exc)}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
+        os.replace(tmp, p)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise TesselConfigError(f"cannot write {p}: {_why(exc)}") from None
+    except BaseException:  # KeyboardInterrupt, SystemExit from a signal handler, ...
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return p
+
+
+def _remove_orphans(p: Path) -> None:
+    """Remove temporary files of `p` left by writers killed with SIGKILL (no cleanup runs
+    then): their name holds the writer's pid, and that process no longer exists."""
+    try:
+        leftovers = list(p.parent.glob(f".{glob.escape(p.name)}.*.tmp"))
+    except OSError:
+        return
+    for tmp in leftovers:
+        pid = tmp.name[len(p.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def check_writable(path: str | os.PathLike[str] | None, *, directory: bool = False) -> None:
+    """Raise TesselConfigError now if `path` could not be written later (None: nothing to do).
+
+    A file destination must not be a directory and its folder must exist and accept a new
+    file (tested by creating and removing one). ``directory=True``: `path` is an output
+    folder; it may not exist yet, but then its nearest existing ancestor must accept files."""
+    if path is None:
+        return
+    p = Path(path)
+    if directory:
+        if p.exists() and not p.is_dir():
+            raise TesselConfigError(f"cannot write into {p}: it is not a directory")
+        folder = p
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        _probe(folder, p)
+        return
+    if p.is_dir():
+        raise TesselConfigError(f"cannot write {p}: it is a directory")
+    folder = p.parent
+    if not folder.exists():
+        raise TesselConfigError(f"cannot write {p}: folder {folder} does not exist")
+    if not folder.is_dir():
+        raise TesselConfigError(f"cannot write {p}: {folder} is not a directory")
+    _probe(folder, p)
+
+
+def _probe(folder: Path, target: Path) -> None:
+    if not folder.is_dir():
+        raise TesselConfigError(f"cannot write {target}: {folder} is not a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tessel-probe.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise TesselConfigError(f"cannot write {target}: {_why(exc)}") from None
+    os.close(fd)
+    Path(tmp).unlink(missing_ok=True)
+
+
+def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
+    """The UTF-8 text of `path`; unreadable or non-text files raise TesselConfigError."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except IsADirectoryError:
+        raise TesselConfigError(f"cannot read {what} {p}: it is a directory") from None
+    except OSError as exc:
+        raise TesselConfigError(f"cannot read {what} {p}: {_why(exc)}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        hint = " (a .tsl binary; `tessel disasm` prints it as text)" \
+            if raw[:4] == b"TSL\0" else ""
+        raise TesselConfigError(f"{p} is not a UTF-8 text {what}: byte {exc.start} is "
+                                f"0x{raw[exc.start]:02x}{hint}") from None

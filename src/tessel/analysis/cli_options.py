@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tessel.analysis.figures import check_fps
-from tessel.runtime.compiled import CompiledModel
+if TYPE_CHECKING:
+    from tessel.runtime.compiled import CompiledModel
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +32,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 def write_reports(args: argparse.Namespace, compiled: CompiledModel) -> list[Path]:
     """Write the reports ``args`` asks for (none if no option was given); the timing schedule
     is computed once and shared."""
+    from tessel.analysis.figures import check_fps
+
     html_path = getattr(args, "html", None)
     trace_path = getattr(args, "trace", None)
     csv_path = getattr(args, "csv", None)
@@ -50,16 +53,17 @@ def write_reports(args: argparse.Namespace, compiled: CompiledModel) -> list[Pat
     if trace_path:
         written.append(write_trace(compiled, trace_path, timeline))
     if html_path:
-        advice = _advice(compiled) if getattr(args, "advise", False) else None
+        advice = _advice(compiled, getattr(args, "binary", None)) \
+            if getattr(args, "advise", False) else None
         written.append(write_html(compiled, html_path, fps, timeline, advice))
     return written
 
 
-def _advice(compiled: CompiledModel):
+def _advice(compiled: CompiledModel, binary: Path | None = None):
     """Advice for the model the binary was compiled from (its metadata names the source)."""
     from tessel.analysis.advise import advise
     from tessel.runtime.source import requantize_source
 
     source = compiled.program.metadata.get("source")
-    _, _, qm = requantize_source(source, "--advise")
+    _, _, qm = requantize_source(source, "--advise", binary)
     return advise(qm.graph, compiled.arch, name=source["model"])

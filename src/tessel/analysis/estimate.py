@@ -12,7 +12,14 @@ from typing import Any
 
 from tessel.arch import NpuArch, load_target
 from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.program import _DummyTensors, _emitter, _place_data_constants, plan_units
+from tessel.codegen.program import (
+    _DummyTensors,
+    _emitter,
+    _place_data_constants,
+    pack_constants,
+    plan_dram,
+    plan_units,
+)
 from tessel.codegen.registry import is_view
 from tessel.ir import Graph
 from tessel.ir.macs import node_macs
@@ -76,8 +83,10 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None) -> E
     data = _place_data_constants(graph, nodes, ConstPool(consts.memory))
     est_ctx = CodegenContext(arch, graph, _DummyTensors(base), consts, base.act_memory)
     est_ctx.dram.update(data)
+    choices = list(plan_units(graph, nodes, base))
+    _check_fits(graph, part, nodes, arch, choices)
     layers, events = [], Events()
-    for unit, mapping, est in plan_units(graph, nodes, base):
+    for unit, mapping, est in choices:
         ev = _events(_emitter(unit).step(unit, mapping, est_ctx, emit=False), arch)
         events = events + ev
         members = unit.nodes if hasattr(unit, "nodes") else (unit,)
@@ -98,6 +107,17 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None) -> E
         dict(zip(names, rd, strict=False)), dict(zip(names, wr, strict=False)), tuple(layers),
         tuple(f"%{n.name} = {n.op.value} at {n.loc}"
               for n in part.host_ops + part.moved_to_host))
+
+
+def _check_fits(graph: Graph, part: Any, nodes: list, arch: NpuArch, choices: list) -> None:
+    """The DRAM check `compile` makes (constants packed as codegen packs them, then the
+    activation arena): a model that does not compile does not get an estimate either."""
+    pool = ConstPool(arch.memory_index(arch.weights_memory))
+    ctx = CodegenContext(arch, graph, dict(_place_data_constants(graph, nodes, pool)), pool,
+                         arch.memory_index(arch.activations_memory))
+    pack_constants(choices, ctx)
+    plan_dram(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch, choices,
+              len(pool.blob))
 
 
 def estimate(model: Any, example_inputs: Sequence[Any], *, target: str | NpuArch = "tnpu-s",

@@ -14,6 +14,7 @@ import dataclasses
 import enum
 import hashlib
 import pickle
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,13 +28,16 @@ from tessel.analysis.explore_space import (
     Space,
     build_arch,
     check_against,
+    key_context,
     load_space,
     parse_space,
     point_key,
+    study_context,
 )
 from tessel.analysis.explore_store import PointResult, Study, pareto_front
 from tessel.arch import NpuArch, load_target
 from tessel.errors import TesselConfigError
+from tessel.fileio import write_atomic
 from tessel.ir import Graph
 
 BATCH = 8  # optuna points asked per round (fixed: results independent of the worker count)
@@ -109,12 +113,16 @@ def explore(models: Sequence[str] | Mapping[str, Graph], space: Space | str | Pa
     graphs = quantised_graphs(models, calibration_samples, out_dir)
     study = Study(out_dir) if out_dir is not None else Study(None)
     log = _logger(progress)
+    from tessel import __version__
     from tessel.analysis.explore_run import make_runner
+    from tessel.ir import print_graph
 
-    runner = make_runner(graphs, base, workers, ray)
+    context = study_context({k: print_graph(g) for k, g in graphs.items()}, base, __version__)
+    _say_stale(study, context, log)
+    runner = make_runner(graphs, base, workers, ray, context)
     names = tuple(graphs)
     try:
-        driver = _Driver(study, runner, names, space, log)
+        driver = _Driver(study, runner, names, space, log, context)
         if search is Search.EXHAUSTIVE:
             driver.exhaustive()
         else:
@@ -122,7 +130,7 @@ def explore(models: Sequence[str] | Mapping[str, Graph], space: Space | str | Pa
     finally:
         runner.close()
         study.close()
-    points = tuple(sorted((p for p in study.points.values() if p.models == names),
+    points = tuple(sorted((p for p in study.points.values() if driver.owns(p)),
                           key=lambda p: p.key))
     front = tuple(pareto_front(points, space.constraints, space.latency))
     result = ExploreResult(names, base.name, space, search, points, front, driver.evaluated,
@@ -132,6 +140,15 @@ def explore(models: Sequence[str] | Mapping[str, Graph], space: Space | str | Pa
                                                 for p in front})
         result = dataclasses.replace(result, files=tuple(files))
     return result
+
+
+def _say_stale(study: Study, context: str, log: Callable[[str], None] | None) -> None:
+    """Say when the study file holds points of another model source, calibration, base target
+    or Tessel version: they are kept in the file but never reused."""
+    stale = sum(key_context(k) != context for k in study.points)
+    if stale and log is not None:
+        log(f"{stale} point(s) in the study were computed for another model, calibration, base "
+            "target or Tessel version; they are not reused (recomputing)")
 
 
 def _as_space(space: Space | str | Path | Mapping) -> Space:
@@ -171,12 +188,15 @@ def quantised_graphs(models: Sequence[str] | Mapping[str, Graph], samples: int,
 def _quantised(model: str, samples: int, cache_dir: Path | None) -> Graph:
     from tessel import __version__
     from tessel.models import resolve
+    from tessel.models.digest import source_digest
     from tessel.quant.accuracy import default_config
     from tessel.quant.api import quantize
 
     spec = resolve(model)
-    tag = hashlib.sha256(f"{model}|{samples}|{__version__}".encode()).hexdigest()[:16]
-    path = cache_dir / "graphs" / f"{spec.name}-{tag}.pkl" if cache_dir is not None else None
+    digest = source_digest(model)  # an edited model file never reuses its cached graph
+    tag = hashlib.sha256(f"{model}|{digest}|{samples}|{__version__}".encode()).hexdigest()[:16]
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.name.replace("\\", "/").rsplit("/", 1)[-1])
+    path = cache_dir / "graphs" / f"{stem}-{tag}.pkl" if cache_dir is not None else None
     if path is not None and path.exists():
         try:
             return pickle.loads(path.read_bytes())
@@ -187,9 +207,7 @@ def _quantised(model: str, samples: int, cache_dir: Path | None) -> Graph:
                   config=default_config(spec.name), calibration_samples=samples)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(pickle.dumps(qm.graph))
-        tmp.replace(path)
+        write_atomic(path, pickle.dumps(qm.graph))
     return qm.graph
 
 
@@ -203,17 +221,25 @@ class _Driver:
     """Runs the search: asks the runner for points not in the study, records each result."""
 
     def __init__(self, study: Study, runner: Any, models: tuple[str, ...], space: Space,
-                 log: Callable[[str], None] | None):
+                 log: Callable[[str], None] | None, context: str = ""):
         self.study, self.runner, self.models, self.space, self.log = \
             study, runner, models, space, log
+        self.context = context
         self.evaluated, self.total, self.t0 = 0, 0, time.perf_counter()
         self.best = float("inf")
 
+    def key(self, point: Mapping[str, Any]) -> str:
+        return point_key(point, self.models, self.context)
+
+    def owns(self, res: PointResult) -> bool:
+        """True for study points of this run's models and context (reusable)."""
+        return res.models == self.models and key_context(res.key) == self.context
+
     def known(self, point: Mapping[str, Any]) -> PointResult | None:
-        return self.study.points.get(point_key(point, self.models))
+        return self.study.points.get(self.key(point))
 
     def run(self, points: list[dict[str, Any]]) -> None:
-        todo = list({point_key(p, self.models): p for p in points
+        todo = list({self.key(p): p for p in points
                      if self.known(p) is None}.values())  # each new point once
         for res in self.runner.run(todo):
             self.study.append(res)
@@ -228,8 +254,7 @@ class _Driver:
     def optuna(self, search: Search, trials: int, seed: int) -> None:
         from tessel.analysis.explore_optuna import optuna_search
 
-        self.total = max(0, trials - sum(p.models == self.models
-                                         for p in self.study.points.values()))
+        self.total = max(0, trials - sum(self.owns(p) for p in self.study.points.values()))
         optuna_search(self, search.value, trials, seed, BATCH)
 
     def _progress(self, res: PointResult) -> None:

@@ -28,7 +28,7 @@ def optuna_search(driver: Any, method: str, trials: int, seed: int, batch: int) 
     study = optuna.create_study(directions=["minimize"] * 3, sampler=sampler)
     seen: set[str] = set()
     for res in sorted(driver.study.points.values(), key=lambda r: r.key):
-        if res.models == driver.models and _in_space(res, dists):
+        if driver.owns(res) and _in_space(res, dists):
             study.add_trial(_frozen(optuna, res, dists, agg, cons))
             seen.add(res.key)
     asks = 0

@@ -6,12 +6,14 @@ energy, area as colour) and presets/NAME.toml (each front point as a preset that
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tessel.arch import NpuArch
+from tessel.fileio import write_atomic
 
 if TYPE_CHECKING:
     from tessel.analysis.explore import ExploreResult
@@ -27,8 +29,7 @@ def write_outputs(result: ExploreResult, out_dir: Path,
     for p in result.front:
         arch = archs[p.key]
         path = presets / f"{arch.name}.toml"
-        path.write_text(arch_to_toml(arch), encoding="utf-8")
-        files.append(path)
+        files.append(write_atomic(path, arch_to_toml(arch)))
     return files
 
 
@@ -36,12 +37,12 @@ def write_csv(result: ExploreResult, path: Path) -> Path:
     rows = result.front_rows()
     cols = ["arch", *[k for k, _ in result.space.params],
             "latency_ms", "energy_uj", "area_mm2", "power_mw"]
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-    return path
+    f = io.StringIO(newline="")
+    w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    return write_atomic(path, f.getvalue())
 
 
 def write_plot(result: ExploreResult, path: Path) -> Path:
@@ -68,9 +69,10 @@ def write_plot(result: ExploreResult, path: Path) -> Path:
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
-    return path
+    return write_atomic(path, buf.getvalue())
 
 
 def arch_to_toml(arch: NpuArch) -> str:

@@ -8,6 +8,8 @@ once; each Ray worker process keeps the ones it has fetched).
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -23,13 +25,15 @@ Graphs = Mapping[str, Graph]  # model name -> quantised integer graph (insertion
 _STATE: dict[str, Any] = {}  # per worker process: "graphs", "base"
 
 
-def evaluate_point(point: Mapping[str, Any], graphs: Graphs, base: NpuArch) -> PointResult:
-    """Estimate every model on the design point (never raises for a point that does not fit)."""
+def evaluate_point(point: Mapping[str, Any], graphs: Graphs, base: NpuArch,
+                   context: str = "") -> PointResult:
+    """Estimate every model on the design point (never raises for a point that does not fit);
+    ``context``: the study context its key records (``explore_space.study_context``)."""
     from tessel.analysis.estimate import estimate_graph
 
     t0 = time.perf_counter()
     models = tuple(graphs)
-    key = point_key(point, models)
+    key = point_key(point, models, context)
     try:
         arch = build_arch(base, point)
     except TesselConfigError as exc:
@@ -54,29 +58,45 @@ def _infeasible(key: str, point: Mapping[str, Any], models: tuple[str, ...], nam
 
 
 # -- local worker processes --------------------------------------------------------------------
-def _init_worker(graphs: Graphs, base_dict: dict[str, Any]) -> None:
+def _init_worker(graphs: Graphs, base_dict: dict[str, Any], context: str, parent: int) -> None:
+    _die_with_parent(parent)
     _STATE["graphs"] = graphs
     _STATE["base"] = arch_from_dict(base_dict)
+    _STATE["context"] = context
+
+
+def _die_with_parent(parent: int, period_s: float = 0.2) -> None:
+    """Exit this worker as soon as the process that started it is gone (even killed with
+    SIGKILL, when no cleanup of the parent runs): a daemon thread watches the parent pid."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period_s)
+        os._exit(1)
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=watch, name="tessel-parent-watch", daemon=True).start()
 
 
 def _eval_in_worker(point: dict[str, Any]) -> PointResult:
-    return evaluate_point(point, _STATE["graphs"], _STATE["base"])
+    return evaluate_point(point, _STATE["graphs"], _STATE["base"], _STATE["context"])
 
 
 class LocalRunner:
     """Points evaluated in ``workers`` processes (0: in this process)."""
 
-    def __init__(self, graphs: Graphs, base: NpuArch, workers: int):
-        self.graphs, self.base, self.workers = graphs, base, workers
+    def __init__(self, graphs: Graphs, base: NpuArch, workers: int, context: str = ""):
+        self.graphs, self.base, self.workers, self.context = graphs, base, workers, context
         self.pool = (ProcessPoolExecutor(workers, initializer=_init_worker,
-                                         initargs=(dict(graphs), base.to_toml_dict()))
+                                         initargs=(dict(graphs), base.to_toml_dict(), context,
+                                                   os.getpid()))
                      if workers > 0 else None)
 
     def run(self, points: Sequence[dict[str, Any]]) -> Iterator[PointResult]:
         """Results as they finish (any order)."""
         if self.pool is None:
             for p in points:
-                yield evaluate_point(p, self.graphs, self.base)
+                yield evaluate_point(p, self.graphs, self.base, self.context)
             return
         pending: set[Future] = {self.pool.submit(_eval_in_worker, p) for p in points}
         try:
@@ -98,7 +118,7 @@ class RayRunner:
     """Points evaluated as Ray tasks; ``address`` "auto" connects to a running cluster or starts
     a local one (a Ray already initialised in this process is reused)."""
 
-    def __init__(self, graphs: Graphs, base: NpuArch, address: str):
+    def __init__(self, graphs: Graphs, base: NpuArch, address: str, context: str = ""):
         try:
             import ray
         except ImportError as exc:
@@ -109,12 +129,13 @@ class RayRunner:
             ray.init(address=None if address == "auto" else address,
                      log_to_driver=False, include_dashboard=False)
         self.graphs_ref = ray.put(dict(graphs))
-        self.base_dict = base.to_toml_dict()
+        self.base_dict, self.context = base.to_toml_dict(), context
         self.task = ray.remote(_ray_eval)
 
     def run(self, points: Sequence[dict[str, Any]]) -> Iterator[PointResult]:
         ray = self.ray
-        refs = [self.task.remote([self.graphs_ref], self.base_dict, p) for p in points]
+        refs = [self.task.remote([self.graphs_ref], self.base_dict, p, self.context)
+                for p in points]
         try:
             while refs:
                 done, refs = ray.wait(refs, num_returns=1)
@@ -129,21 +150,22 @@ class RayRunner:
             self.ray.shutdown()
 
 
-def _ray_eval(graphs_box: list, base_dict: dict[str, Any], point: dict[str, Any]) -> PointResult:
+def _ray_eval(graphs_box: list, base_dict: dict[str, Any], point: dict[str, Any],
+              context: str = "") -> PointResult:
     import ray
 
     ref = graphs_box[0]  # boxed: the worker fetches it once, not once per task
     cache_key = ref.hex()
     if _STATE.get("ray_key") != cache_key:
         _STATE["ray_graphs"], _STATE["ray_key"] = ray.get(ref), cache_key
-    return evaluate_point(point, _STATE["ray_graphs"], arch_from_dict(base_dict))
+    return evaluate_point(point, _STATE["ray_graphs"], arch_from_dict(base_dict), context)
 
 
 def make_runner(graphs: Graphs, base: NpuArch, workers: int,
-                ray_address: str | None) -> LocalRunner | RayRunner:
+                ray_address: str | None, context: str = "") -> LocalRunner | RayRunner:
     if ray_address:
-        return RayRunner(graphs, base, ray_address)
+        return RayRunner(graphs, base, ray_address, context)
     if workers < 0:
         raise TesselConfigError(f"--workers must be >= 0, got {workers}")
-    return LocalRunner(graphs, base, workers)
+    return LocalRunner(graphs, base, workers, context)
 

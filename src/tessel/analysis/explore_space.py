@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import itertools
 import json
 import tomllib
@@ -85,10 +86,32 @@ class Space:
             yield dict(zip(names, combo, strict=True))
 
 
-def point_key(point: Mapping[str, Any], models: tuple[str, ...]) -> str:
-    """The study key of a point: its canonical parameter dict plus the model list."""
-    return json.dumps({"params": dict(sorted(point.items())), "models": list(models)},
-                      sort_keys=True, separators=(",", ":"))
+def point_key(point: Mapping[str, Any], models: tuple[str, ...], context: str = "") -> str:
+    """The study key of a point: its canonical parameter dict, the model list and the study
+    context (``study_context``: a hash of everything else that determines the result)."""
+    return json.dumps({"params": dict(sorted(point.items())), "models": list(models),
+                       "context": context}, sort_keys=True, separators=(",", ":"))
+
+
+def key_context(key: str) -> str | None:
+    """The context hash inside a study key (None for keys of older studies, which had none)."""
+    try:
+        value = json.loads(key).get("context")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def study_context(graph_texts: Mapping[str, str], base: NpuArch, version: str) -> str:
+    """sha256 of what, besides the parameters, determines a design point's figures: each
+    model's quantised graph (so its source, weights and calibration), the base target and the
+    Tessel version. A study recorded under another context is never reused."""
+    h = hashlib.sha256()
+    for name, text in graph_texts.items():
+        h.update(f"model {name} {hashlib.sha256(text.encode()).hexdigest()}\n".encode())
+    h.update(json.dumps(base.to_toml_dict(), sort_keys=True, default=str).encode())
+    h.update(f"\ntessel {version}".encode())
+    return h.hexdigest()[:32]
 
 
 def load_space(path: str | Path) -> Space:

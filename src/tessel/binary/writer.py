@@ -4,9 +4,7 @@ to disk atomically."""
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from tessel.binary.codec import StreamCodec, isa_codec
 from tessel.binary.layout import (
@@ -42,6 +40,7 @@ from tessel.binary.program import (
 )
 from tessel.binary.tokens import check_tokens
 from tessel.errors import TesselFormatError
+from tessel.fileio import write_atomic
 
 
 @dataclass(frozen=True)
@@ -71,20 +70,9 @@ def write_tsl(program: TslProgram, *, codec: StreamCodec | None = None) -> bytes
 
 def save_tsl(path: str | os.PathLike[str], program: TslProgram, *,
              codec: StreamCodec | None = None) -> None:
-    """Write `program` to `path` atomically: a temporary file in the same folder, fsync, rename.
-    On any error the destination is left as it was."""
-    data = write_tsl(program, codec=codec)
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write `program` to `path` atomically (``tessel.fileio.write_atomic``): on any error the
+    destination is left as it was and an OSError becomes a TesselConfigError naming the path."""
+    write_atomic(path, write_tsl(program, codec=codec))
 
 
 def _stream_payloads(program: TslProgram, codec: StreamCodec | None) -> list[_Payload]:

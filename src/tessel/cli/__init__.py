@@ -1,13 +1,24 @@
-"""The `tessel` command line: one sub-command per job, errors as one clear line and exit code 1."""
+"""The `tessel` command line: one sub-command per job.
+
+Error contract (docs/cli.md): every failure a user can cause is a ``tessel.errors`` error,
+printed as ``tessel COMMAND: error: MESSAGE`` on stderr with exit code 1; a bad command line
+exits with 2 (argparse's usage message). No traceback unless ``--debug`` is given. Anything
+else escaping a command is a bug in Tessel: one ``internal error`` line and exit code 3.
+SIGINT exits with 130 and SIGTERM with 143, after the ``finally`` blocks that remove
+temporary files have run.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 
 from tessel.errors import TesselError
+
+EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 3
 
 # Modules that add sub-commands through register(subparsers), in help order.
 COMMAND_MODULES = (
@@ -20,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tessel", description="Compile PyTorch models for the Tessel NPU, simulate, analyse.")
     parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of an error (for bug reports)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module in COMMAND_MODULES:
@@ -32,17 +45,58 @@ def _version() -> str:
     return f"tessel {__version__}"
 
 
+class Terminated(BaseException):
+    """Raised in the main thread on SIGTERM so that cleanup (``finally``) runs as for Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage errors (argparse printed them; code 2), --help, --version
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    previous = _install(signal.SIGTERM, _on_sigterm)
     try:
         return int(args.func(args) or 0)
     except TesselError as exc:
+        if args.debug:
+            raise
         print(f"tessel {args.command}: error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except KeyboardInterrupt:
-        print("tessel: interrupted", file=sys.stderr)
+        print(f"tessel {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"tessel {args.command}: terminated", file=sys.stderr)
+        return 143
+    except MemoryError:
+        if args.debug:
+            raise
+        print(f"tessel {args.command}: error: out of memory", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 (the contract: never a traceback without --debug)
+        if args.debug:
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        print(f"tessel {args.command}: internal error: {type(exc).__name__}: {first} "
+              "(a bug in Tessel; rerun with --debug for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
+    finally:
+        _install(signal.SIGTERM, previous)
+
+
+def _install(signum: int, handler: object) -> object:
+    """Set a signal handler (only possible in the main thread; elsewhere a no-op)."""
+    if handler is None:
+        return None
+    try:
+        return signal.signal(signum, handler)  # type: ignore[arg-type]
+    except ValueError:
+        return None
 
 
 if __name__ == "__main__":

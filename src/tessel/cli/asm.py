@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tessel.errors import TesselError
-from tessel.fileio import write_atomic
+from tessel.fileio import check_writable, read_text, write_atomic
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,6 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_disasm(args: argparse.Namespace) -> int:
     from tessel.binary import load_tsl
     from tessel.binary.text import program_to_text
+    check_writable(args.output)
     text = program_to_text(load_tsl(args.binary))
     if args.output is None:
         print(text, end="")
@@ -35,10 +35,8 @@ def cmd_disasm(args: argparse.Namespace) -> int:
 def cmd_asm(args: argparse.Namespace) -> int:
     from tessel.binary import save_tsl
     from tessel.binary.text import program_from_text
-    try:
-        text = args.source.read_text()
-    except OSError as exc:
-        raise TesselError(f"cannot read {args.source}: {exc.strerror}") from None
+    check_writable(args.output)
+    text = read_text(args.source, "program text")
     save_tsl(args.output, program_from_text(text, source=str(args.source)))
     print(f"wrote {args.output}")
     return 0

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from tessel.errors import TesselConfigError, TesselError
+from tessel.fileio import check_writable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,6 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "model's example inputs")
     p.add_argument("--check", action="store_true", help="compare with the golden model "
                    "(must be bit-exact) and the float model (SQNR)")
+    p.add_argument("--allow-nonfinite", action="store_true",
+                   help="run inputs with NaN / inf values instead of refusing them")
+    p.add_argument("--model", metavar="FILE.py:FACTORY",
+                   help="the model the binary was compiled from, if its file is neither next "
+                   "to the binary nor in the working directory (checked by content hash)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_run)
 
@@ -58,10 +64,12 @@ def _progress(msg: str) -> None:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    check_writable(args.output)  # before the imports and the compile: fails in well under 1 s
     from tessel.arch import CompileOptions, load_target
     from tessel.driver import compile as tessel_compile
     from tessel.ir import print_graph
     from tessel.models import resolve
+    from tessel.models.digest import source_record
     from tessel.quant.accuracy import default_config
 
     if args.calibration < 1:
@@ -78,7 +86,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     cm = tessel_compile(model, inputs, target=arch, options=options,
                         calibration_data=spec.calibration_data(args.calibration),
-                        quant_config=default_config(spec.name), name=spec.name,
+                        quant_config=default_config(spec.name),
+                        name=source_record(args.model)["model"],  # no path: reproducible
                         progress=_progress, source=args.model,
                         dump=(lambda g: print(print_graph(g, elide_constants=True)))
                         if args.dump_after else None)
@@ -115,10 +124,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tessel.runtime.compiled import load
+    from tessel.runtime.inputs import check_inputs
 
     cm = load(args.binary)
     source = cm.program.metadata.get("source")
-    inputs = [_load_npy(p) for p in args.input] if args.input else _example_inputs(source)
+    inputs = [_load_npy(p) for p in args.input] if args.input else \
+        _example_inputs(source, args.binary, args.model)
+    inputs = check_inputs(cm, inputs, allow_nonfinite=args.allow_nonfinite)
     outputs = cm.run(*inputs)
     result: dict = {"outputs": {n: {"shape": list(o.shape), "dtype": str(o.dtype)}
                                 for n, o in zip(cm.output_names, outputs, strict=True)},
@@ -126,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     "host_seconds": cm.last_run.host_seconds}
     ok = True
     if args.check:
-        result["check"], ok = _check(cm, source, inputs, outputs)
+        result["check"], ok = _check(cm, source, inputs, outputs, args)
     if args.json:
         print(json.dumps(result, indent=1, sort_keys=True))
     else:
@@ -143,14 +155,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _check(cm, source, inputs, outputs) -> tuple[dict, bool]:
+def _check(cm, source, inputs, outputs, args) -> tuple[dict, bool]:
     """Re-quantise the source model (deterministic) for its golden and float outputs."""
     import torch
 
     from tessel.quant.accuracy import sqnr_db
     from tessel.runtime.source import requantize_source
 
-    model, _, qm = requantize_source(source, "--check")
+    model, _, qm = requantize_source(source, "--check", args.binary, args.model)
     golden = qm.run(*inputs)
     with torch.no_grad():
         ref = model(*[torch.from_numpy(np.asarray(x)) for x in inputs])
@@ -161,25 +173,41 @@ def _check(cm, source, inputs, outputs) -> tuple[dict, bool]:
     return {"bit_exact": exact, "sqnr_db": sqnr}, exact
 
 
-def _example_inputs(source) -> list[np.ndarray]:
+def _example_inputs(source, binary: Path, override: str | None) -> list[np.ndarray]:
     if not source:
         raise TesselError("no --input given and the binary does not name its model")
     from tessel.models import resolve
-    _, example = resolve(source["model"]).factory()
+    from tessel.runtime.source import recorded_model
+    _, example = resolve(recorded_model(source, "run", binary, override)).factory()
     return [x.numpy() for x in example]
 
 
 def _load_npy(path: Path) -> np.ndarray:
+    """A .npy array; anything else (missing, empty, truncated, pickled objects, .npz) is one
+    TesselConfigError naming the file."""
     try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise TesselError(f"cannot read input {path}: {exc}") from None
+        array = np.load(path, allow_pickle=False)
+    except IsADirectoryError:
+        raise TesselConfigError(f"cannot read input {path}: it is a directory") from None
+    except OSError as exc:
+        raise TesselConfigError(f"cannot read input {path}: {exc.strerror or exc}") from None
+    except EOFError:
+        raise TesselConfigError(f"input {path} is empty (expected a .npy array)") from None
+    except (ValueError, TypeError) as exc:
+        first = (str(exc).splitlines() or ["not a .npy array"])[0]
+        raise TesselConfigError(f"input {path} is not a readable .npy array: {first}") from None
+    if not isinstance(array, np.ndarray):  # an .npz archive
+        array.close()
+        raise TesselConfigError(f"input {path} is an .npz archive; give one .npy per input")
+    return array
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from tessel.analysis.cli_options import write_reports
     from tessel.runtime.compiled import load
 
+    for path in (args.html, args.trace, args.csv):
+        check_writable(path)
     cm = load(args.binary)
     prof = cm.profile
     if args.json:

@@ -38,9 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def cmd_explore(args: argparse.Namespace) -> int:
     from tessel.analysis.explore import explore
     from tessel.errors import TesselConfigError
+    from tessel.fileio import check_writable
 
     if args.calibration < 1:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
+    check_writable(args.out, directory=True)
     result = explore(args.models, args.space, target=args.target, out=args.out,
                      workers=args.workers, ray=args.ray, search=args.search,
                      trials=args.trials, seed=args.seed,

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tessel.errors import TesselConfigError, TesselError
-from tessel.fileio import write_atomic
+from tessel.errors import TesselConfigError
+from tessel.fileio import check_writable, read_text, write_atomic
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +44,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from tessel.passes import check_dump_after, run_pipeline
 
     check_dump_after([d for d in args.dump_after if d != "import"])
+    check_writable(args.output)
     model, inputs = load(args.model)
     graph = import_model(model, inputs, allow_host_ops=args.host_fallback)
     dump = set(args.dump_after)
@@ -63,10 +64,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from tessel.ir import parse_graph, verify
-    try:
-        text = args.file.read_text()
-    except OSError as exc:
-        raise TesselError(f"cannot read {args.file}: {exc.strerror}") from None
+    text = read_text(args.file, "IR file")
     graph = verify(parse_graph(text, source=str(args.file)))
     print(f"{args.file}: ok ({len(graph.nodes)} nodes)")
     return 0

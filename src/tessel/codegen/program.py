@@ -19,9 +19,10 @@ from tessel.codegen.emit import emit_step
 from tessel.codegen.ops_fused import FusedPair
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.streams import Streams
+from tessel.errors import TesselCompileError
 from tessel.ir import DType, Graph, Node
 from tessel.isa import Engine
-from tessel.schedule.memory import plan_arena
+from tessel.schedule.memory import ArenaPlan, plan_arena
 from tessel.schedule.step import CostCache, Estimate, estimate_step
 
 _BIN_DTYPE = {DType.I8: BinDType.INT8, DType.I16: BinDType.INT16, DType.I32: BinDType.INT32,
@@ -64,16 +65,8 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     # constants first when weights and activations share a memory: the arena follows them
     ctx = CodegenContext(arch, graph, dict(data_consts), consts, amem)
     choices = units if units is not None else plan_units(graph, work_nodes, ctx)
-    for unit, mapping, _ in choices:
-        _emitter(unit).step(unit, mapping, ctx, emit=True)  # packs constants in order
-    base = align(len(consts.blob), 4096) if wmem == amem else 0
-    fused = frozenset(u.first.name for u, _, _ in choices if isinstance(u, FusedPair))
-    arena = plan_arena(graph, nodes, inputs, outputs, amem, base,
-                       arch.offchip[amem].size_bytes, fused)
-    if wmem != amem and len(consts.blob) > arch.offchip[wmem].size_bytes:
-        from tessel.errors import TesselCompileError
-        raise TesselCompileError(f"constants need {len(consts.blob)} bytes but memory "
-                                 f"'{arch.offchip[wmem].name}' has {arch.offchip[wmem].size_bytes}")
+    pack_constants(choices, ctx)
+    arena = plan_dram(graph, nodes, inputs, outputs, arch, choices, len(consts.blob))
     pool = ConstPool(wmem)
     _place_data_constants(graph, work_nodes, pool)
     ctx = CodegenContext(arch, graph, {**arena.tensors, **data_consts}, pool, amem)
@@ -93,6 +86,33 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
         tuple(_descriptor(graph, n, arena.tensors[n]) for n in inputs),
         tuple(_descriptor(graph, n, arena.tensors[n]) for n in outputs), metadata)
     return RegionProgram(program, tuple(layers), arena.peak_bytes, arena.naive_bytes)
+
+
+def pack_constants(choices: Sequence, ctx: CodegenContext) -> None:
+    """Add every step's constants to ``ctx.consts`` in program order (as codegen packs them)."""
+    for unit, mapping, _ in choices:
+        _emitter(unit).step(unit, mapping, ctx, emit=True)
+
+
+def plan_dram(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
+              outputs: Sequence[str], arch: NpuArch, choices: Sequence,
+              consts_bytes: int) -> ArenaPlan:
+    """Where constants and activations go in DRAM, checked against the memories' sizes: the one
+    check of "does it fit" that `compile` and `estimate` (and so `explore`) share. Raises a
+    TesselCompileError naming the memory and the bytes needed."""
+    wmem = arch.memory_index(arch.weights_memory)
+    amem = arch.memory_index(arch.activations_memory)
+    wmemory, amemory = arch.offchip[wmem], arch.offchip[amem]
+    if consts_bytes > wmemory.size_bytes:
+        raise TesselCompileError(f"constants need {consts_bytes} bytes but memory "
+                                 f"'{wmemory.name}' has {wmemory.size_bytes}")
+    base = align(consts_bytes, 4096) if wmem == amem else 0
+    if base > amemory.size_bytes:
+        raise TesselCompileError(f"constants need {base} bytes (aligned to 4096, activations "
+                                 f"follow them) but memory '{amemory.name}' has "
+                                 f"{amemory.size_bytes}")
+    fused = frozenset(u.first.name for u, _, _ in choices if isinstance(u, FusedPair))
+    return plan_arena(graph, nodes, inputs, outputs, amem, base, amemory.size_bytes, fused)
 
 
 def _place_data_constants(graph: Graph, nodes: Sequence[Node], pool: ConstPool

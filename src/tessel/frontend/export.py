@@ -7,10 +7,17 @@ LUTs for reach the importer as one node each instead of a pile of primitive ops.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
+import sys
+import traceback
+from collections.abc import Iterator
+
 import torch
 from torch import nn
 
-from tessel.errors import TesselError
+from tessel.errors import TesselError, TesselExportError
 
 _A = torch.ops.aten
 
@@ -51,6 +58,51 @@ def export_program(model: nn.Module, example_inputs: tuple) -> torch.export.Expo
     if not isinstance(example_inputs, tuple):
         raise TesselError(f"example_inputs must be a tuple, got {type(example_inputs).__name__}")
     check_eval_mode(model)
-    with torch.no_grad():
+    with torch.no_grad(), exporting(model):
         program = torch.export.export(model, example_inputs, strict=False)
         return program.run_decompositions(decomposition_table())
+
+
+@contextlib.contextmanager
+def exporting(model: nn.Module, what: str = "torch.export") -> Iterator[None]:
+    """Run a torch.export step quietly: torch's own error logging is muted (and what it prints
+    to stderr is shown only if the export succeeds), and any exception other than a TesselError
+    becomes one TesselExportError with torch's first useful line and the user's source line
+    (instead of torch's 200-line report)."""
+    loggers = [logging.getLogger(n) for n in list(logging.root.manager.loggerDict)
+               if n == "torch" or n.startswith("torch.")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            yield
+        sys.stderr.write(captured.getvalue())
+    except TesselError:
+        raise
+    except Exception as exc:  # noqa: BLE001 (whatever torch raises, the user gets one line)
+        raise TesselExportError(describe_export_error(exc, type(model).__name__, what)) from exc
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def describe_export_error(exc: BaseException, model: str, what: str = "torch.export") -> str:
+    """'torch.export of M failed at file.py:12: <first line> (<hint>)'."""
+    from tessel.frontend.locations import display_path, is_internal
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not is_internal(f.filename)]
+    where = f" at {display_path(frames[-1].filename, '.')}:{frames[-1].lineno}" if frames else ""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    if len(first) > 240:
+        first = first[:240] + " ..."
+    name = type(exc).__name__
+    if "DataDependent" in name or "data-dependent" in first:
+        hint = ("the model's control flow or a shape depends on tensor values, which "
+                "torch.export cannot trace; make loops and branches depend on shapes or "
+                "constants only")
+    else:
+        hint = "check that the example inputs have the shapes and dtypes the model expects"
+    return f"{what} of {model} failed{where}: {name}: {first} ({hint})"

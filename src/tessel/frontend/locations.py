@@ -2,14 +2,18 @@
 
 The module path is the FQN of the innermost entry of `node.meta["nn_module_stack"]`. The line is
 the last frame of `node.meta["stack_trace"]` that is user code, i.e. not inside torch or Tessel's
-own internals (the model zoo in `tessel/models/` counts as user code). Paths inside the working
-directory are stored relative to it so IR text does not depend on where the checkout lives.
+own internals (the model zoo in `tessel/models/` counts as user code). Paths inside the root
+folder are stored relative to it so IR text and binaries do not depend on where the checkout
+lives: the root is the working directory for `tessel import`, and the model's own root
+(``model_root``) when quantising for a binary, so the same model in two clones at different
+paths compiles to the same bytes.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import torch
@@ -52,6 +56,19 @@ def display_path(path: str, cwd: str) -> str:
         return str(full.relative_to(Path(cwd).resolve()))
     except (ValueError, OSError):
         return path
+
+
+def model_root(model: object) -> str | None:
+    """The folder that holds the top-level package (or the lone module) defining the class of
+    `model`: e.g. `src/` for `tessel.models.ds_cnn`, the file's folder for a user's file.py.
+    None when the class has no source file (then locations are relative to the cwd)."""
+    name = type(model).__module__
+    file = getattr(sys.modules.get(name), "__file__", None)
+    if not file:
+        return None
+    path = Path(file).resolve()
+    depth = name.count(".") + (path.name == "__init__.py")
+    return str(path.parents[depth]) if depth < len(path.parents) else None
 
 
 def module_path(node: torch.fx.Node) -> str:

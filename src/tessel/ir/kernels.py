@@ -11,13 +11,19 @@ from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from scipy.special import erf, expit
 
 from tessel.ir.ops import Op, window_out
 from tessel.ir.types import Layout
 
 Kernel = Callable[[Mapping[str, Any], list[np.ndarray]], np.ndarray]
 KERNELS: dict[Op, Kernel] = {}
+
+
+def _special() -> Any:
+    """scipy.special, imported on first use (it takes ~0.5 s; the CLI starts without it)."""
+    import scipy.special
+
+    return scipy.special
 
 
 def kernel(*ops: Op) -> Callable[[Kernel], Kernel]:
@@ -192,11 +198,11 @@ def upsample_nearest(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
 
 _UNARY: dict[Op, Callable[[np.ndarray], np.ndarray]] = {
     Op.RELU: lambda x: np.maximum(x, 0),
-    Op.SIGMOID: expit,
+    Op.SIGMOID: lambda x: _special().expit(x),
     Op.TANH: np.tanh,
     Op.HARDSWISH: lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
     Op.HARDSIGMOID: lambda x: np.clip(x + 3.0, 0.0, 6.0) / 6.0,
-    Op.SILU: lambda x: x * expit(x),
+    Op.SILU: lambda x: x * _special().expit(x),
     Op.EXP: np.exp,
     Op.LOG: np.log,
     Op.NEG: np.negative,
@@ -241,7 +247,7 @@ def gelu(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
     if a["approximate"] == "tanh":
         y = 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
     else:
-        y = 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+        y = 0.5 * x * (1.0 + _special().erf(x / np.sqrt(2.0)))
     return y.astype(xs[0].dtype)
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from tessel.errors import TesselConfigError
+from tessel.fileio import check_writable, read_text, write_atomic
 from tessel.ir.parser import parse_graph
 from tessel.ir.printer import print_graph
 from tessel.passes.manager import PASSES, check_dump_after, default_pipeline, run_pipeline
@@ -30,15 +29,13 @@ def run_opt(args: argparse.Namespace) -> int:
     dump_after = check_dump_after(args.dump_after)
     names = [n.strip() for n in args.passes.split(",") if n.strip()]
     passes = default_pipeline() if names == ["default"] else names
-    try:
-        text = Path(args.file).read_text()
-    except OSError as exc:
-        raise TesselConfigError(f"cannot read IR file {args.file}: {exc.strerror}") from None
+    check_writable(args.output)
+    text = read_text(args.file, "IR file")
     graph = run_pipeline(parse_graph(text, source=args.file), passes, dump_after=dump_after,
                          verify_each=not args.no_verify)
     out = print_graph(graph)
     if args.output:
-        Path(args.output).write_text(out)
+        write_atomic(args.output, out)
     else:
         sys.stdout.write(out)
     return 0

@@ -23,8 +23,9 @@ from torch.fx import GraphModule
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from tessel.errors import TesselConfigError
-from tessel.frontend.export import decomposition_table
+from tessel.frontend.export import decomposition_table, exporting
 from tessel.frontend.importer import import_program
+from tessel.frontend.locations import model_root
 from tessel.ir import Graph, Node, sanitize_name, verify
 from tessel.passes.manager import run_pipeline
 from tessel.passes.to_nhwc import ToNHWC
@@ -75,14 +76,16 @@ def _as_args(sample: Sample) -> tuple[torch.Tensor, ...]:
     return (sample,) if isinstance(sample, torch.Tensor) else tuple(sample)
 
 
-def import_qdq(converted: GraphModule, example_inputs: Sample, name: str = "model") -> Graph:
-    """Export a converted pt2e module again and import it (quantize / dequantize nodes kept)."""
+def import_qdq(converted: GraphModule, example_inputs: Sample, name: str = "model",
+               root: str | None = None) -> Graph:
+    """Export a converted pt2e module again and import it (quantize / dequantize nodes kept);
+    source locations are relative to `root` (the model's folder; None: the working directory)."""
     for module in converted.modules():
         module.training = False  # convert_pt2e's module is in eval semantics already
-    with torch.no_grad():
+    with torch.no_grad(), exporting(converted):
         program = torch.export.export(converted, _as_args(example_inputs), strict=False)
         program = program.run_decompositions(decomposition_table())
-    return verify(import_program(program, sanitize_name(name), allow_host_ops=True))
+    return verify(import_program(program, sanitize_name(name), allow_host_ops=True, cwd=root))
 
 
 def lower_graph(qdq: Graph, *, layout_nhwc: bool = True) -> Graph:
@@ -99,9 +102,9 @@ def _host_list(graph: Graph) -> tuple[HostOp, ...]:
 
 
 def finish(converted: GraphModule, example_inputs: Sample, config: QuantConfig, samples: int,
-           name: str) -> QuantizedModel:
+           name: str, root: str | None = None) -> QuantizedModel:
     """Import, lower and lay out a converted pt2e module."""
-    qdq = import_qdq(converted, example_inputs, name)
+    qdq = import_qdq(converted, example_inputs, name, root)
     graph = lower_graph(qdq)
     return QuantizedModel(graph, qdq, config, samples, _host_list(graph))
 
@@ -120,7 +123,8 @@ def quantize(model: torch.nn.Module, example_inputs: Sample,
     prepared = prepare_pt2e(export_for_quant(model, example_inputs), TesselQuantizer(config))
     count = calibrate(prepared, data)
     converted = convert_pt2e(prepared)
-    return finish(converted, example_inputs, config, count, type(model).__name__)
+    return finish(converted, example_inputs, config, count, type(model).__name__,
+                  model_root(model))
 
 
 def prepare_quantize_qat(model: torch.nn.Module, example_inputs: Sample,

@@ -27,7 +27,10 @@ def _as_args(sample: Sample) -> tuple[torch.Tensor, ...]:
 
 def export_for_quant(model: torch.nn.Module, example_inputs: Sample) -> GraphModule:
     """``torch.export.export(model, inputs, strict=False).module()``: the graph pt2e annotates."""
-    return torch.export.export(model, _as_args(example_inputs), strict=False).module()
+    from tessel.frontend.export import exporting
+
+    with exporting(model):
+        return torch.export.export(model, _as_args(example_inputs), strict=False).module()
 
 
 def calibrate(prepared: GraphModule, calibration_data: Iterable[Sample]) -> int:

@@ -1,22 +1,35 @@
-"""Rebuild what a binary was compiled from: its metadata names the model (zoo name or
-file.py:factory) and the calibration count, and quantisation is deterministic."""
+"""Rebuild what a binary was compiled from: its metadata names the model (a zoo name, or a
+file.py:factory relative to the model's folder with the file's sha256) and the calibration
+count, and quantisation is deterministic. A model file is looked for next to the binary and in
+the working directory (or given explicitly), and must have the recorded content."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tessel.errors import TesselError
 
 
-def requantize_source(source: dict[str, Any] | None, why: str) -> tuple[Any, Any, Any]:
+def recorded_model(source: dict[str, Any] | None, why: str, binary: str | Path | None = None,
+                   override: str | None = None) -> str:
+    """The model spec (zoo name or path.py:factory) that rebuilds a binary's model."""
+    from tessel.models.digest import find_recorded
+
+    if not source or not isinstance(source, dict):
+        raise TesselError(f"{why} needs the model: this binary's metadata has no 'source'")
+    search = ([Path(binary).resolve().parent] if binary is not None else []) + [Path.cwd()]
+    return find_recorded(source, search, override)
+
+
+def requantize_source(source: dict[str, Any] | None, why: str, binary: str | Path | None = None,
+                      override: str | None = None) -> tuple[Any, Any, Any]:
     """(float model, example inputs, QuantizedModel) of a binary's `metadata.source`."""
     from tessel.models import resolve
     from tessel.quant.accuracy import default_config
     from tessel.quant.api import quantize
 
-    if not source:
-        raise TesselError(f"{why} needs the model: this binary's metadata has no 'source'")
-    spec = resolve(source["model"])
+    spec = resolve(recorded_model(source, why, binary, override))
     model, example = spec.factory()
     n = source["calibration"]
     qm = quantize(model, example, calibration_data=spec.calibration_data(n),
