@@ -35,11 +35,16 @@ class MemoryKind(enum.Enum):
 
 @dataclass(frozen=True)
 class MatrixEngine:
-    """R x C systolic array of int8 x int8 -> int32 MACs."""
+    """R x C systolic array of int8 x int8 -> int32 MACs.
+
+    ``fold_pipelining``: the next fold's weight load (WS) or the previous fold's drain (OS)
+    overlaps the current stream (true), or folds run back to back as in SCALE-Sim (false).
+    """
 
     rows: int
     cols: int
     dataflow: Dataflow
+    fold_pipelining: bool = True
 
 
 @dataclass(frozen=True)
@@ -161,6 +166,25 @@ class NpuArch:
 
         return arch_from_toml(path)
 
+    def with_param(self, name: str, value: Any) -> NpuArch:
+        """This arch with one parameter (dotted TOML name, e.g. ``"matrix.rows"``) set and
+        re-validated; the names are those of ``tessel.arch.params``."""
+        from tessel.arch.params import with_params
+
+        return with_params(self, {name: value})
+
+    def with_params(self, values: dict[str, Any], name: str | None = None) -> NpuArch:
+        """This arch with several parameters set (and optionally renamed), validated once."""
+        from tessel.arch.params import with_params
+
+        return with_params(self, values, name)
+
+    def param(self, name: str) -> Any:
+        """The value of one parameter by its dotted name."""
+        from tessel.arch.params import get_param
+
+        return get_param(self, name)
+
     # -- conveniences ------------------------------------------------------------------------
     @property
     def peak_macs_per_cycle(self) -> int:
@@ -215,6 +239,7 @@ class NpuArch:
             "clock_mhz": self.clock_hz / 1e6,
             "array": f"{self.matrix.rows}x{self.matrix.cols}",
             "dataflow": self.matrix.dataflow.name,
+            "fold_pipelining": self.matrix.fold_pipelining,
             "peak_macs_per_cycle": d.peak_macs_per_cycle,
             "peak_tops": round(d.peak_tops, 4),
             "vector_lanes": self.vector.lanes,

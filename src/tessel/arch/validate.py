@@ -55,6 +55,8 @@ def validate_arch(arch: NpuArch) -> None:
     _int_in("clock_hz", arch.clock_hz, 1_000, 10**10)
     _pow2("matrix.rows", arch.matrix.rows, 512)
     _pow2("matrix.cols", arch.matrix.cols, 512)
+    if not isinstance(arch.matrix.fold_pipelining, bool):
+        _fail("matrix.fold_pipelining", "must be true or false", arch.matrix.fold_pipelining)
     _pow2("vector.lanes", arch.vector.lanes, 1024)
     _int_in("vector.pipeline_latency_cycles", arch.vector.pipeline_latency_cycles, 0, 1000)
     _validate_onchip(arch)

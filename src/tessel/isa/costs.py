@@ -78,25 +78,35 @@ def gemm_folds(m: int, n: int, k: int, rows: int, cols: int, dataflow: Dataflow)
     return _cdiv(m, rows) * _cdiv(n, cols), k
 
 
+def fold_cycles(t: int, rows: int, cols: int, dataflow: Dataflow) -> int:
+    """Cycles of one fold alone (SCALE-Sim v3): WS 2R + C + T - 2 (R to load the weights,
+    T to stream, R + C - 2 of wavefront skew); OS R + C + T - 2 (T to stream the reduction,
+    R + C - 2 of skew; the outputs leave through the accumulator port, no separate drain)."""
+    load = rows if dataflow == Dataflow.WEIGHT_STATIONARY else 0
+    return load + rows + cols + t - 2
+
+
 def gemm_cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: Dataflow,
                 pipelined: bool = True) -> int:
     """Cycles of an M x N x K GEMM on an R x C array.
 
-    One fold alone takes 2R + C + T - 2 (R to load weights (WS) or drain outputs (OS), T to
-    stream, R + C - 2 of wavefront skew). Not pipelined (SCALE-Sim's analytical model):
-    folds * (2R + C + T - 2). Pipelined (the Tessel matrix engine: the next fold's weight load
-    or the previous fold's drain overlaps the current stream, so a new fold starts every
-    max(T, R) cycles): (folds - 1) * max(T, R) + 2R + C + T - 2. Equal for one fold.
+    Not pipelined (SCALE-Sim v3's compute cycles): folds * fold_cycles. Pipelined (the next
+    fold's weight load or the previous fold's drain overlaps the current stream, so a new fold
+    starts every max(T, R) cycles): (folds - 1) * max(T, R) + fold_cycles. Equal for one fold.
     """
     folds, t = gemm_folds(m, n, k, rows, cols, dataflow)
-    one = 2 * rows + cols + t - 2
+    one = fold_cycles(t, rows, cols, dataflow)
     if not pipelined:
         return folds * one
     return (folds - 1) * max(t, rows) + one
 
 
 def scalesim_cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: Dataflow) -> int:
-    """SCALE-Sim's compute cycles for the same GEMM (folds run back to back, no overlap)."""
+    """SCALE-Sim v3's compute cycles for the same GEMM: folds back to back, no overlap.
+
+    SCALE-Sim's COMPUTE_REPORT prints this minus one (it reports the index of the last cycle,
+    counted from 0); tests/data/scalesim_golden.json holds what it prints.
+    """
     return gemm_cycles(m, n, k, rows, cols, dataflow, pipelined=False)
 
 
@@ -114,7 +124,7 @@ def matrix_cost(i: Instruction, arch: NpuArch) -> Cost:
         sram_reads = m * k * col_folds + k * n * _cdiv(m, r)
         acc_writes = m * n
         acc_reads = m * n * (i.mode == AccMode.ACCUMULATE)
-    compute = gemm_cycles(m, n, k, r, c, df)
+    compute = gemm_cycles(m, n, k, r, c, df, arch.matrix.fold_pipelining)
     cycles = max(compute, _cdiv(sram_reads, arch.derived.sram_bytes_per_cycle))
     return Cost(cycles, Events(macs=m * n * k, sram_read_bytes=sram_reads,
                                acc_reads=acc_reads, acc_writes=acc_writes))
