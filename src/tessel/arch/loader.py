@@ -97,6 +97,9 @@ def arch_from_dict(data: dict[str, Any]) -> NpuArch:
     matrix = MatrixEngine(
         rows=m.int("rows"), cols=m.int("cols"), dataflow=m.enum("dataflow", Dataflow),
         fold_pipelining=m.bool("fold_pipelining"),
+        feed_bytes_per_cycle=m.int("feed_bytes_per_cycle"),
+        input_buffer_bytes=m.int("input_buffer_bytes"),
+        weight_buffer_bytes=m.int("weight_buffer_bytes"),
     )
     m.finish()
     v = top.sub("vector")

@@ -39,12 +39,22 @@ class MatrixEngine:
 
     ``fold_pipelining``: the next fold's weight load (WS) or the previous fold's drain (OS)
     overlaps the current stream (true), or folds run back to back as in SCALE-Sim (false).
+
+    Operand path (docs/architecture.md, "Operand delivery"): the array reads its operands from
+    an input window buffer and a weight buffer, filled from the SRAM through a port of its own,
+    ``feed_bytes_per_cycle`` wide (not the SRAM ports that DMA and the vector engine use). A
+    tile's input (halo included) is read once when it fits ``input_buffer_bytes``, else once per
+    column fold; OS weights are read once when the tile's weights fit ``weight_buffer_bytes``,
+    else once per row fold (WS weights are preloaded into the array once per fold anyway).
     """
 
     rows: int
     cols: int
     dataflow: Dataflow
     fold_pipelining: bool = True
+    feed_bytes_per_cycle: int = 64  # bytes/cycle, SRAM -> operand buffers
+    input_buffer_bytes: int = 32768  # bytes, input window (line) buffer
+    weight_buffer_bytes: int = 16384  # bytes, weight buffer
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,7 @@ class Energy:
     vector_lane_op_pj: float
     lut_lookup_pj: float
     static_power_mw: float
+    operand_buffer_byte_pj: float = 0.0  # one byte read from the matrix operand buffers
 
     def offchip_byte_pj(self, kind: MemoryKind) -> float:
         """Energy of moving one byte to or from an off-chip memory of ``kind``."""
@@ -240,6 +251,9 @@ class NpuArch:
             "array": f"{self.matrix.rows}x{self.matrix.cols}",
             "dataflow": self.matrix.dataflow.name,
             "fold_pipelining": self.matrix.fold_pipelining,
+            "feed_bytes_per_cycle": self.matrix.feed_bytes_per_cycle,
+            "input_buffer_kib": self.matrix.input_buffer_bytes / 1024,
+            "weight_buffer_kib": self.matrix.weight_buffer_bytes / 1024,
             "peak_macs_per_cycle": d.peak_macs_per_cycle,
             "peak_tops": round(d.peak_tops, 4),
             "vector_lanes": self.vector.lanes,
@@ -269,7 +283,8 @@ def _derive(arch: NpuArch) -> Derived:
     area = arch.area
     total_area = (
         macs * area.mac_mm2
-        + (arch.onchip.sram_bytes + arch.onchip.acc_bytes) / 1024 * area.sram_kib_mm2
+        + (arch.onchip.sram_bytes + arch.onchip.acc_bytes + arch.matrix.input_buffer_bytes
+           + arch.matrix.weight_buffer_bytes) / 1024 * area.sram_kib_mm2
         + arch.vector.lanes * area.vector_lane_mm2
         + area.fixed_mm2
     )

@@ -149,6 +149,6 @@ def _events_by_instruction(prep: Any) -> dict[Engine, list[list[int]]]:
     n_mem = len(prep.arch.offchip)
     out = {}
     for e in Engine:
-        out[e] = [event_row(instruction_cost(op.instr, prep.arch).events, n_mem)
+        out[e] = [event_row(instruction_cost(op.instr, prep.arch, e).events, n_mem)
                   for op in prep.queues[e]]
     return out

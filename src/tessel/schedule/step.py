@@ -123,7 +123,8 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
             Engine.DMA_IN]
         busy[Engine.DMA_IN] += end - free[Engine.DMA_IN]
         free[Engine.DMA_IN] = end
-        free[Engine.VECTOR] = max(free[Engine.VECTOR], end) + cost.sum(group.vector_setup)
+        free[Engine.VECTOR] = max(free[Engine.VECTOR], end) + cost.sum(group.vector_setup,
+                                                                       Engine.VECTOR)
         n = group.tile_count if sample is None else min(sample, group.tile_count)
         run_tiles += n
         for t in range(n):
@@ -139,7 +140,7 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
                 if e in (Engine.DMA_IN, Engine.DMA_OUT):
                     end = _dma_stage(per[e], start, ports, cost) if per[e] else start
                 else:
-                    end = start + cost.sum(per[e])
+                    end = start + cost.sum(per[e], e)
                 end += TOKEN_CYCLES
                 busy[e] += end - start
                 free[e] = end
@@ -214,19 +215,19 @@ def _bound(busy: dict[Engine, int], total: int, work: StepWork) -> Bound:
 
 
 class CostCache:
-    """Per-instruction cycles, memoised (tiles repeat the same shapes)."""
+    """Per-instruction cycles on an engine, memoised (tiles repeat the same shapes)."""
 
     def __init__(self, arch: NpuArch):
         self.arch = arch
-        self._cycles: dict[Instruction, int] = {}
+        self._cycles: dict[tuple[Instruction, Engine | None], int] = {}
 
-    def cycles(self, ins: Instruction) -> int:
-        c = self._cycles.get(ins)
+    def cycles(self, ins: Instruction, engine: Engine | None = None) -> int:
+        c = self._cycles.get((ins, engine))
         if c is None:
-            c = instruction_cost(ins, self.arch).cycles
-            self._cycles[ins] = c
+            c = instruction_cost(ins, self.arch, engine).cycles
+            self._cycles[(ins, engine)] = c
         return c
 
-    def sum(self, instrs: Sequence[Instruction]) -> int:
-        return sum(self.cycles(i) for i in instrs)
+    def sum(self, instrs: Sequence[Instruction], engine: Engine | None = None) -> int:
+        return sum(self.cycles(i, engine) for i in instrs)
 

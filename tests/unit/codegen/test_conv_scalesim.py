@@ -32,7 +32,7 @@ def golden_arch(row: dict):
     return base.with_params({"matrix.rows": row["rows"], "matrix.cols": row["cols"],
                              "matrix.dataflow": DF[row["dataflow"]],
                              "matrix.fold_pipelining": False,
-                             "onchip.sram_bank_width_bytes": 256}, name="golden")
+                             "matrix.feed_bytes_per_cycle": 4096}, name="golden")
 
 
 def matrix_busy(prog, arch) -> tuple[int, int]:

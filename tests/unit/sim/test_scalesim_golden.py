@@ -28,7 +28,7 @@ def _arch(row: dict):
     matrix = dataclasses.replace(base.matrix, rows=row["rows"], cols=row["cols"],
                                  dataflow=DF[row["dataflow"]], fold_pipelining=False)
     arch = dataclasses.replace(base, name="golden", matrix=matrix)
-    return arch.with_param("onchip.sram_bank_width_bytes", 256)
+    return arch.with_param("matrix.feed_bytes_per_cycle", 4096)
 
 
 def _matrix_busy(prog, arch) -> tuple[int, int]:

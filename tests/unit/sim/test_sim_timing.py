@@ -111,6 +111,7 @@ def test_energy_is_events_times_energies_plus_static():
            + sum(e.acc_reads + e.acc_writes for e in ev) * en.acc_access_pj
            + sum(e.vector_lane_ops for e in ev) * en.vector_lane_op_pj
            + sum(e.lut_accesses for e in ev) * en.lut_lookup_pj
+           + sum(e.operand_bytes for e in ev) * en.operand_buffer_byte_pj
            + (2 * 3072 + 2048) * en.lpddr_byte_pj)
     static = en.static_power_mw * 1e-3 * res.stats.total_cycles / ARCH.clock_hz * 1e12
     assert macs == res.stats.macs == 2 * 64 * 32 * 48
