@@ -115,13 +115,18 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
     groups = range(work.group_count) if sample is None else range(min(2, work.group_count))
     run_tiles, counts = 0, {}
     tiles: dict[Hashable, TileWork] = {}
+    released: list[int] = []  # when each group's slot is free again (its last tile consumed)
     for g in groups:
         group = work.group_fn(g, 0)
         counts[g] = group.tile_count
         loads = group.weight_loads + group.param_loads
-        end = _dma_stage(loads, free[Engine.DMA_IN], ports, cost) if loads else free[
-            Engine.DMA_IN]
-        busy[Engine.DMA_IN] += end - free[Engine.DMA_IN]
+        # the program acquires the group's buffer slot first (codegen/emit.py): with
+        # group_depth slots, group g waits until group g - group_depth has been consumed
+        begin = free[Engine.DMA_IN]
+        if loads and len(released) >= work.shape.group_depth:
+            begin = max(begin, released[-work.shape.group_depth])
+        end = _dma_stage(loads, begin, ports, cost) if loads else begin
+        busy[Engine.DMA_IN] += end - begin
         free[Engine.DMA_IN] = end
         free[Engine.VECTOR] = max(free[Engine.VECTOR], end) + cost.sum(group.vector_setup,
                                                                        Engine.VECTOR)
@@ -146,6 +151,7 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
                 free[e] = end
                 finish[e].append(end)
                 prev_done = end
+        released.append(max(free[Engine.VECTOR], free.get(Engine.MATRIX, 0)))
     total = max(free.values())
     if sample is not None and run_tiles:
         # groups of a step have (nearly) the same tile count: scale by the sampled groups'
