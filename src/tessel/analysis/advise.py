@@ -2,7 +2,8 @@
 model, and what relaxing each NpuArch parameter by 2x would buy, with its area cost.
 
 Every figure is measured, not guessed: each relaxation builds a new, validated NpuArch
-(``dataclasses.replace``) and re-runs ``estimate_graph`` on it, i.e. the backend's mapping and
+(``NpuArch.with_params``, the dotted parameter names `tessel explore` uses too) and re-runs
+``estimate_graph`` on it, i.e. the backend's mapping and
 fusion search with the compiler in the loop, so a bigger SRAM that enables bigger tiles or a
 different fusion shows up as such. ``confirm`` recompiles the model for a relaxed arch and
 reads the simulator's timing model, to check a prediction.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 from tessel.analysis.estimate import EstimateReport, estimate_graph
 from tessel.arch import NpuArch
@@ -31,6 +32,7 @@ class Limit(enum.Enum):
     """A hardware limit a layer or model can be bound by."""
 
     MAC_ARRAY = "MAC array"
+    OPERAND_PATH = "operand path"
     VECTOR_LANES = "vector lanes"
     DRAM_BANDWIDTH = "DRAM bandwidth"
     SRAM_CAPACITY = "SRAM capacity"
@@ -44,6 +46,8 @@ class Knob(enum.Enum):
 
     MATRIX_ROWS = "matrix.rows"
     MATRIX_COLS = "matrix.cols"
+    MATRIX_FEED = "matrix.feed_bytes_per_cycle"
+    INPUT_BUFFER = "matrix.input_buffer_bytes"
     VECTOR_LANES = "vector.lanes"
     SRAM = "onchip.sram_bytes"
     ACCUMULATOR = "onchip.acc_bytes"
@@ -59,11 +63,12 @@ class Knob(enum.Enum):
     @property
     def in_area_model(self) -> bool:
         """Whether NpuArch's area model has a term for this parameter."""
-        return self in (Knob.MATRIX_ROWS, Knob.MATRIX_COLS, Knob.VECTOR_LANES, Knob.SRAM,
-                        Knob.ACCUMULATOR)
+        return self in (Knob.MATRIX_ROWS, Knob.MATRIX_COLS, Knob.INPUT_BUFFER, Knob.VECTOR_LANES,
+                        Knob.SRAM, Knob.ACCUMULATOR)
 
 
 _KNOB_LIMIT = {Knob.MATRIX_ROWS: Limit.MAC_ARRAY, Knob.MATRIX_COLS: Limit.MAC_ARRAY,
+               Knob.MATRIX_FEED: Limit.OPERAND_PATH, Knob.INPUT_BUFFER: Limit.OPERAND_PATH,
                Knob.VECTOR_LANES: Limit.VECTOR_LANES, Knob.SRAM: Limit.SRAM_CAPACITY,
                Knob.ACCUMULATOR: Limit.ACC_CAPACITY, Knob.OFFCHIP_BANDWIDTH: Limit.DRAM_BANDWIDTH,
                Knob.OFFCHIP_LATENCY: Limit.DMA_LATENCY, Knob.DMA_CHANNELS: Limit.DMA_CHANNELS}
@@ -85,12 +90,21 @@ class Relaxation:
         if k is Knob.OFFCHIP_BANDWIDTH:
             roles = [r for r, m in (("weights", arch.weights_memory),
                                     ("activations", arch.activations_memory)) if m == self.memory]
-            return f"{self.memory}.bytes_per_cycle x2 ({'+'.join(roles)})"
-        return {Knob.MATRIX_ROWS: "matrix.rows x2", Knob.MATRIX_COLS: "matrix.cols x2",
-                Knob.VECTOR_LANES: "vector.lanes x2", Knob.SRAM: "onchip.sram_bytes x2",
-                Knob.ACCUMULATOR: "onchip.acc_bytes x2",
-                Knob.OFFCHIP_LATENCY: "offchip latency_cycles / 2 (DMA latency)",
-                Knob.DMA_CHANNELS: "dma.channels x2"}[k]
+            return f"offchip.{self.memory}.bytes_per_cycle x2 ({'+'.join(roles)})"
+        if k is Knob.OFFCHIP_LATENCY:
+            return "offchip.*.latency_cycles / 2 (DMA latency)"
+        return f"{k.value} x2"
+
+    def values(self, arch: NpuArch) -> dict[str, int]:
+        """The relaxed parameters by their dotted names (``NpuArch.with_params``)."""
+        k = self.knob
+        if k is Knob.OFFCHIP_BANDWIDTH:
+            key = f"offchip.{self.memory}.bytes_per_cycle"
+            return {key: 2 * arch.param(key)}
+        if k is Knob.OFFCHIP_LATENCY:
+            return {f"offchip.{m.name}.latency_cycles": m.latency_cycles // 2
+                    for m in arch.offchip}
+        return {k.value: 2 * arch.param(k.value)}
 
 
 def relaxations(arch: NpuArch) -> tuple[Relaxation, ...]:
@@ -98,6 +112,7 @@ def relaxations(arch: NpuArch) -> tuple[Relaxation, ...]:
     per off-chip memory that holds weights or activations (one if they share a memory)."""
     mems = dict.fromkeys((arch.weights_memory, arch.activations_memory))
     return (Relaxation(Knob.MATRIX_ROWS), Relaxation(Knob.MATRIX_COLS),
+            Relaxation(Knob.MATRIX_FEED), Relaxation(Knob.INPUT_BUFFER),
             Relaxation(Knob.VECTOR_LANES), Relaxation(Knob.SRAM), Relaxation(Knob.ACCUMULATOR),
             *(Relaxation(Knob.OFFCHIP_BANDWIDTH, m) for m in mems),
             Relaxation(Knob.OFFCHIP_LATENCY), Relaxation(Knob.DMA_CHANNELS))
@@ -107,28 +122,11 @@ def relax(arch: NpuArch, change: Relaxation) -> NpuArch:
     """``arch`` with one parameter relaxed by 2x (re-validated: raises TesselConfigError
     when the relaxed value is outside the ISA's limits, e.g. 1024 matrix rows)."""
     k, name = change.knob, f"{arch.name}.{change.knob.name.lower().replace('_', '-')}-x2"
-    if k is Knob.MATRIX_ROWS:
-        return replace(arch, name=name, matrix=replace(arch.matrix, rows=2 * arch.matrix.rows))
-    if k is Knob.MATRIX_COLS:
-        return replace(arch, name=name, matrix=replace(arch.matrix, cols=2 * arch.matrix.cols))
-    if k is Knob.VECTOR_LANES:
-        return replace(arch, name=name, vector=replace(arch.vector, lanes=2 * arch.vector.lanes))
-    if k is Knob.SRAM:
-        return replace(arch, name=name,
-                       onchip=replace(arch.onchip, sram_bytes=2 * arch.onchip.sram_bytes))
-    if k is Knob.ACCUMULATOR:
-        return replace(arch, name=name,
-                       onchip=replace(arch.onchip, acc_bytes=2 * arch.onchip.acc_bytes))
     if k is Knob.OFFCHIP_BANDWIDTH:
-        mems = tuple(replace(m, bytes_per_cycle=2 * m.bytes_per_cycle) if m.name == change.memory
-                     else m for m in arch.offchip)
-        return replace(arch, name=f"{name}.{change.memory}", offchip=mems)
-    if k is Knob.OFFCHIP_LATENCY:
-        if all(m.latency_cycles == 0 for m in arch.offchip):
-            raise TesselError("every off-chip latency is already 0 cycles")
-        mems = tuple(replace(m, latency_cycles=m.latency_cycles // 2) for m in arch.offchip)
-        return replace(arch, name=name, offchip=mems)
-    return replace(arch, name=name, dma_channels=2 * arch.dma_channels)
+        name = f"{name}.{change.memory}"
+    if k is Knob.OFFCHIP_LATENCY and all(m.latency_cycles == 0 for m in arch.offchip):
+        raise TesselError("every off-chip latency is already 0 cycles")
+    return arch.with_params(change.values(arch), name=name)
 
 
 @dataclass(frozen=True)

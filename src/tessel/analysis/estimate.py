@@ -23,6 +23,7 @@ from tessel.codegen.program import (
 from tessel.codegen.registry import is_view
 from tessel.ir import Graph
 from tessel.ir.macs import node_macs
+from tessel.isa import Engine
 from tessel.isa.costs import Events, energy_breakdown_pj, instruction_cost, static_energy_pj
 from tessel.schedule.partition import partition
 from tessel.schedule.step import Slots, StepWork
@@ -140,16 +141,20 @@ def _events(work: StepWork, arch: NpuArch) -> Events:
     memo: dict = {}
     for g in range(work.group_count):
         group = work.group_fn(g, 0)
-        for ins in group.weight_loads + group.param_loads + group.vector_setup:
+        for ins in group.weight_loads + group.param_loads:
             total = total + instruction_cost(ins, arch).events
+        for ins in group.vector_setup:
+            total = total + instruction_cost(ins, arch, Engine.VECTOR).events
         for t in range(group.tile_count):
             key = work.tile_key(g, t) if work.tile_key is not None else (g, t)
             ev = memo.get(key)
             if ev is None:
                 tile = work.tile_fn(g, t, Slots())
                 ev = Events()
-                for ins in tile.loads + tile.matrix + tile.vector + tile.stores:
+                for ins in tile.loads + tile.matrix + tile.stores:
                     ev = ev + instruction_cost(ins, arch).events
+                for ins in tile.vector:
+                    ev = ev + instruction_cost(ins, arch, Engine.VECTOR).events
                 memo[key] = ev
             total = total + ev
     return total

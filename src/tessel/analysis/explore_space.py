@@ -38,12 +38,16 @@ from typing import Any
 from tessel.arch import Dataflow, NpuArch
 from tessel.errors import TesselConfigError
 
-INT_PARAMS = ("matrix.rows", "matrix.cols", "vector.lanes", "onchip.sram_bytes",
-              "onchip.acc_bytes", "dram_bytes_per_cycle", "clock_hz")
+# dotted names of tessel.arch.params (NpuArch.with_param), the same names `tessel advise` uses
+INT_PARAMS = ("matrix.rows", "matrix.cols", "matrix.feed_bytes_per_cycle",
+              "matrix.input_buffer_bytes", "matrix.weight_buffer_bytes", "vector.lanes",
+              "onchip.sram_bytes", "onchip.acc_bytes", "dram_bytes_per_cycle", "clock_hz")
 ENUM_PARAMS = {"matrix.dataflow": Dataflow}
 PARAMS = INT_PARAMS + tuple(ENUM_PARAMS)
 CONSTRAINTS = ("max_area_mm2", "max_power_mw", "fps", "max_latency_ms")
 _SHORT = {"matrix.rows": "r", "matrix.cols": "c", "matrix.dataflow": "", "vector.lanes": "v",
+          "matrix.feed_bytes_per_cycle": "fb", "matrix.input_buffer_bytes": "ib",
+          "matrix.weight_buffer_bytes": "wb",
           "onchip.sram_bytes": "s", "onchip.acc_bytes": "a", "dram_bytes_per_cycle": "d",
           "clock_hz": "f"}
 MAX_POINTS = 10_000_000
@@ -271,22 +275,8 @@ def build_arch(base: NpuArch, point: Mapping[str, Any]) -> NpuArch:
     """``base`` with the point's values replaced (re-validated). Static power is scaled with
     the area (the presets model leakage as power per mm^2)."""
     p = dict(point)
-    matrix = dataclasses.replace(
-        base.matrix, rows=p.get("matrix.rows", base.matrix.rows),
-        cols=p.get("matrix.cols", base.matrix.cols),
-        dataflow=Dataflow[p["matrix.dataflow"]] if "matrix.dataflow" in p
-        else base.matrix.dataflow)
-    vector = dataclasses.replace(base.vector, lanes=p.get("vector.lanes", base.vector.lanes))
-    onchip = dataclasses.replace(base.onchip,
-                                 sram_bytes=p.get("onchip.sram_bytes", base.onchip.sram_bytes),
-                                 acc_bytes=p.get("onchip.acc_bytes", base.onchip.acc_bytes))
-    bus = {base.weights_memory, base.activations_memory}
-    offchip = tuple(dataclasses.replace(m, bytes_per_cycle=p["dram_bytes_per_cycle"])
-                    if m.name in bus and "dram_bytes_per_cycle" in p else m
-                    for m in base.offchip)
     arch = dataclasses.replace(
-        base, name=arch_name(base, p), clock_hz=p.get("clock_hz", base.clock_hz),
-        matrix=matrix, vector=vector, onchip=onchip, offchip=offchip,
+        base.with_params(p, name=arch_name(base, p)),
         description=f"design point of `tessel explore` from {base.name}: "
         + ", ".join(f"{k}={v}" for k, v in sorted(p.items())))
     scale = arch.derived.area_mm2 / base.derived.area_mm2

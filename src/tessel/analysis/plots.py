@@ -129,10 +129,11 @@ def roofline_png(profile: Profile, timeline: Timeline) -> bytes:
 
 
 def energy_groups(energy_pj: dict[str, float], offchip: list[str]) -> list[tuple[str, float]]:
-    """Energy per inference grouped for display: MAC, SRAM, accumulator, each off-chip memory,
-    vector, LUT, static (pJ)."""
+    """Energy per inference grouped for display: MAC, SRAM (with the matrix operand buffers),
+    accumulator, each off-chip memory, vector, LUT, static (pJ)."""
     groups = [("MAC", energy_pj.get("mac", 0.0)),
-              ("SRAM", energy_pj.get("sram_read", 0.0) + energy_pj.get("sram_write", 0.0)),
+              ("SRAM", energy_pj.get("sram_read", 0.0) + energy_pj.get("sram_write", 0.0)
+               + energy_pj.get("operand", 0.0)),
               ("accumulator", energy_pj.get("acc", 0.0))]
     groups += [(f"off-chip {name}", energy_pj.get(name, 0.0)) for name in offchip]
     groups += [("vector", energy_pj.get("vector", 0.0)), ("LUT", energy_pj.get("lut", 0.0)),

@@ -178,7 +178,7 @@ def _transfers(prep: PreparedProgram, sched: Schedule) -> tuple[Transfer, ...]:
             if op.opcode not in DMA_OPS or op.error is not None:
                 continue
             tm = timings[e][i]
-            ev = instruction_cost(op.instr, prep.arch).events
+            ev = instruction_cost(op.instr, prep.arch, op.engine).events
             nbytes = ev.offchip_read_bytes[tm.mem] + ev.offchip_write_bytes[tm.mem]
             end = sched.ends[e][i]
             out.append(Transfer(tm.mem, end - (tm.cycles - tm.latency), end, nbytes))

@@ -55,6 +55,15 @@ class _Table:
     def num(self, k: str) -> float:
         return float(self.get(k, (int, float), "a number"))
 
+    def bool(self, k: str) -> bool:
+        self.seen.add(k)
+        if k not in self.data:
+            raise TesselConfigError(f"{self._name(k)} is missing")
+        v = self.data[k]
+        if not isinstance(v, bool):
+            raise TesselConfigError(f"{self._name(k)} must be true or false, got {v!r}")
+        return v
+
     def str(self, k: str) -> str:
         return self.get(k, (str,), "a string")
 
@@ -86,7 +95,11 @@ def arch_from_dict(data: dict[str, Any]) -> NpuArch:
     node, clock = top.int("process_node_nm"), top.int("clock_hz")
     m = top.sub("matrix")
     matrix = MatrixEngine(
-        rows=m.int("rows"), cols=m.int("cols"), dataflow=m.enum("dataflow", Dataflow)
+        rows=m.int("rows"), cols=m.int("cols"), dataflow=m.enum("dataflow", Dataflow),
+        fold_pipelining=m.bool("fold_pipelining"),
+        feed_bytes_per_cycle=m.int("feed_bytes_per_cycle"),
+        input_buffer_bytes=m.int("input_buffer_bytes"),
+        weight_buffer_bytes=m.int("weight_buffer_bytes"),
     )
     m.finish()
     v = top.sub("vector")

@@ -35,11 +35,26 @@ class MemoryKind(enum.Enum):
 
 @dataclass(frozen=True)
 class MatrixEngine:
-    """R x C systolic array of int8 x int8 -> int32 MACs."""
+    """R x C systolic array of int8 x int8 -> int32 MACs.
+
+    ``fold_pipelining``: the next fold's weight load (WS) or the previous fold's drain (OS)
+    overlaps the current stream (true), or folds run back to back as in SCALE-Sim (false).
+
+    Operand path (docs/architecture.md, "Operand delivery"): the array reads its operands from
+    an input window buffer and a weight buffer, filled from the SRAM through a port of its own,
+    ``feed_bytes_per_cycle`` wide (not the SRAM ports that DMA and the vector engine use). A
+    tile's input (halo included) is read once when it fits ``input_buffer_bytes``, else once per
+    column fold; OS weights are read once when the tile's weights fit ``weight_buffer_bytes``,
+    else once per row fold (WS weights are preloaded into the array once per fold anyway).
+    """
 
     rows: int
     cols: int
     dataflow: Dataflow
+    fold_pipelining: bool = True
+    feed_bytes_per_cycle: int = 64  # bytes/cycle, SRAM -> operand buffers
+    input_buffer_bytes: int = 32768  # bytes, input window (line) buffer
+    weight_buffer_bytes: int = 16384  # bytes, weight buffer
 
 
 @dataclass(frozen=True)
@@ -86,6 +101,7 @@ class Energy:
     vector_lane_op_pj: float
     lut_lookup_pj: float
     static_power_mw: float
+    operand_buffer_byte_pj: float = 0.0  # one byte read from the matrix operand buffers
 
     def offchip_byte_pj(self, kind: MemoryKind) -> float:
         """Energy of moving one byte to or from an off-chip memory of ``kind``."""
@@ -161,6 +177,25 @@ class NpuArch:
 
         return arch_from_toml(path)
 
+    def with_param(self, name: str, value: Any) -> NpuArch:
+        """This arch with one parameter (dotted TOML name, e.g. ``"matrix.rows"``) set and
+        re-validated; the names are those of ``tessel.arch.params``."""
+        from tessel.arch.params import with_params
+
+        return with_params(self, {name: value})
+
+    def with_params(self, values: dict[str, Any], name: str | None = None) -> NpuArch:
+        """This arch with several parameters set (and optionally renamed), validated once."""
+        from tessel.arch.params import with_params
+
+        return with_params(self, values, name)
+
+    def param(self, name: str) -> Any:
+        """The value of one parameter by its dotted name."""
+        from tessel.arch.params import get_param
+
+        return get_param(self, name)
+
     # -- conveniences ------------------------------------------------------------------------
     @property
     def peak_macs_per_cycle(self) -> int:
@@ -215,6 +250,10 @@ class NpuArch:
             "clock_mhz": self.clock_hz / 1e6,
             "array": f"{self.matrix.rows}x{self.matrix.cols}",
             "dataflow": self.matrix.dataflow.name,
+            "fold_pipelining": self.matrix.fold_pipelining,
+            "feed_bytes_per_cycle": self.matrix.feed_bytes_per_cycle,
+            "input_buffer_kib": self.matrix.input_buffer_bytes / 1024,
+            "weight_buffer_kib": self.matrix.weight_buffer_bytes / 1024,
             "peak_macs_per_cycle": d.peak_macs_per_cycle,
             "peak_tops": round(d.peak_tops, 4),
             "vector_lanes": self.vector.lanes,
@@ -244,7 +283,8 @@ def _derive(arch: NpuArch) -> Derived:
     area = arch.area
     total_area = (
         macs * area.mac_mm2
-        + (arch.onchip.sram_bytes + arch.onchip.acc_bytes) / 1024 * area.sram_kib_mm2
+        + (arch.onchip.sram_bytes + arch.onchip.acc_bytes + arch.matrix.input_buffer_bytes
+           + arch.matrix.weight_buffer_bytes) / 1024 * area.sram_kib_mm2
         + arch.vector.lanes * area.vector_lane_mm2
         + area.fixed_mm2
     )

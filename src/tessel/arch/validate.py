@@ -55,6 +55,11 @@ def validate_arch(arch: NpuArch) -> None:
     _int_in("clock_hz", arch.clock_hz, 1_000, 10**10)
     _pow2("matrix.rows", arch.matrix.rows, 512)
     _pow2("matrix.cols", arch.matrix.cols, 512)
+    if not isinstance(arch.matrix.fold_pipelining, bool):
+        _fail("matrix.fold_pipelining", "must be true or false", arch.matrix.fold_pipelining)
+    _int_in("matrix.feed_bytes_per_cycle", arch.matrix.feed_bytes_per_cycle, 1, 4096)
+    _int_in("matrix.input_buffer_bytes", arch.matrix.input_buffer_bytes, 0, MAX_SRAM_BYTES)
+    _int_in("matrix.weight_buffer_bytes", arch.matrix.weight_buffer_bytes, 0, MAX_SRAM_BYTES)
     _pow2("vector.lanes", arch.vector.lanes, 1024)
     _int_in("vector.pipeline_latency_cycles", arch.vector.pipeline_latency_cycles, 0, 1000)
     _validate_onchip(arch)

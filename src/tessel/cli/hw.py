@@ -36,12 +36,14 @@ def _row(a: NpuArch) -> list[str]:
     )
     return [s["name"], f"{s['clock_mhz']:g}", f"{s['array']} {s['dataflow'][0]}S",
             str(s["peak_macs_per_cycle"]), f"{s['peak_tops']:.3g}", str(s["sram_kib"]),
-            str(s["sram_bytes_per_cycle"]), mems, f"{s['area_mm2']:.3f}"]
+            str(s["sram_bytes_per_cycle"]),
+            f"{s['feed_bytes_per_cycle']}B/c {s['input_buffer_kib']:g}+{s['weight_buffer_kib']:g}KiB",
+            mems, f"{s['area_mm2']:.3f}"]
 
 
 def format_table(archs: list[NpuArch]) -> str:
     head = ["target", "MHz", "array", "MACs/c", "TOPS", "SRAM KiB", "SRAM B/c",
-            "off-chip (B/cycle + latency)", "mm^2"]
+            "operand path (in+w buf)", "off-chip (B/cycle + latency)", "mm^2"]
     rows = [head] + [_row(a) for a in archs]
     widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()

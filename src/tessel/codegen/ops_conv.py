@@ -1,5 +1,6 @@
-"""qconv2d (NHWC) -> CONV on the matrix engine (DWCONV on the vector engine when depthwise),
-then REQUANT with per-channel bias / multiplier / shift and the fused activation clamp.
+"""qconv2d (NHWC) -> CONV on the matrix engine (DWCONV when depthwise: on the array's depthwise
+mode or on the vector engine, whichever the mapping search finds faster), then REQUANT with
+per-channel bias / multiplier / shift and the fused activation clamp.
 
 Tiling: output-channel chunks (a group: weights and parameters stay resident while its tiles
 run) x output-row tiles (each tile loads the input rows it needs, halo included). Weights are
@@ -17,7 +18,7 @@ from tessel.codegen import dma
 from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
 from tessel.errors import TesselCompileError
 from tessel.ir import Layout, Node
-from tessel.isa import Instruction, Opcode
+from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
 from tessel.schedule.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
@@ -27,10 +28,12 @@ class ConvMapping:
     rows: int  # output rows per tile
     chunk: int  # output channels per group (a multiple of cout/groups)
     double_buffer: bool = True
+    engine: Engine = Engine.MATRIX  # where DWCONV runs (depthwise only)
 
     def __str__(self) -> str:
+        dw = " dw=vector" if self.engine is Engine.VECTOR else ""
         return f"rows={self.rows} cout_chunk={self.chunk}" + ("" if self.double_buffer
-                                                                else " single-buffered")
+                                                                else " single-buffered") + dw
 
 
 def window_rows(g, oy0: int, rows: int) -> tuple[int, int, int]:
@@ -104,26 +107,38 @@ def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
 def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
     """Mappings that fit SRAM and the accumulator: channel chunks x row tiles."""
     g = geometry(node, ctx)
-    width = ctx.arch.vector.lanes if g.depthwise else ctx.arch.matrix.cols
+    engines = (Engine.MATRIX, Engine.VECTOR) if g.depthwise else (Engine.MATRIX,)
+    rows = {min(g.oh, r) for r in (1, 2, 4, 8, 16, 32, 64, 128, 256)}
+    out = []
+    for engine in engines:
+        for ch in _chunks(g, ctx.arch.vector.lanes if engine is Engine.VECTOR
+                          else ctx.arch.matrix.cols):
+            for r in sorted(rows):
+                for db in (True, False):  # single buffering only where double does not fit
+                    m = ConvMapping(r, ch, db, engine)
+                    try:
+                        _layout(g, m, ctx, node)
+                    except TesselCompileError:
+                        continue
+                    out.append(m)
+                    break
+    return out
+
+
+def _chunks(g: ConvGeometry, width: int) -> list[int]:
+    """Output-channel chunk sizes: the whole, or multiples of the engine's width."""
     unit = 1 if g.depthwise or g.groups == 1 else g.cout_g
     chunks = {g.cout}
     for k in (1, 2, 4, 8, 16):
         ch = max(unit, (k * width) // unit * unit)
         if ch < g.cout and g.cout % unit == 0:
             chunks.add(ch)
-    rows = {min(g.oh, r) for r in (1, 2, 4, 8, 16, 32, 64, 128, 256)}
-    out = []
-    for ch in sorted(chunks):
-        for r in sorted(rows):
-            for db in (True, False):  # single buffering only where double does not fit
-                m = ConvMapping(r, ch, db)
-                try:
-                    _layout(g, m, ctx, node)
-                except TesselCompileError:
-                    continue
-                out.append(m)
-                break
-    return out
+    return sorted(chunks)
+
+
+def on_vector(g: ConvGeometry, m: ConvMapping) -> bool:
+    """Whether the step's DWCONV runs on the vector engine (no matrix stage, one acc slot)."""
+    return g.depthwise and m.engine is Engine.VECTOR
 
 
 @dataclass(frozen=True)
@@ -149,7 +164,7 @@ def _layout(g: ConvGeometry, m: ConvMapping, ctx: CodegenContext, node: Node) ->
     obytes = align(m.rows * g.ow * m.chunk * node.type.dtype.itemsize)
     out = plan.sram(depth * obytes, "output tile")
     entries = m.rows * g.ow * m.chunk
-    acc = plan.acc((1 if g.depthwise else depth) * entries, "accumulators")
+    acc = plan.acc((1 if on_vector(g, m) else depth) * entries, "accumulators")
     return _Layout(group, gbytes, inp, ibytes, out, obytes, acc, entries)
 
 
@@ -166,12 +181,12 @@ def step(node: Node, m: ConvMapping, ctx: CodegenContext, *, emit: bool) -> Step
         loads = dma.contiguous(Opcode.DMA_LOAD, ctx.consts.memory, addrs[j],
                                lay.group + slot * lay.group_stride,
                                g.weight_bytes(cn) + 12 * cn)
-        if g.depthwise:  # DWCONV runs on the vector engine: its weights are vector data
+        if on_vector(g, m):  # DWCONV on the vector engine: its weights are vector data
             return GroupWork([], loads, [], len(row_tiles))
         return GroupWork(loads, [], [], len(row_tiles))
 
     def tile_fn(j: int, t: int, s: Slots) -> TileWork:
-        return _tile(node, g, lay, chunks[j], row_tiles[t], s, ctx)
+        return _tile(node, g, lay, chunks[j], row_tiles[t], s, ctx, on_vector(g, m))
 
     def tile_key(j: int, t: int) -> tuple[int, int, int, int]:
         """Tiles with the same chunk width, rows and input window cost the same."""
@@ -179,13 +194,13 @@ def step(node: Node, m: ConvMapping, ctx: CodegenContext, *, emit: bool) -> Step
         return chunks[j][1], row_tiles[t][1], in_rows, pad_top
 
     depth = 2 if m.double_buffer else 1
-    shape = StepShape(uses_matrix=not g.depthwise, in_depth=depth, acc_depth=depth,
+    shape = StepShape(uses_matrix=not on_vector(g, m), in_depth=depth, acc_depth=depth,
                       out_depth=depth, group_depth=depth)
     return StepWork(shape, len(chunks), group_fn, tile_fn, tile_key)
 
 
 def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
-          rows_tile: tuple[int, int], s: Slots, ctx: CodegenContext) -> TileWork:
+          rows_tile: tuple[int, int], s: Slots, ctx: CodegenContext, vector: bool) -> TileWork:
     a = node.attr_map
     (c0, cn), (oy0, rows) = chunk, rows_tile
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.name)
@@ -195,7 +210,7 @@ def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
     cl = cn if g.depthwise else g.c  # channels loaded per pixel
     load = dma.pattern(Opcode.DMA_LOAD, x, r0 * g.w * g.c + (c0 if g.depthwise else 0), iaddr,
                        ((cl, 1, 1), (g.w, g.c, cl), (in_rows, g.w * g.c, g.w * cl)))
-    acc_addr = lay.acc + (0 if g.depthwise else s.acc * lay.acc_stride)
+    acc_addr = lay.acc + (0 if vector else s.acc * lay.acc_stride)
     common = dict(in_h=in_rows, in_w=g.w, in_zp=a["in_zp"], kh=g.kh, kw=g.kw, stride_h=g.sh,
                   stride_w=g.sw, dil_h=g.dh, dil_w=g.dw, pad_top=pad_top, pad_left=g.pl,
                   out_h=rows, out_w=g.ow, mode=AccMode.OVERWRITE)
@@ -214,7 +229,7 @@ def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
         out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"])
     store = dma.pattern(Opcode.DMA_STORE, y, oy0 * g.ow * g.cout + c0, oaddr,
                         ((cn, 1, 1), (rows * g.ow, g.cout, cn)))
-    if g.depthwise:
+    if vector:
         return TileWork([load], [], compute + [req], [store])
     return TileWork([load], compute, [req], [store])
 

@@ -215,7 +215,8 @@ def _rough_cycles(g: Gemm, mp: GemmMapping, ctx: CodegenContext, node: Node) -> 
     nb = len(g.batches)
     sram_bw = arch.derived.sram_bytes_per_cycle
     mm = max(gemm_cycles(rows, cols, kc, arch.matrix.rows, arch.matrix.cols,
-                         arch.matrix.dataflow), -(-(kc * cols + rows * kc) // sram_bw))
+                         arch.matrix.dataflow, arch.matrix.fold_pipelining),
+             -(-(kc * cols + rows * kc) // sram_bw))
     out_isz = node.type.dtype.itemsize
     vec = arch.vector.pipeline_latency_cycles + max(
         -(-rows * cols // arch.vector.lanes), -(-rows * cols * out_isz // sram_bw))

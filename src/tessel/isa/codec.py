@@ -84,7 +84,7 @@ def check_stream(engine: Engine, instrs: list[Instruction]) -> None:
         raise TesselFormatError(f"{where}: does not end with END")
     for i, ins in enumerate(instrs):
         owner = ins.spec.engine
-        if owner is not None and owner != engine:
+        if not ins.spec.runs_on(engine):
             raise TesselFormatError(
                 f"{where}: instruction {i} ({ins.opcode.name}) belongs to the {owner.name} engine"
             )
@@ -110,7 +110,7 @@ def decode_stream(engine: Engine, data: bytes) -> list[Instruction]:
         except TesselFormatError as exc:
             raise TesselFormatError(f"{engine.name} queue, instruction {len(out)}: {exc}") from None
         owner = ins.spec.engine
-        if owner is not None and owner != engine:
+        if not ins.spec.runs_on(engine):
             raise TesselFormatError(
                 f"{engine.name} queue, instruction {len(out)} at offset {offset}: "
                 f"{ins.opcode.name} belongs to the {owner.name} engine"

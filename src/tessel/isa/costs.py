@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, fields
 
 from tessel.arch.types import Dataflow, NpuArch
-from tessel.isa.fields import AccMode, AccSrc, LutMode, ParamMode, ReduceOp
+from tessel.isa.fields import AccMode, AccSrc, Engine, LutMode, ParamMode, ReduceOp
 from tessel.isa.instruction import Instruction
 from tessel.isa.table import Opcode
 
@@ -31,6 +31,7 @@ class Events:
     acc_writes: int = 0
     vector_lane_ops: int = 0
     lut_accesses: int = 0
+    operand_bytes: int = 0  # bytes the matrix array reads from its operand buffers
     offchip_read_bytes: tuple[int, ...] = ()
     offchip_write_bytes: tuple[int, ...] = ()
 
@@ -59,9 +60,12 @@ def _cdiv(a: int, b: int) -> int:
 
 # ---- matrix engine ------------------------------------------------------------------------------
 def gemm_dims(i: Instruction) -> tuple[int, int, int]:
-    """(M, N, K) of a CONV or MATMUL tile: output rows (pixels), output columns, reduction."""
+    """(M, N, K) of a CONV or MATMUL tile: output rows (pixels), output columns, reduction;
+    of a DWCONV in the array's depthwise mode: pixels, channels (columns), kernel taps (rows)."""
     if i.opcode == Opcode.CONV:
         return i.out_h * i.out_w, i.cout, i.kh * i.kw * i.cin
+    if i.opcode == Opcode.DWCONV:
+        return i.out_h * i.out_w, i.ch, i.kh * i.kw
     if i.opcode == Opcode.MATMUL:
         return i.m, i.n, i.k
     raise ValueError(f"{i.opcode.name} is not a matrix instruction")
@@ -78,45 +82,78 @@ def gemm_folds(m: int, n: int, k: int, rows: int, cols: int, dataflow: Dataflow)
     return _cdiv(m, rows) * _cdiv(n, cols), k
 
 
+def fold_cycles(t: int, rows: int, cols: int, dataflow: Dataflow) -> int:
+    """Cycles of one fold alone (SCALE-Sim v3): WS 2R + C + T - 2 (R to load the weights,
+    T to stream, R + C - 2 of wavefront skew); OS R + C + T - 2 (T to stream the reduction,
+    R + C - 2 of skew; the outputs leave through the accumulator port, no separate drain)."""
+    load = rows if dataflow == Dataflow.WEIGHT_STATIONARY else 0
+    return load + rows + cols + t - 2
+
+
 def gemm_cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: Dataflow,
                 pipelined: bool = True) -> int:
     """Cycles of an M x N x K GEMM on an R x C array.
 
-    One fold alone takes 2R + C + T - 2 (R to load weights (WS) or drain outputs (OS), T to
-    stream, R + C - 2 of wavefront skew). Not pipelined (SCALE-Sim's analytical model):
-    folds * (2R + C + T - 2). Pipelined (the Tessel matrix engine: the next fold's weight load
-    or the previous fold's drain overlaps the current stream, so a new fold starts every
-    max(T, R) cycles): (folds - 1) * max(T, R) + 2R + C + T - 2. Equal for one fold.
+    Not pipelined (SCALE-Sim v3's compute cycles): folds * fold_cycles. Pipelined (the next
+    fold's weight load or the previous fold's drain overlaps the current stream, so a new fold
+    starts every max(T, R) cycles): (folds - 1) * max(T, R) + fold_cycles. Equal for one fold.
     """
     folds, t = gemm_folds(m, n, k, rows, cols, dataflow)
-    one = 2 * rows + cols + t - 2
+    one = fold_cycles(t, rows, cols, dataflow)
     if not pipelined:
         return folds * one
     return (folds - 1) * max(t, rows) + one
 
 
 def scalesim_cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: Dataflow) -> int:
-    """SCALE-Sim's compute cycles for the same GEMM (folds run back to back, no overlap)."""
+    """SCALE-Sim v3's compute cycles for the same GEMM: folds back to back, no overlap.
+
+    SCALE-Sim's COMPUTE_REPORT prints this minus one (it reports the index of the last cycle,
+    counted from 0); tests/data/scalesim_golden.json holds what it prints.
+    """
     return gemm_cycles(m, n, k, rows, cols, dataflow, pipelined=False)
 
 
-def matrix_cost(i: Instruction, arch: NpuArch) -> Cost:
-    """CONV / MATMUL: the pipelined GEMM formula, bounded below by SRAM read bandwidth."""
+def _input_bytes(i: Instruction) -> tuple[int, int]:
+    """(tile input bytes with the halo, bytes without reuse: one per array operand) of a
+    matrix-engine instruction."""
     m, n, k = gemm_dims(i)
-    r, c, df = arch.matrix.rows, arch.matrix.cols, arch.matrix.dataflow
-    col_folds = _cdiv(n, c)
+    if i.opcode == Opcode.CONV:
+        return i.in_h * i.in_w * i.cin, m * k
+    if i.opcode == Opcode.DWCONV:
+        return i.in_h * i.in_w * i.ch, m * k * n  # each column reads its own channel
+    return m * k, m * k
+
+
+def matrix_cost(i: Instruction, arch: NpuArch) -> Cost:
+    """CONV / MATMUL / DWCONV (depthwise mode) on the array: the GEMM fold formula, bounded
+    below by the operand path (SRAM bytes into the operand buffers / feed_bytes_per_cycle)."""
+    m, n, k = gemm_dims(i)
+    mx = arch.matrix
+    r, c, df = mx.rows, mx.cols, mx.dataflow
+    col_folds, row_folds = _cdiv(n, c), _cdiv(m, r)
+    window, im2col = _input_bytes(i)
+    depthwise = i.opcode == Opcode.DWCONV
+    weights = k * n
+    # the tile's input is read once when it fits the input window buffer, else per operand
+    in_reads = window if window <= mx.input_buffer_bytes else im2col * (1 if depthwise
+                                                                          else col_folds)
+    operand = im2col * (1 if depthwise else col_folds)
     if df == Dataflow.WEIGHT_STATIONARY:
-        sram_reads = k * n + m * k * col_folds
+        w_reads = weights  # preloaded into the array once per fold
+        operand += weights
         k_folds = _cdiv(k, r)
         acc_writes = m * n * k_folds
         acc_reads = m * n * (k_folds - 1 + (i.mode == AccMode.ACCUMULATE))
     else:
-        sram_reads = m * k * col_folds + k * n * _cdiv(m, r)
+        w_reads = weights if weights <= mx.weight_buffer_bytes else weights * row_folds
+        operand += weights * row_folds
         acc_writes = m * n
         acc_reads = m * n * (i.mode == AccMode.ACCUMULATE)
-    compute = gemm_cycles(m, n, k, r, c, df)
-    cycles = max(compute, _cdiv(sram_reads, arch.derived.sram_bytes_per_cycle))
-    return Cost(cycles, Events(macs=m * n * k, sram_read_bytes=sram_reads,
+    sram_reads = in_reads + w_reads
+    compute = gemm_cycles(m, n, k, r, c, df, mx.fold_pipelining)
+    cycles = max(compute, _cdiv(sram_reads, mx.feed_bytes_per_cycle))
+    return Cost(cycles, Events(macs=m * n * k, sram_read_bytes=sram_reads, operand_bytes=operand,
                                acc_reads=acc_reads, acc_writes=acc_writes))
 
 
@@ -200,11 +237,14 @@ _VECTOR = {Opcode.REQUANT, Opcode.ELTWISE, Opcode.LUT, Opcode.LUT_LOAD, Opcode.P
            Opcode.DWCONV, Opcode.REDUCE, Opcode.COPY, Opcode.UNARY}
 
 
-def instruction_cost(i: Instruction, arch: NpuArch) -> Cost:
-    """Cost of any instruction (dispatches to the class functions above)."""
+def instruction_cost(i: Instruction, arch: NpuArch, engine: Engine | None = None) -> Cost:
+    """Cost of any instruction (dispatches to the class functions above). ``engine``: the
+    queue it runs in; only DWCONV runs on two engines (MATRIX, its depthwise mode, when None)."""
     if i.opcode in (Opcode.DMA_LOAD, Opcode.DMA_STORE):
         return dma_cost(i, arch)
     if i.opcode in (Opcode.CONV, Opcode.MATMUL):
+        return matrix_cost(i, arch)
+    if i.opcode == Opcode.DWCONV and engine != Engine.VECTOR:
         return matrix_cost(i, arch)
     if i.opcode in _VECTOR:
         return vector_cost(i, arch)
@@ -222,6 +262,7 @@ def energy_breakdown_pj(ev: Events, arch: NpuArch) -> dict[str, float]:
         "acc": (ev.acc_reads + ev.acc_writes) * en.acc_access_pj,
         "vector": ev.vector_lane_ops * en.vector_lane_op_pj,
         "lut": ev.lut_accesses * en.lut_lookup_pj,
+        "operand": ev.operand_bytes * en.operand_buffer_byte_pj,
     }
     for idx, mem in enumerate(arch.offchip):
         rd = ev.offchip_read_bytes[idx] if idx < len(ev.offchip_read_bytes) else 0

@@ -24,6 +24,8 @@ def opcode_table() -> str:
     rows = ["| opcode | name | engine | bytes | what it does |", "|---|---|---|---|---|"]
     for op, sp in SPECS.items():
         engine = sp.engine.name if sp.engine is not None else "any"
+        if sp.also is not None:
+            engine += f" or {sp.also.name}"
         rows.append(f"| 0x{int(op):02x} | {op.name} | {engine} | {sp.size} | {sp.summary} |")
     return "\n".join(rows) + "\n"
 

@@ -59,12 +59,19 @@ OPCODE_BITS = 8
 
 @dataclass(frozen=True)
 class InstrSpec:
-    """One row of the table. ``engine`` None: the instruction may sit in any engine's queue."""
+    """One row of the table. ``engine`` None: the instruction may sit in any engine's queue;
+    ``also``: a second engine that runs it too (DWCONV: the array's depthwise mode, or the
+    vector engine), with that engine's cost (docs/isa.md)."""
 
     opcode: Opcode
     engine: Engine | None
     summary: str
     fields: tuple[Field, ...]
+    also: Engine | None = None
+
+    def runs_on(self, engine: Engine) -> bool:
+        """Whether an instruction of this opcode may sit in ``engine``'s queue."""
+        return self.engine is None or engine in (self.engine, self.also)
 
     @property
     def bits(self) -> int:
@@ -270,7 +277,7 @@ SPECS: dict[Opcode, InstrSpec] = {
             _sstride("out_stride_w", "bytes between output pixels"),
             *_clamp(),
         )),
-        InstrSpec(Opcode.DWCONV, Engine.VECTOR, "int8 depthwise conv tile -> int32 acc", (
+        InstrSpec(Opcode.DWCONV, Engine.MATRIX, "int8 depthwise conv tile -> int32 acc", (
             *_nhwc_input(),
             _dim("ch", "channels (depth multiplier 1)"),
             s("in_zp", 9, "input zero point (subtracted; padding contributes 0)", default=0),
@@ -280,7 +287,7 @@ SPECS: dict[Opcode, InstrSpec] = {
             _addr("w_addr", "SRAM byte address of weight (ky=0, kx=0, c=0); channels contiguous"),
             _sstride("w_stride_k", "bytes between kernel positions (ky * kw + kx)"),
             *_acc_out(),
-        )),
+        ), also=Engine.VECTOR),
         InstrSpec(Opcode.REDUCE, Engine.VECTOR, "sum / sum of squares / max / min along one axis", (
             e("op", ReduceOp, 2, "SUM, SUMSQ (int32 out), MAX or MIN (out type = in type)"),
             e("dtype", DType, 2, "input type"),
@@ -315,4 +322,4 @@ def spec_of(opcode: Opcode) -> InstrSpec:
 
 def opcodes_of(engine: Engine) -> tuple[Opcode, ...]:
     """Opcodes allowed in ``engine``'s queue (its own plus WAIT, SIGNAL, END)."""
-    return tuple(op for op, sp in SPECS.items() if sp.engine in (None, engine))
+    return tuple(op for op, sp in SPECS.items() if sp.runs_on(engine))

@@ -17,7 +17,7 @@ import numpy as np
 from tessel.arch import NpuArch
 from tessel.binary import TslProgram
 from tessel.isa import Engine, Opcode
-from tessel.isa.costs import energy_breakdown_pj, instruction_cost, static_energy_pj
+from tessel.isa.costs import energy_breakdown_pj, gemm_dims, instruction_cost, static_energy_pj
 from tessel.sim.prepare import prepared
 from tessel.sim.stats import event_row, events_from_row
 from tessel.sim.timing import events_matrix as _events_matrix
@@ -40,6 +40,13 @@ class LayerStats:
     bytes_read: dict[str, int]
     bytes_written: dict[str, int]
     energy_pj: float
+    # engine name -> cycles it runs the layer's instructions (WAIT / SIGNAL / END excluded)
+    busy_cycles: dict[str, int] = field(default_factory=dict)
+    matrix_tiles: int = 0  # matrix-engine instructions (CONV, MATMUL, DWCONV) of the layer
+    tile_gemm: tuple[int, int, int] = (0, 0, 0)  # (M, N, K) of its largest matrix instruction
+    first_instr: dict[str, int] = field(default_factory=dict)  # engine name -> queue index
+    last_instr: dict[str, int] = field(default_factory=dict)  # -1 below first: none
+    memory_bytes: dict[str, int] = field(default_factory=dict)  # bytes moved per memory
 
 
 @dataclass(frozen=True)
@@ -113,12 +120,18 @@ def build_profile(program: TslProgram, arch: NpuArch) -> Profile:
     layers = []
     for info in meta.get("layers", []):
         rows, start, end = [], None, 0
+        busy = dict.fromkeys((e.name for e in Engine), 0)
+        tiles = []
         for e in Engine:
             lo, hi = info["first"][e.name], info["last"][e.name]
             for i in range(lo, hi + 1):
                 s, t = sched.starts[e][i], sched.ends[e][i]
-                if prep.queues[e][i].opcode not in _CONTROL:  # token waits / signals of a
+                op = prep.queues[e][i]
+                if op.opcode not in _CONTROL:  # token waits / signals of a
                     start = s if start is None else min(start, s)  # step run early or idle
+                    busy[e.name] += t - s
+                    if e is Engine.MATRIX:
+                        tiles.append(gemm_dims(op.instr))
                 end = max(end, t)
                 rows.append(ev_rows[e][i])
         width = len(event_row(None, n_mem))
@@ -130,7 +143,9 @@ def build_profile(program: TslProgram, arch: NpuArch) -> Profile:
             info["estimated_cycles"], macs, macs / (cycles * peak) if cycles else 0.0,
             dict(zip(names, ev.offchip_read_bytes, strict=True)),
             dict(zip(names, ev.offchip_write_bytes, strict=True)),
-            sum(energy_breakdown_pj(ev, arch).values())))
+            sum(energy_breakdown_pj(ev, arch).values()), busy, len(tiles),
+            max(tiles, key=lambda d: d[0] * d[1] * d[2], default=(0, 0, 0)),
+            dict(info["first"]), dict(info["last"]), _memory_bytes(ev, names)))
     total_ev = events_from_row(_events_matrix(prep).sum(axis=0), n_mem)
     energy = dict(energy_breakdown_pj(total_ev, arch))
     energy["static"] = static_energy_pj(total, arch)
@@ -144,11 +159,22 @@ def build_profile(program: TslProgram, arch: NpuArch) -> Profile:
         meta.get("arena_naive_bytes", 0), total_ev.macs)
 
 
+def _memory_bytes(ev: Any, names: list[str]) -> dict[str, int]:
+    """Bytes read + written per memory: each off-chip memory by name, the scratchpad SRAM
+    ("sram"), the accumulator ("acc", 4 bytes per entry access) and the operand buffers."""
+    out = {n: r + w for n, r, w in zip(names, ev.offchip_read_bytes, ev.offchip_write_bytes,
+                                       strict=True)}
+    out["sram"] = ev.sram_read_bytes + ev.sram_write_bytes
+    out["acc"] = 4 * (ev.acc_reads + ev.acc_writes)
+    out["operand"] = ev.operand_bytes
+    return out
+
+
 def _events_by_instruction(prep: Any) -> dict[Engine, list[list[int]]]:
     """Event rows per engine and instruction index (control instructions: zeros)."""
     n_mem = len(prep.arch.offchip)
     out = {}
     for e in Engine:
-        out[e] = [event_row(instruction_cost(op.instr, prep.arch).events, n_mem)
+        out[e] = [event_row(instruction_cost(op.instr, prep.arch, e).events, n_mem)
                   for op in prep.queues[e]]
     return out

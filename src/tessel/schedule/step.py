@@ -115,15 +115,21 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
     groups = range(work.group_count) if sample is None else range(min(2, work.group_count))
     run_tiles, counts = 0, {}
     tiles: dict[Hashable, TileWork] = {}
+    released: list[int] = []  # when each group's slot is free again (its last tile consumed)
     for g in groups:
         group = work.group_fn(g, 0)
         counts[g] = group.tile_count
         loads = group.weight_loads + group.param_loads
-        end = _dma_stage(loads, free[Engine.DMA_IN], ports, cost) if loads else free[
-            Engine.DMA_IN]
-        busy[Engine.DMA_IN] += end - free[Engine.DMA_IN]
+        # the program acquires the group's buffer slot first (codegen/emit.py): with
+        # group_depth slots, group g waits until group g - group_depth has been consumed
+        begin = free[Engine.DMA_IN]
+        if loads and len(released) >= work.shape.group_depth:
+            begin = max(begin, released[-work.shape.group_depth])
+        end = _dma_stage(loads, begin, ports, cost) if loads else begin
+        busy[Engine.DMA_IN] += end - begin
         free[Engine.DMA_IN] = end
-        free[Engine.VECTOR] = max(free[Engine.VECTOR], end) + cost.sum(group.vector_setup)
+        free[Engine.VECTOR] = max(free[Engine.VECTOR], end) + cost.sum(group.vector_setup,
+                                                                       Engine.VECTOR)
         n = group.tile_count if sample is None else min(sample, group.tile_count)
         run_tiles += n
         for t in range(n):
@@ -139,12 +145,13 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
                 if e in (Engine.DMA_IN, Engine.DMA_OUT):
                     end = _dma_stage(per[e], start, ports, cost) if per[e] else start
                 else:
-                    end = start + cost.sum(per[e])
+                    end = start + cost.sum(per[e], e)
                 end += TOKEN_CYCLES
                 busy[e] += end - start
                 free[e] = end
                 finish[e].append(end)
                 prev_done = end
+        released.append(max(free[Engine.VECTOR], free.get(Engine.MATRIX, 0)))
     total = max(free.values())
     if sample is not None and run_tiles:
         # groups of a step have (nearly) the same tile count: scale by the sampled groups'
@@ -214,19 +221,19 @@ def _bound(busy: dict[Engine, int], total: int, work: StepWork) -> Bound:
 
 
 class CostCache:
-    """Per-instruction cycles, memoised (tiles repeat the same shapes)."""
+    """Per-instruction cycles on an engine, memoised (tiles repeat the same shapes)."""
 
     def __init__(self, arch: NpuArch):
         self.arch = arch
-        self._cycles: dict[Instruction, int] = {}
+        self._cycles: dict[tuple[Instruction, Engine | None], int] = {}
 
-    def cycles(self, ins: Instruction) -> int:
-        c = self._cycles.get(ins)
+    def cycles(self, ins: Instruction, engine: Engine | None = None) -> int:
+        c = self._cycles.get((ins, engine))
         if c is None:
-            c = instruction_cost(ins, self.arch).cycles
-            self._cycles[ins] = c
+            c = instruction_cost(ins, self.arch, engine).cycles
+            self._cycles[(ins, engine)] = c
         return c
 
-    def sum(self, instrs: Sequence[Instruction]) -> int:
-        return sum(self.cycles(i) for i in instrs)
+    def sum(self, instrs: Sequence[Instruction], engine: Engine | None = None) -> int:
+        return sum(self.cycles(i, engine) for i in instrs)
 

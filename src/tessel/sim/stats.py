@@ -18,7 +18,7 @@ from tessel.isa.fields import Engine
 from tessel.isa.table import Opcode
 
 SCALAR_EVENTS = ("macs", "sram_read_bytes", "sram_write_bytes", "acc_reads", "acc_writes",
-                 "vector_lane_ops", "lut_accesses")
+                 "vector_lane_ops", "lut_accesses", "operand_bytes")
 
 
 def event_row(ev: Events | None, n_mem: int) -> list[int]:

@@ -67,10 +67,10 @@ def op_timings(prep: PreparedProgram) -> tuple[tuple[OpTiming, ...], ...]:
         return cached
     arch = prep.arch
     out = []
-    for queue in prep.queues:
+    for e, queue in enumerate(prep.queues):
         row = []
         for op in queue:
-            cyc = instruction_cost(op.instr, arch).cycles if op.error is None else 1
+            cyc = instruction_cost(op.instr, arch, Engine(e)).cycles if op.error is None else 1
             if op.opcode in DMA_OPS and op.error is None:
                 lat = arch.offchip[op.f["mem"]].latency_cycles
                 row.append(OpTiming(cyc, lat, op.f["mem"], accesses(op.instr)))
@@ -218,7 +218,8 @@ def events_matrix(prep: PreparedProgram) -> np.ndarray:
         return cached
     from tessel.sim.stats import event_row
 
-    rows = [event_row(instruction_cost(op.instr, prep.arch).events, len(prep.arch.offchip))
+    rows = [event_row(instruction_cost(op.instr, prep.arch, op.engine).events,
+                      len(prep.arch.offchip))
             for op in prep.ops if op.opcode not in (Opcode.WAIT, Opcode.SIGNAL, Opcode.END)]
     width = len(event_row(None, len(prep.arch.offchip)))
     mat = np.array(rows, dtype=np.int64).reshape(-1, width)

@@ -50,6 +50,8 @@ def test_base_is_valid() -> None:
     ('name = "tnpu-s"', 'name = "tnpu-s"\ncolour = "red"', "unknown key 'colour'"),
     ('name = "tnpu-s"', 'name = "Bad Name"', "name must be lower-case"),
     ("rows = 16", "rows = true", "matrix.rows must be an integer, got True"),
+    ("fold_pipelining = true", "fold_pipelining = 1",
+     "matrix.fold_pipelining must be true or false, got 1"),
 ])
 def test_bad_value_names_key(old: str, new: str, message: str) -> None:
     with pytest.raises(TesselConfigError, match=message) as info:
