@@ -51,6 +51,7 @@ from tessel.quant.qspecs import (
     softmax_input_qspec,
     weight_qspec,
 )
+from tessel.quant.shared_groups import flatten_shared_specs
 
 QSpecMap = dict[Node, QuantizationSpecBase]
 
@@ -139,6 +140,7 @@ class TesselQuantizer(Quantizer):
     def annotate(self, model: GraphModule) -> GraphModule:
         for node in list(model.graph.nodes):
             self._annotate_node(node)
+        flatten_shared_specs(model)
         return model
 
     def validate(self, model: GraphModule) -> None:
