@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint venv clean
+.PHONY: demo test bench fuzz-models lint venv clean
 
 venv: $(STAMP)
 
@@ -21,6 +21,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
+
+# differential fuzzing: 2,000 random models, simulator vs golden (docs/benchmarks.md)
+fuzz-models: $(STAMP)
+	$(PY) tests/e2e/fuzz_models.py --seeds 2000
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

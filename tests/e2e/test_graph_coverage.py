@@ -23,8 +23,6 @@ from tessel.ir import Op
 from tessel.quant.accuracy import sqnr_db
 from tessel.quant.api import quantize
 
-pytestmark = pytest.mark.xdist_group("coverage")
-
 
 def _data(shape, n: int, seed: int) -> list[tuple[torch.Tensor]]:
     g = torch.Generator().manual_seed(seed)
@@ -166,3 +164,36 @@ def test_conv_beyond_the_instruction_falls_back_with_reason() -> None:
     assert any("qconv2d (NPU: dilation 16 is beyond the CONV instruction" in x for x in lines)
     assert len(lines) == len(set(lines))
     assert sqnr[0] > 25.0
+
+
+@pytest.mark.parametrize("kind", ["avg_pool", "mean", "avg_pool_window"])
+def test_average_below_input_lsb_keeps_its_own_range(kind: str) -> None:
+    # the average of N(0, 1) over 32 x 32 values is ~0.03, about one LSB of the input's scale:
+    # with the input's scale it quantised to (almost) all zeros; with its own range it does not
+    class Avg(torch.nn.Module):
+        def forward(self, x):
+            if kind == "avg_pool":
+                return torch.nn.functional.avg_pool2d(x, 32)
+            if kind == "mean":
+                return x.mean((2, 3))
+            return torch.nn.functional.avg_pool2d(x, 8)
+
+    cm, qm, sqnr = compile_checked(Avg().eval(), (1, 4, 32, 32), no_fallback=True)
+    floor = 25.0 if kind != "avg_pool_window" else 10.0
+    assert sqnr[0] > floor, sqnr
+
+
+def test_low_range_output_is_flagged() -> None:
+    from tessel.runtime.check import compare, low_range_outputs
+
+    class Tiny(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) * 0.0 + x.mean() * 0.0, x
+
+    calib = _data((1, 4, 8), 2, seed=1)
+    qm = quantize(Tiny().eval(), calib[0], calib, calibration_samples=2)
+    x = calib[0][0].numpy()
+    out = qm.run(x)
+    assert low_range_outputs(qm.graph, out) == [qm.graph.outputs[0]]
+    report = compare(qm.graph.outputs, out, out, out, qm.graph, [x])
+    assert report.low_range == (qm.graph.outputs[0],) and "WARNING" in report.text()

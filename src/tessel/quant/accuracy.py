@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -68,6 +69,7 @@ class AccuracyReport:
     in_sample_sqnr_db: tuple[float, ...] = ()  # the same on the calibration inputs
     in_sample_top1_agreement: float | None = None
     qdq_sqnr_db: tuple[float, ...] = ()  # golden vs PyTorch's QDQ model, evaluation inputs
+    low_range_outputs: tuple[int, ...] = ()  # outputs spanning < 4 quantisation steps
 
     def to_json(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
@@ -91,6 +93,9 @@ class AccuracyReport:
         if self.cosine_mean is not None:
             lines.append(f"  cosine golden vs float: mean {self.cosine_mean:.4f}, "
                          f"min {self.cosine_min:.4f}")
+        for i in self.low_range_outputs:
+            lines.append(f"  WARNING: output {i} spans fewer than 4 quantisation steps on the "
+                         "evaluation inputs (its scale is far too coarse for its values)")
         lines.append(f"  golden model: {1e3 * self.golden_seconds_per_inference:.1f} ms/inference")
         lines.append(f"  host ops ({len(self.host_ops)}): "
                      + ("none" if not self.host_ops else ""))
@@ -174,6 +179,16 @@ def _run_all(qm: QuantizedModel, model: torch.nn.Module, inputs: Sequence[Sample
             seconds / max(len(inputs), 1))
 
 
+def _low_range(qm: QuantizedModel, goldens: list[np.ndarray]) -> tuple[int, ...]:
+    """Indices of outputs spanning fewer than 4 quantisation steps (also warned about)."""
+    from tessel.runtime.check import low_range_outputs
+
+    low = low_range_outputs(qm.graph, goldens)
+    if low:
+        warnings.warn(f"outputs {low} span fewer than 4 quantisation steps", stacklevel=3)
+    return tuple(i for i, o in enumerate(qm.graph.outputs) if o in low)
+
+
 def _qdq_outputs(qm: QuantizedModel, inputs: Sequence[Sample]) -> list[np.ndarray]:
     """PyTorch's fake-quantised model (the imported QDQ graph, float interpreter), stacked."""
     from tessel.ir import run_graph
@@ -202,7 +217,8 @@ def evaluate(model_spec: str, calibration: int = 32, eval_samples: int = 16,
                   host_ops=tuple(str(h) for h in qm.host_ops),
                   golden_seconds_per_inference=per_inf, eval_inputs=described,
                   in_sample_sqnr_db=tuple(sqnr_db(f, g) for f, g in zip(in_f, in_g, strict=True)),
-                  qdq_sqnr_db=tuple(sqnr_db(q, g) for q, g in zip(qdq, goldens, strict=True)))
+                  qdq_sqnr_db=tuple(sqnr_db(q, g) for q, g in zip(qdq, goldens, strict=True)),
+                  low_range_outputs=_low_range(qm, goldens))
     f0, g0 = floats[0], goldens[0]
     if spec.task is Task.CLASSIFIER:
         report["top1_agreement"] = float(np.mean(f0.argmax(-1) == g0.argmax(-1)))

@@ -17,7 +17,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tessel.ir import Graph, run_graph
+from tessel.ir import Graph, Op, run_graph
+
+LOW_RANGE_LSBS = 4  # an output whose values span fewer steps than this is flagged
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class CheckReport:
     sqnr_db: dict[str, float]  # golden-simulated outputs vs float PyTorch, finite entries only
     nan_outputs: tuple[str, ...]  # outputs with NaN where float PyTorch is finite
     nan_sources: tuple[str, ...]  # host ops that turned NaN-free operands into NaN
+    low_range: tuple[str, ...] = ()  # outputs spanning fewer than LOW_RANGE_LSBS steps
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -42,6 +45,9 @@ class CheckReport:
             lines.append("NaN where float PyTorch is finite: " + ", ".join(self.nan_outputs)
                          + (" (from host ops: " + "; ".join(self.nan_sources) + ")"
                             if self.nan_sources else ""))
+        if self.low_range:
+            lines.append(f"WARNING: outputs spanning fewer than {LOW_RANGE_LSBS} quantisation "
+                         "steps (little or no information survives): " + ", ".join(self.low_range))
         return "\n".join(lines)
 
 
@@ -90,6 +96,22 @@ def nan_sources(graph: Graph, inputs: Sequence[np.ndarray]) -> list[str]:
             if nan(n.name) and not any(nan(i) for i in n.inputs)]
 
 
+def low_range_outputs(graph: Graph, outputs: Sequence[np.ndarray],
+                      lsbs: int = LOW_RANGE_LSBS) -> list[str]:
+    """Outputs (dequantised at a graph output) whose values span fewer than `lsbs` steps of
+    their scale: e.g. a mean far below its input's LSB, quantised to (almost) one value."""
+    flagged = []
+    for name, value in zip(graph.outputs, outputs, strict=True):
+        node = graph.node_map.get(name)
+        if node is None or node.op is not Op.DEQUANTIZE or np.asarray(value).size < 2:
+            continue
+        v = np.asarray(value, np.float64)
+        v = v[np.isfinite(v)]
+        if v.size and (v.max() - v.min()) < lsbs * float(node.attr("scale")):
+            flagged.append(name)
+    return flagged
+
+
 def compare(names: Sequence[str], outputs: Sequence[np.ndarray], golden: Sequence[np.ndarray],
             reference: Sequence[np.ndarray], graph: Graph | None = None,
             inputs: Sequence[np.ndarray] = ()) -> CheckReport:
@@ -101,4 +123,5 @@ def compare(names: Sequence[str], outputs: Sequence[np.ndarray], golden: Sequenc
                     if np.asarray(o).dtype.kind == "f"
                     and bool((np.isnan(o) & np.isfinite(np.asarray(r, np.float64))).any()))
     sources = tuple(nan_sources(graph, inputs)) if nan_out and graph is not None else ()
-    return CheckReport(not differing, differing, sqnr, nan_out, sources)
+    low = tuple(low_range_outputs(graph, outputs)) if graph is not None else ()
+    return CheckReport(not differing, differing, sqnr, nan_out, sources, low)
