@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint fuzz venv clean
+.PHONY: demo test bench lint fuzz fuzz-models venv clean
 
 venv: $(STAMP)
 
@@ -27,6 +27,10 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
+
+# differential fuzzing: 2,000 random models, simulator vs golden (docs/benchmarks.md)
+fuzz-models: $(STAMP)
+	$(PY) tests/e2e/fuzz_models.py --seeds 2000
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

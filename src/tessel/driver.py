@@ -21,7 +21,7 @@ from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.binary import TslProgram
 from tessel.binary.metadata import METADATA_VERSION
 from tessel.codegen.program import compile_region
-from tessel.ir import Graph, print_graph, verify
+from tessel.ir import Graph, Node, Op, print_graph, verify
 from tessel.ir.macs import node_macs
 from tessel.runtime.compiled import CompiledModel
 from tessel.schedule.partition import partition
@@ -75,6 +75,21 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *,  
                          times=times, metadata=extra)
 
 
+def host_op_lines(graph: Graph, nodes: Sequence[Node]) -> list[str]:
+    """One line per host op (each once): the ATen op of a `host` node, and why the NPU does
+    not run an integer op ("after a host op" when only its position keeps it there)."""
+    from tessel.codegen.registry import npu_refusal
+
+    lines = []
+    for n in {n.name: n for n in nodes}.values():
+        op = n.attr("target") if n.op is Op.HOST else n.op.value
+        why = npu_refusal(n, graph) if n.type.dtype.is_int else None
+        if n.type.dtype.is_int:
+            op += f" (NPU: {why or 'runs after a host op'})"
+        lines.append(f"%{n.name} = {op} at {n.loc}")
+    return lines
+
+
 def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None = None,
                   name: str | None = None, progress: Progress | None = None,
                   times: StageTimes | None = None, metadata: dict[str, Any] | None = None
@@ -92,8 +107,7 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
         "model": name or graph.name, "target": arch.name, "tessel_version": __version__,
         "arch": arch.to_toml_dict(), "model_inputs": [v.name for v in graph.inputs],
         "model_outputs": list(graph.outputs),
-        "host_ops": [f"%{n.name} = {n.op.value} at {n.loc}" for n in
-                     part.host_ops + part.moved_to_host],
+        "host_ops": host_op_lines(graph, part.host_ops + part.moved_to_host),
         **(metadata or {}),
     }
     region = compile_region(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch, meta)

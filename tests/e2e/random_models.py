@@ -13,8 +13,9 @@ I8 = DType.I8
 
 
 class _Net:
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, extended: bool = True):
         self.rng = np.random.default_rng(seed)
+        self.extended = extended
         self.b = GraphBuilder(f"random{seed}")
         self.zp: dict[str, int] = {}
 
@@ -44,6 +45,8 @@ class _Net:
     def conv(self, x: str, same: bool = False) -> str:
         """A random conv; with same=True one that keeps the shape (a residual branch)."""
         _, h, w, c = self.shape(x)
+        if h == 1:
+            return self.conv1d(x, same)
         r = self.rng
         kind = "same" if same else r.choice(["plain", "dw", "grouped", "pointwise"])
         k = 1 if kind in ("pointwise", "same") else int(r.choice([1, 3, 5]))
@@ -72,16 +75,73 @@ class _Net:
             layout=Layout.NHWC, in_zp=self.zp[x], out_zp=out_zp,
             act_min=out_zp if relu else -128, act_max=127, dtype=I8), out_zp)
 
+    def conv1d(self, x: str, same: bool = False) -> str:
+        """A conv over a [N, 1, L, C] signal (conv1d as the frontend lowers it): kernel 1 x k,
+        dilated, grouped or depthwise, causal (left) or symmetric padding."""
+        _, _, w, c = self.shape(x)
+        r = self.rng
+        k = 3 if same else int(r.choice([1, 3, 5, 7]))
+        dil = 1 if same else int(r.choice([1, 2, 4, 8]))
+        eff = dil * (k - 1)
+        pad = (0, eff, 0, 0) if same or r.integers(0, 2) else (0, eff // 2, 0, eff - eff // 2)
+        stride = 1 if same else int(r.choice([1, 1, 2]))
+        groups, cout = 1, c if same else int(r.integers(4, 33))
+        kind = "same" if same else r.choice(["plain", "dw", "grouped"])
+        if kind == "dw":
+            groups, cout = c, c
+        elif kind == "grouped" and c % 2 == 0:
+            groups, cout = 2, 2 * int(r.integers(2, 12))
+        w_ = r.integers(-127, 128, (cout, 1, k, c // groups)).astype(np.int8)
+        fan = k * c // groups
+        m, s = self.mult(0.3 / (fan * 127), 3.0 / (fan * 127), cout)
+        bias = self.b.constant(r.integers(-3000, 3000, cout).astype(np.int32), "bias")
+        out_zp = self.zero_point()
+        return self.add(Op.QCONV2D, [x, self.b.constant(w_, "w"), bias, m, s], dict(
+            stride=(1, stride), padding=pad, dilation=(1, dil), groups=groups,
+            layout=Layout.NHWC, in_zp=self.zp[x], out_zp=out_zp, act_min=-128, act_max=127,
+            dtype=I8), out_zp)
+
     def pool(self, x: str) -> str:
         _, h, w, _ = self.shape(x)
+        if self.extended and self.rng.integers(0, 4) == 0:
+            return self.large_pool(x)
         k = int(self.rng.choice([2, 3])) if min(h, w) >= 3 else 1
         s = int(self.rng.choice([1, 2]))
         p = int(self.rng.integers(0, k // 2 + 1))
-        attrs = dict(kernel=(k, k), stride=(s, s), padding=(p,) * 4, layout=Layout.NHWC)
+        kh = 1 if h == 1 else k
+        attrs = dict(kernel=(kh, k), stride=(s, s), padding=(min(p, kh // 2), p) * 2,
+                     layout=Layout.NHWC)
         if self.rng.integers(0, 2):
             return self.add(Op.MAX_POOL2D, [x], {**attrs, "dilation": (1, 1)}, self.zp[x])
         return self.add(Op.QAVG_POOL2D, [x], {**attrs,
                                                "act_min": -128, "act_max": 127}, self.zp[x])
+
+    def large_pool(self, x: str) -> str:
+        """A pool whose window is the whole map (global) or most of it, unpadded."""
+        _, h, w, _ = self.shape(x)
+        kh, kw = (h, w) if self.rng.integers(0, 2) else (max(1, h - 1), max(1, w - 1))
+        attrs = dict(kernel=(kh, kw), stride=(1, 1), padding=(0,) * 4, layout=Layout.NHWC)
+        if self.rng.integers(0, 2):
+            return self.add(Op.MAX_POOL2D, [x], {**attrs, "dilation": (1, 1)}, self.zp[x])
+        return self.add(Op.QAVG_POOL2D, [x], {**attrs, "act_min": -128, "act_max": 127},
+                        self.zp[x])
+
+    def const_operand(self, x: str) -> str:
+        """add / mul with a rank-0 or a broadcast ([1, 1, 1, C] or [1, 1, W, 1]) constant."""
+        _, _, w, c = self.shape(x)
+        shape = [(), (1, 1, 1, c), (1, 1, w, 1)][int(self.rng.integers(0, 3))]
+        k = self.b.constant(self.rng.integers(-100, 101, shape).astype(np.int8), "k")
+        self.zp[k] = 0
+        op = Op.QMUL if self.rng.integers(0, 2) else Op.QADD
+        return self.eltwise(x, k, op)
+
+    def cat_chain(self, x: str) -> str:
+        """concat of 2-3 same-shaped values, then possibly a concat of that with x again."""
+        parts = [x] + [self.unary(x) for _ in range(int(self.rng.integers(1, 3)))]
+        y = self.add(Op.CONCAT, parts, dict(axis=3), self.zp[x])
+        if self.rng.integers(0, 2):
+            y = self.add(Op.CONCAT, [y, x], dict(axis=3), self.zp[x])
+        return y
 
     def eltwise(self, a: str, b: str, op: Op) -> str:
         out_zp = self.zero_point()
@@ -122,35 +182,64 @@ class _Net:
         return self.add(Op.TRANSPOSE, [x], dict(perm=(0, 2, 1, 3)), self.zp[x])  # swap H, W
 
 
-def random_model(seed: int) -> Graph:
-    """A random int8 NHWC network; graph input and output are int8 tensors."""
-    net = _Net(seed)
+def _input_shape(net: _Net) -> tuple[int, int, int, int]:
     r = net.rng
-    h, w, c = int(r.integers(4, 17)), int(r.integers(4, 17)), int(r.integers(1, 17))
-    x = net.b.input("x", TensorType((1, h, w, c), I8, Layout.NHWC, QuantParams((0.05,), (3,))))
+    if not net.extended:
+        return 1, int(r.integers(4, 17)), int(r.integers(4, 17)), int(r.integers(1, 17))
+    n = 1 if r.integers(0, 2) else int(r.integers(2, 9))
+    c = int(r.integers(1, 17))
+    if r.integers(0, 6) == 0:  # a 1-D signal [N, 1, L, C]: conv1d
+        return n, 1, int(r.integers(8, 49)), c
+    hi = 17 if n == 1 else 11
+    return n, int(r.integers(4, hi)), int(r.integers(4, hi)), c
+
+
+def random_model(seed: int, *, extended: bool = True, host_outputs: bool = False) -> Graph:
+    """A random int8 NHWC network; graph input and outputs are int8 tensors.
+
+    extended: batch 1-8, 1-D signals (conv1d), rank-0 / broadcast constants, cat chains,
+    large pooling windows and extra outputs taken from inside the network (False: the
+    original generator, batch 1, one output). host_outputs: the graph input is an output too
+    (needs the partitioner to pass graph inputs through to the outputs; off by default)."""
+    net = _Net(seed, extended)
+    r = net.rng
+    n, h, w, c = _input_shape(net)
+    x = net.b.input("x", TensorType((n, h, w, c), I8, Layout.NHWC, QuantParams((0.05,), (3,))))
     net.zp[x] = 3
+    outputs = [x] if host_outputs else []
+    kinds = ["conv", "conv", "residual", "concat", "pool", "unary", "mul", "move"]
+    if extended:
+        kinds += ["const", "cat_chain"]
     for _ in range(int(r.integers(2, 7))):
-        kind = r.choice(["conv", "conv", "residual", "concat", "pool", "unary", "mul", "move"])
-        if kind == "conv":
-            x = net.conv(x)
-        elif kind == "residual":
-            y = net.conv(x, same=True)
-            x = net.eltwise(x, y, Op.QADD if r.integers(0, 2) else Op.QSUB)
-        elif kind == "concat":
-            y = net.conv(x)
-            if net.shape(y)[:3] == net.shape(x)[:3]:
-                x = net.add(Op.CONCAT, [x, y], dict(axis=3), net.zp[x])
-            else:
-                x = y
-        elif kind == "pool":
-            x = net.pool(x)
-        elif kind == "unary":
-            x = net.unary(x)
-        elif kind == "mul":
-            x = net.eltwise(x, x, Op.QMUL)
-        else:
-            x = net.movement(x)
-    return verify(net.b.build([_head(net, x)]))
+        x = _step(net, x, str(r.choice(kinds)))
+        if extended and r.integers(0, 8) == 0 and x not in outputs:
+            outputs.append(x)  # an intermediate value is an output as well
+    return verify(net.b.build(outputs + [_head(net, x)]))
+
+
+def _step(net: _Net, x: str, kind: str) -> str:
+    r = net.rng
+    if kind == "conv":
+        return net.conv(x)
+    if kind == "residual":
+        y = net.conv(x, same=True)
+        return net.eltwise(x, y, Op.QADD if r.integers(0, 2) else Op.QSUB)
+    if kind == "concat":
+        y = net.conv(x)
+        if net.shape(y)[:3] == net.shape(x)[:3]:
+            return net.add(Op.CONCAT, [x, y], dict(axis=3), net.zp[x])
+        return y
+    if kind == "pool":
+        return net.pool(x)
+    if kind == "unary":
+        return net.unary(x)
+    if kind == "mul":
+        return net.eltwise(x, x, Op.QMUL)
+    if kind == "const":
+        return net.const_operand(x)
+    if kind == "cat_chain":
+        return net.cat_chain(x)
+    return net.movement(x)
 
 
 def _head(net: _Net, x: str) -> str:

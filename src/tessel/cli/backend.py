@@ -148,29 +148,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"simulated in {cm.last_run.npu_seconds:.3f} s (host ops "
               f"{cm.last_run.host_seconds:.3f} s)")
         if args.check:
-            c = result["check"]
-            print(f"check: simulator vs golden model: {'bit-exact' if c['bit_exact'] else 'MISMATCH'}"
-                  f"; SQNR vs float PyTorch: "
-                  + ", ".join(f"{k} {v:.1f} dB" for k, v in c["sqnr_db"].items()))
+            from tessel.runtime.check import CheckReport
+            print(CheckReport(**result["check"]).text())
     return 0 if ok else 1
 
 
 def _check(cm, source, inputs, outputs, args) -> tuple[dict, bool]:
     """Re-quantise the source model (deterministic) for its golden and float outputs."""
-    import torch
-
-    from tessel.quant.accuracy import sqnr_db
+    from tessel.runtime.check import compare, float_reference
     from tessel.runtime.source import requantize_source
 
     model, _, qm = requantize_source(source, "--check", args.binary, args.model)
-    golden = qm.run(*inputs)
-    with torch.no_grad():
-        ref = model(*[torch.from_numpy(np.asarray(x)) for x in inputs])
-    refs = [ref] if isinstance(ref, torch.Tensor) else list(ref)
-    exact = all(np.array_equal(a, b) for a, b in zip(outputs, golden, strict=True))
-    sqnr = {name: float(sqnr_db(r.numpy(), o)) for name, r, o in
-            zip(cm.output_names, refs, outputs, strict=True)}
-    return {"bit_exact": exact, "sqnr_db": sqnr}, exact
+    report = compare(cm.output_names, outputs, qm.run(*inputs), float_reference(model, inputs),
+                     qm.graph, inputs)
+    return report.to_json(), report.bit_exact
 
 
 def _example_inputs(source, binary: Path, override: str | None) -> list[np.ndarray]:

@@ -18,7 +18,7 @@ from tessel.codegen import dma
 from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
 from tessel.errors import TesselCompileError
 from tessel.ir import Layout, Node
-from tessel.isa import Engine, Instruction, Opcode
+from tessel.isa import SPECS, Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
 from tessel.schedule.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
@@ -63,6 +63,7 @@ class ConvGeometry:
     pt: int
     pl: int
     groups: int
+    n: int = 1  # batch: images are independent, each tile belongs to one
 
     @property
     def depthwise(self) -> bool:
@@ -83,25 +84,42 @@ class ConvGeometry:
         return self.kh * self.kw * (1 if self.depthwise else self.cin_g) * chunk
 
 
-def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
+def refusal(node: Node, graph) -> str | None:
+    """Why the NPU cannot run this qconv2d (its shape rules), or None. Asked before
+    partitioning (`registry.npu_refusal`) and by `geometry`, so both agree."""
     a = node.attr_map
     if a["layout"] is not Layout.NHWC:
-        raise TesselCompileError(f"{node} at {node.loc}: the NPU needs NHWC convolutions "
-                                 "(run the to_nhwc pass)")
-    n, h, w, c = ctx.graph.type_of(node.inputs[0]).shape
-    _, oh, ow, cout = node.type.shape
-    _, kh, kw, _ = ctx.graph.type_of(node.inputs[1]).shape  # OHWI
-    if n != 1:
-        raise TesselCompileError(f"{node} at {node.loc}: batch {n} > 1 is not supported yet")
+        return "the NPU needs NHWC convolutions (run the to_nhwc pass)"
+    max_dil = SPECS[Opcode.CONV].field("dil_h").max
+    if max(a["dilation"]) > max_dil:
+        return f"dilation {max(a['dilation'])} is beyond the CONV instruction (max {max_dil})"
+    max_pad = min(SPECS[op].field("pad_top").max for op in (Opcode.CONV, Opcode.DWCONV))
+    if max(a["padding"][:2]) > max_pad:
+        return (f"top / left padding {max(a['padding'][:2])} is beyond the CONV / DWCONV "
+                f"instructions (max {max_pad})")
+    if graph is None:
+        return None
+    c = graph.type_of(node.inputs[0]).shape[3]
+    _, kh, kw, _ = graph.type_of(node.inputs[1]).shape  # OHWI
     depthwise = a["groups"] > 1 and a["groups"] == c
     big = max(kh, kw, *a["stride"]) > MAX_KERNEL
     if big and (depthwise or a["dilation"] != (1, 1) or (
             max(a["stride"]) > MAX_KERNEL and any(a["padding"]))):
-        raise TesselCompileError(
-            f"{node} at {node.loc}: kernels or strides beyond {MAX_KERNEL} are supported for "
-            "ordinary convs only (strides > 15 also need no padding and dilation 1)")
+        return (f"kernels or strides beyond {MAX_KERNEL} are supported for ordinary convs only "
+                "(strides > 15 also need no padding and dilation 1)")
+    return None
+
+
+def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
+    a = node.attr_map
+    why = refusal(node, ctx.graph)
+    if why is not None:
+        raise TesselCompileError(f"{node} at {node.loc}: {why}")
+    n, h, w, c = ctx.graph.type_of(node.inputs[0]).shape
+    _, oh, ow, cout = node.type.shape
+    _, kh, kw, _ = ctx.graph.type_of(node.inputs[1]).shape  # OHWI
     return ConvGeometry(h, w, c, oh, ow, cout, kh, kw, *a["stride"], *a["dilation"],
-                        a["padding"][0], a["padding"][1], a["groups"])
+                        a["padding"][0], a["padding"][1], a["groups"], n)
 
 
 def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
@@ -174,7 +192,8 @@ def step(node: Node, m: ConvMapping, ctx: CodegenContext, *, emit: bool) -> Step
     lay = _layout(g, m, ctx, node)
     chunks = [(c0, min(m.chunk, g.cout - c0)) for c0 in range(0, g.cout, m.chunk)]
     addrs = _pack(node, g, chunks, ctx) if emit else [0] * len(chunks)
-    row_tiles = [(oy, min(m.rows, g.oh - oy)) for oy in range(0, g.oh, m.rows)]
+    row_tiles = [(b, oy, min(m.rows, g.oh - oy)) for b in range(g.n)
+                 for oy in range(0, g.oh, m.rows)]
 
     def group_fn(j: int, slot: int) -> GroupWork:
         cn = chunks[j][1]
@@ -190,8 +209,8 @@ def step(node: Node, m: ConvMapping, ctx: CodegenContext, *, emit: bool) -> Step
 
     def tile_key(j: int, t: int) -> tuple[int, int, int, int]:
         """Tiles with the same chunk width, rows and input window cost the same."""
-        _, in_rows, pad_top = g.in_rows(*row_tiles[t])
-        return chunks[j][1], row_tiles[t][1], in_rows, pad_top
+        _, in_rows, pad_top = g.in_rows(*row_tiles[t][1:])
+        return chunks[j][1], row_tiles[t][2], in_rows, pad_top
 
     depth = 2 if m.double_buffer else 1
     shape = StepShape(uses_matrix=not on_vector(g, m), in_depth=depth, acc_depth=depth,
@@ -200,15 +219,16 @@ def step(node: Node, m: ConvMapping, ctx: CodegenContext, *, emit: bool) -> Step
 
 
 def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
-          rows_tile: tuple[int, int], s: Slots, ctx: CodegenContext, vector: bool) -> TileWork:
+          rows_tile: tuple[int, int, int], s: Slots, ctx: CodegenContext, vector: bool) -> TileWork:
     a = node.attr_map
-    (c0, cn), (oy0, rows) = chunk, rows_tile
+    (c0, cn), (b, oy0, rows) = chunk, rows_tile
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.name)
     r0, in_rows, pad_top = g.in_rows(oy0, rows)
     gaddr = lay.group + s.group * lay.group_stride
     iaddr = lay.inp + s.inp * lay.inp_stride
     cl = cn if g.depthwise else g.c  # channels loaded per pixel
-    load = dma.pattern(Opcode.DMA_LOAD, x, r0 * g.w * g.c + (c0 if g.depthwise else 0), iaddr,
+    load = dma.pattern(Opcode.DMA_LOAD, x, (b * g.h + r0) * g.w * g.c + (c0 if g.depthwise else 0),
+                       iaddr,
                        ((cl, 1, 1), (g.w, g.c, cl), (in_rows, g.w * g.c, g.w * cl)))
     acc_addr = lay.acc + (0 if vector else s.acc * lay.acc_stride)
     common = dict(in_h=in_rows, in_w=g.w, in_zp=a["in_zp"], kh=g.kh, kw=g.kw, stride_h=g.sh,
@@ -227,7 +247,7 @@ def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
         ch=cn, out_dtype=dt, dst_addr=oaddr, dst_stride=cn * y.itemsize,
         param_addr=gaddr + g.weight_bytes(cn), param_mode=ParamMode.PER_CHANNEL,
         out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"])
-    store = dma.pattern(Opcode.DMA_STORE, y, oy0 * g.ow * g.cout + c0, oaddr,
+    store = dma.pattern(Opcode.DMA_STORE, y, (b * g.oh + oy0) * g.ow * g.cout + c0, oaddr,
                         ((cn, 1, 1), (rows * g.ow, g.cout, cn)))
     if vector:
         return TileWork([load], [], compute + [req], [store])

@@ -48,8 +48,8 @@ class FusedMapping:
 
 
 def fusible(graph: Graph, first: Node, second: Node) -> bool:
-    """1x1 stride-1 unpadded ordinary conv whose only reader is a depthwise conv."""
-    if first.op is not Op.QCONV2D or second.op is not Op.QCONV2D:
+    """1x1 stride-1 unpadded ordinary conv whose only reader is a depthwise conv (batch 1)."""
+    if first.op is not Op.QCONV2D or second.op is not Op.QCONV2D or first.type.shape[0] != 1:
         return False
     if second.inputs[0] != first.name or graph.num_uses(first.name) != 1:
         return False

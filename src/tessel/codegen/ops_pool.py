@@ -28,7 +28,7 @@ from tessel.codegen.ops_conv import window_rows
 from tessel.codegen.ops_movement import canonical
 from tessel.errors import TesselCompileError
 from tessel.ir import Layout, Node, Op
-from tessel.isa import Instruction, Opcode
+from tessel.isa import SPECS, Instruction, Opcode
 from tessel.isa.fields import AccSrc, ParamMode, PoolOp, ReduceOp
 from tessel.isa.fields import DType as IsaDType
 from tessel.schedule.step import GroupWork, Slots, StepShape, StepWork, TileWork
@@ -66,6 +66,7 @@ class PoolGeometry:
     dw: int
     pt: int
     pl: int
+    n: int = 1  # batch: images are independent, each tile belongs to one
 
     def in_rows(self, oy0: int, rows: int) -> tuple[int, int, int]:
         return window_rows(self, oy0, rows)
@@ -74,30 +75,41 @@ class PoolGeometry:
         return min(self.h, (rows - 1) * self.sh + (self.kh - 1) * self.dh + 1)
 
 
+def pool_refusal(node: Node, graph) -> str | None:
+    """Why the POOL instruction cannot run this pool (its shape rules), or None. Asked before
+    partitioning (`registry.npu_refusal`) and by `pool_geometry`, so both agree."""
+    a = node.attr_map
+    if a["layout"] is not Layout.NHWC:
+        return "the NPU pools NHWC tensors (run the to_nhwc pass)"
+    if node.type.dtype.itemsize not in (1, 2) or not node.type.dtype.is_int:
+        return f"POOL takes int8 or int16, got {node.type.dtype}"
+    f = SPECS[Opcode.POOL].field
+    kh, kw = a["kernel"]
+    oh, ow = node.type.shape[1:3]
+    sh, sw = (1 if oh == 1 else a["stride"][0]), (1 if ow == 1 else a["stride"][1])
+    dh, dw = a.get("dilation") or (1, 1)
+    pt, pl, _, _ = a["padding"]
+    w = graph.type_of(node.inputs[0]).shape[2] if graph is not None else ow
+    limits = [(max(kh, kw) <= f("kh").max, f"kernel > {f('kh').max}"),
+              (max(sh, sw, dh, dw) <= f("stride_h").max, f"stride / dilation > {f('stride_h').max}"),
+              (max(pt, pl) <= f("pad_top").max, f"padding > {f('pad_top').max}"),
+              (max(w, ow) <= f("in_w").max, f"width > {f('in_w').max}")]
+    return next((f"{what} is beyond the POOL instruction" for ok, what in limits if not ok), None)
+
+
 def pool_geometry(node: Node, ctx: CodegenContext) -> PoolGeometry:
     a = node.attr_map
-    where = f"{node} at {node.loc}"
-    if a["layout"] is not Layout.NHWC:
-        raise TesselCompileError(f"{where}: the NPU pools NHWC tensors (run the to_nhwc pass)")
-    if node.type.dtype.itemsize not in (1, 2) or not node.type.dtype.is_int:
-        raise TesselCompileError(f"{where}: POOL takes int8 or int16, got {node.type.dtype}")
+    why = pool_refusal(node, ctx.graph)
+    if why is not None:
+        raise TesselCompileError(f"{node} at {node.loc}: {why}")
     n, h, w, c = ctx.graph.type_of(node.inputs[0]).shape
     _, oh, ow, _ = node.type.shape
     kh, kw = a["kernel"]
-    sh, sw = a["stride"]
     # a single output row / column never steps: any stride gives the same window (global pools)
-    sh, sw = (1 if oh == 1 else sh), (1 if ow == 1 else sw)
+    sh, sw = (1 if oh == 1 else a["stride"][0]), (1 if ow == 1 else a["stride"][1])
     dh, dw = a.get("dilation") or (1, 1)
     pt, pl, _, _ = a["padding"]
-    g = PoolGeometry(h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
-    limits = [(n == 1, f"batch {n} > 1"), (kh <= 255 and kw <= 255, "kernel > 255"),
-              (sh <= 15 and sw <= 15 and dh <= 15 and dw <= 15, "stride / dilation > 15"),
-              (pt <= 255 and pl <= 255, "padding > 255"), (w <= 4095 and ow <= 4095,
-                                                          "width > 4095")]
-    for ok, what in limits:
-        if not ok:
-            raise TesselCompileError(f"{where}: {what} is beyond the POOL instruction")
-    return g
+    return PoolGeometry(h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, n)
 
 
 def pool_candidates(node: Node, ctx: CodegenContext) -> list[PoolMapping]:
@@ -146,7 +158,8 @@ def pool_step(node: Node, m: PoolMapping, ctx: CodegenContext) -> StepWork:
     g = pool_geometry(node, ctx)
     lay = _pool_layout(g, m, ctx, node)
     chunks = [(c0, min(m.chunk, g.c - c0)) for c0 in range(0, g.c, m.chunk)]
-    row_tiles = [(oy, min(m.rows, g.oh - oy)) for oy in range(0, g.oh, m.rows)]
+    row_tiles = [(b, oy, min(m.rows, g.oh - oy)) for b in range(g.n)
+                 for oy in range(0, g.oh, m.rows)]
 
     def group_fn(j: int, slot: int) -> GroupWork:
         return GroupWork([], [], [], len(row_tiles))
@@ -160,15 +173,15 @@ def pool_step(node: Node, m: PoolMapping, ctx: CodegenContext) -> StepWork:
 
 
 def _pool_tile(node: Node, g: PoolGeometry, lay: tuple[int, int, int, int],
-               chunk: tuple[int, int], rows_tile: tuple[int, int], s: Slots,
+               chunk: tuple[int, int], rows_tile: tuple[int, int, int], s: Slots,
                ctx: CodegenContext) -> TileWork:
-    (c0, cn), (oy0, rows) = chunk, rows_tile
+    (c0, cn), (b, oy0, rows) = chunk, rows_tile
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.name)
     isz = y.itemsize
     r0, in_rows, pad_top = g.in_rows(oy0, rows)
     iaddr = lay[0] + s.inp * lay[1]
     oaddr = lay[2] + s.out * lay[3]
-    load = dma.pattern(Opcode.DMA_LOAD, x, r0 * g.w * g.c + c0, iaddr,
+    load = dma.pattern(Opcode.DMA_LOAD, x, (b * g.h + r0) * g.w * g.c + c0, iaddr,
                        ((cn, 1, 1), (g.w, g.c, cn), (in_rows, g.w * g.c, g.w * cn)))
     if node.op is Op.MAX_POOL2D:
         op, (lo, hi) = PoolOp.MAX, node.type.dtype.bounds
@@ -180,7 +193,7 @@ def _pool_tile(node: Node, g: PoolGeometry, lay: tuple[int, int, int, int],
         stride_h=g.sh, stride_w=g.sw, dil_h=g.dh, dil_w=g.dw, pad_top=pad_top, pad_left=g.pl,
         out_h=rows, out_w=g.ow, out_addr=oaddr, out_stride_h=g.ow * cn * isz,
         out_stride_w=cn * isz, act_min=lo, act_max=hi)
-    store = dma.pattern(Opcode.DMA_STORE, y, oy0 * g.ow * g.c + c0, oaddr,
+    store = dma.pattern(Opcode.DMA_STORE, y, (b * g.oh + oy0) * g.ow * g.c + c0, oaddr,
                         ((cn, 1, 1), (rows * g.ow, g.c, cn)))
     return TileWork([load], [], [pool], [store])
 

@@ -11,7 +11,7 @@ import importlib
 from types import ModuleType
 
 from tessel.errors import TesselCompileError
-from tessel.ir import Node, Op
+from tessel.ir import Graph, Node, Op
 
 EMITTERS: dict[Op, str] = {
     Op.QCONV2D: "ops_conv",
@@ -50,6 +50,26 @@ def emitter_for(node: Node) -> ModuleType:
     return importlib.import_module(f"tessel.codegen.{name}")
 
 
-def npu_supported(node: Node) -> bool:
-    """Whether the op (on integer tensors) runs on the NPU."""
-    return (node.op in VIEW_OPS or node.op in EMITTERS) and node.type.dtype.is_int
+# emitter function that states the emitter's shape rules: (node, graph | None) -> reason | None
+REFUSALS: dict[Op, str] = {Op.QCONV2D: "refusal", Op.MAX_POOL2D: "pool_refusal",
+                           Op.QAVG_POOL2D: "pool_refusal"}
+
+
+def npu_refusal(node: Node, graph: Graph | None = None) -> str | None:
+    """Why the NPU cannot run this node, or None: no emitter, not integer, or outside the
+    emitter's shape rules (the same rules the emitter enforces; those that need operand
+    shapes are checked when `graph` is given). Decided before partitioning, so what does not
+    fit falls back to the host with this reason."""
+    if not (node.op in VIEW_OPS or node.op in EMITTERS):
+        return f"no NPU lowering for '{node.op.value}'"
+    if not node.type.dtype.is_int:
+        return f"{node.type.dtype.value} result (the NPU computes on integers)"
+    rule = REFUSALS.get(node.op)
+    if rule is None:
+        return None
+    return getattr(emitter_for(node), rule)(node, graph)
+
+
+def npu_supported(node: Node, graph: Graph | None = None) -> bool:
+    """Whether the op (on integer tensors, within its emitter's shape rules) runs on the NPU."""
+    return npu_refusal(node, graph) is None

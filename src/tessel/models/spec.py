@@ -34,6 +34,9 @@ class ModelSpec:
     task: Task
     input_description: str
     calibration_data: CalibrationFactory
+    # held-out inputs for `tessel accuracy`, distinct from calibration (None: the accuracy
+    # path draws its own, stated in the report)
+    evaluation_data: CalibrationFactory | None = None
 
 
 def check_model_and_inputs(result: object, where: str) -> ModelAndInputs:

@@ -37,7 +37,9 @@ from tessel.passes.base import Pass
 
 _WINDOW_OPS = (Op.CONV2D, Op.MAX_POOL2D, Op.AVG_POOL2D, Op.UPSAMPLE_NEAREST, Op.BATCH_NORM,
                Op.QCONV2D, Op.QAVG_POOL2D)
-_FOLLOW_OPS = ELEMENTWISE_UNARY | {Op.CAST, Op.REQUANTIZE, Op.QUANTIZE, Op.DEQUANTIZE}
+# dequantize is not a follower: a value leaves the integer domain in its logical order, so the
+# transpose back from NHWC runs on integer data (on the NPU), not on the host after it
+_FOLLOW_OPS = ELEMENTWISE_UNARY | {Op.CAST, Op.REQUANTIZE, Op.QUANTIZE}
 _BINARY_OPS = ELEMENTWISE_BINARY | {Op.QADD, Op.QSUB, Op.QMUL}
 _REDUCE_OPS = (Op.MEAN, Op.SUM, Op.REDUCE_MAX, Op.QMEAN)
 
@@ -70,7 +72,7 @@ class _Layout:
         new_name = self._name(v, want)
         if name in self.lazy:
             # constant stored under p  =>  constant transposed at compile time
-            arr = np.ascontiguousarray(self.lazy[name].transpose(rel))
+            arr = np.array(self.lazy[name].transpose(rel), order="C")  # rank 0 stays rank 0
             out = self.rw.constant(arr, name=new_name, loc=self.lazy_loc[name])
         elif order_preserved(self.rw.type_of(name).shape, rel):
             # transpose that only moves size-1 dims  =>  reshape

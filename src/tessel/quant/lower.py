@@ -26,12 +26,12 @@ from tessel.quant.lower_eltwise import (
     lower_relu_clamp,
     lower_requantize,
 )
-from tessel.quant.lower_mac import lower_conv2d, lower_linear, lower_matmul
+from tessel.quant.lower_mac import lower_conv1d, lower_conv2d, lower_linear, lower_matmul
 from tessel.quant.lower_movement import lower_avg_pool, lower_concat, lower_mean, lower_movement
 from tessel.quant.lower_norm import lower_layer_norm, lower_softmax
 
-RULES = (lower_requantize, lower_conv2d, lower_linear, lower_matmul, lower_add_sub, lower_mul,
-         lower_lut, lower_relu_clamp, lower_avg_pool, lower_mean, lower_movement, lower_concat,
+RULES = (lower_requantize, lower_conv2d, lower_conv1d, lower_linear, lower_matmul, lower_add_sub,
+         lower_mul, lower_lut, lower_relu_clamp, lower_avg_pool, lower_mean, lower_movement, lower_concat,
          lower_softmax, lower_layer_norm)
 
 INTEGER_OPS = frozenset({Op.QCONV2D, Op.QLINEAR, Op.QMATMUL, Op.QADD, Op.QSUB, Op.QMUL,

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tessel.ir.attrs import ConstData
 from tessel.ir.graph import Node
 from tessel.ir.ops import Op
-from tessel.ir.types import DType
+from tessel.ir.types import DType, TensorType
 from tessel.passes._util import Rewriter
 from tessel.quant.lower_common import (
     IntVal,
@@ -48,11 +49,13 @@ def _bias(rw: Rewriter, name: str | None, acc_scales: np.ndarray) -> np.ndarray 
     return np.clip(np.rint(real / acc_scales), -(2**31), 2**31 - 1).astype(np.int32)
 
 
-def _mac_operands(rw: Rewriter, node: Node
-                  ) -> tuple[IntVal, str, np.ndarray, np.ndarray] | None:
-    """(int8 input, int8 weight constant, per-channel weight scales, int32 bias) or None."""
-    x = deq(rw, node.inputs[0])
-    w = int_weight(rw, node.inputs[1])
+def _mac_operands(rw: Rewriter, node: Node, x: IntVal | None = None,
+                 w: tuple[str, np.ndarray, object] | None = None
+                 ) -> tuple[IntVal, str, np.ndarray, np.ndarray] | None:
+    """(int8 input, int8 weight constant, per-channel weight scales, int32 bias) or None;
+    `x` / `w` replace the node's own first two operands when a rule has looked through them."""
+    x = x if x is not None else deq(rw, node.inputs[0])
+    w = w if w is not None else int_weight(rw, node.inputs[1])
     if x is None or w is None or x.dtype is not DType.I8:
         return None
     wname, warr, wquant = w
@@ -91,6 +94,57 @@ def lower_conv2d(rw: Rewriter, q: Node) -> str | None:
     params = _requant_params(rw, hint, x, w_scales, bias, out)
     return emit(rw, Op.QCONV2D, [x.name, wname, *params], attrs, out.quant, hint=hint,
                 loc=conv.loc)
+
+
+def _reshaped_input(rw: Rewriter, name: str) -> IntVal | None:
+    """reshape(dq(x)) => the integer x reshaped (the frontend's conv1d -> [N, C, 1, L])."""
+    node = rw.producer_op(name, Op.RESHAPE)
+    x = deq(rw, node.inputs[0]) if node is not None else None
+    if x is None:
+        return None
+    y = emit(rw, Op.RESHAPE, [x.name], node.attr_map, x.quant, hint=f"{node.name}_q",
+             loc=node.loc)
+    return IntVal(y, x.scale, x.zp, x.dtype)
+
+
+def _reshaped_weight(rw: Rewriter, name: str) -> tuple[str, np.ndarray, object] | None:
+    """reshape(W) of a per-channel integer weight => the integer constant reshaped (axis 0 kept)."""
+    node = rw.producer_op(name, Op.RESHAPE)
+    w = int_weight(rw, node.inputs[0]) if node is not None else None
+    if w is None or w[1].shape[:1] != tuple(node.attr("shape"))[:1]:
+        return None
+    arr = w[1].reshape(node.attr("shape"))
+    type_ = TensorType(arr.shape, rw.type_of(w[0]).dtype, quant=rw.type_of(w[0]).quant)
+    cname = rw.add(Op.CONSTANT, (), {"value": ConstData(arr)}, hint=f"{w[0]}_4d", type_=type_)
+    return cname, arr, w[2]
+
+
+# q(act(reshape(conv2d(reshape(dq(x)), reshape(W), B))))   (conv1d as the frontend writes it)
+#   =>  reshape(qconv2d(reshape(x), W_i8[O, I, 1, K], B_i32, mult, shift))
+def lower_conv1d(rw: Rewriter, q: Node) -> str | None:
+    inner, lo, hi = fused_act(rw, q.inputs[0])
+    tail = rw.producer_op(inner, Op.RESHAPE)
+    conv = rw.producer_op(tail.inputs[0], Op.CONV2D) if tail is not None else None
+    if conv is None or rw.type_of(conv.name).shape[2] != 1:
+        return None
+    if rw.producer_op(conv.inputs[0], Op.RESHAPE) is None or deq(
+            rw, rw.producer(conv.inputs[0]).inputs[0]) is None:
+        return None
+    w = int_weight(rw, conv.inputs[1]) or _reshaped_weight(rw, conv.inputs[1])
+    if w is None:
+        return None
+    found = _mac_operands(rw, conv, _reshaped_input(rw, conv.inputs[0]), w)
+    if found is None:
+        return None
+    x, wname, w_scales, bias = found
+    out = QOut.of(q)
+    hint = f"{conv.name}_q"
+    attrs = {k: conv.attr(k) for k in _CONV_KEYS}
+    attrs.update(in_zp=x.zp, **out.out_attrs(lo, hi))
+    params = _requant_params(rw, hint, x, w_scales, bias, out)
+    y = emit(rw, Op.QCONV2D, [x.name, wname, *params], attrs, out.quant, hint=hint, loc=conv.loc)
+    return emit(rw, Op.RESHAPE, [y], tail.attr_map, out.quant, hint=f"{tail.name}_q",
+                loc=tail.loc)
 
 
 # q(act(linear(dq(x), W, B)))  =>  qlinear(x, W_i8, B_i32, mult, shift) {act clamp folded}

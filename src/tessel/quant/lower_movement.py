@@ -14,6 +14,7 @@ import numpy as np
 
 from tessel.ir.graph import Node
 from tessel.ir.ops import Op
+from tessel.ir.types import Layout
 from tessel.passes._util import Rewriter
 from tessel.quant.lower_common import IntVal, QOut, deq, emit, multiplier, requantize
 
@@ -74,6 +75,7 @@ def _avg_pool_integer(node: Node) -> bool:
 
 
 # q(avg_pool2d(dq(x)))  =>  qavg_pool2d(x) [-> requantize]  (count_include_pad with padding: host)
+# an unpadded window over the whole map  =>  qmean(x) (exact sum, one rounding to the output)
 def lower_avg_pool(rw: Rewriter, q: Node) -> str | None:
     node = rw.producer_op(q.inputs[0], Op.AVG_POOL2D)
     if node is None or not _avg_pool_integer(node):
@@ -81,12 +83,21 @@ def lower_avg_pool(rw: Rewriter, q: Node) -> str | None:
     x = deq(rw, node.inputs[0])
     if x is None:
         return None
+    if _global_window(rw, node, x):
+        return _mean(rw, node, x, (2, 3), True, QOut.of(q))
     lo, hi = x.dtype.bounds
     attrs = {k: node.attr(k) for k in _POOL_KEYS}
     attrs.update(act_min=lo, act_max=hi)
     y = emit(rw, Op.QAVG_POOL2D, [x.name], attrs, x.quant, hint=f"{node.name}_q", loc=node.loc)
     return requantize(rw, IntVal(y, x.scale, x.zp, x.dtype), QOut.of(q),
                       hint=f"{node.name}_rq", loc=node.loc)
+
+
+def _global_window(rw: Rewriter, node: Node, x: IntVal) -> bool:
+    """An NCHW avg pool whose unpadded window is the whole H x W map (one output pixel)."""
+    shape = rw.type_of(x.name).shape
+    return (len(shape) == 4 and node.attr("layout") is Layout.NCHW
+            and tuple(node.attr("kernel")) == shape[2:] and not any(node.attr("padding")))
 
 
 # q(mean(dq(x), axes))  =>  qmean(x) {multiplier = s_x / (n * s_out)}
@@ -97,10 +108,13 @@ def lower_mean(rw: Rewriter, q: Node) -> str | None:
     x = deq(rw, node.inputs[0])
     if x is None:
         return None
+    return _mean(rw, node, x, node.attr("axes"), node.attr("keepdim"), QOut.of(q))
+
+
+def _mean(rw: Rewriter, node: Node, x: IntVal, axes, keepdim: bool, out: QOut) -> str:
     shape = rw.type_of(x.name).shape
-    n = math.prod(shape[a % len(shape)] for a in node.attr("axes"))
-    out = QOut.of(q)
+    n = math.prod(shape[a % len(shape)] for a in axes)
     q31, shift = multiplier(x.scale / (n * out.scale))
-    attrs = {"axes": node.attr("axes"), "keepdim": node.attr("keepdim"), "in_zp": x.zp,
+    attrs = {"axes": tuple(axes), "keepdim": keepdim, "in_zp": x.zp,
              "multiplier": q31, "shift": shift, **out.out_attrs()}
     return emit(rw, Op.QMEAN, [x.name], attrs, out.quant, hint=f"{node.name}_q", loc=node.loc)

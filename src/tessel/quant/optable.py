@@ -25,6 +25,8 @@ _TABLE: dict[object, OpKind] = {
     aten.add.Tensor: OpKind.ADD,
     aten.add_.Tensor: OpKind.ADD,
     aten.sub.Tensor: OpKind.SUB,
+    aten.rsub.Scalar: OpKind.SUB,  # c - x: the frontend's sub(c, x)
+    aten.rsub.Tensor: OpKind.SUB,
     aten.mul.Tensor: OpKind.MUL,
     aten.mul_.Tensor: OpKind.MUL,
     aten.div.Tensor: OpKind.DIV,
@@ -79,10 +81,13 @@ for _name in _DATA_MOVEMENT:
 
 # ops that pass a quantised value through a clamp (fusable into the producer's requantisation)
 CLAMP_KINDS = frozenset({OpKind.RELU, OpKind.CLAMP})
-# ops whose output lies in their input's range, so they keep the input's scale and zero point
+# ops whose output values are input values (lossless), so they keep the input's scale and zero
+# point; averaging ops are not among them: a mean over many values can have a far smaller range
+# than its input (below one input LSB), so they get their own observed output range
 SAME_SCALE_KINDS = frozenset(
-    {OpKind.DATA_MOVEMENT, OpKind.MAX_POOL, OpKind.AVG_POOL, OpKind.MEAN, OpKind.RELU, OpKind.CLAMP}
+    {OpKind.DATA_MOVEMENT, OpKind.MAX_POOL, OpKind.RELU, OpKind.CLAMP}
 )
+AVERAGING_KINDS = frozenset({OpKind.AVG_POOL, OpKind.MEAN})
 LUT_KINDS = frozenset(
     {OpKind.SIGMOID, OpKind.TANH, OpKind.HARDSWISH, OpKind.HARDSIGMOID, OpKind.GELU, OpKind.SILU,
      OpKind.EXP}

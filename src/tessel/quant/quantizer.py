@@ -11,8 +11,9 @@ Rules (docs/numerics.md explains why):
 * sigmoid / tanh / softmax: fixed output parameters (known range); hardswish, hardsigmoid,
   GELU, SiLU, exp: observed output range (all LUT ops on the vector engine);
 * softmax in / out and layer-norm inputs are int16 symmetric by default (``QuantConfig``);
-* data movement, pooling, mean and standalone relu / clamp keep their input's parameters
-  (and are quantised only when their input is);
+* data movement, max pooling and standalone relu / clamp keep their input's parameters
+  (and are quantised only when their input is); average pooling and mean read their input's
+  parameters but observe their own output range (an average can be far below one input LSB);
 * every other op is left unannotated, i.e. float, and becomes a host op after lowering.
 """
 
@@ -35,6 +36,7 @@ from tessel.errors import TesselConfigError
 from tessel.quant.config import ActDtype, NodeRule, OpKind, QuantConfig, resolve_rule
 from tessel.quant.decompose import decompose_sdpa
 from tessel.quant.optable import (
+    AVERAGING_KINDS,
     BINARY_KINDS,
     CLAMP_KINDS,
     LUT_KINDS,
@@ -51,6 +53,7 @@ from tessel.quant.qspecs import (
     softmax_input_qspec,
     weight_qspec,
 )
+from tessel.quant.shared_groups import flatten_shared_specs
 
 QSpecMap = dict[Node, QuantizationSpecBase]
 
@@ -139,6 +142,7 @@ class TesselQuantizer(Quantizer):
     def annotate(self, model: GraphModule) -> GraphModule:
         for node in list(model.graph.nodes):
             self._annotate_node(node)
+        flatten_shared_specs(model)
         return model
 
     def validate(self, model: GraphModule) -> None:
@@ -167,7 +171,7 @@ class TesselQuantizer(Quantizer):
         if not rule.quantize:
             return
         if kind is OpKind.SPLIT:
-            self._split(node)
+            self._split(node, rule)
         elif not is_float_tensor(node):
             return
         elif kind in MAC_KINDS:
@@ -180,6 +184,8 @@ class TesselQuantizer(Quantizer):
             self._unary(node, kind, rule)
         elif kind in SAME_SCALE_KINDS:
             self._same_scale(node, rule)
+        elif kind in AVERAGING_KINDS:
+            self._same_scale(node, rule, own_output=True)
         # BATCH_NORM outside a conv chain stays float
 
     def _act(self, dtype: ActDtype, rule: NodeRule) -> QuantizationSpec:
@@ -287,8 +293,9 @@ class TesselQuantizer(Quantizer):
             in_spec = self._act(rule.in_dtype, rule)
         _annotate(node, {x: in_spec}, output)
 
-    def _same_scale(self, node: Node, rule: NodeRule) -> None:
-        # reshape / pool / mean / relu ...: output keeps the input's scale and zero point
+    def _same_scale(self, node: Node, rule: NodeRule, own_output: bool = False) -> None:
+        # reshape / max pool / relu ...: output keeps the input's scale and zero point
+        # (avg pool / mean, own_output: the output's range is observed)
         x = node.args[0]
         if not is_float_tensor(x):
             return
@@ -298,12 +305,15 @@ class TesselQuantizer(Quantizer):
             in_spec = SharedQuantizationSpec(x)
         else:
             return  # the producer stays float, so does this op
-        _annotate(node, {x: in_spec}, SharedQuantizationSpec((x, node)))
+        out = self._output_spec(node, rule) if own_output else SharedQuantizationSpec((x, node))
+        _annotate(node, {x: in_spec}, out)
 
-    def _split(self, node: Node) -> None:
+    def _split(self, node: Node, rule: NodeRule) -> None:
         # unbind / split of a quantised tensor: the pieces (getitem) keep its parameters
         x = node.args[0]
-        if is_float_tensor(x) and _output_is_quantized(x):
+        if is_float_tensor(x) and x.op == "placeholder":  # a graph input: observed here
+            _annotate(node, {x: self._act(rule.in_dtype, rule)}, None)
+        elif is_float_tensor(x) and _output_is_quantized(x):
             _annotate(node, {x: SharedQuantizationSpec(x)}, None)
 
     def _getitem(self, node: Node) -> None:

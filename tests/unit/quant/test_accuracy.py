@@ -88,3 +88,28 @@ def test_accuracy_command_prints_one_json_object(capsys) -> None:
     assert data["model"] == "ds_cnn" and data["calibration_samples"] == 2
     assert data["eval_samples"] == 2 and len(data["sqnr_db"]) == 1
     assert 0.0 <= data["top1_agreement"] <= 1.0 and data["host_ops"] == []
+
+
+USER_MODEL = '''
+import torch
+from torch import nn
+
+def make():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 4, 3),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3)).eval()
+    return model, (torch.randn(1, 3, 12, 12),)
+'''
+
+
+def test_user_model_accuracy_is_out_of_sample_and_labelled(tmp_path) -> None:
+    # a file.py:factory model calibrates on copies of its example input: evaluating on that
+    # input again is in sample; the headline figure is on random inputs, stated in the report
+    path = tmp_path / "net.py"
+    path.write_text(USER_MODEL)
+    report = evaluate(f"{path}:make", calibration=2, eval_samples=3)
+    assert report.eval_samples == 3 and report.eval_inputs.startswith("random: N(mean, std)")
+    assert len(report.in_sample_sqnr_db) == len(report.sqnr_db) == len(report.qdq_sqnr_db) == 1
+    assert report.in_sample_sqnr_db[0] > report.sqnr_db[0]  # the example input was calibrated on
+    text = report.text()
+    assert "out of sample" in text and "in sample" in text and "random" in text

@@ -1,0 +1,127 @@
+"""`tessel run --check`: the simulator's outputs against the golden model (bit for bit) and
+against float PyTorch (SQNR), NaN-aware, per output.
+
+* bit-exactness compares with `equal_nan` (a NaN the golden model also computes is equal);
+* the float reference is computed without autograd and detached (an output that is a view
+  of a parameter requires grad);
+* every output that differs is named; an output with NaN where float PyTorch is finite is
+  named too, with the host float ops that produced NaN from NaN-free operands (typically a
+  `div` whose divisor was quantised to exactly 0).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from tessel.ir import Graph, Op, run_graph
+
+LOW_RANGE_LSBS = 4  # an output whose values span fewer steps than this is flagged
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Per-output comparison of one run (`to_json()` is what `run --check --json` prints)."""
+
+    bit_exact: bool
+    differing: tuple[str, ...]  # outputs where simulator != golden
+    sqnr_db: dict[str, float]  # golden-simulated outputs vs float PyTorch, finite entries only
+    nan_outputs: tuple[str, ...]  # outputs with NaN where float PyTorch is finite
+    nan_sources: tuple[str, ...]  # host ops that turned NaN-free operands into NaN
+    low_range: tuple[str, ...] = ()  # outputs spanning fewer than LOW_RANGE_LSBS steps
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def text(self) -> str:
+        lines = ["check: simulator vs golden model: " + (
+            "bit-exact" if self.bit_exact else "MISMATCH in " + ", ".join(self.differing))]
+        lines.append("SQNR vs float PyTorch: " + ", ".join(
+            f"{k} {v:.1f} dB" for k, v in self.sqnr_db.items()))
+        if self.nan_outputs:
+            lines.append("NaN where float PyTorch is finite: " + ", ".join(self.nan_outputs)
+                         + (" (from host ops: " + "; ".join(self.nan_sources) + ")"
+                            if self.nan_sources else ""))
+        if self.low_range:
+            lines.append(f"WARNING: outputs spanning fewer than {LOW_RANGE_LSBS} quantisation "
+                         "steps (little or no information survives): " + ", ".join(self.low_range))
+        return "\n".join(lines)
+
+
+def same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bit-exact equality, NaN equal to NaN (the golden model's float host ops can give NaN)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+
+
+def finite_sqnr_db(reference: np.ndarray, test: np.ndarray) -> float:
+    """SQNR over the elements where both are finite (NaN outputs are reported separately)."""
+    ref = np.asarray(reference, np.float64)
+    got = np.asarray(test, np.float64)
+    keep = np.isfinite(ref) & np.isfinite(got)
+    noise = float(np.sum((ref[keep] - got[keep]) ** 2))
+    signal = float(np.sum(ref[keep] ** 2))
+    if noise == 0.0:
+        return math.inf
+    return 10.0 * math.log10(signal / noise) if signal > 0 else -math.inf
+
+
+def float_reference(model, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The float model's outputs as numpy, flattened in pytree order, detached."""
+    import torch
+
+    with torch.no_grad():
+        out = model(*[torch.from_numpy(np.asarray(x)) for x in inputs])
+    leaves = torch.utils._pytree.tree_leaves(out)
+    return [t.detach().cpu().numpy() for t in leaves if isinstance(t, torch.Tensor)]
+
+
+def nan_sources(graph: Graph, inputs: Sequence[np.ndarray]) -> list[str]:
+    """Host float ops of an integer graph whose result has NaN though no operand has."""
+    from tessel.quant.golden import GOLDEN_KERNELS
+    from tessel.quant.lower import host_ops
+
+    env = run_graph(graph, list(inputs), kernels=GOLDEN_KERNELS, keep_all=True)
+
+    def nan(name: str) -> bool:
+        v = np.asarray(env[name])
+        return v.dtype.kind == "f" and bool(np.isnan(v).any())
+
+    return [f"%{n.name} = {n.op.value} at {n.loc}" for n in host_ops(graph)
+            if nan(n.name) and not any(nan(i) for i in n.inputs)]
+
+
+def low_range_outputs(graph: Graph, outputs: Sequence[np.ndarray],
+                      lsbs: int = LOW_RANGE_LSBS) -> list[str]:
+    """Outputs (dequantised at a graph output) whose values span fewer than `lsbs` steps of
+    their scale: e.g. a mean far below its input's LSB, quantised to (almost) one value."""
+    flagged = []
+    for name, value in zip(graph.outputs, outputs, strict=True):
+        node = graph.node_map.get(name)
+        if node is None or node.op is not Op.DEQUANTIZE or np.asarray(value).size < 2:
+            continue
+        v = np.asarray(value, np.float64)
+        v = v[np.isfinite(v)]
+        if v.size and (v.max() - v.min()) < lsbs * float(node.attr("scale")):
+            flagged.append(name)
+    return flagged
+
+
+def compare(names: Sequence[str], outputs: Sequence[np.ndarray], golden: Sequence[np.ndarray],
+            reference: Sequence[np.ndarray], graph: Graph | None = None,
+            inputs: Sequence[np.ndarray] = ()) -> CheckReport:
+    """Compare simulated outputs with the golden model and the float reference."""
+    differing = tuple(n for n, a, b in zip(names, outputs, golden, strict=True) if not same(a, b))
+    sqnr = {n: float(finite_sqnr_db(r, o)) for n, r, o in zip(names, reference, outputs,
+                                                               strict=True)}
+    nan_out = tuple(n for n, r, o in zip(names, reference, outputs, strict=True)
+                    if np.asarray(o).dtype.kind == "f"
+                    and bool((np.isnan(o) & np.isfinite(np.asarray(r, np.float64))).any()))
+    sources = tuple(nan_sources(graph, inputs)) if nan_out and graph is not None else ()
+    low = tuple(low_range_outputs(graph, outputs)) if graph is not None else ()
+    return CheckReport(not differing, differing, sqnr, nan_out, sources, low)
