@@ -34,6 +34,8 @@ class ModelSpec:
     task: Task
     input_description: str
     calibration_data: CalibrationFactory
+    # what calibration_data returns, said to the user when it is a stand-in for real data
+    calibration_description: str = ""
 
 
 def check_model_and_inputs(result: object, where: str) -> ModelAndInputs:
