@@ -119,7 +119,7 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
                                 "ends": ends}
                                for r, ends in zip(part.regions, region.region_ends, strict=False)]
     host = {_host_key(k, len(part.hosts)): print_graph(g)
-            for k, g in enumerate(part.hosts) if g.nodes}
+            for k, g in enumerate(part.hosts) if g.nodes and g.outputs}
     p = region.program
     program = TslProgram(p.arch_hash, p.streams, p.constants, p.constants_memory,
                          p.constants_address, p.inputs, p.outputs, meta, host)
