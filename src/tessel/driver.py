@@ -2,7 +2,7 @@
 
     nn.Module -> frontend (torch.export) -> float passes   \\ tessel.quantize
               -> quantise (pt2e, TesselQuantizer) -> integer IR (lower_qdq, NHWC)
-              -> partition (host prologue | NPU region | host epilogue)
+              -> partition (host prologue | NPU region | host | NPU region | ... | host epilogue)
               -> schedule (mapping search per op, cost model) -> memory plan (DRAM arena)
               -> codegen (token-ordered streams, pre-tiled constants) -> .tsl -> CompiledModel
 """
@@ -21,9 +21,11 @@ from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.binary import TslProgram
 from tessel.binary.metadata import METADATA_VERSION
 from tessel.codegen.program import compile_region
+from tessel.frontend.model_input import model_name
 from tessel.ir import Graph, Node, Op, print_graph, verify
 from tessel.ir.macs import node_macs
 from tessel.runtime.compiled import CompiledModel
+from tessel.schedule.fallback import op_label, summarize
 from tessel.schedule.partition import partition
 
 Progress = Callable[[str], None]
@@ -41,7 +43,8 @@ class StageTimes:
         return t1
 
 
-def compile(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *,  # noqa: A001
+def compile(model: torch.nn.Module | torch.export.ExportedProgram,  # noqa: A001
+            example_inputs: Sequence[torch.Tensor] | None = None, *,
             target: str | NpuArch = "tnpu-s",
             calibration_data: Iterable[Sequence[torch.Tensor]] | None = None,
             options: CompileOptions | None = None, quant_config: Any = None,
@@ -50,7 +53,9 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *,  
             dump: Callable[[Graph], None] | None = None) -> CompiledModel:
     """Compile a PyTorch model for an NPU target; returns a runnable CompiledModel.
 
-    source: how to rebuild the model (zoo name or file.py:factory), recorded in the binary so
+    model: an nn.Module in eval mode, a torch.export.ExportedProgram (e.g. from
+    torch.export.load) or an exported GraphModule; example_inputs may be omitted for an
+    ExportedProgram. source: how to rebuild the model (zoo name or file.py:factory), recorded in the binary so
     `tessel run --check` can recompute the golden and float references (a file by its name
     and content hash, not its path: see tessel.models.digest.source_record). dump: called with
     the integer graph after quantisation (`--dump-after quantize`)."""
@@ -61,10 +66,10 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *,  
     arch = target if isinstance(target, NpuArch) else load_target(target)
     times = times if times is not None else StageTimes()
     say = progress or (lambda msg: None)
-    name = name or type(model).__name__
+    name = name or model_name(model)
     t0 = time.perf_counter()
     say(f"quantising {name} ({options.calibration_samples} calibration samples)")
-    qm = quantize(model, tuple(example_inputs), calibration_data=calibration_data,
+    qm = quantize(model, example_inputs, calibration_data=calibration_data,
                   config=quant_config, calibration_samples=options.calibration_samples)
     times.record("frontend+quantise", t0)
     if dump is not None:
@@ -82,7 +87,7 @@ def host_op_lines(graph: Graph, nodes: Sequence[Node]) -> list[str]:
 
     lines = []
     for n in {n.name: n for n in nodes}.values():
-        op = n.attr("target") if n.op is Op.HOST else n.op.value
+        op = op_label(n)
         why = npu_refusal(n, graph) if n.type.dtype.is_int else None
         if n.type.dtype.is_int:
             op += f" (NPU: {why or 'runs after a host op'})"
@@ -100,17 +105,22 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     part = partition(graph, no_fallback=not options.allow_host_fallback)
+    fallback = summarize(graph, part)
     t0 = times.record("partition", t0)
-    say(f"compiling {len(part.npu_nodes)} NPU ops for {arch.name}")
+    say(f"compiling {len(part.npu_nodes)} NPU ops in {len(part.regions)} region(s) for "
+        f"{arch.name}")
     meta: dict[str, Any] = {
         "metadata_version": METADATA_VERSION,
         "model": name or graph.name, "target": arch.name, "tessel_version": __version__,
         "arch": arch.to_toml_dict(), "model_inputs": [v.name for v in graph.inputs],
         "model_outputs": list(graph.outputs),
         "host_ops": host_op_lines(graph, part.host_ops + part.moved_to_host),
+        "fallback": fallback.to_dict(),
         **(metadata or {}),
     }
-    region = compile_region(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch, meta)
+    sizes = [len(r.nodes) for r in part.regions] or None
+    region = compile_region(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch, meta,
+                            region_sizes=sizes)
     t0 = times.record("backend", t0)
     meta = dict(region.program.metadata)
     meta["arena_peak_bytes"] = region.arena_peak
@@ -122,9 +132,12 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
                        "macs": sum(node_macs(graph, graph.node_map[n])
                                    for n in (lay.nodes or (lay.name,)))}
                       for lay in region.layers]
-    host = {k: print_graph(g) for k, g in (("prologue", part.prologue),
-                                            ("epilogue", part.epilogue)) if g.nodes or
-            g.outputs != tuple(v.name for v in g.inputs)}
+    if len(part.regions) > 1:  # format 1.1; absent: one region with every descriptor
+        meta["npu_regions"] = [{"inputs": list(r.inputs), "outputs": list(r.outputs),
+                                "ends": ends}
+                               for r, ends in zip(part.regions, region.region_ends, strict=False)]
+    host = {_host_key(k, len(part.hosts)): print_graph(g)
+            for k, g in enumerate(part.hosts) if g.nodes and g.outputs}
     p = region.program
     program = TslProgram(p.arch_hash, p.streams, p.constants, p.constants_memory,
                          p.constants_address, p.inputs, p.outputs, meta, host)
@@ -132,3 +145,10 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     _ = compiled.binary  # serialise once: validates the program as a reader would
     times.record("serialise", t0)
     return compiled
+
+
+def _host_key(k: int, count: int) -> str:
+    """HOST_GRAPHS key of host part k of `count`: prologue, host_1, ..., epilogue."""
+    if k == 0:
+        return "prologue"
+    return "epilogue" if k == count - 1 else f"host_{k}"

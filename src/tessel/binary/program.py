@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,19 @@ from tessel.errors import TesselFormatError
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
 HOST_GRAPH_KEYS = ("prologue", "epilogue")  # run before / after the NPU program
+# format 1.1: host part k (1-based) runs between NPU regions k and k+1 ("host_1", "host_2", ...)
+_BETWEEN_KEY = re.compile(r"host_[1-9][0-9]{0,5}")
+
+
+def is_host_graph_key(key: object) -> bool:
+    """'prologue', 'epilogue' (format 1.0) or 'host_K' for K >= 1 (1.1: between regions)."""
+    return isinstance(key, str) and (key in HOST_GRAPH_KEYS or bool(_BETWEEN_KEY.fullmatch(key)))
+
+
+def format_minor(program: TslProgram) -> int:
+    """The lowest minor version that describes `program`: 1 with several NPU regions."""
+    return 1 if any(k not in HOST_GRAPH_KEYS for k in program.host_graphs) or \
+        "npu_regions" in program.metadata else 0
 
 
 def normalize_arch_hash(value: bytes | str) -> bytes:
@@ -117,10 +131,10 @@ class TslProgram:
         if not isinstance(self.metadata, Mapping):
             raise TesselFormatError(f"metadata must be a mapping, got {type(self.metadata)}")
         object.__setattr__(self, "metadata", json.loads(canonical_json(self.metadata)))
-        unknown = set(self.host_graphs) - set(HOST_GRAPH_KEYS)
+        unknown = [k for k in self.host_graphs if not is_host_graph_key(k)]
         if unknown:
-            raise TesselFormatError(f"host_graphs: unknown keys {sorted(unknown)} "
-                                    f"(allowed: {', '.join(HOST_GRAPH_KEYS)})")
+            raise TesselFormatError(f"host_graphs: unknown keys {sorted(map(str, unknown))} "
+                                    f"(allowed: {', '.join(HOST_GRAPH_KEYS)}, host_1, host_2, ...)")
         object.__setattr__(self, "host_graphs", {k: str(v) for k, v in self.host_graphs.items()})
 
 

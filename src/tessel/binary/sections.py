@@ -87,17 +87,18 @@ def read_metadata(data: bytes, entry: SectionEntry) -> dict[str, Any]:
 
 
 def read_host_graphs(data: bytes, entry: SectionEntry) -> dict[str, str]:
-    """The HOST_GRAPHS section: a JSON object mapping "prologue"/"epilogue" to IR text that
+    """The HOST_GRAPHS section: a JSON object mapping "prologue"/"host_K"/"epilogue" to IR text that
     parses and verifies (the runtime runs these graphs on the CPU)."""
-    from tessel.binary.program import HOST_GRAPH_KEYS
+    from tessel.binary.program import is_host_graph_key
     from tessel.errors import TesselError
     from tessel.ir import parse_graph, verify
 
     value = read_metadata(data, entry)
     where = f"{entry.label} at offset {entry.offset}"
     for key, text in value.items():
-        if key not in HOST_GRAPH_KEYS or not isinstance(text, str):
-            raise _fail(where, f"entry {key!r} is not one of {HOST_GRAPH_KEYS} with IR text")
+        if not is_host_graph_key(key) or not isinstance(text, str):
+            raise _fail(where, f"entry {key!r} is not 'prologue', 'epilogue' or 'host_K' "
+                        "with IR text")
         try:
             verify(parse_graph(text, source=f"host graph {key!r}"))
         except TesselError as exc:  # parse_graph and verify raise only TesselErrors

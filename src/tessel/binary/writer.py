@@ -14,7 +14,6 @@ from tessel.binary.layout import (
     DESCRIPTOR_SIZE,
     DESCRIPTOR_STRUCT,
     FORMAT_MAJOR,
-    FORMAT_MINOR,
     HEADER_CRC_OFFSET,
     HEADER_SIZE,
     MAGIC,
@@ -37,6 +36,7 @@ from tessel.binary.program import (
     TslProgram,
     canonical_json,
     check_io,
+    format_minor,
 )
 from tessel.binary.tokens import check_tokens
 from tessel.errors import TesselFormatError
@@ -65,7 +65,7 @@ def write_tsl(program: TslProgram, *, codec: StreamCodec | None = None) -> bytes
     if program.host_graphs:
         payloads.append(_Payload(SectionKind.HOST_GRAPHS, DEFAULT_ALIGNMENT, 0,
                                  canonical_json(dict(program.host_graphs))))
-    return _assemble(program.arch_hash, payloads)
+    return _assemble(program.arch_hash, payloads, format_minor(program))
 
 
 def save_tsl(path: str | os.PathLike[str], program: TslProgram, *,
@@ -151,7 +151,7 @@ def _pack_descriptor(direction: Direction, desc: TensorDescriptor, name_offset: 
     )
 
 
-def _assemble(arch_hash: bytes, payloads: list[_Payload]) -> bytes:
+def _assemble(arch_hash: bytes, payloads: list[_Payload], minor: int) -> bytes:
     table_end = HEADER_SIZE + SECTION_ENTRY_SIZE * len(payloads)
     entries, cursor = [], table_end
     for index, p in enumerate(payloads):
@@ -164,7 +164,7 @@ def _assemble(arch_hash: bytes, payloads: list[_Payload]) -> bytes:
         out[entry.offset: entry.end] = p.data
     table = b"".join(e.pack() for e in entries)
     out[HEADER_SIZE:table_end] = table
-    header = Header(MAGIC, FORMAT_MAJOR, FORMAT_MINOR, 0, HEADER_SIZE, cursor, HEADER_SIZE,
+    header = Header(MAGIC, FORMAT_MAJOR, minor, 0, HEADER_SIZE, cursor, HEADER_SIZE,
                     len(entries), arch_hash, crc32(table), 0, 0, 0)
     packed = header.pack()
     head = packed[:HEADER_CRC_OFFSET]

@@ -16,11 +16,13 @@ from tessel.fileio import check_writable
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compile", help="compile a model to a .tsl binary for an NPU target")
-    p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
+    p.add_argument("model", help="zoo name (see `tessel models`), path/to/file.py:factory or a "
+                   "saved ExportedProgram (model.pt2)")
     p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
     p.add_argument("-o", "--output", type=Path, required=True, help="the .tsl file to write")
     p.add_argument("--calibration", type=int, default=32, metavar="N",
                    help="calibration samples (default 32)")
+    add_data_arguments(p)
     p.add_argument("--no-fallback", action="store_true",
                    help="fail instead of running unsupported ops on the host CPU")
     p.add_argument("--dump-after", action="append", default=[], metavar="PASS",
@@ -80,12 +82,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
                                 " (use `tessel import --dump-after PASS` for the float passes)")
     arch = load_target(args.target)
     spec = resolve(args.model)
-    model, inputs = spec.factory()
+    model, inputs, calibration = model_data(args, spec)
     options = CompileOptions(calibration_samples=args.calibration,
                              allow_host_fallback=not args.no_fallback)
     t0 = time.perf_counter()
     cm = tessel_compile(model, inputs, target=arch, options=options,
-                        calibration_data=spec.calibration_data(args.calibration),
+                        calibration_data=calibration,
                         quant_config=default_config(spec.name),
                         name=source_record(args.model)["model"],  # no path: reproducible
                         progress=_progress, source=args.model,
@@ -95,7 +97,40 @@ def cmd_compile(args: argparse.Namespace) -> int:
     prof = cm.profile
     print(f"wrote {args.output} ({len(cm.binary)} bytes) in {time.perf_counter() - t0:.1f} s: "
           f"{prof.cycles} cycles = {prof.latency_ms:.3f} ms on {arch.name}")
+    if prof.fallback:
+        print(prof.fallback)
     return 0
+
+
+def add_data_arguments(p: argparse.ArgumentParser) -> None:
+    """--inputs and --calibration-data (see tessel.models.data_files)."""
+    p.add_argument("--inputs", type=Path, metavar="X.npz",
+                   help="example inputs (.npy, or .npz with the arrays in input order) instead "
+                   "of the model's own")
+    p.add_argument("--calibration-data", type=Path, metavar="DIR|FILE.npz",
+                   help="calibration samples: a .npz with one sample per array, or a directory "
+                   "with one .npy/.npz per sample (default: the model's own calibration data)")
+
+
+def model_data(args: argparse.Namespace, spec) -> tuple:
+    """(model, example inputs, calibration samples) of `spec` with --inputs /
+    --calibration-data applied; says on stderr what calibration uses when it is a stand-in."""
+    from tessel.models.data_files import read_calibration, read_inputs
+
+    model, inputs = spec.factory()
+    if args.inputs is not None:
+        inputs = read_inputs(args.inputs, inputs)
+    if args.calibration_data is not None:
+        calibration = read_calibration(args.calibration_data, inputs)[:args.calibration]
+    elif args.inputs is not None and spec.calibration_description:
+        calibration = [inputs]
+        _progress(f"calibration: the inputs of {args.inputs} only (1 sample); give "
+                  "--calibration-data for real data")
+    else:
+        calibration = spec.calibration_data(args.calibration)
+        if spec.calibration_description:
+            _progress(f"calibration: {spec.calibration_description}")
+    return model, inputs, calibration
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:

@@ -49,14 +49,21 @@ class RegionProgram:
     layers: tuple[LayerPlan, ...]
     arena_peak: int
     arena_naive: int
+    # per NPU region: engine name -> index one past its last instruction (the last region's
+    # ends are the queue lengths, END included); the runtime stops there to run host ops
+    region_ends: tuple[dict[str, int], ...] = ()
 
 
 def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
                    outputs: Sequence[str], arch: NpuArch, metadata: dict[str, Any],
-                   units: list | None = None) -> RegionProgram:
+                   units: list | None = None, region_sizes: Sequence[int] | None = None
+                   ) -> RegionProgram:
     """Compile the NPU nodes `nodes` (in order) of `graph`; `inputs` / `outputs` are the
-    region's boundary values (they become the program's I/O descriptors). `units`: the steps
-    and mappings to use instead of searching (tests)."""
+    boundary values (they become the program's I/O descriptors). `region_sizes`: how many of
+    `nodes` each NPU region has (one region if None); regions share one DRAM arena and one
+    constant pool, their steps are never fused across a boundary, and the instruction index
+    where each region ends is returned. `units`: the steps and mappings to use instead of
+    searching (tests)."""
     wmem = arch.memory_index(arch.weights_memory)
     amem = arch.memory_index(arch.activations_memory)
     consts = ConstPool(wmem)
@@ -64,7 +71,12 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     data_consts = _place_data_constants(graph, work_nodes, consts)
     # constants first when weights and activations share a memory: the arena follows them
     ctx = CodegenContext(arch, graph, dict(data_consts), consts, amem)
-    choices = units if units is not None else plan_units(graph, work_nodes, ctx)
+    if units is not None:
+        per_region = [list(units)]
+    else:
+        per_region = [plan_units(graph, [n for n in group if not is_view(n)], ctx)
+                      for group in _split(nodes, region_sizes)]
+    choices = [c for group in per_region for c in group]
     pack_constants(choices, ctx)
     arena = plan_dram(graph, nodes, inputs, outputs, arch, choices, len(consts.blob))
     pool = ConstPool(wmem)
@@ -72,20 +84,39 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     ctx = CodegenContext(arch, graph, {**arena.tensors, **data_consts}, pool, amem)
     streams = Streams()
     layers = []
-    for unit, mapping, est in choices:
-        first = {e.name: len(streams.queues[e]) for e in Engine}
-        emit_step(_emitter(unit).step(unit, mapping, ctx, emit=True), streams)
-        last = {e.name: len(streams.queues[e]) - 1 for e in Engine}
-        members = unit.nodes if isinstance(unit, FusedPair) else (unit,)
-        layers.append(LayerPlan(unit.name, "+".join(n.op.value for n in members),
-                                str(members[-1].loc), str(mapping), est, first, last,
-                                tuple(n.name for n in members)))
+    ends = []
+    for group in per_region:
+        for unit, mapping, est in group:
+            first = {e.name: len(streams.queues[e]) for e in Engine}
+            emit_step(_emitter(unit).step(unit, mapping, ctx, emit=True), streams)
+            last = {e.name: len(streams.queues[e]) - 1 for e in Engine}
+            members = unit.nodes if isinstance(unit, FusedPair) else (unit,)
+            layers.append(LayerPlan(unit.name, "+".join(n.op.value for n in members),
+                                    str(members[-1].loc), str(mapping), est, first, last,
+                                    tuple(n.name for n in members)))
+        ends.append({e.name: len(streams.queues[e]) for e in Engine})
     assert bytes(ctx.consts.blob) == bytes(consts.blob), "constant packing is not deterministic"
+    queues = streams.finish()
+    ends[-1] = {e.name: len(queues[e]) for e in Engine}
     program = TslProgram(
-        arch.arch_hash_bytes, streams.finish(), bytes(ctx.consts.blob), wmem, 0,
+        arch.arch_hash_bytes, queues, bytes(ctx.consts.blob), wmem, 0,
         tuple(_descriptor(graph, n, arena.tensors[n]) for n in inputs),
         tuple(_descriptor(graph, n, arena.tensors[n]) for n in outputs), metadata)
-    return RegionProgram(program, tuple(layers), arena.peak_bytes, arena.naive_bytes)
+    return RegionProgram(program, tuple(layers), arena.peak_bytes, arena.naive_bytes,
+                         tuple(ends))
+
+
+def _split(nodes: Sequence[Node], sizes: Sequence[int] | None) -> list[list[Node]]:
+    """`nodes` cut into consecutive groups of `sizes` (one group if None)."""
+    if sizes is None:
+        return [list(nodes)]
+    if sum(sizes) != len(nodes) or any(k < 1 for k in sizes):
+        raise ValueError(f"region sizes {list(sizes)} do not split {len(nodes)} nodes")
+    out, k = [], 0
+    for size in sizes:
+        out.append(list(nodes[k:k + size]))
+        k += size
+    return out
 
 
 def pack_constants(choices: Sequence, ctx: CodegenContext) -> None:

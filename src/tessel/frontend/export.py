@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from tessel.errors import TesselError, TesselExportError
+from tessel.frontend.model_input import as_module
 
 _A = torch.ops.aten
 
@@ -40,24 +41,13 @@ def decomposition_table() -> dict:
     return table
 
 
-def check_eval_mode(model: nn.Module) -> None:
-    """Raise TesselError if any submodule of `model` is in training mode."""
-    training = [name or "<root>" for name, m in model.named_modules() if m.training]
-    if training:
-        shown = ", ".join(training[:5]) + (" ..." if len(training) > 5 else "")
-        raise TesselError(
-            f"model {type(model).__name__} is in training mode ({len(training)} module(s): "
-            f"{shown}); call model.eval() before importing it (dropout and batch-norm statistics "
-            "differ in training mode)")
-
-
-def export_program(model: nn.Module, example_inputs: tuple) -> torch.export.ExportedProgram:
-    """Export `model` non-strict on `example_inputs`; decompose to core ATen (whole ops kept)."""
-    if not isinstance(model, nn.Module):
-        raise TesselError(f"expected a torch.nn.Module, got {type(model).__name__}")
+def export_program(model: nn.Module | torch.export.ExportedProgram, example_inputs: tuple
+                   ) -> torch.export.ExportedProgram:
+    """Export `model` (an nn.Module, ExportedProgram or exported GraphModule) non-strict on
+    `example_inputs`; decompose to core ATen (whole ops kept)."""
     if not isinstance(example_inputs, tuple):
         raise TesselError(f"example_inputs must be a tuple, got {type(example_inputs).__name__}")
-    check_eval_mode(model)
+    model = as_module(model)
     with torch.no_grad(), exporting(model):
         program = torch.export.export(model, example_inputs, strict=False)
         return program.run_decompositions(decomposition_table())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import itertools
 import sys
 from pathlib import Path
 
@@ -26,9 +27,8 @@ def split_path_spec(spec: str) -> tuple[Path, str] | None:
     return Path(path), func
 
 
-def load_factory_file(path: Path, func: str) -> ModelAndInputs:
-    """Import `path` as a module, call its function `func` and check what it returned."""
-    where = f"{path}:{func}"
+def _import_file(path: Path, where: str):
+    """Import `path` as a module (cached in sys.modules under a name derived from its path)."""
     if not path.is_file():
         raise TesselConfigError(f"model file not found: {path} (from model spec {where!r})")
     module_name = "tessel_user_model_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
@@ -42,6 +42,14 @@ def load_factory_file(path: Path, func: str) -> ModelAndInputs:
     except Exception as e:
         sys.modules.pop(module_name, None)
         raise TesselConfigError(f"importing {path} failed: {type(e).__name__}: {e}") from e
+    return module
+
+
+def load_factory_file(path: Path, func: str) -> ModelAndInputs:
+    """Import `path` as a module, call its function `func` and check what it returned."""
+    where = f"{path}:{func}"
+    module = _import_file(path, where)
+    module_name = module.__name__
     factory = getattr(module, func, None)
     if not callable(factory):
         found = sorted(n for n, v in vars(module).items()
@@ -58,17 +66,71 @@ def load_factory_file(path: Path, func: str) -> ModelAndInputs:
     return check_model_and_inputs(result, f"{where}()")
 
 
+EXAMPLE_ONLY = ("the model's example input only (1 sample): give --calibration-data "
+                "DIR|file.npz, or define calibration() in the model file, for real data")
+
+
 def user_spec(path: Path, func: str) -> ModelSpec:
-    """A ModelSpec for a user's factory; its calibration data repeats the example inputs."""
+    """A ModelSpec for a user's factory. Calibration data: the samples the module's own
+    `calibration()` generator yields (up to n), else the example inputs once (said so)."""
     name = f"{path}:{func}"
+    module = _import_file(path, name)
+    source = getattr(module, "calibration", None)
 
     def factory() -> ModelAndInputs:
         return load_factory_file(path, func)
 
     def calibration_data(n: int) -> list[tuple[torch.Tensor, ...]]:
-        _, inputs = factory()
-        return [tuple(x.clone() for x in inputs) for _ in range(n)]
+        if not callable(source):
+            return [factory()[1]]
+        try:
+            return [check_sample(s, f"{name} calibration() sample {i}")
+                    for i, s in enumerate(itertools.islice(source(), n))]
+        except TesselConfigError:
+            raise
+        except Exception as e:
+            raise TesselConfigError(f"{path}: calibration() raised {type(e).__name__}: {e}") from e
 
+    described = (f"{path}:calibration() (up to --calibration samples)" if callable(source)
+                 else EXAMPLE_ONLY)
     return ModelSpec(name=name, factory=factory, description=f"user model from {name}",
                      task=Task.GENERIC, input_description="the factory's example inputs",
-                     calibration_data=calibration_data)
+                     calibration_data=calibration_data, calibration_description=described)
+
+
+def check_sample(sample: object, where: str) -> tuple[torch.Tensor, ...]:
+    """A calibration sample as a tuple of tensors (a lone tensor is one input)."""
+    if isinstance(sample, torch.Tensor):
+        return (sample,)
+    if isinstance(sample, tuple | list) and sample and all(
+            isinstance(x, torch.Tensor) for x in sample):
+        return tuple(sample)
+    raise TesselConfigError(f"{where} is a {type(sample).__name__}; yield a tensor or a tuple "
+                            "of tensors per sample")
+
+
+def exported_spec(path: Path) -> ModelSpec:
+    """A ModelSpec for a saved ExportedProgram (`torch.export.save`): the model is the
+    program's module, the example inputs those stored with it (else stand-ins of the shapes of
+    its signature, standard normal, seed 0)."""
+    from tessel.frontend.model_input import example_inputs_of
+
+    def program() -> torch.export.ExportedProgram:
+        if not path.is_file():
+            raise TesselConfigError(f"model file not found: {path}")
+        try:
+            return torch.export.load(path)
+        except Exception as e:  # torch raises many kinds for a bad archive
+            raise TesselConfigError(f"{path}: not a loadable torch.export program "
+                                    f"({type(e).__name__}: {e})") from None
+
+    def factory() -> ModelAndInputs:
+        ep = program()
+        return ep.module(), example_inputs_of(ep, None)
+
+    def calibration_data(n: int) -> list[tuple[torch.Tensor, ...]]:
+        return [factory()[1]]
+
+    return ModelSpec(name=str(path), factory=factory, description=f"ExportedProgram {path}",
+                     task=Task.GENERIC, input_description="the program's example inputs",
+                     calibration_data=calibration_data, calibration_description=EXAMPLE_ONLY)

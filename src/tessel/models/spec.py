@@ -37,6 +37,8 @@ class ModelSpec:
     # held-out inputs for `tessel accuracy`, distinct from calibration (None: the accuracy
     # path draws its own, stated in the report)
     evaluation_data: CalibrationFactory | None = None
+    # what calibration_data returns, said to the user when it is a stand-in for real data
+    calibration_description: str = ""
 
 
 def check_model_and_inputs(result: object, where: str) -> ModelAndInputs:

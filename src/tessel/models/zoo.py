@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tessel.errors import TesselConfigError
 from tessel.models import digits, ds_cnn, minilm, mobilenet_v2, resnet, vit
-from tessel.models.loader import split_path_spec, user_spec
+from tessel.models.loader import exported_spec, split_path_spec, user_spec
 from tessel.models.spec import ModelAndInputs, ModelSpec, Task, check_model_and_inputs
 
 _IMAGE_224 = "image [1, 3, 224, 224] float32, ImageNet-normalised (mean/std per channel)"
@@ -40,13 +42,16 @@ ZOO: dict[str, ModelSpec] = {
 
 
 def resolve(name_or_spec: str) -> ModelSpec:
-    """The ModelSpec of a zoo name, or a GENERIC spec for path/to/file.py:factory."""
+    """The ModelSpec of a zoo name, or a GENERIC spec for path/to/file.py:factory or for a
+    program saved with torch.export.save (path ending in .pt2)."""
     if not isinstance(name_or_spec, str) or not name_or_spec:
         raise TesselConfigError(
             f"a model is a zoo name or path/to/file.py:factory, got {name_or_spec!r}"
         )
     if name_or_spec in ZOO:
         return ZOO[name_or_spec]
+    if name_or_spec.endswith(".pt2"):
+        return exported_spec(Path(name_or_spec))
     path_spec = split_path_spec(name_or_spec)
     if path_spec is not None:
         return user_spec(*path_spec)
@@ -55,7 +60,7 @@ def resolve(name_or_spec: str) -> ModelSpec:
         hint = " (a model file needs the factory function too: path/to/file.py:factory)"
     raise TesselConfigError(
         f"unknown model {name_or_spec!r}{hint}; known zoo models: {', '.join(ZOO)}; "
-        "or give path/to/file.py:factory"
+        "or give path/to/file.py:factory or a saved ExportedProgram (model.pt2)"
     )
 
 

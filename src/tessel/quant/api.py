@@ -26,6 +26,7 @@ from tessel.errors import TesselConfigError
 from tessel.frontend.export import decomposition_table, exporting
 from tessel.frontend.importer import import_program
 from tessel.frontend.locations import model_root
+from tessel.frontend.model_input import as_module, example_inputs_of, is_exported, model_name
 from tessel.ir import Graph, Node, sanitize_name, verify
 from tessel.passes.manager import run_pipeline
 from tessel.passes.to_nhwc import ToNHWC
@@ -109,22 +110,28 @@ def finish(converted: GraphModule, example_inputs: Sample, config: QuantConfig, 
     return QuantizedModel(graph, qdq, config, samples, _host_list(graph))
 
 
-def quantize(model: torch.nn.Module, example_inputs: Sample,
+def quantize(model: torch.nn.Module | torch.export.ExportedProgram,
+             example_inputs: Sample | None = None,
              calibration_data: Iterable[Sample] | None = None, config: QuantConfig | None = None,
              *, calibration_samples: int = 32) -> QuantizedModel:
     """PTQ: export, prepare, calibrate (on up to `calibration_samples` samples of
-    `calibration_data`; the example inputs if None), convert, import, lower, NHWC layout."""
+    `calibration_data`; the example inputs if None), convert, import, lower, NHWC layout.
+
+    `model`: an nn.Module in eval mode, a torch.export.ExportedProgram or an exported
+    GraphModule (`ep.module()`); a model in training mode is refused (TesselError).
+    `example_inputs` may be omitted for an ExportedProgram (its own examples are used)."""
     config = config if config is not None else QuantConfig()
     if calibration_samples < 1:
         raise TesselConfigError(f"calibration_samples must be >= 1, got {calibration_samples}")
+    example_inputs = example_inputs_of(model, example_inputs)
     data = [_as_args(example_inputs)] if calibration_data is None else list(
         itertools.islice(calibration_data, calibration_samples))
-    model.eval()
-    prepared = prepare_pt2e(export_for_quant(model, example_inputs), TesselQuantizer(config))
+    module = as_module(model)
+    prepared = prepare_pt2e(export_for_quant(module, example_inputs), TesselQuantizer(config))
     count = calibrate(prepared, data)
     converted = convert_pt2e(prepared)
-    return finish(converted, example_inputs, config, count, type(model).__name__,
-                  model_root(model))
+    return finish(converted, example_inputs, config, count, model_name(model),
+                  None if is_exported(model) else model_root(model))
 
 
 def prepare_quantize_qat(model: torch.nn.Module, example_inputs: Sample,

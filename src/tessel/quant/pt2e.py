@@ -51,9 +51,10 @@ def quantize_pt2e_module(
     calibration_data: Iterable[Sample],
     config: QuantConfig | None = None,
 ) -> GraphModule:
-    """PTQ: export ``model`` (in eval mode), annotate, calibrate, convert to the QDQ graph."""
-    model.eval()
-    prepared = prepare_pt2e(export_for_quant(model, example_inputs), TesselQuantizer(config))
+    """PTQ: export ``model`` (in eval mode; refused otherwise), annotate, calibrate, convert."""
+    from tessel.frontend.model_input import as_module
+
+    prepared = prepare_pt2e(export_for_quant(as_module(model), example_inputs), TesselQuantizer(config))
     calibrate(prepared, calibration_data)
     return convert_pt2e(prepared)
 

@@ -20,6 +20,7 @@ from tessel.binary import TslProgram, load_tsl, read_tsl, save_tsl, write_tsl
 from tessel.errors import TesselError, TesselFormatError
 from tessel.ir import Graph, parse_graph, run_graph
 from tessel.runtime.profile import Profile, build_profile
+from tessel.runtime.regions import Region, regions_of
 
 
 @dataclass
@@ -46,14 +47,29 @@ class CompiledModel:
         return write_tsl(self.program)
 
     @cached_property
-    def prologue(self) -> Graph | None:
-        text = self.program.host_graphs.get("prologue")
-        return parse_graph(text, "prologue") if text else None
+    def regions(self) -> tuple[Region, ...]:
+        """The NPU regions, in order (one with every descriptor for a format 1.0 file)."""
+        return regions_of(self.program)
 
     @cached_property
+    def host_parts(self) -> tuple[Graph | None, ...]:
+        """Host part k runs before NPU region k+1 (prologue, host_1, ..., epilogue)."""
+        count = len(self.regions) + 1
+        keys = ["prologue"] + [f"host_{k}" for k in range(1, count - 1)] + ["epilogue"]
+        texts = self.program.host_graphs
+        extra = sorted(set(texts) - set(keys))
+        if extra:
+            raise TesselFormatError(f"host graphs {extra} do not fit {len(self.regions)} NPU "
+                                    "region(s)")
+        return tuple(parse_graph(texts[k], k) if texts.get(k) else None for k in keys)
+
+    @property
+    def prologue(self) -> Graph | None:
+        return self.host_parts[0]
+
+    @property
     def epilogue(self) -> Graph | None:
-        text = self.program.host_graphs.get("epilogue")
-        return parse_graph(text, "epilogue") if text else None
+        return self.host_parts[-1]
 
     @property
     def input_names(self) -> list[str]:
@@ -69,28 +85,30 @@ class CompiledModel:
     def run(self, *inputs: np.ndarray, timing: bool = False) -> list[np.ndarray]:
         """Outputs for one set of inputs (numpy or torch tensors, in the model's order)."""
         from tessel.quant.golden import GOLDEN_KERNELS
-        from tessel.sim import simulate
+        from tessel.sim.api import NpuSession
 
         arrays = [_numpy(x) for x in inputs]
         names = self.input_names
         if len(arrays) != len(names):
             raise TesselError(f"the model takes {len(names)} input(s) {names}, got {len(arrays)}")
         env = dict(zip(names, arrays, strict=True))
-        t0 = time.perf_counter()
-        if self.prologue is not None:
-            env.update(run_graph(self.prologue, _bind(self.prologue, env), kernels=GOLDEN_KERNELS,
-                                 keep_all=True))
-        t1 = time.perf_counter()
-        npu_in = {d.name: env[d.name] for d in self.program.inputs}
-        result = simulate(self.program, self.arch, npu_in, timing=timing)
-        env.update(result.outputs)
-        t2 = time.perf_counter()
-        if self.epilogue is not None:
-            env.update(run_graph(self.epilogue, _bind(self.epilogue, env), kernels=GOLDEN_KERNELS,
-                                 keep_all=True))
-        t3 = time.perf_counter()
-        self.last_run = RunStats(t2 - t1, (t1 - t0) + (t3 - t2))
-        return [env[n] for n in self.output_names]
+        hosts, regions = self.host_parts, self.regions
+        npu = NpuSession(self.program, self.arch)
+        stats = RunStats()
+        for k, host in enumerate(hosts):
+            t0 = time.perf_counter()
+            if host is not None:
+                env.update(run_graph(host, _bind(host, env), kernels=GOLDEN_KERNELS,
+                                     keep_all=True))
+            t1 = time.perf_counter()
+            stats.host_seconds += t1 - t0
+            if k < len(regions):
+                r = regions[k]
+                env.update(npu.run_region({n: _get(env, n) for n in r.inputs}, r.ends,
+                                          list(r.outputs)))
+                stats.npu_seconds += time.perf_counter() - t1
+        self.last_run = stats
+        return [_get(env, n) for n in self.output_names]
 
     @cached_property
     def profile(self) -> Profile:
@@ -121,7 +139,16 @@ def _arch_of(program: TslProgram) -> NpuArch:
 
 
 def _bind(graph: Graph, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {v.name: env[v.name] for v in graph.inputs}
+    return {v.name: _get(env, v.name) for v in graph.inputs}
+
+
+def _get(env: dict[str, np.ndarray], name: str) -> np.ndarray:
+    if name not in env:
+        raise TesselFormatError(f"value {name!r} is read before any part of the program "
+                                "computes it")
+    return env[name]
+
+
 
 
 def _numpy(x) -> np.ndarray:

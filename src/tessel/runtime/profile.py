@@ -18,6 +18,8 @@ from tessel.arch import NpuArch
 from tessel.binary import TslProgram
 from tessel.isa import Engine, Opcode
 from tessel.isa.costs import energy_breakdown_pj, gemm_dims, instruction_cost, static_energy_pj
+from tessel.runtime.regions import regions_of
+from tessel.schedule.fallback import summary_text
 from tessel.sim.prepare import prepared
 from tessel.sim.stats import event_row, events_from_row
 from tessel.sim.timing import events_matrix as _events_matrix
@@ -66,6 +68,8 @@ class Profile:
     arena_peak_bytes: int = 0
     arena_naive_bytes: int = 0
     macs_executed: int = 0  # MACs the NPU ran (cascaded stripes recompute their halo rows)
+    regions: int = 1  # NPU regions (host parts run between them)
+    fallback: str = ""  # the fallback summary (ops and MACs on the NPU, host ops by reason)
 
     @property
     def energy_uj(self) -> float:
@@ -101,6 +105,11 @@ class Profile:
             f"off-chip traffic: read {rd / 1e6:.2f} MB, written {wr / 1e6:.2f} MB; DRAM arena "
             f"{self.arena_peak_bytes / 1e6:.2f} MB (naive {self.arena_naive_bytes / 1e6:.2f} MB)",
         ]
+        if self.fallback:
+            lines.append(self.fallback)
+        if self.regions > 1:
+            lines.append(f"{self.regions} NPU regions, host (CPU) parts between them; cycles "
+                         "are the regions' NPU cycles added up")
         if self.host_ops:
             lines.append(f"host (CPU) ops, not in the cycle count: {len(self.host_ops)}: "
                          + "; ".join(self.host_ops[:5]) + (" ..." if len(self.host_ops) > 5
@@ -156,7 +165,8 @@ def build_profile(program: TslProgram, arch: NpuArch) -> Profile:
         dict(zip(names, total_ev.offchip_read_bytes, strict=True)),
         dict(zip(names, total_ev.offchip_write_bytes, strict=True)), tuple(layers),
         tuple(meta.get("host_ops", ())), meta.get("arena_peak_bytes", 0),
-        meta.get("arena_naive_bytes", 0), total_ev.macs)
+        meta.get("arena_naive_bytes", 0), total_ev.macs, len(regions_of(program)),
+        summary_text(meta["fallback"]) if isinstance(meta.get("fallback"), dict) else "")
 
 
 def _memory_bytes(ev: Any, names: list[str]) -> dict[str, int]:

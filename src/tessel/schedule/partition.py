@@ -1,99 +1,174 @@
-"""Partition an integer graph into host prologue, one NPU region, and host epilogue.
+"""Partition an integer graph into alternating host (CPU) segments and NPU regions.
+
+    host 0 (prologue) -> NPU region 1 -> host 1 -> NPU region 2 -> ... -> host N (epilogue)
 
 NPU ops (tessel.codegen.registry.npu_supported) run on the NPU; everything else (quantise /
-dequantise at the boundaries, gathers, float ops left by the quantiser) on the host CPU
-through the golden model's kernels. The runtime runs one NPU program between two host
-graphs, so an NPU op that depends on a host op which itself depends on the NPU is moved to
-the host epilogue as well (reported: `moved_to_host`), never dropped. With no_fallback,
-any host op other than the boundary quantize/dequantize is an error naming it.
+dequantise at the boundaries, gathers, float ops left by the quantiser) on the host through the
+golden model's kernels. Every node goes to the earliest stage of its kind that follows all of
+its operands' stages (stage 0, 2, 4, ... host; 1, 3, ... NPU), so a host op in the middle of
+the graph splits the NPU work into as many regions as the graph needs and nothing after it is
+sent to the host. A region with no real NPU work (only views) runs on the host instead.
+
+Values cross between stages by name through the runtime: any value (a graph input, a constant,
+a result of any earlier stage) can be read by any later stage or be a graph output. With
+no_fallback, any host op other than the boundary quantize/dequantize is an error naming each
+op once, with its reason and source line.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tessel.codegen.registry import npu_supported
+from tessel.codegen.registry import is_view, npu_supported
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, GraphBuilder, Node, Op, Value, verify
+from tessel.schedule.fallback import BOUNDARY_OPS, no_fallback_message
 
-BOUNDARY_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE})
+
+@dataclass(frozen=True)
+class NpuRegion:
+    """One NPU region: its nodes in order, the values it reads from outside the NPU (written by
+    the runtime before it runs) and the values it hands to later host stages or the caller."""
+
+    nodes: tuple[Node, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Partition:
-    prologue: Graph  # model inputs -> NPU inputs (+ values the epilogue needs)
-    npu_nodes: tuple[Node, ...]  # in order
-    npu_inputs: tuple[str, ...]
-    npu_outputs: tuple[str, ...]
-    epilogue: Graph  # NPU outputs + prologue values -> model outputs
+    hosts: tuple[Graph, ...]  # host segment k runs before region k+1; len(regions) + 1 of them
+    regions: tuple[NpuRegion, ...]
+    npu_nodes: tuple[Node, ...]  # every NPU node, in order (regions concatenated)
+    npu_inputs: tuple[str, ...]  # values the NPU reads from the host (all regions)
+    npu_outputs: tuple[str, ...]  # NPU values the host or the caller reads (all regions)
     host_ops: tuple[Node, ...]  # host nodes other than the boundary (quantize/dequantize)
-    moved_to_host: tuple[Node, ...]  # NPU-capable nodes run on the host (after a host op)
+    moved_to_host: tuple[Node, ...] = ()  # NPU-capable nodes run on the host (view-only regions)
+
+    @property
+    def prologue(self) -> Graph:
+        return self.hosts[0]
+
+    @property
+    def epilogue(self) -> Graph:
+        return self.hosts[-1]
 
 
 def partition(graph: Graph, *, no_fallback: bool = False) -> Partition:
-    side: dict[str, str] = {v.name: "in" for v in graph.inputs}
-    moved = []
+    on_npu = {n.name for n in graph.nodes if n.op is not Op.CONSTANT and npu_supported(n, graph)}
+    host_ops = [n for n in graph.nodes if n.op is not Op.CONSTANT and n.name not in on_npu
+                and n.op not in BOUNDARY_OPS]
+    if no_fallback and host_ops:
+        raise TesselCompileError(no_fallback_message(graph, host_ops))
+    moved: list[Node] = []
+    while True:
+        stage = _stages(graph, on_npu)
+        view_only = _view_only_regions(graph, stage)
+        if not view_only:
+            break
+        for n in graph.nodes:
+            if stage.get(n.name) in view_only:
+                on_npu.discard(n.name)
+                moved.append(n)
+    last = max([s for s in stage.values()] + [0])
+    count = last // 2 + 1 if last % 2 == 0 else last // 2 + 2  # host stages
+    regions = tuple(_region(graph, stage, 2 * k + 1) for k in range(count - 1))
+    hosts = tuple(_host(graph, stage, 2 * k, count) for k in range(count))
+    npu_nodes = tuple(n for r in regions for n in r.nodes)
+    npu_inputs = tuple(dict.fromkeys(v for r in regions for v in r.inputs))
+    npu_outputs = tuple(dict.fromkeys(v for r in regions for v in r.outputs))
+    return Partition(hosts, regions, npu_nodes, npu_inputs, npu_outputs, tuple(host_ops),
+                     tuple(moved))
+
+
+def _stages(graph: Graph, on_npu: set[str]) -> dict[str, int]:
+    """Stage of every non-constant value: graph inputs 0, a node the earliest stage of its kind
+    (even: host, odd: NPU) not before any operand's stage."""
+    stage = {v.name: 0 for v in graph.inputs}
     for node in graph.nodes:
         if node.op is Op.CONSTANT:
-            side[node.name] = "const"
             continue
-        srcs = {side[i] for i in node.inputs}
-        if npu_supported(node) and "epi" not in srcs:
-            side[node.name] = "npu"
-        elif "npu" in srcs or "epi" in srcs:
-            if npu_supported(node):
-                moved.append(node)
-            side[node.name] = "epi"
-        else:
-            side[node.name] = "pro"
-    host = [n for n in graph.nodes if side[n.name] in ("pro", "epi")
-            and n.op not in BOUNDARY_OPS]
-    if no_fallback and (host or moved):
-        lines = [f"  %{n.name} = {n.op.value} at {n.loc}" for n in host + moved]
-        raise TesselCompileError("--no-fallback: these ops would run on the host CPU:\n"
-                                 + "\n".join(lines))
-    npu = tuple(n for n in graph.nodes if side[n.name] == "npu")
-    npu_inputs = _boundary(graph, npu, side, {"in", "pro"})
-    npu_outputs = tuple(dict.fromkeys(
-        [n.name for n in npu if any(side[u.name] == "epi" for u in graph.users.get(n.name, ()))]
-        + [o for o in graph.outputs if side.get(o) == "npu"]))
-    pro_nodes = [n for n in graph.nodes if side[n.name] == "pro"]
-    epi_nodes = [n for n in graph.nodes if side[n.name] == "epi"]
-    epi_needs = _boundary(graph, epi_nodes, side, {"in", "pro"})
-    pro_outputs = tuple(dict.fromkeys(
-        list(npu_inputs) + list(epi_needs) + [o for o in graph.outputs if side[o] in ("in", "pro")]))
-    prologue = _subgraph(graph, f"{graph.name}_prologue", graph.inputs, pro_nodes, pro_outputs)
-    epi_inputs = [Value(n, graph.type_of(n)) for n in list(npu_outputs) + list(epi_needs)]
-    epilogue = _subgraph(graph, f"{graph.name}_epilogue", epi_inputs, epi_nodes, graph.outputs)
-    return Partition(prologue, npu, npu_inputs, npu_outputs, epilogue, tuple(host), tuple(moved))
+        s = max([stage[i] for i in node.inputs if i in stage] + [0])
+        want = 1 if node.name in on_npu else 0
+        stage[node.name] = s if s % 2 == want else s + 1
+    return stage
 
 
-def _boundary(graph: Graph, nodes, side: dict[str, str], sources: set[str]) -> tuple[str, ...]:
-    """Non-constant values from `sources` sides that `nodes` read, in first-use order."""
-    out = []
-    for n in nodes:
-        for i in n.inputs:
-            if side[i] in sources:
-                out.append(i)
-    return tuple(dict.fromkeys(out))
+def _view_only_regions(graph: Graph, stage: dict[str, int]) -> set[int]:
+    """Odd stages whose nodes are all views (no NPU step): not worth a region."""
+    work: dict[int, bool] = {}
+    for n in graph.nodes:
+        s = stage.get(n.name)
+        if s is not None and s % 2 == 1:
+            work[s] = work.get(s, False) or not is_view(n)
+    return {s for s, has_work in work.items() if not has_work}
+
+
+def _readers_after(graph: Graph, stage: dict[str, int], s: int) -> set[str]:
+    """Values produced at stage <= s that a node of a later stage reads, plus graph outputs."""
+    need = set(graph.outputs)
+    for n in graph.nodes:
+        if stage.get(n.name, -1) > s:
+            need.update(n.inputs)
+    return need
+
+
+def _region(graph: Graph, stage: dict[str, int], s: int) -> NpuRegion:
+    nodes = tuple(n for n in graph.nodes if stage.get(n.name) == s)
+    inputs = tuple(dict.fromkeys(
+        i for n in nodes for i in n.inputs
+        if i in stage and stage[i] % 2 == 0))  # values from the host (or graph inputs)
+    outputs = tuple(n.name for n in nodes if _host_reads(graph, stage, n.name))
+    return NpuRegion(nodes, inputs, outputs)
+
+
+def _host_reads(graph: Graph, stage: dict[str, int], name: str) -> bool:
+    """Whether a host stage or the caller reads NPU value `name`."""
+    if name in graph.outputs:
+        return True
+    return any(stage.get(u.name, 1) % 2 == 0 for u in graph.users.get(name, ()))
+
+
+def _host(graph: Graph, stage: dict[str, int], s: int, count: int) -> Graph:
+    """Host stage `s` as a graph: inputs = values it reads from elsewhere, outputs = its values
+    read later (and, for the last stage, the constants that are graph outputs)."""
+    last = s == 2 * (count - 1)
+    nodes = [n for n in graph.nodes if stage.get(n.name) == s]
+    names = {n.name for n in nodes}
+    reads = dict.fromkeys(i for n in nodes for i in n.inputs
+                          if i not in names and graph.constant_value(i) is None)
+    later = _readers_after(graph, stage, s)
+    outputs = [n.name for n in nodes if n.name in later]
+    if last:
+        outputs += [o for o in graph.outputs if graph.constant_value(o) is not None]
+    inputs = [Value(v, graph.type_of(v)) for v in reads]
+    suffix = "prologue" if s == 0 else "epilogue" if last else f"host{s // 2}"
+    return _subgraph(graph, f"{graph.name}_{suffix}", inputs, nodes, tuple(dict.fromkeys(outputs)))
 
 
 def _subgraph(graph: Graph, name: str, inputs, nodes, outputs) -> Graph:
-    """A graph of `nodes` (plus the constants they read) with the given inputs/outputs."""
+    """A graph of `nodes` (plus the constants they read or return) with the given I/O."""
     b = GraphBuilder(name)
     have = set()
     for v in inputs:
         b.input(v.name, v.type)
         have.add(v.name)
+
+    def constant(i: str) -> None:
+        c = graph.producer(i)
+        if c is not None and c.op is Op.CONSTANT and i not in have:
+            b.append(c)
+            have.add(i)
+
     for n in nodes:
         for i in n.inputs:
-            c = graph.producer(i)
-            if c is not None and c.op is Op.CONSTANT and i not in have:
-                b.append(c)
-                have.add(i)
+            constant(i)
         b.append(n)
         have.add(n.name)
-    passthrough = [o for o in outputs if o not in have]
-    if passthrough:
-        raise TesselCompileError(f"{name}: outputs {passthrough} are not computed here")
-    return verify(b.build(list(outputs)))
+    for o in outputs:
+        constant(o)
+    missing = [o for o in outputs if o not in have]
+    if missing:  # an internal error: _host asks only for what it computes or reads
+        raise TesselCompileError(f"{name}: outputs {missing} are not computed here")
+    graph = b.build(list(outputs))
+    return verify(graph) if outputs else graph  # nothing to hand on: the runtime skips it

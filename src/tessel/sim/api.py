@@ -16,9 +16,9 @@ from tessel.arch.types import NpuArch
 from tessel.binary.program import TslProgram
 from tessel.errors import TesselConfigError
 from tessel.isa.fields import Engine
-from tessel.sim.functional import run_functional
+from tessel.sim.functional import FunctionalRun, run_functional
 from tessel.sim.prepare import PreparedProgram, prepared
-from tessel.sim.state import MachineState, place_constants, read_output, write_inputs
+from tessel.sim.state import MachineState, place_constants, read_output, write_inputs, write_tensor
 from tessel.sim.stats import (
     EngineStats,
     SimResult,
@@ -52,6 +52,35 @@ def simulate(program: TslProgram | PreparedProgram, arch: NpuArch,
     if not timing:
         return SimResult(outputs, SimStats(instructions=count, timing=False))
     return SimResult(outputs, timing_stats(prep, count, trace))
+
+
+class NpuSession:
+    """One simulated NPU kept across the regions of a program: constants placed once, each
+    `run_region` writes that region's inputs, runs every queue to the region's end (where the
+    NPU would stop and hand over to the host) and reads its outputs; DRAM, token counts and
+    program counters persist to the next region."""
+
+    def __init__(self, program: TslProgram | PreparedProgram, arch: NpuArch) -> None:
+        self.prep = prepared(program, arch)
+        self.state = MachineState(arch)
+        place_constants(self.state, self.prep.program)
+        self.run = FunctionalRun(self.prep, self.state)
+        prog = self.prep.program
+        self.descriptors = {d.name: d for d in (*prog.inputs, *prog.outputs)}
+
+    def run_region(self, inputs: Mapping[str, np.ndarray], ends: list[int],
+                   outputs: list[str]) -> dict[str, np.ndarray]:
+        """Write `inputs`, run each engine up to index ends[engine], read `outputs`."""
+        for name, value in inputs.items():
+            write_tensor(self.state, self._descriptor(name), value)
+        self.run.run_until(ends)
+        return {name: read_output(self.state, self._descriptor(name)) for name in outputs}
+
+    def _descriptor(self, name: str):
+        desc = self.descriptors.get(name)
+        if desc is None:
+            raise TesselConfigError(f"simulate: the program has no tensor {name!r}")
+        return desc
 
 
 def timing_stats(prep: PreparedProgram, count: int, trace: bool) -> SimStats:

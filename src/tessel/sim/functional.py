@@ -88,10 +88,12 @@ def execute(op: Op, state: MachineState) -> None:
                              f"{str(exc)[:200]}); please report this file") from None
 
 
-def _run_engine(queue: tuple[Op, ...], pc: int, sem: np.ndarray, state: MachineState) -> int:
-    """Run one queue from ``pc`` until it blocks or passes END; return the new pc."""
+def _run_engine(queue: tuple[Op, ...], pc: int, sem: np.ndarray, state: MachineState,
+                stop: int | None = None) -> int:
+    """Run one queue from ``pc`` until it blocks, reaches ``stop`` or passes END; return the
+    new pc."""
     wait, signal, end = Opcode.WAIT, Opcode.SIGNAL, Opcode.END
-    n = len(queue)
+    n = len(queue) if stop is None else stop
     while pc < n:
         op = queue[pc]
         code = op.opcode
@@ -113,20 +115,34 @@ def _run_engine(queue: tuple[Op, ...], pc: int, sem: np.ndarray, state: MachineS
 
 def run_functional(prep: PreparedProgram, state: MachineState) -> int:
     """Execute every queue to its END; returns the number of instructions executed."""
-    queues = prep.queues
-    pcs = [0] * len(queues)
-    sem = np.zeros((4, 4, NUM_TOKENS), np.int64)  # [producer, consumer, token]
-    while True:
-        moved = False
-        for e, queue in enumerate(queues):
-            if pcs[e] < len(queue):
-                new = _run_engine(queue, pcs[e], sem, state)
-                moved |= new != pcs[e]
-                pcs[e] = new
-        if all(pc == len(q) for pc, q in zip(pcs, queues, strict=True)):
-            return sum(pcs)
-        if not moved:
-            raise TesselSimError(deadlock_message(queues, pcs, sem))
+    return FunctionalRun(prep, state).run_until(None)
+
+
+class FunctionalRun:
+    """The queues' program counters and token counts, kept between calls so that a program of
+    several NPU regions can stop at a region boundary (the host runs) and resume there."""
+
+    def __init__(self, prep: PreparedProgram, state: MachineState) -> None:
+        self.prep, self.state = prep, state
+        self.pcs = [0] * len(prep.queues)
+        self.sem = np.zeros((4, 4, NUM_TOKENS), np.int64)  # [producer, consumer, token]
+
+    def run_until(self, stops: list[int] | None) -> int:
+        """Run every queue up to index stops[engine] (exclusive; None: to its end); returns
+        the number of instructions executed so far."""
+        queues, pcs, sem = self.prep.queues, self.pcs, self.sem
+        stops = [len(q) for q in queues] if stops is None else stops
+        while True:
+            moved = False
+            for e, queue in enumerate(queues):
+                if pcs[e] < stops[e]:
+                    new = _run_engine(queue, pcs[e], sem, self.state, stops[e])
+                    moved |= new != pcs[e]
+                    pcs[e] = new
+            if all(pc >= stop for pc, stop in zip(pcs, stops, strict=True)):
+                return sum(pcs)
+            if not moved:
+                raise TesselSimError(deadlock_message(queues, pcs, sem))
 
 
 def deadlock_message(queues: tuple[tuple[Op, ...], ...], pcs: list[int], sem: Any) -> str:

@@ -124,16 +124,21 @@ def write_inputs(state: MachineState, program: TslProgram, inputs: Mapping[str, 
     for desc in program.inputs:
         if desc.name not in inputs:
             raise TesselConfigError(f"simulate: input {desc.name!r} is missing")
-        arr = np.asarray(inputs[desc.name])
-        want = IO_DTYPE[desc.dtype]
-        if arr.dtype.newbyteorder("<") != want and arr.dtype != want:
-            raise TesselConfigError(f"simulate: input {desc.name!r} must be {want.name} "
-                                    f"({desc.dtype.name}), got {arr.dtype.name}")
-        if tuple(arr.shape) != desc.shape:
-            raise TesselConfigError(f"simulate: input {desc.name!r} must have shape "
-                                    f"{desc.shape}, got {tuple(arr.shape)}")
-        raw = np.ascontiguousarray(arr, dtype=want).view(np.uint8).reshape(-1)
-        state.offchip[desc.memory][desc.address:desc.address + raw.size] = raw
+        write_tensor(state, desc, inputs[desc.name])
+
+
+def write_tensor(state: MachineState, desc: TensorDescriptor, value: object) -> None:
+    """Write one tensor at its descriptor's address; dtype and shape checked."""
+    arr = np.asarray(value)
+    want = IO_DTYPE[desc.dtype]
+    if arr.dtype.newbyteorder("<") != want and arr.dtype != want:
+        raise TesselConfigError(f"simulate: input {desc.name!r} must be {want.name} "
+                                f"({desc.dtype.name}), got {arr.dtype.name}")
+    if tuple(arr.shape) != desc.shape:
+        raise TesselConfigError(f"simulate: input {desc.name!r} must have shape "
+                                f"{desc.shape}, got {tuple(arr.shape)}")
+    raw = np.ascontiguousarray(arr, dtype=want).view(np.uint8).reshape(-1)
+    state.offchip[desc.memory][desc.address:desc.address + raw.size] = raw
 
 
 def read_output(state: MachineState, desc: TensorDescriptor) -> np.ndarray:

@@ -45,8 +45,19 @@ def test_load_by_path_and_factory(tmp_path: Path) -> None:
     assert tuple(model(*inputs).shape) == (1, 2)
     spec = resolve(f"{path}:make")
     assert spec.task is Task.GENERIC and spec.name == f"{path}:make"
-    calib = spec.calibration_data(2)
-    assert len(calib) == 2 and torch.equal(calib[0][0], inputs[0])
+    calib = spec.calibration_data(2)  # no calibration(): the example input once, said so
+    assert len(calib) == 1 and torch.equal(calib[0][0], inputs[0])
+    assert "example input only (1 sample)" in spec.calibration_description
+
+
+def test_factory_file_calibration_generator(tmp_path: Path) -> None:
+    path = tmp_path / "cal.py"
+    path.write_text(GOOD + "\ndef calibration():\n    for i in range(5):\n"
+                    "        yield torch.full((1, 4), float(i))\n")
+    spec = resolve(f"{path}:make")
+    calib = spec.calibration_data(3)
+    assert [float(c[0][0, 0]) for c in calib] == [0.0, 1.0, 2.0]
+    assert "calibration()" in spec.calibration_description
 
 
 def test_unknown_zoo_name_lists_the_known_models() -> None:

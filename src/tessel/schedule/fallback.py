@@ -1,0 +1,111 @@
+"""Why an op runs on the host CPU, and the fallback summary `tessel compile` prints:
+
+    NPU: 11 of 14 ops, 97.3 % of MACs, in 2 regions; host ops: unsupported op 1 (fft_rfft)
+
+Reasons (HostReason): the op has no NPU lowering (an ATen op the IR cannot express, or an IR op
+without an NPU emitter), it was left in float by the quantiser, or the NPU's emitters cannot
+take its shape. Quantise / dequantise at the model's edges are not counted as ops.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tessel.codegen.registry import EMITTERS, VIEW_OPS
+from tessel.ir import Graph, Node, Op
+from tessel.ir.macs import node_macs
+
+if TYPE_CHECKING:
+    from tessel.schedule.partition import Partition
+
+BOUNDARY_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE})  # the model's edges: always on the host
+
+
+class HostReason(enum.Enum):
+    UNSUPPORTED_OP = "unsupported op"
+    NOT_QUANTISED = "not quantised"
+    SHAPE_LIMIT = "shape limit"
+    VIEW_ONLY = "reshape between host ops"  # an NPU region would have no work
+
+
+def host_reason(graph: Graph, node: Node) -> HostReason:
+    """Why `node` (which npu_supported refused) runs on the host."""
+    if node.op is Op.HOST:
+        return HostReason.UNSUPPORTED_OP
+    if not node.type.dtype.is_int:
+        return HostReason.NOT_QUANTISED
+    if node.op in EMITTERS or node.op in VIEW_OPS:
+        return HostReason.SHAPE_LIMIT
+    return HostReason.UNSUPPORTED_OP
+
+
+def op_label(node: Node) -> str:
+    """The op as a user knows it: the ATen target of a float host op, else the IR op."""
+    return str(node.attr("target")) if node.op is Op.HOST else node.op.value
+
+
+@dataclass(frozen=True)
+class FallbackSummary:
+    npu_ops: int
+    total_ops: int
+    npu_macs: int
+    total_macs: int
+    regions: int
+    by_reason: dict[HostReason, tuple[str, ...]]  # reason -> op labels (one per host op)
+
+    @property
+    def mac_percent(self) -> float:
+        return 100.0 * self.npu_macs / self.total_macs if self.total_macs else 100.0
+
+    def text(self) -> str:
+        return summary_text(self.to_dict())
+
+    def to_dict(self) -> dict:
+        return {"npu_ops": self.npu_ops, "total_ops": self.total_ops, "npu_macs": self.npu_macs,
+                "total_macs": self.total_macs, "regions": self.regions,
+                "host_ops": {r.value: list(v) for r, v in self.by_reason.items()}}
+
+
+def summary_text(d: dict) -> str:
+    """One line from `FallbackSummary.to_dict()` (as stored in a binary's metadata)."""
+    percent = 100.0 * d["npu_macs"] / d["total_macs"] if d["total_macs"] else 100.0
+    regions = d["regions"]
+    head = (f"NPU: {d['npu_ops']} of {d['total_ops']} ops, {percent:.1f} % of MACs, in "
+            f"{regions} region{'s' if regions != 1 else ''}")
+    if not d["host_ops"]:
+        return head + "; no host ops"
+    parts = []
+    for reason, labels in d["host_ops"].items():
+        counts: dict[str, int] = {}
+        for label in labels:
+            counts[label] = counts.get(label, 0) + 1
+        ops = ", ".join(f"{k} x{v}" if v > 1 else k for k, v in counts.items())
+        parts.append(f"{reason} {len(labels)} ({ops})")
+    return head + "; host ops by reason: " + "; ".join(parts)
+
+
+def summarize(graph: Graph, part: Partition) -> FallbackSummary:
+    """The summary of a partition of `graph`."""
+    ops = [n for n in graph.nodes if n.op is not Op.CONSTANT and n.op not in BOUNDARY_OPS]
+    on_npu = {n.name for n in part.npu_nodes}
+    by_reason: dict[HostReason, list[str]] = {}
+    for n in part.host_ops:
+        by_reason.setdefault(host_reason(graph, n), []).append(op_label(n))
+    for n in part.moved_to_host:
+        by_reason.setdefault(HostReason.VIEW_ONLY, []).append(op_label(n))
+    macs = {n.name: node_macs(graph, n) for n in ops}
+    return FallbackSummary(
+        sum(1 for n in ops if n.name in on_npu), len(ops),
+        sum(m for k, m in macs.items() if k in on_npu), sum(macs.values()), len(part.regions),
+        {r: tuple(v) for r, v in sorted(by_reason.items(), key=lambda kv: kv[0].value)})
+
+
+def no_fallback_message(graph: Graph, host_ops: list[Node]) -> str:
+    """Each host op once: its op (the ATen target of a float host op), reason, source line."""
+    lines = [f"  %{n.name} = {op_label(n)}: {host_reason(graph, n).value} at {n.loc}"
+             for n in host_ops]
+    return ("--no-fallback: these ops would run on the host CPU:\n" + "\n".join(lines)
+            + "\n(compile without --no-fallback to run them on the host; `tessel compile` then "
+            "prints the fallback summary)")
