@@ -25,6 +25,7 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from tessel.errors import TesselConfigError
 from tessel.frontend.export import decomposition_table
 from tessel.frontend.importer import import_program
+from tessel.frontend.ir_module import QDQModule
 from tessel.ir import Graph, Node, sanitize_name, verify
 from tessel.passes.manager import run_pipeline
 from tessel.passes.to_nhwc import ToNHWC
@@ -110,8 +111,13 @@ def quantize(model: torch.nn.Module, example_inputs: Sample,
              calibration_data: Iterable[Sample] | None = None, config: QuantConfig | None = None,
              *, calibration_samples: int = 32) -> QuantizedModel:
     """PTQ: export, prepare, calibrate (on up to `calibration_samples` samples of
-    `calibration_data`; the example inputs if None), convert, import, lower, NHWC layout."""
+    `calibration_data`; the example inputs if None), convert, import, lower, NHWC layout.
+
+    A QDQModule (a QDQ ONNX or int8 TFLite model) is already quantised: its graph is lowered
+    as it is, keeping its scales and zero points (no calibration)."""
     config = config if config is not None else QuantConfig()
+    if isinstance(model, QDQModule):
+        return quantized_import(model, config)
     if calibration_samples < 1:
         raise TesselConfigError(f"calibration_samples must be >= 1, got {calibration_samples}")
     data = [_as_args(example_inputs)] if calibration_data is None else list(
@@ -121,6 +127,12 @@ def quantize(model: torch.nn.Module, example_inputs: Sample,
     count = calibrate(prepared, data)
     converted = convert_pt2e(prepared)
     return finish(converted, example_inputs, config, count, type(model).__name__)
+
+
+def quantized_import(model: QDQModule, config: QuantConfig | None = None) -> QuantizedModel:
+    """Lower an imported QDQ graph (its own scales and zero points) like a converted pt2e one."""
+    graph = lower_graph(model.qdq_graph)
+    return QuantizedModel(graph, model.qdq_graph, config or QuantConfig(), 0, _host_list(graph))
 
 
 def prepare_quantize_qat(model: torch.nn.Module, example_inputs: Sample,
