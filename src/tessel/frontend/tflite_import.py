@@ -319,3 +319,29 @@ def same_padding(size: int, kernel: int, stride: int, dilation: int = 1) -> tupl
     out = math.ceil(size / stride)
     total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
     return total // 2, total - total // 2
+
+
+def tflite_module(source: str | Path | bytes, *, name: str | None = None, seed: int = 0
+                  ) -> tuple[Any, tuple[Any, ...]]:
+    """(QDQModule, example inputs) of a TFLite model, ready for `tessel.compile`.
+
+    The example inputs are float values on each input's quantisation grid (int8 levels drawn
+    uniformly with `seed`), or standard-normal for a float input with no parameters.
+    """
+    import torch
+
+    from tessel.frontend.ir_module import QDQModule
+
+    graph = import_tflite(source, name=name)
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for v in graph.inputs:
+        user = next((n for n in graph.nodes if n.op is Op.QUANTIZE and n.inputs[0] == v.name),
+                    None)
+        if user is None:
+            inputs.append(rng.standard_normal(v.type.shape).astype(np.float32))
+            continue
+        scale, zp = float(user.attr("scale")), int(user.attr("zero_point"))
+        levels = rng.integers(int(user.attr("qmin")), int(user.attr("qmax")) + 1, v.type.shape)
+        inputs.append((np.float32(scale) * (levels - zp)).astype(np.float32))
+    return QDQModule(graph), tuple(torch.from_numpy(x) for x in inputs)

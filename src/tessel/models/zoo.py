@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tessel.errors import TesselConfigError
 from tessel.models import digits, ds_cnn, minilm, mobilenet_v2, resnet, vit
-from tessel.models.loader import split_path_spec, user_spec
+from tessel.models.loader import model_file_spec, split_path_spec, user_spec
 from tessel.models.spec import ModelAndInputs, ModelSpec, Task, check_model_and_inputs
 
 _IMAGE_224 = "image [1, 3, 224, 224] float32, ImageNet-normalised (mean/std per channel)"
@@ -50,12 +50,15 @@ def resolve(name_or_spec: str) -> ModelSpec:
     path_spec = split_path_spec(name_or_spec)
     if path_spec is not None:
         return user_spec(*path_spec)
+    file_spec = model_file_spec(name_or_spec)
+    if file_spec is not None:
+        return file_spec
     hint = ""
     if name_or_spec.endswith(".py"):
         hint = " (a model file needs the factory function too: path/to/file.py:factory)"
     raise TesselConfigError(
         f"unknown model {name_or_spec!r}{hint}; known zoo models: {', '.join(ZOO)}; "
-        "or give path/to/file.py:factory"
+        "or give path/to/file.py:factory, model.onnx or model.tflite"
     )
 
 

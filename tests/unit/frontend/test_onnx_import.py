@@ -11,6 +11,8 @@ from onnx import TensorProto, helper
 from onnx_helpers import QDQ_SCALES, export_zoo, helper_cnn, helper_qdq, ort_run
 
 import tessel
+from tessel.arch import load_target
+from tessel.driver import compile_graph
 from tessel.errors import TesselConfigError, TesselFormatError, TesselUnsupportedOpError
 from tessel.frontend.ir_module import IRModule, QDQModule
 from tessel.frontend.onnx_import import import_onnx, onnx_module
@@ -27,7 +29,7 @@ def _float_close(y: np.ndarray, ref: np.ndarray) -> None:
 def _compile_bit_exact(model: bytes, name: str) -> tuple[QuantizedModel, np.ndarray]:
     module, example = onnx_module(model, name=name)
     qm = tessel.quantize(module, example)
-    cm = tessel.compile(module, example, target="tnpu-s")
+    cm = compile_graph(qm.graph, load_target("tnpu-s"))  # what tessel.compile does after quantize
     golden = qm.run(*example)
     sim = cm.run(*example)
     for g, s in zip(golden, sim, strict=True):
@@ -125,3 +127,24 @@ def test_old_opset_and_bad_files_are_refused_clearly(tmp_path) -> None:
         import_onnx(b"\x08\x07garbage that is not protobuf\xff\xff")
     with pytest.raises(TesselConfigError, match="not found"):
         import_onnx(tmp_path / "missing.onnx")
+
+
+def test_model_files_resolve_by_suffix(tmp_path) -> None:
+    """`model.onnx` / `model.tflite` as a MODEL argument (models.resolve, used by the CLI)."""
+    from tflite_builder import ACT, Net
+
+    from tessel.models import resolve
+
+    (tmp_path / "cnn.onnx").write_bytes(helper_cnn())
+    n = Net(seed=1)
+    n.output(n.conv(n.input((1, 6, 6, 3)), 4, 3, 1, 0, ACT.RELU))
+    (tmp_path / "net.tflite").write_bytes(n.build())
+    for file, kind in (("cnn.onnx", IRModule), ("net.tflite", QDQModule)):
+        spec = resolve(str(tmp_path / file))
+        model, inputs = spec.factory()
+        assert isinstance(model, kind)
+        assert len(spec.calibration_data(3)) == 3
+        qm = tessel.quantize(model, inputs, calibration_data=spec.calibration_data(2))
+        assert qm.run(*inputs)[0].shape == tuple(model(*inputs).shape)
+    with pytest.raises(TesselConfigError, match="not found"):
+        resolve(str(tmp_path / "missing.tflite"))
