@@ -115,9 +115,13 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
 def model_data(args: argparse.Namespace, spec) -> tuple:
     """(model, example inputs, calibration samples) of `spec` with --inputs /
     --calibration-data applied; says on stderr what calibration uses when it is a stand-in."""
+    from tessel.frontend.ir_module import QDQModule
     from tessel.models.data_files import read_calibration, read_inputs
 
     model, inputs = spec.factory()
+    if isinstance(model, QDQModule):  # a QDQ ONNX / int8 TFLite model keeps its own scales
+        inputs = read_inputs(args.inputs, inputs) if args.inputs is not None else inputs
+        return model, inputs, None
     if args.inputs is not None:
         inputs = read_inputs(args.inputs, inputs)
     if args.calibration_data is not None:

@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_models)
 
     p = sub.add_parser("import", help="import a model into float Graph IR and run the passes")
-    p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
+    p.add_argument("model", help="zoo name (see `tessel models`), path/to/file.py:factory, "
+                   "model.onnx or model.tflite")
     p.add_argument("-o", "--output", type=Path, help="write the IR text to this .tir file")
     p.add_argument("--dump-after", action="append", default=[], metavar="PASS",
                    help="print the IR after this pass (repeatable; 'import' for the raw import)")
@@ -45,8 +46,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     check_dump_after([d for d in args.dump_after if d != "import"])
     check_writable(args.output)
+    from tessel.frontend.ir_module import IRModule, QDQModule
+
     model, inputs = load(args.model)
-    graph = import_model(model, inputs, allow_host_ops=args.host_fallback)
+    if isinstance(model, (IRModule, QDQModule)):  # model.onnx / model.tflite: imported already
+        graph = model.graph if isinstance(model, IRModule) else model.qdq_graph
+    else:
+        graph = import_model(model, inputs, allow_host_ops=args.host_fallback)
     dump = set(args.dump_after)
     if "import" in dump:
         print(print_graph(graph, elide_constants=True))

@@ -1,4 +1,5 @@
-"""Load a model given as a zoo name or as `path/to/file.py:factory` (a user's own model)."""
+"""Load a model given as a zoo name, as `path/to/file.py:factory` (a user's own model), or as
+a model file of another format (`model.onnx`, `model.tflite`; see `MODEL_FILES`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import hashlib
 import importlib.util
 import itertools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -68,6 +70,8 @@ def load_factory_file(path: Path, func: str) -> ModelAndInputs:
 
 EXAMPLE_ONLY = ("the model's example input only (1 sample): give --calibration-data "
                 "DIR|file.npz, or define calibration() in the model file, for real data")
+STAND_IN = ("the example input and seeded standard-normal stand-ins, not real data: give "
+            "--calibration-data DIR|file.npz for real data")
 
 
 def user_spec(path: Path, func: str) -> ModelSpec:
@@ -96,6 +100,50 @@ def user_spec(path: Path, func: str) -> ModelSpec:
     return ModelSpec(name=name, factory=factory, description=f"user model from {name}",
                      task=Task.GENERIC, input_description="the factory's example inputs",
                      calibration_data=calibration_data, calibration_description=described)
+
+
+def _onnx_factory(path: Path, seed: int) -> ModelAndInputs:
+    from tessel.frontend.onnx_import import onnx_module
+    return onnx_module(path, seed=seed)
+
+
+def _tflite_factory(path: Path, seed: int) -> ModelAndInputs:
+    from tessel.frontend.tflite_import import tflite_module
+    return tflite_module(path, seed=seed)
+
+
+# file suffix -> (loader(path, seed) -> (module, example inputs), what it is)
+MODEL_FILES: dict[str, tuple[Callable[[Path, int], ModelAndInputs], str]] = {
+    ".onnx": (_onnx_factory, "ONNX model (float: quantised by Tessel; QDQ: its own scales)"),
+    ".tflite": (_tflite_factory, "int8 TFLite model (its own scales)"),
+}
+
+
+def model_file_spec(spec: str) -> ModelSpec | None:
+    """A ModelSpec for `model.onnx` / `model.tflite` (None for other strings). The example
+    inputs are seeded random inputs in the model's input shapes, the calibration samples the
+    example and then standard-normal samples (seed k); a QDQ ONNX or TFLite model is not
+    calibrated. Give real data with `--calibration-data` or `tessel.compile(...,
+    calibration_data=...)`. A saved ExportedProgram (`model.pt2`) is `exported_spec`."""
+    path = Path(spec)
+    if path.suffix.lower() == ".pt2":
+        return exported_spec(path)
+    if path.suffix.lower() not in MODEL_FILES:
+        return None
+    loader, what = MODEL_FILES[path.suffix.lower()]
+    if not path.is_file():
+        raise TesselConfigError(f"model file not found: {path}")
+
+    def calibration_data(n: int) -> list[tuple[torch.Tensor, ...]]:
+        _, example = loader(path, 0)
+        return [example] + [tuple(torch.randn(x.shape, generator=torch.Generator().manual_seed(k))
+                                  if x.is_floating_point() else x for x in example)
+                            for k in range(1, n)]
+
+    return ModelSpec(name=spec, factory=lambda: loader(path, 0), description=f"{what}: {path}",
+                     task=Task.GENERIC, input_description="seeded random inputs of the model's "
+                     "input shapes", calibration_data=calibration_data,
+                     calibration_description=STAND_IN)
 
 
 def check_sample(sample: object, where: str) -> tuple[torch.Tensor, ...]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tessel.errors import TesselConfigError
 from tessel.models import digits, ds_cnn, minilm, mobilenet_v2, resnet, vit
-from tessel.models.loader import exported_spec, split_path_spec, user_spec
+from tessel.models.loader import model_file_spec, split_path_spec, user_spec
 from tessel.models.spec import ModelAndInputs, ModelSpec, Task, check_model_and_inputs
 
 _IMAGE_224 = "image [1, 3, 224, 224] float32, ImageNet-normalised (mean/std per channel)"
@@ -50,17 +50,18 @@ def resolve(name_or_spec: str) -> ModelSpec:
         )
     if name_or_spec in ZOO:
         return ZOO[name_or_spec]
-    if name_or_spec.endswith(".pt2"):
-        return exported_spec(Path(name_or_spec))
     path_spec = split_path_spec(name_or_spec)
     if path_spec is not None:
         return user_spec(*path_spec)
+    file_spec = model_file_spec(name_or_spec)
+    if file_spec is not None:
+        return file_spec
     hint = ""
     if name_or_spec.endswith(".py"):
         hint = " (a model file needs the factory function too: path/to/file.py:factory)"
     raise TesselConfigError(
         f"unknown model {name_or_spec!r}{hint}; known zoo models: {', '.join(ZOO)}; "
-        "or give path/to/file.py:factory or a saved ExportedProgram (model.pt2)"
+        "or give path/to/file.py:factory, model.pt2 (torch.export.save), model.onnx or model.tflite"
     )
 
 

@@ -27,6 +27,7 @@ from tessel.frontend.export import decomposition_table, exporting
 from tessel.frontend.importer import import_program
 from tessel.frontend.locations import model_root
 from tessel.frontend.model_input import as_module, example_inputs_of, is_exported, model_name
+from tessel.frontend.ir_module import QDQModule
 from tessel.ir import Graph, Node, sanitize_name, verify
 from tessel.passes.manager import run_pipeline
 from tessel.passes.to_nhwc import ToNHWC
@@ -119,8 +120,13 @@ def quantize(model: torch.nn.Module | torch.export.ExportedProgram,
 
     `model`: an nn.Module in eval mode, a torch.export.ExportedProgram or an exported
     GraphModule (`ep.module()`); a model in training mode is refused (TesselError).
-    `example_inputs` may be omitted for an ExportedProgram (its own examples are used)."""
+    `example_inputs` may be omitted for an ExportedProgram (its own examples are used).
+
+    A QDQModule (a QDQ ONNX or int8 TFLite model) is already quantised: its graph is lowered
+    as it is, keeping its scales and zero points (no calibration)."""
     config = config if config is not None else QuantConfig()
+    if isinstance(model, QDQModule):
+        return quantized_import(model, config)
     if calibration_samples < 1:
         raise TesselConfigError(f"calibration_samples must be >= 1, got {calibration_samples}")
     example_inputs = example_inputs_of(model, example_inputs)
@@ -132,6 +138,12 @@ def quantize(model: torch.nn.Module | torch.export.ExportedProgram,
     converted = convert_pt2e(prepared)
     return finish(converted, example_inputs, config, count, model_name(model),
                   None if is_exported(model) else model_root(model))
+
+
+def quantized_import(model: QDQModule, config: QuantConfig | None = None) -> QuantizedModel:
+    """Lower an imported QDQ graph (its own scales and zero points) like a converted pt2e one."""
+    graph = lower_graph(model.qdq_graph)
+    return QuantizedModel(graph, model.qdq_graph, config or QuantConfig(), 0, _host_list(graph))
 
 
 def prepare_quantize_qat(model: torch.nn.Module, example_inputs: Sample,
