@@ -61,6 +61,12 @@ def input_tile(state: MachineState, f: dict[str, Any], ch: int, dtype: np.dtype)
 def windows(tile: np.ndarray, g: Geometry, dtype: Any, fill: float | int = 0,
             offset: int = 0) -> np.ndarray:
     """View ``(oh, ow, kh, kw, C)`` of ``tile - offset`` in ``dtype``, padding = ``fill``."""
+    return window_view(padded_frame(tile, g, dtype, fill, offset), g)
+
+
+def padded_frame(tile: np.ndarray, g: Geometry, dtype: Any, fill: float | int = 0,
+                 offset: int = 0) -> np.ndarray:
+    """The ``(rows, cols, C)`` frame the windows span: ``tile - offset`` inside, ``fill`` around."""
     rows, cols = g.needed()
     ch = tile.shape[2]
     frame = np.full((rows, cols, ch), fill, dtype=dtype)
@@ -71,8 +77,13 @@ def windows(tile: np.ndarray, g: Geometry, dtype: Any, fill: float | int = 0,
         dst[...] = tile[r0:r1, c0:c1]
         if offset:
             dst -= offset
+    return frame
+
+
+def window_view(frame: np.ndarray, g: Geometry) -> np.ndarray:
+    """The read-only ``(oh, ow, kh, kw, C)`` window view of a ``padded_frame``."""
     s0, s1, s2 = frame.strides
-    return as_strided(frame, shape=(g.oh, g.ow, g.kh, g.kw, ch),
+    return as_strided(frame, shape=(g.oh, g.ow, g.kh, g.kw, frame.shape[2]),
                       strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2), writeable=False)
 
 

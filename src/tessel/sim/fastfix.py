@@ -1,0 +1,68 @@
+"""The simulator's hot-loop form of Tessel's fixed-point requantisation (unchecked, in place).
+
+``tessel.quant.fixedpoint`` is the one definition of the rounding rules; its vectorised
+functions range-check every array and build several temporaries per step, which made
+requantisation half of a simulated ResNet-18. The functions here compute the same values
+(tests/unit/sim/test_fastfix.py checks them exhaustively on edge values and randomly against
+the ``*_ref`` plain-integer references) with a few in-place int64 passes and no checks on the
+data: callers pass int64 arrays whose values are already inside int32, and parameters that
+the instruction's static checks have validated (``0 <= q31 < 2^31``, ``-31 <= shift <= 30``).
+
+Two identities make it cheap (both follow from the definitions in docs/numerics.md):
+
+* SRDHM ``round(a * b / 2^31)`` with halves towards +inf is ``(a * b + 2^30) >> 31`` (floor
+  shift) for every ``b >= 0``: gemmlowp's nudge of ``1 - 2^30`` for negative products followed
+  by C's truncating division lands on the same integer; ``INT32_MIN * INT32_MIN`` cannot occur
+  because ``q31 < 2^31``;
+* the rounding right shift by ``e >= 1`` (halves away from zero) is
+  ``(x + 2^(e-1) - [x < 0]) >> e`` (floor shift); by ``e = 0`` it is ``x``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+I64 = np.int64
+
+
+def mbqm_inplace(t: np.ndarray, q31: np.ndarray | int, shift: np.ndarray | int) -> np.ndarray:
+    """``t = MultiplyByQuantizedMultiplier(t, q31, shift)`` on an int64 array within int32.
+
+    ``q31`` / ``shift`` are scalars or arrays broadcasting against ``t``. Returns ``t``.
+    """
+    shift = np.asarray(shift, I64)
+    left = np.maximum(shift, 0)
+    right = np.maximum(-shift, 0)
+    if left.any():
+        np.left_shift(t, left, out=t)  # |t| <= 2^31, left <= 30: no int64 overflow
+        np.clip(t, INT32_MIN, INT32_MAX, out=t)
+    np.multiply(t, np.asarray(q31, I64), out=t)  # |t * q31| < 2^62
+    t += 1 << 30
+    t >>= 31
+    if right.any():
+        half = np.left_shift(I64(1), right) >> 1
+        neg = t < 0
+        if not right.all():
+            neg &= right > 0
+        t += half
+        t -= neg
+        np.right_shift(t, right, out=t)
+    return t
+
+
+def requantize_fast(acc: np.ndarray, bias: np.ndarray, q31: np.ndarray, shift: np.ndarray,
+                    zp: int, lo: int, hi: int, dtype: np.dtype) -> np.ndarray:
+    """``clamp(MBQM(sat32(acc + bias), q31, shift) + zp, lo, hi)`` as ``dtype``.
+
+    ``acc`` is int32 with channels last; ``bias`` / ``q31`` / ``shift`` are per channel (length
+    ``acc.shape[-1]``) or length 1. Equal to ``tessel.quant.fixedpoint.requantize``.
+    """
+    t = acc.astype(I64)
+    t += bias
+    np.clip(t, INT32_MIN, INT32_MAX, out=t)
+    mbqm_inplace(t, q31, shift)
+    t += zp
+    np.clip(t, lo, hi, out=t)
+    return t.astype(dtype)
