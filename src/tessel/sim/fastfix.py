@@ -37,17 +37,17 @@ def mbqm_inplace(t: np.ndarray, q31: np.ndarray | int, shift: np.ndarray | int) 
     right = np.maximum(-shift, 0)
     if left.any():
         np.left_shift(t, left, out=t)  # |t| <= 2^31, left <= 30: no int64 overflow
-        np.clip(t, INT32_MIN, INT32_MAX, out=t)
+        np.maximum(t, INT32_MIN, out=t)
+        np.minimum(t, INT32_MAX, out=t)
     np.multiply(t, np.asarray(q31, I64), out=t)  # |t * q31| < 2^62
     t += 1 << 30
     t >>= 31
     if right.any():
-        half = np.left_shift(I64(1), right) >> 1
-        neg = t < 0
+        sign = t >> 63  # -1 where negative
         if not right.all():
-            neg &= right > 0
-        t += half
-        t -= neg
+            sign *= right > 0
+        t += sign
+        t += np.left_shift(I64(1), right) >> 1
         np.right_shift(t, right, out=t)
     return t
 
@@ -56,13 +56,38 @@ def requantize_fast(acc: np.ndarray, bias: np.ndarray, q31: np.ndarray, shift: n
                     zp: int, lo: int, hi: int, dtype: np.dtype) -> np.ndarray:
     """``clamp(MBQM(sat32(acc + bias), q31, shift) + zp, lo, hi)`` as ``dtype``.
 
-    ``acc`` is int32 with channels last; ``bias`` / ``q31`` / ``shift`` are per channel (length
-    ``acc.shape[-1]``) or length 1. Equal to ``tessel.quant.fixedpoint.requantize``.
+    ``acc`` is int32 with channels last; ``bias`` / ``q31`` / ``shift`` are int64, per channel
+    (length ``acc.shape[-1]``) or length 1. Equal to ``tessel.quant.fixedpoint.requantize``.
+
+    Without a left shift, ``y(t) = MBQM(t, q31, shift)`` is non-decreasing in ``t``, so
+    saturating ``acc + bias`` first equals clamping ``y`` to ``[y(INT32_MIN), y(INT32_MAX)]``
+    (``|acc + bias| <= 2^32`` keeps ``t * q31`` inside int64). That lets the bias, the SRDHM
+    nudge and the zero point fold into per-channel constants: ten passes over the data.
     """
-    t = acc.astype(I64)
-    t += bias
-    np.clip(t, INT32_MIN, INT32_MAX, out=t)
-    mbqm_inplace(t, q31, shift)
-    t += zp
-    np.clip(t, lo, hi, out=t)
+    if (shift > 0).any():
+        t = np.add(acc, bias, dtype=I64)
+        np.clip(t, INT32_MIN, INT32_MAX, out=t)
+        mbqm_inplace(t, q31, shift)
+        t += zp
+        np.maximum(t, lo, out=t)
+        np.minimum(t, hi, out=t)
+        return t.astype(dtype)
+    right = -shift
+    ends = mbqm_inplace(np.array([[INT32_MIN], [INT32_MAX]], I64).repeat(len(q31), 1), q31, shift)
+    lo_c = np.maximum(ends[0] + zp, lo)
+    hi_c = np.minimum(ends[1] + zp, hi)
+    t = np.multiply(acc, q31, dtype=I64)  # (acc + bias) * q31 + 2^30, |.| < 2^63
+    t += bias * q31 + (1 << 30)
+    t >>= 31  # SRDHM
+    if right.any():  # rounding shift (halves away from zero) and the zero point in one floor shift
+        sign = t >> 63  # -1 where negative
+        t += sign
+        if not right.all():
+            t -= sign * (right == 0)
+        t += (np.left_shift(I64(1), right) >> 1) + np.left_shift(I64(zp), right)
+        np.right_shift(t, right, out=t)
+    else:
+        t += zp
+    np.maximum(t, lo_c, out=t)
+    np.minimum(t, hi_c, out=t)
     return t.astype(dtype)

@@ -128,7 +128,9 @@ def exec_dwconv(state: MachineState, f: dict[str, Any]) -> None:
     w = nd(state.sram, f["w_addr"], (g.kh, g.kw, ch), (g.kw * f["w_stride_k"], f["w_stride_k"], 1),
            I8).astype(np.float32)
     s = np.zeros((g.oh, g.ow, ch), np.float32)
+    tmp = np.empty_like(s)
     for ky in range(g.kh):  # loop over kernel positions (<= 225), each a whole-tile operation
         for kx in range(g.kw):
-            s += win[:, :, ky, kx, :] * w[ky, kx]
+            np.multiply(win[:, :, ky, kx, :], w[ky, kx], out=tmp)
+            s += tmp
     _store_acc(state, f, s.reshape(g.oh * g.ow, ch))

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from tessel.sim.state import MachineState, Trap, nd
 
@@ -83,8 +82,10 @@ def padded_frame(tile: np.ndarray, g: Geometry, dtype: Any, fill: float | int = 
 def window_view(frame: np.ndarray, g: Geometry) -> np.ndarray:
     """The read-only ``(oh, ow, kh, kw, C)`` window view of a ``padded_frame``."""
     s0, s1, s2 = frame.strides
-    return as_strided(frame, shape=(g.oh, g.ow, g.kh, g.kw, frame.shape[2]),
-                      strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2), writeable=False)
+    view = np.ndarray((g.oh, g.ow, g.kh, g.kw, frame.shape[2]), frame.dtype, buffer=frame,
+                      strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2))
+    view.flags.writeable = False  # overlapping windows: never written through
+    return view
 
 
 def check_nonempty(g: Geometry, what: str) -> tuple[np.ndarray, np.ndarray]:

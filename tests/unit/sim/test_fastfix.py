@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, mbqm_ref, requantize, requantize_ref
 from tessel.sim.fastfix import mbqm_inplace, requantize_fast
@@ -37,17 +38,26 @@ def test_mbqm_random_per_channel():
         assert got.tolist() == want
 
 
-def test_requantize_fast_equals_checked_and_reference():
+@pytest.mark.parametrize("shifts", [(-31, 30), (-31, 0), (-12, -1), (0, 0), (1, 30)])
+@pytest.mark.parametrize("zp", [-7, 0, 100])
+def test_requantize_fast_equals_checked_and_reference(shifts, zp):
+    """Right-shift-only (the folded path), left shifts and mixes; sums beyond int32."""
     rng = np.random.default_rng(1)
     for dt, (lo, hi) in ((np.int8, (-128, 127)), (np.int16, (-32768, 32767)), (np.int8, (0, 50))):
         acc = rng.integers(INT32_MIN, INT32_MAX, (33, 5), endpoint=True).astype(np.int32)
         acc[:10] //= 1 << 16
+        acc[10:20] //= 1 << 24
+        acc[-1] = [INT32_MIN, INT32_MAX, 0, -1, 1]
         bias = rng.integers(INT32_MIN, INT32_MAX, 5, endpoint=True)
+        bias[1:3] //= 1 << 20
         q = rng.integers(2**30, INT32_MAX, 5, endpoint=True)
-        s = rng.integers(-31, 30, 5, endpoint=True)
-        got = requantize_fast(acc, bias, q, s, -7, lo, hi, np.dtype(dt))
+        q[0] = 0 if zp == 0 else q[0]
+        s = rng.integers(*shifts, 5, endpoint=True)
+        got = requantize_fast(acc, bias, q, s, zp, lo, hi, np.dtype(dt))
         assert got.dtype == dt
-        assert np.array_equal(got, requantize(acc, bias, q, s, -7, lo, hi, -1, dt))
-        for r, c in itertools.product(range(0, 33, 4), range(5)):
+        assert np.array_equal(got, requantize(acc, bias, q, s, zp, lo, hi, -1, dt))
+        for r, c in itertools.product(list(range(0, 33, 4)) + [32], range(5)):
             assert got[r, c] == requantize_ref(int(acc[r, c]), int(bias[c]), int(q[c]),
-                                               int(s[c]), -7, lo, hi)
+                                               int(s[c]), zp, lo, hi)
+        one = requantize_fast(acc, bias[:1], q[:1], s[:1], zp, lo, hi, np.dtype(dt))
+        assert np.array_equal(one, requantize(acc, bias[0], q[0], s[0], zp, lo, hi, -1, dt))
