@@ -6,10 +6,20 @@ per-layer CSV). docs/analysis.md explains how to read them.
     write_csv(cm.profile, "layers.csv")
 """
 
-from tessel.analysis.csv import write_csv
-from tessel.analysis.html import report_html, write_html
-from tessel.analysis.timeline import Timeline, build_timeline
-from tessel.analysis.trace import trace_events, write_trace
+_LAZY = {  # imported on first use, so that `tessel --help` does not load the runtime
+    "write_csv": "tessel.analysis.csv", "report_html": "tessel.analysis.html",
+    "write_html": "tessel.analysis.html", "Timeline": "tessel.analysis.timeline",
+    "build_timeline": "tessel.analysis.timeline", "trace_events": "tessel.analysis.trace",
+    "write_trace": "tessel.analysis.trace",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tessel.analysis' has no attribute {name!r}")
+
 
 __all__ = ["Timeline", "build_timeline", "report_html", "trace_events", "write_csv",
            "write_html", "write_trace"]

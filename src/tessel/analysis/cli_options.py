@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tessel.analysis.figures import check_fps
-from tessel.runtime.compiled import CompiledModel
+if TYPE_CHECKING:  # the CLI builds its parser without the runtime (tessel --help stays fast)
+    from tessel.runtime.compiled import CompiledModel
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +32,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 def write_reports(args: argparse.Namespace, compiled: CompiledModel) -> list[Path]:
     """Write the reports ``args`` asks for (none if no option was given); the timing schedule
     is computed once and shared."""
+    from tessel.analysis.figures import check_fps
+
     html_path = getattr(args, "html", None)
     trace_path = getattr(args, "trace", None)
     csv_path = getattr(args, "csv", None)

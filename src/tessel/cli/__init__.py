@@ -11,7 +11,7 @@ from tessel.errors import TesselError
 
 # Modules that add sub-commands through register(subparsers), in help order.
 COMMAND_MODULES = (
-    "tessel.cli.frontend", "tessel.passes.cli", "tessel.cli.quant", "tessel.cli.backend",
+    "tessel.cli.frontend", "tessel.cli.opt", "tessel.cli.quant", "tessel.cli.backend",
     "tessel.cli.advise", "tessel.cli.explore", "tessel.cli.hw", "tessel.cli.asm",
 )
 

@@ -7,10 +7,13 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.errors import TesselConfigError, TesselError
+
+if TYPE_CHECKING:  # numpy is imported by the commands, not by `tessel --help`
+    import numpy as np
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,8 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
     p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
     p.add_argument("-o", "--output", type=Path, required=True, help="the .tsl file to write")
-    p.add_argument("--calibration", type=int, default=32, metavar="N",
-                   help="calibration samples (default 32)")
+    p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
+                   help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     p.add_argument("--no-fallback", action="store_true",
                    help="fail instead of running unsupported ops on the host CPU")
     p.add_argument("--dump-after", action="append", default=[], metavar="PASS",
@@ -30,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "model, without building a binary (the design-space exploration path)")
     p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
     p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
-    p.add_argument("--calibration", type=int, default=32, metavar="N")
+    p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
+                   help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_estimate)
 
@@ -130,6 +134,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=1, sort_keys=True))
     else:
+        import numpy as np
+
         for n, o in zip(cm.output_names, outputs, strict=True):
             flat = o.reshape(-1)
             print(f"{n}: shape {list(o.shape)} {o.dtype}, first values {np.round(flat[:6], 4)}")
@@ -145,6 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _check(cm, source, inputs, outputs) -> tuple[dict, bool]:
     """Re-quantise the source model (deterministic) for its golden and float outputs."""
+    import numpy as np
     import torch
 
     from tessel.quant.accuracy import sqnr_db
@@ -170,6 +177,8 @@ def _example_inputs(source) -> list[np.ndarray]:
 
 
 def _load_npy(path: Path) -> np.ndarray:
+    import numpy as np
+
     try:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from scipy.special import erf, expit
 
 from tessel.ir.ops import Op, window_out
 from tessel.ir.types import Layout
@@ -189,6 +188,17 @@ def upsample_nearest(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- elementwise
+def expit(x: np.ndarray) -> np.ndarray:
+    """The logistic sigmoid (scipy's, imported on first use: scipy costs ~1 s to import)."""
+    from scipy.special import expit as _expit
+    return _expit(x)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function (scipy's, imported on first use)."""
+    from scipy.special import erf as _erf
+    return _erf(x)
+
 
 _UNARY: dict[Op, Callable[[np.ndarray], np.ndarray]] = {
     Op.RELU: lambda x: np.maximum(x, 0),
