@@ -53,7 +53,15 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *,  
     `tessel run --check` can recompute the golden and float references. dump: called with
     the integer graph after quantisation (`--dump-after quantize`)."""
     from tessel.quant.api import quantize
+    from tessel.threads import single_threaded
 
+    with single_threaded():  # same binary and speed whatever the caller's thread settings
+        return _compile(model, example_inputs, target, calibration_data, options, quant_config,
+                        name, progress, times, source, dump, quantize)
+
+
+def _compile(model, example_inputs, target, calibration_data, options, quant_config, name,
+             progress, times, source, dump, quantize) -> CompiledModel:
     options = options or CompileOptions()
     arch = target if isinstance(target, NpuArch) else load_target(target)
     times = times if times is not None else StageTimes()
