@@ -23,6 +23,8 @@ from tessel.codegen.program import compile_region
 from tessel.ir import Graph, print_graph, verify
 from tessel.ir.macs import node_macs
 from tessel.runtime.compiled import CompiledModel
+from tessel.runtime.reference import KEY as REFERENCE_KEY
+from tessel.runtime.reference import reference_metadata
 from tessel.schedule.partition import partition
 
 Progress = Callable[[str], None]
@@ -74,10 +76,25 @@ def _compile(model, example_inputs, target, calibration_data, options, quant_con
     times.record("frontend+quantise", t0)
     if dump is not None:
         dump(qm.graph)
-    extra = {"source": {"model": source, "calibration": options.calibration_samples}} \
-        if source else {}
+    extra: dict[str, Any] = {}
+    if source:
+        t0 = time.perf_counter()
+        say("computing the reference outputs for `tessel run --check`")
+        extra = {"source": {"model": source, "calibration": options.calibration_samples},
+                 REFERENCE_KEY: _reference(model, qm, example_inputs)}
+        times.record("reference", t0)
     return compile_graph(verify(qm.graph), arch, options=options, name=name, progress=say,
                          times=times, metadata=extra)
+
+
+def _reference(model: torch.nn.Module, qm: Any, example_inputs: Sequence[torch.Tensor]
+               ) -> dict[str, Any]:
+    """Golden and float outputs on the example inputs (stored: `run --check` reuses them)."""
+    golden = qm.run(*example_inputs)
+    with torch.no_grad():
+        out = model(*example_inputs)
+    outs = [out] if isinstance(out, torch.Tensor) else list(out)
+    return reference_metadata(golden, [o.detach().float().numpy() for o in outs])
 
 
 def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None = None,
