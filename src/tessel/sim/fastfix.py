@@ -32,6 +32,8 @@ def mbqm_inplace(t: np.ndarray, q31: np.ndarray | int, shift: np.ndarray | int) 
 
     ``q31`` / ``shift`` are scalars or arrays broadcasting against ``t``. Returns ``t``.
     """
+    if isinstance(shift, int | np.integer) and isinstance(q31, int | np.integer):
+        return _mbqm_scalar(t, int(q31), int(shift))
     shift = np.asarray(shift, I64)
     left = np.maximum(shift, 0)
     right = np.maximum(-shift, 0)
@@ -49,6 +51,22 @@ def mbqm_inplace(t: np.ndarray, q31: np.ndarray | int, shift: np.ndarray | int) 
         t += sign
         t += np.left_shift(I64(1), right) >> 1
         np.right_shift(t, right, out=t)
+    return t
+
+
+def _mbqm_scalar(t: np.ndarray, q31: int, shift: int) -> np.ndarray:
+    """``mbqm_inplace`` for one multiplier (ELTWISE): the same steps on Python ints."""
+    if shift > 0:
+        t <<= shift
+        np.maximum(t, INT32_MIN, out=t)
+        np.minimum(t, INT32_MAX, out=t)
+    t *= q31
+    t += 1 << 30
+    t >>= 31
+    if shift < 0:
+        t += t >> 63
+        t += 1 << (-shift - 1)
+        t >>= -shift
     return t
 
 

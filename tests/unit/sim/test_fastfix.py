@@ -19,8 +19,9 @@ SHIFTS = list(range(-31, 31))
 def test_mbqm_edges_every_shift():
     x = np.array(EDGE_X, np.int64)
     for q, s in itertools.product(EDGE_Q, SHIFTS):
-        got = mbqm_inplace(x.copy(), q, s)
         want = [mbqm_ref(int(v), q, s) for v in x]
+        assert mbqm_inplace(x.copy(), q, s).tolist() == want, (q, s)  # scalar path
+        got = mbqm_inplace(x.copy(), np.array([q]), np.array([s]))  # array path
         assert got.tolist() == want, (q, s)
 
 
