@@ -3,6 +3,11 @@
 Run: ``python -m benchmarks.bench_sim``; prints markdown tables. Every figure is the median of
 ``REPEATS`` runs after one warm-up run (which also fills the prepared-program cache, so
 decoding and the static checks are reported separately as "prepare").
+
+``python -m benchmarks.bench_sim --models resnet18 mobilenet_v2 vit_small minilm``: bit-exact
+simulation of one input vs torch fp32 eager of the same input, in the same process, one thread
+each, interleaved, medians of CPU seconds (``time.process_time``: on a shared, loaded machine
+wall time mostly measures the other tenants) and of wall seconds.
 """
 
 from __future__ import annotations
@@ -125,7 +130,51 @@ def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
     return threadpoolctl.threadpool_limits(1)
 
 
+def _median_cpu_wall(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
+    fn()
+    cpu, wall = [], []
+    for _ in range(repeats):
+        c0, w0 = time.process_time(), time.perf_counter()
+        fn()
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    return statistics.median(cpu), statistics.median(wall)
+
+
+def bench_models(names: list[str], preset: str = "tnpu-s", repeats: int = REPEATS) -> None:
+    """Simulator vs torch eager on zoo models (calibration 4: only the binary matters here)."""
+    import torch
+
+    from tessel.driver import compile_graph
+    from tessel.models import resolve
+    from tessel.quant.accuracy import default_config
+    from tessel.quant.api import quantize
+
+    torch.set_num_threads(1)
+    print(f"## Bit-exact simulation vs torch fp32 eager ({preset}, 1 thread each, median of "
+          f"{repeats})\n")
+    print("| model | sim CPU s | eager CPU s | ratio (CPU) | sim wall s | eager wall s | "
+          "ratio (wall) |\n|---|---:|---:|---:|---:|---:|---:|")
+    for name in names:
+        spec = resolve(name)
+        model, example = spec.factory()
+        qm = quantize(model, example, calibration_data=spec.calibration_data(4),
+                      config=default_config(name), calibration_samples=4)
+        cm = compile_graph(qm.graph, load_preset(preset), name=name)
+        x = [t.numpy() for t in example]
+        with torch.no_grad(), _one_blas_thread():
+            s_cpu, s_wall = _median_cpu_wall(lambda cm=cm, x=x: cm.run(*x), repeats)
+            e_cpu, e_wall = _median_cpu_wall(lambda m=model, ex=example: m(*ex), repeats)
+        print(f"| {name} | {s_cpu:.3f} | {e_cpu:.3f} | {s_cpu / e_cpu:.2f}x | {s_wall:.3f} | "
+              f"{e_wall:.3f} | {s_wall / e_wall:.2f}x |", flush=True)
+
+
 def main() -> None:
+    import sys
+
+    if len(sys.argv) > 2 and sys.argv[1] == "--models":
+        bench_models(sys.argv[2:])
+        return
     arch = load_preset("tnpu-m")  # the largest accumulator / SRAM of the presets
     print(f"## Simulator speed ({arch.name}, median of {REPEATS} after a warm-up)\n")
     print("| mode | instructions/s | seconds |\n|---|---:|---:|")

@@ -25,6 +25,8 @@ from tessel.frontend.model_input import model_name
 from tessel.ir import Graph, Node, Op, print_graph, verify
 from tessel.ir.macs import node_macs
 from tessel.runtime.compiled import CompiledModel
+from tessel.runtime.reference import KEY as REFERENCE_KEY
+from tessel.runtime.reference import reference_metadata
 from tessel.schedule.fallback import op_label, summarize
 from tessel.schedule.partition import partition
 
@@ -61,7 +63,15 @@ def compile(model: torch.nn.Module | torch.export.ExportedProgram,  # noqa: A001
     the integer graph after quantisation (`--dump-after quantize`)."""
     from tessel.models.digest import source_record
     from tessel.quant.api import quantize
+    from tessel.threads import single_threaded
 
+    with single_threaded():  # same binary and speed whatever the caller's thread settings
+        return _compile(model, example_inputs, target, calibration_data, options, quant_config,
+                        name, progress, times, source, dump, quantize)
+
+
+def _compile(model, example_inputs, target, calibration_data, options, quant_config, name,
+             progress, times, source, dump, quantize) -> CompiledModel:
     options = options or CompileOptions()
     arch = target if isinstance(target, NpuArch) else load_target(target)
     times = times if times is not None else StageTimes()
@@ -74,8 +84,13 @@ def compile(model: torch.nn.Module | torch.export.ExportedProgram,  # noqa: A001
     times.record("frontend+quantise", t0)
     if dump is not None:
         dump(qm.graph)
-    extra = {"source": {**source_record(source), "calibration": options.calibration_samples}} \
-        if source else {}
+    extra: dict[str, Any] = {}
+    if source:
+        t0 = time.perf_counter()
+        say("computing the reference outputs for `tessel run --check`")
+        extra = {"source": {**source_record(source), "calibration": options.calibration_samples},
+                 REFERENCE_KEY: _reference(model, qm, example_inputs)}
+        times.record("reference", t0)
     return compile_graph(verify(qm.graph), arch, options=options, name=name, progress=say,
                          times=times, metadata=extra)
 
@@ -93,6 +108,19 @@ def host_op_lines(graph: Graph, nodes: Sequence[Node]) -> list[str]:
             op += f" (NPU: {why or 'runs after a host op'})"
         lines.append(f"%{n.name} = {op} at {n.loc}")
     return lines
+
+
+def _reference(model: Any, qm: Any, example_inputs: Sequence[torch.Tensor] | None
+               ) -> dict[str, Any]:
+    """Golden and float outputs on the example inputs (stored: `run --check` reuses them), and
+    the outputs that span fewer than a few quantisation steps (warned about by the check)."""
+    from tessel.frontend.model_input import as_module, example_inputs_of
+    from tessel.runtime.check import float_reference, low_range_outputs
+
+    inputs = example_inputs_of(model, example_inputs)
+    golden = qm.run(*inputs)
+    return reference_metadata(golden, float_reference(as_module(model), inputs),
+                              low_range_outputs(qm.graph, golden))
 
 
 def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None = None,

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pytest
+
 from tessel.cli import main
+from tessel.models import resolve
 
 
 def test_compile_run_check_profile(tmp_path, capsys):
@@ -16,7 +20,15 @@ def test_compile_run_check_profile(tmp_path, capsys):
     assert main(["run", str(out), "--check", "--json"]) == 0
     run = json.loads(capsys.readouterr().out)
     assert run["check"]["bit_exact"] is True
+    assert run["check"]["reference"] == "stored"  # no re-quantisation for the example inputs
     assert min(run["check"]["sqnr_db"].values()) > 20
+    x = tmp_path / "x.npy"
+    np.save(x, resolve("digits_cnn").factory()[1][0].numpy())
+    assert main(["run", str(out), "--input", str(x), "--check", "--json"]) == 0
+    again_run = json.loads(capsys.readouterr().out)
+    assert again_run["check"]["reference"] == "re-quantised"
+    assert again_run["check"]["bit_exact"] is True
+    assert again_run["check"]["sqnr_db"] == pytest.approx(run["check"]["sqnr_db"], abs=1e-4)
     html, trace, csv = tmp_path / "r.html", tmp_path / "t.json", tmp_path / "l.csv"
     assert main(["profile", str(out), "--json", "--html", str(html), "--trace", str(trace),
                  "--csv", str(csv)]) == 0

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the CLI builds its parser without the runtime (tessel --help stays fast)
     from tessel.runtime.compiled import CompiledModel
 
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tessel.arch import NpuArch, load_target
+from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.program import (
     _DummyTensors,
@@ -123,7 +124,7 @@ def _check_fits(graph: Graph, part: Any, nodes: list, arch: NpuArch, choices: li
 
 def estimate(model: Any, example_inputs: Sequence[Any], *, target: str | NpuArch = "tnpu-s",
              calibration_data: Iterable[Sequence[Any]] | None = None,
-             calibration_samples: int = 32, quant_config: Any = None,
+             calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES, quant_config: Any = None,
              name: str | None = None) -> EstimateReport:
     """Quantise a PyTorch model and estimate it on `target` (no binary is built)."""
     from tessel.quant.api import quantize

@@ -36,6 +36,7 @@ from tessel.analysis.explore_space import (
 )
 from tessel.analysis.explore_store import PointResult, Study, pareto_front
 from tessel.arch import NpuArch, load_target
+from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.errors import TesselConfigError
 from tessel.fileio import write_atomic
 from tessel.ir import Graph
@@ -100,7 +101,7 @@ def _fmt(v: Any) -> str:
 def explore(models: Sequence[str] | Mapping[str, Graph], space: Space | str | Path | Mapping,
             *, target: str | NpuArch = "tnpu-s", out: str | Path | None = None,
             workers: int = 1, ray: str | None = None, search: Search | str = Search.AUTO,
-            trials: int = 200, seed: int = 0, calibration_samples: int = 8,
+            trials: int = 200, seed: int = 0, calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES,
             progress: bool | Callable[[str], None] = False) -> ExploreResult:
     """Explore ``space`` around ``target`` for ``models`` (zoo names / path.py:factory, or
     name -> quantised integer graph). Writes the study, CSV, plot and presets into ``out``."""

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from tessel.errors import TesselConfigError
 
+# The one default of every API and CLI command that calibrates (`--calibration N`).
+DEFAULT_CALIBRATION_SAMPLES = 32
+
 
 @dataclass(frozen=True)
 class CompileOptions:
@@ -24,7 +27,7 @@ class CompileOptions:
         deterministic for a given seed.
     """
 
-    calibration_samples: int = 32
+    calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
     allow_host_fallback: bool = True
     dump_after: tuple[str, ...] = ()
     seed: int = 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.errors import TesselConfigError
 
 
@@ -16,8 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "of relaxing each NPU parameter by 2x (compiler in the loop), ranked, with area cost")
     p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
     p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
-    p.add_argument("--calibration", type=int, default=32, metavar="N",
-                   help="calibration samples (default 32)")
+    p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
+                   help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--layers", type=int, default=15, metavar="N",
                    help="slowest layers shown in the text table (default 15)")

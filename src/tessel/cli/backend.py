@@ -7,11 +7,14 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.errors import TesselConfigError, TesselError
 from tessel.fileio import check_writable
+
+if TYPE_CHECKING:  # numpy is imported by the commands, not by `tessel --help`
+    import numpy as np
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,8 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "saved ExportedProgram (model.pt2)")
     p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
     p.add_argument("-o", "--output", type=Path, required=True, help="the .tsl file to write")
-    p.add_argument("--calibration", type=int, default=32, metavar="N",
-                   help="calibration samples (default 32)")
+    p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
+                   help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     add_data_arguments(p)
     p.add_argument("--no-fallback", action="store_true",
                    help="fail instead of running unsupported ops on the host CPU")
@@ -33,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "model, without building a binary (the design-space exploration path)")
     p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
     p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
-    p.add_argument("--calibration", type=int, default=32, metavar="N")
+    p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
+                   help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_estimate)
 
@@ -181,6 +185,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=1, sort_keys=True))
     else:
+        import numpy as np
+
         for n, o in zip(cm.output_names, outputs, strict=True):
             flat = o.reshape(-1)
             print(f"{n}: shape {list(o.shape)} {o.dtype}, first values {np.round(flat[:6], 4)}")
@@ -188,19 +194,32 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"{cm.last_run.host_seconds:.3f} s)")
         if args.check:
             from tessel.runtime.check import CheckReport
-            print(CheckReport(**result["check"]).text())
+            fields = {k: v for k, v in result["check"].items() if k != "reference"}
+            print(CheckReport(**fields).text())
     return 0 if ok else 1
 
 
 def _check(cm, source, inputs, outputs, args) -> tuple[dict, bool]:
-    """Re-quantise the source model (deterministic) for its golden and float outputs."""
+    """Compare with the golden and float outputs: those stored in the binary for its example
+    inputs (no re-quantisation), else from re-quantising the source model (deterministic)."""
     from tessel.runtime.check import compare, float_reference
-    from tessel.runtime.source import requantize_source
+    from tessel.runtime.reference import stored_reference
 
-    model, _, qm = requantize_source(source, "--check", args.binary, args.model)
-    report = compare(cm.output_names, outputs, qm.run(*inputs), float_reference(model, inputs),
-                     qm.graph, inputs)
-    return report.to_json(), report.bit_exact
+    stored = stored_reference(cm.program.metadata) if not args.input else None
+    if stored is not None:
+        if len(stored.golden) != len(outputs) or len(stored.float) != len(outputs):
+            raise TesselError(f"{args.binary}: metadata 'reference' has {len(stored.golden)} "
+                              f"golden outputs for a program with {len(outputs)}")
+        report = compare(cm.output_names, outputs, stored.golden, stored.float,
+                         low_range=stored.low_range)
+    else:
+        from tessel.runtime.source import requantize_source
+
+        model, _, qm = requantize_source(source, "--check", args.binary, args.model)
+        report = compare(cm.output_names, outputs, qm.run(*inputs),
+                         float_reference(model, inputs), qm.graph, inputs)
+    return {**report.to_json(), "reference": "stored" if stored is not None else "re-quantised"}, \
+        report.bit_exact
 
 
 def _example_inputs(source, binary: Path, override: str | None) -> list[np.ndarray]:
@@ -215,6 +234,8 @@ def _example_inputs(source, binary: Path, override: str | None) -> list[np.ndarr
 def _load_npy(path: Path) -> np.ndarray:
     """A .npy array; anything else (missing, empty, truncated, pickled objects, .npz) is one
     TesselConfigError naming the file."""
+    import numpy as np
+
     try:
         array = np.load(path, allow_pickle=False)
     except IsADirectoryError:

@@ -7,6 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
+from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -29,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=int, default=200,
                    help="design points to evaluate with nsga2/tpe (default 200)")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
-    p.add_argument("--calibration", type=int, default=8,
-                   help="calibration samples for quantisation (default 8)")
+    p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES,
+                   help=f"calibration samples for quantisation (default {DEFAULT_CALIBRATION_SAMPLES})")
     p.add_argument("--json", action="store_true", help="print the Pareto front as JSON")
     p.set_defaults(func=cmd_explore)
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 
+from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.errors import TesselConfigError
 
 
@@ -13,8 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("accuracy", help="quantise a model and compare the golden (integer) "
                        "model with float PyTorch: SQNR, top-1, accuracy, cosine, host ops")
     p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
-    p.add_argument("--calibration", type=int, default=32, metavar="N",
-                   help="calibration samples (default 32)")
+    p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
+                   help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     p.add_argument("--samples", type=int, default=16, metavar="M",
                    help="evaluation inputs for models without a test set (default 16)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -195,6 +195,17 @@ def upsample_nearest(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- elementwise
+def expit(x: np.ndarray) -> np.ndarray:
+    """The logistic sigmoid (scipy's, imported on first use: scipy costs ~1 s to import)."""
+    from scipy.special import expit as _expit
+    return _expit(x)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function (scipy's, imported on first use)."""
+    from scipy.special import erf as _erf
+    return _erf(x)
+
 
 _UNARY: dict[Op, Callable[[np.ndarray], np.ndarray]] = {
     Op.RELU: lambda x: np.maximum(x, 0),

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.models import ModelSpec, Task, load, resolve
 from tessel.quant.api import QuantizedModel, quantize
 from tessel.quant.config import OpKind, QuantConfig
@@ -197,7 +198,8 @@ def _qdq_outputs(qm: QuantizedModel, inputs: Sequence[Sample]) -> list[np.ndarra
     return [np.concatenate([r[k] for r in rows]) for k in range(len(rows[0]))]
 
 
-def evaluate(model_spec: str, calibration: int = 32, eval_samples: int = 16,
+def evaluate(model_spec: str, calibration: int = DEFAULT_CALIBRATION_SAMPLES,
+             eval_samples: int = 16,
              config: QuantConfig | None = None) -> AccuracyReport:
     """Quantise a zoo model (or path/to/file.py:factory) and measure it against float."""
     spec = resolve(model_spec)

@@ -22,6 +22,7 @@ import torch
 from torch.fx import GraphModule
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.errors import TesselConfigError
 from tessel.frontend.export import decomposition_table, exporting
 from tessel.frontend.importer import import_program
@@ -114,7 +115,7 @@ def finish(converted: GraphModule, example_inputs: Sample, config: QuantConfig, 
 def quantize(model: torch.nn.Module | torch.export.ExportedProgram,
              example_inputs: Sample | None = None,
              calibration_data: Iterable[Sample] | None = None, config: QuantConfig | None = None,
-             *, calibration_samples: int = 32) -> QuantizedModel:
+             *, calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES) -> QuantizedModel:
     """PTQ: export, prepare, calibrate (on up to `calibration_samples` samples of
     `calibration_data`; the example inputs if None), convert, import, lower, NHWC layout.
 

@@ -17,6 +17,7 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e, 
 from tessel.errors import TesselConfigError
 from tessel.quant.config import QuantConfig
 from tessel.quant.quantizer import TesselQuantizer
+from tessel.threads import single_threaded
 
 Sample = torch.Tensor | Sequence[torch.Tensor]
 
@@ -36,7 +37,7 @@ def export_for_quant(model: torch.nn.Module, example_inputs: Sample) -> GraphMod
 def calibrate(prepared: GraphModule, calibration_data: Iterable[Sample]) -> int:
     """Run every calibration sample through the observed model; returns the sample count."""
     count = 0
-    with torch.no_grad():
+    with torch.no_grad(), single_threaded():  # float reduction order fixed: same binary
         for sample in calibration_data:
             prepared(*_as_args(sample))
             count += 1

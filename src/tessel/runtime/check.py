@@ -114,8 +114,10 @@ def low_range_outputs(graph: Graph, outputs: Sequence[np.ndarray],
 
 def compare(names: Sequence[str], outputs: Sequence[np.ndarray], golden: Sequence[np.ndarray],
             reference: Sequence[np.ndarray], graph: Graph | None = None,
-            inputs: Sequence[np.ndarray] = ()) -> CheckReport:
-    """Compare simulated outputs with the golden model and the float reference."""
+            inputs: Sequence[np.ndarray] = (), low_range: Sequence[str] | None = None
+            ) -> CheckReport:
+    """Compare simulated outputs with the golden model and the float reference. Without the
+    integer `graph`, `low_range` names the low-range outputs (as stored in the binary)."""
     differing = tuple(n for n, a, b in zip(names, outputs, golden, strict=True) if not same(a, b))
     sqnr = {n: float(finite_sqnr_db(r, o)) for n, r, o in zip(names, reference, outputs,
                                                                strict=True)}
@@ -123,5 +125,5 @@ def compare(names: Sequence[str], outputs: Sequence[np.ndarray], golden: Sequenc
                     if np.asarray(o).dtype.kind == "f"
                     and bool((np.isnan(o) & np.isfinite(np.asarray(r, np.float64))).any()))
     sources = tuple(nan_sources(graph, inputs)) if nan_out and graph is not None else ()
-    low = tuple(low_range_outputs(graph, outputs)) if graph is not None else ()
+    low = tuple(low_range_outputs(graph, outputs)) if graph is not None else tuple(low_range or ())
     return CheckReport(not differing, differing, sqnr, nan_out, sources, low)

@@ -16,7 +16,7 @@ import numpy as np
 
 from tessel.isa.fields import AccMode
 from tessel.sim.state import MachineState, acc_view, nd
-from tessel.sim.window import Geometry, input_tile, windows
+from tessel.sim.window import Geometry, input_tile, padded_frame, window_view, windows
 
 I8 = np.dtype("<i1")
 F32_EXACT = 2**24
@@ -42,15 +42,32 @@ def chunk_len(a_zp: int, b_zp: int) -> int:
     return max(1, (F32_EXACT - 1) // (_max_abs(a_zp) * _max_abs(b_zp)))
 
 
-def exact_matmul(a: np.ndarray, b: np.ndarray, chunk: int) -> np.ndarray:
-    """``a @ b`` for float32 arrays of exact small integers, exact: split K into chunks."""
+def exact_matmul(a: np.ndarray, b: np.ndarray, chunk: int,
+                 a_l1: float | None = None) -> np.ndarray:
+    """``a @ b`` for float32 arrays of exact small integers, exact: split K into chunks.
+
+    One float32 GEMM suffices when every row's sum of ``|a|`` times ``max |b|`` stays below
+    2^24 (then every partial sum, in whatever order BLAS adds, is an exact integer): checked on
+    the data first, which saves the chunking for most tiles of real activations (zeros after
+    ReLU contribute nothing to the bound). ``a_l1``: a known bound on the rows' sums of ``|a|``.
+    """
     k = a.shape[1]
-    if k <= chunk:
+    if k <= chunk or _l1_exact(a, b, a_l1):
         return a @ b
     out = np.zeros((a.shape[0], b.shape[1]), np.float64)
     for lo in range(0, k, chunk):
         out += a[:, lo:lo + chunk] @ b[lo:lo + chunk]
     return out
+
+
+def _l1_exact(a: np.ndarray, b: np.ndarray, a_l1: float | None) -> bool:
+    """True if ``max_i sum_k |a[i, k]| * max |b| < 2^24`` (a float32 GEMM is then exact)."""
+    bmax = float(np.abs(b).max(initial=0.0))
+    if bmax == 0.0:
+        return True
+    if a_l1 is None:
+        a_l1 = float(np.abs(a).sum(axis=1, dtype=np.float64).max(initial=0.0))
+    return a_l1 * bmax < F32_EXACT
 
 
 def _to_int32(s: np.ndarray) -> np.ndarray:
@@ -91,12 +108,17 @@ def exec_conv(state: MachineState, f: dict[str, Any]) -> None:
     cin, cout = f["cin"], f["cout"]
     kk = g.kh * g.kw
     tile = input_tile(state, f, cin, I8)
-    win = windows(tile, g, np.float32, 0, f["in_zp"])  # padding contributes (x - in_zp) = 0
-    cols = win.reshape(g.oh * g.ow, kk * cin)  # im2col on the host (a copy)
+    # padding contributes (x - in_zp) = 0
+    frame = padded_frame(tile, g, np.float32, 0, f["in_zp"])
+    cols = window_view(frame, g).reshape(g.oh * g.ow, kk * cin)  # im2col on the host (a copy)
     w = nd(state.sram, f["w_addr"], (kk, cin, cout),
            (f["w_stride_k"], f["w_stride_ci"], f["w_stride_co"]), I8)
     wf = _operand_f32(w, f["w_zp"]).reshape(kk * cin, cout)
-    _store_acc(state, f, exact_matmul(cols, wf, chunk_len(f["in_zp"], f["w_zp"])))
+    chunk = chunk_len(f["in_zp"], f["w_zp"])
+    # a window's sum of |x - zp| is at most kh * kw times the largest per-pixel sum
+    l1 = None if kk * cin <= chunk else kk * float(
+        np.abs(frame).sum(axis=2, dtype=np.float64).max(initial=0.0))
+    _store_acc(state, f, exact_matmul(cols, wf, chunk, l1))
 
 
 def exec_dwconv(state: MachineState, f: dict[str, Any]) -> None:
@@ -106,7 +128,9 @@ def exec_dwconv(state: MachineState, f: dict[str, Any]) -> None:
     w = nd(state.sram, f["w_addr"], (g.kh, g.kw, ch), (g.kw * f["w_stride_k"], f["w_stride_k"], 1),
            I8).astype(np.float32)
     s = np.zeros((g.oh, g.ow, ch), np.float32)
+    tmp = np.empty_like(s)
     for ky in range(g.kh):  # loop over kernel positions (<= 225), each a whole-tile operation
         for kx in range(g.kw):
-            s += win[:, :, ky, kx, :] * w[ky, kx]
+            np.multiply(win[:, :, ky, kx, :], w[ky, kx], out=tmp)
+            s += tmp
     _store_acc(state, f, s.reshape(g.oh * g.ow, ch))

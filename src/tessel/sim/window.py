@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.sim.state import MachineState, Trap, nd
@@ -69,6 +68,12 @@ def input_tile(state: MachineState, f: dict[str, Any], ch: int, dtype: np.dtype)
 def windows(tile: np.ndarray, g: Geometry, dtype: Any, fill: float | int = 0,
             offset: int = 0) -> np.ndarray:
     """View ``(oh, ow, kh, kw, C)`` of ``tile - offset`` in ``dtype``, padding = ``fill``."""
+    return window_view(padded_frame(tile, g, dtype, fill, offset), g)
+
+
+def padded_frame(tile: np.ndarray, g: Geometry, dtype: Any, fill: float | int = 0,
+                 offset: int = 0) -> np.ndarray:
+    """The ``(rows, cols, C)`` frame the windows span: ``tile - offset`` inside, ``fill`` around."""
     rows, cols = g.needed()
     ch = tile.shape[2]
     frame = np.full((rows, cols, ch), fill, dtype=dtype)
@@ -79,9 +84,16 @@ def windows(tile: np.ndarray, g: Geometry, dtype: Any, fill: float | int = 0,
         dst[...] = tile[r0:r1, c0:c1]
         if offset:
             dst -= offset
+    return frame
+
+
+def window_view(frame: np.ndarray, g: Geometry) -> np.ndarray:
+    """The read-only ``(oh, ow, kh, kw, C)`` window view of a ``padded_frame``."""
     s0, s1, s2 = frame.strides
-    return as_strided(frame, shape=(g.oh, g.ow, g.kh, g.kw, ch),
-                      strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2), writeable=False)
+    view = np.ndarray((g.oh, g.ow, g.kh, g.kw, frame.shape[2]), frame.dtype, buffer=frame,
+                      strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2))
+    view.flags.writeable = False  # overlapping windows: never written through
+    return view
 
 
 def check_nonempty(g: Geometry, what: str) -> tuple[np.ndarray, np.ndarray]:

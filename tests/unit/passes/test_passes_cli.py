@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tessel.cli.opt import register
 from tessel.errors import TesselConfigError, TesselParseError
 from tessel.ir import Op, parse_graph
-from tessel.passes.cli import register
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 

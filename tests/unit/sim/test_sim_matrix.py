@@ -130,3 +130,17 @@ def test_conv_random_geometries_match_torch():
         st = run_raw({Engine.MATRIX: [ins]}, sram=[(0, x), (60_000, w)])
         ref = _conv_ref(x, w, in_zp, w_zp, (sh, sw), (dh, dw), (pt, pl), (oh, ow))
         assert np.array_equal(acc_read(st, 0, (oh, ow, cout)), ref), ins
+
+
+@pytest.mark.parametrize("density", [0.02, 0.2, 1.0])
+def test_exact_matmul_l1_path_and_chunked_path_are_exact(density):
+    """Sparse rows take the single-GEMM path (L1 bound), dense ones the chunked path."""
+    from tessel.sim.matrix import chunk_len, exact_matmul
+
+    rng = np.random.default_rng(7)
+    k = 4608
+    a = rng.integers(0, 256, (64, k)) * (rng.random((64, k)) < density)
+    b = rng.integers(-128, 128, (k, 48))
+    ref = a @ b
+    got = exact_matmul(a.astype(np.float32), b.astype(np.float32), chunk_len(-128, 0))
+    assert np.array_equal(np.asarray(got, np.float64), ref.astype(np.float64))

@@ -5,16 +5,22 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tessel.errors import TesselConfigError
 from tessel.fileio import check_writable, read_text, write_atomic
-from tessel.ir.parser import parse_graph
-from tessel.ir.printer import print_graph
-from tessel.passes.manager import PASSES, check_dump_after, default_pipeline, run_pipeline
+
+class _PassListDescription(argparse.ArgumentParser):
+    """`tessel opt --help` lists the passes; the pass manager (and numpy) load only then."""
+
+    def format_help(self) -> str:
+        from tessel.passes.manager import PASSES
+
+        self.description = "Run Tessel passes on IR text. Passes: " + ", ".join(sorted(PASSES))
+        return super().format_help()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("opt", help="run passes on an IR file and print the result",
-                              description="Run Tessel passes on IR text. Passes: "
-                              + ", ".join(sorted(PASSES)))
+    p = subparsers.add_parser("opt", help="run passes on an IR file and print the result")
+    p.__class__ = _PassListDescription  # add_parser has no parser_class before Python 3.14
     p.add_argument("file", help="IR text file (.tir)")
     p.add_argument("--passes", default="default",
                    help="comma-separated pass names, or 'default' for the float pipeline")
@@ -26,6 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_opt(args: argparse.Namespace) -> int:
+    from tessel.ir.parser import parse_graph
+    from tessel.ir.printer import print_graph
+    from tessel.passes.manager import check_dump_after, default_pipeline, run_pipeline
+
     dump_after = check_dump_after(args.dump_after)
     names = [n.strip() for n in args.passes.split(",") if n.strip()]
     passes = default_pipeline() if names == ["default"] else names

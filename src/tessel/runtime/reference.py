@@ -1,0 +1,83 @@
+"""Reference outputs stored in a binary, so `tessel run --check` needs no re-quantisation.
+
+When the CLI compiles a named model (``metadata.source``), it runs the integer golden model and
+float PyTorch once on the model's example inputs and stores both results under the metadata
+key ``"reference"`` (a key of its own, next to the reader's typed fields)::
+
+    "reference": {"inputs": "example",
+                  "golden": [{"dtype": "int8", "shape": [1, 1000], "data": "<base64>"}, ...],
+                  "float":  [... float32 outputs of the PyTorch model ...],
+                  "low_range": ["out1", ...]}  # outputs spanning < 4 quantisation steps
+
+`run --check` on the example inputs compares the simulator with ``golden`` bit for bit and
+reports SQNR against ``float``; with other inputs (``--input``) it re-quantises the model.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tessel.errors import TesselFormatError
+
+KEY = "reference"
+_DTYPES = {"int8", "uint8", "int16", "int32", "int64", "float16", "float32", "float64"}
+
+
+def encode(arrays: list[np.ndarray]) -> list[dict[str, Any]]:
+    """JSON-safe little-endian encodings of ``arrays``."""
+    out = []
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        out.append({"dtype": a.dtype.name, "shape": list(a.shape),
+                    "data": base64.b64encode(a.astype(a.dtype.newbyteorder("<")).tobytes())
+                    .decode("ascii")})
+    return out
+
+
+def decode(items: Any) -> list[np.ndarray]:
+    """Arrays from ``encode``'s records; a malformed record raises TesselFormatError."""
+    if not isinstance(items, list):
+        raise TesselFormatError(f"metadata '{KEY}': expected a list of tensors")
+    out = []
+    for i, item in enumerate(items):
+        try:
+            dt = item["dtype"]
+            if dt not in _DTYPES:
+                raise ValueError(f"dtype {dt!r}")
+            shape = tuple(int(n) for n in item["shape"])
+            raw = base64.b64decode(item["data"], validate=True)
+            out.append(np.frombuffer(raw, np.dtype(dt).newbyteorder("<")).reshape(shape))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TesselFormatError(f"metadata '{KEY}' tensor {i} is malformed: {exc}") from None
+    return out
+
+
+@dataclass(frozen=True)
+class StoredReference:
+    golden: list[np.ndarray]  # the integer golden model's outputs on the example inputs
+    float: list[np.ndarray]  # float PyTorch's outputs on the same inputs
+    low_range: tuple[str, ...]  # outputs spanning fewer than a few quantisation steps
+
+
+def reference_metadata(golden: list[np.ndarray], float_out: list[np.ndarray],
+                       low_range: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The ``"reference"`` metadata value for outputs computed on the example inputs."""
+    return {"inputs": "example", "golden": encode(golden), "float": encode(float_out),
+            "low_range": list(low_range)}
+
+
+def stored_reference(metadata: dict[str, Any]) -> StoredReference | None:
+    """The reference outputs on the example inputs, or None if the binary has none."""
+    ref = metadata.get(KEY)
+    if ref is None:
+        return None
+    if not isinstance(ref, dict) or ref.get("inputs") != "example":
+        raise TesselFormatError(f"metadata '{KEY}' must be an object with inputs 'example'")
+    low = ref.get("low_range", [])
+    if not isinstance(low, list) or not all(isinstance(n, str) for n in low):
+        raise TesselFormatError(f"metadata '{KEY}': 'low_range' must be a list of output names")
+    return StoredReference(decode(ref.get("golden")), decode(ref.get("float")), tuple(low))
