@@ -33,6 +33,7 @@ from tessel.analysis.explore_space import (
 )
 from tessel.analysis.explore_store import PointResult, Study, pareto_front
 from tessel.arch import NpuArch, load_target
+from tessel.display import Table, short_repr, summary_html
 from tessel.errors import TesselConfigError
 from tessel.ir import Graph
 
@@ -79,14 +80,26 @@ class ExploreResult:
                 f"Pareto front: {len(self.front)} points (latency = "
                 f"{self.space.latency.value} over the models)")
 
-    def _repr_markdown_(self) -> str:
+    def front_table(self) -> Table:
+        """The Pareto front: one row per design point, its parameters and objectives."""
         rows = self.front_rows()
-        if not rows:
-            return self.summary() + "\n\n(empty front)"
-        cols = list(rows[0])
-        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        lines += ["| " + " | ".join(_fmt(r[k]) for k in cols) + " |" for r in rows]
-        return self.summary() + "\n\n" + "\n".join(lines)
+        cols = list(rows[0]) if rows else ["arch", "latency_ms", "energy_uj", "area_mm2"]
+        return Table(cols, [[_fmt(r[k]) for k in cols] for r in rows],
+                     numeric=[k != "arch" for k in cols],
+                     title=f"Pareto front: {len(rows)} points")
+
+    def __repr__(self) -> str:
+        return short_repr("ExploreResult", [
+            ("models", list(self.models)), ("base", repr(self.base)),
+            ("search", self.search.value), ("points", len(self.points)),
+            ("front", len(self.front)), ("evaluated", self.evaluated),
+            ("seconds", f"{self.seconds:.1f}")])
+
+    def _repr_html_(self) -> str:
+        return summary_html("ExploreResult", [self.summary()], [self.front_table()])
+
+    def _repr_markdown_(self) -> str:
+        return self.summary() + "\n\n" + self.front_table().markdown()
 
 
 def _fmt(v: Any) -> str:

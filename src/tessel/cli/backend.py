@@ -107,9 +107,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print(report.to_json())
     else:
         print(report.summary())
-        for layer in sorted(report.layers, key=lambda x: -x.cycles)[:10]:
-            print(f"  {layer.name:<32} {layer.op:<12} {layer.cycles:>10} {layer.bound:<8} "
-                  f"{layer.mapping}")
+        report.layer_table(10).print()
     return 0
 
 
@@ -186,7 +184,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         print(prof.to_json())
     else:
         print(prof.summary())
-        print(prof.table())
+        prof.layer_table().print()
     for path in write_reports(args, cm):
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     return 0

@@ -22,6 +22,7 @@ import torch
 from torch.fx import GraphModule
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+from tessel.display import Table, short_repr, summary_html
 from tessel.errors import TesselConfigError
 from tessel.frontend.export import decomposition_table
 from tessel.frontend.importer import import_program
@@ -69,6 +70,26 @@ class QuantizedModel:
         arrays = [x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
                   for x in inputs]
         return run_golden(self.graph, arrays)
+
+    def __repr__(self) -> str:  # short: the graphs hold every weight (never dump them)
+        return short_repr("QuantizedModel", [
+            ("graph", repr(self.graph.name)), ("nodes", len(self.graph.nodes)),
+            ("inputs", [v.name for v in self.graph.inputs]), ("outputs", list(self.graph.outputs)),
+            ("calibration_samples", self.calibration_samples), ("host_ops", len(self.host_ops))])
+
+    def _repr_html_(self) -> str:
+        """Notebook view: the integer graph's summary and the ops left on the host."""
+        lines = self.graph.summary().split("\n") + [
+            f"calibrated on {self.calibration_samples} sample(s); observer "
+            f"{self.config.observer.value}"]
+        shown = self.host_ops[:_SHOWN_HOST_OPS]
+        tables = [Table(("value", "op", "source"), [(h.name, h.op, h.loc) for h in shown],
+                        title=f"host (CPU) ops: {len(shown)} of {len(self.host_ops)}")
+                  ] if self.host_ops else []
+        return summary_html(f"QuantizedModel {self.graph.name}", lines, tables)
+
+
+_SHOWN_HOST_OPS = 10
 
 
 def _as_args(sample: Sample) -> tuple[torch.Tensor, ...]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from tessel.arch import NpuArch, arch_from_dict, load_preset  # noqa: F401
 from tessel.binary import TslProgram, load_tsl, read_tsl, save_tsl, write_tsl
+from tessel.display import short_repr, summary_html
 from tessel.errors import TesselError, TesselFormatError
 from tessel.ir import Graph, parse_graph, run_graph
 from tessel.runtime.profile import Profile, build_profile
@@ -96,6 +97,24 @@ class CompiledModel:
 
     def save(self, path: str | Path) -> None:
         save_tsl(path, self.program)
+
+    def __repr__(self) -> str:  # short: the program is megabytes (never dump it)
+        meta = self.program.metadata
+        return short_repr("CompiledModel", [
+            ("model", repr(meta.get("model", "?"))), ("target", repr(self.arch.name)),
+            ("inputs", self.input_names), ("outputs", self.output_names),
+            ("layers", len(meta.get("layers", ()))),
+            ("host_ops", len(meta.get("host_ops", ())))])
+
+    def _repr_html_(self) -> str:
+        """Notebook view: the binary, the profile summary and the slowest layers."""
+        meta = self.program.metadata
+        head = [f"target {self.arch.name}: {self.arch.description}",
+                f"inputs {self.input_names}, outputs {self.output_names}; "
+                f"{len(meta.get('layers', ()))} NPU layers, "
+                f"{len(meta.get('host_ops', ()))} host ops"]
+        return summary_html(f"CompiledModel {meta.get('model', '?')}", head) + \
+            self.profile._repr_html_()
 
 
 def load(path: str | Path, arch: NpuArch | None = None) -> CompiledModel:
