@@ -63,7 +63,9 @@ class Table:
 
     def widths(self, width: int) -> list[int]:
         """Column widths for a ``width``-column terminal: numbers and uncapped columns keep
-        their natural width; capped text columns shrink (widest first) until the table fits."""
+        their natural width; capped text columns shrink (widest first) until the table fits,
+        and on a very narrow terminal the capped columns after the first are hidden (0),
+        rightmost first, so that numbers are never cut."""
         n = len(self.header)
         nat = [max([len(self.header[k])] + [len(r[k]) for r in self.rows]) for k in range(n)]
         caps = list(self.max_widths) if self.max_widths else [None] * n
@@ -76,6 +78,9 @@ class Table:
             if out[k] <= _MIN_TEXT:
                 break
             out[k] -= 1
+        hide = [k for k in shrink if k > 0]
+        while sum(out) + _GAP * (sum(w > 0 for w in out) - 1) > width and hide:
+            out[hide.pop()] = 0
         return out
 
     def _rich(self, width: int) -> Any:
@@ -84,11 +89,13 @@ class Table:
 
         t = RichTable(title=self.title or None, box=box.SIMPLE_HEAD, pad_edge=False,
                       show_edge=False, title_justify="left", header_style="bold")
-        for k, (h, w) in enumerate(zip(self.header, self.widths(width), strict=True)):
-            t.add_column(h, justify="right" if self._is_num(k) else "left", no_wrap=True,
-                         overflow="ellipsis", width=w)
+        widths = self.widths(width)
+        shown = [k for k, w in enumerate(widths) if w > 0]
+        for k in shown:
+            t.add_column(self.header[k], justify="right" if self._is_num(k) else "left",
+                         no_wrap=True, overflow="ellipsis", width=widths[k])
         for r in self.rows:
-            t.add_row(*r)
+            t.add_row(*(r[k] for k in shown))
         return t
 
     def text(self, width: int = TERMINAL_WIDTH) -> str:

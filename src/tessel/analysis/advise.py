@@ -24,6 +24,7 @@ from tessel.arch import NpuArch
 from tessel.display import TERMINAL_WIDTH, Table, fmt_change, fmt_int, short_repr, summary_html
 from tessel.errors import TesselError
 from tessel.ir import Graph
+from tessel.progress import track
 
 MIN_GAIN_PCT = 1.0  # a relaxation "binds" a layer only if it saves at least this much
 
@@ -273,7 +274,7 @@ def advise(graph: Graph, arch: NpuArch, *, name: str | None = None) -> Advice:
     """Estimate ``graph`` on ``arch`` and on each 2x relaxation of it; rank the relaxations."""
     base = estimate_graph(graph, arch, name=name)
     gains, skipped = [], []
-    for change in relaxations(arch):
+    for change in track(relaxations(arch), "advise: 2x relaxations"):
         label = change.label(arch)
         try:
             relaxed = relax(arch, change)

@@ -14,7 +14,6 @@ import dataclasses
 import enum
 import hashlib
 import pickle
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from tessel.arch import NpuArch, load_target
 from tessel.display import Table, short_repr, summary_html
 from tessel.errors import TesselConfigError
 from tessel.ir import Graph
+from tessel.progress import LOGGER, task
 
 BATCH = 8  # optuna points asked per round (fixed: results independent of the worker count)
 
@@ -128,10 +128,11 @@ def explore(models: Sequence[str] | Mapping[str, Graph], space: Space | str | Pa
     names = tuple(graphs)
     try:
         driver = _Driver(study, runner, names, space, log)
-        if search is Search.EXHAUSTIVE:
-            driver.exhaustive()
-        else:
-            driver.optuna(search, trials, seed)
+        with task("explore: design points", None) as driver.bar:
+            if search is Search.EXHAUSTIVE:
+                driver.exhaustive()
+            else:
+                driver.optuna(search, trials, seed)
     finally:
         runner.close()
         study.close()
@@ -207,9 +208,19 @@ def _quantised(model: str, samples: int, cache_dir: Path | None) -> Graph:
 
 
 def _logger(progress: bool | Callable[[str], None]) -> Callable[[str], None] | None:
+    """A callable gets one line per point; True: a progress bar when the CLI configured
+    tessel.progress, the per-point lines at debug level (``tessel -v``)."""
     if callable(progress):
         return progress
-    return (lambda s: print(s, file=sys.stderr, flush=True)) if progress else None
+    return LOGGER.debug if progress else None
+
+
+class _NoBar:
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def set_total(self, total: int) -> None:
+        pass
 
 
 class _Driver:
@@ -221,6 +232,7 @@ class _Driver:
             study, runner, models, space, log
         self.evaluated, self.total, self.t0 = 0, 0, time.perf_counter()
         self.best = float("inf")
+        self.bar: Any = _NoBar()
 
     def known(self, point: Mapping[str, Any]) -> PointResult | None:
         return self.study.points.get(point_key(point, self.models))
@@ -236,6 +248,7 @@ class _Driver:
     def exhaustive(self) -> None:
         points = list(self.space.points())
         self.total = sum(self.known(p) is None for p in points)
+        self.bar.set_total(self.total)
         self.run(points)
 
     def optuna(self, search: Search, trials: int, seed: int) -> None:
@@ -243,12 +256,14 @@ class _Driver:
 
         self.total = max(0, trials - sum(p.models == self.models
                                          for p in self.study.points.values()))
+        self.bar.set_total(self.total)
         optuna_search(self, search.value, trials, seed, BATCH)
 
     def _progress(self, res: PointResult) -> None:
         c, agg = self.space.constraints, self.space.latency
         if not res.violations(c, agg):
             self.best = min(self.best, res.latency_ms(agg))
+        self.bar.advance()
         if self.log is None:
             return
         n, total = self.evaluated, max(self.total, self.evaluated)

@@ -56,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _progress(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    from tessel.progress import info
+    info(msg)  # stderr with a timestamp unless -q (tessel.progress.configure)
 
 
 def cmd_compile(args: argparse.Namespace) -> int:

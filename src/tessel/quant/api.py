@@ -27,8 +27,10 @@ from tessel.errors import TesselConfigError
 from tessel.frontend.export import decomposition_table
 from tessel.frontend.importer import import_program
 from tessel.ir import Graph, Node, sanitize_name, verify
+from tessel.passes.base import Pass
 from tessel.passes.manager import run_pipeline
 from tessel.passes.to_nhwc import ToNHWC
+from tessel.progress import info
 from tessel.quant.config import QuantConfig
 from tessel.quant.lower import LowerQDQ, host_ops
 from tessel.quant.pt2e import Sample, calibrate, convert_qat, export_for_quant, prepare_qat
@@ -108,7 +110,9 @@ def import_qdq(converted: GraphModule, example_inputs: Sample, name: str = "mode
 
 def lower_graph(qdq: Graph, *, layout_nhwc: bool = True) -> Graph:
     """lower_qdq, dead-code elimination, then the layout pass (verified after each)."""
-    passes = [LowerQDQ(), "dce"] + ([ToNHWC()] if layout_nhwc else [])
+    passes: list[Pass | str] = [LowerQDQ(), "dce"]
+    if layout_nhwc:
+        passes.append(ToNHWC())
     return run_pipeline(qdq, passes, verify_each=True, dump=lambda _: None)
 
 
@@ -138,8 +142,10 @@ def quantize(model: torch.nn.Module, example_inputs: Sample,
     data = [_as_args(example_inputs)] if calibration_data is None else list(
         itertools.islice(calibration_data, calibration_samples))
     model.eval()
+    info(f"quantise: torch.export and prepare ({len(data)} calibration samples)")
     prepared = prepare_pt2e(export_for_quant(model, example_inputs), TesselQuantizer(config))
     count = calibrate(prepared, data)
+    info("quantise: convert, import the integer graph, lower, NHWC layout")
     converted = convert_pt2e(prepared)
     return finish(converted, example_inputs, config, count, type(model).__name__)
 

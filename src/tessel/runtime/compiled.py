@@ -66,7 +66,6 @@ class CompiledModel:
 
     def run(self, *inputs: np.ndarray, timing: bool = False) -> list[np.ndarray]:
         """Outputs for one set of inputs (numpy or torch tensors, in the model's order)."""
-        from tessel.quant.golden import GOLDEN_KERNELS
         from tessel.sim import simulate
 
         arrays = [_numpy(x) for x in inputs]
@@ -76,16 +75,14 @@ class CompiledModel:
         env = dict(zip(names, arrays, strict=True))
         t0 = time.perf_counter()
         if self.prologue is not None:
-            env.update(run_graph(self.prologue, _bind(self.prologue, env), kernels=GOLDEN_KERNELS,
-                                 keep_all=True))
+            env.update(_host_values(self.prologue, env))
         t1 = time.perf_counter()
         npu_in = {d.name: env[d.name] for d in self.program.inputs}
         result = simulate(self.program, self.arch, npu_in, timing=timing)
         env.update(result.outputs)
         t2 = time.perf_counter()
         if self.epilogue is not None:
-            env.update(run_graph(self.epilogue, _bind(self.epilogue, env), kernels=GOLDEN_KERNELS,
-                                 keep_all=True))
+            env.update(_host_values(self.epilogue, env))
         t3 = time.perf_counter()
         self.last_run = RunStats(t2 - t1, (t1 - t0) + (t3 - t2))
         return [env[n] for n in self.output_names]
@@ -134,6 +131,15 @@ def _arch_of(program: TslProgram) -> NpuArch:
     if arch.arch_hash_bytes != program.arch_hash:
         raise TesselFormatError("metadata 'arch' does not match the header's arch hash")
     return arch
+
+
+def _host_values(graph: Graph, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every value of a host graph (prologue / epilogue) run by the golden kernels."""
+    from tessel.quant.golden import GOLDEN_KERNELS
+
+    values = run_graph(graph, _bind(graph, env), kernels=GOLDEN_KERNELS, keep_all=True)
+    assert isinstance(values, dict)  # keep_all=True: name -> value
+    return values
 
 
 def _bind(graph: Graph, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
