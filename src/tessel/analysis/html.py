@@ -24,15 +24,17 @@ from tessel.runtime.compiled import CompiledModel
 from tessel.runtime.profile import Profile
 
 STYLE = """
-body { font-family: sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; }
+body { font-family: sans-serif; margin: 1.5em auto; max-width: 1280px; padding: 0 1em;
+       color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; font-size: 0.85em; }
 th, td { border: 1px solid #ddd; padding: 2px 6px; }
 th { background: #f3f3f3; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.clip { max-width: 16em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+td.clip { max-width: 9em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .wide { overflow-x: auto; } .note { color: #555; font-size: 0.9em; }
-#layer-table th { cursor: pointer; white-space: nowrap; position: sticky; top: 0; }
+#layer-table { font-size: 0.8em; }
+#layer-table th { cursor: pointer; vertical-align: bottom; min-width: 3em; }
 #layer-table th.asc::after { content: " \\25B2"; } #layer-table th.desc::after { content: " \\25BC"; }
 .pager { margin: 0.4em 0; font-size: 0.85em; } .pager button { margin-right: 0.4em; }
 dl.defs dt { font-weight: bold; margin-top: 0.4em; } dl.defs dd { margin-left: 1.5em; }

@@ -119,31 +119,36 @@ def roofline_png(profile: Profile, timeline: Timeline) -> bytes:
     ax.set_xlim(lo, hi)
     ymin = min([p.macs_per_cycle for p in points] + [peak, lanes]) / 4
     ax.set_ylim(ymin, peak * 2)
-    _label_slowest(ax, points, hi)
     ax.set_xlabel("arithmetic intensity (MACs per off-chip byte)")
     ax.set_ylabel("achieved MACs per cycle")
     ax.set_title(f"Roofline: {len(points)} layers with MACs on {timeline.compiled.arch.name}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    fig.tight_layout()  # before the labels: their overlap test needs the final axes geometry
+    _label_slowest(ax, points, hi)
     return _png(fig)
+
+
+_LEADER = {"arrowstyle": "-", "lw": 0.5, "color": "0.45", "shrinkA": 0, "shrinkB": 3}
 
 
 def _label_slowest(ax, points: list[RooflinePoint], hi: float) -> None:
     """Name the slowest layers (they matter most for latency) next to their points; each label
-    takes the first of eight positions around its point that overlaps no earlier label."""
-    fig = ax.figure
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    takes the first of 16 positions around its point that overlaps no earlier label (a label
+    with no free position is left out rather than drawn over another)."""
+    renderer = ax.figure.canvas.get_renderer()
     placed: list = []
-    offsets = [(5, 4), (5, -11), (-5, 4), (-5, -11), (5, 14), (5, -21), (-5, 14), (-5, -21)]
+    offsets = [(sx * dx, sy * dy) for dy, dx in ((4, 5), (12, 5), (22, 10), (34, 14))
+               for sy in (1, -1) for sx in (1, -1)]
     for p in sorted(points, key=lambda p: (-p.cycles, p.layer))[:ANNOTATED]:
         xy = (min(p.intensity, hi), p.macs_per_cycle)
         for dx, dy in offsets:
             text = ax.annotate(p.layer, xy, fontsize=7, xytext=(dx, dy), textcoords="offset points",
-                               ha="left" if dx > 0 else "right")
-            box = text.get_window_extent(renderer).expanded(1.05, 1.1)
-            if not any(box.overlaps(b) for b in placed) or (dx, dy) == offsets[-1]:
+                               ha="left" if dx > 0 else "right", va="bottom" if dy > 0 else "top",
+                               arrowprops=None if abs(dy) < 10 else _LEADER)
+            ax.figure.canvas.draw()  # final geometry of this label
+            box = text.get_window_extent(renderer).expanded(1.06, 1.3)
+            if not any(box.overlaps(b) for b in placed):
                 placed.append(box)
                 break
             text.remove()

@@ -65,7 +65,7 @@ def _row(profile: Profile, lay: LayerStats, sram: int | None, pretty: bool) -> l
         cells += [n(lay.bytes_read.get(m, 0)), n(lay.bytes_written.get(m, 0))]
     if sram is not None:
         cells.append(n(sram))
-    cells += [f"{lay.energy_pj:,.1f}" if pretty else f"{lay.energy_pj:.1f}", f"{share:.2f}"]
+    cells += [f"{lay.energy_pj:,.0f}" if pretty else f"{lay.energy_pj:.1f}", f"{share:.2f}"]
     return cells
 
 
