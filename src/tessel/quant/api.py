@@ -163,6 +163,15 @@ def quantize_qat(prepared: GraphModule, example_inputs: Sample,
     return finish(converted, example_inputs, config or QuantConfig(), 0, name)
 
 
+def from_pt2e(converted: GraphModule, example_inputs: Sample, config: QuantConfig | None = None,
+              *, calibration_samples: int = 0, name: str = "model") -> QuantizedModel:
+    """Bring your own pt2e flow: a module you prepared with ``TesselQuantizer``, calibrated or
+    trained yourself and converted with torchao's ``convert_pt2e``, as a QuantizedModel
+    (import, lower, NHWC) that ``tessel.driver.compile_graph(qm.graph, arch)`` compiles.
+    ``config`` must be the QuantConfig the quantiser was built with."""
+    return finish(converted, example_inputs, config or QuantConfig(), calibration_samples, name)
+
+
 def golden_outputs(qm: QuantizedModel, samples: Sequence[Sample]) -> list[list[np.ndarray]]:
     """Golden outputs for each sample."""
     return [qm.run(*_as_args(s)) for s in samples]
