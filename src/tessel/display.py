@@ -63,7 +63,8 @@ class Table:
 
     def widths(self, width: int) -> list[int]:
         """Column widths for a ``width``-column terminal: numbers and uncapped columns keep
-        their natural width; capped text columns shrink (widest first) until the table fits,
+        their natural width; capped text columns shrink, rightmost first (the first column,
+        the name, keeps the most), down to a minimum until the table fits,
         and on a very narrow terminal the capped columns after the first are hidden (0),
         rightmost first, so that numbers are never cut."""
         n = len(self.header)
@@ -73,11 +74,9 @@ class Table:
                for k, w in enumerate(nat)]
         room = width - _GAP * (n - 1)
         shrink = [k for k in range(n) if caps[k] is not None]
-        while sum(out) > room and shrink:
-            k = max(shrink, key=lambda j: out[j])
-            if out[k] <= _MIN_TEXT:
-                break
-            out[k] -= 1
+        for k in reversed(shrink):
+            cut = min(max(0, sum(out) - room), max(0, out[k] - _MIN_TEXT))
+            out[k] -= cut
         hide = [k for k in shrink if k > 0]
         while sum(out) + _GAP * (sum(w > 0 for w in out) - 1) > width and hide:
             out[hide.pop()] = 0
@@ -95,7 +94,7 @@ class Table:
             t.add_column(self.header[k], justify="right" if self._is_num(k) else "left",
                          no_wrap=True, overflow="ellipsis", width=widths[k])
         for r in self.rows:
-            t.add_row(*(r[k] for k in shown))
+            t.add_row(*(_clip_left(r[k], widths[k]) if k == 0 else r[k] for k in shown))
         return t
 
     def text(self, width: int = TERMINAL_WIDTH) -> str:
@@ -144,6 +143,11 @@ class Table:
             body.append("<tr>" + "".join(cells) + "</tr>")
         return (f"<table{ident}>{cap}<thead><tr>{head}</tr></thead>"
                 f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def _clip_left(text: str, width: int) -> str:
+    """Names keep their end (``…3.conv.1.0``): module paths differ in their last parts."""
+    return text if len(text) <= width else "…" + text[len(text) - width + 1:]
 
 
 def _esc(text: object) -> str:
