@@ -4,13 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint fuzz fuzz-models venv clean
+.PHONY: demo test bench lint docs fuzz fuzz-models venv clean
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@echo "installing Tessel and its dependencies into $(VENV) (first time: several minutes)"
+	$(PY) -m pip install --progress-bar on -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -34,6 +35,10 @@ fuzz-models: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/mypy
+
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir build/site
 
 clean:
 	rm -rf $(VENV) build *.egg-info

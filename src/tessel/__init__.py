@@ -1,5 +1,7 @@
 """Tessel: PyTorch models to binaries for the Tessel NPU, with a bit-exact simulator."""
 
+from typing import TYPE_CHECKING
+
 from tessel.errors import (
     TesselCompileError,
     TesselConfigError,
@@ -10,8 +12,19 @@ from tessel.errors import (
     TesselUnsupportedOpError,
     TesselVerifyError,
 )
+from tessel.quiet import silence_known_warnings
+
+if TYPE_CHECKING:  # the lazy attributes below, with their real types for mypy and IDEs
+    from tessel.analysis.advise import advise
+    from tessel.analysis.estimate import estimate
+    from tessel.analysis.explore import explore
+    from tessel.driver import compile
+    from tessel.quant.api import quantize
+    from tessel.runtime.compiled import CompiledModel, load
+    from tessel.runtime.profile import Profile
 
 __version__ = "0.1.0"
+silence_known_warnings()
 
 _LAZY = {  # heavy entry points (torch) are imported on first use
     "compile": ("tessel.driver", "compile"),
@@ -21,10 +34,11 @@ _LAZY = {  # heavy entry points (torch) are imported on first use
     "explore": ("tessel.analysis.explore", "explore"),
     "advise": ("tessel.analysis.advise", "advise"),
     "CompiledModel": ("tessel.runtime.compiled", "CompiledModel"),
+    "Profile": ("tessel.runtime.profile", "Profile"),
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         import importlib
         module, attr = _LAZY[name]
@@ -33,6 +47,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "CompiledModel",
+    "Profile",
     "advise",
     "estimate",
     "explore",

@@ -22,7 +22,7 @@ from tessel.binary import TslProgram
 from tessel.binary.metadata import METADATA_VERSION
 from tessel.codegen.program import compile_region
 from tessel.frontend.model_input import model_name
-from tessel.ir import Graph, Node, Op, print_graph, verify
+from tessel.ir import Graph, Node, print_graph, verify
 from tessel.ir.macs import node_macs
 from tessel.runtime.compiled import CompiledModel
 from tessel.runtime.reference import KEY as REFERENCE_KEY
@@ -61,7 +61,6 @@ def compile(model: torch.nn.Module | torch.export.ExportedProgram,  # noqa: A001
     `tessel run --check` can recompute the golden and float references (a file by its name
     and content hash, not its path: see tessel.models.digest.source_record). dump: called with
     the integer graph after quantisation (`--dump-after quantize`)."""
-    from tessel.models.digest import source_record
     from tessel.quant.api import quantize
     from tessel.threads import single_threaded
 
@@ -72,6 +71,8 @@ def compile(model: torch.nn.Module | torch.export.ExportedProgram,  # noqa: A001
 
 def _compile(model, example_inputs, target, calibration_data, options, quant_config, name,
              progress, times, source, dump, quantize) -> CompiledModel:
+    from tessel.models.digest import source_record
+
     options = options or CompileOptions()
     arch = target if isinstance(target, NpuArch) else load_target(target)
     times = times if times is not None else StageTimes()

@@ -52,3 +52,11 @@ class TesselSimError(TesselError):
 
 class TesselCompileError(TesselError):
     """The backend cannot compile a model (e.g. a tensor does not fit a memory budget)."""
+
+
+def did_you_mean(name: str, known: list[str] | tuple[str, ...]) -> str:
+    """' (did you mean 'x'?)' for the closest known name, or '' when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -89,3 +89,59 @@ def test_mobilenet_html_report_and_trace(name, tmp_path):
     trace = json.loads(write_trace(cm, tmp_path / "trace.json").read_text())
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert len({e["tid"] for e in slices}) == 4 and len(slices) >= len(cm.profile.layers)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _grouped(("mobilenet_v2",)))
+def test_mobilenet_report_names_colours_and_sorting(name):
+    """What a reader of MobileNetV2's report sees: layers named by module path (the IR name in
+    a tooltip), a distinct colour for each of the 10 slowest layers (grey for the rest), a
+    layer table whose numeric cells carry sortable values, a short repr."""
+    from html.parser import HTMLParser
+
+    from tessel.analysis import plots
+    from tessel.analysis.html import report_html
+
+    qm, _, _ = quantized(name)
+    cm = compile_graph(qm.graph, load_preset("tnpu-s"), name=name)
+    prof = cm.profile
+    assert len(repr(cm)) < 2000 and len(repr(prof)) < 2000 and len(cm._repr_html_()) < 50_000
+    named = [lay for lay in prof.layers if lay.module]
+    assert len(named) >= 0.9 * len(prof.layers)
+    assert any(lay.module.startswith("features.") for lay in named)
+
+    class Rows(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.on, self.head = [], False, []
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            self.on |= a.get("id") == "layer-table"
+            if self.on and tag == "tr":
+                self.rows.append([])
+            if self.on and tag == "td":
+                self.rows[-1].append(a)
+            if self.on and tag == "th":
+                self.head.append(a.get("data-key"))
+
+        def handle_data(self, data):
+            if self.on and self.rows and self.rows[-1] and "text" not in self.rows[-1][-1]:
+                self.rows[-1][-1]["text"] = data
+
+        def handle_endtag(self, tag):
+            self.on &= tag != "table"
+
+    page = Rows()
+    text = report_html(cm)
+    page.feed(text)
+    body = [r for r in page.rows if r]
+    assert [r[0]["text"] for r in body] == [lay.label for lay in prof.layers]
+    assert [r[0]["title"] for r in body] == [f"IR {lay.name}" for lay in prof.layers]
+    cycles = page.head.index("cycles")
+    assert [float(r[cycles]["data-v"]) for r in body] == [lay.cycles for lay in prof.layers]
+    assert "getElementById(\"layer-table\")" in text and "sort" in text
+    colours = plots.layer_colours(prof)
+    top = plots.top_layers(prof, 10)
+    assert len({colours[k] for k in top}) == 10 and plots.GREY not in {colours[k] for k in top}
+    assert all(colours[k] == plots.GREY for k in range(len(prof.layers)) if k not in top)

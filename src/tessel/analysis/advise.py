@@ -22,8 +22,10 @@ from dataclasses import asdict, dataclass
 
 from tessel.analysis.estimate import EstimateReport, estimate_graph
 from tessel.arch import NpuArch
+from tessel.display import TERMINAL_WIDTH, Table, fmt_change, fmt_int, short_repr, summary_html
 from tessel.errors import TesselError
 from tessel.ir import Graph
+from tessel.progress import track
 
 MIN_GAIN_PCT = 1.0  # a relaxation "binds" a layer only if it saves at least this much
 
@@ -199,34 +201,78 @@ class Advice:
 
     def summary(self) -> str:
         top = self.ranked[0] if self.ranked else None
-        best = (f"; best 2x change: {top.change} (-{top.latency_gain_pct:.1f} % latency, "
-                f"+{top.area_mm2_delta:.4f} mm2)" if top else "")
-        return (f"advice for {self.model} on {self.target}: {self.cycles} cycles = "
+        best = (f"; best 2x change: {top.change} ({fmt_change(-top.latency_gain_pct, 1)} "
+                f"latency, {top.area_mm2_delta:+.4f} mm2)" if top else "")
+        return (f"advice for {self.model} on {self.target}: {self.cycles:,} cycles = "
                 f"{self.latency_ms:.3f} ms, {self.energy_uj:.2f} uJ, {self.area_mm2:.4f} mm2; "
                 f"bound by {self.binding.value}{best}")
 
-    def table(self, max_layers: int = 15) -> str:
+    def ranked_table(self) -> Table:
+        """The 2x relaxations, best first; changes are signed (negative: less than now)."""
+        return ranked_table(self)
+
+    def layer_table(self, max_layers: int = 15) -> Table:
+        """The slowest layers, their bound and the change that helps each most."""
+        return layer_table(self, max_layers)
+
+    def table(self, max_layers: int = 15, width: int = TERMINAL_WIDTH) -> str:
         """Text: the ranked relaxations, then the slowest layers and what binds them."""
-        return "\n".join([self.summary(), "", *_ranked_rows(self), "",
-                          *_layer_rows(self, max_layers), *_skipped_rows(self)])
+        return "\n".join([self.summary(), "", self.ranked_table().text(width), *_notes(self),
+                          "", self.layer_table(max_layers).text(width), *_skipped_rows(self)])
+
+    def __repr__(self) -> str:
+        top = self.ranked[0] if self.ranked else None
+        return short_repr("Advice", [
+            ("model", repr(self.model)), ("target", repr(self.target)),
+            ("cycles", fmt_int(self.cycles)), ("binding", self.binding.value),
+            ("best", repr(top.change) if top else None),
+            ("latency_change", fmt_change(-top.latency_gain_pct) if top else None),
+            ("relaxations", len(self.ranked)), ("layers", len(self.layers))])
+
+    def _repr_html_(self) -> str:
+        return summary_html(f"Advice for {self.model} on {self.target}",
+                            [self.summary(), *_notes(self)],
+                            [self.ranked_table(), self.layer_table(TOP_LAYERS)])
 
     def _repr_markdown_(self) -> str:
-        rows = ["| rank | change | latency gain % | energy gain % | area +mm2 | area % |",
-                "|---|---|---|---|---|---|"]
-        rows += [f"| {i + 1} | {g.change} | {g.latency_gain_pct:.2f} | "
-                 f"{g.energy_gain_pct:.2f} | {g.area_mm2_delta:.4f} | {g.area_pct:.1f} |"
-                 for i, g in enumerate(self.ranked)]
-        lay = ["| layer | op | cycles | bound | binding | best change |", "|---|---|---|---|---|---|"]
-        lay += [f"| {x.name} | {x.op} | {x.cycles} | {x.bound} | {x.binding.value} | "
-                f"{x.binding_change or '-'} |" for x in _slowest(self, 15)]
-        return self.summary() + "\n\n" + "\n".join(rows) + "\n\n" + "\n".join(lay)
+        return "\n\n".join([self.summary(), self.ranked_table().markdown(),
+                             self.layer_table(TOP_LAYERS).markdown()])
+
+
+TOP_LAYERS = 10  # layers shown by the notebook views
+
+
+def ranked_table(a: Advice) -> Table:
+    rows = [(str(i + 1), g.change, g.limit.value, fmt_change(-g.latency_gain_pct),
+             fmt_int(g.cycles), fmt_change(-g.energy_gain_pct), f"{g.area_mm2_delta:+.4f}",
+             fmt_change(g.area_pct, 1) if g.area_modelled else "n/m")
+            for i, g in enumerate(a.ranked)]
+    return Table(("rank", "change", "limit", "latency", "cycles", "energy", "area mm2", "area"),
+                 rows, numeric=(True, False, False, True, True, True, True, True),
+                 title="2x relaxations (changes vs now; negative = less)",
+                 max_widths=(None, 44, 16, None, None, None, None, None))
+
+
+def layer_table(a: Advice, n: int) -> Table:
+    shown = _slowest(a, n)
+    rows = []
+    for x in shown:
+        best = (f"{x.binding_change} ({fmt_change(-(x.gains_pct[x.binding_change] or 0.0), 1)})"
+                if x.binding_change else "-")
+        rows.append((x.name, x.op, fmt_int(x.cycles), f"{_pct(x.cycles, a.cycles):.1f}",
+                     x.bound, x.binding.value, best))
+    return Table(("layer", "op", "cycles", "share %", "bound", "binding",
+                  "best change (its cycles)"), rows,
+                 numeric=(False, False, True, True, False, False, False),
+                 title=f"slowest {len(shown)} of {len(a.layers)} layers",
+                 max_widths=(28, 16, None, None, None, 16, 40))
 
 
 def advise(graph: Graph, arch: NpuArch, *, name: str | None = None) -> Advice:
     """Estimate ``graph`` on ``arch`` and on each 2x relaxation of it; rank the relaxations."""
     base = estimate_graph(graph, arch, name=name)
     gains, skipped = [], []
-    for change in relaxations(arch):
+    for change in track(relaxations(arch), "advise: 2x relaxations"):
         label = change.label(arch)
         try:
             relaxed = relax(arch, change)
@@ -316,31 +362,14 @@ def confirm(graph: Graph, arch: NpuArch, advice: Advice, rank: int = 0, *,
                         None if base is None else _pct(base - sim, base))
 
 
-def _ranked_rows(a: Advice) -> Iterator[str]:
-    yield (f"{'#':>2}  {'change (2x)':<48} {'limit':<20} {'latency':>9} {'cycles':>11} "
-           f"{'energy':>8} {'area mm2':>9} {'area':>7}")
-    for i, g in enumerate(a.ranked):
-        area = f"{g.area_pct:+6.1f}%" if g.area_modelled else "  n/m"
-        yield (f"{i + 1:>2}  {g.change:<48} {g.limit.value:<20} {-g.latency_gain_pct:+8.2f}% "
-               f"{g.cycles:>11} {-g.energy_gain_pct:+7.2f}% {g.area_mm2_delta:+9.4f} {area:>7}")
+def _notes(a: Advice) -> list[str]:
     if any(not g.area_modelled for g in a.ranked):
-        yield "   (n/m: not in the NPU area model: off-chip interface, DMA)"
+        return ["(n/m: not in the NPU area model: off-chip interface, DMA)"]
+    return []
 
 
 def _slowest(a: Advice, n: int) -> list[LayerAdvice]:
     return sorted(a.layers, key=lambda x: (-x.cycles, x.name))[:n]
-
-
-def _layer_rows(a: Advice, n: int) -> Iterator[str]:
-    shown = _slowest(a, n)
-    yield f"slowest {len(shown)} of {len(a.layers)} layers:"
-    yield (f"  {'layer':<32} {'op':<20} {'cycles':>10} {'share':>6} {'bound':<8} "
-           f"{'binding':<20} best change (layer gain)")
-    for x in shown:
-        best = (f"{x.binding_change} (-{x.gains_pct[x.binding_change]:.1f} %)"
-                if x.binding_change else "-")
-        yield (f"  {x.name[:32]:<32} {x.op[:20]:<20} {x.cycles:>10} "
-               f"{_pct(x.cycles, a.cycles):5.1f}% {x.bound:<8} {x.binding.value:<20} {best}")
 
 
 def _skipped_rows(a: Advice) -> Iterator[str]:

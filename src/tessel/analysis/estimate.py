@@ -22,6 +22,7 @@ from tessel.codegen.program import (
     plan_units,
 )
 from tessel.codegen.registry import is_view
+from tessel.display import Table, fmt_int, short_repr, summary_html
 from tessel.ir import Graph
 from tessel.ir.macs import node_macs
 from tessel.isa import Engine
@@ -64,16 +65,40 @@ class EstimateReport:
 
     def summary(self) -> str:
         rd, wr = sum(self.bytes_read.values()), sum(self.bytes_written.values())
-        return (f"estimate for {self.model} on {self.target}: {self.cycles} cycles = "
+        return (f"estimate for {self.model} on {self.target}: {self.cycles:,} cycles = "
                 f"{self.latency_ms:.3f} ms; energy {self.energy_uj:.2f} uJ; MAC utilisation "
                 f"{100 * self.mac_utilisation:.1f} %; off-chip read {rd / 1e6:.2f} MB, written "
                 f"{wr / 1e6:.2f} MB; host ops {len(self.host_ops)}")
 
-    def _repr_markdown_(self) -> str:  # notebooks render the per-layer table
-        rows = ["| layer | op | cycles | bound | mapping |", "|---|---|---|---|---|"]
-        rows += [f"| {x.name} | {x.op} | {x.cycles} | {x.bound} | {x.mapping} |"
-                 for x in self.layers]
-        return self.summary() + "\n\n" + "\n".join(rows)
+    def layer_table(self, top: int | None = None) -> Table:
+        """The layers (program order, or the ``top`` slowest) with a header row."""
+        layers = list(self.layers) if top is None else sorted(
+            self.layers, key=lambda x: -x.cycles)[:top]
+        share = [100 * x.cycles / self.cycles if self.cycles else 0.0 for x in layers]
+        title = (f"{len(layers)} slowest of {len(self.layers)} layers" if top is not None
+                 else f"{len(layers)} layers")
+        return Table(("layer", "op", "cycles", "share %", "bound", "MACs", "mapping"),
+                     [(x.name, x.op, fmt_int(x.cycles), f"{share[i]:.1f}", x.bound,
+                       fmt_int(x.macs), x.mapping) for i, x in enumerate(layers)],
+                     numeric=(False, False, True, True, False, True, False), title=title,
+                     max_widths=(30, 16, None, None, None, None, 26))
+
+    def __repr__(self) -> str:
+        return short_repr("EstimateReport", [
+            ("model", repr(self.model)), ("target", repr(self.target)),
+            ("cycles", fmt_int(self.cycles)), ("latency_ms", f"{self.latency_ms:.3f}"),
+            ("energy_uj", f"{self.energy_uj:.2f}"), ("layers", len(self.layers)),
+            ("host_ops", len(self.host_ops))])
+
+    def _repr_html_(self) -> str:
+        return summary_html(f"EstimateReport {self.model} on {self.target}", [self.summary()],
+                            [self.layer_table(TOP_LAYERS)])
+
+    def _repr_markdown_(self) -> str:
+        return self.summary() + "\n\n" + self.layer_table(TOP_LAYERS).markdown()
+
+
+TOP_LAYERS = 10  # layers shown by the notebook views
 
 
 def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None) -> EstimateReport:

@@ -15,7 +15,6 @@ import enum
 import hashlib
 import pickle
 import re
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,9 +36,11 @@ from tessel.analysis.explore_space import (
 from tessel.analysis.explore_store import PointResult, Study, pareto_front
 from tessel.arch import NpuArch, load_target
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
+from tessel.display import Table, short_repr, summary_html
 from tessel.errors import TesselConfigError
 from tessel.fileio import write_atomic
 from tessel.ir import Graph
+from tessel.progress import LOGGER, task
 
 BATCH = 8  # optuna points asked per round (fixed: results independent of the worker count)
 
@@ -84,14 +85,26 @@ class ExploreResult:
                 f"Pareto front: {len(self.front)} points (latency = "
                 f"{self.space.latency.value} over the models)")
 
-    def _repr_markdown_(self) -> str:
+    def front_table(self) -> Table:
+        """The Pareto front: one row per design point, its parameters and objectives."""
         rows = self.front_rows()
-        if not rows:
-            return self.summary() + "\n\n(empty front)"
-        cols = list(rows[0])
-        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        lines += ["| " + " | ".join(_fmt(r[k]) for k in cols) + " |" for r in rows]
-        return self.summary() + "\n\n" + "\n".join(lines)
+        cols = list(rows[0]) if rows else ["arch", "latency_ms", "energy_uj", "area_mm2"]
+        return Table(cols, [[_fmt(r[k]) for k in cols] for r in rows],
+                     numeric=[k != "arch" for k in cols],
+                     title=f"Pareto front: {len(rows)} points")
+
+    def __repr__(self) -> str:
+        return short_repr("ExploreResult", [
+            ("models", list(self.models)), ("base", repr(self.base)),
+            ("search", self.search.value), ("points", len(self.points)),
+            ("front", len(self.front)), ("evaluated", self.evaluated),
+            ("seconds", f"{self.seconds:.1f}")])
+
+    def _repr_html_(self) -> str:
+        return summary_html("ExploreResult", [self.summary()], [self.front_table()])
+
+    def _repr_markdown_(self) -> str:
+        return self.summary() + "\n\n" + self.front_table().markdown()
 
 
 def _fmt(v: Any) -> str:
@@ -124,10 +137,11 @@ def explore(models: Sequence[str] | Mapping[str, Graph], space: Space | str | Pa
     names = tuple(graphs)
     try:
         driver = _Driver(study, runner, names, space, log, context)
-        if search is Search.EXHAUSTIVE:
-            driver.exhaustive()
-        else:
-            driver.optuna(search, trials, seed)
+        with task("explore: design points", None) as driver.bar:
+            if search is Search.EXHAUSTIVE:
+                driver.exhaustive()
+            else:
+                driver.optuna(search, trials, seed)
     finally:
         runner.close()
         study.close()
@@ -213,9 +227,19 @@ def _quantised(model: str, samples: int, cache_dir: Path | None) -> Graph:
 
 
 def _logger(progress: bool | Callable[[str], None]) -> Callable[[str], None] | None:
+    """A callable gets one line per point; True: a progress bar when the CLI configured
+    tessel.progress, the per-point lines at debug level (``tessel -v``)."""
     if callable(progress):
         return progress
-    return (lambda s: print(s, file=sys.stderr, flush=True)) if progress else None
+    return LOGGER.debug if progress else None
+
+
+class _NoBar:
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def set_total(self, total: int) -> None:
+        pass
 
 
 class _Driver:
@@ -228,6 +252,7 @@ class _Driver:
         self.context = context
         self.evaluated, self.total, self.t0 = 0, 0, time.perf_counter()
         self.best = float("inf")
+        self.bar: Any = _NoBar()
 
     def key(self, point: Mapping[str, Any]) -> str:
         return point_key(point, self.models, self.context)
@@ -250,18 +275,21 @@ class _Driver:
     def exhaustive(self) -> None:
         points = list(self.space.points())
         self.total = sum(self.known(p) is None for p in points)
+        self.bar.set_total(self.total)
         self.run(points)
 
     def optuna(self, search: Search, trials: int, seed: int) -> None:
         from tessel.analysis.explore_optuna import optuna_search
 
         self.total = max(0, trials - sum(self.owns(p) for p in self.study.points.values()))
+        self.bar.set_total(self.total)
         optuna_search(self, search.value, trials, seed, BATCH)
 
     def _progress(self, res: PointResult) -> None:
         c, agg = self.space.constraints, self.space.latency
         if not res.violations(c, agg):
             self.best = min(self.best, res.latency_ms(agg))
+        self.bar.advance()
         if self.log is None:
             return
         n, total = self.evaluated, max(self.total, self.evaluated)

@@ -2,13 +2,16 @@
 
 Sections: summary (``figures.summary_rows``), energy breakdown, roofline and engine timeline
 (PNG plots from ``plots``, embedded as base64 data URIs), the per-layer table
-(``table``), host ops, and the definitions. The page loads nothing from anywhere: no
-scripts, no external style sheets, fonts or images. Every piece of text is HTML-escaped.
+(``table``: layers named by module path, the IR name in a tooltip; a small inline script
+sorts it by any column and pages it, and without scripts every row simply shows), host ops,
+and the definitions. The page loads nothing from anywhere: no external script, style sheet,
+font or image. Every piece of text is HTML-escaped.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 from pathlib import Path
 
@@ -21,15 +24,63 @@ from tessel.runtime.compiled import CompiledModel
 from tessel.runtime.profile import Profile
 
 STYLE = """
-body { font-family: sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; }
+body { font-family: sans-serif; margin: 1.5em auto; max-width: 1280px; padding: 0 1em;
+       color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; font-size: 0.85em; }
 th, td { border: 1px solid #ddd; padding: 2px 6px; }
 th { background: #f3f3f3; text-align: left; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.clip { max-width: 9em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .wide { overflow-x: auto; } .note { color: #555; font-size: 0.9em; }
+#layer-table { font-size: 0.8em; }
+#layer-table th { cursor: pointer; vertical-align: bottom; min-width: 3em; }
+#layer-table th.asc::after { content: " \\25B2"; } #layer-table th.desc::after { content: " \\25BC"; }
+.pager { margin: 0.4em 0; font-size: 0.85em; } .pager button { margin-right: 0.4em; }
+dl.defs dt { font-weight: bold; margin-top: 0.4em; } dl.defs dd { margin-left: 1.5em; }
 img { max-width: 100%; }
 """
+
+PAGE_ROWS = 25  # rows per page of the layer table (with scripts on)
+
+# Sort by a header click (numbers by their data-v value), page the rows; no external code.
+SCRIPT = """
+(function () {
+  var table = document.getElementById("layer-table"); if (!table) return;
+  var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+  var size = __PAGE_ROWS__, page = 0, pager = document.getElementById("layer-pager");
+  function show() {
+    var pages = Math.max(1, Math.ceil(rows.length / size));
+    page = Math.min(Math.max(page, 0), pages - 1);
+    rows.forEach(function (r, i) {
+      r.style.display = (i >= page * size && i < (page + 1) * size) ? "" : "none"; });
+    pager.querySelector("span").textContent = "page " + (page + 1) + " of " + pages +
+      " (" + rows.length + " layers)";
+  }
+  pager.innerHTML = '<button type="button">previous</button><button type="button">next' +
+    '</button><button type="button">all</button><span></span>';
+  var b = pager.querySelectorAll("button");
+  b[0].onclick = function () { page -= 1; show(); };
+  b[1].onclick = function () { page += 1; show(); };
+  b[2].onclick = function () { size = size === rows.length ? __PAGE_ROWS__ : rows.length; page = 0; show(); };
+  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, col) {
+    th.onclick = function () {
+      var asc = !th.classList.contains("asc");
+      Array.prototype.forEach.call(th.parentNode.cells, function (h) {
+        h.classList.remove("asc", "desc"); });
+      th.classList.add(asc ? "asc" : "desc");
+      rows.sort(function (x, y) {
+        var a = x.cells[col], c = y.cells[col], va = a.dataset.v, vc = c.dataset.v;
+        var d = (va !== undefined && vc !== undefined) ? (+va - +vc)
+          : a.textContent.localeCompare(c.textContent);
+        return asc ? d : -d; });
+      rows.forEach(function (r) { body.appendChild(r); });
+      page = 0; show();
+    };
+  });
+  show();
+})();
+""".replace("__PAGE_ROWS__", str(PAGE_ROWS))
 
 
 def _e(text: object) -> str:
@@ -91,14 +142,28 @@ def _timeline_section(profile: Profile, tl: Timeline) -> str:
 
 def _layers_section(profile: Profile, tl: Timeline) -> str:
     cols = columns(profile, with_sram=True)
-    head = "".join(f'<th data-key="{_e(c.key)}">{_e(c.label)}</th>' for c in cols)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="num">{_e(v)}</td>' if c.numeric else f"<td>{_e(v)}</td>"
-                         for c, v in zip(cols, row, strict=True)) + "</tr>"
-        for row in layer_rows(profile, tl.sram_peaks.per_layer_sram))
-    return (f'<section id="layers"><h2>Layers ({len(profile.layers)})</h2><div class="wide">'
-            f'<table id="layer-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
-            "</table></div></section>")
+    raw = layer_rows(profile, tl.sram_peaks.per_layer_sram)
+    pretty = layer_rows(profile, tl.sram_peaks.per_layer_sram, pretty=True)
+    shown = [k for k, c in enumerate(cols) if c.key != "name"]  # the IR name: a tooltip
+    head = "".join(f'<th data-key="{_e(cols[k].key)}">{_e(cols[k].label)}</th>' for k in shown)
+    body = "".join("<tr>" + "".join(_cell(cols[k], r[k], p[k], p[0]) for k in shown) + "</tr>"
+                   for r, p in zip(raw, pretty, strict=True))
+    note = ("Layers are named by their PyTorch module path (hover for the IR name and the full "
+            "text of a clipped cell). Click a header to sort; numbers use thousands separators.")
+    return (f'<section id="layers"><h2>Layers ({len(profile.layers)})</h2>'
+            f'<p class="note">{_e(note)}</p><div class="pager" id="layer-pager"></div>'
+            f'<div class="wide"><table id="layer-table"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div></section>")
+
+
+def _cell(col, raw: str, text: str, ir_name: str) -> str:
+    if col.numeric:
+        return f'<td class="num" data-v="{_e(raw)}">{_e(text)}</td>'
+    if col.key == "module":
+        return f'<td title="IR {_e(ir_name)}">{_e(text)}</td>'
+    if col.key in ("loc", "mapping"):
+        return f'<td class="clip" title="{_e(text)}">{_e(text)}</td>'
+    return f"<td>{_e(text)}</td>"
 
 
 def _host_section(profile: Profile) -> str:
@@ -111,31 +176,52 @@ def _host_section(profile: Profile) -> str:
 
 
 DEFINITIONS = (
-    "Cycles: from the first instruction issued to the last output byte written (simulator "
-    "timing model). Latency = cycles / clock. Throughput = clock / cycles. MAC utilisation = "
-    "MACs / (cycles x peak MACs per cycle). Energy = per-instruction events x the preset's "
-    "per-event energies + static power x latency. Average power = dynamic energy x fps + "
-    "static power. TOPS/W = 2 x MACs / energy per inference. Layer cycles = the layer's span "
-    "in the schedule (layers may overlap). Full definitions: docs/analysis.md and "
-    "BENCHMARKS.md."
+    ("Cycles", "From the first instruction issued to the last output byte written, in the "
+     "simulator's timing model (data-independent). Host (CPU) ops are listed separately and "
+     "never counted."),
+    ("Latency / throughput", "Latency = cycles / clock frequency; throughput = clock / cycles "
+     "(inferences per second, one inference at a time)."),
+    ("MACs", "The model's multiply-accumulates per inference, counted for convolutions "
+     "(depthwise included), linear layers and matrix multiplies only, as PyTorch's "
+     "FlopCounterMode counts FLOPs / 2; halo rows that fused stripes recompute are not "
+     "counted twice."),
+    ("MAC utilisation", "MACs / (cycles x the matrix engine's peak MACs per cycle)."),
+    ("Energy", "Per-instruction events (MACs, SRAM / accumulator bytes, off-chip bytes, vector "
+     "ops, LUT lookups) x the preset's per-event energies, plus static power x latency."),
+    ("Average power", "Dynamic energy per inference x frame rate + static power (the NPU "
+     "leaks all the time and idles between frames)."),
+    ("Peak SRAM", "The highest scratchpad byte any instruction touches (each layer's SRAM is "
+     "allocated from address 0)."),
+    ("TOPS/W", "2 x MACs / energy per inference (one MAC = two operations)."),
+    ("Layer cycles", "A layer's span in the schedule, first instruction start to last "
+     "instruction end on any engine; layers overlap in a pipelined schedule, so shares of "
+     "cycles need not add up to 100 %."),
+    ("Estimate error", "(analytical estimate - simulated cycles) / simulated cycles."),
+    ("Bound", "What limits the layer in the cost model: compute (MAC array), vector (vector "
+     "lanes), dram (off-chip bandwidth) or latency (DMA latency)."),
+    ("Off-chip traffic", "Bytes read and written per off-chip memory by DMA. DRAM arena: the "
+     "activation arena the memory planner laid out (tensors that are not live at the same "
+     "time share bytes), against one buffer per tensor."),
 )
 
 
+def _definitions_section() -> str:
+    items = "".join(f"<dt>{_e(term)}</dt><dd>{_e(text)}</dd>" for term, text in DEFINITIONS)
+    return (f'<section id="definitions"><h2>Definitions</h2><dl class="defs">{items}</dl>'
+            '<p class="note">The same definitions, with the cost and energy models, are in '
+            "the project's docs/analysis.md.</p></section>")
+
+
 def _advice_section(advice) -> str:
-    """Co-design advice (tessel.analysis.advise.Advice): what binds, and the ranked gains."""
+    """Co-design advice (tessel.analysis.advise.Advice): what binds, and the ranked changes
+    (signed: negative latency / energy = less than now; the same table as `tessel advise`)."""
     if advice is None:
         return ""
-    rows = "".join(
-        f"<tr><td>{_e(g.change)}</td><td>{_e(g.limit.value)}</td>"
-        f"<td>{g.latency_gain_pct:.1f} %</td><td>{g.energy_gain_pct:.1f} %</td>"
-        f"<td>{_e(f'{g.area_mm2_delta:+.4f} mm2 ({g.area_pct:+.1f} %)' if g.area_modelled else 'n/m')}"
-        f"</td></tr>" for g in advice.ranked)
+    table = dataclasses.replace(advice.ranked_table(), html_id="advice-table")
     return (f'<section id="advice"><h2>Co-design advice</h2><p>Binding limit of the whole '
-            f'model: {_e(advice.binding.value)}. Gains of relaxing each parameter 2x, with the '
-            f'compiler in the loop (mappings and fusion re-searched), ranked:</p>'
-            f'<table id="advice-table"><thead><tr><th>change</th><th>limit</th>'
-            f'<th>latency gain</th><th>energy gain</th><th>area cost</th></tr></thead>'
-            f'<tbody>{rows}</tbody></table></section>')
+            f'model: {_e(advice.binding.value)}. Changes from relaxing each parameter 2x, with '
+            f'the compiler in the loop (mappings and fusion re-searched), ranked:</p>'
+            f"{table.html()}</section>")
 
 
 def report_html(compiled: CompiledModel, fps: float = 30.0,
@@ -155,9 +241,8 @@ def report_html(compiled: CompiledModel, fps: float = 30.0,
         f"{_e(compiled.arch.arch_hash[:16])}.</p>",
         _summary_section(s), _energy_section(profile, tl), _roofline_section(profile, tl),
         _timeline_section(profile, tl), _layers_section(profile, tl), _host_section(profile),
-        _advice_section(advice),
-        f'<section id="definitions"><h2>Definitions</h2><p>{_e(DEFINITIONS)}</p></section>',
-        "</body></html>",
+        _advice_section(advice), _definitions_section(),
+        f"<script>{SCRIPT}</script>", "</body></html>",
     ]
     return "\n".join(parts) + "\n"
 

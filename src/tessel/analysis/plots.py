@@ -21,18 +21,21 @@ from tessel.runtime.profile import Profile
 
 BOUND_COLOURS = {"compute": "tab:blue", "vector": "tab:green", "dram": "tab:red",
                  "latency": "tab:orange"}
-LEGEND_LAYERS = 12  # the timeline's legend names the slowest layers only
+TOP_LAYERS = 10  # the timeline colours the slowest layers (one colour each), the rest grey
+GREY = (0.72, 0.72, 0.72, 1.0)  # layers outside the top TOP_LAYERS
+PROGRAM_GREY = (0.45, 0.45, 0.45, 1.0)  # instructions outside every layer
 DPI = 100
-ANNOTATED = 5  # roofline points labelled with their layer name (most MACs first)
+ANNOTATED = 6  # roofline points labelled with their layer name (most cycles first)
 
 
 @dataclass(frozen=True)
 class RooflinePoint:
-    layer: str
+    layer: str  # module path (IR name when there is none)
     bound: str
     intensity: float  # MACs per off-chip byte; math.inf when the layer moved no off-chip byte
     macs_per_cycle: float
     macs: int
+    cycles: int
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,8 @@ def roofline_points(profile: Profile) -> list[RooflinePoint]:
         if lay.macs <= 0 or lay.cycles <= 0:
             continue
         moved = sum(lay.bytes_read.values()) + sum(lay.bytes_written.values())
-        out.append(RooflinePoint(lay.name, lay.bound, lay.macs / moved if moved else math.inf,
-                                 lay.macs / lay.cycles, lay.macs))
+        out.append(RooflinePoint(lay.label, lay.bound, lay.macs / moved if moved else math.inf,
+                                 lay.macs / lay.cycles, lay.macs, lay.cycles))
     return out
 
 
@@ -111,9 +114,6 @@ def roofline_png(profile: Profile, timeline: Timeline) -> bytes:
     if other:
         ax.scatter([min(p.intensity, hi) for p in other], [p.macs_per_cycle for p in other],
                    s=22, color="tab:purple", label="other layers", zorder=3)
-    for p in sorted(points, key=lambda p: -p.macs)[:ANNOTATED]:  # the layers that matter most
-        ax.annotate(p.layer, (min(p.intensity, hi), p.macs_per_cycle), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -124,8 +124,34 @@ def roofline_png(profile: Profile, timeline: Timeline) -> bytes:
     ax.set_title(f"Roofline: {len(points)} layers with MACs on {timeline.compiled.arch.name}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    fig.tight_layout()  # before the labels: their overlap test needs the final axes geometry
+    _label_slowest(ax, points, hi)
     return _png(fig)
+
+
+_LEADER = {"arrowstyle": "-", "lw": 0.5, "color": "0.45", "shrinkA": 0, "shrinkB": 3}
+
+
+def _label_slowest(ax, points: list[RooflinePoint], hi: float) -> None:
+    """Name the slowest layers (they matter most for latency) next to their points; each label
+    takes the first of 16 positions around its point that overlaps no earlier label (a label
+    with no free position is left out rather than drawn over another)."""
+    renderer = ax.figure.canvas.get_renderer()
+    placed: list = []
+    offsets = [(sx * dx, sy * dy) for dy, dx in ((4, 5), (12, 5), (22, 10), (34, 14))
+               for sy in (1, -1) for sx in (1, -1)]
+    for p in sorted(points, key=lambda p: (-p.cycles, p.layer))[:ANNOTATED]:
+        xy = (min(p.intensity, hi), p.macs_per_cycle)
+        for dx, dy in offsets:
+            text = ax.annotate(p.layer, xy, fontsize=7, xytext=(dx, dy), textcoords="offset points",
+                               ha="left" if dx > 0 else "right", va="bottom" if dy > 0 else "top",
+                               arrowprops=None if abs(dy) < 10 else _LEADER)
+            ax.figure.canvas.draw()  # final geometry of this label
+            box = text.get_window_extent(renderer).expanded(1.06, 1.3)
+            if not any(box.overlaps(b) for b in placed):
+                placed.append(box)
+                break
+            text.remove()
 
 
 def energy_groups(energy_pj: dict[str, float], offchip: list[str]) -> list[tuple[str, float]]:
@@ -159,11 +185,21 @@ def energy_png(profile: Profile, timeline: Timeline) -> bytes:
     return _png(fig)
 
 
+def top_layers(profile: Profile, k: int = TOP_LAYERS) -> list[int]:
+    """Indices of the ``k`` slowest layers, slowest first (ties: program order)."""
+    order = sorted(range(len(profile.layers)), key=lambda i: (-profile.layers[i].cycles, i))
+    return order[:k]
+
+
 def layer_colours(profile: Profile) -> list[tuple[float, float, float, float]]:
+    """One distinct colour (tab10) for each of the TOP_LAYERS slowest layers, grey for the rest."""
     from matplotlib import colormaps
 
-    cmap = colormaps["tab20"]
-    return [cmap(k % 20) for k in range(len(profile.layers))]
+    cmap = colormaps["tab10"]
+    colours = [GREY] * len(profile.layers)
+    for rank, i in enumerate(top_layers(profile)):
+        colours[i] = cmap(rank % 10)
+    return colours
 
 
 def timeline_png(profile: Profile, timeline: Timeline) -> bytes:
@@ -177,24 +213,28 @@ def timeline_png(profile: Profile, timeline: Timeline) -> bytes:
     for row, e in enumerate(engines):
         y = len(engines) - 1 - row
         for sl in timeline.on(e):
-            colour = colours[sl.layer_index] if sl.layer_index >= 0 else (0.6, 0.6, 0.6, 1.0)
+            colour = colours[sl.layer_index] if sl.layer_index >= 0 else PROGRAM_GREY
             gantt.broken_barh([(s * us, (t - s) * us) for s, t in sl.bursts], (y - 0.4, 0.8),
                               facecolors=colour, linewidth=0)
     gantt.set_yticks(range(len(engines)), [e.name for e in reversed(engines)])
     gantt.set_title(f"Engine activity ({timeline.total_cycles:,} cycles); colour = layer, "
                     "gaps = waiting")
-    slow = sorted(range(len(profile.layers)), key=lambda k: -profile.layers[k].cycles)
-    handles = [Patch(color=colours[k], label=profile.layers[k].name)
-               for k in sorted(slow[:LEGEND_LAYERS])]
+    top = top_layers(profile)
+    handles = [Patch(color=colours[k], label=_short(profile.layers[k].label)) for k in top]
+    if len(profile.layers) > len(top):
+        handles.append(Patch(color=GREY, label=f"other {len(profile.layers) - len(top)} layers"))
     if any(sl.layer_index < 0 for sl in timeline.slices):
-        handles.append(Patch(color=(0.6, 0.6, 0.6, 1.0), label=PROGRAM_LAYER))
+        handles.append(Patch(color=PROGRAM_GREY, label=PROGRAM_LAYER))
     if handles:
         gantt.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0),
-                     title=f"slowest {min(LEGEND_LAYERS, len(profile.layers))} layers",
-                     title_fontsize=7)
+                     title=f"slowest {len(top)} layers", title_fontsize=7)
     _bandwidth_axis(bw, timeline, us)
     fig.tight_layout()
     return _png(fig)
+
+
+def _short(name: str, width: int = 28) -> str:
+    return name if len(name) <= width else "…" + name[-(width - 1):]
 
 
 def _bandwidth_axis(ax, timeline: Timeline, us: float) -> None:

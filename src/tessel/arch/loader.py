@@ -23,7 +23,7 @@ from tessel.arch.types import (
     OnChipMemory,
     VectorEngine,
 )
-from tessel.errors import TesselConfigError
+from tessel.errors import TesselConfigError, did_you_mean
 
 _TOP_KEYS = ("name", "description", "process_node_nm", "clock_hz")
 _TABLES = ("matrix", "vector", "onchip", "offchip", "memory", "dma", "energy", "area", "derived")
@@ -186,7 +186,8 @@ def load_preset(name: str) -> NpuArch:
     """The shipped preset called ``name`` (e.g. ``"tnpu-s"``)."""
     names = list_presets()
     if name not in names:
-        raise TesselConfigError(f"unknown target {name!r}; presets are: {', '.join(names)}")
+        raise TesselConfigError(f"unknown target {name!r}{did_you_mean(name, names)}; presets "
+                                f"are: {', '.join(names)}")
     res = resources.files("tessel.arch") / "presets" / f"{name}.toml"
     return arch_from_text(res.read_text(encoding="utf-8"), f"presets/{name}.toml")
 

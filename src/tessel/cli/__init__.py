@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import signal
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from tessel.errors import TesselError
 
@@ -27,12 +29,29 @@ COMMAND_MODULES = (
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a 'did you mean' hint for a mistyped command or choice."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            from tessel.errors import did_you_mean
+            known = re.findall(r"'([^']*)'", m.group(2)) or [
+                c.strip() for c in m.group(2).split(",")]
+            message += did_you_mean(m.group(1), known)
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tessel", description="Compile PyTorch models for the Tessel NPU, simulate, analyse.")
     parser.add_argument("--version", action="version", version=_version())
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an error (for bug reports)")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more messages (debug detail)")
+    parser.add_argument("-q", "--quiet", action="count", default=0,
+                        help="no progress, warnings and errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module in COMMAND_MODULES:
@@ -59,6 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage errors (argparse printed them; code 2), --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    from tessel.progress import configure
+    configure(args.verbose - args.quiet)
     previous = _install(signal.SIGTERM, _on_sigterm)
     try:
         return int(args.func(args) or 0)

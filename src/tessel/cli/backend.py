@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fail instead of running unsupported ops on the host CPU")
     p.add_argument("--dump-after", action="append", default=[], metavar="PASS",
                    help="print the integer IR after quantisation ('quantize')")
+    p.add_argument("--json", action="store_true", help="print one JSON object (file, size, "
+                   "cycles, latency, energy)")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("estimate", help="latency / energy estimate from the analytical cost "
@@ -66,7 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _progress(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    from tessel.progress import info
+    info(msg)  # stderr with a timestamp unless -q (tessel.progress.configure)
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -95,15 +98,29 @@ def cmd_compile(args: argparse.Namespace) -> int:
                         quant_config=default_config(spec.name),
                         name=source_record(args.model)["model"],  # no path: reproducible
                         progress=_progress, source=args.model,
-                        dump=(lambda g: print(print_graph(g, elide_constants=True)))
+                        dump=(lambda g: print(print_graph(g, elide_constants=True),
+                                              file=sys.stderr if args.json else sys.stdout))
                         if args.dump_after else None)
     cm.save(args.output)
     prof = cm.profile
-    print(f"wrote {args.output} ({len(cm.binary)} bytes) in {time.perf_counter() - t0:.1f} s: "
-          f"{prof.cycles} cycles = {prof.latency_ms:.3f} ms on {arch.name}")
+    seconds = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps(_compile_result(cm, args.output, seconds), indent=1, sort_keys=True))
+        return 0
+    print(f"wrote {args.output} ({len(cm.binary):,} bytes) in {seconds:.1f} s: "
+          f"{prof.cycles:,} cycles = {prof.latency_ms:.3f} ms on {arch.name}")
     if prof.fallback:
         print(prof.fallback)
     return 0
+
+
+def _compile_result(cm, output: Path, seconds: float) -> dict:
+    prof = cm.profile
+    return {"output": str(output), "bytes": len(cm.binary), "seconds": round(seconds, 3),
+            "model": prof.model, "target": prof.target, "cycles": prof.cycles,
+            "latency_ms": prof.latency_ms, "energy_uj": prof.energy_uj,
+            "mac_utilisation": prof.mac_utilisation, "layers": len(prof.layers),
+            "host_ops": list(prof.host_ops), "fallback": prof.fallback}
 
 
 def add_data_arguments(p: argparse.ArgumentParser) -> None:
@@ -159,9 +176,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print(report.to_json())
     else:
         print(report.summary())
-        for layer in sorted(report.layers, key=lambda x: -x.cycles)[:10]:
-            print(f"  {layer.name:<32} {layer.op:<12} {layer.cycles:>10} {layer.bound:<8} "
-                  f"{layer.mapping}")
+        report.layer_table(10).print()
     return 0
 
 
@@ -265,7 +280,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         print(prof.to_json())
     else:
         print(prof.summary())
-        print(prof.table())
+        prof.layer_table().print()
     for path in write_reports(args, cm):
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     return 0

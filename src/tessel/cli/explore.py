@@ -55,7 +55,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
                          indent=1, sort_keys=True))
     else:
         print(result.summary())
-        print(result._repr_markdown_().split("\n\n", 1)[-1])
+        print(result.front_table().text())
         print("wrote " + ", ".join(str(f) for f in result.files[:3])
               + (f" and {len(result.files) - 3} presets" if len(result.files) > 3 else ""))
     return 0

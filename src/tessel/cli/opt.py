@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tessel.errors import TesselConfigError
 from tessel.fileio import check_writable, read_text, write_atomic
+
 
 class _PassListDescription(argparse.ArgumentParser):
     """`tessel opt --help` lists the passes; the pass manager (and numpy) load only then."""

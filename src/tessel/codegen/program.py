@@ -22,6 +22,7 @@ from tessel.codegen.streams import Streams
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, Graph, Node
 from tessel.isa import Engine
+from tessel.progress import task
 from tessel.schedule.memory import ArenaPlan, plan_arena
 from tessel.schedule.step import CostCache, Estimate, estimate_step
 
@@ -176,20 +177,23 @@ def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext
     cascaded step when its best estimate beats the two layers' estimates added up."""
     out: list[tuple[Unit, Any, Estimate]] = []
     k = 0
-    while k < len(nodes):
-        node = nodes[k]
-        alone = _choose(node, ctx)
-        nxt = nodes[k + 1] if k + 1 < len(nodes) else None
-        if nxt is not None and ops_fused.fusible(graph, node, nxt):
-            second = _choose(nxt, ctx)
-            pair = ops_fused.FusedPair(node, nxt)
-            fused = _choose(pair, ctx, required=False)
-            if fused is not None and fused[1].cycles < alone[1].cycles + second[1].cycles:
-                out.append((pair, *fused))
-                k += 2
-                continue
-        out.append((node, *alone))
-        k += 1
+    with task("mapping search", total=len(nodes)) as bar:
+        while k < len(nodes):
+            node = nodes[k]
+            alone = _choose(node, ctx)
+            nxt = nodes[k + 1] if k + 1 < len(nodes) else None
+            if nxt is not None and ops_fused.fusible(graph, node, nxt):
+                second = _choose(nxt, ctx)
+                pair = ops_fused.FusedPair(node, nxt)
+                fused = _choose(pair, ctx, required=False)
+                if fused is not None and fused[1].cycles < alone[1].cycles + second[1].cycles:
+                    out.append((pair, *fused))
+                    k += 2
+                    bar.advance(2)
+                    continue
+            out.append((node, *alone))
+            k += 1
+            bar.advance()
     return out
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tessel.errors import TesselConfigError
+from tessel.errors import TesselConfigError, did_you_mean
 from tessel.models import digits, ds_cnn, minilm, mobilenet_v2, resnet, vit
 from tessel.models.loader import model_file_spec, split_path_spec, user_spec
 from tessel.models.spec import ModelAndInputs, ModelSpec, Task, check_model_and_inputs
@@ -59,6 +57,7 @@ def resolve(name_or_spec: str) -> ModelSpec:
     hint = ""
     if name_or_spec.endswith(".py"):
         hint = " (a model file needs the factory function too: path/to/file.py:factory)"
+    hint = hint or did_you_mean(name_or_spec, tuple(ZOO))
     raise TesselConfigError(
         f"unknown model {name_or_spec!r}{hint}; known zoo models: {', '.join(ZOO)}; "
         "or give path/to/file.py:factory, model.pt2 (torch.export.save), model.onnx or model.tflite"

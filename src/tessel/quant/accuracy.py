@@ -33,6 +33,7 @@ import torch
 
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.models import ModelSpec, Task, load, resolve
+from tessel.progress import track
 from tessel.quant.api import QuantizedModel, quantize
 from tessel.quant.config import OpKind, QuantConfig
 
@@ -166,7 +167,7 @@ def _run_all(qm: QuantizedModel, model: torch.nn.Module, inputs: Sequence[Sample
              ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
     """Stacked float and golden outputs (per output index) and golden seconds per input."""
     floats, goldens, seconds = [], [], 0.0
-    for sample in inputs:
+    for sample in track(inputs, "accuracy: float vs golden"):
         with torch.no_grad():
             f = model(*sample)
         f = (f,) if isinstance(f, torch.Tensor) else tuple(f)

@@ -23,15 +23,18 @@ from torch.fx import GraphModule
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
+from tessel.display import Table, short_repr, summary_html
 from tessel.errors import TesselConfigError
 from tessel.frontend.export import decomposition_table, exporting
 from tessel.frontend.importer import import_program
+from tessel.frontend.ir_module import QDQModule
 from tessel.frontend.locations import model_root
 from tessel.frontend.model_input import as_module, example_inputs_of, is_exported, model_name
-from tessel.frontend.ir_module import QDQModule
 from tessel.ir import Graph, Node, sanitize_name, verify
+from tessel.passes.base import Pass
 from tessel.passes.manager import run_pipeline
 from tessel.passes.to_nhwc import ToNHWC
+from tessel.progress import info
 from tessel.quant.config import QuantConfig
 from tessel.quant.lower import LowerQDQ, host_ops
 from tessel.quant.pt2e import Sample, calibrate, convert_qat, export_for_quant, prepare_qat
@@ -74,6 +77,26 @@ class QuantizedModel:
                   for x in inputs]
         return run_golden(self.graph, arrays)
 
+    def __repr__(self) -> str:  # short: the graphs hold every weight (never dump them)
+        return short_repr("QuantizedModel", [
+            ("graph", repr(self.graph.name)), ("nodes", len(self.graph.nodes)),
+            ("inputs", [v.name for v in self.graph.inputs]), ("outputs", list(self.graph.outputs)),
+            ("calibration_samples", self.calibration_samples), ("host_ops", len(self.host_ops))])
+
+    def _repr_html_(self) -> str:
+        """Notebook view: the integer graph's summary and the ops left on the host."""
+        lines = self.graph.summary().split("\n") + [
+            f"calibrated on {self.calibration_samples} sample(s); observer "
+            f"{self.config.observer.value}"]
+        shown = self.host_ops[:_SHOWN_HOST_OPS]
+        tables = [Table(("value", "op", "source"), [(h.name, h.op, h.loc) for h in shown],
+                        title=f"host (CPU) ops: {len(shown)} of {len(self.host_ops)}")
+                  ] if self.host_ops else []
+        return summary_html(f"QuantizedModel {self.graph.name}", lines, tables)
+
+
+_SHOWN_HOST_OPS = 10
+
 
 def _as_args(sample: Sample) -> tuple[torch.Tensor, ...]:
     return (sample,) if isinstance(sample, torch.Tensor) else tuple(sample)
@@ -93,7 +116,9 @@ def import_qdq(converted: GraphModule, example_inputs: Sample, name: str = "mode
 
 def lower_graph(qdq: Graph, *, layout_nhwc: bool = True) -> Graph:
     """lower_qdq, dead-code elimination, then the layout pass (verified after each)."""
-    passes = [LowerQDQ(), "dce"] + ([ToNHWC()] if layout_nhwc else [])
+    passes: list[Pass | str] = [LowerQDQ(), "dce"]
+    if layout_nhwc:
+        passes.append(ToNHWC())
     return run_pipeline(qdq, passes, verify_each=True, dump=lambda _: None)
 
 
@@ -134,8 +159,10 @@ def quantize(model: torch.nn.Module | torch.export.ExportedProgram,
     data = [_as_args(example_inputs)] if calibration_data is None else list(
         itertools.islice(calibration_data, calibration_samples))
     module = as_module(model)
+    info(f"quantise: torch.export and prepare ({len(data)} calibration samples)")
     prepared = prepare_pt2e(export_for_quant(module, example_inputs), TesselQuantizer(config))
     count = calibrate(prepared, data)
+    info("quantise: convert, import the integer graph, lower, NHWC layout")
     converted = convert_pt2e(prepared)
     return finish(converted, example_inputs, config, count, model_name(model),
                   None if is_exported(model) else model_root(model))
@@ -158,6 +185,15 @@ def quantize_qat(prepared: GraphModule, example_inputs: Sample,
     """QAT step 2: convert the trained fake-quant module and lower it like PTQ."""
     converted = convert_qat(prepared)
     return finish(converted, example_inputs, config or QuantConfig(), 0, name)
+
+
+def from_pt2e(converted: GraphModule, example_inputs: Sample, config: QuantConfig | None = None,
+              *, calibration_samples: int = 0, name: str = "model") -> QuantizedModel:
+    """Bring your own pt2e flow: a module you prepared with ``TesselQuantizer``, calibrated or
+    trained yourself and converted with torchao's ``convert_pt2e``, as a QuantizedModel
+    (import, lower, NHWC) that ``tessel.driver.compile_graph(qm.graph, arch)`` compiles.
+    ``config`` must be the QuantConfig the quantiser was built with."""
+    return finish(converted, example_inputs, config or QuantConfig(), calibration_samples, name)
 
 
 def golden_outputs(qm: QuantizedModel, samples: Sequence[Sample]) -> list[list[np.ndarray]]:

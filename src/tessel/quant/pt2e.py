@@ -15,6 +15,7 @@ from torchao.quantization.pt2e import move_exported_model_to_eval
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e, prepare_qat_pt2e
 
 from tessel.errors import TesselConfigError
+from tessel.progress import track
 from tessel.quant.config import QuantConfig
 from tessel.quant.quantizer import TesselQuantizer
 from tessel.threads import single_threaded
@@ -38,7 +39,7 @@ def calibrate(prepared: GraphModule, calibration_data: Iterable[Sample]) -> int:
     """Run every calibration sample through the observed model; returns the sample count."""
     count = 0
     with torch.no_grad(), single_threaded():  # float reduction order fixed: same binary
-        for sample in calibration_data:
+        for sample in track(calibration_data, "calibration"):
             prepared(*_as_args(sample))
             count += 1
     if count == 0:

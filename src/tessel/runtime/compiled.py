@@ -17,6 +17,7 @@ import numpy as np
 
 from tessel.arch import NpuArch, arch_from_dict, load_preset  # noqa: F401
 from tessel.binary import TslProgram, load_tsl, read_tsl, save_tsl, write_tsl
+from tessel.display import short_repr, summary_html
 from tessel.errors import TesselError, TesselFormatError
 from tessel.ir import Graph, parse_graph, run_graph
 from tessel.runtime.profile import Profile, build_profile
@@ -84,7 +85,6 @@ class CompiledModel:
 
     def run(self, *inputs: np.ndarray, timing: bool = False) -> list[np.ndarray]:
         """Outputs for one set of inputs (numpy or torch tensors, in the model's order)."""
-        from tessel.quant.golden import GOLDEN_KERNELS
         from tessel.sim.api import NpuSession
 
         arrays = [_numpy(x) for x in inputs]
@@ -98,8 +98,7 @@ class CompiledModel:
         for k, host in enumerate(hosts):
             t0 = time.perf_counter()
             if host is not None:
-                env.update(run_graph(host, _bind(host, env), kernels=GOLDEN_KERNELS,
-                                     keep_all=True))
+                env.update(_host_values(host, env))
             t1 = time.perf_counter()
             stats.host_seconds += t1 - t0
             if k < len(regions):
@@ -117,6 +116,24 @@ class CompiledModel:
 
     def save(self, path: str | Path) -> None:
         save_tsl(path, self.program)
+
+    def __repr__(self) -> str:  # short: the program is megabytes (never dump it)
+        meta = self.program.metadata
+        return short_repr("CompiledModel", [
+            ("model", repr(meta.get("model", "?"))), ("target", repr(self.arch.name)),
+            ("inputs", self.input_names), ("outputs", self.output_names),
+            ("layers", len(meta.get("layers", ()))),
+            ("host_ops", len(meta.get("host_ops", ())))])
+
+    def _repr_html_(self) -> str:
+        """Notebook view: the binary, the profile summary and the slowest layers."""
+        meta = self.program.metadata
+        head = [f"target {self.arch.name}: {self.arch.description}",
+                f"inputs {self.input_names}, outputs {self.output_names}; "
+                f"{len(meta.get('layers', ()))} NPU layers, "
+                f"{len(meta.get('host_ops', ()))} host ops"]
+        return summary_html(f"CompiledModel {meta.get('model', '?')}", head) + \
+            self.profile._repr_html_()
 
 
 def load(path: str | Path, arch: NpuArch | None = None) -> CompiledModel:
@@ -136,6 +153,15 @@ def _arch_of(program: TslProgram) -> NpuArch:
     if arch.arch_hash_bytes != program.arch_hash:
         raise TesselFormatError("metadata 'arch' does not match the header's arch hash")
     return arch
+
+
+def _host_values(graph: Graph, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every value of a host graph (prologue / epilogue) run by the golden kernels."""
+    from tessel.quant.golden import GOLDEN_KERNELS
+
+    values = run_graph(graph, _bind(graph, env), kernels=GOLDEN_KERNELS, keep_all=True)
+    assert isinstance(values, dict)  # keep_all=True: name -> value
+    return values
 
 
 def _bind(graph: Graph, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -1,7 +1,7 @@
 """Per-inference and per-layer figures of a compiled program, from the simulator's timing
 model (data-independent, so no inputs are needed) and the per-instruction energy events.
 
-Definitions follow BENCHMARKS.md: cycles from the first instruction issued to the last
+Definitions (docs/analysis.md): cycles from the first instruction issued to the last
 output byte written; MAC utilisation = MACs / (cycles x peak MACs per cycle); host ops are
 listed separately, never folded into the NPU cycle count.
 """
@@ -9,6 +9,7 @@ listed separately, never folded into the NPU cycle count.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from tessel.arch import NpuArch
 from tessel.binary import TslProgram
+from tessel.display import TERMINAL_WIDTH, Table, fmt_int, short_repr, summary_html
 from tessel.isa import Engine, Opcode
 from tessel.isa.costs import energy_breakdown_pj, gemm_dims, instruction_cost, static_energy_pj
 from tessel.runtime.regions import regions_of
@@ -26,6 +28,7 @@ from tessel.sim.timing import events_matrix as _events_matrix
 from tessel.sim.timing import schedule
 
 _CONTROL = (Opcode.WAIT, Opcode.SIGNAL, Opcode.END)
+TOP_LAYERS = 10  # layers shown by the notebook view (_repr_html_)
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ class LayerStats:
     bound: str
     cycles: int
     estimated_cycles: int
-    macs: int  # of the model's layer (BENCHMARKS.md); fused stripes may execute more
+    macs: int  # of the model's layer (docs/analysis.md); fused stripes may execute more
     mac_utilisation: float
     bytes_read: dict[str, int]
     bytes_written: dict[str, int]
@@ -49,6 +52,25 @@ class LayerStats:
     first_instr: dict[str, int] = field(default_factory=dict)  # engine name -> queue index
     last_instr: dict[str, int] = field(default_factory=dict)  # -1 below first: none
     memory_bytes: dict[str, int] = field(default_factory=dict)  # bytes moved per memory
+
+    @property
+    def module(self) -> str:
+        """The PyTorch module path of the layer ('' when the frontend recorded none)."""
+        return module_of(self.loc)
+
+    @property
+    def label(self) -> str:
+        """What users call the layer: its module path, else its IR name."""
+        return self.module or self.name
+
+
+def module_of(loc: str) -> str:
+    """The module path in a source location string ``file:line (module a.b.c)``."""
+    m = _MODULE.search(loc)
+    return m.group(1) if m else ""
+
+
+_MODULE = re.compile(r"\(module ([^)]*)\)\s*$")
 
 
 @dataclass(frozen=True)
@@ -81,23 +103,44 @@ class Profile:
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True)
 
-    def table(self) -> str:
-        """The per-layer table as fixed-width text."""
-        head = (f"{'layer':<28} {'op':<12} {'cycles':>9} {'est':>9} {'bound':<8} {'MAC%':>5} "
-                f"{'DRAM rd':>9} {'DRAM wr':>9} {'uJ':>7}  mapping")
-        rows = [head, "-" * len(head)]
-        for lay in self.layers:
-            rows.append(
-                f"{lay.name[:28]:<28} {lay.op:<12} {lay.cycles:>9} {lay.estimated_cycles:>9} "
-                f"{lay.bound:<8} {100 * lay.mac_utilisation:>5.1f} "
-                f"{sum(lay.bytes_read.values()):>9} {sum(lay.bytes_written.values()):>9} "
-                f"{lay.energy_pj / 1e6:>7.3f}  {lay.mapping}")
-        return "\n".join(rows)
+    def layer_table(self, top: int | None = None) -> Table:
+        """Per-layer table (all layers in program order, or the ``top`` slowest); layers are
+        named by module path (IR name in the HTML tooltip). The CSV / HTML report have more."""
+        layers = self.slowest(top) if top is not None else list(self.layers)
+        rows = [(x.label, x.op, fmt_int(x.cycles), x.bound, f"{100 * x.mac_utilisation:.1f}",
+                 fmt_int(sum(x.bytes_read.values())), fmt_int(sum(x.bytes_written.values())),
+                 f"{x.energy_pj / 1e6:.3f}", x.mapping) for x in layers]
+        tips = [(f"IR {x.name}", "", f"estimate {x.estimated_cycles:,}", "", "", "", "", "",
+                 "") for x in layers]
+        return Table(("layer", "op", "cycles", "bound", "MAC%", "read B", "written B", "uJ",
+                      "mapping"), rows,
+                     numeric=(False, False, True, False, True, True, True, True, False),
+                     max_widths=(28, 16, None, None, None, None, None, None, 26),
+                     tooltips=tips)
+
+    def table(self, width: int = TERMINAL_WIDTH) -> str:
+        """The per-layer table as text, at most ``width`` columns."""
+        return self.layer_table().text(width)
+
+    def __repr__(self) -> str:
+        return short_repr("Profile", [
+            ("model", repr(self.model)), ("target", repr(self.target)),
+            ("cycles", fmt_int(self.cycles)), ("latency_ms", f"{self.latency_ms:.3f}"),
+            ("energy_uj", f"{self.energy_uj:.2f}"),
+            ("mac_utilisation", f"{100 * self.mac_utilisation:.1f}%"),
+            ("layers", len(self.layers)), ("host_ops", len(self.host_ops))])
+
+    def _repr_html_(self) -> str:
+        t = self.layer_table(TOP_LAYERS)
+        t = Table(t.header, t.rows, t.numeric, f"{len(t.rows)} slowest of {len(self.layers)} "
+                  "layers", tooltips=t.tooltips)
+        return summary_html(f"Profile of {self.model} on {self.target}",
+                            self.summary().split("\n"), [t])
 
     def summary(self) -> str:
         rd, wr = sum(self.bytes_read.values()), sum(self.bytes_written.values())
         lines = [
-            f"model {self.model} on {self.target}: {self.cycles} cycles = "
+            f"model {self.model} on {self.target}: {self.cycles:,} cycles = "
             f"{self.latency_ms:.3f} ms at {self.clock_hz / 1e6:.0f} MHz",
             f"energy {self.energy_uj:.2f} uJ per inference ("
             + ", ".join(f"{k} {v / 1e6:.2f}" for k, v in self.energy_pj.items()) + ")",

@@ -48,4 +48,4 @@ def test_reports_for_a_pytorch_model(tmp_path):
     assert set(layers) <= slices
     text = files[0].read_text()
     assert "at 15 fps" in text and text.count("data:image/png;base64,") >= 3
-    assert text.count("<tr><td>") == len(layers)
+    assert text.count('<tr><td title="IR ') == len(layers)  # one row per layer, IR name tip
