@@ -46,7 +46,9 @@ def peak_rss_mib() -> float:
 
 
 def run_harness(name: str, cases: int, seed: int, hang_s: float, budget_s: float,
-                save: bool) -> dict:
+                save: bool, first: int = 0, report_every: int = 0) -> dict:
+    """Cases first .. first + cases - 1 of `seed` (each case's input depends only on seed and
+    case number, so shards of one range run in separate processes add up to the whole run)."""
     harness = HARNESSES[name]
     outcomes: Counter[str] = Counter()
     findings: dict[str, str] = {}
@@ -54,9 +56,14 @@ def run_harness(name: str, cases: int, seed: int, hang_s: float, budget_s: float
     start = time.perf_counter()
     old = signal.signal(signal.SIGALRM, _alarm)
     try:
-        for case in range(cases):
+        for case in range(first, first + cases):
             if time.perf_counter() - start > budget_s:
                 break
+            if report_every and done and done % report_every == 0:
+                found = sum(v for k, v in outcomes.items() if k.startswith("FINDING"))
+                print(f"  {name}: {done} cases (up to case {case - 1}) in "
+                      f"{time.perf_counter() - start:.0f} s, {found} non-Tessel exceptions, "
+                      f"{hangs} hangs, peak RSS {peak_rss_mib():.0f} MiB", flush=True)
             rng = random.Random(seed * 1_000_003 + case)
             value = case_input(harness, rng)
             t0 = time.perf_counter()
@@ -94,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--harness", choices=sorted(HARNESSES), action="append")
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--first-case", type=int, default=0,
+                        help="run cases FIRST .. FIRST + CASES - 1 (to shard one run)")
+    parser.add_argument("--report-every", type=int, default=0, metavar="N",
+                        help="print a progress line every N cases")
     parser.add_argument("--hang-seconds", type=float, default=5.0)
     parser.add_argument("--budget-seconds", type=float, default=float("inf"),
                         help="stop a harness after this long (the report says how many ran)")
@@ -102,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = 0
     for name in args.harness or ["ir", "asm", "tsl"]:
         r = run_harness(name, args.cases, args.seed, args.hang_seconds, args.budget_seconds,
-                        not args.no_save)
-        print(f"{name}: {r['cases']} cases in {r['seconds']:.0f} s, "
+                        not args.no_save, args.first_case, args.report_every)
+        print(f"{name}: {r['cases']} cases from case {args.first_case} in {r['seconds']:.0f} s, "
               f"{r['finding_cases']} non-Tessel exceptions at {len(r['findings'])} sites, "
               f"{r['hangs']} hangs (> {args.hang_seconds} s), slowest case {r['slowest_s']:.2f} s, "
               f"peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
