@@ -42,6 +42,24 @@ class TinyMlp(nn.Module):
         return torch.sigmoid(self.b(torch.nn.functional.gelu(self.a(x))))
 
 
+class TinyRegions(nn.Module):
+    """conv -> cumsum (host) -> conv: two NPU regions with a host part between them (format 1.1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(2, 4, 3, padding=1)
+        self.b = nn.Conv2d(4, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.cumsum(torch.relu(self.a(x)), dim=3))
+
+
+def tiny_regions() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """The factory the multi-region binary records as its source (so it stores references)."""
+    torch.manual_seed(1)
+    return TinyRegions().eval(), (torch.randn(1, 2, 6, 6),)
+
+
 def main() -> None:
     torch.manual_seed(0)
     CORPUS.mkdir(exist_ok=True)
@@ -50,6 +68,12 @@ def main() -> None:
         cm = tessel.compile(model, (x,), target="tnpu-s", name=name)
         cm.save(CORPUS / f"{name}.tsl")
         print(name, len(cm.binary), "bytes, host graphs:", sorted(cm.program.host_graphs))
+    model, inputs = tiny_regions()
+    cm = tessel.compile(model, inputs, target="tnpu-s", name="tiny_regions",
+                        source=f"{Path(__file__).relative_to(Path.cwd())}:tiny_regions")
+    cm.save(CORPUS / "tiny_regions.tsl")
+    print("tiny_regions", len(cm.binary), "bytes, host graphs:", sorted(cm.program.host_graphs),
+          "metadata keys:", sorted(cm.program.metadata))
 
 
 if __name__ == "__main__":

@@ -182,7 +182,44 @@ METADATA_CASES = [
      "estimated_cycles must be an integer"),
     ("newer metadata version", lambda m: m.update(metadata_version=99), "newer than this reader"),
     ("TypeError: arena a float", lambda m: m.update(arena_peak_bytes=1.5), "arena_peak_bytes"),
+    # found by `run_fuzz.py --harness tsl` after the several-region merge (fallback.py:80)
+    ("AttributeError: fallback a string", lambda m: m.update(fallback="x"),
+     "'fallback' must be an object"),
+    ("fallback host ops not lists", lambda m: m.update(fallback={
+        **m["fallback"], "host_ops": {"unsupported op": 3}}), "'fallback' must be an object"),
 ]
+
+# several NPU regions (format 1.1): the reader walks prologue, region 1, host_1, region 2, ...
+REGION_CASES = [
+    ("regions not a list", lambda m: m.update(npu_regions=3), "'npu_regions' must be"),
+    ("region without ends", lambda m: _region(m, "ends", None), "needs inputs, outputs and ends"),
+    ("ends past the stream", lambda m: _region(m, "ends", {
+        k: 10**6 for k in m["npu_regions"][0]["ends"]}), "not within the streams"),
+    ("regions swapped", lambda m: m.update(npu_regions=m["npu_regions"][::-1]),
+     "npu_regions"),
+    ("one region for three host parts", lambda m: m.update(npu_regions=[{
+        "inputs": m["npu_regions"][0]["inputs"], "outputs": m["npu_regions"][1]["outputs"],
+        "ends": m["npu_regions"][1]["ends"]}]), "do not fit 1 NPU region"),
+]
+
+
+def _region(meta, key, value):
+    regions = [dict(r) for r in meta["npu_regions"]]
+    if value is None:
+        del regions[0][key]
+    else:
+        regions[0][key] = value
+    meta["npu_regions"] = regions
+
+
+@pytest.mark.parametrize("what, edit, message", REGION_CASES, ids=[c[0] for c in REGION_CASES])
+def test_region_metadata_disagreeing_with_program_is_a_format_error(what, edit, message):
+    base = read_tsl((CORPUS / "tiny_regions.tsl").read_bytes())
+    assert len(base.metadata["npu_regions"]) == 2 and "host_1" in base.host_graphs
+    meta = dict(base.metadata)
+    edit(meta)
+    with pytest.raises(TesselFormatError, match=f"METADATA.*{message}"):
+        read_tsl(write_tsl(dataclasses.replace(base, metadata=meta)))
 
 
 @pytest.mark.parametrize("what, edit, message", METADATA_CASES, ids=[c[0] for c in METADATA_CASES])

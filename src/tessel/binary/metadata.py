@@ -12,6 +12,7 @@ is a model input or a prologue value, each model output is produced by some part
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tessel.errors import TesselError, TesselFormatError
@@ -30,6 +31,15 @@ def _is_str_list(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
 
+def _is_fallback(v: Any) -> bool:
+    """The compile's fallback summary (`tessel.schedule.fallback.FallbackSummary.to_dict`)."""
+    return (isinstance(v, dict)
+            and all(_is_nat(v.get(k)) for k in ("npu_ops", "total_ops", "npu_macs",
+                                                  "total_macs", "regions"))
+            and isinstance(v.get("host_ops"), dict)
+            and all(isinstance(k, str) and _is_str_list(x) for k, x in v["host_ops"].items()))
+
+
 # key -> (check, what it must be)
 TOP_LEVEL: dict[str, tuple[Callable[[Any], bool], str]] = {
     "metadata_version": (_is_nat, _NAT),
@@ -44,6 +54,10 @@ TOP_LEVEL: dict[str, tuple[Callable[[Any], bool], str]] = {
     "arena_naive_bytes": (_is_nat, _NAT),
     "layers": (lambda v: isinstance(v, list), "a list of layer objects"),
     "source": (lambda v: isinstance(v, dict), "an object"),
+    "fallback": (_is_fallback, "an object with npu_ops, total_ops, npu_macs, total_macs, "
+                 "regions (integers >= 0) and host_ops (reason -> list of op names)"),
+    "npu_regions": (lambda v: isinstance(v, list), "a list of region objects"),
+    "reference": (lambda v: isinstance(v, dict), "an object (reference outputs)"),
 }
 LAYER: dict[str, tuple[Callable[[Any], bool], str, bool]] = {  # key -> (check, what, required)
     "name": (lambda v: isinstance(v, str), _STR, True),
@@ -88,7 +102,8 @@ def check_metadata(meta: Mapping[str, Any], queue_lengths: Mapping[str, int],
             raise _fail(f"'source.{key}' must be {what}, got {_show(src.get(key))}")
     for i, layer in enumerate(meta.get("layers", [])):
         _check_layer(i, layer, queue_lengths)
-    _check_dataflow(meta, inputs, outputs, host)
+    regions = parse_regions(meta.get("npu_regions"), queue_lengths, inputs, outputs)
+    _check_dataflow(meta, regions, inputs, outputs, host)
 
 
 def _check_layer(i: int, layer: Any, queue_lengths: Mapping[str, int]) -> None:
@@ -112,28 +127,81 @@ def _check_layer(i: int, layer: Any, queue_lengths: Mapping[str, int]) -> None:
                         f"a range inside its {n}-instruction stream")
 
 
-def _check_dataflow(meta: Mapping[str, Any], inputs: list[str], outputs: list[str],
-                    host: Mapping[str, Any]) -> None:
-    """Every value the runtime looks up exists when it looks it up (runtime/compiled.py run)."""
+@dataclass(frozen=True)
+class Region:
+    """One NPU region of a program: inputs written before it, engine stop indices, outputs."""
+
+    inputs: tuple[str, ...]
+    ends: list[int]  # per engine (stream order): index one past the region's last instruction
+    outputs: tuple[str, ...]
+
+
+def parse_regions(spec: Any, queue_lengths: Mapping[str, int], inputs: list[str],
+                  outputs: list[str]) -> tuple[Region, ...]:
+    """The NPU regions of `metadata.npu_regions` (format 1.1), checked against the streams and
+    the IO descriptors; None (format 1.0) is one region reading every input and writing every
+    output. Raises TesselFormatError."""
+    engines, lengths = list(queue_lengths), list(queue_lengths.values())
+    if spec is None:
+        return (Region(tuple(inputs), lengths, tuple(outputs)),)
+    if not isinstance(spec, list) or not spec:
+        raise _fail(f"'npu_regions' must be a non-empty list, got {_show(spec)}")
+    out, previous = [], [0] * len(lengths)
+    for k, r in enumerate(spec):
+        where = f"'npu_regions[{k}]'"
+        try:
+            ins, outs, ends = tuple(r["inputs"]), tuple(r["outputs"]), r["ends"]
+            stops = [ends[e] for e in engines]
+        except (TypeError, KeyError) as exc:
+            raise _fail(f"{where} needs inputs, outputs and ends per engine ({exc})") from None
+        if not set(ins) <= set(inputs) or not set(outs) <= set(outputs):
+            raise _fail(f"{where}: names not among the IO descriptors")
+        if not all(type(s) is int and p <= s <= n
+                   for s, p, n in zip(stops, previous, lengths, strict=True)):
+            raise _fail(f"{where}: ends {stops} not within the streams {lengths} after the "
+                        "previous region")
+        out.append(Region(ins, stops, outs))
+        previous = stops
+    if previous != lengths:
+        raise _fail(f"'npu_regions': the last region ends at {previous}, not at the end of the "
+                    f"streams {lengths}")
+    return tuple(out)
+
+
+def host_part_keys(regions: int) -> list[str]:
+    """The host graph keys in run order around `regions` NPU regions: host part k runs before
+    region k+1 (prologue, host_1, ..., epilogue)."""
+    return ["prologue"] + [f"host_{k}" for k in range(1, regions)] + ["epilogue"]
+
+
+def _check_dataflow(meta: Mapping[str, Any], regions: tuple[Region, ...],
+                    inputs: list[str], outputs: list[str], host: Mapping[str, Any]) -> None:
+    """Every value the runtime looks up exists when it looks it up (runtime/compiled.py run:
+    host part k, then NPU region k+1, ...)."""
     model_inputs = meta.get("model_inputs", inputs)
     model_outputs = meta.get("model_outputs", outputs)
     if len(set(model_inputs)) != len(model_inputs):
         raise _fail(f"'model_inputs' {model_inputs[:8]} has duplicate names")
+    keys = host_part_keys(len(regions))
+    extra = sorted(set(host) - set(keys))
+    if extra:
+        raise _fail(f"host graphs {extra} do not fit {len(regions)} NPU region(s)")
     env = set(model_inputs)
-    stages = (("prologue", host.get("prologue")), ("NPU program", None),
-              ("epilogue", host.get("epilogue")))
-    for name, graph in stages:
-        needs = inputs if graph is None and name == "NPU program" else (
-            [v.name for v in graph.inputs] if graph is not None else [])
-        missing = [n for n in needs if n not in env]
-        if missing:
-            raise _fail(f"the {name} needs {missing[0]!r}, which is neither a model input nor "
-                        "produced before it")
-        if name == "NPU program":
-            env.update(outputs)
-        elif graph is not None:
-            env.update(v.name for v in graph.inputs)
+    for k, key in enumerate(keys):
+        graph = host.get(key)
+        if graph is not None:
+            missing = [v.name for v in graph.inputs if v.name not in env]
+            if missing:
+                raise _fail(f"the {key} needs {missing[0]!r}, which is neither a "
+                            "model input nor produced before it")
             env.update(node.name for node in graph.nodes)
+        if k < len(regions):
+            what = "NPU program" if len(regions) == 1 else f"NPU region {k + 1}"
+            missing = [n for n in regions[k].inputs if n not in env]
+            if missing:
+                raise _fail(f"the {what} needs {missing[0]!r}, which is neither a model input "
+                            "nor produced before it")
+            env.update(regions[k].outputs)
     missing = [n for n in model_outputs if n not in env]
     if missing:
         raise _fail(f"model output {missing[0]!r} is produced by no part of the program")

@@ -174,6 +174,7 @@ class IRModule(nn.Module):
                                         "module (unsupported op or layout)")
             else:
                 self.add_module(name, _Call(node))
+        self.eval()  # an inference graph: no train-mode behaviour (and Tessel refuses train mode)
 
     def _constant(self, name: str, array: np.ndarray) -> None:
         tensor = torch.from_numpy(np.array(array))
@@ -203,6 +204,7 @@ class QDQModule(nn.Module):
     def __init__(self, qdq_graph: Graph):
         super().__init__()
         self.qdq_graph = qdq_graph
+        self.eval()
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...] | torch.Tensor:
         from tessel.ir import run_graph

@@ -17,6 +17,7 @@ import numpy as np
 
 from tessel.arch import NpuArch, arch_from_dict, load_preset  # noqa: F401
 from tessel.binary import TslProgram, load_tsl, read_tsl, save_tsl, write_tsl
+from tessel.binary.metadata import host_part_keys
 from tessel.display import short_repr, summary_html
 from tessel.errors import TesselError, TesselFormatError
 from tessel.ir import Graph, parse_graph, run_graph
@@ -55,8 +56,7 @@ class CompiledModel:
     @cached_property
     def host_parts(self) -> tuple[Graph | None, ...]:
         """Host part k runs before NPU region k+1 (prologue, host_1, ..., epilogue)."""
-        count = len(self.regions) + 1
-        keys = ["prologue"] + [f"host_{k}" for k in range(1, count - 1)] + ["epilogue"]
+        keys = host_part_keys(len(self.regions))
         texts = self.program.host_graphs
         extra = sorted(set(texts) - set(keys))
         if extra:
