@@ -36,6 +36,7 @@ from tessel.passes.manager import run_pipeline
 from tessel.passes.to_nhwc import ToNHWC
 from tessel.progress import info
 from tessel.quant.config import QuantConfig
+from tessel.quant.fuse_pointwise import FusePointwiseLut
 from tessel.quant.lower import LowerQDQ, host_ops
 from tessel.quant.pt2e import Sample, calibrate, convert_qat, export_for_quant, prepare_qat
 from tessel.quant.quantizer import TesselQuantizer
@@ -115,8 +116,9 @@ def import_qdq(converted: GraphModule, example_inputs: Sample, name: str = "mode
 
 
 def lower_graph(qdq: Graph, *, layout_nhwc: bool = True) -> Graph:
-    """lower_qdq, dead-code elimination, then the layout pass (verified after each)."""
-    passes: list[Pass | str] = [LowerQDQ(), "dce"]
+    """lower_qdq, element-wise chains fused into LUTs (exact), dead-code elimination, then the
+    layout pass (verified after each)."""
+    passes: list[Pass | str] = [LowerQDQ(), "dce", FusePointwiseLut(), "dce"]
     if layout_nhwc:
         passes.append(ToNHWC())
     return run_pipeline(qdq, passes, verify_each=True, dump=lambda _: None)
