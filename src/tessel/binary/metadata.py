@@ -154,6 +154,8 @@ def parse_regions(spec: Any, queue_lengths: Mapping[str, int], inputs: list[str]
             stops = [ends[e] for e in engines]
         except (TypeError, KeyError) as exc:
             raise _fail(f"{where} needs inputs, outputs and ends per engine ({exc})") from None
+        if not all(isinstance(n, str) for n in ins + outs):
+            raise _fail(f"{where}: inputs and outputs must be lists of names")
         if not set(ins) <= set(inputs) or not set(outs) <= set(outputs):
             raise _fail(f"{where}: names not among the IO descriptors")
         if not all(type(s) is int and p <= s <= n
