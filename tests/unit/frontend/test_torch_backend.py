@@ -53,6 +53,29 @@ def test_digits_equals_tessel_compile_and_float():
     assert agree >= 15, f"top-1 agreement with float {agree}/16"
 
 
+@pytest.mark.slow
+def test_mobilenet_v2_equals_tessel_compile_and_keeps_top1():
+    """The issue's second model: two held-out images through torch.compile(backend="tessel")
+    equal tessel.compile(...).run bit for bit, and int8 keeps float's top-1 on them."""
+    torch._dynamo.reset()
+    spec = resolve("mobilenet_v2")
+    model, x = spec.factory()
+    calib = spec.calibration_data(4)
+    compiled = torch.compile(model, backend="tessel", options={
+        "target": "tnpu-s", "calibration_data": calib, "calibration_samples": 4})
+    cm = tessel.compile(model, x, calibration_data=calib,
+                        options=CompileOptions(calibration_samples=4))
+    held_out = spec.evaluation_data(2) if spec.evaluation_data else [
+        (torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(k)),)
+        for k in (101, 102)]
+    for (xi,) in held_out:
+        got = compiled(xi)
+        assert np.array_equal(got.numpy(), cm.run(xi)[0])
+        with torch.no_grad():
+            ref = model(xi)
+        assert int(got.argmax()) == int(ref.argmax())
+
+
 def _digits_eval(n):
     from tessel.models.digits import load_split
     _, _, xs, ys = load_split()
