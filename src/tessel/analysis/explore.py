@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import hashlib
-import pickle
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +35,6 @@ from tessel.arch import NpuArch, load_target
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.display import Table, short_repr, summary_html
 from tessel.errors import TesselConfigError
-from tessel.fileio import write_atomic
 from tessel.ir import Graph
 from tessel.progress import LOGGER, task
 
@@ -201,29 +197,18 @@ def quantised_graphs(models: Sequence[str] | Mapping[str, Graph], samples: int,
 
 
 def _quantised(model: str, samples: int, cache_dir: Path | None) -> Graph:
-    from tessel import __version__
+    """The model's integer graph through the graph cache (tessel.quant.cache: keyed by the
+    model's source and weights, the calibration samples, the config and Tessel's sources),
+    kept in ``cache_dir/graphs`` when an output folder is given, else the user's cache."""
     from tessel.models import resolve
-    from tessel.models.digest import source_digest
     from tessel.quant.accuracy import default_config
-    from tessel.quant.api import quantize
+    from tessel.quant.cache import cached_graph
 
     spec = resolve(model)
-    digest = source_digest(model)  # an edited model file never reuses its cached graph
-    tag = hashlib.sha256(f"{model}|{digest}|{samples}|{__version__}".encode()).hexdigest()[:16]
-    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.name.replace("\\", "/").rsplit("/", 1)[-1])
-    path = cache_dir / "graphs" / f"{stem}-{tag}.pkl" if cache_dir is not None else None
-    if path is not None and path.exists():
-        try:
-            return pickle.loads(path.read_bytes())
-        except Exception:  # noqa: BLE001 (a stale or cut cache file: quantise again)
-            pass
     net, inputs = spec.factory()
-    qm = quantize(net, inputs, calibration_data=spec.calibration_data(samples),
-                  config=default_config(spec.name), calibration_samples=samples)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, pickle.dumps(qm.graph))
-    return qm.graph
+    return cached_graph(model, net, inputs, spec.calibration_data(samples),
+                        default_config(spec.name), samples,
+                        cache_dir / "graphs" if cache_dir is not None else None)
 
 
 def _logger(progress: bool | Callable[[str], None]) -> Callable[[str], None] | None:

@@ -8,6 +8,7 @@ import argparse
 import json
 
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
+from tessel.cli.backend import add_cache_argument, add_data_arguments, quantised_graph
 from tessel.errors import TesselConfigError
 
 
@@ -19,6 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
     p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
                    help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
+    add_data_arguments(p)
+    add_cache_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--layers", type=int, default=15, metavar="N",
                    help="slowest layers shown in the text table (default 15)")
@@ -31,20 +34,14 @@ def cmd_advise(args: argparse.Namespace) -> int:
     from tessel.analysis.advise import advise, confirm
     from tessel.arch import load_target
     from tessel.models import resolve
-    from tessel.quant.accuracy import default_config
-    from tessel.quant.api import quantize
 
-    if args.calibration < 1:
-        raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
     if args.layers < 0:
         raise TesselConfigError(f"--layers must be >= 0, got {args.layers}")
     arch = load_target(args.target)
     spec = resolve(args.model)
-    model, inputs = spec.factory()
-    qm = quantize(model, tuple(inputs), calibration_data=spec.calibration_data(args.calibration),
-                  config=default_config(spec.name), calibration_samples=args.calibration)
-    advice = advise(qm.graph, arch, name=spec.name)
-    check = confirm(qm.graph, arch, advice) if args.confirm and advice.ranked else None
+    graph = quantised_graph(args, spec)
+    advice = advise(graph, arch, name=spec.name)
+    check = confirm(graph, arch, advice) if args.confirm and advice.ranked else None
     if args.json:
         data = advice.to_dict()
         if check is not None:

@@ -40,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
     p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
                    help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
+    add_data_arguments(p)
+    add_cache_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_estimate)
 
@@ -158,20 +160,33 @@ def model_data(args: argparse.Namespace, spec) -> tuple:
     return model, inputs, calibration
 
 
-def cmd_estimate(args: argparse.Namespace) -> int:
-    from tessel.analysis.estimate import estimate
-    from tessel.arch import load_target
-    from tessel.models import resolve
+def add_cache_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-cache", action="store_true", help="quantise again instead of reusing "
+                   "the cached integer graph (cache: $TESSEL_CACHE_DIR, else "
+                   "~/.cache/tessel/graphs; TESSEL_CACHE_DIR=off disables it)")
+
+
+def quantised_graph(args: argparse.Namespace, spec):
+    """The integer graph of `spec` (with --inputs / --calibration-data), quantised once and then
+    reused from the graph cache (tessel.quant.cache) unless --no-cache."""
     from tessel.quant.accuracy import default_config
+    from tessel.quant.cache import cached_graph
 
     if args.calibration < 1:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
+    model, inputs, calibration = model_data(args, spec)
+    return cached_graph(args.model, model, inputs, calibration, default_config(spec.name),
+                        args.calibration, use_default=not args.no_cache)
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from tessel.analysis.estimate import estimate_graph
+    from tessel.arch import load_target
+    from tessel.models import resolve
+
     arch = load_target(args.target)
     spec = resolve(args.model)
-    model, inputs = spec.factory()
-    report = estimate(model, inputs, target=arch, calibration_samples=args.calibration,
-                      calibration_data=spec.calibration_data(args.calibration),
-                      quant_config=default_config(spec.name), name=spec.name)
+    report = estimate_graph(quantised_graph(args, spec), arch, name=spec.name)
     if args.json:
         print(report.to_json())
     else:

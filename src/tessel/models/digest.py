@@ -13,12 +13,16 @@ from tessel.models.loader import split_path_spec
 
 
 def source_file(model: str) -> Path:
-    """The Python file that defines `model` (a zoo name or path/to/file.py:factory)."""
+    """The file that defines `model`: a zoo model's module, the file of path/to/file.py:factory,
+    or the model file itself (model.pt2 / .onnx / .tflite)."""
+    from tessel.models.loader import MODEL_FILES
     from tessel.models.zoo import ZOO, resolve
 
     path_spec = split_path_spec(model)
     if path_spec is not None:
         return path_spec[0]
+    if Path(model).suffix.lower() in (*MODEL_FILES, ".pt2"):
+        return Path(model)
     spec = ZOO.get(model) or resolve(model)
     found = inspect.getsourcefile(spec.factory)
     if found is None:
