@@ -142,16 +142,22 @@ class FunctionalRun:
             if all(pc >= stop for pc, stop in zip(pcs, stops, strict=True)):
                 return sum(pcs)
             if not moved:
-                raise TesselSimError(deadlock_message(queues, pcs, sem))
+                raise TesselSimError(deadlock_message(queues, pcs, sem, stops))
 
 
-def deadlock_message(queues: tuple[tuple[Op, ...], ...], pcs: list[int], sem: Any) -> str:
-    """Name every blocked engine, its instruction and what it waits for."""
+def deadlock_message(queues: tuple[tuple[Op, ...], ...], pcs: list[int], sem: Any,
+                     stops: list[int] | None = None) -> str:
+    """Name every blocked engine, its instruction and what it waits for (engines that reached
+    their stop, the end of a region, are not blocked)."""
     parts = []
     for e, queue in enumerate(queues):
-        if pcs[e] >= len(queue):
+        if pcs[e] >= (len(queue) if stops is None else stops[e]):
             continue
         op = queue[pcs[e]]
+        if op.opcode not in (Opcode.WAIT, Opcode.SIGNAL):
+            parts.append(f"{Engine(e).name} instruction {op.index} ({op.opcode.name}) cannot "
+                         "issue")
+            continue
         peer, tok = Engine(op.f["engine"]), op.f["token"]
         if op.opcode == Opcode.WAIT:
             why = f"waits for token {tok} from {peer.name}, which is never signalled"
