@@ -28,6 +28,7 @@ from tessel.runtime.compiled import CompiledModel
 from tessel.runtime.reference import KEY as REFERENCE_KEY
 from tessel.runtime.reference import reference_metadata
 from tessel.schedule.fallback import op_label, summarize
+from tessel.schedule.legalize import legalize
 from tessel.schedule.partition import partition
 
 Progress = Callable[[str], None]
@@ -133,6 +134,7 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     times = times if times is not None else StageTimes()
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
+    graph = legalize(graph)  # exact rewrites for the instruction fields (schedule/legalize.py)
     part = partition(graph, no_fallback=not options.allow_host_fallback)
     fallback = summarize(graph, part)
     t0 = times.record("partition", t0)

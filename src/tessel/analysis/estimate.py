@@ -27,6 +27,7 @@ from tessel.ir import Graph
 from tessel.ir.macs import node_macs
 from tessel.isa import Engine
 from tessel.isa.costs import Events, energy_breakdown_pj, instruction_cost, static_energy_pj
+from tessel.schedule.legalize import legalize
 from tessel.schedule.partition import partition
 from tessel.schedule.step import Slots, StepWork
 
@@ -103,6 +104,7 @@ TOP_LAYERS = 10  # layers shown by the notebook views
 
 def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None) -> EstimateReport:
     """Estimate an integer graph (as `compile_graph` would compile it) on `arch`."""
+    graph = legalize(graph)
     part = partition(graph)
     nodes = [n for n in part.npu_nodes if not is_view(n)]
     consts = ConstPool(arch.memory_index(arch.weights_memory))
