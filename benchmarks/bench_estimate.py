@@ -66,7 +66,8 @@ def measure(graph, name: str, preset: str) -> dict:
     prof = cm.profile
     rows = [(abs(lay.estimated_cycles - lay.cycles) / lay.cycles, lay)
             for lay in prof.layers if lay.cycles]
-    rows.sort(key=lambda r: r[0])
+    # the worst layer: the largest relative error, then the largest absolute one
+    rows.sort(key=lambda r: (r[0], abs(r[1].estimated_cycles - r[1].cycles)))
     errs = [100 * e for e, _ in rows]
     worst = rows[-1][1]
     est = sum(lay.estimated_cycles for lay in prof.layers)

@@ -142,6 +142,14 @@ class _StepProgram:
         out = self._ring(Engine.VECTOR, Engine.DMA_OUT, shape.out_depth)
         rings = [r for r in (gw, gp, inp, acc, out) if r is not None]
         q_in, q_mx, q_vec, q_out = (self.queues[e] for e in Engine)
+        # the token ops of one tile (Ring.acquire / publish / consume / release)
+        in_ready_s, in_ready_w = (_SIGNAL, inp[4], 0, 0), (_WAIT, inp[4], 0, 0)
+        in_free_s, in_free_w = (_SIGNAL, inp[5], 0, 0), (_WAIT, inp[5], 0, 0)
+        out_ready_s, out_ready_w = (_SIGNAL, out[4], 0, 0), (_WAIT, out[4], 0, 0)
+        out_free_s, out_free_w = (_SIGNAL, out[5], 0, 0), (_WAIT, out[5], 0, 0)
+        if acc is not None:
+            acc_ready_s, acc_ready_w = (_SIGNAL, acc[4], 0, 0), (_WAIT, acc[4], 0, 0)
+            acc_free_s, acc_free_w = (_SIGNAL, acc[5], 0, 0), (_WAIT, acc[5], 0, 0)
         memo: dict[Hashable, tuple] = {}
         groups = work.group_count if sample is None else min(2, work.group_count)
         for g in range(groups):
@@ -161,27 +169,37 @@ class _StepProgram:
                 q_vec.append((_WORK, setup, 0, 0))
             n = group.tile_count if sample is None else min(sample, group.tile_count)
             self.run_tiles += n
+            k0 = inp[3]  # tiles so far in the step (each ring slot acquired once per tile)
             for t in range(n):
                 loads, mwork, vwork, stores = self._tile(work, g, t, memo)
-                self._acquire(inp)
+                k = k0 + t
+                if k >= inp[2]:
+                    q_in.append(in_free_w)
                 q_in.extend(loads)
-                self._publish(inp)
-                self._consume(inp)
+                q_in.append(in_ready_s)
                 if acc is not None:
-                    self._acquire(acc)
-                    if mwork:
-                        q_mx.append((_WORK, mwork, 0, 0))
-                    self._release(inp)
-                    self._publish(acc)
-                    self._consume(acc)
-                self._acquire(out)
-                if vwork:
-                    q_vec.append((_WORK, vwork, 0, 0))
-                self._release(acc if acc is not None else inp)
-                self._publish(out)
-                self._consume(out)
+                    q_mx.append(in_ready_w)
+                    if k >= acc[2]:
+                        q_mx.append(acc_free_w)
+                    if mwork is not None:
+                        q_mx.append(mwork)
+                    q_mx.append(in_free_s)
+                    q_mx.append(acc_ready_s)
+                    q_vec.append(acc_ready_w)
+                else:
+                    q_vec.append(in_ready_w)
+                if k >= out[2]:
+                    q_vec.append(out_free_w)
+                if vwork is not None:
+                    q_vec.append(vwork)
+                q_vec.append(acc_free_s if acc is not None else in_free_s)
+                q_vec.append(out_ready_s)
+                q_out.append(out_ready_w)
                 q_out.extend(stores)
-                self._release(out)
+                q_out.append(out_free_s)
+            for r in (inp, acc, out):
+                if r is not None:
+                    r[3] += n
             if gw is not None:
                 self._release(gw)
             self._release(gp)
@@ -233,8 +251,10 @@ class _StepProgram:
         if key is not None and key in memo:
             return memo[key]
         tile = work.tile_fn(g, t, Slots())
-        ops = (self._xfers(tile.loads), self.cost.sum(tile.matrix, Engine.MATRIX),
-               self.cost.sum(tile.vector, Engine.VECTOR), self._xfers(tile.stores))
+        mwork = self.cost.sum(tile.matrix, Engine.MATRIX)
+        vwork = self.cost.sum(tile.vector, Engine.VECTOR)
+        ops = (self._xfers(tile.loads), (_WORK, mwork, 0, 0) if mwork else None,
+               (_WORK, vwork, 0, 0) if vwork else None, self._xfers(tile.stores))
         if key is not None:
             memo[key] = ops
         return ops
@@ -299,33 +319,39 @@ def _run(prog: _StepProgram, arch: NpuArch) -> tuple[int, dict[Engine, int]]:
                 if pending >> e & 1:
                     pending &= ~(1 << e)
                     pending |= advance(e)
-        best, best_t = -1, 0
-        for e in dma:
+        cand = [-1, -1]  # per DMA engine: issue time of its next transfer, -1 if none
+        for i, e in enumerate(dma):
             k = pc[e]
             if k < len(queues[e]) and queues[e][k][0] == _XFER:
-                t = ready[e]
-                live = [x for x in inflight[e] if x > t]
-                if len(live) >= channels:
-                    live.sort(reverse=True)
-                    t = live[channels - 1]
-                if best < 0 or t < best_t:
-                    best, best_t = e, t
-        if best < 0:
+                cand[i] = _issue_time(ready[e], inflight[e], channels)
+        if cand[0] < 0 and cand[1] < 0:
             break
-        _, data, lat, mem = queues[best][pc[best]]
-        t = best_t
-        first[0] = min(first[0], t)
-        end = port[mem] = max(t + lat, port[mem]) + data
-        inflight[best] = [x for x in inflight[best] if x > t] + [end]
-        last_end[best] = max(last_end[best], end)
-        sp = span[best]
-        if t > sp[1]:
-            busy[best] += sp[1] - sp[0]
-            sp[0], sp[1] = t, end
-        else:
-            sp[1] = max(sp[1], end)
-        ready[best] = t + 1
-        pc[best] += 1
+        # DMA_IN first on a tie (the event loop's engine order)
+        i = 0 if cand[1] < 0 or 0 <= cand[0] <= cand[1] else 1
+        best, t, other_t = dma[i], cand[i], cand[1 - i]
+        q, k = queues[best], pc[best]
+        fly, sp = inflight[best], span[best]
+        while True:  # this engine's transfers, while they are issued before the other's
+            _, data, lat, mem = q[k]
+            first[0] = min(first[0], t)
+            end = port[mem] = max(t + lat, port[mem]) + data
+            if len(fly) >= channels:
+                fly[:] = [x for x in fly if x > t]
+            fly.append(end)
+            last_end[best] = max(last_end[best], end)
+            if t > sp[1]:
+                busy[best] += sp[1] - sp[0]
+                sp[0], sp[1] = t, end
+            else:
+                sp[1] = max(sp[1], end)
+            k += 1
+            ready[best] = t + 1
+            if k >= len(q) or q[k][0] != _XFER:
+                break
+            t = _issue_time(t + 1, fly, channels)
+            if other_t >= 0 and (t > other_t or (t == other_t and i == 1)):
+                break
+        pc[best] = k
         pending = 1 << best
     for e in dma:
         busy[e] += span[e][1] - span[e][0]
@@ -333,6 +359,15 @@ def _run(prog: _StepProgram, arch: NpuArch) -> tuple[int, dict[Engine, int]]:
         raise AssertionError("estimate_step: the step's token protocol does not complete")
     total = max(max(ready), max(last_end)) - min(first[0], max(ready))
     return total, {e: busy[int(e)] for e in Engine}
+
+
+def _issue_time(ready: int, inflight: list[int], channels: int) -> int:
+    """When a DMA engine ready at `ready` can issue its next transfer: at most `channels` in
+    flight (`inflight`: end times of its earlier transfers, possibly finished ones)."""
+    if len(inflight) < channels:
+        return ready
+    live = sorted((x for x in inflight if x > ready), reverse=True)
+    return live[channels - 1] if len(live) >= channels else ready
 
 
 def _bound(busy: dict[Engine, int], total: int, work: StepWork) -> Bound:
