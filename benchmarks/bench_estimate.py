@@ -75,7 +75,8 @@ def measure(graph, name: str, preset: str) -> dict:
             "whole": 100 * (est - prof.cycles) / prof.cycles, "p50": _quantile(errs, 0.5),
             "p90": _quantile(errs, 0.9), "max": errs[-1], "layers": len(errs),
             "worst": f"{worst.name} ({worst.op}, est {worst.estimated_cycles:,} / sim "
-                     f"{worst.cycles:,})", "backend_s": backend_s}
+                     f"{worst.cycles:,})" if errs[-1] else "- (every layer exact)",
+            "backend_s": backend_s}
 
 
 def _verdict(r: dict) -> str:

@@ -91,8 +91,9 @@ class Estimate:
 
 
 # ops of the step's program at tile granularity (_StepProgram): consecutive compute
-# instructions of an engine are one _WORK; every DMA transfer is its own _XFER
-_WAIT, _SIGNAL, _WORK, _XFER = range(4)
+# instructions of an engine are one _WORK; every DMA transfer is its own _XFER; a compute
+# engine's tile (its WAITs, its instructions, its SIGNALs) is one _TILE
+_WAIT, _SIGNAL, _WORK, _XFER, _TILE = range(5)
 
 
 def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
@@ -123,8 +124,9 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
 
 class _StepProgram:
     """The four queues of a step as codegen/emit.py orders them (rings, group slots, drains,
-    step-done tokens), each op a tuple (kind, a, b, c): (_WAIT, key), (_SIGNAL, key),
-    (_WORK, cycles), (_XFER, data cycles, latency cycles, memory)."""
+    step-done tokens), each op a tuple: (_WAIT, key), (_SIGNAL, key, engines to wake as a bit
+    mask), (_WORK, cycles), (_XFER, data cycles, latency cycles, memory), (_TILE, wait keys,
+    work cycles, signal keys, engines to wake)."""
 
     def __init__(self, work: StepWork, cost: CostCache, sample: int | None):
         self.cost = cost
@@ -143,13 +145,19 @@ class _StepProgram:
         rings = [r for r in (gw, gp, inp, acc, out) if r is not None]
         q_in, q_mx, q_vec, q_out = (self.queues[e] for e in Engine)
         # the token ops of one tile (Ring.acquire / publish / consume / release)
-        in_ready_s, in_ready_w = (_SIGNAL, inp[4], 0, 0), (_WAIT, inp[4], 0, 0)
-        in_free_s, in_free_w = (_SIGNAL, inp[5], 0, 0), (_WAIT, inp[5], 0, 0)
-        out_ready_s, out_ready_w = (_SIGNAL, out[4], 0, 0), (_WAIT, out[4], 0, 0)
-        out_free_s, out_free_w = (_SIGNAL, out[5], 0, 0), (_WAIT, out[5], 0, 0)
+        in_ready_s, in_free_w = self._signal(inp[4]), (_WAIT, inp[5], 0, 0)
+        out_ready_w, out_free_s = (_WAIT, out[4], 0, 0), self._signal(out[5])
         if acc is not None:
-            acc_ready_s, acc_ready_w = (_SIGNAL, acc[4], 0, 0), (_WAIT, acc[4], 0, 0)
-            acc_free_s, acc_free_w = (_SIGNAL, acc[5], 0, 0), (_WAIT, acc[5], 0, 0)
+            mx_waits = ((inp[4],), (inp[4], acc[5]))  # consume inp [, acquire acc]
+            mx_signals = (inp[5], acc[4])  # release inp, publish acc
+            vec_waits = ((acc[4],), (acc[4], out[5]))  # consume acc [, acquire out]
+            vec_signals = (acc[5], out[4])  # release acc, publish out
+        else:
+            vec_waits = ((inp[4],), (inp[4], out[5]))
+            vec_signals = (inp[5], out[4])
+        mx_wake = (1 << Engine.DMA_IN) | (1 << Engine.VECTOR)  # the producer, the consumer
+        vec_wake = (1 << (Engine.MATRIX if acc is not None else Engine.DMA_IN)) | (
+            1 << Engine.DMA_OUT)
         memo: dict[Hashable, tuple] = {}
         groups = work.group_count if sample is None else min(2, work.group_count)
         for g in range(groups):
@@ -177,23 +185,10 @@ class _StepProgram:
                     q_in.append(in_free_w)
                 q_in.extend(loads)
                 q_in.append(in_ready_s)
+                # a compute engine's tile: its WAITs, its instructions, its SIGNALs
                 if acc is not None:
-                    q_mx.append(in_ready_w)
-                    if k >= acc[2]:
-                        q_mx.append(acc_free_w)
-                    if mwork is not None:
-                        q_mx.append(mwork)
-                    q_mx.append(in_free_s)
-                    q_mx.append(acc_ready_s)
-                    q_vec.append(acc_ready_w)
-                else:
-                    q_vec.append(in_ready_w)
-                if k >= out[2]:
-                    q_vec.append(out_free_w)
-                if vwork is not None:
-                    q_vec.append(vwork)
-                q_vec.append(acc_free_s if acc is not None else in_free_s)
-                q_vec.append(out_ready_s)
+                    q_mx.append((_TILE, mx_waits[k >= acc[2]], mwork, mx_signals, mx_wake))
+                q_vec.append((_TILE, vec_waits[k >= out[2]], vwork, vec_signals, vec_wake))
                 q_out.append(out_ready_w)
                 q_out.extend(stores)
                 q_out.append(out_free_s)
@@ -208,9 +203,9 @@ class _StepProgram:
                 self.queues[r[0]].append((_WAIT, r[5], 0, 0))
         for e in (Engine.MATRIX, Engine.VECTOR):
             key = self._key(Engine.DMA_OUT)
-            self.queues[e].append((_SIGNAL, key, 0, 0))
+            self.queues[e].append(self._signal(key))
             q_out.append((_WAIT, key, 0, 0))
-        q_out.append((_SIGNAL, self._key(-1), 0, 0))  # to the next step's DMA_IN
+        q_out.append(self._signal(self._key(-1)))  # to the next step's DMA_IN
 
     @property
     def keys(self) -> int:
@@ -229,14 +224,18 @@ class _StepProgram:
             self.queues[r[0]].append((_WAIT, r[5], 0, 0))
         r[3] += 1
 
+    def _signal(self, key: int) -> tuple:
+        w = self.waiter[key]
+        return (_SIGNAL, key, 1 << w if w >= 0 else 0, 0)
+
     def _publish(self, r: list) -> None:
-        self.queues[r[0]].append((_SIGNAL, r[4], 0, 0))
+        self.queues[r[0]].append(self._signal(r[4]))
 
     def _consume(self, r: list) -> None:
         self.queues[r[1]].append((_WAIT, r[4], 0, 0))
 
     def _release(self, r: list) -> None:
-        self.queues[r[1]].append((_SIGNAL, r[5], 0, 0))
+        self.queues[r[1]].append(self._signal(r[5]))
 
     def _xfers(self, instrs: Sequence[Instruction]) -> list[tuple]:
         offchip = self.cost.arch.offchip
@@ -253,8 +252,7 @@ class _StepProgram:
         tile = work.tile_fn(g, t, Slots())
         mwork = self.cost.sum(tile.matrix, Engine.MATRIX)
         vwork = self.cost.sum(tile.vector, Engine.VECTOR)
-        ops = (self._xfers(tile.loads), (_WORK, mwork, 0, 0) if mwork else None,
-               (_WORK, vwork, 0, 0) if vwork else None, self._xfers(tile.stores))
+        ops = (self._xfers(tile.loads), mwork, vwork, self._xfers(tile.stores))
         if key is not None:
             memo[key] = ops
         return ops
@@ -282,30 +280,52 @@ def _run(prog: _StepProgram, arch: NpuArch) -> tuple[int, dict[Engine, int]]:
     dma = (int(Engine.DMA_IN), int(Engine.DMA_OUT))
     order = (int(Engine.MATRIX), int(Engine.VECTOR), int(Engine.DMA_IN), int(Engine.DMA_OUT))
 
-    waiter = prog.waiter
-
     def advance(e: int) -> int:
         """Run engine e's ops up to its next transfer or blocked WAIT; returns the engines
         (bit mask) its signals may have unblocked."""
         q, k, r = queues[e], pc[e], ready[e]
+        nq = len(q)
         wake = 0
-        while k < len(q):
-            kind, a = q[k][0], q[k][1]
-            if kind == _WAIT:
+        while k < nq:
+            op = q[k]
+            kind = op[0]
+            if kind == _TILE:  # (_TILE, wait keys, work cycles, signal keys, wake mask)
+                ws = op[1]
+                if taken[ws[0]] >= len(signals[ws[0]]) or (
+                        len(ws) > 1 and taken[ws[1]] >= len(signals[ws[1]])):
+                    break
+                for w in ws:
+                    x = signals[w][taken[w]]
+                    r = (x if x > r else r) + 1
+                    taken[w] += 1
+                c = op[2]
+                if c:
+                    if r < first[0]:
+                        first[0] = r
+                    r += c
+                    busy[e] += c
+                for x in op[3]:
+                    r += 1
+                    signals[x].append(r)
+                wake |= op[4]
+            elif kind == _WAIT:
+                a = op[1]
                 sig = signals[a]
                 if taken[a] >= len(sig):
                     break
-                r = max(r, sig[taken[a]]) + 1
+                x = sig[taken[a]]
+                r = (x if x > r else r) + 1
                 taken[a] += 1
-            elif kind == _SIGNAL:
-                r = max(r, last_end[e]) + 1
-                signals[a].append(r)
-                if waiter[a] >= 0:
-                    wake |= 1 << waiter[a]
+            elif kind == _SIGNAL:  # (_SIGNAL, key, wake mask)
+                x = last_end[e]
+                r = (x if x > r else r) + 1
+                signals[op[1]].append(r)
+                wake |= op[2]
             elif kind == _WORK:
-                first[0] = min(first[0], r)
-                r += a
-                busy[e] += a
+                if r < first[0]:
+                    first[0] = r
+                r += op[1]
+                busy[e] += op[1]
             else:
                 break
             k += 1
