@@ -9,7 +9,6 @@ instructions, so the estimate and the program cannot drift apart.
 
 from __future__ import annotations
 
-import bisect
 import enum
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -91,126 +90,304 @@ class Estimate:
     busy: dict[Engine, int]
 
 
-TOKEN_CYCLES = 2  # the WAIT + SIGNAL an engine runs around each tile's work
+# ops of the step's program at tile granularity (_StepProgram): consecutive compute
+# instructions of an engine are one _WORK; every DMA transfer is its own _XFER; a compute
+# engine's tile (its WAITs, its instructions, its SIGNALs) is one _TILE
+_WAIT, _SIGNAL, _WORK, _XFER, _TILE = range(5)
 
 
 def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
                   cache: CostCache | None = None) -> Estimate:
-    """Cycles of a step from per-instruction costs, with the rings' overlap: a pipeline of
-    DMA_IN -> [MATRIX] -> VECTOR -> DMA_OUT where each stage of tile t starts when the stage
-    before it has finished tile t and its own ring has a free slot (depth). DMA transfers
-    keep up to `dma_channels` in flight and share each off-chip memory's data port.
+    """Cycles of a step from per-instruction costs, following the program codegen emits for
+    it (codegen/emit.py): the same queue per engine in the same order, with the rings' WAIT /
+    SIGNAL tokens, but each tile's compute instructions on an engine taken as one block of
+    their summed cost. Timing follows the simulator's rules (sim/timing.py): WAIT and SIGNAL
+    cost one cycle, a DMA engine issues one transfer per cycle with up to `dma_channels` in
+    flight and its SIGNAL waits for its transfers; each off-chip memory's data port serves
+    transfers (of both DMA engines) first come, first served in order of issue.
 
     sample: only run the first `sample` tiles of the first two groups and scale the time by
     the share of tiles run (a cheap first ranking of many candidate mappings)."""
     cost = cache if cache is not None and cache.arch is arch else CostCache(arch)
-    stages = [Engine.DMA_IN] + ([Engine.MATRIX] if work.shape.uses_matrix else []) + [
-        Engine.VECTOR, Engine.DMA_OUT]
-    depth = {Engine.DMA_IN: work.shape.in_depth, Engine.MATRIX: work.shape.acc_depth,
-             Engine.VECTOR: work.shape.out_depth, Engine.DMA_OUT: 1}
-    free = {e: 0 for e in stages}
-    busy = {e: 0 for e in Engine}
-    finish: dict[Engine, list[int]] = {e: [] for e in stages}
-    ports = [_Port() for _ in arch.offchip]
-    groups = range(work.group_count) if sample is None else range(min(2, work.group_count))
-    run_tiles, counts = 0, {}
-    tiles: dict[Hashable, TileWork] = {}
-    released: list[int] = []  # when each group's slot is free again (its last tile consumed)
-    for g in groups:
-        group = work.group_fn(g, 0)
-        counts[g] = group.tile_count
-        loads = group.weight_loads + group.param_loads
-        # the program acquires the group's buffer slot first (codegen/emit.py): with
-        # group_depth slots, group g waits until group g - group_depth has been consumed
-        begin = free[Engine.DMA_IN]
-        if loads and len(released) >= work.shape.group_depth:
-            begin = max(begin, released[-work.shape.group_depth])
-        end = _dma_stage(loads, begin, ports, cost) if loads else begin
-        busy[Engine.DMA_IN] += end - begin
-        free[Engine.DMA_IN] = end
-        free[Engine.VECTOR] = max(free[Engine.VECTOR], end) + cost.sum(group.vector_setup,
-                                                                       Engine.VECTOR)
-        n = group.tile_count if sample is None else min(sample, group.tile_count)
-        run_tiles += n
-        for t in range(n):
-            tile = _tile(work, g, t, tiles)
-            per = {Engine.DMA_IN: tile.loads, Engine.MATRIX: tile.matrix,
-                   Engine.VECTOR: tile.vector, Engine.DMA_OUT: tile.stores}
-            prev_done = 0
-            for i, e in enumerate(stages):
-                start = max(free[e], prev_done)
-                nxt = stages[i + 1] if i + 1 < len(stages) else None
-                if nxt is not None and len(finish[nxt]) >= depth[e]:
-                    start = max(start, finish[nxt][-depth[e]])  # wait for a free slot
-                if e in (Engine.DMA_IN, Engine.DMA_OUT):
-                    end = _dma_stage(per[e], start, ports, cost) if per[e] else start
-                else:
-                    end = start + cost.sum(per[e], e)
-                end += TOKEN_CYCLES
-                busy[e] += end - start
-                free[e] = end
-                finish[e].append(end)
-                prev_done = end
-        released.append(max(free[Engine.VECTOR], free.get(Engine.MATRIX, 0)))
-    total = max(free.values())
-    if sample is not None and run_tiles:
+    prog = _StepProgram(work, cost, sample)
+    total, busy = _run(prog, arch)
+    if sample is not None and prog.run_tiles:
         # groups of a step have (nearly) the same tile count: scale by the sampled groups'
         # average rather than building every group's loads just to count its tiles
-        total_tiles = sum(counts.values()) / len(counts) * work.group_count
-        scale = total_tiles / run_tiles
+        counts = prog.counts
+        total_tiles = sum(counts) / len(counts) * work.group_count
+        scale = total_tiles / prog.run_tiles
         total = int(total * scale)
         busy = {e: int(b * scale) for e, b in busy.items()}
     return Estimate(total, _bound(busy, total, work), busy)
 
 
-def _tile(work: StepWork, g: int, t: int, memo: dict[Hashable, TileWork]) -> TileWork:
-    if work.tile_key is None:
-        return work.tile_fn(g, t, Slots())
-    key = work.tile_key(g, t)
-    tile = memo.get(key)
-    if tile is None:
-        tile = memo[key] = work.tile_fn(g, t, Slots())
-    return tile
+class _StepProgram:
+    """The four queues of a step as codegen/emit.py orders them (rings, group slots, drains,
+    step-done tokens), each op a tuple: (_WAIT, key), (_SIGNAL, key, engines to wake as a bit
+    mask), (_WORK, cycles), (_XFER, data cycles, latency cycles, memory), (_TILE, wait keys,
+    work cycles, signal keys, engines to wake)."""
+
+    def __init__(self, work: StepWork, cost: CostCache, sample: int | None):
+        self.cost = cost
+        self.queues: list[list[tuple]] = [[] for _ in Engine]
+        self.waiter: list[int] = []  # per token key: the engine that waits for it (-1: none)
+        self.counts: list[int] = []
+        self.run_tiles = 0
+        shape = work.shape
+        mx = shape.uses_matrix
+        first = Engine.MATRIX if mx else Engine.VECTOR
+        gw = self._ring(Engine.DMA_IN, Engine.MATRIX, shape.group_depth) if mx else None
+        gp = self._ring(Engine.DMA_IN, Engine.VECTOR, shape.group_depth)
+        inp = self._ring(Engine.DMA_IN, first, shape.in_depth)
+        acc = self._ring(Engine.MATRIX, Engine.VECTOR, shape.acc_depth) if mx else None
+        out = self._ring(Engine.VECTOR, Engine.DMA_OUT, shape.out_depth)
+        rings = [r for r in (gw, gp, inp, acc, out) if r is not None]
+        q_in, q_mx, q_vec, q_out = (self.queues[e] for e in Engine)
+        # the token ops of one tile (Ring.acquire / publish / consume / release)
+        in_ready_s, in_free_w = self._signal(inp[4]), (_WAIT, inp[5], 0, 0)
+        out_ready_w, out_free_s = (_WAIT, out[4], 0, 0), self._signal(out[5])
+        if acc is not None:
+            mx_waits = ((inp[4],), (inp[4], acc[5]))  # consume inp [, acquire acc]
+            mx_signals = (inp[5], acc[4])  # release inp, publish acc
+            vec_waits = ((acc[4],), (acc[4], out[5]))  # consume acc [, acquire out]
+            vec_signals = (acc[5], out[4])  # release acc, publish out
+        else:
+            vec_waits = ((inp[4],), (inp[4], out[5]))
+            vec_signals = (inp[5], out[4])
+        mx_wake = (1 << Engine.DMA_IN) | (1 << Engine.VECTOR)  # the producer, the consumer
+        vec_wake = (1 << (Engine.MATRIX if acc is not None else Engine.DMA_IN)) | (
+            1 << Engine.DMA_OUT)
+        memo: dict[Hashable, tuple] = {}
+        groups = work.group_count if sample is None else min(2, work.group_count)
+        for g in range(groups):
+            group = work.group_fn(g, 0)
+            self.counts.append(group.tile_count)
+            self._acquire(gp)
+            if gw is not None:
+                self._acquire(gw)
+            q_in.extend(self._xfers(group.weight_loads + group.param_loads))
+            if gw is not None:
+                self._publish(gw)
+                self._consume(gw)
+            self._publish(gp)
+            self._consume(gp)
+            setup = cost.sum(group.vector_setup, Engine.VECTOR)
+            if setup:
+                q_vec.append((_WORK, setup, 0, 0))
+            n = group.tile_count if sample is None else min(sample, group.tile_count)
+            self.run_tiles += n
+            k0 = inp[3]  # tiles so far in the step (each ring slot acquired once per tile)
+            for t in range(n):
+                loads, mwork, vwork, stores = self._tile(work, g, t, memo)
+                k = k0 + t
+                if k >= inp[2]:
+                    q_in.append(in_free_w)
+                q_in.extend(loads)
+                q_in.append(in_ready_s)
+                # a compute engine's tile: its WAITs, its instructions, its SIGNALs
+                if acc is not None:
+                    q_mx.append((_TILE, mx_waits[k >= acc[2]], mwork, mx_signals, mx_wake))
+                q_vec.append((_TILE, vec_waits[k >= out[2]], vwork, vec_signals, vec_wake))
+                q_out.append(out_ready_w)
+                q_out.extend(stores)
+                q_out.append(out_free_s)
+            for r in (inp, acc, out):
+                if r is not None:
+                    r[3] += n
+            if gw is not None:
+                self._release(gw)
+            self._release(gp)
+        for r in rings:  # Streams.end_step: drain every ring, then the step-done tokens
+            for _ in range(min(r[2], r[3])):
+                self.queues[r[0]].append((_WAIT, r[5], 0, 0))
+        for e in (Engine.MATRIX, Engine.VECTOR):
+            key = self._key(Engine.DMA_OUT)
+            self.queues[e].append(self._signal(key))
+            q_out.append((_WAIT, key, 0, 0))
+        q_out.append(self._signal(self._key(-1)))  # to the next step's DMA_IN
+
+    @property
+    def keys(self) -> int:
+        return len(self.waiter)
+
+    def _key(self, waiter: int) -> int:
+        self.waiter.append(int(waiter))
+        return len(self.waiter) - 1
+
+    def _ring(self, producer: Engine, consumer: Engine, depth: int) -> list:
+        # [producer, consumer, depth, acquired, ready key, free key]
+        return [producer, consumer, max(1, depth), 0, self._key(consumer), self._key(producer)]
+
+    def _acquire(self, r: list) -> None:
+        if r[3] >= r[2]:
+            self.queues[r[0]].append((_WAIT, r[5], 0, 0))
+        r[3] += 1
+
+    def _signal(self, key: int) -> tuple:
+        w = self.waiter[key]
+        return (_SIGNAL, key, 1 << w if w >= 0 else 0, 0)
+
+    def _publish(self, r: list) -> None:
+        self.queues[r[0]].append(self._signal(r[4]))
+
+    def _consume(self, r: list) -> None:
+        self.queues[r[1]].append((_WAIT, r[4], 0, 0))
+
+    def _release(self, r: list) -> None:
+        self.queues[r[1]].append(self._signal(r[5]))
+
+    def _xfers(self, instrs: Sequence[Instruction]) -> list[tuple]:
+        offchip = self.cost.arch.offchip
+        out = []
+        for ins in instrs:
+            lat = offchip[ins.mem].latency_cycles
+            out.append((_XFER, self.cost.cycles(ins) - lat, lat, ins.mem))
+        return out
+
+    def _tile(self, work: StepWork, g: int, t: int, memo: dict[Hashable, tuple]) -> tuple:
+        key = work.tile_key(g, t) if work.tile_key is not None else None
+        if key is not None and key in memo:
+            return memo[key]
+        tile = work.tile_fn(g, t, Slots())
+        mwork = self.cost.sum(tile.matrix, Engine.MATRIX)
+        vwork = self.cost.sum(tile.vector, Engine.VECTOR)
+        ops = (self._xfers(tile.loads), mwork, vwork, self._xfers(tile.stores))
+        if key is not None:
+            memo[key] = ops
+        return ops
 
 
-def _dma_stage(instrs: Sequence[Instruction], start: int, ports: list[_Port],
-               cost: CostCache) -> int:
-    """When the last of `instrs` (one DMA engine, in order) completes, starting at `start`."""
-    channels = cost.arch.dma_channels
-    inflight: list[int] = []
-    t, end = start, start
-    for ins in instrs:
-        if len(inflight) >= channels:
-            inflight.sort()
-            t = max(t, inflight.pop(0))
-        c = cost.cycles(ins)
-        lat = cost.arch.offchip[ins.mem].latency_cycles
-        s = ports[ins.mem].book(t, lat, c)
-        inflight.append(s + c)
-        end = max(end, s + c)
-        t += 1  # one transfer issued per cycle
-    return end
+def _run(prog: _StepProgram, arch: NpuArch) -> tuple[int, dict[Engine, int]]:
+    """Time the step's queues by the simulator's rules (see estimate_step); returns the end of
+    the last op and the busy cycles per engine (compute: work; DMA: cycles with a transfer in
+    flight). Compute engines and DMA control ops run as far as their tokens allow; the next
+    transfer is then the DMA engine's whose issue time is earliest (DMA_IN first on a tie, as
+    in the simulator's event loop), so each port sees its transfers in order of issue."""
+    queues = prog.queues
+    signals: list[list[int]] = [[] for _ in range(prog.keys)]
+    taken = [0] * prog.keys
+    n = len(queues)
+    pc = [0] * n
+    ready = [0] * n
+    busy = [0] * n
+    last_end = [0] * n  # DMA: latest end of the engine's transfers
+    inflight: list[list[int]] = [[] for _ in range(n)]
+    span = [[-1, -1] for _ in range(n)]  # DMA: the current run of overlapping transfers
+    port = [0] * len(arch.offchip)
+    first = [1 << 62]  # start of the first non-control op (where the simulator's layer starts)
+    channels = arch.dma_channels
+    dma = (int(Engine.DMA_IN), int(Engine.DMA_OUT))
+    order = (int(Engine.MATRIX), int(Engine.VECTOR), int(Engine.DMA_IN), int(Engine.DMA_OUT))
 
-
-class _Port:
-    """Busy intervals (sorted, disjoint) of one memory's data port; a transfer's data phase
-    takes the first gap at or after its latency phase."""
-
-    def __init__(self) -> None:
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-
-    def book(self, start: int, latency: int, cycles: int) -> int:
-        """Earliest start >= `start` whose data phase [start+latency, start+cycles) is free."""
-        data = cycles - latency
-        t = start + latency
-        k = bisect.bisect_right(self.ends, t)  # intervals ending at or before t are irrelevant
-        while k < len(self.starts) and t + data > self.starts[k]:
-            t = max(t, self.ends[k])
+    def advance(e: int) -> int:
+        """Run engine e's ops up to its next transfer or blocked WAIT; returns the engines
+        (bit mask) its signals may have unblocked."""
+        q, k, r = queues[e], pc[e], ready[e]
+        nq = len(q)
+        wake = 0
+        while k < nq:
+            op = q[k]
+            kind = op[0]
+            if kind == _TILE:  # (_TILE, wait keys, work cycles, signal keys, wake mask)
+                ws = op[1]
+                if taken[ws[0]] >= len(signals[ws[0]]) or (
+                        len(ws) > 1 and taken[ws[1]] >= len(signals[ws[1]])):
+                    break
+                for w in ws:
+                    x = signals[w][taken[w]]
+                    r = (x if x > r else r) + 1
+                    taken[w] += 1
+                c = op[2]
+                if c:
+                    if r < first[0]:
+                        first[0] = r
+                    r += c
+                    busy[e] += c
+                for x in op[3]:
+                    r += 1
+                    signals[x].append(r)
+                wake |= op[4]
+            elif kind == _WAIT:
+                a = op[1]
+                sig = signals[a]
+                if taken[a] >= len(sig):
+                    break
+                x = sig[taken[a]]
+                r = (x if x > r else r) + 1
+                taken[a] += 1
+            elif kind == _SIGNAL:  # (_SIGNAL, key, wake mask)
+                x = last_end[e]
+                r = (x if x > r else r) + 1
+                signals[op[1]].append(r)
+                wake |= op[2]
+            elif kind == _WORK:
+                if r < first[0]:
+                    first[0] = r
+                r += op[1]
+                busy[e] += op[1]
+            else:
+                break
             k += 1
-        self.starts.insert(k, t)
-        self.ends.insert(k, t + data)
-        return t - latency
+        pc[e], ready[e] = k, r
+        return wake
+
+    pending = (1 << n) - 1
+    while True:
+        while pending:  # run what the tokens allow, until every engine is blocked
+            for e in order:
+                if pending >> e & 1:
+                    pending &= ~(1 << e)
+                    pending |= advance(e)
+        cand = [-1, -1]  # per DMA engine: issue time of its next transfer, -1 if none
+        for i, e in enumerate(dma):
+            k = pc[e]
+            if k < len(queues[e]) and queues[e][k][0] == _XFER:
+                cand[i] = _issue_time(ready[e], inflight[e], channels)
+        if cand[0] < 0 and cand[1] < 0:
+            break
+        # DMA_IN first on a tie (the event loop's engine order)
+        i = 0 if cand[1] < 0 or 0 <= cand[0] <= cand[1] else 1
+        best, t, other_t = dma[i], cand[i], cand[1 - i]
+        q, k = queues[best], pc[best]
+        fly, sp = inflight[best], span[best]
+        while True:  # this engine's transfers, while they are issued before the other's
+            _, data, lat, mem = q[k]
+            first[0] = min(first[0], t)
+            end = port[mem] = max(t + lat, port[mem]) + data
+            if len(fly) >= channels:
+                fly[:] = [x for x in fly if x > t]
+            fly.append(end)
+            last_end[best] = max(last_end[best], end)
+            if t > sp[1]:
+                busy[best] += sp[1] - sp[0]
+                sp[0], sp[1] = t, end
+            else:
+                sp[1] = max(sp[1], end)
+            k += 1
+            ready[best] = t + 1
+            if k >= len(q) or q[k][0] != _XFER:
+                break
+            t = _issue_time(t + 1, fly, channels)
+            if other_t >= 0 and (t > other_t or (t == other_t and i == 1)):
+                break
+        pc[best] = k
+        pending = 1 << best
+    for e in dma:
+        busy[e] += span[e][1] - span[e][0]
+    if any(pc[e] < len(queues[e]) for e in range(n)):
+        raise AssertionError("estimate_step: the step's token protocol does not complete")
+    total = max(max(ready), max(last_end)) - min(first[0], max(ready))
+    return total, {e: busy[int(e)] for e in Engine}
+
+
+def _issue_time(ready: int, inflight: list[int], channels: int) -> int:
+    """When a DMA engine ready at `ready` can issue its next transfer: at most `channels` in
+    flight (`inflight`: end times of its earlier transfers, possibly finished ones)."""
+    if len(inflight) < channels:
+        return ready
+    live = sorted((x for x in inflight if x > ready), reverse=True)
+    return live[channels - 1] if len(live) >= channels else ready
 
 
 def _bound(busy: dict[Engine, int], total: int, work: StepWork) -> Bound:
