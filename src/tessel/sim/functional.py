@@ -20,7 +20,7 @@ from tessel.isa.fields import Engine
 from tessel.isa.table import NUM_TOKENS, Opcode
 from tessel.sim.matrix import exec_conv, exec_dwconv, exec_matmul
 from tessel.sim.prepare import Op, PreparedProgram
-from tessel.sim.state import NP_DTYPE, MachineState, Trap, pattern
+from tessel.sim.state import NP_DTYPE, MachineState, Trap, extent, pattern
 from tessel.sim.vector import (
     exec_copy,
     exec_eltwise,
@@ -38,8 +38,11 @@ SEM_MAX = 255
 def _dma(state: MachineState, f: dict[str, Any], load: bool) -> None:
     dt = NP_DTYPE[f["dtype"]]
     dims = (f["d0"], f["d1"], f["d2"], f["d3"])
-    ext = pattern(state.offchip[f["mem"]], f["ext_addr"], dims,
-                  (f["ext_s0"], f["ext_s1"], f["ext_s2"], f["ext_s3"]), dt)
+    strides = (f["ext_s0"], f["ext_s1"], f["ext_s2"], f["ext_s3"])
+    buf = state.offchip[f["mem"]]
+    if load and state.shared is not None:
+        buf = state.ext_buffer(f["mem"], *extent(f["ext_addr"], dims, strides, dt.itemsize))
+    ext = pattern(buf, f["ext_addr"], dims, strides, dt)
     sram = pattern(state.sram, f["sram_addr"], dims,
                    (f["sram_s0"], f["sram_s1"], f["sram_s2"], f["sram_s3"]), dt)
     if load:

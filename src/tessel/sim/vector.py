@@ -21,6 +21,7 @@ from tessel.quant.fixedpoint import (
     rounding_div,
 )
 from tessel.sim.fastfix import mbqm_inplace, requantize_fast
+from tessel.sim.matrix import uniform
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, acc_view, nd, pattern
 from tessel.sim.window import Geometry, check_nonempty, input_tile, windows
 
@@ -52,7 +53,13 @@ def _operand(state: MachineState, f: F, pre: str, n: int, dtype: np.dtype) -> np
 def exec_requant(state: MachineState, f: F) -> None:
     rows, ch = f["rows"], f["ch"]
     p = ch if f["param_mode"] == ParamMode.PER_CHANNEL else 1
-    bias, q31, shift = nd(state.sram, f["param_addr"], (3, p), (4 * p, 4), I32).astype(I64)
+    params = nd(state.sram, f["param_addr"], (3, p), (4 * p, 4), I32)
+    if params.ndim == 3:  # a batch: the parameters are constants, the same in every sample
+        if not uniform(params):
+            _per_sample(exec_requant, state, f)
+            return
+        params = params[0]
+    bias, q31, shift = params.astype(I64)
     if (q31 < 0).any() or (shift < MIN_SHIFT).any() or (shift > MAX_SHIFT).any():
         bad = int(np.argmax((q31 < 0) | (shift < MIN_SHIFT) | (shift > MAX_SHIFT)))
         raise Trap(f"parameter entry {bad}: multiplier {int(q31[bad])} / shift {int(shift[bad])} "
@@ -102,21 +109,40 @@ def exec_lut(state: MachineState, f: F) -> None:
     lut, base = state.lut, f["lut_base"]
     if f["lut_mode"] == LutMode.I8_256:
         x = _operand(state, f, "src", 3, np.dtype("<i1"))
-        y = lut[x.astype(np.intp) + (base + 128)].astype(np.int8)  # wrap8
+        y = _gather(lut, x.astype(np.intp) + (base + 128)).astype(np.int8)  # wrap8
         _operand(state, f, "dst", 3, np.dtype("<i1"))[...] = y
         return
     x = _operand(state, f, "src", 3, np.dtype("<i2")).astype(I64)
     idx = (x >> 7) + (256 + base)  # arithmetic shift: 0 .. 511
     off = x & 0x7F
-    lo = lut[idx].astype(I64)
-    slope = ((lut[idx + 1].astype(I64) - lo + 32768) & 0xFFFF) - 32768  # wrap16
+    lo = _gather(lut, idx).astype(I64)
+    slope = ((_gather(lut, idx + 1).astype(I64) - lo + 32768) & 0xFFFF) - 32768  # wrap16
     y = (lo + ((slope * off + 64) >> 7)).astype(np.int16)  # >> floors; astype wraps (wrap16)
     _operand(state, f, "dst", 3, np.dtype("<i2"))[...] = y
 
 
+def _gather(lut: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``lut[idx]``; a batch (``lut`` 2-D, ``idx`` with a leading batch axis): per sample."""
+    if lut.ndim == 1:
+        return lut[idx]
+    rows = np.arange(lut.shape[0]).reshape((-1,) + (1,) * (idx.ndim - 1))
+    return lut[rows, idx]
+
+
+def _per_sample(handler, state: MachineState, f: F) -> None:
+    """Run a handler on each sample of a BatchState in turn (memories: row views)."""
+    for k in range(state.batch):
+        one = MachineState.__new__(MachineState)
+        one.arch, one.offchip = state.arch, [m[k] for m in state.offchip]
+        one.sram, one.acc_bytes, one.lut_bytes = state.sram[k], state.acc_bytes[k], \
+            state.lut_bytes[k]
+        one.lut = state.lut[k]
+        handler(one, f)
+
+
 def exec_lut_load(state: MachineState, f: F) -> None:
     n, base = f["count"], f["lut_base"]
-    state.lut[base:base + n] = nd(state.sram, f["src_addr"], (n,), (2,), np.dtype("<i2"))
+    state.lut[..., base:base + n] = nd(state.sram, f["src_addr"], (n,), (2,), np.dtype("<i2"))
 
 
 def exec_pool(state: MachineState, f: F) -> None:
@@ -125,9 +151,9 @@ def exec_pool(state: MachineState, f: F) -> None:
     tile = input_tile(state, f, f["ch"], dt)
     rows, cols = check_nonempty(g, "POOL")
     if f["op"] == PoolOp.MAX:
-        y = windows(tile, g, I64, fill=INT32_MIN).max(axis=(2, 3))
+        y = windows(tile, g, I64, fill=INT32_MIN).max(axis=(-3, -2))
     else:
-        total = windows(tile, g, I64, fill=0).sum(axis=(2, 3))
+        total = windows(tile, g, I64, fill=0).sum(axis=(-3, -2))
         y = rounding_div(total, (rows[:, None] * cols[None, :])[:, :, None])
     w = dt.itemsize
     out = nd(state.sram, f["out_addr"], (g.oh, g.ow, f["ch"]),
@@ -137,8 +163,8 @@ def exec_pool(state: MachineState, f: F) -> None:
 
 def exec_reduce(state: MachineState, f: F) -> None:
     dt = NP_DTYPE[f["dtype"]]
-    x = _operand(state, f, "src", 3, dt)  # axes (i2, i1, i0)
-    axis = 2 - f["axis"]
+    x = _operand(state, f, "src", 3, dt)  # axes ([batch,] i2, i1, i0)
+    axis = -1 - f["axis"]
     op = f["op"]
     if op in (ReduceOp.SUM, ReduceOp.SUMSQ):
         v = x.astype(I64) - f["in_zp"]
