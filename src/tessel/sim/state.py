@@ -60,6 +60,7 @@ class MachineState:
 
     batch: int | None = None  # a BatchState simulates several samples at once
     shared: tuple[int, int, int, np.ndarray] | None = None
+    conv_cache: tuple | None = None  # the last CONV's im2col (tessel.sim.matrix._im2col)
 
     def ext_buffer(self, mem: int, lo: int, hi: int) -> np.ndarray:
         """The off-chip memory a DMA reads bytes [lo, hi) of (BatchState: maybe shared)."""
