@@ -124,52 +124,25 @@ def exec_matmul(state: MachineState, f: dict[str, Any]) -> None:
     _store_acc(state, f, s)
 
 
-_WINDOW_FIELDS = ("in_addr", "in_h", "in_w", "in_stride_h", "in_stride_w", "cin", "in_zp", "kh",
-                  "kw", "stride_h", "stride_w", "dil_h", "dil_w", "pad_top", "pad_left", "out_h",
-                  "out_w")
-
-
-def _im2col(state: MachineState, f: dict[str, Any], g: Geometry) -> tuple[np.ndarray, list]:
-    """The im2col matrix ``([batch,] oh * ow, kh * kw * cin)`` float32 of ``x - in_zp`` and a
-    holder for the frame's largest per-pixel sum of |x - in_zp| (computed when first needed).
-
-    Consecutive CONVs often read the same input tile (one per tile of output channels): the
-    last matrix is kept on the state and reused when the window fields are the same and the
-    tile's bytes are equal to the copy kept with it (compared: SRAM may have been rewritten)."""
-    cin = f["cin"]
-    tile = input_tile(state, f, cin, I8)
-    key = tuple(f[k] for k in _WINDOW_FIELDS)
-    hit = state.conv_cache
-    if hit is not None and hit[0] == key and np.array_equal(hit[1], tile):
-        return hit[2], hit[3]
-    # padding contributes (x - in_zp) = 0
-    frame = padded_frame(tile, g, np.float32, 0, f["in_zp"])
-    lead = frame.shape[:-3]  # () or (batch,)
-    # im2col on the host (a copy)
-    cols = window_view(frame, g).reshape(*lead, g.oh * g.ow, g.kh * g.kw * cin)
-    holder = [frame, None]
-    state.conv_cache = (key, tile.copy(), cols, holder)
-    return cols, holder
-
-
 def exec_conv(state: MachineState, f: dict[str, Any]) -> None:
     g = Geometry.of(f)
     cin, cout = f["cin"], f["cout"]
     kk = g.kh * g.kw
-    cols, holder = _im2col(state, f, g)
-    lead = cols.shape[:-2]  # () or (batch,)
+    tile = input_tile(state, f, cin, I8)
+    # padding contributes (x - in_zp) = 0
+    frame = padded_frame(tile, g, np.float32, 0, f["in_zp"])
+    lead = frame.shape[:-3]  # () or (batch,)
+    # im2col on the host (a copy)
+    cols = window_view(frame, g).reshape(*lead, g.oh * g.ow, kk * cin)
     w = nd(state.sram, f["w_addr"], (kk, cin, cout),
            (f["w_stride_k"], f["w_stride_ci"], f["w_stride_co"]), I8)
     if lead and uniform(w):
         w = w[0]  # the same weights in every sample: one GEMM of all samples' windows
     wf = _operand_f32(w, f["w_zp"]).reshape(*w.shape[:-3], kk * cin, cout)
     chunk = chunk_len(f["in_zp"], f["w_zp"])
-    l1 = None
-    if kk * cin > chunk:
-        # a window's sum of |x - zp| is at most kh * kw times the largest per-pixel sum
-        if holder[1] is None:
-            holder[1] = float(np.abs(holder[0]).sum(axis=-1, dtype=np.float64).max(initial=0.0))
-        l1 = kk * holder[1]
+    # a window's sum of |x - zp| is at most kh * kw times the largest per-pixel sum
+    l1 = None if kk * cin <= chunk else kk * float(
+        np.abs(frame).sum(axis=-1, dtype=np.float64).max(initial=0.0))
     if lead and wf.ndim == 2:
         n = lead[0]
         s = exact_matmul(cols.reshape(n * g.oh * g.ow, kk * cin), wf, chunk, l1)

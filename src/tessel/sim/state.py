@@ -60,7 +60,6 @@ class MachineState:
 
     batch: int | None = None  # a BatchState simulates several samples at once
     shared: tuple[int, int, int, np.ndarray] | None = None
-    conv_cache: tuple | None = None  # the last CONV's im2col (tessel.sim.matrix._im2col)
     requant_cache: dict | None = None  # REQUANT parameter block -> checked plan (vector.py)
 
     def ext_buffer(self, mem: int, lo: int, hi: int) -> np.ndarray:

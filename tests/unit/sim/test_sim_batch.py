@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from simkit import ARCH, I, program, run_raw, signal, wait
+from simkit import ARCH, I, program
 
 from tessel.isa import Engine, Opcode
 from tessel.isa.fields import (
@@ -128,29 +128,3 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_batch_equals_each_sample_alone(case, same):
     _check(CASES[case], same)
-
-
-def test_conv_reuses_im2col_only_while_the_tile_is_unchanged():
-    """Two CONVs on the same input tile share one im2col; a write to the tile in between (the
-    vector engine's COPY, ordered by tokens) must be seen by the next CONV."""
-    second = dict(CONV, w_addr=30_000, acc_addr=2000)
-    third = dict(CONV, w_addr=30_000, acc_addr=4000)
-    streams = {MX: [I(Opcode.CONV, **CONV), I(Opcode.CONV, **second), signal(V), wait(V),
-                    I(Opcode.CONV, **third)],
-               V: [wait(MX), I(Opcode.COPY, dtype=DType.I8, d0=8, src_addr=40_000, src_s0=1,
-                               dst_addr=48, dst_s0=1), signal(MX)]}
-    _check(streams)
-    _check(streams, same=(0, 60_000))
-    rng = np.random.default_rng(3)
-    x = rng.integers(-128, 128, 7 * 6 * 8, dtype=np.int8)
-    w = rng.integers(-128, 128, 9 * 8 * 9, dtype=np.int8)
-    new = rng.integers(-128, 128, 8, dtype=np.int8)
-    st = run_raw(streams, sram=[(0, x), (20_000, w), (30_000, w), (40_000, new)])
-    acc = st.acc_bytes.view("<i4")
-    n = 4 * 6 * 9
-    assert np.array_equal(acc[0:n], acc[2000:2000 + n])  # same tile, same weights
-    x2 = x.copy()
-    x2[48:56] = new
-    st2 = run_raw({MX: [I(Opcode.CONV, **third)]}, sram=[(0, x2), (30_000, w)])
-    assert np.array_equal(acc[4000:4000 + n], st2.acc_bytes.view("<i4")[4000:4000 + n])
-    assert not np.array_equal(acc[4000:4000 + n], acc[0:n])
