@@ -82,14 +82,24 @@ def exec_requant(state: MachineState, f: F) -> None:
     nd(state.sram, f["dst_addr"], (rows, ch), (f["dst_stride"], dt.itemsize), dt)[...] = y
 
 
+def _span(dtype: np.dtype, zp: int) -> int:
+    """The largest |x - zp| over every value x of an integer dtype."""
+    info = np.iinfo(dtype)
+    return max(abs(int(info.min) - zp), abs(int(info.max) - zp))
+
+
 def _rescaled(x: np.ndarray, zp: int, left: int) -> np.ndarray:
     # |x - zp| may reach 2^32; clipping to +-2^31 first keeps x << 31 inside int64 and does not
     # change sat32((x - zp) * 2^left) (anything clipped saturates either way)
     t = np.subtract(x, zp, dtype=I64)
-    if x.dtype.itemsize == 4:  # |x - zp| <= 2^31 + 2^15 for int8 / int16 x: no int64 overflow
+    span = _span(x.dtype, zp)
+    if span > 2**31:  # int32 x only: |x - zp| <= 2^31 + 2^15 for int8 / int16 x
         _clamp(t, -(2**31), 2**31)
+        span = 2**31
     t <<= left
-    return _sat32(t)
+    if span << left > INT32_MAX:  # else every value is already inside int32: sat32 is a no-op
+        _clamp(t, INT32_MIN, INT32_MAX)
+    return t
 
 
 def exec_eltwise(state: MachineState, f: F) -> None:
@@ -97,16 +107,29 @@ def exec_eltwise(state: MachineState, f: F) -> None:
     b = _operand(state, f, "b", 3, NP_DTYPE[f["b_dtype"]])
     op = f["op"]
     if op == EltOp.MUL:
-        # clipping each factor to +-2^31 keeps the product in int64 and its sat32 unchanged
-        ra = np.clip(a.astype(I64) - f["a_zp"], -(2**31), 2**31)
-        rb = np.clip(b.astype(I64) - f["b_zp"], -(2**31), 2**31)
-        r = _sat32(ra * rb)
+        # clipping each factor to +-2^31 keeps the product in int64 and its sat32 unchanged;
+        # both are skipped where the dtypes' ranges show they change nothing
+        spans = []
+        factors = []
+        for x, zp in ((a, f["a_zp"]), (b, f["b_zp"])):
+            t = np.subtract(x, zp, dtype=I64)
+            span = _span(x.dtype, zp)
+            if span > 2**31:
+                _clamp(t, -(2**31), 2**31)
+                span = 2**31
+            spans.append(span)
+            factors.append(t)
+        r = np.multiply(factors[0], factors[1], out=factors[0])
+        if spans[0] * spans[1] > INT32_MAX:
+            _clamp(r, INT32_MIN, INT32_MAX)
     else:
         left = f["left_shift"]
         ra = mbqm_inplace(_rescaled(a, f["a_zp"], left), f["a_mult"], f["a_shift"])
         rb = mbqm_inplace(_rescaled(b, f["b_zp"], left), f["b_mult"], f["b_shift"])
-        r = _sat32({EltOp.ADD: np.add, EltOp.SUB: np.subtract, EltOp.MAX: np.maximum,
-                    EltOp.MIN: np.minimum}[op](ra, rb))
+        if op in (EltOp.MAX, EltOp.MIN):  # both inside int32 (MBQM's range): so is the result
+            r = (np.maximum if op == EltOp.MAX else np.minimum)(ra, rb)
+        else:
+            r = _sat32((np.add if op == EltOp.ADD else np.subtract)(ra, rb))
     y = mbqm_inplace(np.ascontiguousarray(r, dtype=I64), f["out_mult"], f["out_shift"])
     y += f["out_zp"]
     _clamp(y, f["act_min"], f["act_max"])
