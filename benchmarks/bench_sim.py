@@ -7,7 +7,8 @@ decoding and the static checks are reported separately as "prepare").
 ``python -m benchmarks.bench_sim --models resnet18 mobilenet_v2 vit_small minilm``: bit-exact
 simulation of one input vs torch fp32 eager of the same input, in the same process, one thread
 each, interleaved, medians of CPU seconds (``time.process_time``: on a shared, loaded machine
-wall time mostly measures the other tenants) and of wall seconds.
+wall time mostly measures the other tenants) and of wall seconds. ``--models resnet18 --batch
+64``: 64 inputs through ``CompiledModel.run_batch`` vs eager on the same 64 in one batch.
 """
 
 from __future__ import annotations
@@ -141,8 +142,11 @@ def _median_cpu_wall(fn: Callable[[], object], repeats: int) -> tuple[float, flo
     return statistics.median(cpu), statistics.median(wall)
 
 
-def bench_models(names: list[str], preset: str = "tnpu-s", repeats: int = REPEATS) -> None:
-    """Simulator vs torch eager on zoo models (calibration 4: only the binary matters here)."""
+def bench_models(names: list[str], preset: str = "tnpu-s", repeats: int = REPEATS,
+                 batch: int = 0) -> None:
+    """Simulator vs torch eager on zoo models (calibration 4: only the binary matters here).
+    ``batch=N``: N inputs (the model's calibration generator) simulated together by
+    ``CompiledModel.run_batch`` vs eager on the same N inputs concatenated in one batch."""
     import torch
 
     from tessel.driver import compile_graph
@@ -163,8 +167,19 @@ def bench_models(names: list[str], preset: str = "tnpu-s", repeats: int = REPEAT
         cm = compile_graph(qm.graph, load_preset(preset), name=name)
         x = [t.numpy() for t in example]
         with torch.no_grad(), _one_blas_thread():
-            s_cpu, s_wall = _median_cpu_wall(lambda cm=cm, x=x: cm.run(*x), repeats)
-            e_cpu, e_wall = _median_cpu_wall(lambda m=model, ex=example: m(*ex), repeats)
+            if batch:
+                import numpy as np
+
+                samples = list(spec.calibration_data(batch))
+                xb = [np.stack([s[i].numpy() for s in samples]) for i in range(len(example))]
+                eb = [torch.cat([s[i] for s in samples]) for i in range(len(example))]
+                s_cpu, s_wall = _median_cpu_wall(lambda cm=cm, xb=xb: cm.run_batch(*xb),
+                                                 repeats)
+                e_cpu, e_wall = _median_cpu_wall(lambda m=model, eb=eb: m(*eb), repeats)
+                name = f"{name} x{batch}"
+            else:
+                s_cpu, s_wall = _median_cpu_wall(lambda cm=cm, x=x: cm.run(*x), repeats)
+                e_cpu, e_wall = _median_cpu_wall(lambda m=model, ex=example: m(*ex), repeats)
         print(f"| {name} | {s_cpu:.3f} | {e_cpu:.3f} | {s_cpu / e_cpu:.2f}x | {s_wall:.3f} | "
               f"{e_wall:.3f} | {s_wall / e_wall:.2f}x |", flush=True)
 
@@ -173,7 +188,12 @@ def main() -> None:
     import sys
 
     if len(sys.argv) > 2 and sys.argv[1] == "--models":
-        bench_models(sys.argv[2:])
+        args = sys.argv[2:]
+        batch = 0
+        if "--batch" in args:  # --models NAME... --batch N
+            at = args.index("--batch")
+            batch, args = int(args[at + 1]), args[:at] + args[at + 2:]
+        bench_models(args, repeats=3 if batch else REPEATS, batch=batch)
         return
     arch = load_preset("tnpu-m")  # the largest accumulator / SRAM of the presets
     print(f"## Simulator speed ({arch.name}, median of {REPEATS} after a warm-up)\n")

@@ -29,6 +29,12 @@ def test_compile_run_check_profile(tmp_path, capsys):
     assert again_run["check"]["reference"] == "re-quantised"
     assert again_run["check"]["bit_exact"] is True
     assert again_run["check"]["sqnr_db"] == pytest.approx(run["check"]["sqnr_db"], abs=1e-4)
+    xb = tmp_path / "xb.npy"  # three samples stacked: simulated together, each checked
+    np.save(xb, np.stack([s[0].numpy() for s in resolve("digits_cnn").calibration_data(3)]))
+    assert main(["run", str(out), "--input", str(xb), "--batch", "--check", "--json"]) == 0
+    batch_run = json.loads(capsys.readouterr().out)
+    assert batch_run["check"]["bit_exact"] is True
+    assert all(o["shape"][0] == 3 for o in batch_run["outputs"].values())
     html, trace, csv = tmp_path / "r.html", tmp_path / "t.json", tmp_path / "l.csv"
     assert main(["profile", str(out), "--json", "--html", str(html), "--trace", str(trace),
                  "--csv", str(csv)]) == 0

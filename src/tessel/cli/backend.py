@@ -54,6 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(must be bit-exact) and the float model (SQNR)")
     p.add_argument("--allow-nonfinite", action="store_true",
                    help="run inputs with NaN / inf values instead of refusing them")
+    p.add_argument("--batch", action="store_true",
+                   help="every --input holds N samples stacked on a new leading axis: simulate "
+                   "them together (CompiledModel.run_batch); --check compares every sample")
     p.add_argument("--model", metavar="FILE.py:FACTORY",
                    help="the model the binary was compiled from, if its file is neither next "
                    "to the binary nor in the working directory (checked by content hash)")
@@ -203,8 +206,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     source = cm.program.metadata.get("source")
     inputs = [_load_npy(p) for p in args.input] if args.input else \
         _example_inputs(source, args.binary, args.model)
-    inputs = check_inputs(cm, inputs, allow_nonfinite=args.allow_nonfinite)
-    outputs = cm.run(*inputs)
+    batch = getattr(args, "batch", False)
+    if batch and not args.input:
+        raise TesselConfigError("--batch needs --input arrays with the samples stacked")
+    inputs = check_inputs(cm, inputs, allow_nonfinite=args.allow_nonfinite, batch=batch)
+    outputs = cm.run_batch(*inputs, allow_nonfinite=True) if batch else cm.run(
+        *inputs, allow_nonfinite=True)  # checked just above
     result: dict = {"outputs": {n: {"shape": list(o.shape), "dtype": str(o.dtype)}
                                 for n, o in zip(cm.output_names, outputs, strict=True)},
                     "npu_seconds": cm.last_run.npu_seconds,
@@ -246,8 +253,19 @@ def _check(cm, source, inputs, outputs, args) -> tuple[dict, bool]:
         from tessel.runtime.source import requantize_source
 
         model, _, qm = requantize_source(source, "--check", args.binary, args.model)
-        report = compare(cm.output_names, outputs, qm.run(*inputs),
-                         float_reference(model, inputs), qm.graph, inputs)
+        if getattr(args, "batch", False):  # every sample against its own references
+            import numpy as np
+
+            from tessel.runtime.check import low_range_outputs
+            samples = [[x[k] for x in inputs] for k in range(inputs[0].shape[0])]
+            golden = [np.stack(v) for v in zip(*(qm.run(*s) for s in samples), strict=True)]
+            ref = [np.stack(v) for v in zip(*(float_reference(model, s) for s in samples),
+                                            strict=True)]
+            report = compare(cm.output_names, outputs, golden, ref,
+                             low_range=low_range_outputs(qm.graph, outputs))
+        else:
+            report = compare(cm.output_names, outputs, qm.run(*inputs),
+                             float_reference(model, inputs), qm.graph, inputs)
     return {**report.to_json(), "reference": "stored" if stored is not None else "re-quantised"}, \
         report.bit_exact
 

@@ -1,4 +1,4 @@
-"""CLI: `tessel accuracy MODEL [--calibration N] [--samples M] [--json]`."""
+"""CLI: `tessel accuracy MODEL [--calibration N] [--samples M] [--target PRESET] [--json]`."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     p.add_argument("--samples", type=int, default=16, metavar="M",
                    help="evaluation inputs for models without a test set (default 16)")
+    p.add_argument("--target", metavar="PRESET", help="also compile for this preset (or .toml) "
+                   "and simulate every evaluation input, batched: how many are bit-exact "
+                   "with the golden model")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_accuracy)
 
@@ -36,7 +39,8 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
 
     if args.calibration < 1 or args.samples < 1:
         raise TesselConfigError("--calibration and --samples must be >= 1")
-    report = evaluate(args.model, calibration=args.calibration, eval_samples=args.samples)
+    report = evaluate(args.model, calibration=args.calibration, eval_samples=args.samples,
+                      target=getattr(args, "target", None))
     if args.json:
         print(json.dumps({k: _finite(v) for k, v in report.to_json().items()}))
     else:

@@ -72,6 +72,9 @@ class AccuracyReport:
     in_sample_top1_agreement: float | None = None
     qdq_sqnr_db: tuple[float, ...] = ()  # golden vs PyTorch's QDQ model, evaluation inputs
     low_range_outputs: tuple[int, ...] = ()  # outputs spanning < 4 quantisation steps
+    simulated_target: str | None = None  # --target: the evaluation inputs also simulated
+    simulated_bit_exact: int | None = None  # evaluation inputs whose simulated outputs equal
+    simulated_seconds_per_inference: float | None = None  # the golden model's (run_batch)
 
     def to_json(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
@@ -99,6 +102,13 @@ class AccuracyReport:
             lines.append(f"  WARNING: output {i} spans fewer than 4 quantisation steps on the "
                          "evaluation inputs (its scale is far too coarse for its values)")
         lines.append(f"  golden model: {1e3 * self.golden_seconds_per_inference:.1f} ms/inference")
+        if self.simulated_target is not None:
+            ok = self.simulated_bit_exact == self.eval_samples
+            lines.append(f"  simulator on {self.simulated_target}: {self.simulated_bit_exact}/"
+                         f"{self.eval_samples} evaluation inputs bit-exact with the golden model"
+                         f"{'' if ok else ' (MISMATCH)'}, "
+                         f"{1e3 * self.simulated_seconds_per_inference:.1f} ms/inference "
+                         "(batched)")
         lines.append(f"  host ops ({len(self.host_ops)}): "
                      + ("none" if not self.host_ops else ""))
         lines.extend(f"    {h}" for h in self.host_ops)
@@ -199,10 +209,34 @@ def _qdq_outputs(qm: QuantizedModel, inputs: Sequence[Sample]) -> list[np.ndarra
     return [np.concatenate([r[k] for r in rows]) for k in range(len(rows[0]))]
 
 
+def simulate_eval(qm: QuantizedModel, target: str, inputs: Sequence[Sample],
+                  goldens: list[np.ndarray], name: str) -> tuple[int, float]:
+    """Compile ``qm`` for ``target``, simulate every evaluation input in batches
+    (``CompiledModel.run_batch``) and count the inputs whose outputs equal the golden model's
+    bit for bit; returns (that count, simulated seconds per input)."""
+    from tessel.arch import load_target
+    from tessel.driver import compile_graph
+    from tessel.runtime.check import same
+
+    cm = compile_graph(qm.graph, load_target(target), name=name)
+    arity = len(inputs[0])
+    batch = [np.stack([np.asarray(s[i].numpy()) for s in inputs]) for i in range(arity)]
+    start = time.perf_counter()
+    outs = cm.run_batch(*batch)
+    seconds = (time.perf_counter() - start) / len(inputs)
+    per = [g.shape[0] // len(inputs) for g in goldens]  # rows of one input's output
+    exact = sum(all(same(o[k], g[k * p:(k + 1) * p]) for o, g, p in zip(outs, goldens, per,
+                                                                        strict=True))
+                for k in range(len(inputs)))
+    return exact, seconds
+
+
 def evaluate(model_spec: str, calibration: int = DEFAULT_CALIBRATION_SAMPLES,
              eval_samples: int = 16,
-             config: QuantConfig | None = None) -> AccuracyReport:
-    """Quantise a zoo model (or path/to/file.py:factory) and measure it against float."""
+             config: QuantConfig | None = None, target: str | None = None) -> AccuracyReport:
+    """Quantise a zoo model (or path/to/file.py:factory) and measure it against float.
+    ``target``: also compile it for that preset and simulate every evaluation input (batched),
+    reporting how many are bit-exact with the golden model."""
     spec = resolve(model_spec)
     model, example = load(model_spec)
     config = config if config is not None else default_config(spec.name)
@@ -222,6 +256,10 @@ def evaluate(model_spec: str, calibration: int = DEFAULT_CALIBRATION_SAMPLES,
                   in_sample_sqnr_db=tuple(sqnr_db(f, g) for f, g in zip(in_f, in_g, strict=True)),
                   qdq_sqnr_db=tuple(sqnr_db(q, g) for q, g in zip(qdq, goldens, strict=True)),
                   low_range_outputs=_low_range(qm, goldens))
+    if target is not None:
+        exact, sim_seconds = simulate_eval(qm, target, inputs, goldens, spec.name)
+        report.update(simulated_target=target, simulated_bit_exact=exact,
+                      simulated_seconds_per_inference=sim_seconds)
     f0, g0 = floats[0], goldens[0]
     if spec.task is Task.CLASSIFIER:
         report["top1_agreement"] = float(np.mean(f0.argmax(-1) == g0.argmax(-1)))

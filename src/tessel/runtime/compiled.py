@@ -19,7 +19,7 @@ from tessel.arch import NpuArch, arch_from_dict, load_preset  # noqa: F401
 from tessel.binary import TslProgram, load_tsl, read_tsl, save_tsl, write_tsl
 from tessel.binary.metadata import host_part_keys
 from tessel.display import short_repr, summary_html
-from tessel.errors import TesselError, TesselFormatError
+from tessel.errors import TesselConfigError, TesselError, TesselFormatError
 from tessel.ir import Graph, parse_graph, run_graph
 from tessel.runtime.profile import Profile, build_profile
 from tessel.runtime.regions import Region, regions_of
@@ -83,31 +83,87 @@ class CompiledModel:
         default = [d.name for d in self.program.outputs]
         return list(self.program.metadata.get("model_outputs", default))
 
-    def run(self, *inputs: np.ndarray, timing: bool = False) -> list[np.ndarray]:
-        """Outputs for one set of inputs (numpy or torch tensors, in the model's order)."""
+    def run(self, *inputs: np.ndarray, timing: bool = False,
+            allow_nonfinite: bool = False) -> list[np.ndarray]:
+        """Outputs for one set of inputs (numpy or torch tensors, in the model's order).
+
+        The inputs are checked first (count, shape, dtype, integer range, and NaN / inf unless
+        ``allow_nonfinite``): TesselConfigError naming the input. ``timing`` is accepted for
+        compatibility; cycles and energy are data-independent, see ``profile``.
+        """
+        return self._run(inputs, None, allow_nonfinite)
+
+    def run_batch(self, *inputs: np.ndarray, allow_nonfinite: bool = False,
+                  max_batch: int = 64) -> list[np.ndarray]:
+        """Outputs for N samples at once: every input has a leading batch axis of N samples
+        stacked (``inputs[i][k]`` is sample k's input i, shaped as ``run`` takes it), every
+        output gets the same leading axis. Equal, bit for bit, to calling ``run`` on each
+        sample and stacking the results; the NPU regions simulate the samples together
+        (``tessel.sim.state.BatchState``), host parts run sample by sample. Runs at most
+        ``max_batch`` samples at a time (memory: a few MiB of simulated memories per sample).
+        """
+        from tessel.runtime.inputs import check_inputs
+
+        arrays = check_inputs(self, [_numpy(x) for x in inputs],
+                              allow_nonfinite=allow_nonfinite, batch=True)
+        n = arrays[0].shape[0] if arrays else 0
+        if max_batch < 1:
+            raise TesselConfigError(f"run_batch: max_batch must be >= 1, got {max_batch}")
+        if n == 0:
+            raise TesselConfigError("run_batch: the batch is empty (leading axis of 0 samples)")
+        parts, stats = [], RunStats()
+        for lo in range(0, n, max_batch):
+            parts.append(self._run([a[lo:lo + max_batch] for a in arrays], True, True))
+            stats.npu_seconds += self.last_run.npu_seconds
+            stats.host_seconds += self.last_run.host_seconds
+        self.last_run = stats
+        if len(parts) == 1:
+            return parts[0]
+        return [np.concatenate([p[i] for p in parts]) for i in range(len(parts[0]))]
+
+    def _run(self, inputs, batch: bool | None, allow_nonfinite: bool) -> list[np.ndarray]:
+        from tessel.runtime.inputs import check_inputs
         from tessel.sim.api import NpuSession
 
         arrays = [_numpy(x) for x in inputs]
+        if batch is None:  # run(): one sample, checked here (run_batch has checked the batch)
+            arrays = check_inputs(self, arrays, allow_nonfinite=allow_nonfinite)
+        n = arrays[0].shape[0] if batch and arrays else None
         names = self.input_names
-        if len(arrays) != len(names):
-            raise TesselError(f"the model takes {len(names)} input(s) {names}, got {len(arrays)}")
-        env = dict(zip(names, arrays, strict=True))
         hosts, regions = self.host_parts, self.regions
-        npu = NpuSession(self.program, self.arch)
+        npu = NpuSession(self.program, self.arch, batch=n)
         stats = RunStats()
+        # one environment per sample for the host parts (they run sample by sample), one
+        # batched environment for the NPU regions
+        if n is None:
+            envs = [dict(zip(names, arrays, strict=True))]
+        else:
+            envs = [dict(zip(names, [a[k] for a in arrays], strict=True)) for k in range(n)]
         for k, host in enumerate(hosts):
             t0 = time.perf_counter()
             if host is not None:
-                env.update(_host_values(host, env))
+                for env in envs:
+                    env.update(_host_values(host, env))
             t1 = time.perf_counter()
             stats.host_seconds += t1 - t0
             if k < len(regions):
                 r = regions[k]
-                env.update(npu.run_region({n: _get(env, n) for n in r.inputs}, r.ends,
-                                          list(r.outputs)))
+                if n is None:
+                    feed = {name: _get(envs[0], name) for name in r.inputs}
+                else:
+                    feed = {name: np.stack([_get(env, name) for env in envs])
+                            for name in r.inputs}
+                out = npu.run_region(feed, r.ends, list(r.outputs))
+                if n is None:
+                    envs[0].update(out)
+                else:
+                    for j, env in enumerate(envs):
+                        env.update({name: v[j] for name, v in out.items()})
                 stats.npu_seconds += time.perf_counter() - t1
         self.last_run = stats
-        return [_get(env, n) for n in self.output_names]
+        if n is None:
+            return [_get(envs[0], name) for name in self.output_names]
+        return [np.stack([_get(env, name) for env in envs]) for name in self.output_names]
 
     @cached_property
     def profile(self) -> Profile:

@@ -52,22 +52,34 @@ def input_specs(cm: CompiledModel) -> list[InputSpec]:
 
 
 def check_inputs(cm: CompiledModel, arrays: list[np.ndarray], *,
-                 allow_nonfinite: bool = False) -> list[np.ndarray]:
+                 allow_nonfinite: bool = False, batch: bool = False) -> list[np.ndarray]:
     """The arrays cast to the model's input dtypes; raises TesselConfigError naming the input
-    whose count, shape, dtype or values (NaN / inf, integer range) are wrong."""
+    whose count, shape, dtype or values (NaN / inf, integer range) are wrong. ``batch``: every
+    array has one more leading axis, the same number of samples in each."""
     specs = input_specs(cm)
     if len(arrays) != len(specs):
         raise TesselConfigError(f"the model takes {len(specs)} input(s) "
                                 f"({'; '.join(map(str, specs))}), got {len(arrays)}")
-    return [_check_one(spec, np.asarray(a), i, allow_nonfinite)
+    arrays = [np.asarray(a) for a in arrays]
+    lead: tuple[int, ...] = ()
+    if batch:
+        for i, (spec, a) in enumerate(zip(specs, arrays, strict=True)):
+            if a.ndim != len(spec.shape) + 1:
+                raise TesselConfigError(
+                    f"input {i + 1} ({spec.name}) has shape {list(a.shape)}; a batch of it "
+                    f"must be [N, {', '.join(map(str, spec.shape))}]")
+        lead = (arrays[0].shape[0],) if arrays else ()
+    return [_check_one(spec, a, i, allow_nonfinite, lead)
             for i, (spec, a) in enumerate(zip(specs, arrays, strict=True))]
 
 
-def _check_one(spec: InputSpec, a: np.ndarray, index: int, allow_nonfinite: bool) -> np.ndarray:
+def _check_one(spec: InputSpec, a: np.ndarray, index: int, allow_nonfinite: bool,
+               lead: tuple[int, ...] = ()) -> np.ndarray:
     where = f"input {index + 1} ({spec.name})"
-    if tuple(a.shape) != spec.shape:
+    if tuple(a.shape) != lead + spec.shape:
         raise TesselConfigError(f"{where} has shape {list(a.shape)}, the model expects "
-                                f"{list(spec.shape)}")
+                                f"{list(lead + spec.shape)}"
+                                + (" (N samples, as the first input has)" if lead else ""))
     if a.dtype.kind not in "biuf" or (spec.dtype.kind in "iu" and a.dtype.kind == "f"):
         raise TesselConfigError(f"{where} has dtype {a.dtype}, the model expects {spec.dtype}")
     if a.dtype.kind == "f" and not allow_nonfinite:

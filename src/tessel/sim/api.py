@@ -16,9 +16,19 @@ from tessel.arch.types import NpuArch
 from tessel.binary.program import TslProgram
 from tessel.errors import TesselConfigError
 from tessel.isa.fields import Engine
+from tessel.isa.table import Opcode
 from tessel.sim.functional import FunctionalRun, run_functional
 from tessel.sim.prepare import PreparedProgram, prepared
-from tessel.sim.state import MachineState, place_constants, read_output, write_inputs, write_tensor
+from tessel.sim.state import (
+    NP_DTYPE,
+    BatchState,
+    MachineState,
+    extent,
+    place_constants,
+    read_output,
+    write_inputs,
+    write_tensor,
+)
 from tessel.sim.stats import (
     EngineStats,
     SimResult,
@@ -62,9 +72,18 @@ class NpuSession:
     NPU would stop and hand over to the host) and reads its outputs; DRAM, token counts and
     program counters persist to the next region."""
 
-    def __init__(self, program: TslProgram | PreparedProgram, arch: NpuArch) -> None:
+    def __init__(self, program: TslProgram | PreparedProgram, arch: NpuArch,
+                 batch: int | None = None) -> None:
+        """``batch=n``: simulate n samples at once (every input and output gets a leading axis
+        of n; each instruction is applied to all samples, see ``BatchState``)."""
         self.prep = prepared(program, arch)
-        self.state = MachineState(arch)
+        if batch is None:
+            self.state = MachineState(arch)
+        else:
+            if batch < 1:
+                raise TesselConfigError(f"simulate: batch must be >= 1, got {batch}")
+            extents, shared = batch_layout(self.prep)
+            self.state = BatchState(arch, batch, extents, shared)
         place_constants(self.state, self.prep.program)
         self.run = FunctionalRun(self.prep, self.state)
         prog = self.prep.program
@@ -83,6 +102,51 @@ class NpuSession:
         if desc is None:
             raise TesselConfigError(f"simulate: the program has no tensor {name!r}")
         return desc
+
+
+def batch_layout(prep: PreparedProgram
+                 ) -> tuple[list[int], tuple[int, int, int, np.ndarray] | None]:
+    """Off-chip memory sizes a batch needs (the highest byte any DMA, input, output or the
+    constants can touch, per memory) and the shared read-only constant block, or None when some
+    DMA store or I/O tensor may write into it, or a DMA load straddles its bounds. Cached."""
+    hit = prep.cache.get("batch_layout")
+    if hit is not None:
+        return hit
+    prog = prep.program
+    ends = [0] * len(prep.arch.offchip)
+    data = prog.constants
+    cmem, c0, c1 = prog.constants_memory, prog.constants_address, \
+        prog.constants_address + len(data)
+    shareable = bool(data)
+    if data:
+        ends[cmem] = c1
+    for d in (*prog.inputs, *prog.outputs):
+        ends[d.memory] = max(ends[d.memory], d.address + d.nbytes)
+        shareable &= d.memory != cmem or d.address + d.nbytes <= c0 or d.address >= c1
+    for q in prep.queues:
+        for op in q:
+            if op.opcode not in (Opcode.DMA_LOAD, Opcode.DMA_STORE) or op.error is not None:
+                continue
+            f = op.f
+            lo, hi = extent(f["ext_addr"], [f[f"d{k}"] for k in range(4)],
+                            [f[f"ext_s{k}"] for k in range(4)], NP_DTYPE[f["dtype"]].itemsize)
+            mem = f["mem"]
+            if mem >= len(ends) or lo < 0:
+                continue  # traps when it runs
+            ends[mem] = max(ends[mem], hi)
+            if mem != cmem or hi <= c0 or lo >= c1 or hi == lo:
+                continue
+            inside = c0 <= lo and hi <= c1
+            shareable &= op.opcode is Opcode.DMA_LOAD and inside
+    sizes = [min(max(e, 1), m.size_bytes) for e, m in zip(ends, prep.arch.offchip, strict=True)]
+    shared = None
+    if shareable:
+        buf = np.zeros(c1, np.uint8)
+        buf[c0:] = np.frombuffer(data, np.uint8)
+        buf.flags.writeable = False
+        shared = (cmem, c0, c1, buf)
+    prep.cache["batch_layout"] = sizes, shared
+    return sizes, shared
 
 
 def timing_stats(prep: PreparedProgram, count: int, trace: bool) -> SimStats:

@@ -76,6 +76,14 @@ def requantize_fast(acc: np.ndarray, bias: np.ndarray, q31: np.ndarray, shift: n
 
     ``acc`` is int32 with channels last; ``bias`` / ``q31`` / ``shift`` are int64, per channel
     (length ``acc.shape[-1]``) or length 1. Equal to ``tessel.quant.fixedpoint.requantize``.
+    ``requant_plan`` + ``requant_apply``: the parameters' part computed once, reusable.
+    """
+    return requant_apply(acc, requant_plan(bias, q31, shift, zp, lo, hi), dtype)
+
+
+def requant_plan(bias: np.ndarray, q31: np.ndarray, shift: np.ndarray, zp: int, lo: int,
+                 hi: int) -> tuple:
+    """Everything of ``requantize_fast`` that depends only on the parameters.
 
     Without a left shift, ``y(t) = MBQM(t, q31, shift)`` is non-decreasing in ``t``, so
     saturating ``acc + bias`` first equals clamping ``y`` to ``[y(INT32_MIN), y(INT32_MAX)]``
@@ -83,6 +91,22 @@ def requantize_fast(acc: np.ndarray, bias: np.ndarray, q31: np.ndarray, shift: n
     nudge and the zero point fold into per-channel constants: ten passes over the data.
     """
     if (shift > 0).any():
+        return (True, bias, q31, shift, zp, lo, hi)
+    right = -shift
+    ends = mbqm_inplace(np.array([[INT32_MIN], [INT32_MAX]], I64).repeat(len(q31), 1), q31, shift)
+    lo_c = np.maximum(ends[0] + zp, lo)
+    hi_c = np.minimum(ends[1] + zp, hi)
+    add = bias * q31 + (1 << 30)
+    any_right = bool(right.any())
+    zero_right = None if not any_right or right.all() else (right == 0).astype(I64)
+    rounding = (np.left_shift(I64(1), right) >> 1) + np.left_shift(I64(zp), right)
+    return (False, q31, add, right, any_right, zero_right, rounding, zp, lo_c, hi_c)
+
+
+def requant_apply(acc: np.ndarray, plan: tuple, dtype: np.dtype) -> np.ndarray:
+    """``requantize_fast`` with the parameters' part from ``requant_plan``."""
+    if plan[0]:
+        _, bias, q31, shift, zp, lo, hi = plan
         t = np.add(acc, bias, dtype=I64)
         np.clip(t, INT32_MIN, INT32_MAX, out=t)
         mbqm_inplace(t, q31, shift)
@@ -90,19 +114,17 @@ def requantize_fast(acc: np.ndarray, bias: np.ndarray, q31: np.ndarray, shift: n
         np.maximum(t, lo, out=t)
         np.minimum(t, hi, out=t)
         return t.astype(dtype)
-    right = -shift
-    ends = mbqm_inplace(np.array([[INT32_MIN], [INT32_MAX]], I64).repeat(len(q31), 1), q31, shift)
-    lo_c = np.maximum(ends[0] + zp, lo)
-    hi_c = np.minimum(ends[1] + zp, hi)
+    _, q31, add, right, any_right, zero_right, rounding, zp, lo_c, hi_c = plan
     t = np.multiply(acc, q31, dtype=I64)  # (acc + bias) * q31 + 2^30, |.| < 2^63
-    t += bias * q31 + (1 << 30)
+    t += add
     t >>= 31  # SRDHM
-    if right.any():  # rounding shift (halves away from zero) and the zero point in one floor shift
+    if any_right:  # rounding shift (halves away from zero) and the zero point in one floor shift
         sign = t >> 63  # -1 where negative
         t += sign
-        if not right.all():
-            t -= sign * (right == 0)
-        t += (np.left_shift(I64(1), right) >> 1) + np.left_shift(I64(zp), right)
+        if zero_right is not None:
+            sign *= zero_right
+            t -= sign
+        t += rounding
         np.right_shift(t, right, out=t)
     else:
         t += zp

@@ -13,14 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from tessel.errors import TesselSimError
 from tessel.isa.fields import Engine
 from tessel.isa.table import NUM_TOKENS, Opcode
 from tessel.sim.matrix import exec_conv, exec_dwconv, exec_matmul
 from tessel.sim.prepare import Op, PreparedProgram
-from tessel.sim.state import NP_DTYPE, MachineState, Trap, pattern
+from tessel.sim.state import NP_DTYPE, MachineState, Trap, extent, pattern
 from tessel.sim.vector import (
     exec_copy,
     exec_eltwise,
@@ -38,8 +36,11 @@ SEM_MAX = 255
 def _dma(state: MachineState, f: dict[str, Any], load: bool) -> None:
     dt = NP_DTYPE[f["dtype"]]
     dims = (f["d0"], f["d1"], f["d2"], f["d3"])
-    ext = pattern(state.offchip[f["mem"]], f["ext_addr"], dims,
-                  (f["ext_s0"], f["ext_s1"], f["ext_s2"], f["ext_s3"]), dt)
+    strides = (f["ext_s0"], f["ext_s1"], f["ext_s2"], f["ext_s3"])
+    buf = state.offchip[f["mem"]]
+    if load and state.shared is not None:
+        buf = state.ext_buffer(f["mem"], *extent(f["ext_addr"], dims, strides, dt.itemsize))
+    ext = pattern(buf, f["ext_addr"], dims, strides, dt)
     sram = pattern(state.sram, f["sram_addr"], dims,
                    (f["sram_s0"], f["sram_s1"], f["sram_s2"], f["sram_s3"]), dt)
     if load:
@@ -88,27 +89,48 @@ def execute(op: Op, state: MachineState) -> None:
                              f"{str(exc)[:200]}); please report this file") from None
 
 
-def _run_engine(queue: tuple[Op, ...], pc: int, sem: np.ndarray, state: MachineState,
-                stop: int | None = None) -> int:
+_EXEC, _WAIT, _SIGNAL, _END = 0, 1, 2, 3
+
+
+def control_table(prep: PreparedProgram) -> tuple[tuple[tuple[int, int, Op], ...], ...]:
+    """Per queue, per instruction: (kind, flat token-counter index, op), computed once per
+    prepared program so that the dispatch loop does no field look-ups or tuple building."""
+    hit = prep.cache.get("control")
+    if hit is None:
+        rows = []
+        for q in prep.queues:
+            row = []
+            for op in q:
+                if op.opcode is Opcode.WAIT:  # counter [producer = peer, consumer = this]
+                    row.append((_WAIT, (op.f["engine"] * 4 + op.engine) * NUM_TOKENS
+                                + op.f["token"], op))
+                elif op.opcode is Opcode.SIGNAL:
+                    row.append((_SIGNAL, (op.engine * 4 + op.f["engine"]) * NUM_TOKENS
+                                + op.f["token"], op))
+                else:
+                    row.append((_END if op.opcode is Opcode.END else _EXEC, 0, op))
+            rows.append(tuple(row))
+        hit = prep.cache["control"] = tuple(rows)
+    return hit
+
+
+def _run_engine(table: tuple[tuple[int, int, Op], ...], pc: int, sem: list[int],
+                state: MachineState, stop: int) -> int:
     """Run one queue from ``pc`` until it blocks, reaches ``stop`` or passes END; return the
-    new pc."""
-    wait, signal, end = Opcode.WAIT, Opcode.SIGNAL, Opcode.END
-    n = len(queue) if stop is None else stop
-    while pc < n:
-        op = queue[pc]
-        code = op.opcode
-        if code is wait:
-            key = (op.f["engine"], op.engine, op.f["token"])
+    new pc. ``sem``: the token counts, flat [producer][consumer][token]."""
+    stop = min(stop, len(table))
+    while pc < stop:
+        kind, key, op = table[pc]
+        if kind == _EXEC:
+            execute(op, state)
+        elif kind == _WAIT:
             if sem[key] == 0:
                 return pc
             sem[key] -= 1
-        elif code is signal:
-            key = (op.engine, op.f["engine"], op.f["token"])
+        elif kind == _SIGNAL:
             if sem[key] >= SEM_MAX:
                 return pc
             sem[key] += 1
-        elif code is not end:
-            execute(op, state)
         pc += 1
     return pc
 
@@ -125,7 +147,8 @@ class FunctionalRun:
     def __init__(self, prep: PreparedProgram, state: MachineState) -> None:
         self.prep, self.state = prep, state
         self.pcs = [0] * len(prep.queues)
-        self.sem = np.zeros((4, 4, NUM_TOKENS), np.int64)  # [producer, consumer, token]
+        self.sem = [0] * (4 * 4 * NUM_TOKENS)  # flat [producer][consumer][token]
+        self.table = control_table(prep)
 
     def run_until(self, stops: list[int] | None) -> int:
         """Run every queue up to index stops[engine] (exclusive; None: to its end); returns
@@ -134,9 +157,9 @@ class FunctionalRun:
         stops = [len(q) for q in queues] if stops is None else stops
         while True:
             moved = False
-            for e, queue in enumerate(queues):
+            for e in range(len(queues)):
                 if pcs[e] < stops[e]:
-                    new = _run_engine(queue, pcs[e], sem, self.state, stops[e])
+                    new = _run_engine(self.table[e], pcs[e], sem, self.state, stops[e])
                     moved |= new != pcs[e]
                     pcs[e] = new
             if all(pc >= stop for pc, stop in zip(pcs, stops, strict=True)):

@@ -51,13 +51,31 @@ def exact_matmul(a: np.ndarray, b: np.ndarray, chunk: int,
     the data first, which saves the chunking for most tiles of real activations (zeros after
     ReLU contribute nothing to the bound). ``a_l1``: a known bound on the rows' sums of ``|a|``.
     """
-    k = a.shape[1]
+    k = a.shape[-1]
     if k <= chunk or _l1_exact(a, b, a_l1):
         return a @ b
-    out = np.zeros((a.shape[0], b.shape[1]), np.float64)
+    out = None
     for lo in range(0, k, chunk):
-        out += a[:, lo:lo + chunk] @ b[lo:lo + chunk]
+        part = (a[..., lo:lo + chunk] @ b[..., lo:lo + chunk, :]).astype(np.float64)
+        out = part if out is None else out.__iadd__(part)
     return out
+
+
+def uniform(x: np.ndarray) -> bool:
+    """True if every sample of a batched operand (leading axis) holds the same values."""
+    return x.shape[0] <= 1 or bool((x[1:] == x[:1]).all())
+
+
+def batch_matmul(a: np.ndarray, b: np.ndarray, chunk: int, a_l1: float | None = None
+                 ) -> np.ndarray:
+    """``exact_matmul`` of a batch ``a (n, m, k)`` with ``b (n, k, n_)``; when every sample's
+    ``b`` is the same (weights), one GEMM of all samples' rows with that ``b``."""
+    if b.ndim == 3 and uniform(b):
+        b = b[0]
+    if b.ndim == 2:
+        n, m, k = a.shape
+        return exact_matmul(a.reshape(n * m, k), b, chunk, a_l1).reshape(n, m, -1)
+    return exact_matmul(a, b, chunk, a_l1)
 
 
 def _l1_exact(a: np.ndarray, b: np.ndarray, a_l1: float | None) -> bool:
@@ -66,7 +84,7 @@ def _l1_exact(a: np.ndarray, b: np.ndarray, a_l1: float | None) -> bool:
     if bmax == 0.0:
         return True
     if a_l1 is None:
-        a_l1 = float(np.abs(a).sum(axis=1, dtype=np.float64).max(initial=0.0))
+        a_l1 = float(np.abs(a).sum(axis=-1, dtype=np.float64).max(initial=0.0))
     return a_l1 * bmax < F32_EXACT
 
 
@@ -79,7 +97,7 @@ def _to_int32(s: np.ndarray) -> np.ndarray:
 
 def _store_acc(state: MachineState, f: dict[str, Any], s: np.ndarray) -> None:
     """OVERWRITE: ACC = wrap32(s); ACCUMULATE: ACC = wrap32(ACC + s)."""
-    rows, cols = s.shape
+    rows, cols = s.shape[-2:]
     view = acc_view(state, f["acc_addr"], rows, cols, f["acc_stride"])
     if f["mode"] == AccMode.ACCUMULATE:
         view += _to_int32(s)  # int32 addition wraps
@@ -99,7 +117,10 @@ def exec_matmul(state: MachineState, f: dict[str, Any]) -> None:
     a = nd(state.sram, f["a_addr"], (m, k), (f["a_stride_m"], f["a_stride_k"]), I8)
     b = nd(state.sram, f["b_addr"], (k, n), (f["b_stride_k"], f["b_stride_n"]), I8)
     chunk = chunk_len(f["a_zp"], f["b_zp"])
-    s = exact_matmul(_operand_f32(a, f["a_zp"]), _operand_f32(b, f["b_zp"]), chunk)
+    if a.ndim == 3 and uniform(b):
+        b = b[0]  # weights: checked on int8, before converting n copies
+    s = (batch_matmul if a.ndim == 3 else exact_matmul)(
+        _operand_f32(a, f["a_zp"]), _operand_f32(b, f["b_zp"]), chunk)
     _store_acc(state, f, s)
 
 
@@ -110,15 +131,25 @@ def exec_conv(state: MachineState, f: dict[str, Any]) -> None:
     tile = input_tile(state, f, cin, I8)
     # padding contributes (x - in_zp) = 0
     frame = padded_frame(tile, g, np.float32, 0, f["in_zp"])
-    cols = window_view(frame, g).reshape(g.oh * g.ow, kk * cin)  # im2col on the host (a copy)
+    lead = frame.shape[:-3]  # () or (batch,)
+    # im2col on the host (a copy)
+    cols = window_view(frame, g).reshape(*lead, g.oh * g.ow, kk * cin)
     w = nd(state.sram, f["w_addr"], (kk, cin, cout),
            (f["w_stride_k"], f["w_stride_ci"], f["w_stride_co"]), I8)
-    wf = _operand_f32(w, f["w_zp"]).reshape(kk * cin, cout)
+    if lead and uniform(w):
+        w = w[0]  # the same weights in every sample: one GEMM of all samples' windows
+    wf = _operand_f32(w, f["w_zp"]).reshape(*w.shape[:-3], kk * cin, cout)
     chunk = chunk_len(f["in_zp"], f["w_zp"])
     # a window's sum of |x - zp| is at most kh * kw times the largest per-pixel sum
     l1 = None if kk * cin <= chunk else kk * float(
-        np.abs(frame).sum(axis=2, dtype=np.float64).max(initial=0.0))
-    _store_acc(state, f, exact_matmul(cols, wf, chunk, l1))
+        np.abs(frame).sum(axis=-1, dtype=np.float64).max(initial=0.0))
+    if lead and wf.ndim == 2:
+        n = lead[0]
+        s = exact_matmul(cols.reshape(n * g.oh * g.ow, kk * cin), wf, chunk, l1)
+        s = s.reshape(n, g.oh * g.ow, cout)
+    else:
+        s = exact_matmul(cols, wf, chunk, l1)
+    _store_acc(state, f, s)
 
 
 def exec_dwconv(state: MachineState, f: dict[str, Any]) -> None:
@@ -127,10 +158,11 @@ def exec_dwconv(state: MachineState, f: dict[str, Any]) -> None:
     win = windows(input_tile(state, f, ch, I8), g, np.float32, 0, f["in_zp"])
     w = nd(state.sram, f["w_addr"], (g.kh, g.kw, ch), (g.kw * f["w_stride_k"], f["w_stride_k"], 1),
            I8).astype(np.float32)
-    s = np.zeros((g.oh, g.ow, ch), np.float32)
+    lead = win.shape[:-5]  # () or (batch,)
+    s = np.zeros((*lead, g.oh, g.ow, ch), np.float32)
     tmp = np.empty_like(s)
     for ky in range(g.kh):  # loop over kernel positions (<= 225), each a whole-tile operation
         for kx in range(g.kw):
-            np.multiply(win[:, :, ky, kx, :], w[ky, kx], out=tmp)
+            np.multiply(win[..., ky, kx, :], w[..., None, None, ky, kx, :], out=tmp)
             s += tmp
-    _store_acc(state, f, s.reshape(g.oh * g.ow, ch))
+    _store_acc(state, f, s.reshape(*lead, g.oh * g.ow, ch))

@@ -58,6 +58,55 @@ class MachineState:
                                     ) from None
         self.lut = self.lut_bytes.view("<i2")
 
+    batch: int | None = None  # a BatchState simulates several samples at once
+    shared: tuple[int, int, int, np.ndarray] | None = None
+    requant_cache: dict | None = None  # REQUANT parameter block -> checked plan (vector.py)
+
+    def ext_buffer(self, mem: int, lo: int, hi: int) -> np.ndarray:
+        """The off-chip memory a DMA reads bytes [lo, hi) of (BatchState: maybe shared)."""
+        return self.offchip[mem]
+
+
+class BatchState(MachineState):
+    """The memories of ``n`` simulated NPUs running the same program on different samples:
+    every memory is an ``(n, size)`` byte array, so each instruction's operand is one numpy
+    view with a leading batch axis (``nd``) and the handlers apply it to all samples at once.
+
+    ``shared``: (memory, start, end, buffer) of a constant block that the program never
+    writes: kept once (not ``n`` times), in a 1-D ``buffer`` at its own addresses (the bytes
+    below ``start`` are never touched, so never mapped), and DMA loads wholly inside
+    [start, end) read it broadcast to every sample.
+    Off-chip memories are sized ``extent[mem]`` (the highest byte the program can touch)."""
+
+    def __init__(self, arch: NpuArch, n: int, extents: Sequence[int],
+                 shared: tuple[int, int, int, np.ndarray] | None = None) -> None:
+        self.arch, self.batch, self.shared = arch, n, shared
+        try:
+            self.offchip = [np.zeros((n, size), np.uint8) for size in extents]
+            self.sram = np.zeros((n, arch.onchip.sram_bytes), np.uint8)
+            self.acc_bytes = np.zeros((n, arch.derived.acc_entries * 4), np.uint8)
+            self.lut_bytes = np.zeros((n, arch.onchip.lut_entries * 2), np.uint8)
+        except MemoryError:
+            raise TesselConfigError(f"simulate: this host cannot map the memories of {n} "
+                                    f"samples on {arch.name}; use a smaller batch") from None
+        self.lut = self.lut_bytes.view("<i2")
+
+    def ext_buffer(self, mem: int, lo: int, hi: int) -> np.ndarray:
+        sh = self.shared
+        if sh is not None and sh[0] == mem and sh[1] <= lo and hi <= sh[2]:
+            return sh[3]  # 1-D: the view has no batch axis and broadcasts
+        return self.offchip[mem]
+
+
+def extent(base: int, shape: Sequence[int], strides: Sequence[int], itemsize: int
+           ) -> tuple[int, int]:
+    """[lo, hi): the bytes a pattern spans (hi = lo when it is empty)."""
+    if not all(shape):
+        return base, base
+    lo = base + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides, strict=True))
+    hi = base + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides, strict=True)) + itemsize
+    return lo, hi
+
 
 def nd(buf: np.ndarray, base: int, shape: Sequence[int], strides: Sequence[int],
        dtype: np.dtype) -> np.ndarray:
@@ -68,10 +117,18 @@ def nd(buf: np.ndarray, base: int, shape: Sequence[int], strides: Sequence[int],
     reported as a trap rather than a crash.
     """
     try:
-        return np.ndarray(tuple(shape), dtype, buffer=buf, offset=base, strides=tuple(strides))
+        if buf.ndim == 1:
+            return np.ndarray(tuple(shape), dtype, buffer=buf, offset=base,
+                              strides=tuple(strides))
+        # a batch: each row is one sample's memory; the view must stay inside one row
+        lo, hi = extent(base, shape, strides, dtype.itemsize)
+        if lo < 0 or hi > buf.shape[1]:
+            raise ValueError("outside the memory")
+        return np.ndarray((buf.shape[0], *shape), dtype, buffer=buf, offset=base,
+                          strides=(buf.strides[0], *strides))
     except (ValueError, TypeError) as exc:
         raise Trap(f"operand at byte {base}, shape {tuple(shape)}, strides {tuple(strides)} "
-                   f"leaves its memory of {buf.size} bytes ({exc})") from None
+                   f"leaves its memory of {buf.shape[-1]} bytes ({exc})") from None
 
 
 def pattern(buf: np.ndarray, base: int, dims: Sequence[int], strides: Sequence[int],
@@ -109,9 +166,10 @@ def surely_disjoint(dims: Sequence[int], strides: Sequence[int], elem: int) -> b
 def place_constants(state: MachineState, program: TslProgram) -> None:
     """Copy the constant block to its off-chip address (placements already checked)."""
     data = program.constants
-    if data:
+    if data and not (state.batch is not None and state.shared is not None):
         at = program.constants_address
-        state.offchip[program.constants_memory][at:at + len(data)] = np.frombuffer(data, np.uint8)
+        state.offchip[program.constants_memory][..., at:at + len(data)] = \
+            np.frombuffer(data, np.uint8)
 
 
 def write_inputs(state: MachineState, program: TslProgram, inputs: Mapping[str, object]) -> None:
@@ -134,15 +192,17 @@ def write_tensor(state: MachineState, desc: TensorDescriptor, value: object) -> 
     if arr.dtype.newbyteorder("<") != want and arr.dtype != want:
         raise TesselConfigError(f"simulate: input {desc.name!r} must be {want.name} "
                                 f"({desc.dtype.name}), got {arr.dtype.name}")
-    if tuple(arr.shape) != desc.shape:
+    lead = () if state.batch is None else (state.batch,)
+    if tuple(arr.shape) != lead + desc.shape:
         raise TesselConfigError(f"simulate: input {desc.name!r} must have shape "
-                                f"{desc.shape}, got {tuple(arr.shape)}")
-    raw = np.ascontiguousarray(arr, dtype=want).view(np.uint8).reshape(-1)
-    state.offchip[desc.memory][desc.address:desc.address + raw.size] = raw
+                                f"{lead + desc.shape}, got {tuple(arr.shape)}")
+    raw = np.ascontiguousarray(arr, dtype=want).view(np.uint8).reshape(*lead, -1)
+    state.offchip[desc.memory][..., desc.address:desc.address + raw.shape[-1]] = raw
 
 
 def read_output(state: MachineState, desc: TensorDescriptor) -> np.ndarray:
-    """A copy of one output tensor, read from its descriptor's address."""
+    """A copy of one output tensor, read from its descriptor's address (a BatchState: with a
+    leading batch axis)."""
     dt = IO_DTYPE[desc.dtype]
-    raw = state.offchip[desc.memory][desc.address:desc.address + desc.nbytes]
-    return raw.view(dt).reshape(desc.shape).copy()
+    raw = state.offchip[desc.memory][..., desc.address:desc.address + desc.nbytes]
+    return raw.view(dt).reshape(raw.shape[:-1] + desc.shape).copy()

@@ -59,7 +59,7 @@ def input_tile(state: MachineState, f: dict[str, Any], ch: int, dtype: np.dtype)
     static rule 5; prepare has already refused such instructions, this guards direct calls).
     """
     rows, cols = Geometry.of(f).needed()
-    if rows * cols * ch > WINDOW_FACTOR * state.sram.size:
+    if rows * cols * ch > WINDOW_FACTOR * state.sram.shape[-1]:
         raise Trap(f"window frame of {rows}x{cols}x{ch} elements exceeds {WINDOW_FACTOR} x SRAM")
     return nd(state.sram, f["in_addr"], (f["in_h"], f["in_w"], ch),
               (f["in_stride_h"], f["in_stride_w"], dtype.itemsize), dtype)
@@ -75,23 +75,26 @@ def padded_frame(tile: np.ndarray, g: Geometry, dtype: Any, fill: float | int = 
                  offset: int = 0) -> np.ndarray:
     """The ``(rows, cols, C)`` frame the windows span: ``tile - offset`` inside, ``fill`` around."""
     rows, cols = g.needed()
-    ch = tile.shape[2]
-    frame = np.full((rows, cols, ch), fill, dtype=dtype)
+    lead, ch = tile.shape[:-3], tile.shape[-1]  # lead: () or (batch,)
+    frame = np.full((*lead, rows, cols, ch), fill, dtype=dtype)
     r0, r1 = max(0, -g.pt), min(g.in_h, rows - g.pt)  # tile rows inside the frame
     c0, c1 = max(0, -g.pl), min(g.in_w, cols - g.pl)
     if r1 > r0 and c1 > c0:
-        dst = frame[g.pt + r0:g.pt + r1, g.pl + c0:g.pl + c1]
-        dst[...] = tile[r0:r1, c0:c1]
+        dst = frame[..., g.pt + r0:g.pt + r1, g.pl + c0:g.pl + c1, :]
+        dst[...] = tile[..., r0:r1, c0:c1, :]
         if offset:
             dst -= offset
     return frame
 
 
 def window_view(frame: np.ndarray, g: Geometry) -> np.ndarray:
-    """The read-only ``(oh, ow, kh, kw, C)`` window view of a ``padded_frame``."""
-    s0, s1, s2 = frame.strides
-    view = np.ndarray((g.oh, g.ow, g.kh, g.kw, frame.shape[2]), frame.dtype, buffer=frame,
-                      strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2))
+    """The read-only ``(oh, ow, kh, kw, C)`` window view of a ``padded_frame`` (with the
+    frame's leading batch axis, if any)."""
+    lead, lead_s = frame.shape[:-3], frame.strides[:-3]
+    s0, s1, s2 = frame.strides[-3:]
+    view = np.ndarray((*lead, g.oh, g.ow, g.kh, g.kw, frame.shape[-1]), frame.dtype,
+                      buffer=frame,
+                      strides=(*lead_s, g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2))
     view.flags.writeable = False  # overlapping windows: never written through
     return view
 

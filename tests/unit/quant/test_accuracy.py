@@ -113,3 +113,11 @@ def test_user_model_accuracy_is_out_of_sample_and_labelled(tmp_path) -> None:
     assert report.in_sample_sqnr_db[0] > report.sqnr_db[0]  # the example input was calibrated on
     text = report.text()
     assert "out of sample" in text and "in sample" in text and "random" in text
+
+
+def test_accuracy_with_target_simulates_every_eval_input_batched() -> None:
+    report = evaluate("ds_cnn", calibration=2, eval_samples=3, target="tnpu-s")
+    assert report.simulated_target == "tnpu-s"
+    assert report.simulated_bit_exact == report.eval_samples == 3
+    assert report.simulated_seconds_per_inference > 0
+    assert "3/3 evaluation inputs bit-exact" in report.text()
