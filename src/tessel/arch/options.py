@@ -25,12 +25,15 @@ class CompileOptions:
     dump_after: names of passes after which the IR is printed (``--dump-after=PASS``).
     seed: seed of every random choice the compiler makes (search, sampling); runs are
         deterministic for a given seed.
+    on_chip_residency: keep activations in SRAM between steps where the cost model finds it
+        faster (experimental, off by default; docs/backend.md "On-chip residency").
     """
 
     calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
     allow_host_fallback: bool = True
     dump_after: tuple[str, ...] = ()
     seed: int = 0
+    on_chip_residency: bool = False
 
     def __post_init__(self) -> None:
         n = self.calibration_samples
