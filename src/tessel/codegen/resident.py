@@ -68,21 +68,36 @@ def _copy(ins: Instruction, src: int, src_side: str, dst: int, dst_side: str) ->
         raise NotResidentCapable(str(exc)) from exc
 
 
-def _rebase(instrs: list[Instruction], lo: int, hi: int, shift: int) -> list[Instruction] | None:
-    """Instructions whose reads inside SRAM [lo, hi) move by `shift`; None when one writes into
-    the box or reads it only in part."""
+_DST_FIELD = {"dst": "dst_addr", "out": "out_addr"}
+
+
+def _rebase(instrs: list[Instruction], lo: int, hi: int, shift: int, *, writes: bool = False
+            ) -> list[Instruction] | None:
+    """Instructions whose accesses inside SRAM [lo, hi) move by `shift` (reads only, unless
+    `writes`); None when one touches the box only in part, or writes it and not `writes`."""
     out = []
     for ins in instrs:
         moved = {}
         for a in accesses(ins):
             if a.space is not Space.SRAM or a.hi <= lo or hi <= a.lo:
                 continue
-            if a.write or not (lo <= a.lo and a.hi <= hi) or a.what not in _BASE_FIELD:
+            fields = _DST_FIELD if a.write else _BASE_FIELD
+            if (a.write and not writes) or not (lo <= a.lo and a.hi <= hi) \
+                    or a.what not in fields:
                 return None
-            f = _BASE_FIELD[a.what]
+            f = fields[a.what]
             moved[f] = getattr(ins, f) + shift
-        out.append(ins.replace(**moved) if moved else ins)
+        try:
+            out.append(ins.replace(**moved) if moved else ins)
+        except Exception as exc:  # a re-based field out of its range
+            raise NotResidentCapable(str(exc)) from exc
     return out
+
+
+def _touches(dmas: Sequence[Instruction], lo: int, hi: int) -> bool:
+    """Whether a DMA's SRAM side overlaps SRAM [lo, hi) (DMAs are never re-based)."""
+    return any(a.space is Space.SRAM and a.lo < hi and lo < a.hi
+               for ins in dmas for a in accesses(ins))
 
 
 def rewrite_tile(tile: TileWork, res: Sequence[Resident], first: Engine) -> TileWork:
@@ -95,8 +110,8 @@ def rewrite_tile(tile: TileWork, res: Sequence[Resident], first: Engine) -> Tile
             loads.append(ld)
             continue
         src = r.sram + ld.ext_addr - r.lo
-        if _translated(ld):
-            box = accesses(ld)[1]
+        box = accesses(ld)[1]
+        if _translated(ld) and not _touches(tile.stores, box.lo, box.hi):
             m2 = _rebase(matrix, box.lo, box.hi, src - ld.sram_addr)
             v2 = _rebase(vector, box.lo, box.hi, src - ld.sram_addr)
             if m2 is not None and v2 is not None:
@@ -110,7 +125,14 @@ def rewrite_tile(tile: TileWork, res: Sequence[Resident], first: Engine) -> Tile
         if r is None:
             stores.append(st)
             continue
-        post.append(_copy(st, st.sram_addr, "sram", r.sram + st.ext_addr - r.lo, "ext"))
+        dst = r.sram + st.ext_addr - r.lo
+        box = accesses(st)[1]
+        if _translated(st) and not _touches(tile.loads, box.lo, box.hi):  # written in place
+            v2 = _rebase(vector, box.lo, box.hi, dst - st.sram_addr, writes=True)
+            if v2 is not None and _rebase(matrix, box.lo, box.hi, 0) == matrix:
+                vector = v2
+                continue
+        post.append(_copy(st, st.sram_addr, "sram", dst, "ext"))
     return TileWork(loads, matrix, pre + vector + post, stores)
 
 
@@ -169,6 +191,8 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
         if not users or any(regions[s] != regions[p] or s <= p for s in users):
             continue
         t = dram[name]
+        if _align16(t.nbytes) > arch.onchip.sram_bytes:
+            continue
         res = [Resident(t.memory, t.address, t.address + t.nbytes, arch.onchip.sram_bytes
                         - _align16(t.nbytes))]
         saving = 0

@@ -12,8 +12,8 @@ Greedy and deterministic: tensors in order of decreasing saving (ties: earlier s
 name), each placed best-fit (the smallest free gap that holds it, at the gap's top end); a
 tensor that saves nothing or finds no gap is spilled to DRAM (the reason is recorded).
 
-Not wired into codegen yet: docs/backend.md ("On-chip residency") describes the rewrite of
-the steps that is still missing.
+The step rewrite that uses the plan: tessel.codegen.resident (behind
+`CompileOptions.on_chip_residency`); docs/backend.md ("On-chip residency").
 """
 
 from __future__ import annotations

@@ -68,3 +68,29 @@ def test_activation_beyond_the_sram_is_spilled():
     rp1, on, _ = _run(g, arch, True, x)
     np.testing.assert_array_equal(on.outputs[out], run_golden(g, {"x": x})[0])
     assert rp1.program == rp0.program  # nothing resident: the binary is unchanged
+
+
+@pytest.mark.parametrize("preset", ["tnpu-s", "u65-512"])
+def test_conv_into_transpose_bit_exact(preset):
+    """A movement consumer's slot is read by its store, not by vector work: the load is copied
+    on chip rather than re-based (digits_cnn's NHWC -> NCHW before the flatten)."""
+    rng = np.random.default_rng(3)
+    arch = load_preset(preset)
+    bt = GraphBuilder("conv_t")
+    x = bt.input("x", TensorType((1, 6, 6, 4), DType.I8, Layout.NHWC, QuantParams((0.05,), (3,))))
+    m, sh = fp.quantize_multipliers(rng.uniform(0.001, 0.01, 8))
+    y = bt.add(Op.QCONV2D, [x, bt.constant(rng.integers(-127, 128, (8, 3, 3, 4)).astype(np.int8),
+                                         "w"),
+                            bt.constant(rng.integers(-99, 99, 8).astype(np.int32), "b"),
+                            bt.constant(m.astype(np.int32), "m"),
+                            bt.constant(sh.astype(np.int32), "s")],
+               dict(padding=(1, 1, 1, 1), layout=Layout.NHWC, in_zp=3, out_zp=-7, act_min=-128,
+                    act_max=127, dtype=DType.I8))
+    t = bt.add(Op.TRANSPOSE, [y], {"perm": (0, 3, 1, 2)})
+    g = verify(bt.build([t]))
+    xin = rng.integers(-128, 128, (1, 6, 6, 4)).astype(np.int8)
+    steps = [n for n in g.nodes if n.op in (Op.QCONV2D, Op.TRANSPOSE)]
+    rp = compile_region(g, steps, ["x"], [steps[-1].name], arch, {}, residency=True)
+    res = simulate(rp.program, arch, {"x": xin})
+    np.testing.assert_array_equal(res.outputs[steps[-1].name], run_golden(g, {"x": xin})[0])
+    assert res.stats.memory_traffic[arch.activations_memory].write_bytes == 6 * 6 * 8
