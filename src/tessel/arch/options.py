@@ -50,5 +50,9 @@ class CompileOptions:
                 f"dump_after must be a tuple of pass names, got {self.dump_after!r}"
             )
         object.__setattr__(self, "dump_after", tuple(self.dump_after))
+        if not isinstance(self.on_chip_residency, bool):
+            raise TesselConfigError(
+                f"on_chip_residency must be a bool, got {self.on_chip_residency!r}"
+            )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise TesselConfigError(f"seed must be an integer >= 0, got {self.seed!r}")
