@@ -25,12 +25,15 @@ class CompileOptions:
     dump_after: names of passes after which the IR is printed (``--dump-after=PASS``).
     seed: seed of every random choice the compiler makes (search, sampling); runs are
         deterministic for a given seed.
+    on_chip_residency: keep activations in SRAM between steps where the cost model finds it
+        faster (experimental, off by default; docs/backend.md "On-chip residency").
     """
 
     calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
     allow_host_fallback: bool = True
     dump_after: tuple[str, ...] = ()
     seed: int = 0
+    on_chip_residency: bool = False
 
     def __post_init__(self) -> None:
         n = self.calibration_samples
@@ -47,5 +50,9 @@ class CompileOptions:
                 f"dump_after must be a tuple of pass names, got {self.dump_after!r}"
             )
         object.__setattr__(self, "dump_after", tuple(self.dump_after))
+        if not isinstance(self.on_chip_residency, bool):
+            raise TesselConfigError(
+                f"on_chip_residency must be a bool, got {self.on_chip_residency!r}"
+            )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise TesselConfigError(f"seed must be an integer >= 0, got {self.seed!r}")

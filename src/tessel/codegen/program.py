@@ -13,7 +13,7 @@ from tessel.arch import NpuArch
 from tessel.binary import DType as BinDType
 from tessel.binary import QuantParams as BinQuant
 from tessel.binary import TensorDescriptor, TslProgram
-from tessel.codegen import ops_fused
+from tessel.codegen import ops_fused, resident
 from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.emit import emit_step
 from tessel.codegen.ops_fused import FusedPair
@@ -57,14 +57,15 @@ class RegionProgram:
 
 def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
                    outputs: Sequence[str], arch: NpuArch, metadata: dict[str, Any],
-                   units: list | None = None, region_sizes: Sequence[int] | None = None
-                   ) -> RegionProgram:
+                   units: list | None = None, region_sizes: Sequence[int] | None = None,
+                   residency: bool = False) -> RegionProgram:
     """Compile the NPU nodes `nodes` (in order) of `graph`; `inputs` / `outputs` are the
     boundary values (they become the program's I/O descriptors). `region_sizes`: how many of
     `nodes` each NPU region has (one region if None); regions share one DRAM arena and one
     constant pool, their steps are never fused across a boundary, and the instruction index
     where each region ends is returned. `units`: the steps and mappings to use instead of
-    searching (tests)."""
+    searching (tests). `residency`: keep activations on chip between steps where the cost
+    model finds it faster (experimental, codegen/resident.py)."""
     wmem = arch.memory_index(arch.weights_memory)
     amem = arch.memory_index(arch.activations_memory)
     consts = ConstPool(wmem)
@@ -83,13 +84,21 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     pool = ConstPool(wmem)
     _place_data_constants(graph, work_nodes, pool)
     ctx = CodegenContext(arch, graph, {**arena.tensors, **data_consts}, pool, amem)
+    residents = (_plan_residents(graph, nodes, inputs, outputs, per_region, ctx, wmem)
+                 if residency else None)
     streams = Streams()
     layers = []
     ends = []
+    k = -1
     for group in per_region:
         for unit, mapping, est in group:
+            k += 1
             first = {e.name: len(streams.queues[e]) for e in Engine}
-            emit_step(_emitter(unit).step(unit, mapping, ctx, emit=True), streams)
+            work = _emitter(unit).step(unit, mapping, ctx, emit=True)
+            if residents is not None and residents[k]:
+                work = resident.rewrite_step(work, residents[k])
+                est = estimate_step(work, arch)
+            emit_step(work, streams)
             last = {e.name: len(streams.queues[e]) - 1 for e in Engine}
             members = unit.nodes if isinstance(unit, FusedPair) else (unit,)
             layers.append(LayerPlan(unit.name, "+".join(n.op.value for n in members),
@@ -105,6 +114,34 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
         tuple(_descriptor(graph, n, arena.tensors[n]) for n in outputs), metadata)
     return RegionProgram(program, tuple(layers), arena.peak_bytes, arena.naive_bytes,
                          tuple(ends))
+
+
+def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
+                    outputs: Sequence[str], per_region: list, ctx: CodegenContext, wmem: int
+                    ) -> list[list[resident.Resident]]:
+    """Per step, the resident tensors it reads or writes on chip (codegen/resident.py)."""
+    alias = {n.name: n.inputs[0] for n in nodes if is_view(n)}
+
+    def root(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
+
+    scratch = CodegenContext(ctx.arch, graph, ctx.dram, ConstPool(wmem), ctx.act_memory)
+    works, writes, reads, regions = [], [], [], []
+    for r, group in enumerate(per_region):
+        for unit, mapping, _ in group:
+            members = unit.nodes if isinstance(unit, FusedPair) else (unit,)
+            inner = {n.name for n in members[:-1]}
+            works.append(_emitter(unit).step(unit, mapping, scratch, emit=True))
+            writes.append(root(members[-1].name))
+            reads.append({root(i) for n in members for i in n.inputs
+                          if i not in inner and graph.constant_value(i) is None})
+            regions.append(r)
+    excluded = {root(n) for n in list(inputs) + list(outputs)}
+    per_step, _ = resident.plan_step_residents(works, writes, reads, regions, ctx.dram,
+                                               excluded, ctx.arch)
+    return per_step
 
 
 def _split(nodes: Sequence[Node], sizes: Sequence[int] | None) -> list[list[Node]]:

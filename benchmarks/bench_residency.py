@@ -1,0 +1,65 @@
+"""On-chip residency probe: per zoo model and preset, cycles, roofline efficiency and DRAM
+bytes written / read with `CompileOptions.on_chip_residency` off and on, and whether the
+outputs are identical (off is bit-exact vs the golden model, tests/e2e/test_zoo_e2e.py).
+
+    PYTHONPATH=src python -m benchmarks.bench_residency ds_cnn --presets tnpu-s,u65-512
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from benchmarks.bench_models import CALIBRATION, MODELS, roofline_bound
+from tessel.arch import CompileOptions, load_preset
+from tessel.driver import compile_graph
+from tessel.models import resolve
+from tessel.quant.accuracy import default_config
+from tessel.quant.api import quantize
+
+
+def _outputs(out) -> list[np.ndarray]:
+    return [np.asarray(v) for v in (out if isinstance(out, (list, tuple)) else [out])]
+
+
+def probe(name: str, presets: list[str]) -> None:
+    spec = resolve(name)
+    model, example = spec.factory()
+    qm = quantize(model, example, calibration_data=spec.calibration_data(CALIBRATION),
+                  config=default_config(name), calibration_samples=CALIBRATION)
+    x = [t.numpy() for t in example]
+    for p in presets:
+        arch = load_preset(p)
+        row, outs = [], []
+        for on in (False, True):
+            try:
+                cm = compile_graph(qm.graph, arch, name=name,
+                                   options=CompileOptions(on_chip_residency=on))
+            except Exception as exc:  # noqa: BLE001 - a table cell, e.g. does not fit
+                row = [f"{type(exc).__name__}"]
+                break
+            outs.append(_outputs(cm.run(*x)))
+            prof = cm.profile
+            bound = roofline_bound(qm.graph, cm, arch)
+            row += [f"{prof.cycles:,}", f"{bound / prof.cycles:.3f}",
+                    f"{sum(prof.bytes_written.values()) / 1e6:.3f}"]
+        same = len(outs) == 2 and all(np.array_equal(a, b) for a, b in zip(*outs, strict=True))
+        print(f"| {name} | {p} | " + " | ".join(row) + f" | {'yes' if same else 'NO'} |",
+              flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*", default=MODELS)
+    ap.add_argument("--presets", default="tnpu-s,u65-512,u55-256")
+    args = ap.parse_args()
+    print("| model | preset | cycles off | eff. off | DRAM MB wr off | cycles on | eff. on | "
+          "DRAM MB wr on | same outputs |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in args.models:
+        probe(name, args.presets.split(","))
+
+
+if __name__ == "__main__":
+    main()
