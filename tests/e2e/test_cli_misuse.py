@@ -5,6 +5,7 @@ traceback and never an `internal error`."""
 from __future__ import annotations
 
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,13 @@ def work(tmp_path_factory) -> Path:
     (d / "tiny.toml").write_text(preset.read_text().replace("size_bytes = 536_870_912",
                                                             "size_bytes = 16"))
     (d / "space.toml").write_text('[matrix]\nrows = [8, 16]\n')
+    (d / "junk.pt2").write_bytes(b"not a zip archive" * 8)
+    with zipfile.ZipFile(d / "zip.pt2", "w") as z:  # a zip, but no exported program in it
+        z.writestr("archive/notes.txt", "hello")
+    (d / "cut.onnx").write_bytes(b"\x08\x07\x12\x04te")  # a ModelProto cut after 6 bytes
+    (d / "junk.tflite").write_bytes(bytes(range(64)))
+    np.savez(d / "nocal.npz")
+    (d / "nocal").mkdir()
     return d
 
 
@@ -100,6 +108,16 @@ CASES = [  # (argv with {d} for the folder, exit code, a phrase of the message)
     ("compile {d}/m.py:good", 2, "-o/--output"),
     ("frobnicate", 2, "invalid choice"),
     ("run {d}/good.tsl --bogus", 2, "unrecognized arguments"),
+    # the model formats and data files added since issue 12
+    ("compile {d}/junk.pt2 -o {d}/x.tsl", 1, "not a torch.export archive"),
+    ("compile {d}/zip.pt2 -o {d}/x.tsl", 1, "not a loadable torch.export program"),
+    ("compile {d}/cut.onnx -o {d}/x.tsl", 1, "not a readable ONNX model"),
+    ("compile {d}/junk.tflite -o {d}/x.tsl", 1, "not a TFLite flatbuffer"),
+    ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/missing", 1, "not found"),
+    ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/nocal.npz", 1, "no arrays"),
+    ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/nocal", 1, "nocal"),
+    ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/shape.npy", 1, "shape (1, 7)"),
+    ("compile {d}/m.py:good -o {d}/x.tsl --inputs {d}/shape.npy", 1, "shape (1, 7)"),
 ]
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from tessel.analysis.explore_space import build_arch, point_key
 from tessel.analysis.explore_store import ModelFigures, PointResult
+from tessel.analysis.reaper import start_reaper
 from tessel.arch import NpuArch, arch_from_dict
 from tessel.errors import TesselCompileError, TesselConfigError, TesselUnsupportedOpError
 from tessel.ir import Graph
@@ -125,7 +126,11 @@ class RayRunner:
             raise TesselConfigError(f"--ray needs the 'ray' package ({exc})") from None
         self.ray = ray
         self._owns = not ray.is_initialized()
+        self._reaper = None
         if self._owns:
+            # a local cluster is started as children of this process: the reaper kills those
+            # Ray leaves behind if this process is SIGKILLed (tessel.analysis.reaper)
+            self._reaper = start_reaper() if address == "auto" else None
             ray.init(address=None if address == "auto" else address,
                      log_to_driver=False, include_dashboard=False)
         self.graphs_ref = ray.put(dict(graphs))
@@ -148,6 +153,9 @@ class RayRunner:
     def close(self) -> None:
         if self._owns:
             self.ray.shutdown()
+        if self._reaper is not None:
+            self._reaper.kill()
+            self._reaper.wait()
 
 
 def _ray_eval(graphs_box: list, base_dict: dict[str, Any], point: dict[str, Any],

@@ -113,3 +113,40 @@ def test_kill_9_leaves_no_worker_behind(model_file, tmp_path):
         for w in workers:  # a failed run must not leave its orphans either
             with contextlib.suppress(psutil.NoSuchProcess):
                 w.kill()
+
+
+def test_kill_9_with_local_ray_leaves_nothing_behind(model_file, tmp_path):
+    pytest.importorskip("ray", reason="the 'ray' package is not installed")
+    space = tmp_path / "space.toml"
+    space.write_text('[matrix]\nrows = [4, 8, 16, 32]\ncols = [4, 8, 16, 32]\n'
+                     '[params]\n"vector.lanes" = [8, 16, 32, 64]\n')  # 64 points
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI, "explore", f"{model_file}:make", "--space", str(space),
+         "--out", str(out), "--ray", "auto", "--calibration", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, "RAY_ADDRESS": ""})  # never join a cluster another test started
+    tree: dict[int, psutil.Process] = {}
+    try:
+        parent = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 120
+        study = out / "study.jsonl"
+        while time.monotonic() < deadline and proc.poll() is None:
+            for p in parent.children(recursive=True):
+                tree.setdefault(p.pid, p)
+            if study.exists() and study.stat().st_size > 0:  # Ray is up, points are flowing
+                break
+            time.sleep(0.05)
+        names = {p.name() for p in tree.values() if p.is_running()}
+        assert "raylet" in names, f"explore did not start a local Ray: {names}"
+        os.kill(proc.pid, signal.SIGKILL)  # only the driver: no cleanup code of it runs
+        proc.wait()
+        _gone, alive = psutil.wait_procs(list(tree.values()), timeout=5)
+        assert not alive, f"still alive 5 s after kill -9: {[(p.pid, p.name()) for p in alive]}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        for p in tree.values():  # a failed run must not leave its orphans either
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
