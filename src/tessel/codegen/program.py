@@ -265,10 +265,12 @@ def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True
 
 
 class _DummyTensors(dict):
-    """DRAM placement stand-in for estimation: every tensor at address 0."""
+    """DRAM placement stand-in for estimation: the tensors already placed (data constants such
+    as ViT's class token, in the weights memory) where they are, every other one at address 0
+    of the activation memory (addresses do not change costs, memories do)."""
 
     def __init__(self, ctx: CodegenContext):
-        super().__init__()
+        super().__init__(ctx.dram)
         self._ctx = ctx
 
     def __missing__(self, name: str):
