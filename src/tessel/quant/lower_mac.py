@@ -86,6 +86,11 @@ def lower_conv2d(rw: Rewriter, q: Node) -> str | None:
     found = _mac_operands(rw, conv)
     if found is None:
         return None
+    return _qconv(rw, q, conv, found, lo, hi)
+
+
+def _qconv(rw: Rewriter, q: Node, conv: Node, found, lo, hi) -> str:
+    """The qconv2d of `conv` (its MAC operands found) quantised like `q`, act clamp folded."""
     x, wname, w_scales, bias = found
     out = QOut.of(q)
     hint = f"{conv.name}_q"
@@ -136,14 +141,8 @@ def lower_conv1d(rw: Rewriter, q: Node) -> str | None:
     found = _mac_operands(rw, conv, _reshaped_input(rw, conv.inputs[0]), w)
     if found is None:
         return None
-    x, wname, w_scales, bias = found
-    out = QOut.of(q)
-    hint = f"{conv.name}_q"
-    attrs = {k: conv.attr(k) for k in _CONV_KEYS}
-    attrs.update(in_zp=x.zp, **out.out_attrs(lo, hi))
-    params = _requant_params(rw, hint, x, w_scales, bias, out)
-    y = emit(rw, Op.QCONV2D, [x.name, wname, *params], attrs, out.quant, hint=hint, loc=conv.loc)
-    return emit(rw, Op.RESHAPE, [y], tail.attr_map, out.quant, hint=f"{tail.name}_q",
+    y = _qconv(rw, q, conv, found, lo, hi)
+    return emit(rw, Op.RESHAPE, [y], tail.attr_map, QOut.of(q).quant, hint=f"{tail.name}_q",
                 loc=tail.loc)
 
 
