@@ -40,6 +40,9 @@ def test_readme_flow_golden_equals_binary(setup):
     qm = tessel.quantize(model, inputs, calibration_data=calib)
     x = inputs[0].numpy()
     assert np.array_equal(cm.run(x)[0], qm.run(x)[0])
+    # the README's run_batch line: 8 copies at once equal the single run, bit for bit
+    many, = cm.run_batch(*[x[None].repeat(8, *[1] * x.dim()) for x in inputs])
+    assert many.shape[0] == 8 and all(np.array_equal(m, cm.run(x)[0]) for m in many)
 
 
 @pytest.mark.slow
@@ -61,6 +64,9 @@ def test_bring_your_own_pt2e(setup):
     cm = compile_graph(qm.graph, load_preset("tnpu-s"))
     x = inputs[0].numpy()
     assert np.array_equal(cm.run(x)[0], qm.run(x)[0])
+    # the README's run_batch line: 8 copies at once equal the single run, bit for bit
+    many, = cm.run_batch(*[x[None].repeat(8, *[1] * x.dim()) for x in inputs])
+    assert many.shape[0] == 8 and all(np.array_equal(m, cm.run(x)[0]) for m in many)
     ref = tessel.quantize(model, inputs, calibration_data=calib)  # the same flow, built in
     assert np.array_equal(ref.run(x)[0], qm.run(x)[0])
 
@@ -82,3 +88,6 @@ def test_qat(setup):
     cm = compile_graph(qm.graph, load_preset("tnpu-s"))
     x = inputs[0].numpy()
     assert np.array_equal(cm.run(x)[0], qm.run(x)[0])
+    # the README's run_batch line: 8 copies at once equal the single run, bit for bit
+    many, = cm.run_batch(*[x[None].repeat(8, *[1] * x.dim()) for x in inputs])
+    assert many.shape[0] == 8 and all(np.array_equal(m, cm.run(x)[0]) for m in many)
