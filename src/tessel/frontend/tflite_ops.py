@@ -59,36 +59,34 @@ def _bias(tc: TfliteContext, op: TfOp) -> list[str]:
     return [tc.constant(b, b.data, 0)]
 
 
-# CONV_2D(x, W[O,H,W,I], b) {padding, stride, dilation, fused act}  =>  conv2d {nhwc}
-@tflite_converts(B.CONV_2D)
-def conv_2d(tc: TfliteContext, op: TfOp) -> None:
+def _conv(tc: TfliteContext, op: TfOp, data: np.ndarray | None, groups: int) -> None:
+    """conv2d {nhwc} of `op`'s input with weights `data` ([O, H, W, I/groups]) and its bias."""
     x, w = op.inputs[0], op.inputs[1]
     o = op.options
     stride, dil = (o.StrideH(), o.StrideW()), (o.DilationHFactor(), o.DilationWFactor())
     pads = _padding(op, _nhwc(x), w.shape[1:3], stride, dil)
-    groups = x.shape[3] // w.shape[3]
-    weight = _weights(tc, w, w.data, 0)
+    weight = _weights(tc, w, data, 0)
     y = tc.add(Op.CONV2D, [tc.value(x), weight, *_bias(tc, op)], {
         "stride": stride, "padding": pads, "dilation": dil, "groups": groups,
         "layout": Layout.NHWC})
     tc.output(op.outputs[0], y, o.FusedActivationFunction())
 
 
+# CONV_2D(x, W[O,H,W,I], b) {padding, stride, dilation, fused act}  =>  conv2d {nhwc}
+@tflite_converts(B.CONV_2D)
+def conv_2d(tc: TfliteContext, op: TfOp) -> None:
+    x, w = op.inputs[0], op.inputs[1]
+    _conv(tc, op, w.data, x.shape[3] // w.shape[3])
+
+
 # DEPTHWISE_CONV_2D(x, W[1,H,W,C*M], b) {depth_multiplier, ...}  =>  conv2d {groups = C, nhwc}
 @tflite_converts(B.DEPTHWISE_CONV_2D)
 def depthwise_conv_2d(tc: TfliteContext, op: TfOp) -> None:
     x, w = op.inputs[0], op.inputs[1]
-    o = op.options
-    stride, dil = (o.StrideH(), o.StrideW()), (o.DilationHFactor(), o.DilationWFactor())
-    pads = _padding(op, _nhwc(x), w.shape[1:3], stride, dil)
     if w.data is None:
         raise Unsupported(f"weights '{w.name}' are not constant")
     data = np.ascontiguousarray(np.transpose(w.data, (3, 1, 2, 0)))  # -> [C*M, H, W, 1]
-    weight = _weights(tc, w, data, 0)
-    y = tc.add(Op.CONV2D, [tc.value(x), weight, *_bias(tc, op)], {
-        "stride": stride, "padding": pads, "dilation": dil, "groups": x.shape[3],
-        "layout": Layout.NHWC})
-    tc.output(op.outputs[0], y, o.FusedActivationFunction())
+    _conv(tc, op, data, x.shape[3])
 
 
 # FULLY_CONNECTED(x, W[O,I], b) {fused act}  =>  [reshape to [-1, I]] linear
