@@ -163,7 +163,7 @@ def quantize(model: torch.nn.Module | torch.export.ExportedProgram,
     module = as_module(model)
     info(f"quantise: torch.export and prepare ({len(data)} calibration samples)")
     prepared = prepare_pt2e(export_for_quant(module, example_inputs), TesselQuantizer(config))
-    count = calibrate(prepared, data)
+    count = calibrate(prepared, data, example_inputs)
     info("quantise: convert, import the integer graph, lower, NHWC layout")
     converted = convert_pt2e(prepared)
     return finish(converted, example_inputs, config, count, model_name(model),

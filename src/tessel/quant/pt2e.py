@@ -7,16 +7,28 @@ weights / int32 biases folded into constants. The QDQ -> integer IR lowering rea
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 from torch.fx import GraphModule
-from torchao.quantization.pt2e import move_exported_model_to_eval
+from torchao.quantization.pt2e import (
+    DerivedObserverOrFakeQuantize,
+    FixedQParamsObserver,
+    MinMaxObserver,
+    MovingAverageMinMaxObserver,
+    MovingAveragePerChannelMinMaxObserver,
+    ObserverBase,
+    PerChannelMinMaxObserver,
+    move_exported_model_to_eval,
+)
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e, prepare_qat_pt2e
 
 from tessel.errors import TesselConfigError
-from tessel.progress import track
+from tessel.progress import task
 from tessel.quant.config import QuantConfig
+from tessel.quant.qspecs import PercentileObserver
 from tessel.quant.quantizer import TesselQuantizer
 from tessel.threads import single_threaded
 
@@ -32,19 +44,139 @@ def export_for_quant(model: torch.nn.Module, example_inputs: Sample) -> GraphMod
     from tessel.frontend.export import exporting
 
     with exporting(model):
-        return torch.export.export(model, _as_args(example_inputs), strict=False).module()
+        # no shape guards: calibrate() runs batches through it, after checking every sample's
+        # shapes against the example inputs itself
+        program = torch.export.export(model, _as_args(example_inputs), strict=False)
+        return program.module(check_guards=False)
 
 
-def calibrate(prepared: GraphModule, calibration_data: Iterable[Sample]) -> int:
-    """Run every calibration sample through the observed model; returns the sample count."""
-    count = 0
-    with torch.no_grad(), single_threaded():  # float reduction order fixed: same binary
-        for sample in track(calibration_data, "calibration"):
-            prepared(*_as_args(sample))
-            count += 1
-    if count == 0:
+CALIBRATION_BATCH = 8  # samples per forward when batching is exact (calibrate)
+
+# observers whose statistics over a batch equal those over its samples one by one (a running
+# min / max) or that keep none (derived bias qparams, fixed qparams); a moving average, a
+# percentile or a histogram would see batches, not samples
+_BATCHABLE = (MinMaxObserver, PerChannelMinMaxObserver, DerivedObserverOrFakeQuantize,
+              FixedQParamsObserver)
+_NOT_BATCHABLE = (MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver,
+                  PercentileObserver)
+
+
+def calibrate(prepared: GraphModule, calibration_data: Iterable[Sample],
+              example_inputs: Sample, *, batch: int = CALIBRATION_BATCH) -> int:
+    """Run every calibration sample through the observed model; returns the sample count.
+
+    Samples go through in batches of up to `batch` (concatenated on dim 0) when that observes
+    what one sample at a time would (up to the float kernels' rounding, which may depend on
+    the batch size): every observer keeps a running min / max (or no state), every
+    input has a leading dimension of 1 and the same shape in every sample, and the model runs
+    a batch as independent samples (checked on the first batch: its outputs' first rows equal
+    the first sample's outputs run alone). Otherwise, or if the first batch fails, the
+    observers are restored and the samples run one by one. Every sample must have the
+    example inputs' shapes and dtypes (the model was exported for those)."""
+    samples = [_as_args(s) for s in calibration_data]
+    if not samples:
         raise TesselConfigError("calibration_data is empty: PTQ needs at least one sample")
-    return count
+    _check_samples(samples, _as_args(example_inputs))
+    with torch.no_grad(), single_threaded():  # float reduction order fixed: same binary
+        with task("calibration", total=len(samples)) as bar:
+            first = prepared(*samples[0])
+            bar.advance()
+            rest = samples[1:]
+            if batch > 1 and len(rest) > 1 and _batchable(prepared, samples):
+                rest = _calibrate_batched(prepared, samples[0], first, rest, batch, bar)
+            for sample in rest:
+                prepared(*sample)
+                bar.advance()
+    return len(samples)
+
+
+def _signature(args: Sequence[Any]) -> list[tuple[Any, ...] | None]:
+    return [(tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else None for a in args]
+
+
+def _check_samples(samples: list[tuple[torch.Tensor, ...]], example: tuple[torch.Tensor, ...]
+                   ) -> None:
+    want = _signature(example)
+    for k, sample in enumerate(samples):
+        got = _signature(sample)
+        if len(got) != len(want):
+            raise TesselConfigError(f"calibration sample {k} has {len(got)} input(s), the "
+                                    f"example inputs have {len(want)}")
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            if g != w:
+                def show(x: tuple[Any, ...] | None) -> str:
+                    return "not a tensor" if x is None else f"shape {list(x[0])} {x[1]}"
+                raise TesselConfigError(
+                    f"calibration sample {k}, input {i}: {show(g)}, but the example input is "
+                    f"{show(w)} (the model is exported for the example inputs' shapes)")
+
+
+def _batchable(prepared: GraphModule, samples: list[tuple[torch.Tensor, ...]]) -> bool:
+    observers = [m for m in prepared.modules() if isinstance(m, ObserverBase)]
+    if any(isinstance(m, _NOT_BATCHABLE) or not isinstance(m, _BATCHABLE) for m in observers):
+        return False
+    first = _signature(samples[0])  # all samples have it (_check_samples)
+    return all(s is not None and len(s[0]) > 0 and s[0][0] == 1 for s in first)
+
+
+def _calibrate_batched(prepared: GraphModule, one: tuple[torch.Tensor, ...], one_out: Any,
+                       rest: list[tuple[torch.Tensor, ...]], batch: int, bar: Any
+                       ) -> list[tuple[torch.Tensor, ...]]:
+    """Calibrate on `rest` in batches; returns the samples still to run one by one (all of them
+    if the model does not run a batch as independent samples, observers restored)."""
+    saved = {name: copy.deepcopy(m.state_dict()) for name, m in prepared.named_modules()
+             if isinstance(m, ObserverBase)}
+    try:
+        # the first batch carries the first sample again (re-observing it changes no min /
+        # max) so that its rows can be checked against the sample run alone
+        trial = [one, *rest[:batch - 1]]
+        out = prepared(*_stack(trial))
+        ok = _same_rows(out, one_out, len(trial))
+    except Exception:  # noqa: BLE001 - any failure: the model does not take a batch
+        ok = False
+    if not ok:
+        modules = dict(prepared.named_modules())
+        for name, state in saved.items():
+            modules[name].load_state_dict(state)
+        return rest
+    bar.advance(len(trial) - 1)
+    for k in range(batch - 1, len(rest), batch):
+        chunk = rest[k:k + batch]
+        prepared(*_stack(chunk))
+        bar.advance(len(chunk))
+    return []
+
+
+def _stack(samples: list[tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, ...]:
+    return tuple(torch.cat(args, dim=0) for args in zip(*samples, strict=True))
+
+
+def _same_rows(batched: Any, single: Any, n: int) -> bool:
+    """Every output of the batched run has `n` rows and its first row is the single run's
+    output (float kernels may reorder sums by batch size: within float32 rounding)."""
+    flat_b, flat_s = _flatten(batched), _flatten(single)
+    if len(flat_b) != len(flat_s):
+        return False
+    for b, s in zip(flat_b, flat_s, strict=True):
+        if not isinstance(b, torch.Tensor) or not isinstance(s, torch.Tensor):
+            return False
+        if b.dim() == 0 or b.shape[0] != n or s.shape[0] != 1 or b.shape[1:] != s.shape[1:]:
+            return False
+        if b.is_floating_point():
+            scale = float(s.abs().max()) if s.numel() else 0.0
+            if not torch.allclose(b[:1], s, rtol=1e-4, atol=1e-5 * max(scale, 1.0)):
+                return False
+        elif not torch.equal(b[:1], s):
+            return False
+    return True
+
+
+def _flatten(out: Any) -> list[Any]:
+    if isinstance(out, (tuple, list)):
+        return [x for o in out for x in _flatten(o)]
+    if isinstance(out, dict):
+        return [x for k in sorted(out) for x in _flatten(out[k])]
+    return [out]
 
 
 def quantize_pt2e_module(
@@ -57,7 +189,7 @@ def quantize_pt2e_module(
     from tessel.frontend.model_input import as_module
 
     prepared = prepare_pt2e(export_for_quant(as_module(model), example_inputs), TesselQuantizer(config))
-    calibrate(prepared, calibration_data)
+    calibrate(prepared, calibration_data, example_inputs)
     return convert_pt2e(prepared)
 
 
