@@ -20,7 +20,6 @@ from typing import Any
 
 import torch
 
-from tessel import __version__
 from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.binary import TslProgram
 from tessel.binary.metadata import METADATA_VERSION
@@ -36,6 +35,7 @@ from tessel.schedule.legalize import legalize
 from tessel.schedule.partition import Partition, partition
 from tessel.schedule.plan import plan
 from tessel.schedule.text import schedule_text
+from tessel.version import __version__
 
 Progress = Callable[[str], None]
 

@@ -86,7 +86,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from tessel.driver import compile as tessel_compile
     from tessel.models import resolve
     from tessel.models.digest import source_record
-    from tessel.quant.accuracy import default_config
+    from tessel.quant.config import default_config
 
     if args.calibration < 1:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
@@ -170,8 +170,8 @@ def add_cache_argument(p: argparse.ArgumentParser) -> None:
 def quantised_graph(args: argparse.Namespace, spec):
     """The integer graph of `spec` (with --inputs / --calibration-data), quantised once and then
     reused from the graph cache (tessel.quant.cache) unless --no-cache."""
-    from tessel.quant.accuracy import default_config
     from tessel.quant.cache import cached_graph
+    from tessel.quant.config import default_config
 
     if args.calibration < 1:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
