@@ -84,3 +84,28 @@ def test_a_changed_mapping_fails_the_check() -> None:
     with pytest.raises(FileCheckError):
         filecheck(schedule_text(sched), "// CHECK: [fused stripes rows=99 ch_chunk=16]",
                   source="<test>")
+
+
+def test_compile_command_dumps_the_schedule(tmp_path, capsys) -> None:
+    """`tessel compile M --dump-after schedule` prints one line per step of the binary."""
+    from tessel.cli import main
+    from tessel.runtime.compiled import load
+
+    out = tmp_path / "d.tsl"
+    assert main(["-q", "compile", "digits_cnn", "-o", str(out), "--calibration", "2",
+                 "--dump-after", "schedule"]) == 0
+    text = capsys.readouterr().out
+    steps = [line for line in text.splitlines() if line.startswith("step ")]
+    layers = load(out).program.metadata["layers"]
+    assert "// ----- after schedule -----" in text
+    assert len(steps) == len(layers) and all(
+        f"%{x['name']} = {x['op']} [{x['mapping']}]" in s for s, x in zip(steps, layers, strict=True))
+
+
+def test_compile_command_refuses_an_unknown_stage(tmp_path, capsys) -> None:
+    from tessel.cli import main
+
+    assert main(["compile", "digits_cnn", "-o", str(tmp_path / "d.tsl"),
+                 "--dump-after", "scheduel"]) == 1
+    assert "the compile's stages are quantize, legalize, partition, schedule, emit" in \
+        capsys.readouterr().err
