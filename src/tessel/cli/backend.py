@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print what a stage produced: quantize, legalize (integer IR), "
                    "partition (host parts / NPU regions), schedule (one line per step), emit "
                    "(instruction streams); repeatable")
+    p.add_argument("--on-chip-residency", action="store_true",
+                   help="keep activations in the SRAM between steps where the cost model finds "
+                   "it faster (experimental; docs/backend.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object (file, size, "
                    "cycles, latency, energy)")
     p.set_defaults(func=cmd_compile)
@@ -44,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     add_data_arguments(p)
     add_cache_argument(p)
+    p.add_argument("--on-chip-residency", action="store_true",
+                   help="keep activations in the SRAM between steps where the cost model finds "
+                   "it faster (experimental; docs/backend.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_estimate)
 
@@ -95,7 +101,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     spec = resolve(args.model)
     model, inputs, calibration = model_data(args, spec)
     options = CompileOptions(calibration_samples=args.calibration,
-                             allow_host_fallback=not args.no_fallback)
+                             allow_host_fallback=not args.no_fallback,
+                             on_chip_residency=args.on_chip_residency)
     t0 = time.perf_counter()
     cm = tessel_compile(model, inputs, target=arch, options=options,
                         calibration_data=calibration,
@@ -182,12 +189,13 @@ def quantised_graph(args: argparse.Namespace, spec):
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     from tessel.analysis.estimate import estimate_graph
-    from tessel.arch import load_target
+    from tessel.arch import CompileOptions, load_target
     from tessel.models import resolve
 
     arch = load_target(args.target)
     spec = resolve(args.model)
-    report = estimate_graph(quantised_graph(args, spec), arch, name=spec.name)
+    report = estimate_graph(quantised_graph(args, spec), arch, name=spec.name,
+                            options=CompileOptions(on_chip_residency=args.on_chip_residency))
     if args.json:
         print(report.to_json())
     else:
