@@ -29,8 +29,8 @@ from threadpoolctl import threadpool_limits
 from tessel.arch import load_preset
 from tessel.driver import compile_graph
 from tessel.models import resolve
-from tessel.quant.accuracy import default_config
 from tessel.quant.api import quantize
+from tessel.quant.config import default_config
 
 MODELS = ["mobilenet_v2", "resnet18", "ds_cnn", "vit_small", "minilm", "digits_cnn"]
 PRESETS = ["tnpu-xs", "tnpu-s", "tnpu-m", "u55-256", "u65-512"]

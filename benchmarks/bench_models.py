@@ -25,8 +25,8 @@ from tessel.driver import StageTimes, compile_graph
 from tessel.ir import Graph
 from tessel.ir.macs import node_macs
 from tessel.models import resolve
-from tessel.quant.accuracy import default_config
 from tessel.quant.api import quantize
+from tessel.quant.config import default_config
 
 MODELS = ["mobilenet_v2", "resnet18", "ds_cnn", "vit_small", "minilm", "digits_cnn"]
 CALIBRATION = 8

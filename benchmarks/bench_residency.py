@@ -15,8 +15,8 @@ from benchmarks.bench_models import CALIBRATION, MODELS, roofline_bound
 from tessel.arch import CompileOptions, load_preset
 from tessel.driver import compile_graph
 from tessel.models import resolve
-from tessel.quant.accuracy import default_config
 from tessel.quant.api import quantize
+from tessel.quant.config import default_config
 
 
 def _outputs(out) -> list[np.ndarray]:

@@ -151,8 +151,8 @@ def bench_models(names: list[str], preset: str = "tnpu-s", repeats: int = REPEAT
 
     from tessel.driver import compile_graph
     from tessel.models import resolve
-    from tessel.quant.accuracy import default_config
     from tessel.quant.api import quantize
+    from tessel.quant.config import default_config
 
     torch.set_num_threads(1)
     print(f"## Bit-exact simulation vs torch fp32 eager ({preset}, 1 thread each, median of "

@@ -13,6 +13,7 @@ from tessel.errors import (
     TesselVerifyError,
 )
 from tessel.quiet import silence_known_warnings
+from tessel.version import __version__
 
 if TYPE_CHECKING:  # the lazy attributes below, with their real types for mypy and IDEs
     from tessel.analysis.advise import advise
@@ -23,7 +24,6 @@ if TYPE_CHECKING:  # the lazy attributes below, with their real types for mypy a
     from tessel.runtime.compiled import CompiledModel, load
     from tessel.runtime.profile import Profile
 
-__version__ = "0.1.0"
 silence_known_warnings()
 
 _LAZY = {  # heavy entry points (torch) are imported on first use

@@ -61,8 +61,8 @@ def _float_check(model, inputs) -> tuple[np.ndarray, float]:
 
 
 def _quantise(spec, model, inputs):
-    from tessel.quant.accuracy import default_config
     from tessel.quant.api import quantize
+    from tessel.quant.config import default_config
 
     t0 = time.perf_counter()
     with step(f"2. int8 PTQ ({CALIBRATION} calibration samples)"):
@@ -87,7 +87,7 @@ def _compile(qm):
 
 
 def _simulate(cm, qm, inputs, ref) -> bool:
-    from tessel.quant.accuracy import sqnr_db
+    from tessel.analysis.accuracy import sqnr_db
 
     x = [t.numpy() for t in inputs]
     t0 = time.perf_counter()

@@ -17,10 +17,10 @@ from coverage_nets import (
     randomise_bn,
 )
 
+from tessel.analysis.accuracy import sqnr_db
 from tessel.arch import load_preset
 from tessel.driver import compile_graph
 from tessel.ir import Op
-from tessel.quant.accuracy import sqnr_db
 from tessel.quant.api import quantize
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from tessel.models import resolve
-from tessel.quant.accuracy import default_config
 from tessel.quant.api import QuantizedModel, quantize
+from tessel.quant.config import default_config
 
 CALIBRATION = 4
 

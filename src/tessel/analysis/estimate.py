@@ -1,6 +1,7 @@
-"""Power / performance estimate without building a binary: the backend's mapping search and
-analytical cost model (tessel.schedule.step) on every NPU op, plus the energy events of the
-chosen mappings' instructions. The fast path for design-space exploration; `tessel estimate`.
+"""Power / performance estimate without building a binary: the Schedule compile builds
+(tessel.schedule.plan: mapping search, analytical cost model, memory plan, residency), plus the
+energy events of the scheduled steps' instructions. The fast path for design-space
+exploration; `tessel estimate`.
 """
 
 from __future__ import annotations
@@ -10,26 +11,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tessel.arch import NpuArch, load_target
+from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
-from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.program import (
-    _DummyTensors,
-    _emitter,
-    _place_data_constants,
-    pack_constants,
-    plan_dram,
-    plan_units,
-)
-from tessel.codegen.registry import is_view
 from tessel.display import Table, fmt_int, short_repr, summary_html
 from tessel.ir import Graph
 from tessel.ir.macs import node_macs
-from tessel.isa import Engine
-from tessel.isa.costs import Events, energy_breakdown_pj, instruction_cost, static_energy_pj
+from tessel.isa.costs import Events, energy_breakdown_pj, static_energy_pj
 from tessel.schedule.legalize import legalize
 from tessel.schedule.partition import partition
-from tessel.schedule.step import Slots, StepWork
+from tessel.schedule.plan import plan, step_events
 
 
 @dataclass(frozen=True)
@@ -102,27 +92,24 @@ class EstimateReport:
 TOP_LAYERS = 10  # layers shown by the notebook views
 
 
-def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None) -> EstimateReport:
-    """Estimate an integer graph (as `compile_graph` would compile it) on `arch`."""
+def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
+                   options: CompileOptions | None = None) -> EstimateReport:
+    """Estimate an integer graph on `arch` from the Schedule `compile_graph` would emit (the
+    same stage, `tessel.schedule.plan`, with the same `options`: with on-chip residency too),
+    so the cycles are the compiled layers' estimates added up."""
+    options = options or CompileOptions()
     graph = legalize(graph)
     part = partition(graph)
-    nodes = [n for n in part.npu_nodes if not is_view(n)]
-    consts = ConstPool(arch.memory_index(arch.weights_memory))
-    base = CodegenContext(arch, graph, {}, consts, arch.memory_index(arch.activations_memory))
-    data = _place_data_constants(graph, nodes, ConstPool(consts.memory))
-    est_ctx = CodegenContext(arch, graph, _DummyTensors(base), consts, base.act_memory)
-    est_ctx.dram.update(data)
-    choices = list(plan_units(graph, nodes, base))
-    _check_fits(graph, part, nodes, arch, choices)
+    sizes = [len(r.nodes) for r in part.regions] or None
+    schedule = plan(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch,
+                    region_sizes=sizes, on_chip_residency=options.on_chip_residency)
     layers, events = [], Events()
-    for unit, mapping, est in choices:
-        ev = _events(_emitter(unit).step(unit, mapping, est_ctx, emit=False), arch)
-        events = events + ev
-        members = unit.nodes if hasattr(unit, "nodes") else (unit,)
-        layers.append(LayerEstimate(unit.name, "+".join(n.op.value for n in members),
-                                    str(mapping), est.bound.value, est.cycles,
-                                    sum(node_macs(graph, n) for n in members)))
-    cycles = sum(x.cycles for x in layers)
+    for step in schedule.steps:
+        events = events + step_events(step.work, arch)
+        layers.append(LayerEstimate(step.name, step.op, str(step.mapping),
+                                    step.estimate.bound.value, step.estimate.cycles,
+                                    sum(node_macs(graph, n) for n in step.nodes)))
+    cycles = schedule.cycles
     energy = dict(energy_breakdown_pj(events, arch))
     energy["static"] = static_energy_pj(cycles, arch)
     names = [m.name for m in arch.offchip]
@@ -138,51 +125,16 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None) -> E
               for n in part.host_ops + part.moved_to_host))
 
 
-def _check_fits(graph: Graph, part: Any, nodes: list, arch: NpuArch, choices: list) -> None:
-    """The DRAM check `compile` makes (constants packed as codegen packs them, then the
-    activation arena): a model that does not compile does not get an estimate either."""
-    pool = ConstPool(arch.memory_index(arch.weights_memory))
-    ctx = CodegenContext(arch, graph, dict(_place_data_constants(graph, nodes, pool)), pool,
-                         arch.memory_index(arch.activations_memory))
-    pack_constants(choices, ctx)
-    plan_dram(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch, choices,
-              len(pool.blob))
-
-
 def estimate(model: Any, example_inputs: Sequence[Any], *, target: str | NpuArch = "tnpu-s",
              calibration_data: Iterable[Sequence[Any]] | None = None,
              calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES, quant_config: Any = None,
-             name: str | None = None) -> EstimateReport:
-    """Quantise a PyTorch model and estimate it on `target` (no binary is built)."""
+             name: str | None = None, options: CompileOptions | None = None
+             ) -> EstimateReport:
+    """Quantise a PyTorch model and estimate it on `target` (no binary is built); `options`
+    as for `tessel.compile` (e.g. on-chip residency)."""
     from tessel.quant.api import quantize
 
     arch = target if isinstance(target, NpuArch) else load_target(target)
     qm = quantize(model, tuple(example_inputs), calibration_data=calibration_data,
                   config=quant_config, calibration_samples=calibration_samples)
-    return estimate_graph(qm.graph, arch, name=name or type(model).__name__)
-
-
-def _events(work: StepWork, arch: NpuArch) -> Events:
-    """Energy events of every instruction of a step (the chosen mapping, all tiles); tiles
-    with the same `tile_key` have the same instructions up to addresses, so the same events."""
-    total = Events()
-    memo: dict = {}
-    for g in range(work.group_count):
-        group = work.group_fn(g, 0)
-        for ins in group.weight_loads + group.param_loads:
-            total = total + instruction_cost(ins, arch).events
-        for ins in group.vector_setup:
-            total = total + instruction_cost(ins, arch, Engine.VECTOR).events
-        for t in range(group.tile_count):
-            key = work.tile_key(g, t) if work.tile_key is not None else (g, t)
-            ev = memo.get(key)
-            if ev is None:
-                tile = work.tile_fn(g, t, Slots())
-                ev = Events()
-                for ins in tile.loads + tile.matrix + tile.stores:
-                    ev = ev + instruction_cost(ins, arch).events
-                for ins in tile.vector:
-                    ev = ev + instruction_cost(ins, arch, Engine.VECTOR).events
-                memo[key] = ev
-            total = total + ev
-    return total
+    return estimate_graph(qm.graph, arch, name=name or type(model).__name__, options=options)

@@ -123,9 +123,9 @@ def explore(models: Sequence[str] | Mapping[str, Graph], space: Space | str | Pa
     graphs = quantised_graphs(models, calibration_samples, out_dir)
     study = Study(out_dir) if out_dir is not None else Study(None)
     log = _logger(progress)
-    from tessel import __version__
     from tessel.analysis.explore_run import make_runner
     from tessel.ir import print_graph
+    from tessel.version import __version__
 
     context = study_context({k: print_graph(g) for k, g in graphs.items()}, base, __version__)
     _say_stale(study, context, log)
@@ -201,8 +201,8 @@ def _quantised(model: str, samples: int, cache_dir: Path | None) -> Graph:
     model's source and weights, the calibration samples, the config and Tessel's sources),
     kept in ``cache_dir/graphs`` when an output folder is given, else the user's cache."""
     from tessel.models import resolve
-    from tessel.quant.accuracy import default_config
     from tessel.quant.cache import cached_graph
+    from tessel.quant.config import default_config
 
     spec = resolve(model)
     net, inputs = spec.factory()

@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from tessel import __version__
+    from tessel.version import __version__
     return f"tessel {__version__}"
 
 

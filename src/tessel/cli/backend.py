@@ -28,8 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_data_arguments(p)
     p.add_argument("--no-fallback", action="store_true",
                    help="fail instead of running unsupported ops on the host CPU")
-    p.add_argument("--dump-after", action="append", default=[], metavar="PASS",
-                   help="print the integer IR after quantisation ('quantize')")
+    p.add_argument("--dump-after", action="append", default=[], metavar="STAGE",
+                   help="print what a stage produced: quantize, legalize (integer IR), "
+                   "partition (host parts / NPU regions), schedule (one line per step), emit "
+                   "(instruction streams); repeatable")
+    p.add_argument("--on-chip-residency", action="store_true",
+                   help="keep activations in the SRAM between steps where the cost model finds "
+                   "it faster (experimental; docs/backend.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object (file, size, "
                    "cycles, latency, energy)")
     p.set_defaults(func=cmd_compile)
@@ -42,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     add_data_arguments(p)
     add_cache_argument(p)
+    p.add_argument("--on-chip-residency", action="store_true",
+                   help="keep activations in the SRAM between steps where the cost model finds "
+                   "it faster (experimental; docs/backend.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_estimate)
 
@@ -80,32 +88,29 @@ def _progress(msg: str) -> None:
 def cmd_compile(args: argparse.Namespace) -> int:
     check_writable(args.output)  # before the imports and the compile: fails in well under 1 s
     from tessel.arch import CompileOptions, load_target
+    from tessel.driver import Dumps, parse_stages
     from tessel.driver import compile as tessel_compile
-    from tessel.ir import print_graph
     from tessel.models import resolve
     from tessel.models.digest import source_record
-    from tessel.quant.accuracy import default_config
+    from tessel.quant.config import default_config
 
     if args.calibration < 1:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
-    unknown = sorted(set(args.dump_after) - {"quantize"})
-    if unknown:
-        raise TesselConfigError(f"--dump-after {unknown}: the backend's dump point is 'quantize'"
-                                " (use `tessel import --dump-after PASS` for the float passes)")
+    stages = parse_stages(args.dump_after)
     arch = load_target(args.target)
     spec = resolve(args.model)
     model, inputs, calibration = model_data(args, spec)
     options = CompileOptions(calibration_samples=args.calibration,
-                             allow_host_fallback=not args.no_fallback)
+                             allow_host_fallback=not args.no_fallback,
+                             on_chip_residency=args.on_chip_residency)
     t0 = time.perf_counter()
     cm = tessel_compile(model, inputs, target=arch, options=options,
                         calibration_data=calibration,
                         quant_config=default_config(spec.name),
                         name=source_record(args.model)["model"],  # no path: reproducible
                         progress=_progress, source=args.model,
-                        dump=(lambda g: print(print_graph(g, elide_constants=True),
-                                              file=sys.stderr if args.json else sys.stdout))
-                        if args.dump_after else None)
+                        dump=Dumps(stages, lambda text: print(
+                            text, end="", file=sys.stderr if args.json else sys.stdout)))
     cm.save(args.output)
     prof = cm.profile
     seconds = time.perf_counter() - t0
@@ -172,8 +177,8 @@ def add_cache_argument(p: argparse.ArgumentParser) -> None:
 def quantised_graph(args: argparse.Namespace, spec):
     """The integer graph of `spec` (with --inputs / --calibration-data), quantised once and then
     reused from the graph cache (tessel.quant.cache) unless --no-cache."""
-    from tessel.quant.accuracy import default_config
     from tessel.quant.cache import cached_graph
+    from tessel.quant.config import default_config
 
     if args.calibration < 1:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
@@ -184,12 +189,13 @@ def quantised_graph(args: argparse.Namespace, spec):
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     from tessel.analysis.estimate import estimate_graph
-    from tessel.arch import load_target
+    from tessel.arch import CompileOptions, load_target
     from tessel.models import resolve
 
     arch = load_target(args.target)
     spec = resolve(args.model)
-    report = estimate_graph(quantised_graph(args, spec), arch, name=spec.name)
+    report = estimate_graph(quantised_graph(args, spec), arch, name=spec.name,
+                            options=CompileOptions(on_chip_residency=args.on_chip_residency))
     if args.json:
         print(report.to_json())
     else:

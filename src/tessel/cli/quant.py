@@ -35,7 +35,7 @@ def _finite(value: object) -> object:
 
 
 def cmd_accuracy(args: argparse.Namespace) -> int:
-    from tessel.quant.accuracy import evaluate
+    from tessel.analysis.accuracy import evaluate
 
     if args.calibration < 1 or args.samples < 1:
         raise TesselConfigError("--calibration and --samples must be >= 1")

@@ -1,4 +1,4 @@
-"""Turn a step's work (tessel.schedule.step.StepWork) into token-ordered engine queues.
+"""Turn a step's work (tessel.codegen.step.StepWork) into token-ordered engine queues.
 
 Rings (tessel.codegen.streams): group data DMA_IN -> MATRIX (weights) and DMA_IN -> VECTOR
 (parameters, tables); tile inputs DMA_IN -> first compute engine; accumulators MATRIX ->
@@ -7,9 +7,9 @@ VECTOR; outputs VECTOR -> DMA_OUT.
 
 from __future__ import annotations
 
+from tessel.codegen.step import Slots, StepWork
 from tessel.codegen.streams import Streams
 from tessel.isa import Engine
-from tessel.schedule.step import Slots, StepWork
 
 
 def emit_step(work: StepWork, streams: Streams) -> None:

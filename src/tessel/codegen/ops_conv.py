@@ -16,11 +16,11 @@ import numpy as np
 
 from tessel.codegen import dma
 from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
+from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError
 from tessel.ir import Layout, Node
 from tessel.isa import SPECS, Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
-from tessel.schedule.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from tessel.codegen import dma, ops_conv
 from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
+from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node, Op
 from tessel.isa import Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
-from tessel.schedule.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 
 @dataclass(frozen=True)

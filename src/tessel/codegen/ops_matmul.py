@@ -29,12 +29,12 @@ import numpy as np
 from tessel.codegen import dma
 from tessel.codegen.context import ISA_DTYPE, CodegenContext, DramTensor, SramPlan, align
 from tessel.codegen.ops_eltwise import const_operand
+from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, Node, Op
 from tessel.isa import Instruction, Opcode
 from tessel.isa.costs import gemm_cycles
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
-from tessel.schedule.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 MAX_FIELD = 65535  # m, n, k and acc_stride are 16-bit fields
 KEEP = 6  # candidates passed on to the exact (per-tile) estimate

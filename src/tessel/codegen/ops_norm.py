@@ -35,6 +35,7 @@ import numpy as np
 from tessel.codegen import dma
 from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
 from tessel.codegen.ops_movement import canonical
+from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError, TesselConfigError
 from tessel.ir import Node, Op
 from tessel.isa import Instruction, Opcode
@@ -43,7 +44,6 @@ from tessel.isa.fields import DType as IsaDType
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.quant.layernorm import LayerNormPlan
 from tessel.quant.softmax import ONE_MULT, ONE_SHIFT, SoftmaxPlan
-from tessel.schedule.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 MAX_DIM = dma.MAX_DIM
 MAX_TILES = 512  # finer tilings only cost compile time and per-tile DMA latency

@@ -26,12 +26,12 @@ from tessel.codegen import dma
 from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
 from tessel.codegen.ops_conv import window_rows
 from tessel.codegen.ops_movement import canonical
+from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError
 from tessel.ir import Layout, Node, Op
 from tessel.isa import SPECS, Instruction, Opcode
 from tessel.isa.fields import AccSrc, ParamMode, PoolOp, ReduceOp
 from tessel.isa.fields import DType as IsaDType
-from tessel.schedule.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 INT32_MAX = 2**31 - 1
 MAX_DIM = dma.MAX_DIM

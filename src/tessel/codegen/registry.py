@@ -2,7 +2,7 @@
 
 An emitter module provides `candidates(node, ctx) -> list[Mapping]` (mappings that fit the
 NPU's memories; a mapping is a frozen dataclass whose str() reads well in reports) and
-`step(node, mapping, ctx, *, emit) -> StepWork` (see tessel.schedule.step).
+`step(node, mapping, ctx, *, emit) -> StepWork` (see tessel.codegen.step).
 """
 
 from __future__ import annotations

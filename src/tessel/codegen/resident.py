@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tessel.codegen.step import GroupWork, Slots, StepWork, TileWork
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.footprint import Space, accesses
-from tessel.schedule.step import GroupWork, Slots, StepWork, TileWork
 
 _BASE_FIELD = {"in": "in_addr", "a": "a_addr", "b": "b_addr", "src": "src_addr",
                "w": "w_addr", "params": "param_addr"}
@@ -168,52 +168,3 @@ def all_instructions(work: StepWork) -> list[Instruction]:
             tile = work.tile_fn(g, t, s)
             out += tile.loads + tile.matrix + tile.vector + tile.stores
     return out
-
-
-def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
-                        reads: Sequence[set[str]], regions: Sequence[int], dram: dict,
-                        excluded: set[str], arch) -> tuple[list[list[Resident]], dict]:
-    """Per step, the resident tensors it touches; and the plan (`ResidencyPlan`).
-
-    works[s]: step s as emitted; writes[s] / reads[s]: the arena tensor (root) it produces
-    and those it reads; excluded: program inputs / outputs (they stay where [memory] says)."""
-    from tessel.schedule.residency import Lifetime, plan_residency, working_set_top
-    from tessel.schedule.step import CostCache, estimate_step
-
-    cache = CostCache(arch)
-    floors = [working_set_top(all_instructions(w)) for w in works]
-    base = [estimate_step(w, arch, cache=cache).cycles for w in works]
-    lifetimes = []
-    for p, name in enumerate(writes):
-        if name is None or name in excluded:
-            continue
-        users = [s for s in range(len(works)) if name in reads[s]]
-        if not users or any(regions[s] != regions[p] or s <= p for s in users):
-            continue
-        t = dram[name]
-        if _align16(t.nbytes) > arch.onchip.sram_bytes:
-            continue
-        res = [Resident(t.memory, t.address, t.address + t.nbytes, arch.onchip.sram_bytes
-                        - _align16(t.nbytes))]
-        saving = 0
-        try:
-            for s in [p, *users]:
-                saving += base[s] - estimate_step(rewrite_step(works[s], res), arch,
-                                                  cache=cache).cycles
-        except NotResidentCapable:
-            saving = 0
-        lifetimes.append(Lifetime(name, p, max(users), t.nbytes, saving))
-    plan = plan_residency(lifetimes, floors, arch.onchip.sram_bytes)
-    per_step: list[list[Resident]] = [[] for _ in works]
-    for lt in lifetimes:
-        if lt.name in plan.sram:
-            t = dram[lt.name]
-            r = Resident(t.memory, t.address, t.address + t.nbytes, plan.sram[lt.name])
-            for s in range(lt.start, lt.end + 1):
-                if s == lt.start or lt.name in reads[s]:
-                    per_step[s].append(r)
-    return per_step, plan
-
-
-def _align16(n: int) -> int:
-    return -(-n // 16) * 16

@@ -19,12 +19,11 @@ from pathlib import Path
 import torch
 import torch.fx
 
-import tessel
 from tessel.ir import UNKNOWN_LOC, SourceLoc
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
-_TESSEL_DIR = str(Path(tessel.__file__).resolve().parent) + os.sep
+_TESSEL_DIR = str(Path(__file__).resolve().parents[1]) + os.sep  # the tessel package
 _USER_TESSEL_DIRS = (_TESSEL_DIR + "models" + os.sep,)
 
 

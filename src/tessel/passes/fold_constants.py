@@ -13,8 +13,8 @@ from tessel.ir.graph import Graph, Node
 from tessel.ir.kernels import KERNELS
 from tessel.ir.ops import Op
 from tessel.ir.verifier import attrs_with_defaults
-from tessel.passes._util import Rewriter, rewrite
 from tessel.passes.base import Pass
+from tessel.passes.rewriting import Rewriter, rewrite
 
 # A fold may not turn small constants into one bigger than this (e.g. expand of a scalar to a
 # 1000x1000x4 tensor): the graph would grow by megabytes to save a cheap runtime op.

@@ -32,8 +32,8 @@ from tessel.passes._perm import (
     relative,
     reshape_under_perm,
 )
-from tessel.passes._util import Rewriter, drop_newly_dead
 from tessel.passes.base import Pass
+from tessel.passes.rewriting import Rewriter, drop_newly_dead
 
 _WINDOW_OPS = (Op.CONV2D, Op.MAX_POOL2D, Op.AVG_POOL2D, Op.UPSAMPLE_NEAREST, Op.BATCH_NORM,
                Op.QCONV2D, Op.QAVG_POOL2D)

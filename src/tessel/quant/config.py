@@ -163,3 +163,15 @@ def resolve_rule(config: QuantConfig, kind: OpKind, module_paths: tuple[str, ...
             observer=o.observer or rule.observer,
         )
     return rule
+
+
+MINILM_CONFIG = QuantConfig(
+    int16_inputs=frozenset({OpKind.SOFTMAX, OpKind.LAYER_NORM, OpKind.ADD}),
+    int16_outputs=frozenset({OpKind.SOFTMAX, OpKind.ADD}),
+)
+"""MiniLM's residual stream needs int16: the residual adds read and write int16."""
+
+
+def default_config(model_name: str) -> QuantConfig:
+    """The QuantConfig the zoo's accuracy path uses for a model (MiniLM: int16 residual adds)."""
+    return MINILM_CONFIG if model_name == "minilm" else QuantConfig()

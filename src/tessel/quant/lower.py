@@ -17,8 +17,8 @@ from typing import ClassVar
 
 from tessel.ir.graph import Graph, Node
 from tessel.ir.ops import Op
-from tessel.passes._util import Rewriter, rewrite
 from tessel.passes.base import Pass
+from tessel.passes.rewriting import Rewriter, rewrite
 from tessel.quant.lower_eltwise import (
     lower_add_sub,
     lower_lut,

@@ -14,7 +14,7 @@ import numpy as np
 from tessel.ir.graph import Node
 from tessel.ir.ops import Op
 from tessel.ir.types import DType
-from tessel.passes._util import Rewriter
+from tessel.passes.rewriting import Rewriter
 from tessel.quant import lut
 from tessel.quant.lower_common import (
     IntVal,

@@ -12,7 +12,7 @@ from tessel.ir.attrs import ConstData
 from tessel.ir.graph import Node
 from tessel.ir.ops import Op
 from tessel.ir.types import DType, TensorType
-from tessel.passes._util import Rewriter
+from tessel.passes.rewriting import Rewriter
 from tessel.quant.lower_common import (
     IntVal,
     QOut,

@@ -15,7 +15,7 @@ import numpy as np
 from tessel.ir.graph import Node
 from tessel.ir.ops import Op
 from tessel.ir.types import Layout
-from tessel.passes._util import Rewriter
+from tessel.passes.rewriting import Rewriter
 from tessel.quant.lower_common import IntVal, QOut, deq, emit, multiplier, requantize
 
 _MOVEMENT = (Op.MAX_POOL2D, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.PAD, Op.EXPAND,

@@ -12,7 +12,7 @@ from tessel.ir.graph import Node
 from tessel.ir.ops import Op
 from tessel.ir.types import DType
 from tessel.isa.fields import DType as IsaDType
-from tessel.passes._util import Rewriter
+from tessel.passes.rewriting import Rewriter
 from tessel.quant import layernorm, softmax
 from tessel.quant.lower_common import IntVal, QOut, deq, emit, requantize
 

@@ -26,8 +26,8 @@ def requantize_source(source: dict[str, Any] | None, why: str, binary: str | Pat
                       override: str | None = None) -> tuple[Any, Any, Any]:
     """(float model, example inputs, QuantizedModel) of a binary's `metadata.source`."""
     from tessel.models import resolve
-    from tessel.quant.accuracy import default_config
     from tessel.quant.api import quantize
+    from tessel.quant.config import default_config
 
     spec = resolve(recorded_model(source, why, binary, override))
     model, example = spec.factory()

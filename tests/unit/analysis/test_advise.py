@@ -160,8 +160,8 @@ def test_cli_json_and_text(capsys):
 @pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2"])
 def test_zoo_top_gain_confirmed_within_10_percent(model):
     from tessel.models import resolve
-    from tessel.quant.accuracy import default_config
     from tessel.quant.api import quantize
+    from tessel.quant.config import default_config
 
     spec = resolve(model)
     net, inputs = spec.factory()

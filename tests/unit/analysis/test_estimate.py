@@ -36,3 +36,14 @@ def test_estimate_command_json(capsys):
     assert main(["estimate", "digits_cnn", "--calibration", "2", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["model"] == "digits_cnn" and data["cycles"] > 0 and data["layers"]
+
+
+def test_estimate_command_on_chip_residency(capsys):
+    """`--on-chip-residency` reaches the schedule: fewer cycles and DRAM bytes written."""
+    runs = []
+    for extra in ([], ["--on-chip-residency"]):
+        assert main(["estimate", "digits_cnn", "--calibration", "2", "--json", *extra]) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    off, on = runs
+    assert on["cycles"] < off["cycles"]
+    assert sum(on["bytes_written"].values()) < sum(off["bytes_written"].values())

@@ -10,8 +10,9 @@ from test_conv_codegen import conv_graph
 from tessel.arch import load_preset
 from tessel.codegen import ops_conv
 from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.program import _DummyTensors, compile_region
-from tessel.schedule.step import estimate_step
+from tessel.codegen.step import estimate_step
+from tessel.driver import compile_region
+from tessel.schedule.plan import _DummyTensors
 from tessel.sim import simulate
 
 

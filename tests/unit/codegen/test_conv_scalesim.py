@@ -14,9 +14,10 @@ from test_conv_codegen import conv_graph, reference
 from tessel.arch import Dataflow, load_preset
 from tessel.codegen import ops_conv
 from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.program import _DummyTensors, compile_region
+from tessel.codegen.step import estimate_step
+from tessel.driver import compile_region
 from tessel.isa import Engine, Opcode
-from tessel.schedule.step import estimate_step
+from tessel.schedule.plan import _DummyTensors
 from tessel.sim import simulate
 from tessel.sim.prepare import prepared
 from tessel.sim.timing import schedule

@@ -14,9 +14,10 @@ from test_eltwise_codegen import binary_graph
 from tessel.arch import load_preset
 from tessel.codegen import ops_conv, ops_eltwise
 from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.program import _DummyTensors, compile_region
+from tessel.codegen.step import estimate_step
+from tessel.driver import compile_region
 from tessel.ir import Op
-from tessel.schedule.step import estimate_step
+from tessel.schedule.plan import _DummyTensors
 from tessel.sim import simulate
 
 GOAL = 0.05  # per-layer |estimate - simulated| / simulated

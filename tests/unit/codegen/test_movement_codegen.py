@@ -10,7 +10,7 @@ import pytest
 from tessel.arch import load_preset
 from tessel.codegen import ops_movement as om
 from tessel.codegen.context import DramTensor
-from tessel.codegen.program import compile_region
+from tessel.driver import compile_region
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, GraphBuilder, Layout, Op, TensorType, verify
 from tessel.isa import Engine, Opcode

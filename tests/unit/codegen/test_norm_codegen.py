@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tessel.arch import load_preset
-from tessel.codegen.program import compile_region
+from tessel.driver import compile_region
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, GraphBuilder, Op, QuantParams, TensorType, verify
 from tessel.isa import Engine, Opcode

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tessel.arch import load_preset
-from tessel.codegen.program import compile_region
+from tessel.driver import compile_region
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, GraphBuilder, Layout, Op, TensorType, verify
 from tessel.quant import fixedpoint as fp

@@ -10,7 +10,7 @@ import numpy as np
 from test_conv_codegen import conv_graph
 
 from tessel.arch import load_preset
-from tessel.codegen.program import compile_region
+from tessel.driver import compile_region
 from tessel.isa import Engine, Opcode
 from tessel.runtime.profile import build_profile
 

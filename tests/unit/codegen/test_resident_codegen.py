@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tessel.arch import load_preset
-from tessel.codegen.program import compile_region
+from tessel.driver import compile_region
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.quant import fixedpoint as fp
 from tessel.quant.golden import run_golden

@@ -12,9 +12,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tessel.analysis.accuracy import cosine, evaluate, sqnr_db
 from tessel.cli.quant import register
 from tessel.ir import Op
-from tessel.quant.accuracy import MINILM_CONFIG, cosine, default_config, evaluate, sqnr_db
+from tessel.quant.config import MINILM_CONFIG, default_config
 
 
 def test_sqnr_and_cosine_definitions() -> None:

@@ -35,21 +35,9 @@ from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.models import ModelSpec, Task, load, resolve
 from tessel.progress import track
 from tessel.quant.api import QuantizedModel, quantize
-from tessel.quant.config import OpKind, QuantConfig
+from tessel.quant.config import QuantConfig, default_config
 
 Sample = tuple[torch.Tensor, ...]
-
-MINILM_CONFIG = QuantConfig(
-    int16_inputs=frozenset({OpKind.SOFTMAX, OpKind.LAYER_NORM, OpKind.ADD}),
-    int16_outputs=frozenset({OpKind.SOFTMAX, OpKind.ADD}),
-)
-"""MiniLM's residual stream needs int16: the residual adds read and write int16."""
-
-
-def default_config(model_name: str) -> QuantConfig:
-    """The QuantConfig the zoo's accuracy path uses for a model (MiniLM: int16 residual adds)."""
-    return MINILM_CONFIG if model_name == "minilm" else QuantConfig()
-
 
 @dataclass(frozen=True)
 class AccuracyReport:

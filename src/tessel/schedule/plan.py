@@ -1,0 +1,278 @@
+"""The schedule stage: NPU nodes -> a `Schedule` (tessel.codegen.scheduled) that codegen emits
+once. In order: the mapping search per op with the fusion choice (`plan_units`, `_choose`:
+every candidate ranked on the analytical cost model), the constant layout (each step's
+constants packed once, in program order), the DRAM arena (`plan_dram`) and, with
+`on_chip_residency`, the tensors kept in SRAM between steps (schedule/residency.py).
+
+`compile`, `estimate`, `advise` and `explore` all read this value; docs/backend.md ("Schedule").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tessel.arch import NpuArch
+from tessel.codegen import ops_fused, resident
+from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
+from tessel.codegen.ops_fused import FusedPair
+from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
+from tessel.codegen.scheduled import ConstantLayout, Schedule, ScheduledStep, Unit
+from tessel.codegen.step import CostCache, Estimate, Slots, StepWork, estimate_step
+from tessel.errors import TesselCompileError
+from tessel.ir import Graph, Node
+from tessel.isa import Engine
+from tessel.isa.costs import Events, instruction_cost
+from tessel.progress import task
+from tessel.schedule.memory import ArenaPlan, plan_arena
+from tessel.schedule.residency import plan_step_residents
+
+
+def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str],
+         arch: NpuArch, *, region_sizes: Sequence[int] | None = None,
+         on_chip_residency: bool = False, units: list | None = None) -> Schedule:
+    """The schedule of the NPU nodes `nodes` (in order) of `graph`; `inputs` / `outputs` are
+    the boundary values (the program's I/O). `region_sizes`: how many of `nodes` each NPU
+    region has (one region if None); regions share one DRAM arena and one constant pool, and
+    steps are never fused across a boundary. `units`: the steps and mappings to use instead of
+    searching (tests). `on_chip_residency`: keep activations on chip between steps where the
+    cost model finds it faster (experimental, codegen/resident.py)."""
+    wmem = arch.memory_index(arch.weights_memory)
+    amem = arch.memory_index(arch.activations_memory)
+    consts = ConstPool(wmem)
+    work_nodes = [n for n in nodes if not is_view(n)]
+    data_consts = place_data_constants(graph, work_nodes, consts)
+    dram = _Placement(data_consts)
+    # constants first when weights and activations share a memory: the arena follows them
+    ctx = CodegenContext(arch, graph, dram, consts, amem)
+    groups = _split(nodes, region_sizes)
+    if units is not None:
+        per_region = [list(units)]
+    else:
+        per_region = [plan_units(graph, [n for n in group if not is_view(n)], ctx)
+                      for group in groups]
+    choices = [c for group in per_region for c in group]
+    # each step's constants packed once, in program order; its work reads the DRAM placement
+    # when codegen (or the residency planner) asks for its instructions
+    works = [_emitter(unit).step(unit, mapping, ctx, emit=True) for unit, mapping, _ in choices]
+    arena = plan_dram(graph, nodes, inputs, outputs, arch, choices, len(consts.blob))
+    dram.bind(arena.tensors)
+    per_step, spilled = ([[] for _ in choices], None)
+    if on_chip_residency:
+        per_step, spilled = _plan_residents(graph, nodes, inputs, outputs, per_region, works,
+                                            ctx)
+    steps = []
+    k = 0
+    for r, group in enumerate(per_region):
+        for unit, mapping, est in group:
+            work = works[k]
+            if per_step[k]:
+                work = resident.rewrite_step(work, per_step[k])
+                est = estimate_step(work, arch)
+            steps.append(ScheduledStep(unit, mapping, est, r, work, tuple(per_step[k])))
+            k += 1
+    return Schedule(arch, graph, tuple(steps), len(per_region), tuple(inputs), tuple(outputs),
+                    dict(dram), arena.peak_bytes, arena.naive_bytes,
+                    ConstantLayout(wmem, bytes(consts.blob), data_consts), spilled)
+
+
+class _Placement(dict):
+    """Where the tensors live in DRAM, bound once the arena is planned: the steps' works are
+    built (and their constants packed) before the arena, and read this mapping lazily when
+    their instructions are asked for. Reading a tensor before `bind` is a planner bug."""
+
+    def __init__(self, data: dict[str, DramTensor]):
+        super().__init__(data)
+        self._bound = False
+
+    def bind(self, tensors: dict[str, DramTensor]) -> None:
+        assert not self._bound, "the DRAM placement is bound once"
+        for name, t in tensors.items():
+            self.setdefault(name, t)  # data constants keep their place in the weights memory
+        self._bound = True
+
+    def __missing__(self, name: str) -> DramTensor:
+        state = "has no DRAM place" if self._bound else "read before the arena is planned"
+        raise KeyError(f"%{name} {state}")
+
+
+def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
+                    outputs: Sequence[str], per_region: list, works: Sequence[StepWork],
+                    ctx: CodegenContext) -> tuple[list[list[resident.Resident]], dict]:
+    """Per step, the resident tensors it reads or writes on chip (codegen/resident.py); and
+    the candidates kept in DRAM with why."""
+    alias = {n.name: n.inputs[0] for n in nodes if is_view(n)}
+
+    def root(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
+
+    writes, reads, regions = [], [], []
+    for r, group in enumerate(per_region):
+        for unit, _, _ in group:
+            members = unit.nodes if isinstance(unit, FusedPair) else (unit,)
+            inner = {n.name for n in members[:-1]}
+            writes.append(root(members[-1].name))
+            reads.append({root(i) for n in members for i in n.inputs
+                          if i not in inner and graph.constant_value(i) is None})
+            regions.append(r)
+    excluded = {root(n) for n in list(inputs) + list(outputs)}
+    per_step, plan_ = plan_step_residents(works, writes, reads, regions, ctx.dram,
+                                          excluded, ctx.arch)
+    return per_step, dict(plan_.spilled)
+
+
+def _split(nodes: Sequence[Node], sizes: Sequence[int] | None) -> list[list[Node]]:
+    """`nodes` cut into consecutive groups of `sizes` (one group if None)."""
+    if sizes is None:
+        return [list(nodes)]
+    if sum(sizes) != len(nodes) or any(k < 1 for k in sizes):
+        raise ValueError(f"region sizes {list(sizes)} do not split {len(nodes)} nodes")
+    out, k = [], 0
+    for size in sizes:
+        out.append(list(nodes[k:k + size]))
+        k += size
+    return out
+
+
+def plan_dram(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
+              outputs: Sequence[str], arch: NpuArch, choices: Sequence,
+              consts_bytes: int) -> ArenaPlan:
+    """Where constants and activations go in DRAM, checked against the memories' sizes: the one
+    check of "does it fit" that `compile` and `estimate` (and so `explore`) share. Raises a
+    TesselCompileError naming the memory and the bytes needed."""
+    wmem = arch.memory_index(arch.weights_memory)
+    amem = arch.memory_index(arch.activations_memory)
+    wmemory, amemory = arch.offchip[wmem], arch.offchip[amem]
+    if consts_bytes > wmemory.size_bytes:
+        raise TesselCompileError(f"constants need {consts_bytes} bytes but memory "
+                                 f"'{wmemory.name}' has {wmemory.size_bytes}")
+    base = align(consts_bytes, 4096) if wmem == amem else 0
+    if base > amemory.size_bytes:
+        raise TesselCompileError(f"constants need {base} bytes (aligned to 4096, activations "
+                                 f"follow them) but memory '{amemory.name}' has "
+                                 f"{amemory.size_bytes}")
+    fused = frozenset(u.first.name for u, _, _ in choices if isinstance(u, FusedPair))
+    return plan_arena(graph, nodes, inputs, outputs, amem, base, amemory.size_bytes, fused)
+
+
+def place_data_constants(graph: Graph, nodes: Sequence[Node], pool: ConstPool
+                         ) -> dict[str, DramTensor]:
+    """Constants that data-movement ops read like activations (e.g. ViT's class token, an
+    operand of concat) go to the constant pool first, as DRAM tensors."""
+    out = {}
+    for node in nodes:
+        if node.op not in DATA_MOVEMENT_OPS:
+            continue
+        for name in node.inputs:
+            value = graph.constant_value(name)
+            if value is not None and name not in out:
+                t = graph.type_of(name)
+                arr = np.ascontiguousarray(value.astype(t.dtype.numpy.newbyteorder("<")))
+                out[name] = DramTensor(pool.memory, pool.add(arr), t.shape, t.dtype)
+    return out
+
+
+SAMPLE_TILES = 3  # tiles per group of the first, cheap ranking of candidates
+FINALISTS = 3  # candidates estimated in full
+
+
+def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext
+               ) -> list[tuple[Unit, Any, Estimate]]:
+    """The steps of the region with their mappings: each node alone, or a fusible pair as one
+    cascaded step when its best estimate beats the two layers' estimates added up."""
+    out: list[tuple[Unit, Any, Estimate]] = []
+    k = 0
+    with task("mapping search", total=len(nodes)) as bar:
+        while k < len(nodes):
+            node = nodes[k]
+            alone = _choose(node, ctx)
+            nxt = nodes[k + 1] if k + 1 < len(nodes) else None
+            if nxt is not None and ops_fused.fusible(graph, node, nxt):
+                second = _choose(nxt, ctx)
+                pair = ops_fused.FusedPair(node, nxt)
+                fused = _choose(pair, ctx, required=False)
+                if fused is not None and fused[1].cycles < alone[1].cycles + second[1].cycles:
+                    out.append((pair, *fused))
+                    k += 2
+                    bar.advance(2)
+                    continue
+            out.append((node, *alone))
+            k += 1
+            bar.advance()
+    return out
+
+
+def _emitter(unit: Unit):
+    return ops_fused if isinstance(unit, FusedPair) else emitter_for(unit)
+
+
+def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True
+            ) -> tuple[Any, Estimate] | None:
+    """The mapping with the fewest estimated cycles: every candidate ranked on a sampled
+    estimate, the best few estimated in full (ties: first candidate, deterministic)."""
+    em = _emitter(node)
+    est_ctx = CodegenContext(ctx.arch, ctx.graph, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
+    ranked = []
+    cache = CostCache(ctx.arch)  # instruction costs shared by all candidates of the node
+    for k, mapping in enumerate(em.candidates(node, est_ctx)):
+        work = em.step(node, mapping, est_ctx, emit=False)
+        est = estimate_step(work, ctx.arch, sample=SAMPLE_TILES, cache=cache)
+        ranked.append((est.cycles, k, mapping))
+    if not ranked and not required:
+        return None
+    if not ranked:
+        from tessel.errors import TesselCompileError
+        raise TesselCompileError(f"{node} at {node.loc}: no mapping fits the NPU's SRAM "
+                                 f"({ctx.arch.onchip.sram_bytes} bytes) and accumulator")
+    best = None
+    for _, _, mapping in sorted(ranked, key=lambda r: (r[0], r[1]))[:FINALISTS]:
+        est = estimate_step(em.step(node, mapping, est_ctx, emit=False), ctx.arch, cache=cache)
+        if best is None or est.cycles < best[1].cycles:
+            best = (mapping, est)
+    return best
+
+
+class _DummyTensors(dict):
+    """DRAM placement stand-in for estimation: the tensors already placed (data constants such
+    as ViT's class token, in the weights memory) where they are, every other one at address 0
+    of the activation memory (addresses do not change costs, memories do)."""
+
+    def __init__(self, ctx: CodegenContext):
+        super().__init__(ctx.dram)
+        self._ctx = ctx
+
+    def __missing__(self, name: str):
+        from tessel.codegen.context import DramTensor
+        t = self._ctx.graph.type_of(name)
+        self[name] = DramTensor(self._ctx.act_memory, 0, t.shape, t.dtype)
+        return self[name]
+
+
+def step_events(work: StepWork, arch: NpuArch) -> Events:
+    """Energy events of every instruction of a step (the chosen mapping, all tiles); tiles
+    with the same `tile_key` have the same instructions up to addresses, so the same events."""
+    total = Events()
+    memo: dict = {}
+    for g in range(work.group_count):
+        group = work.group_fn(g, 0)
+        for ins in group.weight_loads + group.param_loads:
+            total = total + instruction_cost(ins, arch).events
+        for ins in group.vector_setup:
+            total = total + instruction_cost(ins, arch, Engine.VECTOR).events
+        for t in range(group.tile_count):
+            key = work.tile_key(g, t) if work.tile_key is not None else (g, t)
+            ev = memo.get(key)
+            if ev is None:
+                tile = work.tile_fn(g, t, Slots())
+                ev = Events()
+                for ins in tile.loads + tile.matrix + tile.stores:
+                    ev = ev + instruction_cost(ins, arch).events
+                for ins in tile.vector:
+                    ev = ev + instruction_cost(ins, arch, Engine.VECTOR).events
+                memo[key] = ev
+            total = total + ev
+    return total
