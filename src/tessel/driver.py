@@ -151,7 +151,8 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     }
     sizes = [len(r.nodes) for r in part.regions] or None
     region = compile_region(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch, meta,
-                            region_sizes=sizes, residency=options.on_chip_residency)
+                            region_sizes=sizes, residency=options.on_chip_residency,
+                            prefetch=options.prefetch_groups)
     t0 = times.record("backend", t0)
     meta = dict(region.program.metadata)
     meta["arena_peak_bytes"] = region.arena_peak

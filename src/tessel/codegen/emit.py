@@ -3,16 +3,24 @@
 Rings (tessel.codegen.streams): group data DMA_IN -> MATRIX (weights) and DMA_IN -> VECTOR
 (parameters, tables); tile inputs DMA_IN -> first compute engine; accumulators MATRIX ->
 VECTOR; outputs VECTOR -> DMA_OUT.
+
+Prefetch (codegen/prefetch.py): a step whose first group was loaded by the previous step
+(`prefetched`) emits no loads for group 0 but keeps its ring tokens; a step given the next
+step's group-0 loads (`prefetch`) issues them on DMA_IN after its last tile's loads, before
+the drains, and its end waits for them to land (`Streams.end_step`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tessel.codegen.streams import Streams
-from tessel.isa import Engine
+from tessel.isa import Engine, Instruction
 from tessel.schedule.step import Slots, StepWork
 
 
-def emit_step(work: StepWork, streams: Streams) -> None:
+def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,
+              prefetch: Sequence[Instruction] = ()) -> None:
     shape = work.shape
     first = Engine.MATRIX if shape.uses_matrix else Engine.VECTOR
     streams.begin_step()
@@ -28,7 +36,8 @@ def emit_step(work: StepWork, streams: Streams) -> None:
         if gw is not None:
             gw.acquire()
         group = work.group_fn(g, gslot)
-        streams.emit(Engine.DMA_IN, *group.weight_loads, *group.param_loads)
+        if not (prefetched and g == 0):
+            streams.emit(Engine.DMA_IN, *group.weight_loads, *group.param_loads)
         if gw is not None:
             gw.publish()
             gw.consume()
@@ -59,4 +68,5 @@ def emit_step(work: StepWork, streams: Streams) -> None:
         if gw is not None:
             gw.release()
         gp.release()
-    streams.end_step()
+    streams.emit(Engine.DMA_IN, *prefetch)
+    streams.end_step(prefetched=bool(prefetch))

@@ -14,6 +14,7 @@ from tessel.binary import DType as BinDType
 from tessel.binary import QuantParams as BinQuant
 from tessel.binary import TensorDescriptor, TslProgram
 from tessel.codegen import ops_fused, resident
+from tessel.codegen import prefetch as prefetch_mod
 from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.emit import emit_step
 from tessel.codegen.ops_fused import FusedPair
@@ -58,14 +59,15 @@ class RegionProgram:
 def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
                    outputs: Sequence[str], arch: NpuArch, metadata: dict[str, Any],
                    units: list | None = None, region_sizes: Sequence[int] | None = None,
-                   residency: bool = False) -> RegionProgram:
+                   residency: bool = False, prefetch: bool = True) -> RegionProgram:
     """Compile the NPU nodes `nodes` (in order) of `graph`; `inputs` / `outputs` are the
     boundary values (they become the program's I/O descriptors). `region_sizes`: how many of
     `nodes` each NPU region has (one region if None); regions share one DRAM arena and one
     constant pool, their steps are never fused across a boundary, and the instruction index
     where each region ends is returned. `units`: the steps and mappings to use instead of
     searching (tests). `residency`: keep activations on chip between steps where the cost
-    model finds it faster (experimental, codegen/resident.py)."""
+    model finds it faster (experimental, codegen/resident.py). `prefetch`: load each step's
+    first group during the previous step where SRAM allows (codegen/prefetch.py)."""
     wmem = arch.memory_index(arch.weights_memory)
     amem = arch.memory_index(arch.activations_memory)
     consts = ConstPool(wmem)
@@ -86,24 +88,43 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     ctx = CodegenContext(arch, graph, {**arena.tensors, **data_consts}, pool, amem)
     residents = (_plan_residents(graph, nodes, inputs, outputs, per_region, ctx, wmem)
                  if residency else None)
+    steps = []  # (unit, mapping, estimate, work, region) in program order
+    for r, group in enumerate(per_region):
+        for unit, mapping, est in group:
+            work = _emitter(unit).step(unit, mapping, ctx, emit=True)
+            if residents is not None and residents[len(steps)]:
+                work = resident.rewrite_step(work, residents[len(steps)])
+                est = estimate_step(work, arch)
+            steps.append((unit, mapping, est, work, r))
+    if prefetch:
+        keeps = [[(x.sram, x.sram + x.hi - x.lo) for x in residents[k]] if residents else []
+                 for k in range(len(steps))]
+        limit = min((a for kp in keeps for a, _ in kp), default=arch.onchip.sram_bytes)
+        plan = prefetch_mod.plan_prefetch([s[3] for s in steps], [s[4] for s in steps], keeps,
+                                          limit)
+        steps = [(u, m, e, prefetch_mod.shift_step(w, p.shift, keeps[k]), r)
+                 for k, ((u, m, e, w, r), p) in enumerate(zip(steps, plan, strict=True))]
+    else:
+        plan = [prefetch_mod.StepPrefetch(0, False)] * len(steps)
     streams = Streams()
     layers = []
     ends = []
-    k = -1
+    k = 0
     for group in per_region:
-        for unit, mapping, est in group:
-            k += 1
+        for _ in group:
+            unit, mapping, est, work, _r = steps[k]
+            nxt = (prefetch_mod.group0_loads(steps[k + 1][3])
+                   if k + 1 < len(steps) and plan[k + 1].prefetched else [])
+            if nxt or plan[k].prefetched:
+                est = estimate_step(work, arch, prefetched=plan[k].prefetched, prefetch=nxt)
             first = {e.name: len(streams.queues[e]) for e in Engine}
-            work = _emitter(unit).step(unit, mapping, ctx, emit=True)
-            if residents is not None and residents[k]:
-                work = resident.rewrite_step(work, residents[k])
-                est = estimate_step(work, arch)
-            emit_step(work, streams)
+            emit_step(work, streams, prefetched=plan[k].prefetched, prefetch=nxt)
             last = {e.name: len(streams.queues[e]) - 1 for e in Engine}
             members = unit.nodes if isinstance(unit, FusedPair) else (unit,)
             layers.append(LayerPlan(unit.name, "+".join(n.op.value for n in members),
                                     str(members[-1].loc), str(mapping), est, first, last,
                                     tuple(n.name for n in members)))
+            k += 1
         ends.append({e.name: len(streams.queues[e]) for e in Engine})
     assert bytes(ctx.consts.blob) == bytes(consts.blob), "constant packing is not deterministic"
     queues = streams.finish()
