@@ -12,6 +12,7 @@ from typing import Any
 
 from tessel.arch import NpuArch, load_target
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
+from tessel.codegen import prefetch
 from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.program import (
     _DummyTensors,
@@ -113,11 +114,14 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None) -> E
     est_ctx = CodegenContext(arch, graph, _DummyTensors(base), consts, base.act_memory)
     est_ctx.dram.update(data)
     choices = list(plan_units(graph, nodes, base))
-    _check_fits(graph, part, nodes, arch, choices)
+    arena = _check_fits(graph, part, nodes, arch, choices)
+    planned = _as_emitted(graph, part, nodes, arch, choices, arena)
     layers, events = [], Events()
-    for unit, mapping, est in choices:
+    for (unit, mapping, est), step in zip(choices, planned, strict=True):
         ev = _events(_emitter(unit).step(unit, mapping, est_ctx, emit=False), arch)
         events = events + ev
+        if step.prefetched or step.prefetch:
+            est = step.estimate(arch)
         members = unit.nodes if hasattr(unit, "nodes") else (unit,)
         layers.append(LayerEstimate(unit.name, "+".join(n.op.value for n in members),
                                     str(mapping), est.bound.value, est.cycles,
@@ -138,15 +142,32 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None) -> E
               for n in part.host_ops + part.moved_to_host))
 
 
-def _check_fits(graph: Graph, part: Any, nodes: list, arch: NpuArch, choices: list) -> None:
+def _check_fits(graph: Graph, part: Any, nodes: list, arch: NpuArch, choices: list):
     """The DRAM check `compile` makes (constants packed as codegen packs them, then the
     activation arena): a model that does not compile does not get an estimate either."""
     pool = ConstPool(arch.memory_index(arch.weights_memory))
     ctx = CodegenContext(arch, graph, dict(_place_data_constants(graph, nodes, pool)), pool,
                          arch.memory_index(arch.activations_memory))
     pack_constants(choices, ctx)
-    plan_dram(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch, choices,
-              len(pool.blob))
+    return plan_dram(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch, choices,
+                     len(pool.blob))
+
+
+def _as_emitted(graph: Graph, part: Any, nodes: list, arch: NpuArch, choices: list, arena
+                ) -> list[prefetch.PlannedStep]:
+    """The steps placed as `compile` places them (constants packed, the DRAM arena) and
+    planned for prefetch as codegen/program.py does (codegen/prefetch.py)."""
+    wmem = arch.memory_index(arch.weights_memory)
+    pool = ConstPool(wmem)
+    data = _place_data_constants(graph, nodes, pool)
+    ctx = CodegenContext(arch, graph, {**arena.tensors, **data}, pool,
+                         arch.memory_index(arch.activations_memory))
+    region_of = {n.name: k for k, r in enumerate(part.regions) for n in r.nodes}
+    works = [_emitter(u).step(u, m, ctx, emit=True) for u, m, _ in choices]
+    regions = [region_of.get((u.nodes[0] if hasattr(u, "nodes") else u).name, 0)
+               for u, _, _ in choices]
+    return prefetch.plan_steps(works, regions, None, arch.onchip.sram_bytes,
+                               (wmem, len(pool.blob)))
 
 
 def estimate(model: Any, example_inputs: Sequence[Any], *, target: str | NpuArch = "tnpu-s",

@@ -1,14 +1,15 @@
 """Prefetch of a step's first group (weights, requantisation parameters, tables) while the
 previous step runs (issue 10 point 3). docs/backend.md, "Steps, rings and tokens".
 
-A group's loads read constants only, never the previous step's results, so DMA_IN may issue
+A group's loads of constants never read the previous step's results, so DMA_IN may issue
 step k's group-0 loads during step k-1, once step k-1's own loads are issued, if they write
 SRAM that step k-1 never touches. Every step allocates its SRAM from address 0
 (`SramPlan`), so `plan_prefetch` moves step k as a whole (every SRAM operand of its own,
 `shift_step`) above step k-1's working SRAM when its group-0 slot would overlap it, within
 the SRAM below every on-chip-resident tensor; steps then alternate between the bottom of SRAM
 and above their neighbour. A step is not prefetched when it is the first of its NPU region,
-when its group 0 loads nothing, or when it does not fit.
+when its group 0 loads nothing or loads anything but constants (a weights-stationary matmul
+keeps its input activation as group data), or when it does not fit.
 
 The token protocol: the prefetching step's end also waits for DMA_IN's STEP_DONE_TOKEN, which
 DMA_IN signals after the prefetch loads have landed (codegen/streams.py), so each step still
@@ -132,15 +133,27 @@ def own_hull(work: StepWork, keep: Sequence[tuple[int, int]]) -> tuple[int, int]
     return (lo, hi) if hi >= 0 else None
 
 
+def reads_constants_only(loads: Sequence[Instruction], memory: int, end: int) -> bool:
+    """Whether every load reads the constant pool (bytes [0, end) of off-chip `memory`): data
+    no step writes. A group can also hold an activation (a weights-stationary matmul's
+    resident input), which the previous step may still be writing."""
+    for ins in loads:
+        ext = accesses(ins)[0]
+        if ext.space is not Space.OFFCHIP or ext.mem != memory or ext.hi > end:
+            return False
+    return True
+
+
 def plan_prefetch(works: Sequence[StepWork], regions: Sequence[int],
-                  keeps: Sequence[Sequence[tuple[int, int]]], limit: int
-                  ) -> list[StepPrefetch]:
+                  keeps: Sequence[Sequence[tuple[int, int]]], limit: int,
+                  constants: tuple[int, int]) -> list[StepPrefetch]:
     """Per step, its SRAM shift and whether the previous step prefetches its group 0.
 
     works[k]: step k as it will be emitted (residency rewrite done); regions[k]: its NPU
     region; keeps[k]: SRAM ranges of the resident tensors step k touches (never moved);
     limit: the lowest SRAM address of any resident tensor (the SRAM size if none): every
-    moved step and every prefetch stays below it, so no live resident is overwritten.
+    moved step and every prefetch stays below it, so no live resident is overwritten;
+    constants: (memory, end) of the constant pool: only loads of constants are prefetched.
     Greedy in program order, deterministic: step k stays at 0 if its group-0 slot misses
     step k-1's working SRAM, else moves just above it if it fits below `limit`."""
     out: list[StepPrefetch] = []
@@ -154,7 +167,8 @@ def plan_prefetch(works: Sequence[StepWork], regions: Sequence[int],
             continue
         loads = group0_loads(work)
         decided = StepPrefetch(0, False)
-        if k and regions[k] == regions[k - 1] and loads and hull is not None and prev is not None:
+        if (k and regions[k] == regions[k - 1] and loads and hull is not None
+                and prev is not None and reads_constants_only(loads, *constants)):
             try:
                 boxes = [a for ins in loads for a in accesses(ins) if a.space is Space.SRAM]
                 if any(_inside(a.lo, a.hi, keeps[k]) is not False for a in boxes):
@@ -171,3 +185,37 @@ def plan_prefetch(works: Sequence[StepWork], regions: Sequence[int],
         out.append(decided)
         prev = (0, 0) if hull is None else (hull[0] + decided.shift, hull[1] + decided.shift)
     return out
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """A step as codegen emits it: moved, and with its prefetch role (codegen/emit.py)."""
+
+    work: StepWork
+    prefetched: bool  # its group-0 loads are issued by the previous step
+    prefetch: tuple[Instruction, ...]  # the next step's group-0 loads this step issues
+
+    def estimate(self, arch, cache=None):
+        """`estimate_step` of the step as emitted."""
+        from tessel.schedule.step import estimate_step
+        return estimate_step(self.work, arch, cache=cache, prefetched=self.prefetched,
+                             prefetch=self.prefetch)
+
+
+def plan_steps(works: Sequence[StepWork], regions: Sequence[int],
+               keeps: Sequence[Sequence[tuple[int, int]]] | None, sram_bytes: int,
+               constants: tuple[int, int], enabled: bool = True) -> list[PlannedStep]:
+    """`plan_prefetch` applied: every step moved, each given the next step's group-0 loads
+    when that step is prefetched. keeps: per step, the SRAM ranges of the resident tensors
+    it touches (None: no residency); enabled=False gives the steps unchanged."""
+    if not enabled:
+        return [PlannedStep(w, False, ()) for w in works]
+    keeps = keeps if keeps is not None else [[] for _ in works]
+    limit = min((a for kp in keeps for a, _ in kp), default=sram_bytes)
+    plan = plan_prefetch(works, regions, keeps, limit, constants)
+    moved = [shift_step(w, p.shift, keeps[k]) for k, (w, p) in enumerate(zip(works, plan,
+                                                                               strict=True))]
+    return [PlannedStep(w, plan[k].prefetched,
+                        tuple(group0_loads(moved[k + 1]))
+                        if k + 1 < len(moved) and plan[k + 1].prefetched else ())
+            for k, w in enumerate(moved)]

@@ -96,29 +96,23 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
                 work = resident.rewrite_step(work, residents[len(steps)])
                 est = estimate_step(work, arch)
             steps.append((unit, mapping, est, work, r))
-    if prefetch:
-        keeps = [[(x.sram, x.sram + x.hi - x.lo) for x in residents[k]] if residents else []
-                 for k in range(len(steps))]
-        limit = min((a for kp in keeps for a, _ in kp), default=arch.onchip.sram_bytes)
-        plan = prefetch_mod.plan_prefetch([s[3] for s in steps], [s[4] for s in steps], keeps,
-                                          limit)
-        steps = [(u, m, e, prefetch_mod.shift_step(w, p.shift, keeps[k]), r)
-                 for k, ((u, m, e, w, r), p) in enumerate(zip(steps, plan, strict=True))]
-    else:
-        plan = [prefetch_mod.StepPrefetch(0, False)] * len(steps)
+    keeps = ([[(x.sram, x.sram + x.hi - x.lo) for x in residents[k]]
+              for k in range(len(steps))] if residents else None)
+    planned = prefetch_mod.plan_steps([s[3] for s in steps], [s[4] for s in steps], keeps,
+                                      arch.onchip.sram_bytes, (wmem, len(ctx.consts.blob)),
+                                      prefetch)
     streams = Streams()
     layers = []
     ends = []
     k = 0
     for group in per_region:
         for _ in group:
-            unit, mapping, est, work, _r = steps[k]
-            nxt = (prefetch_mod.group0_loads(steps[k + 1][3])
-                   if k + 1 < len(steps) and plan[k + 1].prefetched else [])
-            if nxt or plan[k].prefetched:
-                est = estimate_step(work, arch, prefetched=plan[k].prefetched, prefetch=nxt)
+            unit, mapping, est, _, _ = steps[k]
+            p = planned[k]
+            if p.prefetched or p.prefetch:
+                est = p.estimate(arch)
             first = {e.name: len(streams.queues[e]) for e in Engine}
-            emit_step(work, streams, prefetched=plan[k].prefetched, prefetch=nxt)
+            emit_step(p.work, streams, prefetched=p.prefetched, prefetch=p.prefetch)
             last = {e.name: len(streams.queues[e]) - 1 for e in Engine}
             members = unit.nodes if isinstance(unit, FusedPair) else (unit,)
             layers.append(LayerPlan(unit.name, "+".join(n.op.value for n in members),
