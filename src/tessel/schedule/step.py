@@ -174,12 +174,16 @@ class _StepProgram:
             self._acquire(gp)
             if gw is not None:
                 self._acquire(gw)
-            if not (prefetched and g == 0):
-                q_in.extend(self._xfers(group.weight_loads + group.param_loads))
+            loads = [] if prefetched and g == 0 else group.weight_loads + group.param_loads
+            q_in.extend(self._xfers(loads))
+            # codegen/emit.py: a step's first group signals ready after the first tile's loads
+            defer = g == 0 and bool(loads) and group.tile_count > 0
+            if not defer:
+                if gw is not None:
+                    self._publish(gw)
+                self._publish(gp)
             if gw is not None:
-                self._publish(gw)
                 self._consume(gw)
-            self._publish(gp)
             self._consume(gp)
             setup = cost.sum(group.vector_setup, Engine.VECTOR)
             if setup:
@@ -193,6 +197,10 @@ class _StepProgram:
                 if k >= inp[2]:
                     q_in.append(in_free_w)
                 q_in.extend(loads)
+                if defer and t == 0:
+                    if gw is not None:
+                        self._publish(gw)
+                    self._publish(gp)
                 q_in.append(in_ready_s)
                 # a compute engine's tile: its WAITs, its instructions, its SIGNALs
                 if acc is not None:
