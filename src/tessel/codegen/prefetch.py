@@ -107,30 +107,32 @@ def group0_loads(work: StepWork) -> list[Instruction]:
 
 
 def own_hull(work: StepWork, keep: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
-    """[lo, hi) of every SRAM byte the step touches outside `keep` (all groups and tiles, the
-    lowest and the highest slot of each ring: ring slots are consecutive regions), None if
-    it touches none; raises NotShiftable when an operand straddles a kept range."""
+    """[0, hi): hi is one past the highest SRAM byte the step touches outside `keep` (every
+    group and tile at the highest slot of each ring: `SramPlan` lays a ring's slots out
+    upwards); None if it touches none. The range starts at 0 whatever the lowest byte
+    touched, which only claims more. Raises NotShiftable when an operand straddles a kept
+    range."""
     sh = work.shape
-    lo, hi = 1 << 62, -1
-    for s in (Slots(), Slots(inp=sh.in_depth - 1, acc=sh.acc_depth - 1, out=sh.out_depth - 1,
-                             group=sh.group_depth - 1)):
-        for g in range(work.group_count):
-            gr = work.group_fn(g, s.group)
-            instrs = gr.weight_loads + gr.param_loads + gr.vector_setup
-            for t in range(gr.tile_count):
-                tile = work.tile_fn(g, t, s)
-                instrs += tile.loads + tile.matrix + tile.vector + tile.stores
-            for ins in instrs:
-                for a in accesses(ins):
-                    if a.space is not Space.SRAM:
-                        continue
-                    inside = _inside(a.lo, a.hi, keep)
-                    if inside is None:
-                        raise NotShiftable(f"{ins.opcode.name}: operand {a.what} straddles a "
-                                           "resident tensor")
-                    if not inside:
-                        lo, hi = min(lo, a.lo), max(hi, a.hi)
-    return (lo, hi) if hi >= 0 else None
+    s = Slots(inp=sh.in_depth - 1, acc=sh.acc_depth - 1, out=sh.out_depth - 1,
+              group=sh.group_depth - 1)
+    hi = -1
+    for g in range(work.group_count):
+        gr = work.group_fn(g, s.group)
+        instrs = gr.weight_loads + gr.param_loads + gr.vector_setup
+        for t in range(gr.tile_count):
+            tile = work.tile_fn(g, t, s)
+            instrs += tile.loads + tile.matrix + tile.vector + tile.stores
+        for ins in instrs:
+            for a in accesses(ins):
+                if a.space is not Space.SRAM:
+                    continue
+                inside = _inside(a.lo, a.hi, keep)
+                if inside is None:
+                    raise NotShiftable(f"{ins.opcode.name}: operand {a.what} straddles a "
+                                       "resident tensor")
+                if not inside and a.hi > hi:
+                    hi = a.hi
+    return (0, hi) if hi >= 0 else None
 
 
 def reads_constants_only(loads: Sequence[Instruction], memory: int, end: int) -> bool:
