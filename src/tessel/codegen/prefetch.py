@@ -23,9 +23,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tessel.arch import NpuArch
 from tessel.isa import Instruction
 from tessel.isa.footprint import Space, accesses
-from tessel.schedule.step import GroupWork, Slots, StepWork, TileWork
+from tessel.schedule.step import (
+    CostCache,
+    Estimate,
+    GroupWork,
+    Slots,
+    StepWork,
+    TileWork,
+    estimate_step,
+)
 
 SHIFT_ALIGN = 64  # bytes: a moved step keeps every SRAM address aligned as SramPlan's and more
 
@@ -197,9 +206,8 @@ class PlannedStep:
     prefetched: bool  # its group-0 loads are issued by the previous step
     prefetch: tuple[Instruction, ...]  # the next step's group-0 loads this step issues
 
-    def estimate(self, arch, cache=None):
+    def estimate(self, arch: NpuArch, cache: CostCache | None = None) -> Estimate:
         """`estimate_step` of the step as emitted."""
-        from tessel.schedule.step import estimate_step
         return estimate_step(self.work, arch, cache=cache, prefetched=self.prefetched,
                              prefetch=self.prefetch)
 
