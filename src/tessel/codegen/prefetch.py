@@ -111,6 +111,8 @@ def shift_step(work: StepWork, delta: int, keep: Sequence[tuple[int, int]] = ())
 
 def group0_loads(work: StepWork) -> list[Instruction]:
     """The loads `plan_prefetch` moves into the previous step (group 0, slot 0)."""
+    if work.group_count == 0:
+        return []
     gr = work.group_fn(0, 0)
     return gr.weight_loads + gr.param_loads
 
