@@ -196,7 +196,8 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     }
     sizes = [len(r.nodes) for r in part.regions] or None
     schedule = plan(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch,
-                    region_sizes=sizes, on_chip_residency=options.on_chip_residency)
+                    region_sizes=sizes, on_chip_residency=options.on_chip_residency,
+                    prefetch=options.prefetch_groups)
     t0 = times.record("schedule", t0)
     dump(Stage.SCHEDULE, lambda: schedule_text(schedule))
     region = emit(schedule, meta)
@@ -254,11 +255,11 @@ def streams_text(program: TslProgram) -> str:
 def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
                    outputs: Sequence[str], arch: NpuArch, metadata: dict[str, Any],
                    units: list | None = None, region_sizes: Sequence[int] | None = None,
-                   residency: bool = False) -> RegionProgram:
+                   residency: bool = False, prefetch: bool = True) -> RegionProgram:
     """The backend of the NPU nodes `nodes` of `graph` (schedule, then emit; see
     `tessel.schedule.plan.plan` for the arguments); `compile_graph` without the partition."""
     schedule = plan(graph, nodes, inputs, outputs, arch, region_sizes=region_sizes,
-                    on_chip_residency=residency, units=units)
+                    on_chip_residency=residency, prefetch=prefetch, units=units)
     return emit(schedule, metadata)
 
 

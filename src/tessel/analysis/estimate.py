@@ -102,7 +102,8 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
     part = partition(graph)
     sizes = [len(r.nodes) for r in part.regions] or None
     schedule = plan(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch,
-                    region_sizes=sizes, on_chip_residency=options.on_chip_residency)
+                    region_sizes=sizes, on_chip_residency=options.on_chip_residency,
+                    prefetch=options.prefetch_groups)
     layers, events = [], Events()
     for step in schedule.steps:
         events = events + step_events(step.work, arch)

@@ -27,6 +27,9 @@ class CompileOptions:
         deterministic for a given seed.
     on_chip_residency: keep activations in SRAM between steps where the cost model finds it
         faster (experimental, off by default; docs/backend.md "On-chip residency").
+    prefetch_groups: load each step's first group of weights and parameters while the
+        previous step runs, where SRAM allows (default on; docs/backend.md "Steps, rings and
+        tokens"); off gives the program of a strict barrier between steps.
     """
 
     calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
@@ -34,6 +37,7 @@ class CompileOptions:
     dump_after: tuple[str, ...] = ()
     seed: int = 0
     on_chip_residency: bool = False
+    prefetch_groups: bool = True
 
     def __post_init__(self) -> None:
         n = self.calibration_samples
@@ -53,6 +57,10 @@ class CompileOptions:
         if not isinstance(self.on_chip_residency, bool):
             raise TesselConfigError(
                 f"on_chip_residency must be a bool, got {self.on_chip_residency!r}"
+            )
+        if not isinstance(self.prefetch_groups, bool):
+            raise TesselConfigError(
+                f"prefetch_groups must be a bool, got {self.prefetch_groups!r}"
             )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise TesselConfigError(f"seed must be an integer >= 0, got {self.seed!r}")

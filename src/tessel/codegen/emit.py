@@ -3,16 +3,25 @@
 Rings (tessel.codegen.streams): group data DMA_IN -> MATRIX (weights) and DMA_IN -> VECTOR
 (parameters, tables); tile inputs DMA_IN -> first compute engine; accumulators MATRIX ->
 VECTOR; outputs VECTOR -> DMA_OUT.
+
+Prefetch (codegen/prefetch.py): a step whose first group was loaded by the previous step
+(`prefetched`) emits no loads for group 0 but keeps its ring tokens; a step given the next
+step's group-0 loads (`prefetch`) issues them on DMA_IN after its last tile's loads, before
+the drains, and its end waits for them to land (`Streams.end_step`). When a step loads its
+first group itself, DMA_IN issues the first tile's loads before signalling the group ready.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tessel.codegen.step import Slots, StepWork
-from tessel.codegen.streams import Streams
-from tessel.isa import Engine
+from tessel.codegen.streams import Ring, Streams
+from tessel.isa import Engine, Instruction
 
 
-def emit_step(work: StepWork, streams: Streams) -> None:
+def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,
+              prefetch: Sequence[Instruction] = ()) -> None:
     shape = work.shape
     first = Engine.MATRIX if shape.uses_matrix else Engine.VECTOR
     streams.begin_step()
@@ -28,11 +37,15 @@ def emit_step(work: StepWork, streams: Streams) -> None:
         if gw is not None:
             gw.acquire()
         group = work.group_fn(g, gslot)
-        streams.emit(Engine.DMA_IN, *group.weight_loads, *group.param_loads)
+        loads = [] if prefetched and g == 0 else group.weight_loads + group.param_loads
+        streams.emit(Engine.DMA_IN, *loads)
+        # a step's first group: its first tile's loads are issued before the group's "ready"
+        # tokens (a DMA SIGNAL waits for every transfer in flight), so the two overlap
+        defer = g == 0 and bool(loads) and group.tile_count > 0
+        if not defer:
+            _publish_group(gw, gp)
         if gw is not None:
-            gw.publish()
             gw.consume()
-        gp.publish()
         gp.consume()
         streams.emit(Engine.VECTOR, *group.vector_setup)
         for t in range(group.tile_count):
@@ -41,6 +54,8 @@ def emit_step(work: StepWork, streams: Streams) -> None:
             oslot = out.slot_after_acquire()
             tile = work.tile_fn(g, t, Slots(inp=islot, acc=aslot, out=oslot, group=gslot))
             streams.emit(Engine.DMA_IN, *tile.loads)
+            if defer and t == 0:
+                _publish_group(gw, gp)
             inp.publish()
             inp.consume()
             if acc is not None:
@@ -59,4 +74,11 @@ def emit_step(work: StepWork, streams: Streams) -> None:
         if gw is not None:
             gw.release()
         gp.release()
-    streams.end_step()
+    streams.emit(Engine.DMA_IN, *prefetch)
+    streams.end_step(prefetched=bool(prefetch))
+
+
+def _publish_group(gw: Ring | None, gp: Ring) -> None:
+    if gw is not None:
+        gw.publish()
+    gp.publish()

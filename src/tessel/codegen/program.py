@@ -56,7 +56,7 @@ def emit(schedule: Schedule, metadata: dict[str, Any]) -> RegionProgram:
     for r in range(schedule.region_count):
         for step in schedule.region_steps(r):
             first = {e.name: len(streams.queues[e]) for e in Engine}
-            emit_step(step.work, streams)
+            emit_step(step.work, streams, prefetched=step.prefetched, prefetch=step.prefetch)
             last = {e.name: len(streams.queues[e]) - 1 for e in Engine}
             members = step.nodes
             layers.append(LayerPlan(step.name, step.op, str(members[-1].loc), str(step.mapping),

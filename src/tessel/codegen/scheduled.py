@@ -21,6 +21,7 @@ from tessel.codegen.ops_fused import FusedPair
 from tessel.codegen.resident import Resident
 from tessel.codegen.step import Estimate, StepWork
 from tessel.ir import Graph, Node
+from tessel.isa import Instruction
 
 Unit = Node | FusedPair  # what one step computes: a node, or a fused group run as one step
 
@@ -38,6 +39,8 @@ class ScheduledStep:
     region: int  # index of its NPU region
     work: StepWork  # the step's program, bound to the placement of its Schedule
     residents: tuple[Resident, ...] = ()  # tensors it reads / writes on chip
+    prefetched: bool = False  # its first group's loads are issued by the previous step
+    prefetch: tuple[Instruction, ...] = ()  # the next step's first-group loads it issues
 
     @property
     def name(self) -> str:

@@ -97,7 +97,8 @@ _WAIT, _SIGNAL, _WORK, _XFER, _TILE = range(5)
 
 
 def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
-                  cache: CostCache | None = None) -> Estimate:
+                  cache: CostCache | None = None, prefetched: bool = False,
+                  prefetch: Sequence[Instruction] = ()) -> Estimate:
     """Cycles of a step from per-instruction costs, following the program codegen emits for
     it (codegen/emit.py): the same queue per engine in the same order, with the rings' WAIT /
     SIGNAL tokens, but each tile's compute instructions on an engine taken as one block of
@@ -107,9 +108,15 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
     transfers (of both DMA engines) first come, first served in order of issue.
 
     sample: only run the first `sample` tiles of the first two groups and scale the time by
-    the share of tiles run (a cheap first ranking of many candidate mappings)."""
+    the share of tiles run (a cheap first ranking of many candidate mappings).
+
+    prefetched / prefetch: as codegen/emit.py `emit_step` (codegen/prefetch.py): the step's
+    group-0 loads were issued by the previous step (they are not in this step's program: the
+    previous step's estimate has them), and `prefetch` are the next step's group-0 loads this
+    step issues after its last tile's loads, its end waiting for them to land. Each step's
+    estimate thus stays the time of its own instructions from an idle start."""
     cost = cache if cache is not None and cache.arch is arch else CostCache(arch)
-    prog = _StepProgram(work, cost, sample)
+    prog = _StepProgram(work, cost, sample, prefetched, prefetch)
     total, busy = _run(prog, arch)
     if sample is not None and prog.run_tiles:
         # groups of a step have (nearly) the same tile count: scale by the sampled groups'
@@ -128,7 +135,8 @@ class _StepProgram:
     mask), (_WORK, cycles), (_XFER, data cycles, latency cycles, memory), (_TILE, wait keys,
     work cycles, signal keys, engines to wake)."""
 
-    def __init__(self, work: StepWork, cost: CostCache, sample: int | None):
+    def __init__(self, work: StepWork, cost: CostCache, sample: int | None,
+                 prefetched: bool = False, prefetch: Sequence[Instruction] = ()):
         self.cost = cost
         self.queues: list[list[tuple]] = [[] for _ in Engine]
         self.waiter: list[int] = []  # per token key: the engine that waits for it (-1: none)
@@ -166,11 +174,16 @@ class _StepProgram:
             self._acquire(gp)
             if gw is not None:
                 self._acquire(gw)
-            q_in.extend(self._xfers(group.weight_loads + group.param_loads))
+            loads = [] if prefetched and g == 0 else group.weight_loads + group.param_loads
+            q_in.extend(self._xfers(loads))
+            # codegen/emit.py: a step's first group signals ready after the first tile's loads
+            defer = g == 0 and bool(loads) and group.tile_count > 0
+            if not defer:
+                if gw is not None:
+                    self._publish(gw)
+                self._publish(gp)
             if gw is not None:
-                self._publish(gw)
                 self._consume(gw)
-            self._publish(gp)
             self._consume(gp)
             setup = cost.sum(group.vector_setup, Engine.VECTOR)
             if setup:
@@ -184,6 +197,10 @@ class _StepProgram:
                 if k >= inp[2]:
                     q_in.append(in_free_w)
                 q_in.extend(loads)
+                if defer and t == 0:
+                    if gw is not None:
+                        self._publish(gw)
+                    self._publish(gp)
                 q_in.append(in_ready_s)
                 # a compute engine's tile: its WAITs, its instructions, its SIGNALs
                 if acc is not None:
@@ -198,10 +215,11 @@ class _StepProgram:
             if gw is not None:
                 self._release(gw)
             self._release(gp)
+        q_in.extend(self._xfers(prefetch))  # the next step's group 0 (codegen/prefetch.py)
         for r in rings:  # Streams.end_step: drain every ring, then the step-done tokens
             for _ in range(min(r[2], r[3])):
                 self.queues[r[0]].append((_WAIT, r[5], 0, 0))
-        for e in (Engine.MATRIX, Engine.VECTOR):
+        for e in (Engine.MATRIX, Engine.VECTOR) + ((Engine.DMA_IN,) if prefetch else ()):
             key = self._key(Engine.DMA_OUT)
             self.queues[e].append(self._signal(key))
             q_out.append((_WAIT, key, 0, 0))

@@ -102,13 +102,19 @@ class Streams:
         if self._steps:
             self.emit(Engine.DMA_IN, _wait(Engine.DMA_OUT, STEP_DONE_TOKEN))
 
-    def end_step(self) -> None:
-        """Drain every ring of the step and tell DMA_IN that all stores have landed."""
+    def end_step(self, prefetched: bool = False) -> None:
+        """Drain every ring of the step and tell DMA_IN that all stores have landed.
+
+        prefetched: DMA_IN issued the next step's first group loads in this step
+        (codegen/prefetch.py); DMA_OUT then also waits for DMA_IN's STEP_DONE_TOKEN, which
+        DMA_IN signals once those loads have landed (a DMA SIGNAL waits for its transfers),
+        so the next step still starts with no transfer of this step in flight."""
         for r in self._rings:
             r.drain()
         self._rings.clear()
         # the other engines must also be idle before the next step reuses their buffers
-        for engine in (Engine.MATRIX, Engine.VECTOR):
+        engines = (Engine.MATRIX, Engine.VECTOR) + ((Engine.DMA_IN,) if prefetched else ())
+        for engine in engines:
             self.emit(engine, _signal(Engine.DMA_OUT, STEP_DONE_TOKEN))
             self.emit(Engine.DMA_OUT, _wait(engine, STEP_DONE_TOKEN))
         self.emit(Engine.DMA_OUT, _signal(Engine.DMA_IN, STEP_DONE_TOKEN))

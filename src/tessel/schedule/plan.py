@@ -16,6 +16,7 @@ import numpy as np
 
 from tessel.arch import NpuArch
 from tessel.codegen import ops_fused, resident
+from tessel.codegen import prefetch as prefetch_steps
 from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.ops_fused import FusedPair
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
@@ -32,13 +33,15 @@ from tessel.schedule.residency import plan_step_residents
 
 def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str],
          arch: NpuArch, *, region_sizes: Sequence[int] | None = None,
-         on_chip_residency: bool = False, units: list | None = None) -> Schedule:
+         on_chip_residency: bool = False, prefetch: bool = True, units: list | None = None
+         ) -> Schedule:
     """The schedule of the NPU nodes `nodes` (in order) of `graph`; `inputs` / `outputs` are
     the boundary values (the program's I/O). `region_sizes`: how many of `nodes` each NPU
     region has (one region if None); regions share one DRAM arena and one constant pool, and
     steps are never fused across a boundary. `units`: the steps and mappings to use instead of
     searching (tests). `on_chip_residency`: keep activations on chip between steps where the
-    cost model finds it faster (experimental, codegen/resident.py)."""
+    cost model finds it faster (experimental, codegen/resident.py). `prefetch`: load each step's
+    first group during the previous step where SRAM allows (codegen/prefetch.py)."""
     wmem = arch.memory_index(arch.weights_memory)
     amem = arch.memory_index(arch.activations_memory)
     consts = ConstPool(wmem)
@@ -63,7 +66,7 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     if on_chip_residency:
         per_step, spilled = _plan_residents(graph, nodes, inputs, outputs, per_region, works,
                                             ctx)
-    steps = []
+    placed = []  # (unit, mapping, estimate, work, region) with residents, in program order
     k = 0
     for r, group in enumerate(per_region):
         for unit, mapping, est in group:
@@ -71,8 +74,19 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
             if per_step[k]:
                 work = resident.rewrite_step(work, per_step[k])
                 est = estimate_step(work, arch)
-            steps.append(ScheduledStep(unit, mapping, est, r, work, tuple(per_step[k])))
+            placed.append((unit, mapping, est, work, r))
             k += 1
+    keeps = ([[(x.sram, x.sram + x.hi - x.lo) for x in per_step[k]] for k in range(len(placed))]
+             if on_chip_residency else None)
+    planned = prefetch_steps.plan_steps([s[3] for s in placed], [s[4] for s in placed], keeps,
+                                        arch.onchip.sram_bytes, (wmem, len(consts.blob)),
+                                        prefetch)
+    steps = []
+    for k, ((unit, mapping, est, _, r), p) in enumerate(zip(placed, planned, strict=True)):
+        if p.prefetched or p.prefetch:
+            est = p.estimate(arch)
+        steps.append(ScheduledStep(unit, mapping, est, r, p.work, tuple(per_step[k]),
+                                   p.prefetched, p.prefetch))
     return Schedule(arch, graph, tuple(steps), len(per_region), tuple(inputs), tuple(outputs),
                     dict(dram), arena.peak_bytes, arena.naive_bytes,
                     ConstantLayout(wmem, bytes(consts.blob), data_consts), spilled)
