@@ -1,185 +1,527 @@
-"""Cross-layer fusion (cascading): a 1x1 convolution followed by the depthwise convolution that
-is its only reader (MobileNetV2's expand -> depthwise) runs as one step in row stripes, so the
-expanded activation never leaves SRAM.
+"""Cross-layer fusion (cascading): a chain of consecutive layers around a depthwise conv runs as
+one step in row stripes of the depthwise output, so the chain's intermediate tensors never
+leave SRAM. Chains (`fusible_chain`), all batch 1, int8, each intermediate read only by the
+next member:
 
-Per tile (a stripe of depthwise output rows and a channel chunk): DMA_IN loads the input rows
-the stripe needs (halo included); MATRIX runs the 1x1 CONV on them; VECTOR requantises into a
-stripe buffer in SRAM, runs DWCONV on it and requantises again; DMA_OUT stores the stripe.
-Halo rows are recomputed by neighbouring stripes. Each layer's semantics are those of its own
-qconv2d (the same instructions as unfused), so the result is bit-identical.
+* conv -> depthwise: an ordinary conv (MobileNetV2's 1x1 expand, or a stem 3x3) and the
+  depthwise conv reading it ("pair");
+* conv -> depthwise -> 1x1 project [-> qadd]: a MobileNetV2 inverted residual as one step, the
+  residual add (its other operand any DRAM tensor of the output's shape) as an epilogue;
+* depthwise -> 1x1 project [-> qadd] (blocks without an expand).
+
+Per stripe of depthwise output rows and channel chunk ("E" tile): DMA_IN loads the conv's input
+rows for the depthwise input rows not computed yet; MATRIX runs the conv (CONV) on them; VECTOR
+shifts the rows still needed by this stripe to the top of a line buffer (COPY), requantises the
+new rows below them, runs DWCONV and requantises again, into the output slot (pair) or into a
+stripe buffer of all channels (project chains). No row is computed twice: the line buffer
+carries the depthwise halo from stripe to stripe. A project chain then has one "P" tile per
+stripe: MATRIX runs the 1x1 CONV over the stripe buffer, VECTOR requantises (and adds the
+residual rows DMA_IN loaded), DMA_OUT stores the stripe. Each layer keeps the instructions of
+its own qconv2d / qadd, so the result is bit-identical.
+
+Ordering without new tokens (the step's rings as codegen/emit.py builds them, depth 2): the
+MATRIX part of tile k waits for VECTOR to finish tile k - 2 (accumulator ring) and DMA_IN's
+tile k waits for MATRIX to finish tile k - 2 (input ring). So P of stripe i is placed after
+the first E tile of stripe i + 1 (its stripe's last E tile is then two tiles back; an empty
+tile before the last P does the same), stripe buffers alternate by stripe parity (E of stripe
+i + 2 comes after P of stripe i on MATRIX, hence on VECTOR), and data that VECTOR reads from a
+DMA_IN load (depthwise input of a depthwise-first chain, residual rows) goes to one of four
+buffers rotating by tile position (the load of tile k waits, through MATRIX k - 2, for VECTOR
+to finish tile k - 4). The line buffer and the depthwise accumulators are VECTOR's own.
+
+Groups: a pair has one group per channel chunk (its weights double-buffered, as an unfused
+conv); a project chain loads all its weights once, in the first group, and has one group per
+stripe (the search's sampled estimate then sees both tile kinds).
 """
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from tessel.codegen import dma, ops_conv
+from tessel.codegen import dma, ops_conv, ops_eltwise
 from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
 from tessel.errors import TesselCompileError
-from tessel.ir import Graph, Node, Op
+from tessel.ir import DType, Graph, Node, Op
 from tessel.isa import Instruction, Opcode
-from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode
 from tessel.schedule.step import GroupWork, Slots, StepShape, StepWork, TileWork
+
+VIN_SLOTS = 4  # buffers for data VECTOR reads from a load (see the module docstring)
 
 
 @dataclass(frozen=True)
-class FusedPair:
-    """Two consecutive ops compiled as one step (first's result stays on chip)."""
+class FusedChain:
+    """Consecutive ops compiled as one step; every member's result but the last stays on chip.
+    `conv`: the ordinary conv before the depthwise conv (None: the chain starts with it);
+    `project`: the 1x1 conv after it; `add`: the residual qadd after the project."""
 
-    first: Node
-    second: Node
+    conv: Node | None
+    dw: Node
+    project: Node | None = None
+    add: Node | None = None
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        return tuple(n for n in (self.conv, self.dw, self.project, self.add) if n is not None)
+
+    @property
+    def first(self) -> Node:
+        return self.nodes[0]
+
+    @property
+    def last(self) -> Node:
+        return self.nodes[-1]
 
     @property
     def name(self) -> str:
-        return f"{self.first.name}+{self.second.name}"
+        return "+".join(n.name for n in self.nodes)
 
     @property
-    def nodes(self) -> tuple[Node, Node]:
-        return self.first, self.second
+    def residual(self) -> str | None:
+        """The add's operand that is not the project's result."""
+        if self.add is None:
+            return None
+        return next(i for i in self.add.inputs if i != self.project.name)
 
 
 @dataclass(frozen=True)
 class FusedMapping:
     rows: int  # depthwise output rows per stripe
-    chunk: int  # channels per group
+    chunk: int  # depthwise channels per chunk
 
     def __str__(self) -> str:
-        return f"fused stripes rows={self.rows} ch_chunk={self.chunk}"
+        return f"cascade stripes rows={self.rows} ch_chunk={self.chunk}"
 
 
-def fusible(graph: Graph, first: Node, second: Node) -> bool:
-    """1x1 stride-1 unpadded ordinary conv whose only reader is a depthwise conv (batch 1)."""
-    if first.op is not Op.QCONV2D or second.op is not Op.QCONV2D or first.type.shape[0] != 1:
+# ------------------------------------------------------------------------ chain detection
+
+
+def _is_conv(graph: Graph, n: Node) -> bool:
+    return (n.op is Op.QCONV2D and n.attr_map["groups"] == 1 and n.type.shape[0] == 1
+            and n.type.dtype is DType.I8 and graph.type_of(n.inputs[0]).dtype is DType.I8
+            and ops_conv.refusal(n, graph) is None)
+
+
+def _is_dw(graph: Graph, n: Node) -> bool:
+    if n.op is not Op.QCONV2D or n.type.shape[0] != 1 or n.type.dtype is not DType.I8:
         return False
-    if second.inputs[0] != first.name or graph.num_uses(first.name) != 1:
+    c = graph.type_of(n.inputs[0]).shape[3]
+    return (n.attr_map["groups"] == c == n.type.shape[3] > 1
+            and graph.type_of(n.inputs[1]).shape[3] == 1
+            and graph.type_of(n.inputs[0]).dtype is DType.I8
+            and ops_conv.refusal(n, graph) is None)
+
+
+def _is_project(graph: Graph, n: Node) -> bool:
+    a = n.attr_map
+    return (_is_conv(graph, n) and graph.type_of(n.inputs[1]).shape[1:3] == (1, 1)
+            and a["stride"] == (1, 1) and not any(a["padding"]))
+
+
+def _only_reader(graph: Graph, producer: Node, reader: Node, operand: int | None = 0) -> bool:
+    """`reader` reads `producer`'s result (as input `operand`, any if None) and nothing else
+    does (not a graph output either)."""
+    ins = reader.inputs if operand is None else reader.inputs[operand:operand + 1]
+    return producer.name in ins and graph.num_uses(producer.name) == 1 and (
+        reader.inputs.count(producer.name) == 1)
+
+
+def _is_residual_add(graph: Graph, project: Node, n: Node) -> bool:
+    if n.op is not Op.QADD or n.type.dtype is not DType.I8 or len(n.inputs) != 2:
         return False
-    a, b = first.attr_map, second.attr_map
-    wt = graph.type_of(first.inputs[1]).shape
-    c = first.type.shape[3]
-    return (a["groups"] == 1 and wt[1:3] == (1, 1) and a["stride"] == (1, 1)
-            and not any(a["padding"]) and b["groups"] == c > 1
-            and graph.type_of(second.inputs[1]).shape[3] == 1
-            and first.type.dtype == second.type.dtype)
+    if not _only_reader(graph, project, n, None):
+        return False
+    other = next(i for i in n.inputs if i != project.name)
+    t = graph.type_of(other)
+    return (graph.constant_value(other) is None and t.shape == project.type.shape == n.type.shape
+            and t.dtype is DType.I8)
 
 
-def candidates(pair: FusedPair, ctx: CodegenContext) -> list[FusedMapping]:
-    g2 = ops_conv.geometry(pair.second, ctx)
+def fusible_chain(graph: Graph, nodes: Sequence[Node], k: int) -> list[FusedChain]:
+    """The chains that may start at `nodes[k]` (members consecutive in `nodes`), longest
+    first; empty when none."""
+    at = lambda i: nodes[i] if i < len(nodes) else None  # noqa: E731
+    out: list[FusedChain] = []
+    first = at(k)
+    if first is None:
+        return out
+    if _is_conv(graph, first):
+        dw = at(k + 1)
+        if dw is None or not _is_dw(graph, dw) or not _only_reader(graph, first, dw):
+            return out
+        conv, nxt = first, k + 2
+    elif _is_dw(graph, first):
+        dw, conv, nxt = first, None, k + 1
+    else:
+        return out
+    if conv is not None:
+        out.append(FusedChain(conv, dw))
+    pj = at(nxt)
+    if pj is not None and _is_project(graph, pj) and _only_reader(graph, dw, pj):
+        out.append(FusedChain(conv, dw, pj))
+        add = at(nxt + 1)
+        if add is not None and _is_residual_add(graph, pj, add):
+            out.append(FusedChain(conv, dw, pj, add))
+    return out[::-1]
+
+
+def best_chain(graph: Graph, nodes: Sequence[Node], k: int,
+               alone_cycles: Callable[[Node], int],
+               choose: Callable[[FusedChain], tuple[Any, Any] | None]
+               ) -> tuple[FusedChain, Any, Any] | None:
+    """The chain starting at `nodes[k]` whose step saves the most estimated cycles over its
+    members run alone (`alone_cycles`), with its mapping and estimate (`choose`: the search's
+    best mapping of a chain, None if none fits); None when no chain is faster."""
+    best, saving = None, 0
+    for chain in fusible_chain(graph, nodes, k):
+        fused = choose(chain)
+        if fused is None:
+            continue
+        gain = sum(alone_cycles(n) for n in chain.nodes) - fused[1].cycles
+        if gain > saving:
+            best, saving = (chain, *fused), gain
+    return best
+
+
+# ------------------------------------------------------------------------ the step
+
+
+@dataclass(frozen=True)
+class _Stripe:
+    oy0: int  # first depthwise output row
+    rows: int
+    r0: int  # depthwise input rows [r0, r0 + n) this stripe reads, tile pad_top
+    n: int
+    pad_top: int
+    keep: int  # rows carried in the line buffer from the previous stripe
+    shift: int  # ... from this row of the line buffer (to row 0)
+    new0: int  # conv output rows [new0, new0 + new) computed by this stripe
+    new: int
+
+
+def _stripes(g2, rows: int, line_buffer: bool) -> list[_Stripe]:
+    out: list[_Stripe] = []
+    prev = None  # (r0, r1) of the previous stripe
+    for oy0 in range(0, g2.oh, rows):
+        rn = min(rows, g2.oh - oy0)
+        r0, n, pt = g2.in_rows(oy0, rn)
+        r1 = r0 + n - 1
+        keep = shift = 0
+        new0 = r0
+        if line_buffer and prev is not None and r0 <= prev[1]:
+            keep, shift, new0 = prev[1] - r0 + 1, r0 - prev[0], prev[1] + 1
+        out.append(_Stripe(oy0, rn, r0, n, pt, keep, shift, new0, r1 - new0 + 1))
+        prev = (r0, r1)
+    return out
+
+
+class _Kind(enum.Enum):
+    E = "expand+depthwise"  # conv rows (if any), depthwise, into the stripe buffer / output
+    P = "project"  # 1x1 project (+ residual add) of a stripe, stored
+    EMPTY = "empty"  # orders the last P after the last E (no instructions)
+
+
+@dataclass(frozen=True)
+class _Tile:
+    kind: _Kind
+    stripe: int
+    chunk: int
+    pos: int  # position in the step (ring slots and VIN buffers follow it)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    w1: tuple[int, ...]  # per chunk (project chains) or per group slot (pairs)
+    w2: tuple[int, ...]
+    w3: int
+    inp: int
+    inp_stride: int
+    vin: int
+    vin_stride: int
+    line: tuple[int, ...]  # line buffer per chunk (project chains) or one (pairs)
+    dwbuf: int
+    dwbuf_stride: int
+    tmp: int
+    out: int
+    out_stride: int
+    acc: int
+    acc_stride: int
+    acc2: int
+
+
+class _Geo:
+    """Geometries of the chain's convs and its stripes / chunks for one mapping."""
+
+    def __init__(self, chain: FusedChain, m: FusedMapping, ctx: CodegenContext):
+        self.g1 = ops_conv.geometry(chain.conv, ctx) if chain.conv is not None else None
+        self.g2 = ops_conv.geometry(chain.dw, ctx)
+        self.g3 = ops_conv.geometry(chain.project, ctx) if chain.project is not None else None
+        self.stripes = _stripes(self.g2, m.rows, self.g1 is not None)
+        c = self.g2.cout
+        self.chunks = [(c0, min(m.chunk, c - c0)) for c0 in range(0, c, m.chunk)]
+
+    def conv_window(self, s: _Stripe) -> tuple[int, int, int]:
+        return self.g1.in_rows(s.new0, s.new)
+
+
+def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
+    g2 = ops_conv.geometry(chain.dw, ctx)
+    cols = ctx.arch.matrix.cols
+    chunks = sorted({min(g2.cout, k * cols) for k in (1, 2, 4, 8, 16)} | {g2.cout})
     out = []
-    for chunk in sorted({min(g2.cout, k * ctx.arch.matrix.cols) for k in (1, 2, 4, 8, 16)}
-                        | {g2.cout}):
+    for chunk in chunks:
         for rows in sorted({min(g2.oh, r) for r in (1, 2, 4, 8, 16, 32)}):
             m = FusedMapping(rows, chunk)
             try:
-                _layout(pair, m, ctx)
+                _layout(chain, _Geo(chain, m, ctx), m, ctx)
             except TesselCompileError:
                 continue
             out.append(m)
     return out
 
 
-@dataclass(frozen=True)
-class _Layout:
-    g1: int
-    g1_stride: int
-    g2: int
-    g2_stride: int
-    inp: int
-    inp_stride: int
-    mid: int
-    out: int
-    out_stride: int
-    acc1: int
-    acc1_stride: int
-    acc2: int
-
-
-def _layout(pair: FusedPair, m: FusedMapping, ctx: CodegenContext) -> _Layout:
-    g1, g2 = ops_conv.geometry(pair.first, ctx), ops_conv.geometry(pair.second, ctx)
-    plan = SramPlan(ctx.arch, pair.name)
-    b1 = align(g1.weight_bytes(m.chunk) + 12 * m.chunk)
-    b2 = align(g2.weight_bytes(m.chunk) + 12 * m.chunk)
-    in_rows = min(g2.h, (m.rows - 1) * g2.sh + (g2.kh - 1) * g2.dh + 1)
-    ibytes = align(in_rows * g1.w * g1.c)
-    obytes = align(m.rows * g2.ow * m.chunk * pair.second.type.dtype.itemsize)
-    gp1 = plan.sram(2 * b1, "expand weights")
-    gp2 = plan.sram(2 * b2, "depthwise weights")
-    inp = plan.sram(2 * ibytes, "input stripe")
-    mid = plan.sram(align(in_rows * g1.w * m.chunk * pair.first.type.dtype.itemsize),
-                    "expanded stripe")
+def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) -> _Layout:
+    g1, g2, g3 = geo.g1, geo.g2, geo.g3
+    plan = SramPlan(ctx.arch, chain.name)
+    chain_mode = g3 is not None
+    ch = m.chunk
+    wb1 = align(g1.weight_bytes(ch) + 12 * ch) if g1 is not None else 0
+    wb2 = align(g2.weight_bytes(ch) + 12 * ch)
+    if chain_mode:  # every chunk's weights, loaded once
+        w1 = tuple(plan.sram(align(g1.weight_bytes(cn) + 12 * cn), "conv weights")
+                   for _, cn in geo.chunks) if g1 is not None else ()
+        w2 = tuple(plan.sram(align(g2.weight_bytes(cn) + 12 * cn), "depthwise weights")
+                   for _, cn in geo.chunks)
+        w3 = plan.sram(align(g3.weight_bytes(g3.cout) + 12 * g3.cout), "project weights")
+    else:  # one chunk's, double-buffered
+        w1 = ()
+        if g1 is not None:
+            base1 = plan.sram(2 * wb1, "conv weights")
+            w1 = (base1, base1 + wb1)
+        base = plan.sram(2 * wb2, "depthwise weights")
+        w2, w3 = (base, base + wb2), 0
+    ibytes = 0
+    if g1 is not None:
+        ibytes = align(max(geo.conv_window(s)[1] for s in geo.stripes if s.new)
+                       * g1.w * g1.c)
+    inp = plan.sram(2 * ibytes, "input rows")
+    vbytes = 0
+    if g1 is None:  # the depthwise input window, read by VECTOR
+        vbytes = align(max(s.n for s in geo.stripes) * g2.w * ch)
+    if chain.add is not None:
+        vbytes = max(vbytes, align(m.rows * g3.ow * g3.cout))
+    vin = plan.sram(VIN_SLOTS * vbytes, "vector input rows") if vbytes else 0
+    line: tuple[int, ...] = ()
+    if g1 is not None:
+        lbytes = align(max(s.n for s in geo.stripes) * g2.w * ch)
+        line = tuple(plan.sram(lbytes, "line buffer")
+                     for _ in (geo.chunks if chain_mode else [0]))
+    dbytes = align(m.rows * g2.ow * g2.cout) if chain_mode else 0
+    dwbuf = plan.sram(2 * dbytes, "depthwise stripe") if chain_mode else 0
+    tmp = plan.sram(align(m.rows * g3.ow * g3.cout), "project stripe") if (
+        chain.add is not None) else 0
+    obytes = align(m.rows * g2.ow * (g3.cout if chain_mode else ch))
     out = plan.sram(2 * obytes, "output stripe")
-    e1 = in_rows * g1.w * m.chunk
-    acc1 = plan.acc(2 * e1, "expand accumulators")
-    acc2 = plan.acc(m.rows * g2.ow * m.chunk, "depthwise accumulators")
-    return _Layout(gp1, b1, gp2, b2, inp, ibytes, mid, out, obytes, acc1, e1, acc2)
+    e_acc = max((s.new for s in geo.stripes), default=0) * g2.w * ch if g1 is not None else 0
+    p_acc = m.rows * g3.ow * g3.cout if chain_mode else 0
+    entries = max(e_acc, p_acc, 1)
+    acc = plan.acc(2 * entries, "accumulators")
+    acc2 = plan.acc(m.rows * g2.ow * ch, "depthwise accumulators")
+    return _Layout(w1, w2, w3, inp, ibytes, vin, vbytes, line, dwbuf, dbytes, tmp, out, obytes,
+                   acc, entries, acc2)
 
 
-def step(pair: FusedPair, m: FusedMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
-    g1, g2 = ops_conv.geometry(pair.first, ctx), ops_conv.geometry(pair.second, ctx)
-    lay = _layout(pair, m, ctx)
-    chunks = [(c0, min(m.chunk, g2.cout - c0)) for c0 in range(0, g2.cout, m.chunk)]
+def _tiles(chain: FusedChain, geo: _Geo) -> list[list[_Tile]]:
+    """The tiles of each group, in program order (see the module docstring)."""
+    groups: list[list[_Tile]] = []
+    pos = 0
+
+    def tile(kind: _Kind, i: int, j: int) -> _Tile:
+        nonlocal pos
+        pos += 1
+        return _Tile(kind, i, j, pos - 1)
+
+    n, nj = len(geo.stripes), len(geo.chunks)
+    if chain.project is None:
+        for j in range(nj):
+            groups.append([tile(_Kind.E, i, j) for i in range(n)])
+        return groups
+    for i in range(n):
+        g = [tile(_Kind.E, i, 0)]
+        if i:
+            g.append(tile(_Kind.P, i - 1, 0))
+        g += [tile(_Kind.E, i, j) for j in range(1, nj)]
+        groups.append(g)
+    groups.append([tile(_Kind.EMPTY, n - 1, 0), tile(_Kind.P, n - 1, 0)])
+    return groups
+
+
+def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
+    geo = _Geo(chain, m, ctx)
+    lay = _layout(chain, geo, m, ctx)
+    g1, g2, g3 = geo.g1, geo.g2, geo.g3
+    nj = len(geo.chunks)
     if emit:
-        a1 = ops_conv._pack(pair.first, g1, chunks, ctx)
-        a2 = ops_conv._pack(pair.second, g2, chunks, ctx)
+        a1 = ops_conv._pack(chain.conv, g1, geo.chunks, ctx) if g1 is not None else []
+        a2 = ops_conv._pack(chain.dw, g2, geo.chunks, ctx)
+        a3 = ops_conv._pack(chain.project, g3, [(0, g3.cout)], ctx)[0] if g3 else 0
     else:
-        a1 = a2 = [0] * len(chunks)
-    stripes = [(oy, min(m.rows, g2.oh - oy)) for oy in range(0, g2.oh, m.rows)]
+        a1, a2, a3 = [0] * nj if g1 is not None else [], [0] * nj, 0
+    groups = _tiles(chain, geo)
     mem = ctx.consts.memory
 
-    def group_fn(j: int, slot: int) -> GroupWork:
-        cn = chunks[j][1]
-        w1 = dma.contiguous(Opcode.DMA_LOAD, mem, a1[j], lay.g1 + slot * lay.g1_stride,
-                            g1.weight_bytes(cn) + 12 * cn)
-        w2 = dma.contiguous(Opcode.DMA_LOAD, mem, a2[j], lay.g2 + slot * lay.g2_stride,
-                            g2.weight_bytes(cn) + 12 * cn)
-        return GroupWork(w1, w2, [], len(stripes))
+    def wload(addr: int, sram: int, g, cn: int) -> list[Instruction]:
+        return dma.contiguous(Opcode.DMA_LOAD, mem, addr, sram, g.weight_bytes(cn) + 12 * cn)
 
-    def tile_fn(j: int, t: int, s: Slots) -> TileWork:
-        return _tile(pair, g1, g2, lay, chunks[j], stripes[t], s, ctx)
+    def group_fn(gi: int, slot: int) -> GroupWork:
+        count = len(groups[gi])
+        if chain.project is not None:
+            if gi:
+                return GroupWork([], [], [], count)
+            wl = [ins for j, (_, cn) in enumerate(geo.chunks) if g1 is not None
+                  for ins in wload(a1[j], lay.w1[j], g1, cn)]
+            wl += wload(a3, lay.w3, g3, g3.cout)
+            pl = [ins for j, (_, cn) in enumerate(geo.chunks)
+                  for ins in wload(a2[j], lay.w2[j], g2, cn)]
+            return GroupWork(wl, pl, [], count)
+        cn = geo.chunks[gi][1]
+        return GroupWork(wload(a1[gi], lay.w1[slot], g1, cn),
+                         wload(a2[gi], lay.w2[slot], g2, cn), [], count)
 
-    def tile_key(j: int, t: int) -> tuple[int, ...]:
-        return (chunks[j][1], stripes[t][1], *g2.in_rows(*stripes[t])[1:])
+    def tile_fn(gi: int, t: int, s: Slots) -> TileWork:
+        tl = groups[gi][t]
+        if tl.kind is _Kind.EMPTY:
+            return TileWork()
+        if tl.kind is _Kind.P:
+            return _project_tile(chain, geo, lay, tl, s, ctx)
+        return _e_tile(chain, geo, lay, tl, s, ctx)
 
-    return StepWork(StepShape(uses_matrix=True), len(chunks), group_fn, tile_fn, tile_key)
+    def tile_key(gi: int, t: int) -> tuple:
+        tl = groups[gi][t]
+        st = geo.stripes[tl.stripe]
+        cn = geo.chunks[tl.chunk][1]
+        win = geo.conv_window(st) if g1 is not None and st.new else ()
+        return tl.kind, cn, st.rows, st.n, st.pad_top, st.keep, st.shift > 0, st.new, win
+
+    shape = StepShape(uses_matrix=True, group_depth=2)
+    return StepWork(shape, len(groups), group_fn, tile_fn, tile_key)
 
 
-def _tile(pair: FusedPair, g1, g2, lay: _Layout, chunk: tuple[int, int],
-          stripe: tuple[int, int], s: Slots, ctx: CodegenContext) -> TileWork:
-    a1, a2 = pair.first.attr_map, pair.second.attr_map
-    (c0, cn), (oy0, rows) = chunk, stripe
-    x, y = ctx.tensor(pair.first.inputs[0]), ctx.tensor(pair.second.name)
-    r0, in_rows, pad_top = g2.in_rows(oy0, rows)
-    iaddr = lay.inp + s.inp * lay.inp_stride
-    load = dma.pattern(Opcode.DMA_LOAD, x, r0 * g1.w * g1.c, iaddr,
-                       ((g1.c, 1, 1), (g1.w, g1.c, g1.c), (in_rows, g1.w * g1.c, g1.w * g1.c)))
-    gw1 = lay.g1 + s.group * lay.g1_stride
-    gw2 = lay.g2 + s.group * lay.g2_stride
-    acc1 = lay.acc1 + s.acc * lay.acc1_stride
-    expand = Instruction.make(
-        Opcode.CONV, in_addr=iaddr, in_h=in_rows, in_w=g1.w, in_stride_h=g1.w * g1.c,
-        in_stride_w=g1.c, cin=g1.c, in_zp=a1["in_zp"], kh=1, kw=1, stride_h=1, stride_w=1,
-        dil_h=1, dil_w=1, pad_top=0, pad_left=0, out_h=in_rows, out_w=g1.w, w_addr=gw1,
-        w_stride_k=g1.c * cn, w_stride_ci=cn, w_stride_co=1, w_zp=0, cout=cn, acc_addr=acc1,
-        acc_stride=cn, mode=AccMode.OVERWRITE)
-    isz1 = pair.first.type.dtype.itemsize
-    req1 = Instruction.make(
-        Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc1, src_stride=cn, rows=in_rows * g1.w,
-        ch=cn, out_dtype=ISA_DTYPE[pair.first.type.dtype], dst_addr=lay.mid,
-        dst_stride=cn * isz1, param_addr=gw1 + g1.weight_bytes(cn),
-        param_mode=ParamMode.PER_CHANNEL, out_zp=a1["out_zp"], act_min=a1["act_min"],
-        act_max=a1["act_max"])
-    dw = Instruction.make(
-        Opcode.DWCONV, in_addr=lay.mid, in_h=in_rows, in_w=g2.w, in_stride_h=g2.w * cn,
+def _conv_req(node: Node, acc: int, rows: int, ch: int, dst: int, dst_stride: int,
+              params: int) -> Instruction:
+    a = node.attr_map
+    return Instruction.make(
+        Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc, src_stride=ch, rows=rows, ch=ch,
+        out_dtype=ISA_DTYPE[node.type.dtype], dst_addr=dst, dst_stride=dst_stride,
+        param_addr=params, param_mode=ParamMode.PER_CHANNEL, out_zp=a["out_zp"],
+        act_min=a["act_min"], act_max=a["act_max"])
+
+
+def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
+            ctx: CodegenContext) -> TileWork:
+    g1, g2 = geo.g1, geo.g2
+    st = geo.stripes[tl.stripe]
+    c0, cn = geo.chunks[tl.chunk]
+    chain_mode = chain.project is not None
+    w1 = lay.w1[tl.chunk if chain_mode else s.group] if g1 is not None else 0
+    w2 = lay.w2[tl.chunk if chain_mode else s.group]
+    acc = lay.acc + s.acc * lay.acc_stride
+    loads: list[Instruction] = []
+    matrix: list[Instruction] = []
+    vector: list[Instruction] = []
+    a2 = chain.dw.attr_map
+    if g1 is not None:
+        line = lay.line[tl.chunk if chain_mode else 0]
+        row = g2.w * cn  # bytes of one line-buffer row
+        if st.new:
+            r0, in_rows, pad_top = geo.conv_window(st)
+            x = ctx.tensor(chain.conv.inputs[0])
+            iaddr = lay.inp + s.inp * lay.inp_stride
+            loads.append(dma.pattern(Opcode.DMA_LOAD, x, r0 * g1.w * g1.c, iaddr,
+                                     ((g1.c, 1, 1), (g1.w, g1.c, g1.c),
+                                      (in_rows, g1.w * g1.c, g1.w * g1.c))))
+            matrix += ops_conv._convs(g1, chain.conv.attr_map, cn, c0, iaddr, in_rows,
+                                      pad_top, st.new, w1, acc)
+        if st.keep and st.shift:
+            vector.append(Instruction.make(
+                Opcode.COPY, dtype=ISA_DTYPE[DType.I8], d0=cn, d1=st.keep * g2.w,
+                src_addr=line + st.shift * row, src_s0=1, src_s1=cn, dst_addr=line, dst_s0=1,
+                dst_s1=cn))
+        if st.new:
+            vector.append(_conv_req(chain.conv, acc, st.new * g2.w, cn,
+                                    line + (st.new0 - st.r0) * row, cn,
+                                    w1 + g1.weight_bytes(cn)))
+        dw_in = line
+    else:  # depthwise input window straight from DRAM, into a VIN buffer
+        x = ctx.tensor(chain.dw.inputs[0])
+        dw_in = lay.vin + (tl.pos % VIN_SLOTS) * lay.vin_stride
+        loads.append(dma.pattern(Opcode.DMA_LOAD, x, st.r0 * g2.w * g2.c + c0, dw_in,
+                                 ((cn, 1, 1), (g2.w, g2.c, cn), (st.n, g2.w * g2.c, g2.w * cn))))
+    vector.append(Instruction.make(
+        Opcode.DWCONV, in_addr=dw_in, in_h=st.n, in_w=g2.w, in_stride_h=g2.w * cn,
         in_stride_w=cn, ch=cn, in_zp=a2["in_zp"], kh=g2.kh, kw=g2.kw, stride_h=g2.sh,
-        stride_w=g2.sw, dil_h=g2.dh, dil_w=g2.dw, pad_top=pad_top, pad_left=g2.pl,
-        out_h=rows, out_w=g2.ow, w_addr=gw2, w_stride_k=cn, acc_addr=lay.acc2,
-        acc_stride=cn, mode=AccMode.OVERWRITE)
+        stride_w=g2.sw, dil_h=g2.dh, dil_w=g2.dw, pad_top=st.pad_top, pad_left=g2.pl,
+        out_h=st.rows, out_w=g2.ow, w_addr=w2, w_stride_k=cn, acc_addr=lay.acc2,
+        acc_stride=cn, mode=AccMode.OVERWRITE))
+    params = w2 + g2.weight_bytes(cn)
+    stores: list[Instruction] = []
+    if chain_mode:
+        dst = lay.dwbuf + (tl.stripe % 2) * lay.dwbuf_stride + c0
+        vector.append(_conv_req(chain.dw, lay.acc2, st.rows * g2.ow, cn, dst, g2.cout, params))
+    else:
+        y = ctx.tensor(chain.dw.name)
+        oaddr = lay.out + s.out * lay.out_stride
+        vector.append(_conv_req(chain.dw, lay.acc2, st.rows * g2.ow, cn, oaddr, cn, params))
+        stores.append(dma.pattern(Opcode.DMA_STORE, y, st.oy0 * g2.ow * g2.cout + c0, oaddr,
+                                  ((cn, 1, 1), (st.rows * g2.ow, g2.cout, cn))))
+    return TileWork(loads, matrix, vector, stores)
+
+
+def _project_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
+                  ctx: CodegenContext) -> TileWork:
+    g2, g3 = geo.g2, geo.g3
+    st = geo.stripes[tl.stripe]
+    a3 = chain.project.attr_map
+    cin, cout, pix = g3.c, g3.cout, st.rows * g3.ow
+    acc = lay.acc + s.acc * lay.acc_stride
+    src = lay.dwbuf + (tl.stripe % 2) * lay.dwbuf_stride
+    conv = Instruction.make(
+        Opcode.CONV, in_addr=src, in_h=st.rows, in_w=g3.w, in_stride_h=g3.w * cin,
+        in_stride_w=cin, cin=cin, in_zp=a3["in_zp"], kh=1, kw=1, stride_h=1, stride_w=1,
+        dil_h=1, dil_w=1, pad_top=0, pad_left=0, out_h=st.rows, out_w=g3.ow, w_addr=lay.w3,
+        w_stride_k=cin * cout, w_stride_ci=cout, w_stride_co=1, w_zp=0, cout=cout,
+        acc_addr=acc, acc_stride=cout, mode=AccMode.OVERWRITE)
     oaddr = lay.out + s.out * lay.out_stride
-    req2 = Instruction.make(
-        Opcode.REQUANT, src=AccSrc.ACC, src_addr=lay.acc2, src_stride=cn, rows=rows * g2.ow,
-        ch=cn, out_dtype=ISA_DTYPE[pair.second.type.dtype], dst_addr=oaddr,
-        dst_stride=cn * y.itemsize, param_addr=gw2 + g2.weight_bytes(cn),
-        param_mode=ParamMode.PER_CHANNEL, out_zp=a2["out_zp"], act_min=a2["act_min"],
-        act_max=a2["act_max"])
-    store = dma.pattern(Opcode.DMA_STORE, y, oy0 * g2.ow * g2.cout + c0, oaddr,
-                        ((cn, 1, 1), (rows * g2.ow, g2.cout, cn)))
-    return TileWork([load], [expand], [req1, dw, req2], [store])
+    params = lay.w3 + g3.weight_bytes(cout)
+    loads: list[Instruction] = []
+    if chain.add is None:
+        vector = [_conv_req(chain.project, acc, pix, cout, oaddr, cout, params)]
+    else:
+        res = ctx.tensor(chain.residual)
+        raddr = lay.vin + (tl.pos % VIN_SLOTS) * lay.vin_stride
+        loads.append(dma.pattern(Opcode.DMA_LOAD, res, st.oy0 * g3.ow * cout, raddr,
+                                 ((cout, 1, 1), (pix, cout, cout))))
+        vector = [_conv_req(chain.project, acc, pix, cout, lay.tmp, cout, params),
+                  _residual_add(chain, lay.tmp, raddr, oaddr, pix, cout)]
+    y = ctx.tensor(chain.last.name)
+    store = dma.pattern(Opcode.DMA_STORE, y, st.oy0 * g3.ow * cout, oaddr,
+                        ((cout, 1, 1), (pix, cout, cout)))
+    return TileWork(loads, [conv], vector, [store])
+
+
+def _residual_add(chain: FusedChain, proj: int, res: int, out: int, pix: int, cout: int
+                  ) -> Instruction:
+    """The qadd's ELTWISE on a stripe (operands in the qadd's order)."""
+    add = chain.add
+    a = add.attr_map
+    first, second = (proj, res) if add.inputs[0] == chain.project.name else (res, proj)
+    i8 = ISA_DTYPE[DType.I8]
+    fields = dict(op=EltOp.ADD, a_dtype=i8, b_dtype=i8, out_dtype=i8, a_addr=first,
+                  b_addr=second, out_addr=out, out_zp=a["out_zp"], act_min=a["act_min"],
+                  act_max=a["act_max"], d0=cout, d1=pix, a_s0=1, a_s1=cout, b_s0=1,
+                  b_s1=cout, out_s0=1, out_s1=cout)
+    fields.update(ops_eltwise._rescale(add))
+    return Instruction.make(Opcode.ELTWISE, **fields)

@@ -16,7 +16,7 @@ from tessel.binary import TensorDescriptor, TslProgram
 from tessel.codegen import ops_fused, resident
 from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.emit import emit_step
-from tessel.codegen.ops_fused import FusedPair
+from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.streams import Streams
 from tessel.errors import TesselCompileError
@@ -41,7 +41,7 @@ class LayerPlan:
     estimate: Estimate
     first_instr: dict[str, int]  # engine name -> index of the step's first instruction
     last_instr: dict[str, int]
-    nodes: tuple[str, ...] = ()  # the IR nodes of the step (two when fused)
+    nodes: tuple[str, ...] = ()  # the IR nodes of the step (several when fused)
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
                 est = estimate_step(work, arch)
             emit_step(work, streams)
             last = {e.name: len(streams.queues[e]) - 1 for e in Engine}
-            members = unit.nodes if isinstance(unit, FusedPair) else (unit,)
+            members = unit.nodes if isinstance(unit, FusedChain) else (unit,)
             layers.append(LayerPlan(unit.name, "+".join(n.op.value for n in members),
                                     str(members[-1].loc), str(mapping), est, first, last,
                                     tuple(n.name for n in members)))
@@ -131,7 +131,7 @@ def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     works, writes, reads, regions = [], [], [], []
     for r, group in enumerate(per_region):
         for unit, mapping, _ in group:
-            members = unit.nodes if isinstance(unit, FusedPair) else (unit,)
+            members = unit.nodes if isinstance(unit, FusedChain) else (unit,)
             inner = {n.name for n in members[:-1]}
             works.append(_emitter(unit).step(unit, mapping, scratch, emit=True))
             writes.append(root(members[-1].name))
@@ -180,7 +180,8 @@ def plan_dram(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
         raise TesselCompileError(f"constants need {base} bytes (aligned to 4096, activations "
                                  f"follow them) but memory '{amemory.name}' has "
                                  f"{amemory.size_bytes}")
-    fused = frozenset(u.first.name for u, _, _ in choices if isinstance(u, FusedPair))
+    fused = frozenset(n.name for u, _, _ in choices if isinstance(u, FusedChain)
+                      for n in u.nodes[:-1])
     return plan_arena(graph, nodes, inputs, outputs, amem, base, amemory.size_bytes, fused)
 
 
@@ -205,37 +206,36 @@ SAMPLE_TILES = 3  # tiles per group of the first, cheap ranking of candidates
 FINALISTS = 3  # candidates estimated in full
 
 
-Unit = Node | FusedPair
+Unit = Node | FusedChain
 
 
 def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext
                ) -> list[tuple[Unit, Any, Estimate]]:
-    """The steps of the region with their mappings: each node alone, or a fusible pair as one
-    cascaded step when its best estimate beats the two layers' estimates added up."""
+    """The steps of the region with their mappings: each node alone, or a fusible chain as one
+    cascaded step when its best estimate beats its layers' estimates added up (ops_fused)."""
     out: list[tuple[Unit, Any, Estimate]] = []
+    alone: dict[str, tuple[Any, Estimate]] = {}
+
+    def single(n: Node) -> tuple[Any, Estimate]:
+        if n.name not in alone:
+            alone[n.name] = _choose(n, ctx)
+        return alone[n.name]
+
     k = 0
     with task("mapping search", total=len(nodes)) as bar:
         while k < len(nodes):
-            node = nodes[k]
-            alone = _choose(node, ctx)
-            nxt = nodes[k + 1] if k + 1 < len(nodes) else None
-            if nxt is not None and ops_fused.fusible(graph, node, nxt):
-                second = _choose(nxt, ctx)
-                pair = ops_fused.FusedPair(node, nxt)
-                fused = _choose(pair, ctx, required=False)
-                if fused is not None and fused[1].cycles < alone[1].cycles + second[1].cycles:
-                    out.append((pair, *fused))
-                    k += 2
-                    bar.advance(2)
-                    continue
-            out.append((node, *alone))
-            k += 1
-            bar.advance()
+            fused = ops_fused.best_chain(graph, nodes, k, lambda n: single(n)[1].cycles,
+                                         lambda c: _choose(c, ctx, required=False))
+            unit = fused if fused is not None else (nodes[k], *single(nodes[k]))
+            out.append(unit)
+            size = len(fused[0].nodes) if fused is not None else 1
+            k += size
+            bar.advance(size)
     return out
 
 
 def _emitter(unit: Unit):
-    return ops_fused if isinstance(unit, FusedPair) else emitter_for(unit)
+    return ops_fused if isinstance(unit, FusedChain) else emitter_for(unit)
 
 
 def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True
