@@ -45,7 +45,7 @@ from tessel.codegen import dma, ops_conv, ops_eltwise
 from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, Graph, Node, Op
-from tessel.isa import Instruction, Opcode
+from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode
 from tessel.schedule.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
@@ -91,9 +91,11 @@ class FusedChain:
 class FusedMapping:
     rows: int  # depthwise output rows per stripe
     chunk: int  # depthwise channels per chunk
+    dw_engine: Engine = Engine.VECTOR  # where DWCONV runs
 
     def __str__(self) -> str:
-        return f"cascade stripes rows={self.rows} ch_chunk={self.chunk}"
+        dw = " dw=matrix" if self.dw_engine is Engine.MATRIX else ""
+        return f"cascade stripes rows={self.rows} ch_chunk={self.chunk}" + dw
 
 
 # ------------------------------------------------------------------------ chain detection
@@ -197,7 +199,7 @@ class _Stripe:
     n: int
     pad_top: int
     keep: int  # rows carried in the line buffer from the previous stripe
-    shift: int  # ... from this row of the line buffer (to row 0)
+    shift: int  # ... from this row of the previous stripe's line buffer (to row 0)
     new0: int  # conv output rows [new0, new0 + new) computed by this stripe
     new: int
 
@@ -219,9 +221,11 @@ def _stripes(g2, rows: int, line_buffer: bool) -> list[_Stripe]:
 
 
 class _Kind(enum.Enum):
-    E = "expand+depthwise"  # conv rows (if any), depthwise, into the stripe buffer / output
+    CONV = "conv"  # conv rows on MATRIX, into the line buffer (VECTOR)
+    DW = "depthwise"  # depthwise conv (VECTOR or MATRIX), into the stripe buffer / output
+    CONV_DW = "conv+depthwise"  # both in one tile (depthwise on VECTOR)
     P = "project"  # 1x1 project (+ residual add) of a stripe, stored
-    EMPTY = "empty"  # orders the last P after the last E (no instructions)
+    EMPTY = "empty"  # keeps a consumer two tiles after its producer (no instructions)
 
 
 @dataclass(frozen=True)
@@ -241,7 +245,8 @@ class _Layout:
     inp_stride: int
     vin: int
     vin_stride: int
-    line: tuple[int, ...]  # line buffer per chunk (project chains) or one (pairs)
+    line: tuple[int, ...]  # per chunk: two line buffers (stripe parity), line_stride apart
+    line_stride: int
     dwbuf: int
     dwbuf_stride: int
     tmp: int
@@ -262,6 +267,7 @@ class _Geo:
         self.stripes = _stripes(self.g2, m.rows, self.g1 is not None)
         c = self.g2.cout
         self.chunks = [(c0, min(m.chunk, c - c0)) for c0 in range(0, c, m.chunk)]
+        self.dw_matrix = m.dw_engine is Engine.MATRIX
 
     def conv_window(self, s: _Stripe) -> tuple[int, int, int]:
         return self.g1.in_rows(s.new0, s.new)
@@ -270,16 +276,18 @@ class _Geo:
 def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
     g2 = ops_conv.geometry(chain.dw, ctx)
     cols = ctx.arch.matrix.cols
-    chunks = sorted({min(g2.cout, k * cols) for k in (1, 2, 4, 8, 16)} | {g2.cout})
     out = []
-    for chunk in chunks:
-        for rows in sorted({min(g2.oh, r) for r in (1, 2, 4, 8, 16, 32)}):
-            m = FusedMapping(rows, chunk)
-            try:
-                _layout(chain, _Geo(chain, m, ctx), m, ctx)
-            except TesselCompileError:
-                continue
-            out.append(m)
+    for engine in (Engine.MATRIX, Engine.VECTOR):
+        width = cols if engine is Engine.MATRIX else ctx.arch.vector.lanes
+        chunks = sorted({min(g2.cout, k * width) for k in (1, 2, 4, 8, 16)} | {g2.cout})
+        for chunk in chunks:
+            for rows in sorted({min(g2.oh, r) for r in (1, 2, 4, 8, 16, 32)}):
+                m = FusedMapping(rows, chunk, engine)
+                try:
+                    _layout(chain, _Geo(chain, m, ctx), m, ctx)
+                except TesselCompileError:
+                    continue
+                out.append(m)
     return out
 
 
@@ -303,59 +311,118 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
             w1 = (base1, base1 + wb1)
         base = plan.sram(2 * wb2, "depthwise weights")
         w2, w3 = (base, base + wb2), 0
+    nmax = max(s.n for s in geo.stripes)
     ibytes = 0
     if g1 is not None:
-        ibytes = align(max(geo.conv_window(s)[1] for s in geo.stripes if s.new)
+        ibytes = align(max((geo.conv_window(s)[1] for s in geo.stripes if s.new), default=1)
                        * g1.w * g1.c)
-    inp = plan.sram(2 * ibytes, "input rows")
+    elif geo.dw_matrix:  # the depthwise input window, read by MATRIX
+        ibytes = align(nmax * g2.w * ch)
+    inp = plan.sram(2 * ibytes, "input rows") if ibytes else 0
     vbytes = 0
-    if g1 is None:  # the depthwise input window, read by VECTOR
-        vbytes = align(max(s.n for s in geo.stripes) * g2.w * ch)
+    if g1 is None and not geo.dw_matrix:  # the depthwise input window, read by VECTOR
+        vbytes = align(nmax * g2.w * ch)
     if chain.add is not None:
         vbytes = max(vbytes, align(m.rows * g3.ow * g3.cout))
     vin = plan.sram(VIN_SLOTS * vbytes, "vector input rows") if vbytes else 0
     line: tuple[int, ...] = ()
+    lbytes = 0
     if g1 is not None:
-        lbytes = align(max(s.n for s in geo.stripes) * g2.w * ch)
-        line = tuple(plan.sram(lbytes, "line buffer")
-                     for _ in (geo.chunks if chain_mode else [0]))
+        lbytes = align(nmax * g2.w * ch)
+        line = tuple(plan.sram(2 * lbytes, "line buffers") for _ in geo.chunks)
     dbytes = align(m.rows * g2.ow * g2.cout) if chain_mode else 0
     dwbuf = plan.sram(2 * dbytes, "depthwise stripe") if chain_mode else 0
     tmp = plan.sram(align(m.rows * g3.ow * g3.cout), "project stripe") if (
         chain.add is not None) else 0
     obytes = align(m.rows * g2.ow * (g3.cout if chain_mode else ch))
     out = plan.sram(2 * obytes, "output stripe")
-    e_acc = max((s.new for s in geo.stripes), default=0) * g2.w * ch if g1 is not None else 0
-    p_acc = m.rows * g3.ow * g3.cout if chain_mode else 0
-    entries = max(e_acc, p_acc, 1)
+    entries = 1
+    if g1 is not None:
+        entries = max(entries, max(s.new for s in geo.stripes) * g2.w * ch)
+    if geo.dw_matrix:
+        entries = max(entries, m.rows * g2.ow * ch)
+    if chain_mode:
+        entries = max(entries, m.rows * g3.ow * g3.cout)
     acc = plan.acc(2 * entries, "accumulators")
-    acc2 = plan.acc(m.rows * g2.ow * ch, "depthwise accumulators")
-    return _Layout(w1, w2, w3, inp, ibytes, vin, vbytes, line, dwbuf, dbytes, tmp, out, obytes,
-                   acc, entries, acc2)
+    acc2 = 0 if geo.dw_matrix else plan.acc(m.rows * g2.ow * ch, "depthwise accumulators")
+    return _Layout(w1, w2, w3, inp, ibytes, vin, vbytes, line, lbytes, dwbuf, dbytes, tmp, out,
+                   obytes, acc, entries, acc2)
+
+
+def _jobs(chain: FusedChain, geo: _Geo, chunks: Sequence[int]
+          ) -> tuple[list[tuple[_Kind, int, int]], list[list[tuple[int, int]]]]:
+    """The tiles of the given chunks in program order, each with its dependencies (job index,
+    minimum distance in tiles): 2 when VECTOR writes what MATRIX reads, 1 when VECTOR
+    overwrites what an earlier tile read (see the module docstring)."""
+    jobs: list[tuple[_Kind, int, int]] = []
+    deps: list[list[tuple[int, int]]] = []
+    index: dict[tuple[_Kind, int, int], int] = {}
+
+    def add(kind: _Kind, i: int, j: int, dep: list[tuple[tuple[_Kind, int, int], int]]):
+        index[(kind, i, j)] = len(jobs)
+        jobs.append((kind, i, j))
+        deps.append([(index[key], d) for key, d in dep if key in index])
+
+    conv = geo.g1 is not None
+    for i in range(len(geo.stripes)):
+        for j in chunks:
+            war_dw = [((_Kind.P, i - 2, 0), 1)] if chain.project is not None else []
+            if conv and not geo.dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
+                add(_Kind.CONV_DW, i, j, [((_Kind.CONV_DW, i - 1, j), 1)] + war_dw)
+            elif conv:
+                add(_Kind.CONV, i, j, [((_Kind.CONV, i - 1, j), 1), ((_Kind.DW, i - 2, j), 1)])
+                add(_Kind.DW, i, j, [((_Kind.CONV, i, j), 2)] + war_dw)
+            else:
+                add(_Kind.DW, i, j, war_dw)
+        if chain.project is not None:
+            kind = _Kind.DW if not conv or geo.dw_matrix else _Kind.CONV_DW
+            add(_Kind.P, i, 0, [((kind, i, j), 2) for j in chunks])
+    return jobs, deps
+
+
+def _schedule(jobs: list, deps: list[list[tuple[int, int]]], pos0: int) -> list[_Tile]:
+    """Greedy list schedule: at each position the first job (program order) whose
+    dependencies are far enough back, else an empty tile."""
+    at: list[int] = [-1] * len(jobs)
+    left = list(range(len(jobs)))
+    out: list[_Tile] = []
+    pos = pos0
+    while left:
+        pick = None
+        for k, job in enumerate(left[:64]):
+            if all(at[d] >= 0 and pos - at[d] >= dist for d, dist in deps[job]):
+                pick = k
+                break
+        if pick is None:
+            out.append(_Tile(_Kind.EMPTY, 0, 0, pos))
+        else:
+            job = left.pop(pick)
+            at[job] = pos
+            kind, i, j = jobs[job]
+            out.append(_Tile(kind, i, j, pos))
+        pos += 1
+    return out
 
 
 def _tiles(chain: FusedChain, geo: _Geo) -> list[list[_Tile]]:
-    """The tiles of each group, in program order (see the module docstring)."""
-    groups: list[list[_Tile]] = []
-    pos = 0
-
-    def tile(kind: _Kind, i: int, j: int) -> _Tile:
-        nonlocal pos
-        pos += 1
-        return _Tile(kind, i, j, pos - 1)
-
-    n, nj = len(geo.stripes), len(geo.chunks)
+    """The tiles of each group, in program order: a pair has one group per chunk; a project
+    chain one schedule cut into groups after each project tile."""
     if chain.project is None:
-        for j in range(nj):
-            groups.append([tile(_Kind.E, i, j) for i in range(n)])
+        groups: list[list[_Tile]] = []
+        pos = 0
+        for j in range(len(geo.chunks)):
+            groups.append(_schedule(*_jobs(chain, geo, [j]), pos))
+            pos += len(groups[-1])
         return groups
-    for i in range(n):
-        g = [tile(_Kind.E, i, 0)]
-        if i:
-            g.append(tile(_Kind.P, i - 1, 0))
-        g += [tile(_Kind.E, i, j) for j in range(1, nj)]
-        groups.append(g)
-    groups.append([tile(_Kind.EMPTY, n - 1, 0), tile(_Kind.P, n - 1, 0)])
+    tiles = _schedule(*_jobs(chain, geo, range(len(geo.chunks))), 0)
+    groups, cur = [], []
+    for t in tiles:
+        cur.append(t)
+        if t.kind is _Kind.P:
+            groups.append(cur)
+            cur = []
+    if cur:
+        groups.append(cur)
     return groups
 
 
@@ -384,12 +451,15 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
             wl = [ins for j, (_, cn) in enumerate(geo.chunks) if g1 is not None
                   for ins in wload(a1[j], lay.w1[j], g1, cn)]
             wl += wload(a3, lay.w3, g3, g3.cout)
-            pl = [ins for j, (_, cn) in enumerate(geo.chunks)
-                  for ins in wload(a2[j], lay.w2[j], g2, cn)]
-            return GroupWork(wl, pl, [], count)
+            dwl = [ins for j, (_, cn) in enumerate(geo.chunks)
+                   for ins in wload(a2[j], lay.w2[j], g2, cn)]
+            return GroupWork(wl + dwl, [], [], count) if geo.dw_matrix else (
+                GroupWork(wl, dwl, [], count))
         cn = geo.chunks[gi][1]
-        return GroupWork(wload(a1[gi], lay.w1[slot], g1, cn),
-                         wload(a2[gi], lay.w2[slot], g2, cn), [], count)
+        w1 = wload(a1[gi], lay.w1[slot], g1, cn) if g1 is not None else []
+        w2 = wload(a2[gi], lay.w2[slot], g2, cn)
+        return GroupWork(w1 + w2, [], [], count) if geo.dw_matrix else (
+            GroupWork(w1, w2, [], count))
 
     def tile_fn(gi: int, t: int, s: Slots) -> TileWork:
         tl = groups[gi][t]
@@ -404,7 +474,7 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
         st = geo.stripes[tl.stripe]
         cn = geo.chunks[tl.chunk][1]
         win = geo.conv_window(st) if g1 is not None and st.new else ()
-        return tl.kind, cn, st.rows, st.n, st.pad_top, st.keep, st.shift > 0, st.new, win
+        return tl.kind, cn, st.rows, st.n, st.pad_top, st.keep, st.new, win
 
     shape = StepShape(uses_matrix=True, group_depth=2)
     return StepWork(shape, len(groups), group_fn, tile_fn, tile_key)
@@ -422,6 +492,7 @@ def _conv_req(node: Node, acc: int, rows: int, ch: int, dst: int, dst_stride: in
 
 def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
             ctx: CodegenContext) -> TileWork:
+    """A CONV, DW or CONV_DW tile of stripe `tl.stripe`, chunk `tl.chunk`."""
     g1, g2 = geo.g1, geo.g2
     st = geo.stripes[tl.stripe]
     c0, cn = geo.chunks[tl.chunk]
@@ -429,52 +500,61 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
     w1 = lay.w1[tl.chunk if chain_mode else s.group] if g1 is not None else 0
     w2 = lay.w2[tl.chunk if chain_mode else s.group]
     acc = lay.acc + s.acc * lay.acc_stride
+    iaddr = lay.inp + s.inp * lay.inp_stride
     loads: list[Instruction] = []
     matrix: list[Instruction] = []
     vector: list[Instruction] = []
+    stores: list[Instruction] = []
     a2 = chain.dw.attr_map
-    if g1 is not None:
-        line = lay.line[tl.chunk if chain_mode else 0]
+    line = lay.line[tl.chunk] + (tl.stripe % 2) * lay.line_stride if g1 is not None else 0
+    if tl.kind in (_Kind.CONV, _Kind.CONV_DW):
         row = g2.w * cn  # bytes of one line-buffer row
         if st.new:
             r0, in_rows, pad_top = geo.conv_window(st)
             x = ctx.tensor(chain.conv.inputs[0])
-            iaddr = lay.inp + s.inp * lay.inp_stride
             loads.append(dma.pattern(Opcode.DMA_LOAD, x, r0 * g1.w * g1.c, iaddr,
                                      ((g1.c, 1, 1), (g1.w, g1.c, g1.c),
                                       (in_rows, g1.w * g1.c, g1.w * g1.c))))
             matrix += ops_conv._convs(g1, chain.conv.attr_map, cn, c0, iaddr, in_rows,
                                       pad_top, st.new, w1, acc)
-        if st.keep and st.shift:
+        if st.keep:  # the previous stripe's rows still needed, from its line buffer
+            prev = lay.line[tl.chunk] + ((tl.stripe - 1) % 2) * lay.line_stride
             vector.append(Instruction.make(
                 Opcode.COPY, dtype=ISA_DTYPE[DType.I8], d0=cn, d1=st.keep * g2.w,
-                src_addr=line + st.shift * row, src_s0=1, src_s1=cn, dst_addr=line, dst_s0=1,
+                src_addr=prev + st.shift * row, src_s0=1, src_s1=cn, dst_addr=line, dst_s0=1,
                 dst_s1=cn))
         if st.new:
             vector.append(_conv_req(chain.conv, acc, st.new * g2.w, cn,
                                     line + (st.new0 - st.r0) * row, cn,
                                     w1 + g1.weight_bytes(cn)))
+        if tl.kind is _Kind.CONV:
+            return TileWork(loads, matrix, vector, stores)
+    if g1 is not None:
         dw_in = line
-    else:  # depthwise input window straight from DRAM, into a VIN buffer
-        x = ctx.tensor(chain.dw.inputs[0])
+    elif geo.dw_matrix:  # depthwise input window from DRAM, into the input slot
+        dw_in = iaddr
+    else:  # ... into a VIN buffer
         dw_in = lay.vin + (tl.pos % VIN_SLOTS) * lay.vin_stride
+    if g1 is None:
+        x = ctx.tensor(chain.dw.inputs[0])
         loads.append(dma.pattern(Opcode.DMA_LOAD, x, st.r0 * g2.w * g2.c + c0, dw_in,
                                  ((cn, 1, 1), (g2.w, g2.c, cn), (st.n, g2.w * g2.c, g2.w * cn))))
-    vector.append(Instruction.make(
+    dacc = acc if geo.dw_matrix else lay.acc2
+    dw = Instruction.make(
         Opcode.DWCONV, in_addr=dw_in, in_h=st.n, in_w=g2.w, in_stride_h=g2.w * cn,
         in_stride_w=cn, ch=cn, in_zp=a2["in_zp"], kh=g2.kh, kw=g2.kw, stride_h=g2.sh,
         stride_w=g2.sw, dil_h=g2.dh, dil_w=g2.dw, pad_top=st.pad_top, pad_left=g2.pl,
-        out_h=st.rows, out_w=g2.ow, w_addr=w2, w_stride_k=cn, acc_addr=lay.acc2,
-        acc_stride=cn, mode=AccMode.OVERWRITE))
+        out_h=st.rows, out_w=g2.ow, w_addr=w2, w_stride_k=cn, acc_addr=dacc,
+        acc_stride=cn, mode=AccMode.OVERWRITE)
+    (matrix if geo.dw_matrix else vector).append(dw)
     params = w2 + g2.weight_bytes(cn)
-    stores: list[Instruction] = []
     if chain_mode:
         dst = lay.dwbuf + (tl.stripe % 2) * lay.dwbuf_stride + c0
-        vector.append(_conv_req(chain.dw, lay.acc2, st.rows * g2.ow, cn, dst, g2.cout, params))
+        vector.append(_conv_req(chain.dw, dacc, st.rows * g2.ow, cn, dst, g2.cout, params))
     else:
         y = ctx.tensor(chain.dw.name)
         oaddr = lay.out + s.out * lay.out_stride
-        vector.append(_conv_req(chain.dw, lay.acc2, st.rows * g2.ow, cn, oaddr, cn, params))
+        vector.append(_conv_req(chain.dw, dacc, st.rows * g2.ow, cn, oaddr, cn, params))
         stores.append(dma.pattern(Opcode.DMA_STORE, y, st.oy0 * g2.ow * g2.cout + c0, oaddr,
                                   ((cn, 1, 1), (st.rows * g2.ow, g2.cout, cn))))
     return TileWork(loads, matrix, vector, stores)
@@ -482,7 +562,7 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
 
 def _project_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
                   ctx: CodegenContext) -> TileWork:
-    g2, g3 = geo.g2, geo.g3
+    g3 = geo.g3
     st = geo.stripes[tl.stripe]
     a3 = chain.project.attr_map
     cin, cout, pix = g3.c, g3.cout, st.rows * g3.ow
