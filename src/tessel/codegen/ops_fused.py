@@ -92,10 +92,11 @@ class FusedMapping:
     rows: int  # depthwise output rows per stripe
     chunk: int  # depthwise channels per chunk
     dw_engine: Engine = Engine.VECTOR  # where DWCONV runs
+    line: int = 4  # line buffer: one window plus this many stripes of new rows
 
     def __str__(self) -> str:
         dw = " dw=matrix" if self.dw_engine is Engine.MATRIX else ""
-        return f"cascade stripes rows={self.rows} ch_chunk={self.chunk}" + dw
+        return f"cascade stripes rows={self.rows} ch_chunk={self.chunk} line=+{self.line}" + dw
 
 
 # ------------------------------------------------------------------------ chain detection
@@ -198,24 +199,32 @@ class _Stripe:
     r0: int  # depthwise input rows [r0, r0 + n) this stripe reads, tile pad_top
     n: int
     pad_top: int
-    keep: int  # rows carried in the line buffer from the previous stripe
-    shift: int  # ... from this row of the previous stripe's line buffer (to row 0)
+    keep: int  # rows [r0, r0 + keep) were computed by earlier stripes
     new0: int  # conv output rows [new0, new0 + new) computed by this stripe
     new: int
+    off: int  # line-buffer row of input row r0
+    moved: int  # >= 0: the line buffer is rebased here; the kept rows come from this row
 
 
-def _stripes(g2, rows: int, line_buffer: bool) -> list[_Stripe]:
+def _stripes(g2, rows: int, cap: int | None) -> list[_Stripe]:
+    """Stripes of depthwise output rows; `cap`: line-buffer rows (None: no line buffer, each
+    stripe reads its whole window). The line buffer fills downwards; when a window would pass
+    its end, the rows still needed move to the top (one COPY) and it fills again."""
     out: list[_Stripe] = []
     prev = None  # (r0, r1) of the previous stripe
+    base = 0  # input row at line-buffer row 0
     for oy0 in range(0, g2.oh, rows):
         rn = min(rows, g2.oh - oy0)
         r0, n, pt = g2.in_rows(oy0, rn)
         r1 = r0 + n - 1
-        keep = shift = 0
-        new0 = r0
-        if line_buffer and prev is not None and r0 <= prev[1]:
-            keep, shift, new0 = prev[1] - r0 + 1, r0 - prev[0], prev[1] + 1
-        out.append(_Stripe(oy0, rn, r0, n, pt, keep, shift, new0, r1 - new0 + 1))
+        keep, new0, moved = 0, r0, -1
+        if cap is not None and prev is not None and r0 <= prev[1]:
+            keep, new0 = prev[1] - r0 + 1, prev[1] + 1
+        if cap is not None and (prev is None or r1 - base + 1 > cap):
+            if keep:
+                moved = r0 - base
+            base = r0
+        out.append(_Stripe(oy0, rn, r0, n, pt, keep, new0, r1 - new0 + 1, r0 - base, moved))
         prev = (r0, r1)
     return out
 
@@ -245,8 +254,7 @@ class _Layout:
     inp_stride: int
     vin: int
     vin_stride: int
-    line: tuple[int, ...]  # per chunk: two line buffers (stripe parity), line_stride apart
-    line_stride: int
+    line: tuple[int, ...]  # per chunk
     dwbuf: int
     dwbuf_stride: int
     tmp: int
@@ -264,7 +272,10 @@ class _Geo:
         self.g1 = ops_conv.geometry(chain.conv, ctx) if chain.conv is not None else None
         self.g2 = ops_conv.geometry(chain.dw, ctx)
         self.g3 = ops_conv.geometry(chain.project, ctx) if chain.project is not None else None
-        self.stripes = _stripes(self.g2, m.rows, self.g1 is not None)
+        g2 = self.g2
+        nmax = max(g2.in_rows(oy, min(m.rows, g2.oh - oy))[1] for oy in range(0, g2.oh, m.rows))
+        self.cap = min(g2.h, nmax + m.line * m.rows * g2.sh) if self.g1 is not None else None
+        self.stripes = _stripes(g2, m.rows, self.cap)
         c = self.g2.cout
         self.chunks = [(c0, min(m.chunk, c - c0)) for c0 in range(0, c, m.chunk)]
         self.dw_matrix = m.dw_engine is Engine.MATRIX
@@ -282,12 +293,14 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
         chunks = sorted({min(g2.cout, k * width) for k in (1, 2, 4, 8, 16)} | {g2.cout})
         for chunk in chunks:
             for rows in sorted({min(g2.oh, r) for r in (1, 2, 4, 8, 16, 32)}):
-                m = FusedMapping(rows, chunk, engine)
-                try:
-                    _layout(chain, _Geo(chain, m, ctx), m, ctx)
-                except TesselCompileError:
-                    continue
-                out.append(m)
+                for line in (4, 1, 0):  # shorter line buffers only where longer do not fit
+                    m = FusedMapping(rows, chunk, engine, line)
+                    try:
+                        _layout(chain, _Geo(chain, m, ctx), m, ctx)
+                    except TesselCompileError:
+                        continue
+                    out.append(m)
+                    break
     return out
 
 
@@ -326,10 +339,8 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
         vbytes = max(vbytes, align(m.rows * g3.ow * g3.cout))
     vin = plan.sram(VIN_SLOTS * vbytes, "vector input rows") if vbytes else 0
     line: tuple[int, ...] = ()
-    lbytes = 0
     if g1 is not None:
-        lbytes = align(nmax * g2.w * ch)
-        line = tuple(plan.sram(2 * lbytes, "line buffers") for _ in geo.chunks)
+        line = tuple(plan.sram(align(geo.cap * g2.w * ch), "line buffer") for _ in geo.chunks)
     dbytes = align(m.rows * g2.ow * g2.cout) if chain_mode else 0
     dwbuf = plan.sram(2 * dbytes, "depthwise stripe") if chain_mode else 0
     tmp = plan.sram(align(m.rows * g3.ow * g3.cout), "project stripe") if (
@@ -345,7 +356,7 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
         entries = max(entries, m.rows * g3.ow * g3.cout)
     acc = plan.acc(2 * entries, "accumulators")
     acc2 = 0 if geo.dw_matrix else plan.acc(m.rows * g2.ow * ch, "depthwise accumulators")
-    return _Layout(w1, w2, w3, inp, ibytes, vin, vbytes, line, lbytes, dwbuf, dbytes, tmp, out,
+    return _Layout(w1, w2, w3, inp, ibytes, vin, vbytes, line, dwbuf, dbytes, tmp, out,
                    obytes, acc, entries, acc2)
 
 
@@ -369,8 +380,9 @@ def _jobs(chain: FusedChain, geo: _Geo, chunks: Sequence[int]
             war_dw = [((_Kind.P, i - 2, 0), 1)] if chain.project is not None else []
             if conv and not geo.dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
                 add(_Kind.CONV_DW, i, j, [((_Kind.CONV_DW, i - 1, j), 1)] + war_dw)
-            elif conv:
-                add(_Kind.CONV, i, j, [((_Kind.CONV, i - 1, j), 1), ((_Kind.DW, i - 2, j), 1)])
+            elif conv:  # a rebased line buffer overwrites rows earlier DW tiles read
+                rebase = [((_Kind.DW, i - 1, j), 1)] if geo.stripes[i].off == 0 else []
+                add(_Kind.CONV, i, j, [((_Kind.CONV, i - 1, j), 1)] + rebase)
                 add(_Kind.DW, i, j, [((_Kind.CONV, i, j), 2)] + war_dw)
             else:
                 add(_Kind.DW, i, j, war_dw)
@@ -474,7 +486,7 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
         st = geo.stripes[tl.stripe]
         cn = geo.chunks[tl.chunk][1]
         win = geo.conv_window(st) if g1 is not None and st.new else ()
-        return tl.kind, cn, st.rows, st.n, st.pad_top, st.keep, st.new, win
+        return tl.kind, cn, st.rows, st.n, st.pad_top, st.keep, st.moved >= 0, st.new, win
 
     shape = StepShape(uses_matrix=True, group_depth=2)
     return StepWork(shape, len(groups), group_fn, tile_fn, tile_key)
@@ -506,9 +518,9 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
     vector: list[Instruction] = []
     stores: list[Instruction] = []
     a2 = chain.dw.attr_map
-    line = lay.line[tl.chunk] + (tl.stripe % 2) * lay.line_stride if g1 is not None else 0
+    line = lay.line[tl.chunk] if g1 is not None else 0
+    row = g2.w * cn  # bytes of one line-buffer row
     if tl.kind in (_Kind.CONV, _Kind.CONV_DW):
-        row = g2.w * cn  # bytes of one line-buffer row
         if st.new:
             r0, in_rows, pad_top = geo.conv_window(st)
             x = ctx.tensor(chain.conv.inputs[0])
@@ -517,20 +529,19 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
                                       (in_rows, g1.w * g1.c, g1.w * g1.c))))
             matrix += ops_conv._convs(g1, chain.conv.attr_map, cn, c0, iaddr, in_rows,
                                       pad_top, st.new, w1, acc)
-        if st.keep:  # the previous stripe's rows still needed, from its line buffer
-            prev = lay.line[tl.chunk] + ((tl.stripe - 1) % 2) * lay.line_stride
+        if st.moved >= 0:  # rebase: the rows still needed move to the top (reads first)
             vector.append(Instruction.make(
                 Opcode.COPY, dtype=ISA_DTYPE[DType.I8], d0=cn, d1=st.keep * g2.w,
-                src_addr=prev + st.shift * row, src_s0=1, src_s1=cn, dst_addr=line, dst_s0=1,
+                src_addr=line + st.moved * row, src_s0=1, src_s1=cn, dst_addr=line, dst_s0=1,
                 dst_s1=cn))
         if st.new:
             vector.append(_conv_req(chain.conv, acc, st.new * g2.w, cn,
-                                    line + (st.new0 - st.r0) * row, cn,
+                                    line + (st.off + st.new0 - st.r0) * row, cn,
                                     w1 + g1.weight_bytes(cn)))
         if tl.kind is _Kind.CONV:
             return TileWork(loads, matrix, vector, stores)
     if g1 is not None:
-        dw_in = line
+        dw_in = line + st.off * row
     elif geo.dw_matrix:  # depthwise input window from DRAM, into the input slot
         dw_in = iaddr
     else:  # ... into a VIN buffer
