@@ -1,7 +1,7 @@
 """Cross-layer fusion (cascading): a chain of consecutive layers around a depthwise conv runs as
 one step in row stripes of the depthwise output, so the chain's intermediate tensors never
 leave SRAM. Chains (`fusible_chain`), all batch 1, int8, each intermediate read only by the
-next member:
+next member (not a graph output):
 
 * conv -> depthwise: an ordinary conv (MobileNetV2's 1x1 expand, or a stem 3x3) and the
   depthwise conv reading it ("pair");
@@ -9,29 +9,37 @@ next member:
   residual add (its other operand any DRAM tensor of the output's shape) as an epilogue;
 * depthwise -> 1x1 project [-> qadd] (blocks without an expand).
 
-Per stripe of depthwise output rows and channel chunk ("E" tile): DMA_IN loads the conv's input
-rows for the depthwise input rows not computed yet; MATRIX runs the conv (CONV) on them; VECTOR
-shifts the rows still needed by this stripe to the top of a line buffer (COPY), requantises the
-new rows below them, runs DWCONV and requantises again, into the output slot (pair) or into a
-stripe buffer of all channels (project chains). No row is computed twice: the line buffer
-carries the depthwise halo from stripe to stripe. A project chain then has one "P" tile per
-stripe: MATRIX runs the 1x1 CONV over the stripe buffer, VECTOR requantises (and adds the
-residual rows DMA_IN loaded), DMA_OUT stores the stripe. Each layer keeps the instructions of
-its own qconv2d / qadd, so the result is bit-identical.
+Tiles, per stripe of depthwise output rows and channel chunk:
+
+* CONV: DMA_IN loads the conv's input rows for the depthwise input rows no earlier stripe
+  computed; MATRIX runs the conv on them; VECTOR requantises them into the chunk's line
+  buffer. The line buffer fills downwards and carries the depthwise halo from stripe to
+  stripe (no row is computed twice); when a window would pass its end, the rows still needed
+  move to its top (one COPY) and it fills again ("rebase");
+* DW: DWCONV over the window (on MATRIX, the array's depthwise mode, or on VECTOR: a mapping
+  choice) and its requantisation, into the output slot (pair, stored) or into a stripe buffer
+  of all channels (project chains). With the depthwise conv on VECTOR, CONV and DW are one
+  tile (CONV_DW). A depthwise-first chain loads the depthwise window from DRAM;
+* P (project chains, per stripe): MATRIX runs the 1x1 CONV over the stripe buffer, VECTOR
+  requantises (and runs the qadd's ELTWISE with the residual rows DMA_IN loaded), DMA_OUT
+  stores the stripe.
+
+Each layer keeps the instructions of its own qconv2d / qadd, so the result is bit-identical.
 
 Ordering without new tokens (the step's rings as codegen/emit.py builds them, depth 2): the
 MATRIX part of tile k waits for VECTOR to finish tile k - 2 (accumulator ring) and DMA_IN's
-tile k waits for MATRIX to finish tile k - 2 (input ring). So P of stripe i is placed after
-the first E tile of stripe i + 1 (its stripe's last E tile is then two tiles back; an empty
-tile before the last P does the same), stripe buffers alternate by stripe parity (E of stripe
-i + 2 comes after P of stripe i on MATRIX, hence on VECTOR), and data that VECTOR reads from a
-DMA_IN load (depthwise input of a depthwise-first chain, residual rows) goes to one of four
-buffers rotating by tile position (the load of tile k waits, through MATRIX k - 2, for VECTOR
-to finish tile k - 4). The line buffer and the depthwise accumulators are VECTOR's own.
+tile k waits for MATRIX to finish tile k - 2 (input ring); every engine runs its tiles in
+order. So a tile reading on MATRIX what VECTOR wrote is placed at least two tiles after its
+producer, and a tile whose VECTOR part overwrites what an earlier tile read on MATRIX after
+it (`_jobs`: dependencies with distances; `_schedule`: greedy in program order, an empty tile
+where nothing is ready). Stripe buffers alternate by stripe parity; data that VECTOR reads
+from a DMA_IN load (depthwise input of a depthwise-first chain on VECTOR, residual rows) goes
+to one of four buffers rotating by tile position (the load of tile k waits, through MATRIX
+k - 2, for VECTOR to finish tile k - 4).
 
 Groups: a pair has one group per channel chunk (its weights double-buffered, as an unfused
-conv); a project chain loads all its weights once, in the first group, and has one group per
-stripe (the search's sampled estimate then sees both tile kinds).
+conv); a project chain loads all its weights once, in the first group, and its schedule is cut
+into groups after each P tile (the search's sampled estimate then sees every tile kind).
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tessel.codegen import dma, ops_conv, ops_eltwise
-from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
+from tessel.codegen.context import ALIGN, ISA_DTYPE, CodegenContext, SramPlan, align
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, Graph, Node, Op
 from tessel.isa import Engine, Instruction, Opcode
@@ -103,8 +111,12 @@ class FusedMapping:
 
 
 def _is_conv(graph: Graph, n: Node) -> bool:
-    return (n.op is Op.QCONV2D and n.attr_map["groups"] == 1 and n.type.shape[0] == 1
-            and n.type.dtype is DType.I8 and graph.type_of(n.inputs[0]).dtype is DType.I8
+    """An ordinary conv of one CONV instruction per tile (kernel and strides <= 15)."""
+    if n.op is not Op.QCONV2D or n.attr_map["groups"] != 1 or n.type.shape[0] != 1:
+        return False
+    _, kh, kw, _ = graph.type_of(n.inputs[1]).shape
+    return (n.type.dtype is DType.I8 and graph.type_of(n.inputs[0]).dtype is DType.I8
+            and max(kh, kw, *n.attr_map["stride"]) <= ops_conv.MAX_KERNEL
             and ops_conv.refusal(n, graph) is None)
 
 
@@ -252,6 +264,8 @@ class _Layout:
     w3: int
     inp: int
     inp_stride: int
+    xin: int  # the conv's input rows of a stripe, two buffers (stripe parity)
+    xin_stride: int
     vin: int
     vin_stride: int
     line: tuple[int, ...]  # per chunk
@@ -325,13 +339,14 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
         base = plan.sram(2 * wb2, "depthwise weights")
         w2, w3 = (base, base + wb2), 0
     nmax = max(s.n for s in geo.stripes)
-    ibytes = 0
+    ibytes = xbytes = 0
     if g1 is not None:
-        ibytes = align(max((geo.conv_window(s)[1] for s in geo.stripes if s.new), default=1)
-                       * g1.w * g1.c)
+        xbytes = align(max((geo.conv_window(s)[1] for s in geo.stripes if s.new), default=1)
+                       * g1.w * _pixel(g1))
     elif geo.dw_matrix:  # the depthwise input window, read by MATRIX
         ibytes = align(nmax * g2.w * ch)
     inp = plan.sram(2 * ibytes, "input rows") if ibytes else 0
+    xin = plan.sram(2 * xbytes, "conv input rows") if xbytes else 0
     vbytes = 0
     if g1 is None and not geo.dw_matrix:  # the depthwise input window, read by VECTOR
         vbytes = align(nmax * g2.w * ch)
@@ -356,7 +371,7 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
         entries = max(entries, m.rows * g3.ow * g3.cout)
     acc = plan.acc(2 * entries, "accumulators")
     acc2 = 0 if geo.dw_matrix else plan.acc(m.rows * g2.ow * ch, "depthwise accumulators")
-    return _Layout(w1, w2, w3, inp, ibytes, vin, vbytes, line, dwbuf, dbytes, tmp, out,
+    return _Layout(w1, w2, w3, inp, ibytes, xin, xbytes, vin, vbytes, line, dwbuf, dbytes, tmp, out,
                    obytes, acc, entries, acc2)
 
 
@@ -375,14 +390,17 @@ def _jobs(chain: FusedChain, geo: _Geo, chunks: Sequence[int]
         deps.append([(index[key], d) for key, d in dep if key in index])
 
     conv = geo.g1 is not None
+    ckind = _Kind.CONV if geo.dw_matrix else _Kind.CONV_DW
     for i in range(len(geo.stripes)):
         for j in chunks:
             war_dw = [((_Kind.P, i - 2, 0), 1)] if chain.project is not None else []
+            # the conv's input rows reuse the buffer of stripe i - 2 (_hosts)
+            xin = [((ckind, i - 2, chunks[-1]), 2)] if conv and j == chunks[0] else []
             if conv and not geo.dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
-                add(_Kind.CONV_DW, i, j, [((_Kind.CONV_DW, i - 1, j), 1)] + war_dw)
+                add(_Kind.CONV_DW, i, j, [((_Kind.CONV_DW, i - 1, j), 1)] + war_dw + xin)
             elif conv:  # a rebased line buffer overwrites rows earlier DW tiles read
                 rebase = [((_Kind.DW, i - 1, j), 1)] if geo.stripes[i].off == 0 else []
-                add(_Kind.CONV, i, j, [((_Kind.CONV, i - 1, j), 1)] + rebase)
+                add(_Kind.CONV, i, j, [((_Kind.CONV, i - 1, j), 1)] + rebase + xin)
                 add(_Kind.DW, i, j, [((_Kind.CONV, i, j), 2)] + war_dw)
             else:
                 add(_Kind.DW, i, j, war_dw)
@@ -438,6 +456,42 @@ def _tiles(chain: FusedChain, geo: _Geo) -> list[list[_Tile]]:
     return groups
 
 
+def _pixel(g1) -> int:
+    """SRAM bytes per pixel of the conv's input rows: padded, so that the load is not a plain
+    translation of DRAM (the residency rewrite would drop it and re-base only its own tile,
+    but the rows are read by the conv tiles of every chunk)."""
+    return g1.c + ALIGN
+
+
+def _hosts(chain: FusedChain, groups: list[list[_Tile]], geo: _Geo
+           ) -> tuple[dict[int, list[tuple[int, int]]], dict[tuple[int, int], int]]:
+    """Where the conv's input rows are loaded: each stripe's rows (per chunk for a pair) once,
+    into one of two buffers (stripe parity), in the earliest tile at least two after the last conv tile that
+    read the buffer before (DMA_IN's tile k waits for MATRIX to finish tile k - 2) and not
+    after the stripe's first conv tile. Returns tile position -> [(stripe, buffer)] and
+    (chunk or -1, stripe) -> buffer."""
+    readers: dict[tuple[int, int], list[int]] = {}
+    for g in groups:
+        for t in g:
+            if t.kind in (_Kind.CONV, _Kind.CONV_DW) and geo.stripes[t.stripe].new:
+                key = (t.chunk if chain.project is None else -1, t.stripe)
+                readers.setdefault(key, []).append(t.pos)
+    hosts: dict[int, list[tuple[int, int]]] = {}
+    buffers: dict[tuple[int, int], int] = {}
+    last = [-2, -2]  # per buffer: the last conv tile reading it
+    at = 0
+    for key, pos in sorted(readers.items(), key=lambda kv: min(kv[1])):
+        # stripe parity, as the schedule's dependencies (_jobs); a pair's groups (chunks)
+        # count their stripes on from the previous group's
+        b = (max(key[0], 0) * len(geo.stripes) + key[1]) % 2
+        at = max(at, last[b] + 2)
+        assert at <= min(pos), "cascade schedule: input rows cannot be loaded in time"
+        hosts.setdefault(at, []).append((key[1], b))
+        buffers[key] = b
+        last[b] = max(pos)
+    return hosts, buffers
+
+
 def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
     geo = _Geo(chain, m, ctx)
     lay = _layout(chain, geo, m, ctx)
@@ -450,6 +504,7 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
     else:
         a1, a2, a3 = [0] * nj if g1 is not None else [], [0] * nj, 0
     groups = _tiles(chain, geo)
+    hosts, buffers = _hosts(chain, groups, geo) if g1 is not None else ({}, {})
     mem = ctx.consts.memory
 
     def wload(addr: int, sram: int, g, cn: int) -> list[Instruction]:
@@ -476,17 +531,24 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
     def tile_fn(gi: int, t: int, s: Slots) -> TileWork:
         tl = groups[gi][t]
         if tl.kind is _Kind.EMPTY:
-            return TileWork()
-        if tl.kind is _Kind.P:
-            return _project_tile(chain, geo, lay, tl, s, ctx)
-        return _e_tile(chain, geo, lay, tl, s, ctx)
+            work = TileWork()
+        elif tl.kind is _Kind.P:
+            work = _project_tile(chain, geo, lay, tl, s, ctx)
+        else:
+            key = (tl.chunk if chain.project is None else -1, tl.stripe)
+            work = _e_tile(chain, geo, lay, tl, s, ctx, buffers.get(key, 0))
+        for i, b in hosts.get(tl.pos, ()):
+            work.loads.append(_conv_rows_load(chain, geo, lay, geo.stripes[i], b, ctx))
+        return work
 
     def tile_key(gi: int, t: int) -> tuple:
         tl = groups[gi][t]
         st = geo.stripes[tl.stripe]
         cn = geo.chunks[tl.chunk][1]
         win = geo.conv_window(st) if g1 is not None and st.new else ()
-        return tl.kind, cn, st.rows, st.n, st.pad_top, st.keep, st.moved >= 0, st.new, win
+        hosted = tuple(geo.conv_window(geo.stripes[i])[1] for i, _ in hosts.get(tl.pos, ()))
+        return (tl.kind, cn, st.rows, st.n, st.pad_top, st.keep, st.moved >= 0, st.new, win,
+                hosted)
 
     shape = StepShape(uses_matrix=True, group_depth=2)
     return StepWork(shape, len(groups), group_fn, tile_fn, tile_key)
@@ -502,8 +564,18 @@ def _conv_req(node: Node, acc: int, rows: int, ch: int, dst: int, dst_stride: in
         act_min=a["act_min"], act_max=a["act_max"])
 
 
+def _conv_rows_load(chain: FusedChain, geo: _Geo, lay: _Layout, st: _Stripe, b: int,
+                    ctx: CodegenContext) -> Instruction:
+    g1 = geo.g1
+    r0, in_rows, _ = geo.conv_window(st)
+    x = ctx.tensor(chain.conv.inputs[0])
+    ps = _pixel(g1)
+    return dma.pattern(Opcode.DMA_LOAD, x, r0 * g1.w * g1.c, lay.xin + b * lay.xin_stride,
+                       ((g1.c, 1, 1), (g1.w, g1.c, ps), (in_rows, g1.w * g1.c, g1.w * ps)))
+
+
 def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
-            ctx: CodegenContext) -> TileWork:
+            ctx: CodegenContext, xbuf: int) -> TileWork:
     """A CONV, DW or CONV_DW tile of stripe `tl.stripe`, chunk `tl.chunk`."""
     g1, g2 = geo.g1, geo.g2
     st = geo.stripes[tl.stripe]
@@ -521,14 +593,17 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
     line = lay.line[tl.chunk] if g1 is not None else 0
     row = g2.w * cn  # bytes of one line-buffer row
     if tl.kind in (_Kind.CONV, _Kind.CONV_DW):
-        if st.new:
-            r0, in_rows, pad_top = geo.conv_window(st)
-            x = ctx.tensor(chain.conv.inputs[0])
-            loads.append(dma.pattern(Opcode.DMA_LOAD, x, r0 * g1.w * g1.c, iaddr,
-                                     ((g1.c, 1, 1), (g1.w, g1.c, g1.c),
-                                      (in_rows, g1.w * g1.c, g1.w * g1.c))))
-            matrix += ops_conv._convs(g1, chain.conv.attr_map, cn, c0, iaddr, in_rows,
-                                      pad_top, st.new, w1, acc)
+        if st.new:  # its input rows were loaded into buffer xbuf (_hosts)
+            _, in_rows, pad_top = geo.conv_window(st)
+            ps = _pixel(g1)
+            matrix.append(Instruction.make(
+                Opcode.CONV, in_addr=lay.xin + xbuf * lay.xin_stride, in_h=in_rows, in_w=g1.w,
+                in_stride_h=g1.w * ps, in_stride_w=ps, cin=g1.c,
+                in_zp=chain.conv.attr_map["in_zp"], kh=g1.kh, kw=g1.kw, stride_h=g1.sh,
+                stride_w=g1.sw, dil_h=g1.dh, dil_w=g1.dw, pad_top=pad_top, pad_left=g1.pl,
+                out_h=st.new, out_w=g1.ow, w_addr=w1, w_stride_k=g1.c * cn, w_stride_ci=cn,
+                w_stride_co=1, w_zp=0, cout=cn, acc_addr=acc, acc_stride=cn,
+                mode=AccMode.OVERWRITE))
         if st.moved >= 0:  # rebase: the rows still needed move to the top (reads first)
             vector.append(Instruction.make(
                 Opcode.COPY, dtype=ISA_DTYPE[DType.I8], d0=cn, d1=st.keep * g2.w,
