@@ -57,7 +57,8 @@ from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode
 from tessel.schedule.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
-VIN_SLOTS = 4  # buffers for data VECTOR reads from a load (see the module docstring)
+DEPTHS = (2, 3)  # accumulator ring depths the search tries
+IN_DEPTH = 2  # the input ring: DMA_IN's tile k waits for MATRIX to finish tile k - 2
 
 
 @dataclass(frozen=True)
@@ -101,10 +102,12 @@ class FusedMapping:
     chunk: int  # depthwise channels per chunk
     dw_engine: Engine = Engine.VECTOR  # where DWCONV runs
     line: int = 4  # line buffer: one window plus this many stripes of new rows
+    depth: int = 2  # accumulator ring slots: MATRIX's tile k waits for VECTOR's tile k - depth
 
     def __str__(self) -> str:
         dw = " dw=matrix" if self.dw_engine is Engine.MATRIX else ""
-        return f"cascade stripes rows={self.rows} ch_chunk={self.chunk} line=+{self.line}" + dw
+        return (f"cascade stripes rows={self.rows} ch_chunk={self.chunk} line=+{self.line}"
+                + ("" if self.depth == 2 else f" acc_depth={self.depth}") + dw)
 
 
 # ------------------------------------------------------------------------ chain detection
@@ -293,6 +296,10 @@ class _Geo:
         c = self.g2.cout
         self.chunks = [(c0, min(m.chunk, c - c0)) for c0 in range(0, c, m.chunk)]
         self.dw_matrix = m.dw_engine is Engine.MATRIX
+        self.depth = m.depth
+        # buffers for data VECTOR reads from a load: the load of tile k waits, through MATRIX
+        # k - IN_DEPTH, for VECTOR to finish tile k - IN_DEPTH - depth
+        self.vin_slots = IN_DEPTH + m.depth
 
     def conv_window(self, s: _Stripe) -> tuple[int, int, int]:
         return self.g1.in_rows(s.new0, s.new)
@@ -307,14 +314,15 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
         chunks = sorted({min(g2.cout, k * width) for k in (1, 2, 4, 8, 16)} | {g2.cout})
         for chunk in chunks:
             for rows in sorted({min(g2.oh, r) for r in (1, 2, 4, 8, 16, 32)}):
-                for line in (4, 1, 0):  # shorter line buffers only where longer do not fit
-                    m = FusedMapping(rows, chunk, engine, line)
-                    try:
-                        _layout(chain, _Geo(chain, m, ctx), m, ctx)
-                    except TesselCompileError:
-                        continue
-                    out.append(m)
-                    break
+                for depth in DEPTHS:
+                    for line in (4, 1, 0):  # shorter line buffers where longer do not fit
+                        m = FusedMapping(rows, chunk, engine, line, depth)
+                        try:
+                            _layout(chain, _Geo(chain, m, ctx), m, ctx)
+                        except TesselCompileError:
+                            continue
+                        out.append(m)
+                        break
     return out
 
 
@@ -352,7 +360,7 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
         vbytes = align(nmax * g2.w * ch)
     if chain.add is not None:
         vbytes = max(vbytes, align(m.rows * g3.ow * g3.cout))
-    vin = plan.sram(VIN_SLOTS * vbytes, "vector input rows") if vbytes else 0
+    vin = plan.sram(geo.vin_slots * vbytes, "vector input rows") if vbytes else 0
     line: tuple[int, ...] = ()
     if g1 is not None:
         line = tuple(plan.sram(align(geo.cap * g2.w * ch), "line buffer") for _ in geo.chunks)
@@ -369,7 +377,7 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
         entries = max(entries, m.rows * g2.ow * ch)
     if chain_mode:
         entries = max(entries, m.rows * g3.ow * g3.cout)
-    acc = plan.acc(2 * entries, "accumulators")
+    acc = plan.acc(m.depth * entries, "accumulators")
     acc2 = 0 if geo.dw_matrix else plan.acc(m.rows * g2.ow * ch, "depthwise accumulators")
     return _Layout(w1, w2, w3, inp, ibytes, xin, xbytes, vin, vbytes, line, dwbuf, dbytes, tmp, out,
                    obytes, acc, entries, acc2)
@@ -390,23 +398,24 @@ def _jobs(chain: FusedChain, geo: _Geo, chunks: Sequence[int]
         deps.append([(index[key], d) for key, d in dep if key in index])
 
     conv = geo.g1 is not None
+    d = geo.depth  # VECTOR -> MATRIX distance
     ckind = _Kind.CONV if geo.dw_matrix else _Kind.CONV_DW
     for i in range(len(geo.stripes)):
         for j in chunks:
             war_dw = [((_Kind.P, i - 2, 0), 1)] if chain.project is not None else []
             # the conv's input rows reuse the buffer of stripe i - 2 (_hosts)
-            xin = [((ckind, i - 2, chunks[-1]), 2)] if conv and j == chunks[0] else []
+            xin = [((ckind, i - 2, chunks[-1]), IN_DEPTH)] if conv and j == chunks[0] else []
             if conv and not geo.dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
                 add(_Kind.CONV_DW, i, j, [((_Kind.CONV_DW, i - 1, j), 1)] + war_dw + xin)
             elif conv:  # a rebased line buffer overwrites rows earlier DW tiles read
                 rebase = [((_Kind.DW, i - 1, j), 1)] if geo.stripes[i].off == 0 else []
                 add(_Kind.CONV, i, j, [((_Kind.CONV, i - 1, j), 1)] + rebase + xin)
-                add(_Kind.DW, i, j, [((_Kind.CONV, i, j), 2)] + war_dw)
+                add(_Kind.DW, i, j, [((_Kind.CONV, i, j), d)] + war_dw)
             else:
                 add(_Kind.DW, i, j, war_dw)
         if chain.project is not None:
             kind = _Kind.DW if not conv or geo.dw_matrix else _Kind.CONV_DW
-            add(_Kind.P, i, 0, [((kind, i, j), 2) for j in chunks])
+            add(_Kind.P, i, 0, [((kind, i, j), d) for j in chunks])
     return jobs, deps
 
 
@@ -484,7 +493,7 @@ def _hosts(chain: FusedChain, groups: list[list[_Tile]], geo: _Geo
         # stripe parity, as the schedule's dependencies (_jobs); a pair's groups (chunks)
         # count their stripes on from the previous group's
         b = (max(key[0], 0) * len(geo.stripes) + key[1]) % 2
-        at = max(at, last[b] + 2)
+        at = max(at, last[b] + IN_DEPTH)
         assert at <= min(pos), "cascade schedule: input rows cannot be loaded in time"
         hosts.setdefault(at, []).append((key[1], b))
         buffers[key] = b
@@ -550,7 +559,7 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
         return (tl.kind, cn, st.rows, st.n, st.pad_top, st.keep, st.moved >= 0, st.new, win,
                 hosted)
 
-    shape = StepShape(uses_matrix=True, group_depth=2)
+    shape = StepShape(uses_matrix=True, in_depth=IN_DEPTH, acc_depth=m.depth, group_depth=2)
     return StepWork(shape, len(groups), group_fn, tile_fn, tile_key)
 
 
@@ -620,7 +629,7 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
     elif geo.dw_matrix:  # depthwise input window from DRAM, into the input slot
         dw_in = iaddr
     else:  # ... into a VIN buffer
-        dw_in = lay.vin + (tl.pos % VIN_SLOTS) * lay.vin_stride
+        dw_in = lay.vin + (tl.pos % geo.vin_slots) * lay.vin_stride
     if g1 is None:
         x = ctx.tensor(chain.dw.inputs[0])
         loads.append(dma.pattern(Opcode.DMA_LOAD, x, st.r0 * g2.w * g2.c + c0, dw_in,
@@ -667,7 +676,7 @@ def _project_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slot
         vector = [_conv_req(chain.project, acc, pix, cout, oaddr, cout, params)]
     else:
         res = ctx.tensor(chain.residual)
-        raddr = lay.vin + (tl.pos % VIN_SLOTS) * lay.vin_stride
+        raddr = lay.vin + (tl.pos % geo.vin_slots) * lay.vin_stride
         loads.append(dma.pattern(Opcode.DMA_LOAD, res, st.oy0 * g3.ow * cout, raddr,
                                  ((cout, 1, 1), (pix, cout, cout))))
         vector = [_conv_req(chain.project, acc, pix, cout, lay.tmp, cout, params),

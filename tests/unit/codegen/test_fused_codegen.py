@@ -209,19 +209,21 @@ def test_search_fuses_inverted_residual_into_one_step(preset):
     assert written == 28 * 28 * 32  # the block output only
 
 
+@pytest.mark.parametrize("depth", [2, 3])
 @pytest.mark.parametrize("engine", [Engine.MATRIX, Engine.VECTOR])
 @pytest.mark.parametrize("line", [0, 1, 4])
 @pytest.mark.parametrize("rows", [1, 3])
-def test_line_buffer_rebases_are_bit_exact(engine, line, rows):
+def test_line_buffer_rebases_are_bit_exact(engine, line, rows, depth):
     """A tall map: the line buffer fills and rebases (COPY of the rows still needed) several
-    times; every short / long line buffer and both depthwise engines give the golden result."""
+    times; every short / long line buffer, both depthwise engines and both accumulator ring
+    depths give the golden result."""
     rng = np.random.default_rng(rows * 10 + line)
     arch = load_preset("tnpu-s")
     g = block(rng, 30, 6, 8, 32, 3, 1, project=8, residual="second")
     nodes = npu_nodes(g)
     chain = ops_fused.fusible_chain(g, nodes, 0)[0]
     ctx = context(arch, g)
-    m = ops_fused.FusedMapping(rows, 16, engine, line)
+    m = ops_fused.FusedMapping(rows, 16, engine, line, depth)
     geo = ops_fused._Geo(chain, m, ctx)
     assert sum(s.moved >= 0 for s in geo.stripes) >= (2 if line < 4 else 1)
     est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
