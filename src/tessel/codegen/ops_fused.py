@@ -45,6 +45,7 @@ into groups after each P tile (the search's sampled estimate then sees every til
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -383,7 +384,26 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
                    obytes, acc, entries, acc2)
 
 
-def _jobs(chain: FusedChain, geo: _Geo, chunks: Sequence[int]
+@dataclass(frozen=True)
+class _Plan:
+    """What the tile order depends on (cached: the search builds many steps)."""
+
+    project: bool
+    conv: bool
+    depth: int
+    dw_matrix: bool
+    stripes: tuple[_Stripe, ...]
+    nchunks: int
+
+
+@functools.lru_cache(maxsize=512)
+def _order(plan: _Plan) -> tuple[list[list[_Tile]], dict, dict]:
+    groups = _tiles(plan)
+    hosts, buffers = _hosts(groups, plan) if plan.conv else ({}, {})
+    return groups, hosts, buffers
+
+
+def _jobs(geo: _Plan, chunks: Sequence[int]
           ) -> tuple[list[tuple[_Kind, int, int]], list[list[tuple[int, int]]]]:
     """The tiles of the given chunks in program order, each with its dependencies (job index,
     minimum distance in tiles): 2 when VECTOR writes what MATRIX reads, 1 when VECTOR
@@ -397,12 +417,12 @@ def _jobs(chain: FusedChain, geo: _Geo, chunks: Sequence[int]
         jobs.append((kind, i, j))
         deps.append([(index[key], d) for key, d in dep if key in index])
 
-    conv = geo.g1 is not None
+    conv = geo.conv
     d = geo.depth  # VECTOR -> MATRIX distance
     ckind = _Kind.CONV if geo.dw_matrix else _Kind.CONV_DW
     for i in range(len(geo.stripes)):
         for j in chunks:
-            war_dw = [((_Kind.P, i - 2, 0), 1)] if chain.project is not None else []
+            war_dw = [((_Kind.P, i - 2, 0), 1)] if geo.project else []
             # the conv's input rows reuse the buffer of stripe i - 2 (_hosts)
             xin = [((ckind, i - 2, chunks[-1]), IN_DEPTH)] if conv and j == chunks[0] else []
             if conv and not geo.dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
@@ -413,7 +433,7 @@ def _jobs(chain: FusedChain, geo: _Geo, chunks: Sequence[int]
                 add(_Kind.DW, i, j, [((_Kind.CONV, i, j), d)] + war_dw)
             else:
                 add(_Kind.DW, i, j, war_dw)
-        if chain.project is not None:
+        if geo.project:
             kind = _Kind.DW if not conv or geo.dw_matrix else _Kind.CONV_DW
             add(_Kind.P, i, 0, [((kind, i, j), d) for j in chunks])
     return jobs, deps
@@ -443,17 +463,17 @@ def _schedule(jobs: list, deps: list[list[tuple[int, int]]], pos0: int) -> list[
     return out
 
 
-def _tiles(chain: FusedChain, geo: _Geo) -> list[list[_Tile]]:
+def _tiles(geo: _Plan) -> list[list[_Tile]]:
     """The tiles of each group, in program order: a pair has one group per chunk; a project
     chain one schedule cut into groups after each project tile."""
-    if chain.project is None:
+    if not geo.project:
         groups: list[list[_Tile]] = []
         pos = 0
-        for j in range(len(geo.chunks)):
-            groups.append(_schedule(*_jobs(chain, geo, [j]), pos))
+        for j in range(geo.nchunks):
+            groups.append(_schedule(*_jobs(geo, [j]), pos))
             pos += len(groups[-1])
         return groups
-    tiles = _schedule(*_jobs(chain, geo, range(len(geo.chunks))), 0)
+    tiles = _schedule(*_jobs(geo, range(geo.nchunks)), 0)
     groups, cur = [], []
     for t in tiles:
         cur.append(t)
@@ -472,7 +492,7 @@ def _pixel(g1) -> int:
     return g1.c + ALIGN
 
 
-def _hosts(chain: FusedChain, groups: list[list[_Tile]], geo: _Geo
+def _hosts(groups: list[list[_Tile]], geo: _Plan
            ) -> tuple[dict[int, list[tuple[int, int]]], dict[tuple[int, int], int]]:
     """Where the conv's input rows are loaded: each stripe's rows (per chunk for a pair) once,
     into one of two buffers (stripe parity), in the earliest tile at least two after the last conv tile that
@@ -483,7 +503,7 @@ def _hosts(chain: FusedChain, groups: list[list[_Tile]], geo: _Geo
     for g in groups:
         for t in g:
             if t.kind in (_Kind.CONV, _Kind.CONV_DW) and geo.stripes[t.stripe].new:
-                key = (t.chunk if chain.project is None else -1, t.stripe)
+                key = (t.chunk if not geo.project else -1, t.stripe)
                 readers.setdefault(key, []).append(t.pos)
     hosts: dict[int, list[tuple[int, int]]] = {}
     buffers: dict[tuple[int, int], int] = {}
@@ -512,8 +532,8 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
         a3 = ops_conv._pack(chain.project, g3, [(0, g3.cout)], ctx)[0] if g3 else 0
     else:
         a1, a2, a3 = [0] * nj if g1 is not None else [], [0] * nj, 0
-    groups = _tiles(chain, geo)
-    hosts, buffers = _hosts(chain, groups, geo) if g1 is not None else ({}, {})
+    groups, hosts, buffers = _order(_Plan(chain.project is not None, g1 is not None, m.depth,
+                                          geo.dw_matrix, tuple(geo.stripes), nj))
     mem = ctx.consts.memory
 
     def wload(addr: int, sram: int, g, cn: int) -> list[Instruction]:
