@@ -26,16 +26,19 @@ Tiles, per stripe of depthwise output rows and channel chunk:
 
 Each layer keeps the instructions of its own qconv2d / qadd, so the result is bit-identical.
 
-Ordering without new tokens (the step's rings as codegen/emit.py builds them, depth 2): the
-MATRIX part of tile k waits for VECTOR to finish tile k - 2 (accumulator ring) and DMA_IN's
-tile k waits for MATRIX to finish tile k - 2 (input ring); every engine runs its tiles in
-order. So a tile reading on MATRIX what VECTOR wrote is placed at least two tiles after its
+Ordering without new tokens (the step's rings as codegen/emit.py builds them; the
+accumulator ring is `depth` = 2 or 3 deep, a mapping choice, the input ring 2): the MATRIX
+part of tile k waits for VECTOR to finish tile k - depth (accumulator ring) and DMA_IN's tile
+k waits for MATRIX to finish tile k - 2 (input ring); every engine runs its tiles in order. So
+a tile reading on MATRIX what VECTOR wrote is placed at least `depth` tiles after its
 producer, and a tile whose VECTOR part overwrites what an earlier tile read on MATRIX after
 it (`_jobs`: dependencies with distances; `_schedule`: greedy in program order, an empty tile
-where nothing is ready). Stripe buffers alternate by stripe parity; data that VECTOR reads
-from a DMA_IN load (depthwise input of a depthwise-first chain on VECTOR, residual rows) goes
-to one of four buffers rotating by tile position (the load of tile k waits, through MATRIX
-k - 2, for VECTOR to finish tile k - 4).
+where nothing is ready). Stripe buffers alternate by stripe parity; the conv's input rows of a
+stripe are loaded once (for all chunks) into one of two buffers, in the earliest tile two
+after the last conv tile that read that buffer (`_hosts`); data that VECTOR reads from a
+DMA_IN load (depthwise input of a depthwise-first chain on VECTOR, residual rows) goes to one
+of 2 + depth buffers rotating by tile position (the load of tile k waits, through MATRIX
+k - 2, for VECTOR to finish tile k - 2 - depth).
 
 Groups: a pair has one group per channel chunk (its weights double-buffered, as an unfused
 conv); a project chain loads all its weights once, in the first group, and its schedule is cut

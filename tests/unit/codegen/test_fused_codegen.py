@@ -233,3 +233,15 @@ def test_line_buffer_rebases_are_bit_exact(engine, line, rows, depth):
     res = simulate(rp.program, arch, {"x": x})
     np.testing.assert_array_equal(res.outputs[chain.last.name], run_golden(g, {"x": x})[0])
     assert abs(est.cycles - res.stats.total_cycles) <= 16
+
+
+def test_chain_compiles_deterministically():
+    """Same graph and arch -> byte-identical program (the cached tile order included)."""
+    rng = np.random.default_rng(4)
+    arch = load_preset("u65-512")
+    g = block(rng, 20, 12, 16, 64, 3, 1, project=16, residual="second")
+    nodes = npu_nodes(g)
+    a = compile_region(g, nodes, ["x"], [nodes[-1].name], arch, {})
+    b = compile_region(g, nodes, ["x"], [nodes[-1].name], arch, {})
+    assert len(a.layers) == 1 and a.layers[0].nodes == tuple(n.name for n in nodes)
+    assert a.program.streams == b.program.streams and a.program.constants == b.program.constants
