@@ -1,185 +1,725 @@
-"""Cross-layer fusion (cascading): a 1x1 convolution followed by the depthwise convolution that
-is its only reader (MobileNetV2's expand -> depthwise) runs as one step in row stripes, so the
-expanded activation never leaves SRAM.
+"""Cross-layer fusion (cascading): a chain of consecutive layers around a depthwise conv runs as
+one step in row stripes of the depthwise output, so the chain's intermediate tensors never
+leave SRAM. Chains (`fusible_chain`), all batch 1, int8, each intermediate read only by the
+next member (not a graph output):
 
-Per tile (a stripe of depthwise output rows and a channel chunk): DMA_IN loads the input rows
-the stripe needs (halo included); MATRIX runs the 1x1 CONV on them; VECTOR requantises into a
-stripe buffer in SRAM, runs DWCONV on it and requantises again; DMA_OUT stores the stripe.
-Halo rows are recomputed by neighbouring stripes. Each layer's semantics are those of its own
-qconv2d (the same instructions as unfused), so the result is bit-identical.
+* conv -> depthwise: an ordinary conv (MobileNetV2's 1x1 expand, or a stem 3x3) and the
+  depthwise conv reading it ("pair");
+* conv -> depthwise -> 1x1 project [-> qadd]: a MobileNetV2 inverted residual as one step, the
+  residual add (its other operand any DRAM tensor of the output's shape) as an epilogue;
+* depthwise -> 1x1 project [-> qadd] (blocks without an expand).
+
+Tiles, per stripe of depthwise output rows and channel chunk:
+
+* CONV: DMA_IN loads the conv's input rows for the depthwise input rows no earlier stripe
+  computed; MATRIX runs the conv on them; VECTOR requantises them into the chunk's line
+  buffer. The line buffer fills downwards and carries the depthwise halo from stripe to
+  stripe (no row is computed twice); when a window would pass its end, the rows still needed
+  move to its top (one COPY) and it fills again ("rebase");
+* DW: DWCONV over the window (on MATRIX, the array's depthwise mode, or on VECTOR: a mapping
+  choice) and its requantisation, into the output slot (pair, stored) or into a stripe buffer
+  of all channels (project chains). With the depthwise conv on VECTOR, CONV and DW are one
+  tile (CONV_DW). A depthwise-first chain loads the depthwise window from DRAM;
+* P (project chains, per stripe): MATRIX runs the 1x1 CONV over the stripe buffer, VECTOR
+  requantises (and runs the qadd's ELTWISE with the residual rows DMA_IN loaded), DMA_OUT
+  stores the stripe.
+
+Each layer keeps the instructions of its own qconv2d / qadd, so the result is bit-identical.
+
+Ordering without new tokens (the step's rings as codegen/emit.py builds them; the
+accumulator ring is `depth` = 2 or 3 deep, a mapping choice, the input ring 2): the MATRIX
+part of tile k waits for VECTOR to finish tile k - depth (accumulator ring) and DMA_IN's tile
+k waits for MATRIX to finish tile k - 2 (input ring); every engine runs its tiles in order. So
+a tile reading on MATRIX what VECTOR wrote is placed at least `depth` tiles after its
+producer, and a tile whose VECTOR part overwrites what an earlier tile read on MATRIX after
+it (`_jobs`: dependencies with distances; `_schedule`: greedy in program order, an empty tile
+where nothing is ready). Stripe buffers alternate by stripe parity; the conv's input rows of a
+stripe are loaded once (for all chunks) into one of two buffers, in the earliest tile two
+after the last conv tile that read that buffer (`_hosts`); data that VECTOR reads from a
+DMA_IN load (depthwise input of a depthwise-first chain on VECTOR, residual rows) goes to one
+of 2 + depth buffers rotating by tile position (the load of tile k waits, through MATRIX
+k - 2, for VECTOR to finish tile k - 2 - depth).
+
+Groups: a pair has one group per channel chunk (its weights double-buffered, as an unfused
+conv); a project chain loads all its weights once, in the first group, and its schedule is cut
+into groups after each P tile (the search's sampled estimate then sees every tile kind).
 """
 
 from __future__ import annotations
 
+import enum
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from tessel.codegen import dma, ops_conv
-from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
-from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
+from tessel.codegen import dma, ops_conv, ops_eltwise
+from tessel.codegen.context import ALIGN, ISA_DTYPE, CodegenContext, SramPlan, align
 from tessel.errors import TesselCompileError
-from tessel.ir import Graph, Node, Op
-from tessel.isa import Instruction, Opcode
-from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.ir import DType, Graph, Node, Op
+from tessel.isa import Engine, Instruction, Opcode
+from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode
+from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
+
+DEPTHS = (2, 3)  # accumulator ring depths the search tries
+IN_DEPTH = 2  # the input ring: DMA_IN's tile k waits for MATRIX to finish tile k - 2
 
 
 @dataclass(frozen=True)
-class FusedPair:
-    """Two consecutive ops compiled as one step (first's result stays on chip)."""
+class FusedChain:
+    """Consecutive ops compiled as one step; every member's result but the last stays on chip.
+    `conv`: the ordinary conv before the depthwise conv (None: the chain starts with it);
+    `project`: the 1x1 conv after it; `add`: the residual qadd after the project."""
 
-    first: Node
-    second: Node
+    conv: Node | None
+    dw: Node
+    project: Node | None = None
+    add: Node | None = None
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        return tuple(n for n in (self.conv, self.dw, self.project, self.add) if n is not None)
+
+    @property
+    def first(self) -> Node:
+        return self.nodes[0]
+
+    @property
+    def last(self) -> Node:
+        return self.nodes[-1]
 
     @property
     def name(self) -> str:
-        return f"{self.first.name}+{self.second.name}"
+        return "+".join(n.name for n in self.nodes)
 
     @property
-    def nodes(self) -> tuple[Node, Node]:
-        return self.first, self.second
+    def residual(self) -> str | None:
+        """The add's operand that is not the project's result."""
+        if self.add is None:
+            return None
+        return next(i for i in self.add.inputs if i != self.project.name)
 
 
 @dataclass(frozen=True)
 class FusedMapping:
     rows: int  # depthwise output rows per stripe
-    chunk: int  # channels per group
+    chunk: int  # depthwise channels per chunk
+    dw_engine: Engine = Engine.VECTOR  # where DWCONV runs
+    line: int = 4  # line buffer: one window plus this many stripes of new rows
+    depth: int = 2  # accumulator ring slots: MATRIX's tile k waits for VECTOR's tile k - depth
 
     def __str__(self) -> str:
-        return f"fused stripes rows={self.rows} ch_chunk={self.chunk}"
+        dw = " dw=matrix" if self.dw_engine is Engine.MATRIX else ""
+        return (f"cascade stripes rows={self.rows} ch_chunk={self.chunk} line=+{self.line}"
+                + ("" if self.depth == 2 else f" acc_depth={self.depth}") + dw)
 
 
-def fusible(graph: Graph, first: Node, second: Node) -> bool:
-    """1x1 stride-1 unpadded ordinary conv whose only reader is a depthwise conv (batch 1)."""
-    if first.op is not Op.QCONV2D or second.op is not Op.QCONV2D or first.type.shape[0] != 1:
+# ------------------------------------------------------------------------ chain detection
+
+
+def _is_conv(graph: Graph, n: Node) -> bool:
+    """An ordinary conv of one CONV instruction per tile (kernel and strides <= 15)."""
+    if n.op is not Op.QCONV2D or n.attr_map["groups"] != 1 or n.type.shape[0] != 1:
         return False
-    if second.inputs[0] != first.name or graph.num_uses(first.name) != 1:
+    _, kh, kw, _ = graph.type_of(n.inputs[1]).shape
+    return (n.type.dtype is DType.I8 and graph.type_of(n.inputs[0]).dtype is DType.I8
+            and max(kh, kw, *n.attr_map["stride"]) <= ops_conv.MAX_KERNEL
+            and ops_conv.refusal(n, graph) is None)
+
+
+def _is_dw(graph: Graph, n: Node) -> bool:
+    if n.op is not Op.QCONV2D or n.type.shape[0] != 1 or n.type.dtype is not DType.I8:
         return False
-    a, b = first.attr_map, second.attr_map
-    wt = graph.type_of(first.inputs[1]).shape
-    c = first.type.shape[3]
-    return (a["groups"] == 1 and wt[1:3] == (1, 1) and a["stride"] == (1, 1)
-            and not any(a["padding"]) and b["groups"] == c > 1
-            and graph.type_of(second.inputs[1]).shape[3] == 1
-            and first.type.dtype == second.type.dtype)
+    c = graph.type_of(n.inputs[0]).shape[3]
+    return (n.attr_map["groups"] == c == n.type.shape[3] > 1
+            and graph.type_of(n.inputs[1]).shape[3] == 1
+            and graph.type_of(n.inputs[0]).dtype is DType.I8
+            and ops_conv.refusal(n, graph) is None)
 
 
-def candidates(pair: FusedPair, ctx: CodegenContext) -> list[FusedMapping]:
-    g2 = ops_conv.geometry(pair.second, ctx)
-    out = []
-    for chunk in sorted({min(g2.cout, k * ctx.arch.matrix.cols) for k in (1, 2, 4, 8, 16)}
-                        | {g2.cout}):
-        for rows in sorted({min(g2.oh, r) for r in (1, 2, 4, 8, 16, 32)}):
-            m = FusedMapping(rows, chunk)
-            try:
-                _layout(pair, m, ctx)
-            except TesselCompileError:
-                continue
-            out.append(m)
+def _is_project(graph: Graph, n: Node) -> bool:
+    a = n.attr_map
+    return (_is_conv(graph, n) and graph.type_of(n.inputs[1]).shape[1:3] == (1, 1)
+            and a["stride"] == (1, 1) and not any(a["padding"]))
+
+
+def _only_reader(graph: Graph, producer: Node, reader: Node, operand: int | None = 0) -> bool:
+    """`reader` reads `producer`'s result (as input `operand`, any if None) and nothing else
+    does (not a graph output either)."""
+    ins = reader.inputs if operand is None else reader.inputs[operand:operand + 1]
+    return producer.name in ins and graph.num_uses(producer.name) == 1 and (
+        reader.inputs.count(producer.name) == 1)
+
+
+def _is_residual_add(graph: Graph, project: Node, n: Node) -> bool:
+    if n.op is not Op.QADD or n.type.dtype is not DType.I8 or len(n.inputs) != 2:
+        return False
+    if not _only_reader(graph, project, n, None):
+        return False
+    other = next(i for i in n.inputs if i != project.name)
+    t = graph.type_of(other)
+    return (graph.constant_value(other) is None and t.shape == project.type.shape == n.type.shape
+            and t.dtype is DType.I8)
+
+
+def fusible_chain(graph: Graph, nodes: Sequence[Node], k: int) -> list[FusedChain]:
+    """The chains that may start at `nodes[k]` (members consecutive in `nodes`), longest
+    first; empty when none."""
+    at = lambda i: nodes[i] if i < len(nodes) else None  # noqa: E731
+    out: list[FusedChain] = []
+    first = at(k)
+    if first is None:
+        return out
+    if _is_conv(graph, first):
+        dw = at(k + 1)
+        if dw is None or not _is_dw(graph, dw) or not _only_reader(graph, first, dw):
+            return out
+        conv, nxt = first, k + 2
+    elif _is_dw(graph, first):
+        dw, conv, nxt = first, None, k + 1
+    else:
+        return out
+    if conv is not None:
+        out.append(FusedChain(conv, dw))
+    pj = at(nxt)
+    if pj is not None and _is_project(graph, pj) and _only_reader(graph, dw, pj):
+        out.append(FusedChain(conv, dw, pj))
+        add = at(nxt + 1)
+        if add is not None and _is_residual_add(graph, pj, add):
+            out.append(FusedChain(conv, dw, pj, add))
+    return out[::-1]
+
+
+def best_chain(graph: Graph, nodes: Sequence[Node], k: int,
+               alone_cycles: Callable[[Node], int],
+               choose: Callable[[FusedChain], tuple[Any, Any] | None]
+               ) -> tuple[FusedChain, Any, Any] | None:
+    """The chain starting at `nodes[k]` whose step saves the most estimated cycles over its
+    members run alone (`alone_cycles`), with its mapping and estimate (`choose`: the search's
+    best mapping of a chain, None if none fits); None when no chain is faster."""
+    best, saving = None, 0
+    for chain in fusible_chain(graph, nodes, k):
+        fused = choose(chain)
+        if fused is None:
+            continue
+        gain = sum(alone_cycles(n) for n in chain.nodes) - fused[1].cycles
+        if gain > saving:
+            best, saving = (chain, *fused), gain
+    return best
+
+
+# ------------------------------------------------------------------------ the step
+
+
+@dataclass(frozen=True)
+class _Stripe:
+    oy0: int  # first depthwise output row
+    rows: int
+    r0: int  # depthwise input rows [r0, r0 + n) this stripe reads, tile pad_top
+    n: int
+    pad_top: int
+    keep: int  # rows [r0, r0 + keep) were computed by earlier stripes
+    new0: int  # conv output rows [new0, new0 + new) computed by this stripe
+    new: int
+    off: int  # line-buffer row of input row r0
+    moved: int  # >= 0: the line buffer is rebased here; the kept rows come from this row
+
+
+def _stripes(g2, rows: int, cap: int | None) -> list[_Stripe]:
+    """Stripes of depthwise output rows; `cap`: line-buffer rows (None: no line buffer, each
+    stripe reads its whole window). The line buffer fills downwards; when a window would pass
+    its end, the rows still needed move to the top (one COPY) and it fills again."""
+    out: list[_Stripe] = []
+    prev = None  # (r0, r1) of the previous stripe
+    base = 0  # input row at line-buffer row 0
+    for oy0 in range(0, g2.oh, rows):
+        rn = min(rows, g2.oh - oy0)
+        r0, n, pt = g2.in_rows(oy0, rn)
+        r1 = r0 + n - 1
+        keep, new0, moved = 0, r0, -1
+        if cap is not None and prev is not None and r0 <= prev[1]:
+            keep, new0 = prev[1] - r0 + 1, prev[1] + 1
+        if cap is not None and (prev is None or r1 - base + 1 > cap):
+            if keep:
+                moved = r0 - base
+            base = r0
+        out.append(_Stripe(oy0, rn, r0, n, pt, keep, new0, r1 - new0 + 1, r0 - base, moved))
+        prev = (r0, r1)
     return out
+
+
+class _Kind(enum.Enum):
+    CONV = "conv"  # conv rows on MATRIX, into the line buffer (VECTOR)
+    DW = "depthwise"  # depthwise conv (VECTOR or MATRIX), into the stripe buffer / output
+    CONV_DW = "conv+depthwise"  # both in one tile (depthwise on VECTOR)
+    P = "project"  # 1x1 project (+ residual add) of a stripe, stored
+    EMPTY = "empty"  # keeps a consumer two tiles after its producer (no instructions)
+
+
+@dataclass(frozen=True)
+class _Tile:
+    kind: _Kind
+    stripe: int
+    chunk: int
+    pos: int  # position in the step (ring slots and VIN buffers follow it)
 
 
 @dataclass(frozen=True)
 class _Layout:
-    g1: int
-    g1_stride: int
-    g2: int
-    g2_stride: int
+    w1: tuple[int, ...]  # per chunk (project chains) or per group slot (pairs)
+    w2: tuple[int, ...]
+    w3: int
     inp: int
     inp_stride: int
-    mid: int
+    xin: int  # the conv's input rows of a stripe, two buffers (stripe parity)
+    xin_stride: int
+    vin: int
+    vin_stride: int
+    line: tuple[int, ...]  # per chunk
+    dwbuf: int
+    dwbuf_stride: int
+    tmp: int
     out: int
     out_stride: int
-    acc1: int
-    acc1_stride: int
+    acc: int
+    acc_stride: int
     acc2: int
 
 
-def _layout(pair: FusedPair, m: FusedMapping, ctx: CodegenContext) -> _Layout:
-    g1, g2 = ops_conv.geometry(pair.first, ctx), ops_conv.geometry(pair.second, ctx)
-    plan = SramPlan(ctx.arch, pair.name)
-    b1 = align(g1.weight_bytes(m.chunk) + 12 * m.chunk)
-    b2 = align(g2.weight_bytes(m.chunk) + 12 * m.chunk)
-    in_rows = min(g2.h, (m.rows - 1) * g2.sh + (g2.kh - 1) * g2.dh + 1)
-    ibytes = align(in_rows * g1.w * g1.c)
-    obytes = align(m.rows * g2.ow * m.chunk * pair.second.type.dtype.itemsize)
-    gp1 = plan.sram(2 * b1, "expand weights")
-    gp2 = plan.sram(2 * b2, "depthwise weights")
-    inp = plan.sram(2 * ibytes, "input stripe")
-    mid = plan.sram(align(in_rows * g1.w * m.chunk * pair.first.type.dtype.itemsize),
-                    "expanded stripe")
+class _Geo:
+    """Geometries of the chain's convs and its stripes / chunks for one mapping."""
+
+    def __init__(self, chain: FusedChain, m: FusedMapping, ctx: CodegenContext):
+        self.g1 = ops_conv.geometry(chain.conv, ctx) if chain.conv is not None else None
+        self.g2 = ops_conv.geometry(chain.dw, ctx)
+        self.g3 = ops_conv.geometry(chain.project, ctx) if chain.project is not None else None
+        g2 = self.g2
+        nmax = max(g2.in_rows(oy, min(m.rows, g2.oh - oy))[1] for oy in range(0, g2.oh, m.rows))
+        self.cap = min(g2.h, nmax + m.line * m.rows * g2.sh) if self.g1 is not None else None
+        self.stripes = _stripes(g2, m.rows, self.cap)
+        c = self.g2.cout
+        self.chunks = [(c0, min(m.chunk, c - c0)) for c0 in range(0, c, m.chunk)]
+        self.dw_matrix = m.dw_engine is Engine.MATRIX
+        self.depth = m.depth
+        # buffers for data VECTOR reads from a load: the load of tile k waits, through MATRIX
+        # k - IN_DEPTH, for VECTOR to finish tile k - IN_DEPTH - depth
+        self.vin_slots = IN_DEPTH + m.depth
+
+    def conv_window(self, s: _Stripe) -> tuple[int, int, int]:
+        return self.g1.in_rows(s.new0, s.new)
+
+
+def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
+    g2 = ops_conv.geometry(chain.dw, ctx)
+    cols = ctx.arch.matrix.cols
+    out = []
+    for engine in (Engine.MATRIX, Engine.VECTOR):
+        width = cols if engine is Engine.MATRIX else ctx.arch.vector.lanes
+        chunks = sorted({min(g2.cout, k * width) for k in (1, 2, 4, 8, 16)} | {g2.cout})
+        for chunk in chunks:
+            for rows in sorted({min(g2.oh, r) for r in (1, 2, 4, 8, 16, 32)}):
+                for depth in DEPTHS:
+                    for line in (4, 1, 0):  # shorter line buffers where longer do not fit
+                        m = FusedMapping(rows, chunk, engine, line, depth)
+                        try:
+                            _layout(chain, _Geo(chain, m, ctx), m, ctx)
+                        except TesselCompileError:
+                            continue
+                        out.append(m)
+                        break
+    return out
+
+
+def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) -> _Layout:
+    g1, g2, g3 = geo.g1, geo.g2, geo.g3
+    plan = SramPlan(ctx.arch, chain.name)
+    chain_mode = g3 is not None
+    ch = m.chunk
+    wb1 = align(g1.weight_bytes(ch) + 12 * ch) if g1 is not None else 0
+    wb2 = align(g2.weight_bytes(ch) + 12 * ch)
+    if chain_mode:  # every chunk's weights, loaded once
+        w1 = tuple(plan.sram(align(g1.weight_bytes(cn) + 12 * cn), "conv weights")
+                   for _, cn in geo.chunks) if g1 is not None else ()
+        w2 = tuple(plan.sram(align(g2.weight_bytes(cn) + 12 * cn), "depthwise weights")
+                   for _, cn in geo.chunks)
+        w3 = plan.sram(align(g3.weight_bytes(g3.cout) + 12 * g3.cout), "project weights")
+    else:  # one chunk's, double-buffered
+        w1 = ()
+        if g1 is not None:
+            base1 = plan.sram(2 * wb1, "conv weights")
+            w1 = (base1, base1 + wb1)
+        base = plan.sram(2 * wb2, "depthwise weights")
+        w2, w3 = (base, base + wb2), 0
+    nmax = max(s.n for s in geo.stripes)
+    ibytes = xbytes = 0
+    if g1 is not None:
+        xbytes = align(max((geo.conv_window(s)[1] for s in geo.stripes if s.new), default=1)
+                       * g1.w * _pixel(g1))
+    elif geo.dw_matrix:  # the depthwise input window, read by MATRIX
+        ibytes = align(nmax * g2.w * ch)
+    inp = plan.sram(2 * ibytes, "input rows") if ibytes else 0
+    xin = plan.sram(2 * xbytes, "conv input rows") if xbytes else 0
+    vbytes = 0
+    if g1 is None and not geo.dw_matrix:  # the depthwise input window, read by VECTOR
+        vbytes = align(nmax * g2.w * ch)
+    if chain.add is not None:
+        vbytes = max(vbytes, align(m.rows * g3.ow * g3.cout))
+    vin = plan.sram(geo.vin_slots * vbytes, "vector input rows") if vbytes else 0
+    line: tuple[int, ...] = ()
+    if g1 is not None:
+        line = tuple(plan.sram(align(geo.cap * g2.w * ch), "line buffer") for _ in geo.chunks)
+    dbytes = align(m.rows * g2.ow * g2.cout) if chain_mode else 0
+    dwbuf = plan.sram(2 * dbytes, "depthwise stripe") if chain_mode else 0
+    tmp = plan.sram(align(m.rows * g3.ow * g3.cout), "project stripe") if (
+        chain.add is not None) else 0
+    obytes = align(m.rows * g2.ow * (g3.cout if chain_mode else ch))
     out = plan.sram(2 * obytes, "output stripe")
-    e1 = in_rows * g1.w * m.chunk
-    acc1 = plan.acc(2 * e1, "expand accumulators")
-    acc2 = plan.acc(m.rows * g2.ow * m.chunk, "depthwise accumulators")
-    return _Layout(gp1, b1, gp2, b2, inp, ibytes, mid, out, obytes, acc1, e1, acc2)
+    entries = 1
+    if g1 is not None:
+        entries = max(entries, max(s.new for s in geo.stripes) * g2.w * ch)
+    if geo.dw_matrix:
+        entries = max(entries, m.rows * g2.ow * ch)
+    if chain_mode:
+        entries = max(entries, m.rows * g3.ow * g3.cout)
+    acc = plan.acc(m.depth * entries, "accumulators")
+    acc2 = 0 if geo.dw_matrix else plan.acc(m.rows * g2.ow * ch, "depthwise accumulators")
+    return _Layout(w1, w2, w3, inp, ibytes, xin, xbytes, vin, vbytes, line, dwbuf, dbytes, tmp, out,
+                   obytes, acc, entries, acc2)
 
 
-def step(pair: FusedPair, m: FusedMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
-    g1, g2 = ops_conv.geometry(pair.first, ctx), ops_conv.geometry(pair.second, ctx)
-    lay = _layout(pair, m, ctx)
-    chunks = [(c0, min(m.chunk, g2.cout - c0)) for c0 in range(0, g2.cout, m.chunk)]
+@dataclass(frozen=True)
+class _Plan:
+    """What the tile order depends on (cached: the search builds many steps)."""
+
+    project: bool
+    conv: bool
+    depth: int
+    dw_matrix: bool
+    stripes: tuple[_Stripe, ...]
+    nchunks: int
+
+
+@functools.lru_cache(maxsize=512)
+def _order(plan: _Plan) -> tuple[list[list[_Tile]], dict, dict]:
+    groups = _tiles(plan)
+    hosts, buffers = _hosts(groups, plan) if plan.conv else ({}, {})
+    return groups, hosts, buffers
+
+
+def _jobs(geo: _Plan, chunks: Sequence[int]
+          ) -> tuple[list[tuple[_Kind, int, int]], list[list[tuple[int, int]]]]:
+    """The tiles of the given chunks in program order, each with its dependencies (job index,
+    minimum distance in tiles): 2 when VECTOR writes what MATRIX reads, 1 when VECTOR
+    overwrites what an earlier tile read (see the module docstring)."""
+    jobs: list[tuple[_Kind, int, int]] = []
+    deps: list[list[tuple[int, int]]] = []
+    index: dict[tuple[_Kind, int, int], int] = {}
+
+    def add(kind: _Kind, i: int, j: int, dep: list[tuple[tuple[_Kind, int, int], int]]):
+        index[(kind, i, j)] = len(jobs)
+        jobs.append((kind, i, j))
+        deps.append([(index[key], d) for key, d in dep if key in index])
+
+    conv = geo.conv
+    d = geo.depth  # VECTOR -> MATRIX distance
+    ckind = _Kind.CONV if geo.dw_matrix else _Kind.CONV_DW
+    for i in range(len(geo.stripes)):
+        for j in chunks:
+            war_dw = [((_Kind.P, i - 2, 0), 1)] if geo.project else []
+            # the conv's input rows reuse the buffer of stripe i - 2 (_hosts)
+            xin = [((ckind, i - 2, chunks[-1]), IN_DEPTH)] if conv and j == chunks[0] else []
+            if conv and not geo.dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
+                add(_Kind.CONV_DW, i, j, [((_Kind.CONV_DW, i - 1, j), 1)] + war_dw + xin)
+            elif conv:  # a rebased line buffer overwrites rows earlier DW tiles read
+                rebase = [((_Kind.DW, i - 1, j), 1)] if geo.stripes[i].off == 0 else []
+                add(_Kind.CONV, i, j, [((_Kind.CONV, i - 1, j), 1)] + rebase + xin)
+                add(_Kind.DW, i, j, [((_Kind.CONV, i, j), d)] + war_dw)
+            else:
+                add(_Kind.DW, i, j, war_dw)
+        if geo.project:
+            kind = _Kind.DW if not conv or geo.dw_matrix else _Kind.CONV_DW
+            add(_Kind.P, i, 0, [((kind, i, j), d) for j in chunks])
+    return jobs, deps
+
+
+def _schedule(jobs: list, deps: list[list[tuple[int, int]]], pos0: int) -> list[_Tile]:
+    """Greedy list schedule: at each position the first job (program order) whose
+    dependencies are far enough back, else an empty tile."""
+    at: list[int] = [-1] * len(jobs)
+    left = list(range(len(jobs)))
+    out: list[_Tile] = []
+    pos = pos0
+    while left:
+        pick = None
+        for k, job in enumerate(left[:64]):
+            if all(at[d] >= 0 and pos - at[d] >= dist for d, dist in deps[job]):
+                pick = k
+                break
+        if pick is None:
+            out.append(_Tile(_Kind.EMPTY, 0, 0, pos))
+        else:
+            job = left.pop(pick)
+            at[job] = pos
+            kind, i, j = jobs[job]
+            out.append(_Tile(kind, i, j, pos))
+        pos += 1
+    return out
+
+
+def _tiles(geo: _Plan) -> list[list[_Tile]]:
+    """The tiles of each group, in program order: a pair has one group per chunk; a project
+    chain one schedule cut into groups after each project tile."""
+    if not geo.project:
+        groups: list[list[_Tile]] = []
+        pos = 0
+        for j in range(geo.nchunks):
+            groups.append(_schedule(*_jobs(geo, [j]), pos))
+            pos += len(groups[-1])
+        return groups
+    tiles = _schedule(*_jobs(geo, range(geo.nchunks)), 0)
+    groups, cur = [], []
+    for t in tiles:
+        cur.append(t)
+        if t.kind is _Kind.P:
+            groups.append(cur)
+            cur = []
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def _pixel(g1) -> int:
+    """SRAM bytes per pixel of the conv's input rows: padded, so that the load is not a plain
+    translation of DRAM (the residency rewrite would drop it and re-base only its own tile,
+    but the rows are read by the conv tiles of every chunk)."""
+    return g1.c + ALIGN
+
+
+def _hosts(groups: list[list[_Tile]], geo: _Plan
+           ) -> tuple[dict[int, list[tuple[int, int]]], dict[tuple[int, int], int]]:
+    """Where the conv's input rows are loaded: each stripe's rows (per chunk for a pair) once,
+    into one of two buffers (stripe parity), in the earliest tile at least two after the last conv tile that
+    read the buffer before (DMA_IN's tile k waits for MATRIX to finish tile k - 2) and not
+    after the stripe's first conv tile. Returns tile position -> [(stripe, buffer)] and
+    (chunk or -1, stripe) -> buffer."""
+    readers: dict[tuple[int, int], list[int]] = {}
+    for g in groups:
+        for t in g:
+            if t.kind in (_Kind.CONV, _Kind.CONV_DW) and geo.stripes[t.stripe].new:
+                key = (t.chunk if not geo.project else -1, t.stripe)
+                readers.setdefault(key, []).append(t.pos)
+    hosts: dict[int, list[tuple[int, int]]] = {}
+    buffers: dict[tuple[int, int], int] = {}
+    last = [-2, -2]  # per buffer: the last conv tile reading it
+    at = 0
+    for key, pos in sorted(readers.items(), key=lambda kv: min(kv[1])):
+        # stripe parity, as the schedule's dependencies (_jobs); a pair's groups (chunks)
+        # count their stripes on from the previous group's
+        b = (max(key[0], 0) * len(geo.stripes) + key[1]) % 2
+        at = max(at, last[b] + IN_DEPTH)
+        assert at <= min(pos), "cascade schedule: input rows cannot be loaded in time"
+        hosts.setdefault(at, []).append((key[1], b))
+        buffers[key] = b
+        last[b] = max(pos)
+    return hosts, buffers
+
+
+def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
+    geo = _Geo(chain, m, ctx)
+    lay = _layout(chain, geo, m, ctx)
+    g1, g2, g3 = geo.g1, geo.g2, geo.g3
+    nj = len(geo.chunks)
     if emit:
-        a1 = ops_conv._pack(pair.first, g1, chunks, ctx)
-        a2 = ops_conv._pack(pair.second, g2, chunks, ctx)
+        a1 = ops_conv._pack(chain.conv, g1, geo.chunks, ctx) if g1 is not None else []
+        a2 = ops_conv._pack(chain.dw, g2, geo.chunks, ctx)
+        a3 = ops_conv._pack(chain.project, g3, [(0, g3.cout)], ctx)[0] if g3 else 0
     else:
-        a1 = a2 = [0] * len(chunks)
-    stripes = [(oy, min(m.rows, g2.oh - oy)) for oy in range(0, g2.oh, m.rows)]
+        a1, a2, a3 = [0] * nj if g1 is not None else [], [0] * nj, 0
+    groups, hosts, buffers = _order(_Plan(chain.project is not None, g1 is not None, m.depth,
+                                          geo.dw_matrix, tuple(geo.stripes), nj))
     mem = ctx.consts.memory
 
-    def group_fn(j: int, slot: int) -> GroupWork:
-        cn = chunks[j][1]
-        w1 = dma.contiguous(Opcode.DMA_LOAD, mem, a1[j], lay.g1 + slot * lay.g1_stride,
-                            g1.weight_bytes(cn) + 12 * cn)
-        w2 = dma.contiguous(Opcode.DMA_LOAD, mem, a2[j], lay.g2 + slot * lay.g2_stride,
-                            g2.weight_bytes(cn) + 12 * cn)
-        return GroupWork(w1, w2, [], len(stripes))
+    def wload(addr: int, sram: int, g, cn: int) -> list[Instruction]:
+        return dma.contiguous(Opcode.DMA_LOAD, mem, addr, sram, g.weight_bytes(cn) + 12 * cn)
 
-    def tile_fn(j: int, t: int, s: Slots) -> TileWork:
-        return _tile(pair, g1, g2, lay, chunks[j], stripes[t], s, ctx)
+    def group_fn(gi: int, slot: int) -> GroupWork:
+        count = len(groups[gi])
+        if chain.project is not None:
+            if gi:
+                return GroupWork([], [], [], count)
+            wl = [ins for j, (_, cn) in enumerate(geo.chunks) if g1 is not None
+                  for ins in wload(a1[j], lay.w1[j], g1, cn)]
+            wl += wload(a3, lay.w3, g3, g3.cout)
+            dwl = [ins for j, (_, cn) in enumerate(geo.chunks)
+                   for ins in wload(a2[j], lay.w2[j], g2, cn)]
+            return GroupWork(wl + dwl, [], [], count) if geo.dw_matrix else (
+                GroupWork(wl, dwl, [], count))
+        cn = geo.chunks[gi][1]
+        w1 = wload(a1[gi], lay.w1[slot], g1, cn) if g1 is not None else []
+        w2 = wload(a2[gi], lay.w2[slot], g2, cn)
+        return GroupWork(w1 + w2, [], [], count) if geo.dw_matrix else (
+            GroupWork(w1, w2, [], count))
 
-    def tile_key(j: int, t: int) -> tuple[int, ...]:
-        return (chunks[j][1], stripes[t][1], *g2.in_rows(*stripes[t])[1:])
+    def tile_fn(gi: int, t: int, s: Slots) -> TileWork:
+        tl = groups[gi][t]
+        if tl.kind is _Kind.EMPTY:
+            work = TileWork()
+        elif tl.kind is _Kind.P:
+            work = _project_tile(chain, geo, lay, tl, s, ctx)
+        else:
+            key = (tl.chunk if chain.project is None else -1, tl.stripe)
+            work = _e_tile(chain, geo, lay, tl, s, ctx, buffers.get(key, 0))
+        for i, b in hosts.get(tl.pos, ()):
+            work.loads.append(_conv_rows_load(chain, geo, lay, geo.stripes[i], b, ctx))
+        return work
 
-    return StepWork(StepShape(uses_matrix=True), len(chunks), group_fn, tile_fn, tile_key)
+    def tile_key(gi: int, t: int) -> tuple:
+        tl = groups[gi][t]
+        st = geo.stripes[tl.stripe]
+        cn = geo.chunks[tl.chunk][1]
+        win = geo.conv_window(st) if g1 is not None and st.new else ()
+        hosted = tuple(geo.conv_window(geo.stripes[i])[1] for i, _ in hosts.get(tl.pos, ()))
+        return (tl.kind, cn, st.rows, st.n, st.pad_top, st.keep, st.moved >= 0, st.new, win,
+                hosted)
+
+    shape = StepShape(uses_matrix=True, in_depth=IN_DEPTH, acc_depth=m.depth, group_depth=2)
+    return StepWork(shape, len(groups), group_fn, tile_fn, tile_key)
 
 
-def _tile(pair: FusedPair, g1, g2, lay: _Layout, chunk: tuple[int, int],
-          stripe: tuple[int, int], s: Slots, ctx: CodegenContext) -> TileWork:
-    a1, a2 = pair.first.attr_map, pair.second.attr_map
-    (c0, cn), (oy0, rows) = chunk, stripe
-    x, y = ctx.tensor(pair.first.inputs[0]), ctx.tensor(pair.second.name)
-    r0, in_rows, pad_top = g2.in_rows(oy0, rows)
+def _conv_req(node: Node, acc: int, rows: int, ch: int, dst: int, dst_stride: int,
+              params: int) -> Instruction:
+    a = node.attr_map
+    return Instruction.make(
+        Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc, src_stride=ch, rows=rows, ch=ch,
+        out_dtype=ISA_DTYPE[node.type.dtype], dst_addr=dst, dst_stride=dst_stride,
+        param_addr=params, param_mode=ParamMode.PER_CHANNEL, out_zp=a["out_zp"],
+        act_min=a["act_min"], act_max=a["act_max"])
+
+
+def _conv_rows_load(chain: FusedChain, geo: _Geo, lay: _Layout, st: _Stripe, b: int,
+                    ctx: CodegenContext) -> Instruction:
+    g1 = geo.g1
+    r0, in_rows, _ = geo.conv_window(st)
+    x = ctx.tensor(chain.conv.inputs[0])
+    ps = _pixel(g1)
+    return dma.pattern(Opcode.DMA_LOAD, x, r0 * g1.w * g1.c, lay.xin + b * lay.xin_stride,
+                       ((g1.c, 1, 1), (g1.w, g1.c, ps), (in_rows, g1.w * g1.c, g1.w * ps)))
+
+
+def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
+            ctx: CodegenContext, xbuf: int) -> TileWork:
+    """A CONV, DW or CONV_DW tile of stripe `tl.stripe`, chunk `tl.chunk`."""
+    g1, g2 = geo.g1, geo.g2
+    st = geo.stripes[tl.stripe]
+    c0, cn = geo.chunks[tl.chunk]
+    chain_mode = chain.project is not None
+    w1 = lay.w1[tl.chunk if chain_mode else s.group] if g1 is not None else 0
+    w2 = lay.w2[tl.chunk if chain_mode else s.group]
+    acc = lay.acc + s.acc * lay.acc_stride
     iaddr = lay.inp + s.inp * lay.inp_stride
-    load = dma.pattern(Opcode.DMA_LOAD, x, r0 * g1.w * g1.c, iaddr,
-                       ((g1.c, 1, 1), (g1.w, g1.c, g1.c), (in_rows, g1.w * g1.c, g1.w * g1.c)))
-    gw1 = lay.g1 + s.group * lay.g1_stride
-    gw2 = lay.g2 + s.group * lay.g2_stride
-    acc1 = lay.acc1 + s.acc * lay.acc1_stride
-    expand = Instruction.make(
-        Opcode.CONV, in_addr=iaddr, in_h=in_rows, in_w=g1.w, in_stride_h=g1.w * g1.c,
-        in_stride_w=g1.c, cin=g1.c, in_zp=a1["in_zp"], kh=1, kw=1, stride_h=1, stride_w=1,
-        dil_h=1, dil_w=1, pad_top=0, pad_left=0, out_h=in_rows, out_w=g1.w, w_addr=gw1,
-        w_stride_k=g1.c * cn, w_stride_ci=cn, w_stride_co=1, w_zp=0, cout=cn, acc_addr=acc1,
-        acc_stride=cn, mode=AccMode.OVERWRITE)
-    isz1 = pair.first.type.dtype.itemsize
-    req1 = Instruction.make(
-        Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc1, src_stride=cn, rows=in_rows * g1.w,
-        ch=cn, out_dtype=ISA_DTYPE[pair.first.type.dtype], dst_addr=lay.mid,
-        dst_stride=cn * isz1, param_addr=gw1 + g1.weight_bytes(cn),
-        param_mode=ParamMode.PER_CHANNEL, out_zp=a1["out_zp"], act_min=a1["act_min"],
-        act_max=a1["act_max"])
+    loads: list[Instruction] = []
+    matrix: list[Instruction] = []
+    vector: list[Instruction] = []
+    stores: list[Instruction] = []
+    a2 = chain.dw.attr_map
+    line = lay.line[tl.chunk] if g1 is not None else 0
+    row = g2.w * cn  # bytes of one line-buffer row
+    if tl.kind in (_Kind.CONV, _Kind.CONV_DW):
+        if st.new:  # its input rows were loaded into buffer xbuf (_hosts)
+            _, in_rows, pad_top = geo.conv_window(st)
+            ps = _pixel(g1)
+            matrix.append(Instruction.make(
+                Opcode.CONV, in_addr=lay.xin + xbuf * lay.xin_stride, in_h=in_rows, in_w=g1.w,
+                in_stride_h=g1.w * ps, in_stride_w=ps, cin=g1.c,
+                in_zp=chain.conv.attr_map["in_zp"], kh=g1.kh, kw=g1.kw, stride_h=g1.sh,
+                stride_w=g1.sw, dil_h=g1.dh, dil_w=g1.dw, pad_top=pad_top, pad_left=g1.pl,
+                out_h=st.new, out_w=g1.ow, w_addr=w1, w_stride_k=g1.c * cn, w_stride_ci=cn,
+                w_stride_co=1, w_zp=0, cout=cn, acc_addr=acc, acc_stride=cn,
+                mode=AccMode.OVERWRITE))
+        if st.moved >= 0:  # rebase: the rows still needed move to the top (reads first)
+            vector.append(Instruction.make(
+                Opcode.COPY, dtype=ISA_DTYPE[DType.I8], d0=cn, d1=st.keep * g2.w,
+                src_addr=line + st.moved * row, src_s0=1, src_s1=cn, dst_addr=line, dst_s0=1,
+                dst_s1=cn))
+        if st.new:
+            vector.append(_conv_req(chain.conv, acc, st.new * g2.w, cn,
+                                    line + (st.off + st.new0 - st.r0) * row, cn,
+                                    w1 + g1.weight_bytes(cn)))
+        if tl.kind is _Kind.CONV:
+            return TileWork(loads, matrix, vector, stores)
+    if g1 is not None:
+        dw_in = line + st.off * row
+    elif geo.dw_matrix:  # depthwise input window from DRAM, into the input slot
+        dw_in = iaddr
+    else:  # ... into a VIN buffer
+        dw_in = lay.vin + (tl.pos % geo.vin_slots) * lay.vin_stride
+    if g1 is None:
+        x = ctx.tensor(chain.dw.inputs[0])
+        loads.append(dma.pattern(Opcode.DMA_LOAD, x, st.r0 * g2.w * g2.c + c0, dw_in,
+                                 ((cn, 1, 1), (g2.w, g2.c, cn), (st.n, g2.w * g2.c, g2.w * cn))))
+    dacc = acc if geo.dw_matrix else lay.acc2
     dw = Instruction.make(
-        Opcode.DWCONV, in_addr=lay.mid, in_h=in_rows, in_w=g2.w, in_stride_h=g2.w * cn,
+        Opcode.DWCONV, in_addr=dw_in, in_h=st.n, in_w=g2.w, in_stride_h=g2.w * cn,
         in_stride_w=cn, ch=cn, in_zp=a2["in_zp"], kh=g2.kh, kw=g2.kw, stride_h=g2.sh,
-        stride_w=g2.sw, dil_h=g2.dh, dil_w=g2.dw, pad_top=pad_top, pad_left=g2.pl,
-        out_h=rows, out_w=g2.ow, w_addr=gw2, w_stride_k=cn, acc_addr=lay.acc2,
+        stride_w=g2.sw, dil_h=g2.dh, dil_w=g2.dw, pad_top=st.pad_top, pad_left=g2.pl,
+        out_h=st.rows, out_w=g2.ow, w_addr=w2, w_stride_k=cn, acc_addr=dacc,
         acc_stride=cn, mode=AccMode.OVERWRITE)
+    (matrix if geo.dw_matrix else vector).append(dw)
+    params = w2 + g2.weight_bytes(cn)
+    if chain_mode:
+        dst = lay.dwbuf + (tl.stripe % 2) * lay.dwbuf_stride + c0
+        vector.append(_conv_req(chain.dw, dacc, st.rows * g2.ow, cn, dst, g2.cout, params))
+    else:
+        y = ctx.tensor(chain.dw.name)
+        oaddr = lay.out + s.out * lay.out_stride
+        vector.append(_conv_req(chain.dw, dacc, st.rows * g2.ow, cn, oaddr, cn, params))
+        stores.append(dma.pattern(Opcode.DMA_STORE, y, st.oy0 * g2.ow * g2.cout + c0, oaddr,
+                                  ((cn, 1, 1), (st.rows * g2.ow, g2.cout, cn))))
+    return TileWork(loads, matrix, vector, stores)
+
+
+def _project_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
+                  ctx: CodegenContext) -> TileWork:
+    g3 = geo.g3
+    st = geo.stripes[tl.stripe]
+    a3 = chain.project.attr_map
+    cin, cout, pix = g3.c, g3.cout, st.rows * g3.ow
+    acc = lay.acc + s.acc * lay.acc_stride
+    src = lay.dwbuf + (tl.stripe % 2) * lay.dwbuf_stride
+    conv = Instruction.make(
+        Opcode.CONV, in_addr=src, in_h=st.rows, in_w=g3.w, in_stride_h=g3.w * cin,
+        in_stride_w=cin, cin=cin, in_zp=a3["in_zp"], kh=1, kw=1, stride_h=1, stride_w=1,
+        dil_h=1, dil_w=1, pad_top=0, pad_left=0, out_h=st.rows, out_w=g3.ow, w_addr=lay.w3,
+        w_stride_k=cin * cout, w_stride_ci=cout, w_stride_co=1, w_zp=0, cout=cout,
+        acc_addr=acc, acc_stride=cout, mode=AccMode.OVERWRITE)
     oaddr = lay.out + s.out * lay.out_stride
-    req2 = Instruction.make(
-        Opcode.REQUANT, src=AccSrc.ACC, src_addr=lay.acc2, src_stride=cn, rows=rows * g2.ow,
-        ch=cn, out_dtype=ISA_DTYPE[pair.second.type.dtype], dst_addr=oaddr,
-        dst_stride=cn * y.itemsize, param_addr=gw2 + g2.weight_bytes(cn),
-        param_mode=ParamMode.PER_CHANNEL, out_zp=a2["out_zp"], act_min=a2["act_min"],
-        act_max=a2["act_max"])
-    store = dma.pattern(Opcode.DMA_STORE, y, oy0 * g2.ow * g2.cout + c0, oaddr,
-                        ((cn, 1, 1), (rows * g2.ow, g2.cout, cn)))
-    return TileWork([load], [expand], [req1, dw, req2], [store])
+    params = lay.w3 + g3.weight_bytes(cout)
+    loads: list[Instruction] = []
+    if chain.add is None:
+        vector = [_conv_req(chain.project, acc, pix, cout, oaddr, cout, params)]
+    else:
+        res = ctx.tensor(chain.residual)
+        raddr = lay.vin + (tl.pos % geo.vin_slots) * lay.vin_stride
+        loads.append(dma.pattern(Opcode.DMA_LOAD, res, st.oy0 * g3.ow * cout, raddr,
+                                 ((cout, 1, 1), (pix, cout, cout))))
+        vector = [_conv_req(chain.project, acc, pix, cout, lay.tmp, cout, params),
+                  _residual_add(chain, lay.tmp, raddr, oaddr, pix, cout)]
+    y = ctx.tensor(chain.last.name)
+    store = dma.pattern(Opcode.DMA_STORE, y, st.oy0 * g3.ow * cout, oaddr,
+                        ((cout, 1, 1), (pix, cout, cout)))
+    return TileWork(loads, [conv], vector, [store])
+
+
+def _residual_add(chain: FusedChain, proj: int, res: int, out: int, pix: int, cout: int
+                  ) -> Instruction:
+    """The qadd's ELTWISE on a stripe (operands in the qadd's order)."""
+    add = chain.add
+    a = add.attr_map
+    first, second = (proj, res) if add.inputs[0] == chain.project.name else (res, proj)
+    i8 = ISA_DTYPE[DType.I8]
+    fields = dict(op=EltOp.ADD, a_dtype=i8, b_dtype=i8, out_dtype=i8, a_addr=first,
+                  b_addr=second, out_addr=out, out_zp=a["out_zp"], act_min=a["act_min"],
+                  act_max=a["act_max"], d0=cout, d1=pix, a_s0=1, a_s1=cout, b_s0=1,
+                  b_s1=cout, out_s0=1, out_s1=cout)
+    fields.update(ops_eltwise._rescale(add))
+    return Instruction.make(Opcode.ELTWISE, **fields)

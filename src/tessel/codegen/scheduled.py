@@ -17,18 +17,18 @@ from typing import Any
 
 from tessel.arch import NpuArch
 from tessel.codegen.context import DramTensor
-from tessel.codegen.ops_fused import FusedPair
+from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.resident import Resident
 from tessel.codegen.step import Estimate, StepWork
 from tessel.ir import Graph, Node
 from tessel.isa import Instruction
 
-Unit = Node | FusedPair  # what one step computes: a node, or a fused group run as one step
+Unit = Node | FusedChain  # what one step computes: a node, or a fused group run as one step
 
 
 def unit_nodes(unit: Unit) -> tuple[Node, ...]:
-    """The IR nodes of a step, in order (two when fused)."""
-    return unit.nodes if isinstance(unit, FusedPair) else (unit,)
+    """The IR nodes of a step, in order (several when fused)."""
+    return unit.nodes if isinstance(unit, FusedChain) else (unit,)
 
 
 @dataclass(frozen=True)

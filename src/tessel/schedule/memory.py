@@ -27,8 +27,9 @@ def plan_arena(graph: Graph, order: Sequence[Node], inputs: Sequence[str], outpu
 
     `order`: the NPU nodes in execution order. Region inputs are live from the start, outputs
     to the end. A reshape whose input is a plain tensor aliases it (no copy, no step).
-    `fused_with_next`: nodes that run in one step with the node after them (cascading): their
-    operands stay live until that step ends."""
+    `fused_with_next`: nodes that run in one step with the node after them (cascading,
+    codegen/ops_fused.py): their results stay on chip (no arena space, never written to DRAM;
+    `tensors` has no entry for them) and the step's DRAM operands stay live until it ends."""
     alias = {n.name: n.inputs[0] for n in order if n.op is Op.RESHAPE}
     root = {}
 
@@ -50,6 +51,8 @@ def plan_arena(graph: Graph, order: Sequence[Node], inputs: Sequence[str], outpu
         for src in node.inputs:
             if graph.constant_value(src) is None:
                 end[find(src)] = max(end.get(find(src), i), i)
+        if node.name in fused_with_next:
+            continue
         r = find(node.name)
         root[node.name] = r
         start.setdefault(r, i)
@@ -67,6 +70,8 @@ def plan_arena(graph: Graph, order: Sequence[Node], inputs: Sequence[str], outpu
             f"{memory}")
     tensors = {}
     for name in list(start) + [n.name for n in order] + list(inputs) + list(outputs):
+        if name in fused_with_next:
+            continue
         r = find(name)
         t = graph.type_of(name)
         tensors[name] = DramTensor(memory, base + offsets[r], t.shape, t.dtype)

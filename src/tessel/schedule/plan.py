@@ -18,7 +18,7 @@ from tessel.arch import NpuArch
 from tessel.codegen import ops_fused, resident
 from tessel.codegen import prefetch as prefetch_steps
 from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
-from tessel.codegen.ops_fused import FusedPair
+from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.scheduled import ConstantLayout, Schedule, ScheduledStep, Unit
 from tessel.codegen.step import CostCache, Estimate, Slots, StepWork, estimate_step
@@ -127,7 +127,7 @@ def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     writes, reads, regions = [], [], []
     for r, group in enumerate(per_region):
         for unit, _, _ in group:
-            members = unit.nodes if isinstance(unit, FusedPair) else (unit,)
+            members = unit.nodes if isinstance(unit, FusedChain) else (unit,)
             inner = {n.name for n in members[:-1]}
             writes.append(root(members[-1].name))
             reads.append({root(i) for n in members for i in n.inputs
@@ -169,7 +169,8 @@ def plan_dram(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
         raise TesselCompileError(f"constants need {base} bytes (aligned to 4096, activations "
                                  f"follow them) but memory '{amemory.name}' has "
                                  f"{amemory.size_bytes}")
-    fused = frozenset(u.first.name for u, _, _ in choices if isinstance(u, FusedPair))
+    fused = frozenset(n.name for u, _, _ in choices if isinstance(u, FusedChain)
+                      for n in u.nodes[:-1])
     return plan_arena(graph, nodes, inputs, outputs, amem, base, amemory.size_bytes, fused)
 
 
@@ -196,32 +197,31 @@ FINALISTS = 3  # candidates estimated in full
 
 def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext
                ) -> list[tuple[Unit, Any, Estimate]]:
-    """The steps of the region with their mappings: each node alone, or a fusible pair as one
-    cascaded step when its best estimate beats the two layers' estimates added up."""
+    """The steps of the region with their mappings: each node alone, or a fusible chain as one
+    cascaded step when its best estimate beats its layers' estimates added up (ops_fused)."""
     out: list[tuple[Unit, Any, Estimate]] = []
+    alone: dict[str, tuple[Any, Estimate]] = {}
+
+    def single(n: Node) -> tuple[Any, Estimate]:
+        if n.name not in alone:
+            alone[n.name] = _choose(n, ctx)
+        return alone[n.name]
+
     k = 0
     with task("mapping search", total=len(nodes)) as bar:
         while k < len(nodes):
-            node = nodes[k]
-            alone = _choose(node, ctx)
-            nxt = nodes[k + 1] if k + 1 < len(nodes) else None
-            if nxt is not None and ops_fused.fusible(graph, node, nxt):
-                second = _choose(nxt, ctx)
-                pair = ops_fused.FusedPair(node, nxt)
-                fused = _choose(pair, ctx, required=False)
-                if fused is not None and fused[1].cycles < alone[1].cycles + second[1].cycles:
-                    out.append((pair, *fused))
-                    k += 2
-                    bar.advance(2)
-                    continue
-            out.append((node, *alone))
-            k += 1
-            bar.advance()
+            fused = ops_fused.best_chain(graph, nodes, k, lambda n: single(n)[1].cycles,
+                                         lambda c: _choose(c, ctx, required=False))
+            unit = fused if fused is not None else (nodes[k], *single(nodes[k]))
+            out.append(unit)
+            size = len(fused[0].nodes) if fused is not None else 1
+            k += size
+            bar.advance(size)
     return out
 
 
 def _emitter(unit: Unit):
-    return ops_fused if isinstance(unit, FusedPair) else emitter_for(unit)
+    return ops_fused if isinstance(unit, FusedChain) else emitter_for(unit)
 
 
 def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True
