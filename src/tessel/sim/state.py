@@ -61,6 +61,7 @@ class MachineState:
     batch: int | None = None  # a BatchState simulates several samples at once
     shared: tuple[int, int, int, np.ndarray] | None = None
     requant_cache: dict | None = None  # REQUANT parameter block -> checked plan (vector.py)
+    pool: object | None = None  # host buffers of the fast path (tessel.sim.fastpath.Pool)
 
     def ext_buffer(self, mem: int, lo: int, hi: int) -> np.ndarray:
         """The off-chip memory a DMA reads bytes [lo, hi) of (BatchState: maybe shared)."""
