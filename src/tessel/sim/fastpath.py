@@ -32,14 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
-from tessel.quant.fixedpoint import MAX_SHIFT, MIN_SHIFT
-from tessel.sim.fastfix import requant_apply, requant_plan
+from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
+from tessel.sim.fastfix import mbqm_inplace, requant_apply, requant_plan
 from tessel.sim.matrix import F32_EXACT, chunk_len
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap
+from tessel.sim.vector import _rescaled, _span
 from tessel.sim.window import Geometry
 
 Step = Callable[[MachineState], None]
@@ -295,12 +296,162 @@ def _build_requant(op: Op, plans: dict) -> Step | None:
     return step
 
 
+# ---- MATMUL -------------------------------------------------------------------------------
+def _build_matmul(op: Op) -> Step | None:
+    f = op.f
+    m, n, k = f["m"], f["n"], f["k"]
+    if 0 in (m, n, k):
+        return None
+    a_addr, a_s, a_zp = f["a_addr"], (f["a_stride_m"], f["a_stride_k"]), f["a_zp"]
+    b_addr, b_s, b_zp = f["b_addr"], (f["b_stride_k"], f["b_stride_n"]), f["b_zp"]
+    chunk = chunk_len(a_zp, b_zp)
+    store = _acc_store(f, m, n)
+
+    def step(state: MachineState) -> None:
+        pool, sram = state.pool, state.sram
+        a = pool.get(("mm_a", m, k), (m, k), F32)
+        np.subtract(_view(sram, a_addr, (m, k), a_s, I8), a_zp, out=a, dtype=F32)
+        b = pool.get(("mm_b", k, n), (k, n), F32)
+        np.subtract(_view(sram, b_addr, (k, n), b_s, I8), b_zp, out=b, dtype=F32)
+        store(state, _exact_gemm(a, b, pool.get(("out", m, n), (m, n), F32), chunk, None))
+    return step
+
+
+# ---- ELTWISE -------------------------------------------------------------------------------
+LUT_RANGE_MAX = 1 << 18  # the longest range of combined values given an output table
+_UNSIGNED = {1: np.dtype("<u1"), 2: np.dtype("<u2")}
+
+
+def _elt_side(x: np.ndarray, op: EltOp, zp: int, left: int, mult: int, shift: int
+              ) -> np.ndarray:
+    """One operand's contribution, the reference steps of ``vector.exec_eltwise``: ``x - zp``
+    (clipped to +-2^31 where that cannot change the result) for MUL, else
+    ``MBQM(sat32((x - zp) * 2^left), mult, shift)``; int64."""
+    if op == EltOp.MUL:
+        t = np.subtract(x, zp, dtype=I64)
+        if _span(x.dtype, zp) > 2**31:
+            np.clip(t, -(2**31), 2**31, out=t)
+        return t
+    return mbqm_inplace(_rescaled(x, zp, left), mult, shift)
+
+
+def _side_table(cache: dict, dt: np.dtype, op: EltOp, zp: int, left: int, mult: int,
+                shift: int) -> np.ndarray | None:
+    """For an int8 / int16 operand: its contribution for every bit pattern (indexed by the
+    unsigned view of the value), computed by the reference steps; None for int32."""
+    if dt.itemsize > 2:
+        return None
+    key = ("side", dt.str, op, zp, left, mult, shift)
+    hit = cache.get(key)
+    if hit is None:
+        every = np.arange(1 << (8 * dt.itemsize), dtype=_UNSIGNED[dt.itemsize]).view(dt)
+        hit = cache[key] = _elt_side(every, op, zp, left, mult, shift)
+    return hit
+
+
+def _combined_range(op: EltOp, ta: np.ndarray, tb: np.ndarray) -> tuple[int, int]:
+    """Bounds of ``r`` (after the reference's sat32) for every pair of table values."""
+    a0, a1, b0, b1 = int(ta.min()), int(ta.max()), int(tb.min()), int(tb.max())
+    if op == EltOp.MUL:
+        ends = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
+        lo, hi = min(ends), max(ends)
+    elif op == EltOp.ADD:
+        lo, hi = a0 + b0, a1 + b1
+    elif op == EltOp.SUB:
+        lo, hi = a0 - b1, a1 - b0
+    elif op == EltOp.MAX:
+        lo, hi = max(a0, b0), max(a1, b1)
+    else:
+        lo, hi = min(a0, b0), min(a1, b1)
+    return max(lo, INT32_MIN), min(hi, INT32_MAX)
+
+
+def _elt_out(r: np.ndarray, f: dict[str, Any], dt: np.dtype) -> np.ndarray:
+    """``clamp(MBQM(r, out_mult, out_shift) + out_zp, act_min, act_max)`` as ``dt``, the
+    reference's steps (``r`` int64 inside int32; consumed)."""
+    y = mbqm_inplace(np.ascontiguousarray(r, dtype=I64), f["out_mult"], f["out_shift"])
+    y += f["out_zp"]
+    np.maximum(y, f["act_min"], out=y)
+    np.minimum(y, f["act_max"], out=y)
+    return y.astype(dt)
+
+
+def _build_eltwise(op: Op, cache: dict) -> Step | None:
+    """ELTWISE through tables: an int8 / int16 operand's rescaled value depends on its value
+    alone, so each is one gather from a table of the reference steps over every value; when
+    both are tables and the combined values span at most ``LUT_RANGE_MAX``, the output stage
+    is a third gather. Int32 operands and wide ranges run the reference steps."""
+    f = op.f
+    eop = EltOp(f["op"])
+    shape = (f["d2"], f["d1"], f["d0"])
+    if 0 in shape:
+        return None
+    dts = [NP_DTYPE[f["a_dtype"]], NP_DTYPE[f["b_dtype"]]]
+    out_dt = NP_DTYPE[f["out_dtype"]]
+    views = [(f[f"{p}_addr"], (f[f"{p}_s2"], f[f"{p}_s1"], f[f"{p}_s0"])) for p in "ab"]
+    out_addr, out_s = f["out_addr"], (f["out_s2"], f["out_s1"], f["out_s0"])
+    left = 0 if eop == EltOp.MUL else f["left_shift"]
+    sides = [(f["a_zp"], f["a_mult"], f["a_shift"]), (f["b_zp"], f["b_mult"], f["b_shift"])]
+    tables = [_side_table(cache, dt, eop, zp, left, mu, sh)
+              for dt, (zp, mu, sh) in zip(dts, sides, strict=True)]
+    out_table, r_lo, clamp_r = None, 0, True
+    if tables[0] is not None and tables[1] is not None:
+        r_lo, r_hi = _combined_range(eop, tables[0], tables[1])
+        clamp_r = _unclamped_exceeds(eop, tables[0], tables[1])
+        if r_hi - r_lo < LUT_RANGE_MAX:
+            key = ("out", r_lo, r_hi, f["out_mult"], f["out_shift"], f["out_zp"],
+                   f["act_min"], f["act_max"], out_dt.str)
+            out_table = cache.get(key)
+            if out_table is None:
+                out_table = cache[key] = _elt_out(np.arange(r_lo, r_hi + 1, dtype=I64), f,
+                                                  out_dt)
+    combine = {EltOp.ADD: np.add, EltOp.SUB: np.subtract, EltOp.MUL: np.multiply,
+               EltOp.MAX: np.maximum, EltOp.MIN: np.minimum}[eop]
+    saturates = eop in (EltOp.ADD, EltOp.SUB, EltOp.MUL)
+
+    def step(state: MachineState) -> None:
+        sram = state.sram
+        vals = []
+        for (addr, strides), dt, table, (zp, mu, sh) in zip(views, dts, tables, sides,
+                                                            strict=True):
+            x = _view(sram, addr, shape, strides, dt)
+            vals.append(_elt_side(x, eop, zp, left, mu, sh) if table is None
+                        else np.take(table, x.view(_UNSIGNED[dt.itemsize])))
+        r = combine(vals[0], vals[1], out=vals[0])
+        if saturates and clamp_r:
+            np.maximum(r, INT32_MIN, out=r)
+            np.minimum(r, INT32_MAX, out=r)
+        if out_table is not None:
+            r -= r_lo
+            y = np.take(out_table, r)
+        else:
+            y = _elt_out(r, f, out_dt)
+        _view(sram, out_addr, shape, out_s, out_dt)[...] = y
+    return step
+
+
+def _unclamped_exceeds(op: EltOp, ta: np.ndarray, tb: np.ndarray) -> bool:
+    """True if some pair of table values combines (before sat32) outside int32."""
+    a0, a1, b0, b1 = int(ta.min()), int(ta.max()), int(tb.min()), int(tb.max())
+    if op == EltOp.MUL:
+        ends = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
+    elif op == EltOp.ADD:
+        ends = [a0 + b0, a1 + b1]
+    elif op == EltOp.SUB:
+        ends = [a0 - b1, a1 - b0]
+    else:
+        return False
+    return min(ends) < INT32_MIN or max(ends) > INT32_MAX
+
+
 # ---- the table -----------------------------------------------------------------------------
 BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
     Opcode.DMA_STORE: lambda op, prep: _build_dma(op),
     Opcode.CONV: lambda op, prep: _build_conv(op, prep.arch.onchip.sram_bytes),
     Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes),
+    Opcode.MATMUL: lambda op, prep: _build_matmul(op),
+    Opcode.ELTWISE: lambda op, prep: _build_eltwise(op, prep.cache.setdefault("elt_tables", {})),
     Opcode.REQUANT: lambda op, prep: _build_requant(op, prep.cache.setdefault("requant_plans",
                                                                               {})),
 }
