@@ -363,7 +363,9 @@ def _combined_range(op: EltOp, ta: np.ndarray, tb: np.ndarray) -> tuple[int, int
         lo, hi = max(a0, b0), max(a1, b1)
     else:
         lo, hi = min(a0, b0), min(a1, b1)
-    return max(lo, INT32_MIN), min(hi, INT32_MAX)
+    def sat(v: int) -> int:  # monotone: the bounds of sat32(r) are sat32 of r's bounds
+        return min(max(v, INT32_MIN), INT32_MAX)
+    return sat(lo), sat(hi)
 
 
 def _elt_out(r: np.ndarray, f: dict[str, Any], dt: np.dtype) -> np.ndarray:
