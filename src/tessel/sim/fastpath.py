@@ -36,7 +36,7 @@ from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
-from tessel.sim.fastfix import mbqm_inplace, requant_apply, requant_plan
+from tessel.sim.fastfix import mbqm_inplace, requant_into, requant_plan
 from tessel.sim.matrix import F32_EXACT, chunk_len
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap
@@ -136,6 +136,9 @@ def _acc_store(f: dict[str, Any], rows: int, cols: int) -> Callable[[MachineStat
 
     def store(state: MachineState, s: np.ndarray) -> None:
         view = _view(state.acc_bytes, offset, shape, strides, I32)
+        if s.dtype == F32 and not accumulate:
+            np.copyto(view, s, casting="unsafe")  # exact integers below 2^24
+            return
         v = s.astype(np.int32) if s.dtype == F32 else s.astype(I64).astype(np.int32)
         if accumulate:
             view += v  # int32 addition wraps
@@ -292,7 +295,7 @@ def _build_requant(op: Op, plans: dict) -> Step | None:
                 plans.clear()
             plan = plans[key] = requant_plan(bias, q31, shift, *extra)
         x = _view(state.acc_bytes if from_acc else sram, src_off, (rows, ch), src_s, I32)
-        _view(sram, dst_addr, (rows, ch), dst_s, dt)[...] = requant_apply(x, plan, dt)
+        requant_into(x, plan, _view(sram, dst_addr, (rows, ch), dst_s, dt))
     return step
 
 
