@@ -147,21 +147,43 @@ def _acc_store(f: dict[str, Any], rows: int, cols: int) -> Callable[[MachineStat
     return store
 
 
+def _row_l1_max(x: np.ndarray, pool: Pool) -> float:
+    """``max_i sum_k |x[i, k]|`` of a float32 matrix of small exact integers (|x| <= 383).
+
+    A float32 matrix-vector product with ones: every partial sum is an integer below
+    ``k * 383``, exact in float32 (in any order) while that is below 2^24; else float64."""
+    k = x.shape[-1]
+    if k * 383 >= F32_EXACT:
+        return float(np.abs(x).sum(axis=-1, dtype=np.float64).max(initial=0.0))
+    ab = np.abs(x, out=pool.get(("abs", x.shape), x.shape, F32))
+    ones = pool.get(("ones", k), (k,), F32, fill=1)
+    return float((ab.reshape(-1, k) @ ones).max(initial=0.0))
+
+
 def _exact_gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, chunk: int,
-                l1: float | None) -> np.ndarray:
-    """``matrix.exact_matmul`` writing the one-GEMM case into ``out``."""
+                l1: Callable[[], float], bmax: Callable[[], float]) -> np.ndarray:
+    """``matrix.exact_matmul``: one float32 GEMM written into ``out`` when every partial sum is
+    an integer below 2^24 (exact in any summation order): ``k <= chunk``, or a bound on the
+    rows' sums of ``|a|`` (``l1()``) times ``max |b|`` (``bmax()``) below 2^24; else K in
+    chunks summed in float64. (torch.mm was faster on isolated tiles but slower inside a whole
+    run: not used.)"""
     k = a.shape[-1]
-    if k <= chunk:
-        return np.matmul(a, b, out=out)
-    bmax = float(np.abs(b).max(initial=0.0))
-    if bmax == 0.0 or (l1 if l1 is not None else float(
-            np.abs(a).sum(axis=-1, dtype=np.float64).max(initial=0.0))) * bmax < F32_EXACT:
-        return np.matmul(a, b, out=out)
-    res = None
-    for lo in range(0, k, chunk):
-        part = (a[..., lo:lo + chunk] @ b[..., lo:lo + chunk, :]).astype(np.float64)
-        res = part if res is None else res.__iadd__(part)
-    return res
+    if k > chunk:
+        bm = bmax()
+        if bm != 0.0 and l1() * bm >= F32_EXACT:
+            res = None
+            for lo in range(0, k, chunk):
+                part = (a[..., lo:lo + chunk] @ b[..., lo:lo + chunk, :]).astype(np.float64)
+                res = part if res is None else res.__iadd__(part)
+            return res
+    return np.matmul(a, b, out=out)
+
+
+def _int8_max_abs(x: np.ndarray, zp: int) -> float:
+    """``max |x - zp|`` of an int8 array (0 when empty)."""
+    if x.size == 0:
+        return 0.0
+    return float(max(abs(int(x.min()) - zp), abs(int(x.max()) - zp)))
 
 
 # ---- CONV ----------------------------------------------------------------------------------
@@ -203,13 +225,14 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
         pool = state.pool
         tile = _view(state.sram, in_addr, tile_shape, tile_s, I8)
         wb = pool.get(("w", k, cout), (kk, cin, cout), F32)
-        np.subtract(_view(state.sram, w_addr, w_shape, w_s, I8), w_zp, out=wb, dtype=F32)
+        w8 = _view(state.sram, w_addr, w_shape, w_s, I8)
+        np.subtract(w8, w_zp, out=wb, dtype=F32)
         wf = wb.reshape(k, cout)
         a = pool.get(("cols", m, k), (m, k), F32)
         if direct:
             np.subtract(tile[:(g.oh - 1) * g.sh + 1:g.sh, :(g.ow - 1) * g.sw + 1:g.sw],
                         in_zp, out=a.reshape(g.oh, g.ow, cin), dtype=F32)
-            l1 = None
+            l1 = lambda: _row_l1_max(a, pool)  # noqa: E731
         else:
             frame = pool.get(frame_key, (rows, cols, cin), F32)
             np.subtract(tile[tr, tc], in_zp, out=frame[dr, dc], dtype=F32)
@@ -218,9 +241,9 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
                              strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2))
             np.copyto(a.reshape(win_shape), win)
             # a window's sum of |x - zp| is at most kh * kw times the largest per-pixel sum
-            l1 = None if k <= chunk else kk * float(
-                np.abs(frame).sum(axis=-1, dtype=np.float64).max(initial=0.0))
-        s = _exact_gemm(a, wf, pool.get(("out", m, cout), (m, cout), F32), chunk, l1)
+            l1 = lambda: kk * _row_l1_max(frame.reshape(-1, cin), pool)  # noqa: E731
+        s = _exact_gemm(a, wf, pool.get(("out", m, cout), (m, cout), F32), chunk, l1,
+                        lambda: _int8_max_abs(w8, w_zp))
         store(state, s)
     return step
 
@@ -315,8 +338,10 @@ def _build_matmul(op: Op) -> Step | None:
         a = pool.get(("mm_a", m, k), (m, k), F32)
         np.subtract(_view(sram, a_addr, (m, k), a_s, I8), a_zp, out=a, dtype=F32)
         b = pool.get(("mm_b", k, n), (k, n), F32)
-        np.subtract(_view(sram, b_addr, (k, n), b_s, I8), b_zp, out=b, dtype=F32)
-        store(state, _exact_gemm(a, b, pool.get(("out", m, n), (m, n), F32), chunk, None))
+        b8 = _view(sram, b_addr, (k, n), b_s, I8)
+        np.subtract(b8, b_zp, out=b, dtype=F32)
+        store(state, _exact_gemm(a, b, pool.get(("out", m, n), (m, n), F32), chunk,
+                                 lambda: _row_l1_max(a, pool), lambda: _int8_max_abs(b8, b_zp)))
     return step
 
 
