@@ -48,6 +48,7 @@ I8 = np.dtype("<i1")
 F32 = np.dtype(np.float32)
 I64 = np.int64
 REQUANT_PLANS_MAX = 4096  # distinct parameter blocks kept per prepared program
+DW_EINSUM_MAX = 5000  # DWCONV outputs up to this many elements: one einsum (measured faster)
 
 
 class Pool:
@@ -266,6 +267,10 @@ def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
     store = _acc_store(f, g.oh * g.ow, ch)
     positions = [(ky, kx) for ky in range(g.kh) for kx in range(g.kw)]
     out_shape = (g.oh, g.ow, ch)
+    win_shape = (g.oh, g.ow, g.kh, g.kw, ch)
+    # every sum of <= 225 products |x - zp| * |w| <= 383 * 128 is exact in float32 in any
+    # order (matrix.py), so the einsum and the loop give the same integers
+    small = g.oh * g.ow * ch <= DW_EINSUM_MAX
 
     def step(state: MachineState) -> None:
         pool = state.pool
@@ -275,6 +280,12 @@ def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
         w = _view(state.sram, w_addr, w_shape, w_s, I8).astype(F32)
         s0, s1, s2 = frame.strides
         s = pool.get(("dw_s", *out_shape), out_shape, F32)
+        if small:  # one einsum call: the per-position loop's numpy calls cost more here
+            win = np.ndarray(win_shape, F32, buffer=frame,
+                             strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2))
+            np.einsum("yxijc,ijc->yxc", win, w, out=s)
+            store(state, s.reshape(g.oh * g.ow, ch))
+            return
         tmp = pool.get(("dw_t", *out_shape), out_shape, F32)
         first = True
         for ky, kx in positions:  # the reference's order: exact float32 sums either way

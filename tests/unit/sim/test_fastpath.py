@@ -92,7 +92,11 @@ def test_matmul(kw):
 def test_dwconv_variants():
     base = CASES["dwconv"][V][0].as_dict()
     for kw in ({}, {"kh": 1, "kw": 1, "pad_top": 0, "pad_left": 0, "out_h": 4, "out_w": 6},
-               {"in_zp": 127, "mode": AccMode.ACCUMULATE}):
+               {"in_zp": 127, "mode": AccMode.ACCUMULATE},
+               # 16 x 28 x 16 outputs > DW_EINSUM_MAX: the per-position loop
+               {"in_h": 16, "in_w": 28, "ch": 16, "in_stride_h": 28 * 16, "in_stride_w": 16,
+                "stride_h": 1, "out_h": 16, "out_w": 28, "w_stride_k": 16, "acc_addr": 0,
+                "acc_stride": 16}):
         f = {k: v for k, v in {**base, **kw}.items() if k != "opcode"}
         _same_both_ways({V: [I(Opcode.DWCONV, **f)]})
 
