@@ -172,10 +172,9 @@ def _exact_gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, chunk: int,
     if k > chunk:
         bm = bmax()
         if bm != 0.0 and l1() * bm >= F32_EXACT:
-            res = None
+            res = np.zeros((*a.shape[:-1], b.shape[-1]), np.float64)
             for lo in range(0, k, chunk):
-                part = (a[..., lo:lo + chunk] @ b[..., lo:lo + chunk, :]).astype(np.float64)
-                res = part if res is None else res.__iadd__(part)
+                res += a[..., lo:lo + chunk] @ b[..., lo:lo + chunk, :]  # exact, float64 sum
             return res
     return np.matmul(a, b, out=out)
 
@@ -390,7 +389,7 @@ def _build_matmul(op: Op) -> Step | None:
 
 # ---- ELTWISE -------------------------------------------------------------------------------
 LUT_RANGE_MAX = 1 << 18  # the longest range of combined values given an output table
-_UNSIGNED = {1: np.dtype("<u1"), 2: np.dtype("<u2")}
+_UNSIGNED: dict[int, np.dtype] = {1: np.dtype("<u1"), 2: np.dtype("<u2")}
 
 
 def _elt_side(x: np.ndarray, op: EltOp, zp: int, left: int, mult: int, shift: int

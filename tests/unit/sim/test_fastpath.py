@@ -113,7 +113,8 @@ def test_requant_random(seed):
            param_mode=[ParamMode.PER_CHANNEL, ParamMode.PER_TENSOR][per_tensor],
            out_zp=int(rng.integers(-100, 100)), act_min=int(a), act_max=int(b))
     one = _params(rng, 1).tobytes()
-    _same_both_ways({V: [rq, rq]}, extra=[(2900, one)])  # twice: the second run of a parameter block reuses its plan
+    # twice: the second run of a parameter block reuses its plan
+    _same_both_ways({V: [rq, rq]}, extra=[(2900, one)])
 
 
 def test_requant_bad_parameters_trap_like_the_reference():
