@@ -115,51 +115,77 @@ def control_table(prep: PreparedProgram) -> tuple[tuple[tuple[int, int, Op], ...
 
 
 def _run_engine(table: tuple[tuple[int, int, Op], ...], pc: int, sem: list[int],
-                state: MachineState, stop: int) -> int:
+                state: MachineState, stop: int, steps: tuple | None = None) -> int:
     """Run one queue from ``pc`` until it blocks, reaches ``stop`` or passes END; return the
-    new pc. ``sem``: the token counts, flat [producer][consumer][token]."""
+    new pc. ``sem``: the token counts, flat [producer][consumer][token]. ``steps``: the queue's
+    fast-path closures (``tessel.sim.fastpath``; None entries and ``steps=None``: the
+    reference handlers)."""
     stop = min(stop, len(table))
-    while pc < stop:
-        kind, key, op = table[pc]
-        if kind == _EXEC:
-            execute(op, state)
-        elif kind == _WAIT:
-            if sem[key] == 0:
-                return pc
-            sem[key] -= 1
-        elif kind == _SIGNAL:
-            if sem[key] >= SEM_MAX:
-                return pc
-            sem[key] += 1
-        pc += 1
+    try:
+        while pc < stop:
+            kind, key, op = table[pc]
+            if kind == _EXEC:
+                step = None if steps is None else steps[pc]
+                if step is None:
+                    execute(op, state)
+                else:
+                    step(state)
+            elif kind == _WAIT:
+                if sem[key] == 0:
+                    return pc
+                sem[key] -= 1
+            elif kind == _SIGNAL:
+                if sem[key] >= SEM_MAX:
+                    return pc
+                sem[key] += 1
+            pc += 1
+    except TesselSimError:
+        raise
+    except Exception as exc:  # a fast-path closure failed: the reference handler explains
+        op = table[pc][2]
+        execute(op, state)
+        raise TesselSimError(f"{op.where()}: simulator fault in the fast path "
+                             f"({type(exc).__name__}: {str(exc)[:200]}); please report this "
+                             "file") from None
     return pc
 
 
-def run_functional(prep: PreparedProgram, state: MachineState) -> int:
-    """Execute every queue to its END; returns the number of instructions executed."""
-    return FunctionalRun(prep, state).run_until(None)
+def run_functional(prep: PreparedProgram, state: MachineState, fast: bool = True) -> int:
+    """Execute every queue to its END; returns the number of instructions executed.
+    ``fast=False``: the reference handlers only (the fast path is tested against them)."""
+    return FunctionalRun(prep, state, fast).run_until(None)
 
 
 class FunctionalRun:
     """The queues' program counters and token counts, kept between calls so that a program of
-    several NPU regions can stop at a region boundary (the host runs) and resume there."""
+    several NPU regions can stop at a region boundary (the host runs) and resume there.
+    ``fast``: run the precompiled closures of ``tessel.sim.fastpath`` where they exist (one
+    sample; a batch always runs the reference handlers)."""
 
-    def __init__(self, prep: PreparedProgram, state: MachineState) -> None:
+    def __init__(self, prep: PreparedProgram, state: MachineState, fast: bool = True) -> None:
         self.prep, self.state = prep, state
         self.pcs = [0] * len(prep.queues)
         self.sem = [0] * (4 * 4 * NUM_TOKENS)  # flat [producer][consumer][token]
         self.table = control_table(prep)
+        self.steps: tuple | None = None
+        if fast and state.batch is None:
+            from tessel.sim.fastpath import fast_steps, pool_for
+
+            self.steps = fast_steps(prep)
+            state.pool = pool_for(prep)
 
     def run_until(self, stops: list[int] | None) -> int:
         """Run every queue up to index stops[engine] (exclusive; None: to its end); returns
         the number of instructions executed so far."""
         queues, pcs, sem = self.prep.queues, self.pcs, self.sem
         stops = [len(q) for q in queues] if stops is None else stops
+        steps = self.steps
         while True:
             moved = False
             for e in range(len(queues)):
                 if pcs[e] < stops[e]:
-                    new = _run_engine(self.table[e], pcs[e], sem, self.state, stops[e])
+                    new = _run_engine(self.table[e], pcs[e], sem, self.state, stops[e],
+                                      None if steps is None else steps[e])
                     moved |= new != pcs[e]
                     pcs[e] = new
             if all(pc >= stop for pc, stop in zip(pcs, stops, strict=True)):

@@ -10,6 +10,7 @@ an affine operand pattern is one vectorised read or write, never a loop over ele
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +62,7 @@ class MachineState:
     batch: int | None = None  # a BatchState simulates several samples at once
     shared: tuple[int, int, int, np.ndarray] | None = None
     requant_cache: dict | None = None  # REQUANT parameter block -> checked plan (vector.py)
+    pool: Any = None  # host buffers of the fast path (tessel.sim.fastpath.Pool)
 
     def ext_buffer(self, mem: int, lo: int, hi: int) -> np.ndarray:
         """The off-chip memory a DMA reads bytes [lo, hi) of (BatchState: maybe shared)."""

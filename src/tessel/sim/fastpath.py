@@ -1,0 +1,549 @@
+"""The fast path of the functional simulator: each instruction precompiled once into a closure.
+
+The reference handlers (``tessel.sim.functional.HANDLERS``) read their fields from a dict,
+rebuild the window geometry, the chunk bounds and the operand views and allocate every host
+buffer on each call. For a program run many times (``CompiledModel.run``) all of that depends
+only on the instruction, so ``fast_table`` turns every instruction of a prepared program into
+a closure ``step(state)`` with its shapes, strides, offsets and constants bound, once per
+prepared program (cached in ``PreparedProgram.cache``). The closures compute exactly what the
+reference handlers compute (tests/unit/sim/test_fastpath.py runs every instruction kind both
+ways and the zoo end-to-end tests check the whole path against the golden model):
+
+* DMA between two contiguous patterns is one byte-slice copy;
+* CONV / DWCONV write the padded input frame, the im2col matrix, the float weights and the GEMM
+  result into host buffers kept between calls (``Pool``: per thread, keyed by shape; the padded
+  border of a frame is written once and stays zero because every user of a key writes the same
+  interior), so large tiles no longer pay for fresh pages on every call; a 1x1 convolution
+  without padding reads its input tile directly (no frame, no im2col);
+* REQUANT keeps its checked parameter plans across runs (keyed by the parameter bytes, as in
+  the reference handler, so a program that writes its parameters at run time stays exact).
+
+A closure that raises re-runs the reference handler on the same state, so a trap carries the
+reference handler's message (and a fast-path fault that the reference does not reproduce is
+re-raised as a simulator fault). A batch (``BatchState``) and every instruction kind without a
+closure here run the reference handlers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode
+from tessel.isa.footprint import WINDOW_FACTOR
+from tessel.isa.table import Opcode
+from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
+from tessel.sim.fastfix import mbqm_inplace, requant_into, requant_plan
+from tessel.sim.matrix import F32_EXACT, chunk_len
+from tessel.sim.prepare import Op, PreparedProgram
+from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap
+from tessel.sim.vector import _rescaled, _span
+from tessel.sim.window import Geometry
+
+Step = Callable[[MachineState], None]
+I8 = np.dtype("<i1")
+F32 = np.dtype(np.float32)
+I64 = np.int64
+REQUANT_PLANS_MAX = 4096  # distinct parameter blocks kept per prepared program
+DW_EINSUM_MAX = 5000  # DWCONV outputs up to this many elements: one einsum (measured faster)
+
+
+class Pool:
+    """Host buffers reused between instructions and runs, keyed by (role, shape, dtype)."""
+
+    def __init__(self) -> None:
+        self.bufs: dict[tuple, np.ndarray] = {}
+
+    def get(self, key: tuple, shape: tuple[int, ...], dtype: Any, fill: float = 0) -> np.ndarray:
+        buf = self.bufs.get(key)
+        if buf is None:
+            buf = self.bufs[key] = np.full(shape, fill, dtype)
+        return buf
+
+
+def pool_for(prep: PreparedProgram) -> Pool:
+    """The calling thread's buffer pool for ``prep`` (kept in its cache: a thread id is only
+    reused after its thread has ended, so no two running threads share a pool)."""
+    pools = prep.cache.setdefault("pools", {})
+    tid = threading.get_ident()
+    pool = pools.get(tid)
+    if pool is None:
+        pool = pools[tid] = Pool()
+    return pool
+
+
+def _contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    """True if a view of ``shape`` / ``strides`` (outermost first) is C-contiguous."""
+    expect = itemsize
+    for n, s in zip(reversed(shape), reversed(strides), strict=True):
+        if n != 1 and s != expect:
+            return False
+        expect *= n
+    return True
+
+
+def _view(buf: np.ndarray, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
+          dtype: np.dtype) -> np.ndarray:
+    return np.ndarray(shape, dtype, buffer=buf, offset=offset, strides=strides)
+
+
+# ---- DMA -----------------------------------------------------------------------------------
+def _build_dma(op: Op) -> Step | None:
+    f, load = op.f, op.opcode is Opcode.DMA_LOAD
+    dt = NP_DTYPE[f["dtype"]]
+    shape = (f["d3"], f["d2"], f["d1"], f["d0"])
+    ext_s = (f["ext_s3"], f["ext_s2"], f["ext_s1"], f["ext_s0"])
+    sram_s = (f["sram_s3"], f["sram_s2"], f["sram_s1"], f["sram_s0"])
+    mem, ea, sa = f["mem"], f["ext_addr"], f["sram_addr"]
+    n = int(np.prod(shape)) * dt.itemsize
+    if n == 0:
+        return lambda state: None
+    if _contiguous(shape, ext_s, dt.itemsize) and _contiguous(shape, sram_s, dt.itemsize):
+        if load:
+            def step(state: MachineState) -> None:
+                src = state.offchip[mem]
+                if ea + n > src.shape[0]:
+                    raise Trap("outside its memory")
+                state.sram[sa:sa + n] = src[ea:ea + n]
+        else:
+            def step(state: MachineState) -> None:
+                dst = state.offchip[mem]
+                if ea + n > dst.shape[0]:
+                    raise Trap("outside its memory")
+                dst[ea:ea + n] = state.sram[sa:sa + n]
+        return step
+
+    def strided(state: MachineState) -> None:
+        ext = _view(state.offchip[mem], ea, shape, ext_s, dt)
+        sram = _view(state.sram, sa, shape, sram_s, dt)
+        if load:
+            sram[...] = ext
+        else:
+            ext[...] = sram
+    return strided
+
+
+# ---- accumulator stores ------------------------------------------------------------------------
+def _acc_store(f: dict[str, Any], rows: int, cols: int) -> Callable[[MachineState, np.ndarray],
+                                                                     None]:
+    """A function storing float32 exact-integer GEMM results ``(rows, cols)`` into the
+    accumulator (OVERWRITE: ACC = s; ACCUMULATE: ACC = wrap32(ACC + s)); float64 results (a
+    chunked reduction) are wrapped through int64 as in ``matrix._to_int32``."""
+    offset, shape, strides = 4 * f["acc_addr"], (rows, cols), (4 * f["acc_stride"], 4)
+    accumulate = f["mode"] == AccMode.ACCUMULATE
+
+    def store(state: MachineState, s: np.ndarray) -> None:
+        view = _view(state.acc_bytes, offset, shape, strides, I32)
+        if s.dtype == F32 and not accumulate:
+            np.copyto(view, s, casting="unsafe")  # exact integers below 2^24
+            return
+        v = s.astype(np.int32) if s.dtype == F32 else s.astype(I64).astype(np.int32)
+        if accumulate:
+            view += v  # int32 addition wraps
+        else:
+            view[...] = v
+    return store
+
+
+def _row_l1_max(x: np.ndarray, pool: Pool) -> float:
+    """``max_i sum_k |x[i, k]|`` of a float32 matrix of small exact integers (|x| <= 383).
+
+    A float32 matrix-vector product with ones: every partial sum is an integer below
+    ``k * 383``, exact in float32 (in any order) while that is below 2^24; else float64."""
+    k = x.shape[-1]
+    if k * 383 >= F32_EXACT:
+        return float(np.abs(x).sum(axis=-1, dtype=np.float64).max(initial=0.0))
+    ab = np.abs(x, out=pool.get(("abs", x.shape), x.shape, F32))
+    ones = pool.get(("ones", k), (k,), F32, fill=1)
+    return float((ab.reshape(-1, k) @ ones).max(initial=0.0))
+
+
+def _exact_gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, chunk: int,
+                l1: Callable[[], float], bmax: Callable[[], float]) -> np.ndarray:
+    """``matrix.exact_matmul``: one float32 GEMM written into ``out`` when every partial sum is
+    an integer below 2^24 (exact in any summation order): ``k <= chunk``, or a bound on the
+    rows' sums of ``|a|`` (``l1()``) times ``max |b|`` (``bmax()``) below 2^24; else K in
+    chunks summed in float64. (torch.mm was faster on isolated tiles but slower inside a whole
+    run: not used.)"""
+    k = a.shape[-1]
+    if k > chunk:
+        bm = bmax()
+        if bm != 0.0 and l1() * bm >= F32_EXACT:
+            res = np.zeros((*a.shape[:-1], b.shape[-1]), np.float64)
+            for lo in range(0, k, chunk):
+                res += a[..., lo:lo + chunk] @ b[..., lo:lo + chunk, :]  # exact, float64 sum
+            return res
+    return np.matmul(a, b, out=out)
+
+
+def _int8_max_abs(x: np.ndarray, zp: int) -> float:
+    """``max |x - zp|`` of an int8 array (0 when empty)."""
+    if x.size == 0:
+        return 0.0
+    return float(max(abs(int(x.min()) - zp), abs(int(x.max()) - zp)))
+
+
+# ---- CONV ----------------------------------------------------------------------------------
+def _frame_parts(g: Geometry) -> tuple[int, int, slice, slice, slice, slice] | None:
+    """Rows / cols of the padded frame and the (frame, tile) slices of the tile's interior."""
+    rows, cols = g.needed()
+    r0, r1 = max(0, -g.pt), min(g.in_h, rows - g.pt)
+    c0, c1 = max(0, -g.pl), min(g.in_w, cols - g.pl)
+    if r1 <= r0 or c1 <= c0:
+        return None
+    return (rows, cols, slice(g.pt + r0, g.pt + r1), slice(g.pl + c0, g.pl + c1),
+            slice(r0, r1), slice(c0, c1))
+
+
+def _build_conv(op: Op, sram_bytes: int) -> Step | None:
+    f = op.f
+    g = Geometry.of(f)
+    cin, cout, kk = f["cin"], f["cout"], g.kh * g.kw
+    rows, cols = g.needed()
+    parts = _frame_parts(g)
+    if rows * cols * cin > WINDOW_FACTOR * sram_bytes or parts is None or 0 in (g.oh, g.ow):
+        return None  # traps, or an all-padding tile: the reference handler
+    tile_shape, tile_s = (g.in_h, g.in_w, cin), (f["in_stride_h"], f["in_stride_w"], 1)
+    in_addr, in_zp, w_zp = f["in_addr"], f["in_zp"], f["w_zp"]
+    w_shape, w_s = (kk, cin, cout), (f["w_stride_k"], f["w_stride_ci"], f["w_stride_co"])
+    w_addr = f["w_addr"]
+    k = kk * cin
+    m = g.oh * g.ow
+    chunk = chunk_len(in_zp, w_zp)
+    store = _acc_store(f, m, cout)
+    # a 1x1 kernel without padding whose strided samples stay inside the tile: no frame
+    direct = (kk == 1 and g.pt == 0 and g.pl == 0 and (g.oh - 1) * g.sh < g.in_h
+              and (g.ow - 1) * g.sw < g.in_w)
+    fr_rows, fr_cols, dr, dc, tr, tc = parts
+    frame_key = ("frame", rows, cols, cin, dr.start, dr.stop, dc.start, dc.stop)
+    win_shape = (g.oh, g.ow, g.kh, g.kw, cin)
+
+    def step(state: MachineState) -> None:
+        pool = state.pool
+        tile = _view(state.sram, in_addr, tile_shape, tile_s, I8)
+        wb = pool.get(("w", k, cout), (kk, cin, cout), F32)
+        w8 = _view(state.sram, w_addr, w_shape, w_s, I8)
+        np.subtract(w8, w_zp, out=wb, dtype=F32)
+        wf = wb.reshape(k, cout)
+        a = pool.get(("cols", m, k), (m, k), F32)
+        if direct:
+            np.subtract(tile[:(g.oh - 1) * g.sh + 1:g.sh, :(g.ow - 1) * g.sw + 1:g.sw],
+                        in_zp, out=a.reshape(g.oh, g.ow, cin), dtype=F32)
+            l1 = lambda: _row_l1_max(a, pool)  # noqa: E731
+        else:
+            frame = pool.get(frame_key, (rows, cols, cin), F32)
+            np.subtract(tile[tr, tc], in_zp, out=frame[dr, dc], dtype=F32)
+            s0, s1, s2 = frame.strides
+            win = np.ndarray(win_shape, F32, buffer=frame,
+                             strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2))
+            np.copyto(a.reshape(win_shape), win)
+            # a window's sum of |x - zp| is at most kh * kw times the largest per-pixel sum
+            l1 = lambda: kk * _row_l1_max(frame.reshape(-1, cin), pool)  # noqa: E731
+        s = _exact_gemm(a, wf, pool.get(("out", m, cout), (m, cout), F32), chunk, l1,
+                        lambda: _int8_max_abs(w8, w_zp))
+        store(state, s)
+    return step
+
+
+# ---- DWCONV --------------------------------------------------------------------------------
+def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
+    f = op.f
+    g = Geometry.of(f)
+    ch = f["ch"]
+    rows, cols = g.needed()
+    parts = _frame_parts(g)
+    if rows * cols * ch > WINDOW_FACTOR * sram_bytes or parts is None or 0 in (g.oh, g.ow):
+        return None
+    tile_shape, tile_s = (g.in_h, g.in_w, ch), (f["in_stride_h"], f["in_stride_w"], 1)
+    in_addr, in_zp = f["in_addr"], f["in_zp"]
+    w_shape, w_s, w_addr = (g.kh, g.kw, ch), (g.kw * f["w_stride_k"], f["w_stride_k"], 1), \
+        f["w_addr"]
+    _, _, dr, dc, tr, tc = parts
+    frame_key = ("frame", rows, cols, ch, dr.start, dr.stop, dc.start, dc.stop)
+    store = _acc_store(f, g.oh * g.ow, ch)
+    positions = [(ky, kx) for ky in range(g.kh) for kx in range(g.kw)]
+    out_shape = (g.oh, g.ow, ch)
+    win_shape = (g.oh, g.ow, g.kh, g.kw, ch)
+    # every sum of <= 225 products |x - zp| * |w| <= 383 * 128 is exact in float32 in any
+    # order (matrix.py), so the einsum and the loop give the same integers
+    small = g.oh * g.ow * ch <= DW_EINSUM_MAX
+
+    def step(state: MachineState) -> None:
+        pool = state.pool
+        frame = pool.get(frame_key, (rows, cols, ch), F32)
+        np.subtract(_view(state.sram, in_addr, tile_shape, tile_s, I8)[tr, tc], in_zp,
+                    out=frame[dr, dc], dtype=F32)
+        w = _view(state.sram, w_addr, w_shape, w_s, I8).astype(F32)
+        s0, s1, s2 = frame.strides
+        s = pool.get(("dw_s", *out_shape), out_shape, F32)
+        if small:  # one einsum call: the per-position loop's numpy calls cost more here
+            win = np.ndarray(win_shape, F32, buffer=frame,
+                             strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2))
+            np.einsum("yxijc,ijc->yxc", win, w, out=s)
+            store(state, s.reshape(g.oh * g.ow, ch))
+            return
+        tmp = pool.get(("dw_t", *out_shape), out_shape, F32)
+        first = True
+        for ky, kx in positions:  # the reference's order: exact float32 sums either way
+            win = np.ndarray(out_shape, F32, buffer=frame, offset=ky * g.dh * s0 + kx * g.dw * s1,
+                             strides=(g.sh * s0, g.sw * s1, s2))
+            if first:
+                np.multiply(win, w[ky, kx], out=s)
+                first = False
+            else:
+                np.multiply(win, w[ky, kx], out=tmp)
+                s += tmp
+        store(state, s.reshape(g.oh * g.ow, ch))
+    return step
+
+
+# ---- REQUANT -------------------------------------------------------------------------------
+TILED_BYTES_MAX = 128 << 20  # requantisation plans tiled to whole tiles, per prepared program
+
+
+class TiledPlans:
+    """Requantisation plans with their per-channel arrays repeated over a tile's rows: every
+    pass of ``requant_into`` is then one flat loop instead of ``rows`` loops of ``ch`` elements
+    (about 1.5x faster on the 16-channel tiles of MobileNetV2); same values, same result.
+    Keyed by (parameter key, rows); emptied when it would hold more than TILED_BYTES_MAX."""
+
+    def __init__(self) -> None:
+        self.plans: dict[tuple, tuple] = {}
+        self.nbytes = 0
+
+    def get(self, key: tuple, plan: tuple, rows: int, ch: int) -> tuple:
+        hit = self.plans.get(key)
+        if hit is not None:
+            return hit
+        if plan[0]:
+            tiled = plan  # the left-shift form: not tiled
+        else:
+            tiled = tuple(np.ascontiguousarray(np.broadcast_to(v, (rows, ch)))
+                          if isinstance(v, np.ndarray) and v.shape == (ch,) else v for v in plan)
+        size = sum(v.nbytes for v in tiled if isinstance(v, np.ndarray))
+        if self.nbytes + size > TILED_BYTES_MAX:
+            self.plans.clear()
+            self.nbytes = 0
+        self.plans[key] = tiled
+        self.nbytes += size
+        return tiled
+
+
+def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
+    f = op.f
+    rows, ch = f["rows"], f["ch"]
+    p = ch if f["param_mode"] == ParamMode.PER_CHANNEL else 1
+    p_addr = f["param_addr"]
+    dt = NP_DTYPE[f["out_dtype"]]
+    extra = (f["out_zp"], f["act_min"], f["act_max"])
+    from_acc = f["src"] == AccSrc.ACC
+    src_off = 4 * f["src_addr"] if from_acc else f["src_addr"]
+    src_s = (4 * f["src_stride"], 4) if from_acc else (f["src_stride"], 4)
+    dst_addr, dst_s = f["dst_addr"], (f["dst_stride"], dt.itemsize)
+    nbytes = 12 * p
+
+    def step(state: MachineState) -> None:
+        sram = state.sram
+        if p_addr + nbytes > sram.shape[0]:
+            raise Trap("parameters outside the SRAM")
+        key = (sram[p_addr:p_addr + nbytes].tobytes(), *extra)
+        plan = plans.get(key)
+        if plan is None:
+            bias, q31, shift = np.frombuffer(key[0], I32).reshape(3, p).astype(I64)
+            if (q31 < 0).any() or (shift < MIN_SHIFT).any() or (shift > MAX_SHIFT).any():
+                raise Trap("bad parameters")  # the reference handler names the entry
+            if len(plans) >= REQUANT_PLANS_MAX:
+                plans.clear()
+            plan = plans[key] = requant_plan(bias, q31, shift, *extra)
+        tiled = tiled_plans.get((key, rows, ch), plan, rows, ch)
+        x = _view(state.acc_bytes if from_acc else sram, src_off, (rows, ch), src_s, I32)
+        requant_into(x, tiled, _view(sram, dst_addr, (rows, ch), dst_s, dt))
+    return step
+
+
+# ---- MATMUL -------------------------------------------------------------------------------
+def _build_matmul(op: Op) -> Step | None:
+    f = op.f
+    m, n, k = f["m"], f["n"], f["k"]
+    if 0 in (m, n, k):
+        return None
+    a_addr, a_s, a_zp = f["a_addr"], (f["a_stride_m"], f["a_stride_k"]), f["a_zp"]
+    b_addr, b_s, b_zp = f["b_addr"], (f["b_stride_k"], f["b_stride_n"]), f["b_zp"]
+    chunk = chunk_len(a_zp, b_zp)
+    store = _acc_store(f, m, n)
+
+    def step(state: MachineState) -> None:
+        pool, sram = state.pool, state.sram
+        a = pool.get(("mm_a", m, k), (m, k), F32)
+        np.subtract(_view(sram, a_addr, (m, k), a_s, I8), a_zp, out=a, dtype=F32)
+        b = pool.get(("mm_b", k, n), (k, n), F32)
+        b8 = _view(sram, b_addr, (k, n), b_s, I8)
+        np.subtract(b8, b_zp, out=b, dtype=F32)
+        store(state, _exact_gemm(a, b, pool.get(("out", m, n), (m, n), F32), chunk,
+                                 lambda: _row_l1_max(a, pool), lambda: _int8_max_abs(b8, b_zp)))
+    return step
+
+
+# ---- ELTWISE -------------------------------------------------------------------------------
+LUT_RANGE_MAX = 1 << 18  # the longest range of combined values given an output table
+_UNSIGNED: dict[int, np.dtype] = {1: np.dtype("<u1"), 2: np.dtype("<u2")}
+
+
+def _elt_side(x: np.ndarray, op: EltOp, zp: int, left: int, mult: int, shift: int
+              ) -> np.ndarray:
+    """One operand's contribution, the reference steps of ``vector.exec_eltwise``: ``x - zp``
+    (clipped to +-2^31 where that cannot change the result) for MUL, else
+    ``MBQM(sat32((x - zp) * 2^left), mult, shift)``; int64."""
+    if op == EltOp.MUL:
+        t = np.subtract(x, zp, dtype=I64)
+        if _span(x.dtype, zp) > 2**31:
+            np.clip(t, -(2**31), 2**31, out=t)
+        return t
+    return mbqm_inplace(_rescaled(x, zp, left), mult, shift)
+
+
+def _side_table(cache: dict, dt: np.dtype, op: EltOp, zp: int, left: int, mult: int,
+                shift: int) -> np.ndarray | None:
+    """For an int8 / int16 operand: its contribution for every bit pattern (indexed by the
+    unsigned view of the value), computed by the reference steps; None for int32."""
+    if dt.itemsize > 2:
+        return None
+    key = ("side", dt.str, op, zp, left, mult, shift)
+    hit = cache.get(key)
+    if hit is None:
+        every = np.arange(1 << (8 * dt.itemsize), dtype=_UNSIGNED[dt.itemsize]).view(dt)
+        hit = cache[key] = _elt_side(every, op, zp, left, mult, shift)
+    return hit
+
+
+def _combined_range(op: EltOp, ta: np.ndarray, tb: np.ndarray) -> tuple[int, int]:
+    """Bounds of ``r`` (after the reference's sat32) for every pair of table values."""
+    a0, a1, b0, b1 = int(ta.min()), int(ta.max()), int(tb.min()), int(tb.max())
+    if op == EltOp.MUL:
+        ends = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
+        lo, hi = min(ends), max(ends)
+    elif op == EltOp.ADD:
+        lo, hi = a0 + b0, a1 + b1
+    elif op == EltOp.SUB:
+        lo, hi = a0 - b1, a1 - b0
+    elif op == EltOp.MAX:
+        lo, hi = max(a0, b0), max(a1, b1)
+    else:
+        lo, hi = min(a0, b0), min(a1, b1)
+    def sat(v: int) -> int:  # monotone: the bounds of sat32(r) are sat32 of r's bounds
+        return min(max(v, INT32_MIN), INT32_MAX)
+    return sat(lo), sat(hi)
+
+
+def _elt_out(r: np.ndarray, f: dict[str, Any], dt: np.dtype) -> np.ndarray:
+    """``clamp(MBQM(r, out_mult, out_shift) + out_zp, act_min, act_max)`` as ``dt``, the
+    reference's steps (``r`` int64 inside int32; consumed)."""
+    y = mbqm_inplace(np.ascontiguousarray(r, dtype=I64), f["out_mult"], f["out_shift"])
+    y += f["out_zp"]
+    np.maximum(y, f["act_min"], out=y)
+    np.minimum(y, f["act_max"], out=y)
+    return y.astype(dt)
+
+
+def _build_eltwise(op: Op, cache: dict) -> Step | None:
+    """ELTWISE through tables: an int8 / int16 operand's rescaled value depends on its value
+    alone, so each is one gather from a table of the reference steps over every value; when
+    both are tables and the combined values span at most ``LUT_RANGE_MAX``, the output stage
+    is a third gather. Int32 operands and wide ranges run the reference steps."""
+    f = op.f
+    eop = EltOp(f["op"])
+    shape = (f["d2"], f["d1"], f["d0"])
+    if 0 in shape:
+        return None
+    dts = [NP_DTYPE[f["a_dtype"]], NP_DTYPE[f["b_dtype"]]]
+    out_dt = NP_DTYPE[f["out_dtype"]]
+    views = [(f[f"{p}_addr"], (f[f"{p}_s2"], f[f"{p}_s1"], f[f"{p}_s0"])) for p in "ab"]
+    out_addr, out_s = f["out_addr"], (f["out_s2"], f["out_s1"], f["out_s0"])
+    left = 0 if eop == EltOp.MUL else f["left_shift"]
+    sides = [(f["a_zp"], f["a_mult"], f["a_shift"]), (f["b_zp"], f["b_mult"], f["b_shift"])]
+    tables = [_side_table(cache, dt, eop, zp, left, mu, sh)
+              for dt, (zp, mu, sh) in zip(dts, sides, strict=True)]
+    out_table, r_lo, clamp_r = None, 0, True
+    if tables[0] is not None and tables[1] is not None:
+        r_lo, r_hi = _combined_range(eop, tables[0], tables[1])
+        clamp_r = _unclamped_exceeds(eop, tables[0], tables[1])
+        if r_hi - r_lo < LUT_RANGE_MAX:
+            key = ("out", r_lo, r_hi, f["out_mult"], f["out_shift"], f["out_zp"],
+                   f["act_min"], f["act_max"], out_dt.str)
+            out_table = cache.get(key)
+            if out_table is None:
+                out_table = cache[key] = _elt_out(np.arange(r_lo, r_hi + 1, dtype=I64), f,
+                                                  out_dt)
+    combine = {EltOp.ADD: np.add, EltOp.SUB: np.subtract, EltOp.MUL: np.multiply,
+               EltOp.MAX: np.maximum, EltOp.MIN: np.minimum}[eop]
+    saturates = eop in (EltOp.ADD, EltOp.SUB, EltOp.MUL)
+
+    def step(state: MachineState) -> None:
+        sram = state.sram
+        vals = []
+        for (addr, strides), dt, table, (zp, mu, sh) in zip(views, dts, tables, sides,
+                                                            strict=True):
+            x = _view(sram, addr, shape, strides, dt)
+            vals.append(_elt_side(x, eop, zp, left, mu, sh) if table is None
+                        else np.take(table, x.view(_UNSIGNED[dt.itemsize])))
+        r = combine(vals[0], vals[1], out=vals[0])
+        if saturates and clamp_r:
+            np.maximum(r, INT32_MIN, out=r)
+            np.minimum(r, INT32_MAX, out=r)
+        if out_table is not None:
+            r -= r_lo
+            y = np.take(out_table, r)
+        else:
+            y = _elt_out(r, f, out_dt)
+        _view(sram, out_addr, shape, out_s, out_dt)[...] = y
+    return step
+
+
+def _unclamped_exceeds(op: EltOp, ta: np.ndarray, tb: np.ndarray) -> bool:
+    """True if some pair of table values combines (before sat32) outside int32."""
+    a0, a1, b0, b1 = int(ta.min()), int(ta.max()), int(tb.min()), int(tb.max())
+    if op == EltOp.MUL:
+        ends = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
+    elif op == EltOp.ADD:
+        ends = [a0 + b0, a1 + b1]
+    elif op == EltOp.SUB:
+        ends = [a0 - b1, a1 - b0]
+    else:
+        return False
+    return min(ends) < INT32_MIN or max(ends) > INT32_MAX
+
+
+# ---- the table -----------------------------------------------------------------------------
+BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
+    Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
+    Opcode.DMA_STORE: lambda op, prep: _build_dma(op),
+    Opcode.CONV: lambda op, prep: _build_conv(op, prep.arch.onchip.sram_bytes),
+    Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes),
+    Opcode.MATMUL: lambda op, prep: _build_matmul(op),
+    Opcode.ELTWISE: lambda op, prep: _build_eltwise(op, prep.cache.setdefault("elt_tables", {})),
+    Opcode.REQUANT: lambda op, prep: _build_requant(
+        op, prep.cache.setdefault("requant_plans", {}), prep.cache.setdefault("tiled", TiledPlans())),
+}
+
+
+def build_step(op: Op, prep: PreparedProgram) -> Step | None:
+    """The closure of one instruction, or None: run the reference handler."""
+    if op.error is not None:
+        return None
+    builder = BUILDERS.get(op.opcode)
+    return None if builder is None else builder(op, prep)
+
+
+def fast_steps(prep: PreparedProgram) -> tuple[tuple[Step | None, ...], ...]:
+    """Per queue, per instruction: its closure (None for control and reference-handled
+    instructions); built once per prepared program."""
+    hit = prep.cache.get("fast_steps")
+    if hit is None:
+        hit = prep.cache["fast_steps"] = tuple(
+            tuple(None if op.opcode in (Opcode.WAIT, Opcode.SIGNAL, Opcode.END)
+                  else build_step(op, prep) for op in q)
+            for q in prep.queues)
+    return hit
