@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tessel.isa import Engine, Instruction, Opcode
+from tessel.isa.fields import LutMode
 from tessel.isa.footprint import Space, accesses
 from tessel.schedule.step import GroupWork, Slots, StepWork, TileWork
 
@@ -94,6 +95,142 @@ def _rebase(instrs: list[Instruction], lo: int, hi: int, shift: int, *, writes: 
     return out
 
 
+def _pattern(ins: Instruction, what: str
+             ) -> tuple[str, list[tuple[int, str | None, int]], int] | None:
+    """Operand `what` of `ins` as (base field, [(extent, stride field or None when fixed,
+    stride in bytes)], element bytes); None for an operand this module does not re-base."""
+    op = ins.opcode
+
+    def strided(p: str, n: int, elem: int) -> tuple[str, list]:
+        return f"{p}_addr", [(getattr(ins, f"d{k}"), f"{p}_s{k}", getattr(ins, f"{p}_s{k}"))
+                             for k in range(n)], elem
+
+    def nhwc(base: str, sh: str, sw: str, h: int, w: int, ch: int, elem: int):
+        return base, [(h, sh, getattr(ins, sh)), (w, sw, getattr(ins, sw)),
+                      (ch, None, elem)], elem
+
+    if op in (Opcode.CONV, Opcode.DWCONV) and what == "in":
+        ch = ins.cin if op == Opcode.CONV else ins.ch
+        return nhwc("in_addr", "in_stride_h", "in_stride_w", ins.in_h, ins.in_w, ch, 1)
+    if op == Opcode.POOL and what in ("in", "out"):
+        w = ins.dtype.nbytes
+        if what == "in":
+            return nhwc("in_addr", "in_stride_h", "in_stride_w", ins.in_h, ins.in_w, ins.ch, w)
+        return nhwc("out_addr", "out_stride_h", "out_stride_w", ins.out_h, ins.out_w, ins.ch, w)
+    if op == Opcode.MATMUL and what in ("a", "b"):
+        if what == "a":
+            return "a_addr", [(ins.m, "a_stride_m", ins.a_stride_m),
+                              (ins.k, "a_stride_k", ins.a_stride_k)], 1
+        return "b_addr", [(ins.k, "b_stride_k", ins.b_stride_k),
+                          (ins.n, "b_stride_n", ins.b_stride_n)], 1
+    if op == Opcode.REQUANT and what in ("src", "dst"):
+        if what == "src":
+            return "src_addr", [(ins.rows, "src_stride", ins.src_stride), (ins.ch, None, 4)], 4
+        w = ins.out_dtype.nbytes
+        return "dst_addr", [(ins.rows, "dst_stride", ins.dst_stride), (ins.ch, None, w)], w
+    if op == Opcode.ELTWISE and what in ("a", "b", "out"):
+        return strided(what, 3, getattr(ins, f"{what}_dtype").nbytes)
+    if op == Opcode.LUT and what in ("src", "dst"):
+        return strided(what, 3, 1 if ins.lut_mode == LutMode.I8_256 else 2)
+    if op == Opcode.UNARY and what in ("src", "dst"):
+        return strided(what, 3, 4)
+    if op == Opcode.COPY and what in ("src", "dst"):
+        return strided(what, 4, ins.dtype.nbytes)
+    if op == Opcode.REDUCE and what == "src":
+        return strided(what, 3, ins.dtype.nbytes)
+    return None
+
+
+@dataclass(frozen=True)
+class _Map:
+    """Slot -> tensor: the element at slot index (i0..i3) of a DMA's SRAM pattern lives at
+    `dst + sum(i_k * to_s[k])` (its `ext` pattern moved onto the resident tensor)."""
+
+    src: int
+    src_s: tuple[int, ...]
+    dims: tuple[int, ...]
+    dst: int
+    to_s: tuple[int, ...]
+    lo: int
+    hi: int
+    elem: int
+
+    @classmethod
+    def of(cls, dma: Instruction, dst: int) -> _Map:
+        box = accesses(dma)[1]
+        return cls(dma.sram_addr, tuple(getattr(dma, f"sram_s{k}") for k in range(4)),
+                   tuple(getattr(dma, f"d{k}") for k in range(4)), dst,
+                   tuple(getattr(dma, f"ext_s{k}") for k in range(4)), box.lo, box.hi,
+                   dma.dtype.nbytes)
+
+    def index(self, addr: int) -> list[int] | None:
+        """Slot index of byte `addr` (None unless the slot's dimensions nest: each stride
+        positive and past the span of the smaller ones, so the index is unique)."""
+        ks = sorted((k for k in range(4) if self.dims[k] > 1), key=lambda k: -self.src_s[k])
+        idx, off = [0] * 4, addr - self.src
+        if off < 0:
+            return None
+        for k in ks:
+            idx[k], off = divmod(off, self.src_s[k])
+            if self.src_s[k] <= 0 or idx[k] >= self.dims[k]:
+                return None
+        return idx if off == 0 else None
+
+    def nested(self) -> bool:
+        ks = sorted((k for k in range(4) if self.dims[k] > 1), key=lambda k: self.src_s[k])
+        span = 1
+        for k in ks:
+            if self.src_s[k] < span:
+                return False
+            span = self.src_s[k] * self.dims[k]
+        return True
+
+
+def _remap(instrs: list[Instruction], m: _Map, *, writes: bool = False
+           ) -> list[Instruction] | None:
+    """Instructions whose accesses inside the slot box move onto the tensor (reads only,
+    unless `writes`), strides included (a channel chunk of a wider tensor: the pixel stride
+    becomes the tensor's); None when one cannot be moved exactly (touches the box in part,
+    writes it and not `writes`, an operand or stride that does not map element by element)."""
+    out = []
+    nested = m.nested()
+    for ins in instrs:
+        moved: dict[str, int] = {}
+        for a in accesses(ins):
+            if a.space is not Space.SRAM or a.hi <= m.lo or m.hi <= a.lo:
+                continue
+            pat = _pattern(ins, a.what) if nested else None
+            if (a.write and not writes) or not (m.lo <= a.lo and a.hi <= m.hi) or pat is None \
+                    or pat[2] != m.elem:
+                return None
+            base, dims, _ = pat
+            idx = m.index(getattr(ins, base))
+            if idx is None:
+                return None
+            addr, reach = m.dst + sum(i * s for i, s in zip(idx, m.to_s, strict=True)), idx[:]
+            for n, field, stride in dims:
+                if n == 1 or stride == 0:  # one element, or a broadcast: nothing to map
+                    continue
+                ks = [k for k in range(4) if m.src_s[k] == stride and m.dims[k] > 1]
+                if not ks:
+                    return None
+                k = ks[0]
+                reach[k] += n - 1
+                if reach[k] >= m.dims[k]:
+                    return None
+                if field is None:
+                    if m.to_s[k] != stride:
+                        return None
+                else:
+                    moved[field] = m.to_s[k]
+            moved[base] = addr
+        try:
+            out.append(ins.replace(**moved) if moved else ins)
+        except Exception as exc:  # a re-based field out of its range
+            raise NotResidentCapable(str(exc)) from exc
+    return out
+
+
 def _touches(dmas: Sequence[Instruction], lo: int, hi: int) -> bool:
     """Whether a DMA's SRAM side overlaps SRAM [lo, hi) (DMAs are never re-based)."""
     return any(a.space is Space.SRAM and a.lo < hi and lo < a.hi
@@ -111,9 +248,13 @@ def rewrite_tile(tile: TileWork, res: Sequence[Resident], first: Engine) -> Tile
             continue
         src = r.sram + ld.ext_addr - r.lo
         box = accesses(ld)[1]
-        if _translated(ld) and not _touches(tile.stores, box.lo, box.hi):
-            m2 = _rebase(matrix, box.lo, box.hi, src - ld.sram_addr)
-            v2 = _rebase(vector, box.lo, box.hi, src - ld.sram_addr)
+        if not _touches(tile.stores, box.lo, box.hi):
+            if _translated(ld):
+                m2 = _rebase(matrix, box.lo, box.hi, src - ld.sram_addr)
+                v2 = _rebase(vector, box.lo, box.hi, src - ld.sram_addr)
+            else:  # a window of the tensor with other strides (a channel chunk)
+                m = _Map.of(ld, src)
+                m2, v2 = _remap(matrix, m), _remap(vector, m)
             if m2 is not None and v2 is not None:
                 matrix, vector = m2, v2
                 continue
@@ -127,9 +268,12 @@ def rewrite_tile(tile: TileWork, res: Sequence[Resident], first: Engine) -> Tile
             continue
         dst = r.sram + st.ext_addr - r.lo
         box = accesses(st)[1]
-        if _translated(st) and not _touches(tile.loads, box.lo, box.hi):  # written in place
-            v2 = _rebase(vector, box.lo, box.hi, dst - st.sram_addr, writes=True)
-            if v2 is not None and _rebase(matrix, box.lo, box.hi, 0) == matrix:
+        if not _touches(tile.loads, box.lo, box.hi) and not _touches(matrix, box.lo, box.hi):
+            if _translated(st):  # written in place
+                v2 = _rebase(vector, box.lo, box.hi, dst - st.sram_addr, writes=True)
+            else:  # written in place with the tensor's strides
+                v2 = _remap(vector, _Map.of(st, dst), writes=True)
+            if v2 is not None:
                 vector = v2
                 continue
         post.append(_copy(st, st.sram_addr, "sram", dst, "ext"))
@@ -177,21 +321,26 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
 
     works[s]: step s as emitted; writes[s] / reads[s]: the arena tensor (root) it produces
     and those it reads; excluded: program inputs / outputs (they stay where [memory] says)."""
-    from tessel.schedule.residency import Lifetime, plan_residency, working_set_top
+    from tessel.schedule.residency import (Lifetime, ResidencyPlan, plan_residency,
+                                           working_set_top)
     from tessel.schedule.step import CostCache, estimate_step
 
     cache = CostCache(arch)
     floors = [working_set_top(all_instructions(w)) for w in works]
     base = [estimate_step(w, arch, cache=cache).cycles for w in works]
     lifetimes = []
+    why: dict[str, str] = {}
     for p, name in enumerate(writes):
         if name is None or name in excluded:
             continue
         users = [s for s in range(len(works)) if name in reads[s]]
         if not users or any(regions[s] != regions[p] or s <= p for s in users):
+            why[name] = "read by no later NPU step of its region" if not users else \
+                "read outside its producer's region"
             continue
         t = dram[name]
         if _align16(t.nbytes) > arch.onchip.sram_bytes:
+            why[name] = f"{t.nbytes} bytes: bigger than the SRAM"
             continue
         res = [Resident(t.memory, t.address, t.address + t.nbytes, arch.onchip.sram_bytes
                         - _align16(t.nbytes))]
@@ -200,10 +349,12 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
             for s in [p, *users]:
                 saving += base[s] - estimate_step(rewrite_step(works[s], res), arch,
                                                   cache=cache).cycles
-        except NotResidentCapable:
+        except NotResidentCapable as exc:
             saving = 0
+            why[name] = f"step {s}: {exc}"
         lifetimes.append(Lifetime(name, p, max(users), t.nbytes, saving))
     plan = plan_residency(lifetimes, floors, arch.onchip.sram_bytes)
+    plan = ResidencyPlan(plan.sram, {**plan.spilled, **why})
     per_step: list[list[Resident]] = [[] for _ in works]
     for lt in lifetimes:
         if lt.name in plan.sram:
