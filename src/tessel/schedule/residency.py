@@ -8,15 +8,18 @@ SRAM byte any of its instructions touches, `working_set_top`). A resident tensor
 above the working sets of every step of its lifetime and away from every other resident
 tensor alive at the same time, so no instruction of those steps can touch it.
 
-Greedy and deterministic: tensors in order of decreasing saving (ties: earlier start, then
-name), each placed best-fit (the smallest free gap that holds it, at the gap's top end); a
-tensor that saves nothing or finds no gap is spilled to DRAM (the reason is recorded).
+Greedy and deterministic: tensors in one order (decreasing saving, decreasing size, program
+order or decreasing saving per byte), each placed by one rule (best-fit at the gap's top end,
+highest, lowest); a tensor that saves nothing or finds no gap is spilled to DRAM (the reason
+is recorded). Every order x rule is tried and the plan saving the most cycles is kept.
 
 The step rewrite that uses the plan: tessel.codegen.resident (behind
 `CompileOptions.on_chip_residency`); docs/backend.md ("On-chip residency").
 """
 
 from __future__ import annotations
+
+import enum
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -60,29 +63,61 @@ def plan_residency(tensors: Sequence[Lifetime], floors: Sequence[int], sram_byte
                    ) -> ResidencyPlan:
     """Addresses for the tensors worth keeping on chip; `floors[s]` = working-set top of step
     s. Residents never overlap each other while both alive, never go below the floor of any
-    step of their lifetime nor beyond `sram_bytes`."""
+    step of their lifetime nor beyond `sram_bytes`. The greedy placement is run in every
+    order and placement rule of `STRATEGIES`; the plan saving the most cycles is kept (ties:
+    the first strategy)."""
+    best = None
+    for order, rule in STRATEGIES:
+        plan = _greedy(sorted(tensors, key=order), floors, sram_bytes, rule)
+        total = sum(t.saving for t in tensors if t.name in plan.sram)
+        if best is None or total > best[0]:
+            best = (total, plan)
+    assert best is not None
+    return best[1]
+
+
+class Rule(enum.Enum):
+    """Where a tensor goes among the free gaps above the floors of its lifetime."""
+
+    BEST_FIT_TOP = "best-fit-top"  # the smallest gap that holds it, at the gap's top end
+    HIGHEST = "highest"  # as high as possible
+    LOWEST = "lowest"  # as low as possible (just above the working sets)
+
+
+_ORDERS = (
+    lambda t: (-t.saving, t.start, t.name),  # most cycles saved first
+    lambda t: (-t.nbytes, t.start, t.name),  # biggest first (fragments least)
+    lambda t: (t.start, -t.saving, t.name),  # in program order (ping-pong between the ends)
+    lambda t: (-t.saving / max(t.nbytes, 1), t.start, t.name),  # most saved per byte first
+)
+STRATEGIES = tuple((o, r) for o in _ORDERS for r in Rule)
+
+
+def _greedy(tensors: Sequence[Lifetime], floors: Sequence[int], sram_bytes: int, rule: Rule
+            ) -> ResidencyPlan:
     placed: list[tuple[Lifetime, int]] = []
     sram: dict[str, int] = {}
     spilled: dict[str, str] = {}
-    for t in sorted(tensors, key=lambda t: (-t.saving, t.start, t.name)):
+    for t in tensors:
         if t.saving <= 0:
             spilled[t.name] = "no cycles saved"
             continue
         floor = align(max(floors[t.start:t.end + 1], default=0), ALIGN)
         busy = sorted((a, a + align(o.nbytes)) for o, a in placed if o.overlaps(t))
-        addr = _best_fit(busy, floor, sram_bytes, align(t.nbytes))
+        addr = _fit(busy, floor, sram_bytes, align(t.nbytes), rule)
         if addr is None:
             spilled[t.name] = (f"{t.nbytes} bytes do not fit above the working SRAM "
-                               f"({floor} bytes) of steps {t.start}..{t.end}")
+                               f"({floor} bytes) of steps {t.start}..{t.end} beside the "
+                               f"residents alive then")
             continue
         sram[t.name] = addr
         placed.append((t, addr))
     return ResidencyPlan(sram, spilled)
 
 
-def _best_fit(busy: list[tuple[int, int]], lo: int, hi: int, size: int) -> int | None:
-    """Top-aligned address of `size` bytes in the smallest gap of [lo, hi) between `busy`
-    intervals (sorted) that holds it; None if none does."""
+def _fit(busy: list[tuple[int, int]], lo: int, hi: int, size: int, rule: Rule) -> int | None:
+    """Aligned address of `size` bytes in a gap of [lo, hi) between `busy` intervals (sorted)
+    chosen by `rule`; None if no gap holds it."""
     gaps, cur = [], lo
     for b0, b1 in busy:
         if b0 > cur:
@@ -90,9 +125,14 @@ def _best_fit(busy: list[tuple[int, int]], lo: int, hi: int, size: int) -> int |
         cur = max(cur, b1)
     if cur < hi:
         gaps.append((cur, hi))
-    fits = [(g1 - g0, -g1, g0, g1) for g0, g1 in gaps if g1 - g0 >= size]
+    fits = [(g0, g1) for g0, g1 in gaps
+            if align(g0, ALIGN) + size <= g1 and (g1 - size) // ALIGN * ALIGN >= g0]
     if not fits:
         return None
-    _, _, g0, g1 = min(fits)
-    addr = (g1 - size) // ALIGN * ALIGN
-    return addr if addr >= g0 else None
+    if rule is Rule.LOWEST:
+        return align(fits[0][0], ALIGN)
+    if rule is Rule.HIGHEST:
+        g0, g1 = fits[-1]
+    else:
+        _, _, g0, g1 = min((g1 - g0, -g1, g0, g1) for g0, g1 in fits)
+    return (g1 - size) // ALIGN * ALIGN
