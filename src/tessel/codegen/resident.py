@@ -25,12 +25,18 @@ _BASE_FIELD = {"in": "in_addr", "a": "a_addr", "b": "b_addr", "src": "src_addr",
 
 @dataclass(frozen=True)
 class Resident:
-    """Bytes [lo, hi) of off-chip memory `mem` live at SRAM `sram` during this step."""
+    """Bytes [lo, hi) of off-chip memory `mem` live at SRAM `sram` during this step.
+
+    partial: the tensor goes on past `hi` in DRAM (a transfer straddling `hi` stays a DMA);
+    keep: off-chip ranges [lo, hi) that some consumer still reads from DRAM, so a store
+    touching one is written both on chip and to DRAM."""
 
     mem: int
     lo: int
     hi: int
     sram: int
+    partial: bool = False
+    keep: tuple[tuple[int, int], ...] = ()
 
 
 class NotResidentCapable(Exception):
@@ -42,7 +48,7 @@ def _hit(ins: Instruction, res: Sequence[Resident]) -> Resident | None:
     for r in res:
         if ext.mem == r.mem and r.lo <= ext.lo and ext.hi <= r.hi:
             return r
-        if ext.mem == r.mem and ext.lo < r.hi and r.lo < ext.hi:
+        if ext.mem == r.mem and ext.lo < r.hi and r.lo < ext.hi and not r.partial:
             raise NotResidentCapable("a transfer straddles a resident tensor")
     return None
 
@@ -267,7 +273,8 @@ def rewrite_tile(tile: TileWork, res: Sequence[Resident], first: Engine) -> Tile
             stores.append(st)
             continue
         dst = r.sram + st.ext_addr - r.lo
-        box = accesses(st)[1]
+        box, ext = accesses(st)[1], accesses(st)[0]
+        also_dram = any(ext.lo < k1 and k0 < ext.hi for k0, k1 in r.keep)
         if not _touches(tile.loads, box.lo, box.hi) and not _touches(matrix, box.lo, box.hi):
             if _translated(st):  # written in place
                 v2 = _rebase(vector, box.lo, box.hi, dst - st.sram_addr, writes=True)
@@ -275,9 +282,22 @@ def rewrite_tile(tile: TileWork, res: Sequence[Resident], first: Engine) -> Tile
                 v2 = _remap(vector, _Map.of(st, dst), writes=True)
             if v2 is not None:
                 vector = v2
+                if also_dram:  # the DMA reads the tensor where it now is
+                    stores.append(_from_tensor(st, dst))
                 continue
         post.append(_copy(st, st.sram_addr, "sram", dst, "ext"))
+        if also_dram:
+            stores.append(st)
     return TileWork(loads, matrix, pre + vector + post, stores)
+
+
+def _from_tensor(st: Instruction, dst: int) -> Instruction:
+    """The store `st` reading its elements from the on-chip tensor at `dst` (its strides)."""
+    try:
+        return st.replace(sram_addr=dst, **{f"sram_s{k}": getattr(st, f"ext_s{k}")
+                                            for k in range(4)})
+    except Exception as exc:  # a stride beyond the 24-bit SRAM fields
+        raise NotResidentCapable(str(exc)) from exc
 
 
 def rewrite_step(work: StepWork, res: Sequence[Resident]) -> StepWork:
@@ -321,8 +341,8 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
 
     works[s]: step s as emitted; writes[s] / reads[s]: the arena tensor (root) it produces
     and those it reads; excluded: program inputs / outputs (they stay where [memory] says)."""
-    from tessel.schedule.residency import (Lifetime, ResidencyPlan, plan_residency,
-                                           working_set_top)
+    from tessel.schedule.residency import (Lifetime, ResidencyPlan, largest_gap,
+                                           plan_residency, working_set_top)
     from tessel.schedule.step import CostCache, estimate_step
 
     cache = CostCache(arch)
@@ -330,6 +350,8 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
     base = [estimate_step(w, arch, cache=cache).cycles for w in works]
     lifetimes = []
     why: dict[str, str] = {}
+    partial: list[tuple[str, int, list[int]]] = []  # (tensor, producer, consumers)
+    users_of: dict[str, list[int]] = {}
     for p, name in enumerate(writes):
         if name is None or name in excluded:
             continue
@@ -341,6 +363,7 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
         t = dram[name]
         if _align16(t.nbytes) > arch.onchip.sram_bytes:
             why[name] = f"{t.nbytes} bytes: bigger than the SRAM"
+            partial.append((name, p, users))
             continue
         res = [Resident(t.memory, t.address, t.address + t.nbytes, arch.onchip.sram_bytes
                         - _align16(t.nbytes))]
@@ -353,17 +376,95 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
             saving = 0
             why[name] = f"step {s}: {exc}"
         lifetimes.append(Lifetime(name, p, max(users), t.nbytes, saving))
-    plan = plan_residency(lifetimes, floors, arch.onchip.sram_bytes)
-    plan = ResidencyPlan(plan.sram, {**plan.spilled, **why})
-    per_step: list[list[Resident]] = [[] for _ in works]
+        users_of[name] = users
+    sram = arch.onchip.sram_bytes
+    plan = plan_residency(lifetimes, floors, sram)
+    chosen = {}
     for lt in lifetimes:
         if lt.name in plan.sram:
             t = dram[lt.name]
-            r = Resident(t.memory, t.address, t.address + t.nbytes, plan.sram[lt.name])
-            for s in range(lt.start, lt.end + 1):
-                if s == lt.start or lt.name in reads[s]:
-                    per_step[s].append(r)
+            chosen[lt.name] = (lt, Resident(t.memory, t.address, t.address + t.nbytes,
+                                            plan.sram[lt.name]))
+        elif "do not fit" in plan.spilled[lt.name]:
+            partial.append((lt.name, lt.start, users_of[lt.name]))
+    # partial residency: the largest prefix of a spilled tensor that fits the largest free
+    # gap of its lifetime, cut where no store of its producer straddles (biggest first)
+    placed = [(lt, r.sram, lt.nbytes) for lt, r in chosen.values()]
+    part: dict[str, int] = {}
+    for name, p, users in sorted(partial, key=lambda c: (-dram[c[0]].nbytes, c[0])):
+        t, lt = dram[name], Lifetime(name, p, max(users), dram[name].nbytes, 0)
+        g0, g1 = largest_gap(placed, lt, floors, sram)
+        cut = max((c for c in _cuts(works[p], t) if _align16(c) <= g1 - g0), default=0)
+        if cut <= 0:
+            why[name] = (f"no prefix of it fits the largest free gap ({g1 - g0} bytes) of steps "
+                         f"{p}..{max(users)} between its producer's stores")
+            continue
+        r = Resident(t.memory, t.address, t.address + cut, (g1 - _align16(cut)) // 16 * 16,
+                     True, _dram_reads([works[s] for s in users], t, t.address + cut))
+        saving = 0
+        try:
+            for s in [p, *users]:
+                saving += base[s] - estimate_step(rewrite_step(works[s], [r]), arch,
+                                                  cache=cache).cycles
+        except NotResidentCapable as exc:
+            why[name] = f"{cut} bytes on chip: step {s}: {exc}"
+            continue
+        if saving <= 0:
+            why[name] = f"{cut} bytes on chip save no cycles"
+            continue
+        lt = Lifetime(name, p, max(users), cut, saving)
+        placed.append((lt, r.sram, cut))
+        chosen[name] = (lt, r)
+        part[name] = cut
+    plan = ResidencyPlan(plan.sram, {k: v for k, v in {**plan.spilled, **why}.items()
+                                     if k not in part}, part)
+    per_step: list[list[Resident]] = [[] for _ in works]
+    for name in sorted(chosen, key=lambda n: (chosen[n][0].start, n)):
+        lt, r = chosen[name]
+        for s in range(lt.start, lt.end + 1):
+            if s == lt.start or lt.name in reads[s]:
+                per_step[s].append(r)
     return per_step, plan
+
+
+def _ext_ranges(work: StepWork, t, opcodes: tuple[Opcode, ...]) -> list[tuple[int, int]]:
+    """Off-chip [lo, hi) of every DMA of `work` (of `opcodes`) touching tensor `t`."""
+    lo, hi = t.address, t.address + t.nbytes
+    out = []
+    for ins in all_instructions(work):
+        if ins.opcode in opcodes:
+            e = accesses(ins)[0]
+            if e.mem == t.memory and e.lo < hi and lo < e.hi:
+                out.append((e.lo, e.hi))
+    return out
+
+
+def _cuts(producer: StepWork, t) -> list[int]:
+    """Prefix sizes of `t` (bytes) at which no store of its producer straddles the cut."""
+    spans = sorted(_ext_ranges(producer, t, (Opcode.DMA_STORE,)))
+    out, reach, k = [], 0, 0
+    for c in sorted({b for _, b in spans}):
+        while k < len(spans) and spans[k][0] < c:
+            reach = max(reach, spans[k][1])
+            k += 1
+        if reach <= c and t.address < c <= t.address + t.nbytes:
+            out.append(c - t.address)
+    return out
+
+
+def _dram_reads(consumers: Sequence[StepWork], t, cut: int) -> tuple[tuple[int, int], ...]:
+    """Merged off-chip ranges the consumers still load from DRAM when `t` is resident below
+    the address `cut` (every load of `t` not wholly below it)."""
+    spans = sorted({r for w in consumers
+                    for r in _ext_ranges(w, t, (Opcode.DMA_LOAD,))
+                    if not (t.address <= r[0] and r[1] <= cut)})
+    out: list[tuple[int, int]] = []
+    for a, b in spans:
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return tuple(out)
 
 
 def _align16(n: int) -> int:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tessel.codegen.context import ALIGN, align
 from tessel.isa import Instruction
@@ -47,6 +47,21 @@ class Lifetime:
 class ResidencyPlan:
     sram: dict[str, int]  # resident tensor -> SRAM byte address
     spilled: dict[str, str]  # tensor kept in DRAM -> why
+    part: dict[str, int] = field(default_factory=dict)  # partly resident -> bytes on chip
+
+
+def largest_gap(placed: Sequence[tuple[Lifetime, int, int]], t: Lifetime, floors: Sequence[int],
+                sram_bytes: int) -> tuple[int, int]:
+    """The largest free SRAM interval [lo, hi) above the floors of `t`'s lifetime and away
+    from every placed (lifetime, address, bytes) alive with it ((x, x) if none)."""
+    floor = align(max(floors[t.start:t.end + 1], default=0), ALIGN)
+    busy = sorted((a, a + align(n)) for o, a, n in placed if o.overlaps(t))
+    best, cur = (floor, floor), floor
+    for b0, b1 in busy + [(sram_bytes, sram_bytes)]:
+        if min(b0, sram_bytes) - cur > best[1] - best[0]:
+            best = (cur, min(b0, sram_bytes))
+        cur = max(cur, b1)
+    return best
 
 
 def working_set_top(instrs: Iterable[Instruction]) -> int:
