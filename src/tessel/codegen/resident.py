@@ -316,7 +316,10 @@ def rewrite_step(work: StepWork, res: Sequence[Resident]) -> StepWork:
     def tile_fn(g: int, t: int, s: Slots) -> TileWork:
         return rewrite_tile(work.tile_fn(g, t, s), res, first)
 
-    return StepWork(work.shape, work.group_count, group_fn, tile_fn, work.tile_key)
+    # no tile key: tiles the emitter found alike may differ now (in the resident prefix or
+    # not, a re-based load or a COPY), so the estimate builds every tile (and the planner
+    # sees every tile's rewrite succeed before the step is emitted)
+    return StepWork(work.shape, work.group_count, group_fn, tile_fn, None)
 
 
 def all_instructions(work: StepWork) -> list[Instruction]:
