@@ -349,7 +349,10 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
     from tessel.schedule.step import CostCache, estimate_step
 
     cache = CostCache(arch)
-    floors = [working_set_top(all_instructions(w)) for w in works]
+    instrs = [all_instructions(w) for w in works]
+    floors = [working_set_top(i) for i in instrs]
+    dmas = [[(ins.opcode, accesses(ins)[0]) for ins in i
+             if ins.opcode in (Opcode.DMA_LOAD, Opcode.DMA_STORE)] for i in instrs]
     base = [estimate_step(w, arch, cache=cache).cycles for w in works]
     lifetimes = []
     why: dict[str, str] = {}
@@ -397,13 +400,13 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
     for name, p, users in sorted(partial, key=lambda c: (-dram[c[0]].nbytes, c[0])):
         t, lt = dram[name], Lifetime(name, p, max(users), dram[name].nbytes, 0)
         g0, g1 = largest_gap(placed, lt, floors, sram)
-        cut = max((c for c in _cuts(works[p], t) if _align16(c) <= g1 - g0), default=0)
+        cut = max((c for c in _cuts(dmas[p], t) if _align16(c) <= g1 - g0), default=0)
         if cut <= 0:
             why[name] = (f"no prefix of it fits the largest free gap ({g1 - g0} bytes) of steps "
                          f"{p}..{max(users)} between its producer's stores")
             continue
         r = Resident(t.memory, t.address, t.address + cut, (g1 - _align16(cut)) // 16 * 16,
-                     True, _dram_reads([works[s] for s in users], t, t.address + cut))
+                     True, _dram_reads([dmas[s] for s in users], t, t.address + cut))
         saving = 0
         try:
             for s in [p, *users]:
@@ -430,21 +433,16 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
     return per_step, plan
 
 
-def _ext_ranges(work: StepWork, t, opcodes: tuple[Opcode, ...]) -> list[tuple[int, int]]:
-    """Off-chip [lo, hi) of every DMA of `work` (of `opcodes`) touching tensor `t`."""
+def _ext_ranges(dmas: list, t, opcode: Opcode) -> list[tuple[int, int]]:
+    """Off-chip [lo, hi) of every DMA (opcode, ext access) of a step touching tensor `t`."""
     lo, hi = t.address, t.address + t.nbytes
-    out = []
-    for ins in all_instructions(work):
-        if ins.opcode in opcodes:
-            e = accesses(ins)[0]
-            if e.mem == t.memory and e.lo < hi and lo < e.hi:
-                out.append((e.lo, e.hi))
-    return out
+    return [(e.lo, e.hi) for op, e in dmas
+            if op is opcode and e.mem == t.memory and e.lo < hi and lo < e.hi]
 
 
-def _cuts(producer: StepWork, t) -> list[int]:
-    """Prefix sizes of `t` (bytes) at which no store of its producer straddles the cut."""
-    spans = sorted(_ext_ranges(producer, t, (Opcode.DMA_STORE,)))
+def _cuts(producer: list, t) -> list[int]:
+    """Prefix sizes of `t` (bytes) at which no store of its producer (its DMAs) straddles."""
+    spans = sorted(_ext_ranges(producer, t, Opcode.DMA_STORE))
     out, reach, k = [], 0, 0
     for c in sorted({b for _, b in spans}):
         while k < len(spans) and spans[k][0] < c:
@@ -455,11 +453,11 @@ def _cuts(producer: StepWork, t) -> list[int]:
     return out
 
 
-def _dram_reads(consumers: Sequence[StepWork], t, cut: int) -> tuple[tuple[int, int], ...]:
-    """Merged off-chip ranges the consumers still load from DRAM when `t` is resident below
-    the address `cut` (every load of `t` not wholly below it)."""
+def _dram_reads(consumers: Sequence[list], t, cut: int) -> tuple[tuple[int, int], ...]:
+    """Merged off-chip ranges the consumers (their DMAs) still load from DRAM when `t` is
+    resident below the address `cut` (every load of `t` not wholly below it)."""
     spans = sorted({r for w in consumers
-                    for r in _ext_ranges(w, t, (Opcode.DMA_LOAD,))
+                    for r in _ext_ranges(w, t, Opcode.DMA_LOAD)
                     if not (t.address <= r[0] and r[1] <= cut)})
     out: list[tuple[int, int]] = []
     for a, b in spans:
