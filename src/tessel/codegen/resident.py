@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import LutMode
@@ -107,11 +108,12 @@ def _pattern(ins: Instruction, what: str
     stride in bytes)], element bytes); None for an operand this module does not re-base."""
     op = ins.opcode
 
-    def strided(p: str, n: int, elem: int) -> tuple[str, list]:
+    def strided(p: str, n: int, elem: int) -> tuple[str, list, int]:
         return f"{p}_addr", [(getattr(ins, f"d{k}"), f"{p}_s{k}", getattr(ins, f"{p}_s{k}"))
                              for k in range(n)], elem
 
-    def nhwc(base: str, sh: str, sw: str, h: int, w: int, ch: int, elem: int):
+    def nhwc(base: str, sh: str, sw: str, h: int, w: int, ch: int, elem: int
+             ) -> tuple[str, list, int]:
         return base, [(h, sh, getattr(ins, sh)), (w, sw, getattr(ins, sw)),
                       (ch, None, elem)], elem
 
@@ -339,13 +341,18 @@ def all_instructions(work: StepWork) -> list[Instruction]:
 
 def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
                         reads: Sequence[set[str]], regions: Sequence[int], dram: dict,
-                        excluded: set[str], arch) -> tuple[list[list[Resident]], dict]:
+                        excluded: set[str], arch) -> tuple[list[list[Resident]], Any]:
     """Per step, the resident tensors it touches; and the plan (`ResidencyPlan`).
 
     works[s]: step s as emitted; writes[s] / reads[s]: the arena tensor (root) it produces
     and those it reads; excluded: program inputs / outputs (they stay where [memory] says)."""
-    from tessel.schedule.residency import (Lifetime, ResidencyPlan, largest_gap,
-                                           plan_residency, working_set_top)
+    from tessel.schedule.residency import (
+        Lifetime,
+        ResidencyPlan,
+        largest_gap,
+        plan_residency,
+        working_set_top,
+    )
     from tessel.schedule.step import CostCache, estimate_step
 
     cache = CostCache(arch)

@@ -20,7 +20,6 @@ The step rewrite that uses the plan: tessel.codegen.resident (behind
 from __future__ import annotations
 
 import enum
-
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
