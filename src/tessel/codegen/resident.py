@@ -1,12 +1,13 @@
-"""On-chip residency, the step rewrite (experimental, behind `CompileOptions.on_chip_residency`,
-default off): a tensor placed in SRAM by `schedule.residency.plan_residency` is written by its
-producer and read by its consumers there instead of through DRAM.
+"""On-chip residency, the step rewrite (behind `CompileOptions.on_chip_residency`): a
+tensor placed in SRAM by `schedule.residency.plan_residency` is written by its producer and
+read by its consumers there instead of through DRAM (wholly, or a prefix of it).
 
 A step's DMA that touches a live resident tensor (recognised by its `ext` box inside the
 tensor's DRAM arena range) is rewritten within its tile: a load whose SRAM strides equal its
-`ext` strides is dropped and the instructions reading its slot are re-based onto the tensor;
-other loads become a vector COPY (VECTOR-first steps only); a store becomes a vector COPY at
-the end of the tile's vector work. Rings and tokens are unchanged. docs/backend.md.
+`ext` strides (or whose slot the instructions walk along its own dimensions) is dropped and
+the instructions reading its slot are re-based onto the tensor; other loads become a vector
+COPY (VECTOR-first steps only); a store is written in place or becomes a vector COPY at the
+end of the tile's vector work. Rings and tokens are unchanged. docs/backend.md.
 """
 
 from __future__ import annotations
