@@ -26,14 +26,15 @@ class CompileOptions:
     seed: seed of every random choice the compiler makes (search, sampling); runs are
         deterministic for a given seed.
     on_chip_residency: keep activations in SRAM between steps where the cost model finds it
-        faster (experimental, off by default; docs/backend.md "On-chip residency").
+        faster (on by default; docs/backend.md "On-chip residency"). `tessel estimate` /
+        `explore` do not model it yet.
     """
 
     calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
     allow_host_fallback: bool = True
     dump_after: tuple[str, ...] = ()
     seed: int = 0
-    on_chip_residency: bool = False
+    on_chip_residency: bool = True
 
     def __post_init__(self) -> None:
         n = self.calibration_samples

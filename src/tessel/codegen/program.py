@@ -65,7 +65,8 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     constant pool, their steps are never fused across a boundary, and the instruction index
     where each region ends is returned. `units`: the steps and mappings to use instead of
     searching (tests). `residency`: keep activations on chip between steps where the cost
-    model finds it faster (experimental, codegen/resident.py)."""
+    model finds it faster (codegen/resident.py; the driver passes
+    `CompileOptions.on_chip_residency`, on by default)."""
     wmem = arch.memory_index(arch.weights_memory)
     amem = arch.memory_index(arch.activations_memory)
     consts = ConstPool(wmem)
