@@ -26,7 +26,8 @@ class CompileOptions:
     seed: seed of every random choice the compiler makes (search, sampling); runs are
         deterministic for a given seed.
     on_chip_residency: keep activations in SRAM between steps where the cost model finds it
-        faster (experimental, off by default; docs/backend.md "On-chip residency").
+        faster (on by default; docs/backend.md "On-chip residency"); `tessel estimate` plans
+        the same schedule, residency included.
     prefetch_groups: load each step's first group of weights and parameters while the
         previous step runs, where SRAM allows (default on; docs/backend.md "Steps, rings and
         tokens"); off gives the program of a strict barrier between steps.
@@ -36,7 +37,7 @@ class CompileOptions:
     allow_host_fallback: bool = True
     dump_after: tuple[str, ...] = ()
     seed: int = 0
-    on_chip_residency: bool = False
+    on_chip_residency: bool = True
     prefetch_groups: bool = True
 
     def __post_init__(self) -> None:

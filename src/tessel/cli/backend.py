@@ -32,9 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print what a stage produced: quantize, legalize (integer IR), "
                    "partition (host parts / NPU regions), schedule (one line per step), emit "
                    "(instruction streams); repeatable")
-    p.add_argument("--on-chip-residency", action="store_true",
+    p.add_argument("--on-chip-residency", action=argparse.BooleanOptionalAction, default=True,
                    help="keep activations in the SRAM between steps where the cost model finds "
-                   "it faster (experimental; docs/backend.md)")
+                   "it faster (default on; docs/backend.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object (file, size, "
                    "cycles, latency, energy)")
     p.set_defaults(func=cmd_compile)
@@ -47,9 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     add_data_arguments(p)
     add_cache_argument(p)
-    p.add_argument("--on-chip-residency", action="store_true",
+    p.add_argument("--on-chip-residency", action=argparse.BooleanOptionalAction, default=True,
                    help="keep activations in the SRAM between steps where the cost model finds "
-                   "it faster (experimental; docs/backend.md)")
+                   "it faster (default on; docs/backend.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_estimate)
 

@@ -1,12 +1,13 @@
-"""On-chip residency, the step rewrite (experimental, behind `CompileOptions.on_chip_residency`,
-default off): a tensor placed in SRAM by `schedule.residency.plan_residency` is written by its
-producer and read by its consumers there instead of through DRAM.
+"""On-chip residency, the step rewrite (behind `CompileOptions.on_chip_residency`): a
+tensor placed in SRAM by `schedule.residency.plan_residency` is written by its producer and
+read by its consumers there instead of through DRAM (wholly, or a prefix of it).
 
 A step's DMA that touches a live resident tensor (recognised by its `ext` box inside the
 tensor's DRAM arena range) is rewritten within its tile: a load whose SRAM strides equal its
-`ext` strides is dropped and the instructions reading its slot are re-based onto the tensor;
-other loads become a vector COPY (VECTOR-first steps only); a store becomes a vector COPY at
-the end of the tile's vector work. Rings and tokens are unchanged. docs/backend.md.
+`ext` strides (or whose slot the instructions walk along its own dimensions) is dropped and
+the instructions reading its slot are re-based onto the tensor; other loads become a vector
+COPY (VECTOR-first steps only); a store is written in place or becomes a vector COPY at the
+end of the tile's vector work. Rings and tokens are unchanged. docs/backend.md.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from tessel.codegen.step import GroupWork, Slots, StepWork, TileWork
 from tessel.isa import Engine, Instruction, Opcode
+from tessel.isa.fields import LutMode
 from tessel.isa.footprint import Space, accesses
 
 _BASE_FIELD = {"in": "in_addr", "a": "a_addr", "b": "b_addr", "src": "src_addr",
@@ -24,12 +26,18 @@ _BASE_FIELD = {"in": "in_addr", "a": "a_addr", "b": "b_addr", "src": "src_addr",
 
 @dataclass(frozen=True)
 class Resident:
-    """Bytes [lo, hi) of off-chip memory `mem` live at SRAM `sram` during this step."""
+    """Bytes [lo, hi) of off-chip memory `mem` live at SRAM `sram` during this step.
+
+    partial: the tensor goes on past `hi` in DRAM (a transfer straddling `hi` stays a DMA);
+    keep: off-chip ranges [lo, hi) that some consumer still reads from DRAM, so a store
+    touching one is written both on chip and to DRAM."""
 
     mem: int
     lo: int
     hi: int
     sram: int
+    partial: bool = False
+    keep: tuple[tuple[int, int], ...] = ()
 
 
 class NotResidentCapable(Exception):
@@ -41,7 +49,7 @@ def _hit(ins: Instruction, res: Sequence[Resident]) -> Resident | None:
     for r in res:
         if ext.mem == r.mem and r.lo <= ext.lo and ext.hi <= r.hi:
             return r
-        if ext.mem == r.mem and ext.lo < r.hi and r.lo < ext.hi:
+        if ext.mem == r.mem and ext.lo < r.hi and r.lo < ext.hi and not r.partial:
             raise NotResidentCapable("a transfer straddles a resident tensor")
     return None
 
@@ -94,6 +102,143 @@ def _rebase(instrs: list[Instruction], lo: int, hi: int, shift: int, *, writes: 
     return out
 
 
+def _pattern(ins: Instruction, what: str
+             ) -> tuple[str, list[tuple[int, str | None, int]], int] | None:
+    """Operand `what` of `ins` as (base field, [(extent, stride field or None when fixed,
+    stride in bytes)], element bytes); None for an operand this module does not re-base."""
+    op = ins.opcode
+
+    def strided(p: str, n: int, elem: int) -> tuple[str, list, int]:
+        return f"{p}_addr", [(getattr(ins, f"d{k}"), f"{p}_s{k}", getattr(ins, f"{p}_s{k}"))
+                             for k in range(n)], elem
+
+    def nhwc(base: str, sh: str, sw: str, h: int, w: int, ch: int, elem: int
+             ) -> tuple[str, list, int]:
+        return base, [(h, sh, getattr(ins, sh)), (w, sw, getattr(ins, sw)),
+                      (ch, None, elem)], elem
+
+    if op in (Opcode.CONV, Opcode.DWCONV) and what == "in":
+        ch = ins.cin if op == Opcode.CONV else ins.ch
+        return nhwc("in_addr", "in_stride_h", "in_stride_w", ins.in_h, ins.in_w, ch, 1)
+    if op == Opcode.POOL and what in ("in", "out"):
+        w = ins.dtype.nbytes
+        if what == "in":
+            return nhwc("in_addr", "in_stride_h", "in_stride_w", ins.in_h, ins.in_w, ins.ch, w)
+        return nhwc("out_addr", "out_stride_h", "out_stride_w", ins.out_h, ins.out_w, ins.ch, w)
+    if op == Opcode.MATMUL and what in ("a", "b"):
+        if what == "a":
+            return "a_addr", [(ins.m, "a_stride_m", ins.a_stride_m),
+                              (ins.k, "a_stride_k", ins.a_stride_k)], 1
+        return "b_addr", [(ins.k, "b_stride_k", ins.b_stride_k),
+                          (ins.n, "b_stride_n", ins.b_stride_n)], 1
+    if op == Opcode.REQUANT and what in ("src", "dst"):
+        if what == "src":
+            return "src_addr", [(ins.rows, "src_stride", ins.src_stride), (ins.ch, None, 4)], 4
+        w = ins.out_dtype.nbytes
+        return "dst_addr", [(ins.rows, "dst_stride", ins.dst_stride), (ins.ch, None, w)], w
+    if op == Opcode.ELTWISE and what in ("a", "b", "out"):
+        return strided(what, 3, getattr(ins, f"{what}_dtype").nbytes)
+    if op == Opcode.LUT and what in ("src", "dst"):
+        return strided(what, 3, 1 if ins.lut_mode == LutMode.I8_256 else 2)
+    if op == Opcode.UNARY and what in ("src", "dst"):
+        return strided(what, 3, 4)
+    if op == Opcode.COPY and what in ("src", "dst"):
+        return strided(what, 4, ins.dtype.nbytes)
+    if op == Opcode.REDUCE and what == "src":
+        return strided(what, 3, ins.dtype.nbytes)
+    return None
+
+
+@dataclass(frozen=True)
+class _Map:
+    """Slot -> tensor: the element at slot index (i0..i3) of a DMA's SRAM pattern lives at
+    `dst + sum(i_k * to_s[k])` (its `ext` pattern moved onto the resident tensor)."""
+
+    src: int
+    src_s: tuple[int, ...]
+    dims: tuple[int, ...]
+    dst: int
+    to_s: tuple[int, ...]
+    lo: int
+    hi: int
+    elem: int
+
+    @classmethod
+    def of(cls, dma: Instruction, dst: int) -> _Map:
+        box = accesses(dma)[1]
+        return cls(dma.sram_addr, tuple(getattr(dma, f"sram_s{k}") for k in range(4)),
+                   tuple(getattr(dma, f"d{k}") for k in range(4)), dst,
+                   tuple(getattr(dma, f"ext_s{k}") for k in range(4)), box.lo, box.hi,
+                   dma.dtype.nbytes)
+
+    def index(self, addr: int) -> list[int] | None:
+        """Slot index of byte `addr` (None unless the slot's dimensions nest: each stride
+        positive and past the span of the smaller ones, so the index is unique)."""
+        ks = sorted((k for k in range(4) if self.dims[k] > 1), key=lambda k: -self.src_s[k])
+        idx, off = [0] * 4, addr - self.src
+        if off < 0:
+            return None
+        for k in ks:
+            idx[k], off = divmod(off, self.src_s[k])
+            if self.src_s[k] <= 0 or idx[k] >= self.dims[k]:
+                return None
+        return idx if off == 0 else None
+
+    def nested(self) -> bool:
+        ks = sorted((k for k in range(4) if self.dims[k] > 1), key=lambda k: self.src_s[k])
+        span = 1
+        for k in ks:
+            if self.src_s[k] < span:
+                return False
+            span = self.src_s[k] * self.dims[k]
+        return True
+
+
+def _remap(instrs: list[Instruction], m: _Map, *, writes: bool = False
+           ) -> list[Instruction] | None:
+    """Instructions whose accesses inside the slot box move onto the tensor (reads only,
+    unless `writes`), strides included (a channel chunk of a wider tensor: the pixel stride
+    becomes the tensor's); None when one cannot be moved exactly (touches the box in part,
+    writes it and not `writes`, an operand or stride that does not map element by element)."""
+    out = []
+    nested = m.nested()
+    for ins in instrs:
+        moved: dict[str, int] = {}
+        for a in accesses(ins):
+            if a.space is not Space.SRAM or a.hi <= m.lo or m.hi <= a.lo:
+                continue
+            pat = _pattern(ins, a.what) if nested else None
+            if (a.write and not writes) or not (m.lo <= a.lo and a.hi <= m.hi) or pat is None \
+                    or pat[2] != m.elem:
+                return None
+            base, dims, _ = pat
+            idx = m.index(getattr(ins, base))
+            if idx is None:
+                return None
+            addr, reach = m.dst + sum(i * s for i, s in zip(idx, m.to_s, strict=True)), idx[:]
+            for n, field, stride in dims:
+                if n == 1 or stride == 0:  # one element, or a broadcast: nothing to map
+                    continue
+                ks = [k for k in range(4) if m.src_s[k] == stride and m.dims[k] > 1]
+                if not ks:
+                    return None
+                k = ks[0]
+                reach[k] += n - 1
+                if reach[k] >= m.dims[k]:
+                    return None
+                if field is None:
+                    if m.to_s[k] != stride:
+                        return None
+                else:
+                    moved[field] = m.to_s[k]
+            moved[base] = addr
+        try:
+            out.append(ins.replace(**moved) if moved else ins)
+        except Exception as exc:  # a re-based field out of its range
+            raise NotResidentCapable(str(exc)) from exc
+    return out
+
+
 def _touches(dmas: Sequence[Instruction], lo: int, hi: int) -> bool:
     """Whether a DMA's SRAM side overlaps SRAM [lo, hi) (DMAs are never re-based)."""
     return any(a.space is Space.SRAM and a.lo < hi and lo < a.hi
@@ -111,9 +256,13 @@ def rewrite_tile(tile: TileWork, res: Sequence[Resident], first: Engine) -> Tile
             continue
         src = r.sram + ld.ext_addr - r.lo
         box = accesses(ld)[1]
-        if _translated(ld) and not _touches(tile.stores, box.lo, box.hi):
-            m2 = _rebase(matrix, box.lo, box.hi, src - ld.sram_addr)
-            v2 = _rebase(vector, box.lo, box.hi, src - ld.sram_addr)
+        if not _touches(tile.stores, box.lo, box.hi):
+            if _translated(ld):
+                m2 = _rebase(matrix, box.lo, box.hi, src - ld.sram_addr)
+                v2 = _rebase(vector, box.lo, box.hi, src - ld.sram_addr)
+            else:  # a window of the tensor with other strides (a channel chunk)
+                m = _Map.of(ld, src)
+                m2, v2 = _remap(matrix, m), _remap(vector, m)
             if m2 is not None and v2 is not None:
                 matrix, vector = m2, v2
                 continue
@@ -126,14 +275,31 @@ def rewrite_tile(tile: TileWork, res: Sequence[Resident], first: Engine) -> Tile
             stores.append(st)
             continue
         dst = r.sram + st.ext_addr - r.lo
-        box = accesses(st)[1]
-        if _translated(st) and not _touches(tile.loads, box.lo, box.hi):  # written in place
-            v2 = _rebase(vector, box.lo, box.hi, dst - st.sram_addr, writes=True)
-            if v2 is not None and _rebase(matrix, box.lo, box.hi, 0) == matrix:
+        box, ext = accesses(st)[1], accesses(st)[0]
+        also_dram = any(ext.lo < k1 and k0 < ext.hi for k0, k1 in r.keep)
+        if not _touches(tile.loads, box.lo, box.hi) and not _touches(matrix, box.lo, box.hi):
+            if _translated(st):  # written in place
+                v2 = _rebase(vector, box.lo, box.hi, dst - st.sram_addr, writes=True)
+            else:  # written in place with the tensor's strides
+                v2 = _remap(vector, _Map.of(st, dst), writes=True)
+            if v2 is not None:
                 vector = v2
+                if also_dram:  # the DMA reads the tensor where it now is
+                    stores.append(_from_tensor(st, dst))
                 continue
         post.append(_copy(st, st.sram_addr, "sram", dst, "ext"))
+        if also_dram:
+            stores.append(st)
     return TileWork(loads, matrix, pre + vector + post, stores)
+
+
+def _from_tensor(st: Instruction, dst: int) -> Instruction:
+    """The store `st` reading its elements from the on-chip tensor at `dst` (its strides)."""
+    try:
+        return st.replace(sram_addr=dst, **{f"sram_s{k}": getattr(st, f"ext_s{k}")
+                                            for k in range(4)})
+    except Exception as exc:  # a stride beyond the 24-bit SRAM fields
+        raise NotResidentCapable(str(exc)) from exc
 
 
 def rewrite_step(work: StepWork, res: Sequence[Resident]) -> StepWork:
@@ -152,7 +318,10 @@ def rewrite_step(work: StepWork, res: Sequence[Resident]) -> StepWork:
     def tile_fn(g: int, t: int, s: Slots) -> TileWork:
         return rewrite_tile(work.tile_fn(g, t, s), res, first)
 
-    return StepWork(work.shape, work.group_count, group_fn, tile_fn, work.tile_key)
+    # no tile key: tiles the emitter found alike may differ now (in the resident prefix or
+    # not, a re-based load or a COPY), so the estimate builds every tile (and the planner
+    # sees every tile's rewrite succeed before the step is emitted)
+    return StepWork(work.shape, work.group_count, group_fn, tile_fn, None)
 
 
 def all_instructions(work: StepWork) -> list[Instruction]:

@@ -39,9 +39,10 @@ def test_estimate_command_json(capsys):
 
 
 def test_estimate_command_on_chip_residency(capsys):
-    """`--on-chip-residency` reaches the schedule: fewer cycles and DRAM bytes written."""
+    """`--[no-]on-chip-residency` reaches the schedule (on by default): with it, fewer cycles
+    and DRAM bytes written."""
     runs = []
-    for extra in ([], ["--on-chip-residency"]):
+    for extra in (["--no-on-chip-residency"], []):
         assert main(["estimate", "digits_cnn", "--calibration", "2", "--json", *extra]) == 0
         runs.append(json.loads(capsys.readouterr().out))
     off, on = runs

@@ -94,3 +94,22 @@ def test_conv_into_transpose_bit_exact(preset):
     res = simulate(rp.program, arch, {"x": xin})
     np.testing.assert_array_equal(res.outputs[steps[-1].name], run_golden(g, {"x": xin})[0])
     assert res.stats.memory_traffic[arch.activations_memory].write_bytes == 6 * 6 * 8
+
+
+@pytest.mark.parametrize("sram", [20480, 24576])
+def test_activation_beyond_the_free_sram_is_partly_resident(sram):
+    """The middle (16 KiB) does not fit beside the working sets: a prefix of it stays on chip
+    (its rows are never written to DRAM), the rest goes through DRAM, bit-exact."""
+    rng = np.random.default_rng(2)
+    arch = load_preset("tnpu-s").with_param("onchip.sram_bytes", sram)
+    g = chain(rng, 16, 16, 8, 64, 8)
+    x = rng.integers(-128, 128, (1, 16, 16, 8)).astype(np.int8)
+    mem = arch.activations_memory
+    _, off, out = _run(g, arch, False, x)
+    rp1, on, _ = _run(g, arch, True, x)
+    np.testing.assert_array_equal(on.outputs[out], run_golden(g, {"x": x})[0])
+    out_bytes, middle = 16 * 16 * 8, 16 * 16 * 64
+    assert off.stats.memory_traffic[mem].write_bytes == out_bytes + middle
+    assert out_bytes < on.stats.memory_traffic[mem].write_bytes < out_bytes + middle
+    assert on.stats.total_cycles < off.stats.total_cycles
+    assert rp1.program == _run(g, arch, True, x)[0].program  # deterministic

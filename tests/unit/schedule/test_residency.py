@@ -48,3 +48,15 @@ def test_working_set_top_from_instruction_footprints():
                             ext_s0=1, sram_addr=1000, sram_s0=1)
     assert working_set_top([load]) == 1104  # 1100 aligned to 16
     assert working_set_top([]) == 0
+
+
+def test_placement_avoids_fragmenting_the_sram():
+    """Decreasing saving with best-fit at the top puts `a` at the top, leaving `b` (alive with
+    `a` at step 1, with a high floor at step 2) no room; another strategy (`a` low) fits
+    both, and the plan kept is the one saving the most."""
+    a = Lifetime("a", 0, 1, 400, saving=300)
+    b = Lifetime("b", 1, 2, 400, saving=200)
+    plan = plan_residency([a, b], [100, 100, 500], SRAM)
+    assert set(plan.sram) == {"a", "b"}
+    assert plan.sram["b"] >= 500 and plan.sram["a"] + 400 <= plan.sram["b"]
+    assert plan.sram["a"] >= 100
