@@ -134,6 +134,11 @@ def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
                           if i not in inner and graph.constant_value(i) is None})
             regions.append(r)
     excluded = {root(n) for n in list(inputs) + list(outputs)}
+    # what a cascaded chain reads stays in DRAM: the chain loads its input rows into a padded
+    # line buffer whose loads the residency rewrite would re-base wrongly (not bit-exact)
+    for k, (unit, _, _) in enumerate(u for g in per_region for u in g):
+        if isinstance(unit, FusedChain):
+            excluded |= reads[k]
     per_step, plan_ = plan_step_residents(works, writes, reads, regions, ctx.dram,
                                           excluded, ctx.arch)
     return per_step, dict(plan_.spilled)
