@@ -16,11 +16,11 @@ import numpy as np
 
 from benchmarks.bench_models import CALIBRATION, MODELS, roofline_bound
 from tessel.arch import CompileOptions, load_preset
-from tessel.schedule import plan as schedule_plan
 from tessel.driver import compile_graph
 from tessel.models import resolve
 from tessel.quant.api import quantize
 from tessel.quant.config import default_config
+from tessel.schedule import plan as schedule_plan
 
 
 def _outputs(out) -> list[np.ndarray]:

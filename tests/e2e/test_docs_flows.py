@@ -57,9 +57,9 @@ def test_bring_your_own_pt2e(setup):
     model, inputs, calib = setup
     config = QuantConfig()
     prepared = prepare_pt2e(export_for_quant(model, inputs), TesselQuantizer(config))
-    with torch.no_grad():
-        for sample in calib:  # your own calibration loop
-            prepared(*sample)
+    with torch.no_grad():  # your own calibration loop; here in the batches tessel.quantize
+        prepared(*calib[0])  # runs (docs/frontend.md: the first sample alone, then batches of
+        prepared(torch.cat([s[0] for s in calib]))  # 8 starting with it), so they must agree
     qm = from_pt2e(convert_pt2e(prepared), inputs, config, calibration_samples=len(calib))
     cm = compile_graph(qm.graph, load_preset("tnpu-s"))
     x = inputs[0].numpy()
@@ -68,6 +68,7 @@ def test_bring_your_own_pt2e(setup):
     many, = cm.run_batch(*[x[None].repeat(8, *[1] * x.dim()) for x in inputs])
     assert many.shape[0] == 8 and all(np.array_equal(m, cm.run(x)[0]) for m in many)
     ref = tessel.quantize(model, inputs, calibration_data=calib)  # the same flow, built in
+    assert ref.calibration_samples == len(calib)
     assert np.array_equal(ref.run(x)[0], qm.run(x)[0])
 
 

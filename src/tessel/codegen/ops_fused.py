@@ -55,11 +55,11 @@ from typing import Any
 
 from tessel.codegen import dma, ops_conv, ops_eltwise
 from tessel.codegen.context import ALIGN, ISA_DTYPE, CodegenContext, SramPlan, align
+from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, Graph, Node, Op
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode
-from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 DEPTHS = (2, 3)  # accumulator ring depths the search tries
 IN_DEPTH = 2  # the input ring: DMA_IN's tile k waits for MATRIX to finish tile k - 2

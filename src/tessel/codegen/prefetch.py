@@ -24,8 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tessel.arch import NpuArch
-from tessel.isa import Instruction
-from tessel.isa.footprint import Space, accesses
 from tessel.codegen.step import (
     CostCache,
     Estimate,
@@ -35,6 +33,8 @@ from tessel.codegen.step import (
     TileWork,
     estimate_step,
 )
+from tessel.isa import Instruction
+from tessel.isa.footprint import Space, accesses
 
 SHIFT_ALIGN = 64  # bytes: a moved step keeps every SRAM address aligned as SramPlan's and more
 

@@ -12,13 +12,13 @@ import pytest
 from tessel.arch import load_preset
 from tessel.codegen import ops_fused
 from tessel.codegen.context import CodegenContext, ConstPool
+from tessel.codegen.step import estimate_step
 from tessel.driver import compile_region
-from tessel.schedule.plan import _DummyTensors, plan_dram, plan_units
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import Engine, Opcode
 from tessel.quant import fixedpoint as fp
 from tessel.quant.golden import run_golden
-from tessel.codegen.step import estimate_step
+from tessel.schedule.plan import _DummyTensors, plan_dram, plan_units
 from tessel.sim import simulate
 
 
