@@ -5,6 +5,7 @@ chosen mappings' instructions. The fast path for design-space exploration; `tess
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -27,6 +28,7 @@ from tessel.ir import Graph
 from tessel.ir.macs import node_macs
 from tessel.isa import Engine
 from tessel.isa.costs import Events, energy_breakdown_pj, instruction_cost, static_energy_pj
+from tessel.schedule import search_cache
 from tessel.schedule.legalize import legalize
 from tessel.schedule.partition import partition
 from tessel.schedule.step import Slots, StepWork
@@ -102,8 +104,12 @@ class EstimateReport:
 TOP_LAYERS = 10  # layers shown by the notebook views
 
 
-def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None) -> EstimateReport:
-    """Estimate an integer graph (as `compile_graph` would compile it) on `arch`."""
+def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
+                   timing_only: bool = False) -> EstimateReport:
+    """Estimate an integer graph (as `compile_graph` would compile it) on `arch`.
+    `timing_only`: cycles and layers only (the fit check still runs); no energy events, so
+    `energy_pj`, `bytes_read` and `bytes_written` are empty. With a search cache active
+    (tessel.schedule.search_cache.use) steps searched before are not searched again."""
     graph = legalize(graph)
     part = partition(graph)
     nodes = [n for n in part.npu_nodes if not is_view(n)]
@@ -116,26 +122,33 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None) -> E
     _check_fits(graph, part, nodes, arch, choices)
     layers, events = [], Events()
     for unit, mapping, est in choices:
-        ev = _events(_emitter(unit).step(unit, mapping, est_ctx, emit=False), arch)
-        events = events + ev
+        if not timing_only:
+            events = events + search_cache.derived(
+                "events", unit, mapping, est_ctx,
+                lambda u=unit, m=mapping: _events(_emitter(u).step(u, m, est_ctx, emit=False),
+                                                  arch))
         members = unit.nodes if hasattr(unit, "nodes") else (unit,)
         layers.append(LayerEstimate(unit.name, "+".join(n.op.value for n in members),
                                     str(mapping), est.bound.value, est.cycles,
                                     sum(node_macs(graph, n) for n in members)))
     cycles = sum(x.cycles for x in layers)
+    host = tuple(f"%{n.name} = {n.op.value} at {n.loc}" for n in part.host_ops + part.moved_to_host)
+    peak = arch.peak_macs_per_cycle
+    macs = sum(x.macs for x in layers)  # the model's MACs (BENCHMARKS.md), not re-executed ones
+    util = macs / (cycles * peak) if cycles else 0.0
+    if timing_only:
+        return EstimateReport(name or graph.name, arch.name, arch.clock_hz, cycles,
+                              1e3 * cycles / arch.clock_hz, macs, util, {}, {}, {},
+                              tuple(layers), host)
     energy = dict(energy_breakdown_pj(events, arch))
     energy["static"] = static_energy_pj(cycles, arch)
     names = [m.name for m in arch.offchip]
     rd = list(events.offchip_read_bytes) + [0] * len(names)
     wr = list(events.offchip_write_bytes) + [0] * len(names)
-    peak = arch.peak_macs_per_cycle
-    macs = sum(x.macs for x in layers)  # the model's MACs (BENCHMARKS.md), not re-executed ones
     return EstimateReport(
         name or graph.name, arch.name, arch.clock_hz, cycles, 1e3 * cycles / arch.clock_hz,
-        macs, macs / (cycles * peak) if cycles else 0.0, energy,
-        dict(zip(names, rd, strict=False)), dict(zip(names, wr, strict=False)), tuple(layers),
-        tuple(f"%{n.name} = {n.op.value} at {n.loc}"
-              for n in part.host_ops + part.moved_to_host))
+        macs, util, energy, dict(zip(names, rd, strict=False)),
+        dict(zip(names, wr, strict=False)), tuple(layers), host)
 
 
 def _check_fits(graph: Graph, part: Any, nodes: list, arch: NpuArch, choices: list) -> None:
@@ -144,9 +157,22 @@ def _check_fits(graph: Graph, part: Any, nodes: list, arch: NpuArch, choices: li
     pool = ConstPool(arch.memory_index(arch.weights_memory))
     ctx = CodegenContext(arch, graph, dict(_place_data_constants(graph, nodes, pool)), pool,
                          arch.memory_index(arch.activations_memory))
-    pack_constants(choices, ctx)
-    plan_dram(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch, choices,
-              len(pool.blob))
+    if search_cache.active() is None:
+        pack_constants(choices, ctx)
+        size = len(pool.blob)
+    else:  # the sizes pack_constants would add, per step (kept in the search cache)
+        size = search_cache.packed_length(len(pool.blob), [
+            n for unit, mapping, _ in choices
+            for n in search_cache.derived("const sizes", unit, mapping, ctx,
+                                          lambda u=unit, m=mapping: _const_sizes(u, m, ctx))])
+    plan_dram(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch, choices, size)
+
+
+def _const_sizes(unit: Any, mapping: Any, ctx: CodegenContext) -> tuple[int, ...]:
+    """The bytes each ConstPool.add of the unit's emitted step adds (pack_constants)."""
+    rec = search_cache.SizeRecorder(ctx.consts.memory)
+    _emitter(unit).step(unit, mapping, dataclasses.replace(ctx, consts=rec), emit=True)
+    return tuple(rec.sizes)
 
 
 def estimate(model: Any, example_inputs: Sequence[Any], *, target: str | NpuArch = "tnpu-s",

@@ -23,8 +23,8 @@ from tessel.errors import TesselCompileError
 from tessel.ir import DType, Graph, Node
 from tessel.isa import Engine
 from tessel.progress import task
-from tessel.schedule.memory import ArenaPlan, plan_arena
 from tessel.schedule import search_cache
+from tessel.schedule.memory import ArenaPlan, plan_arena
 from tessel.schedule.step import Estimate, estimate_step
 
 _BIN_DTYPE = {DType.I8: BinDType.INT8, DType.I16: BinDType.INT16, DType.I32: BinDType.INT32,

@@ -38,8 +38,8 @@ import enum
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,12 @@ VALUE_FREE_OPS = frozenset({
     Op.QCONV2D, Op.QLINEAR, Op.QMATMUL, Op.QADD, Op.QSUB, Op.QMUL, Op.REQUANTIZE,
     Op.MAX_POOL2D, Op.QAVG_POOL2D, Op.QMEAN, Op.TRANSPOSE, Op.CONCAT, Op.SLICE, Op.PAD,
     Op.EXPAND, Op.UPSAMPLE_NEAREST})
+
+# per op: attributes, and the operands' / result's quantisation parameters, that only become
+# instruction fields no cost, candidate or event count reads (qconv2d: the CONV / DWCONV input
+# zero point, the REQUANT output zero point and clamp; scales only exist as the constant
+# multipliers and shifts)
+QUANT_FREE = {Op.QCONV2D: frozenset({"in_zp", "out_zp", "act_min", "act_max"})}
 
 # NpuArch.to_toml_dict keys that no cycle count, mapping or event count depends on
 _NOT_TIMING = ("name", "description", "process_node_nm", "clock_hz", "energy", "area")
@@ -87,20 +93,42 @@ def _canon(value: Any) -> Any:
     raise TypeError(f"no canonical form for {type(value).__name__}")
 
 
-def _node_signature(node: Node, ctx: CodegenContext) -> tuple:
-    graph = ctx.graph
+def _type_sig(t: Any, quant_free: bool) -> Any:
+    return _canon(dataclasses.replace(t, quant=None) if quant_free else t)
+
+
+_SIGS: dict[int, tuple[Node, Any, tuple]] = {}  # id(node) -> (node, graph, graph-only part)
+
+
+def _graph_part(node: Node, graph: Any) -> tuple:
+    hit = _SIGS.get(id(node))
+    if hit is not None and hit[0] is node and hit[1] is graph:
+        return hit[2]
+    free = QUANT_FREE.get(node.op)
     operands = []
     first_use: dict[str, int] = {}
     for k, name in enumerate(node.inputs):
         value = graph.constant_value(name)
-        placed = ctx.dram.get(name)
         operands.append((
-            _canon(graph.type_of(name)), value is not None,
-            placed.memory if placed is not None else None,
+            _type_sig(graph.type_of(name), free is not None), value is not None,
             _canon(np.asarray(value)) if value is not None and node.op not in VALUE_FREE_OPS
             else None,
             first_use.setdefault(name, k)))
-    return (node.op.name, _canon(node.attrs), _canon(node.type), tuple(operands))
+    attrs = node.attrs if free is None else tuple(kv for kv in node.attrs if kv[0] not in free)
+    part = (node.op.name, _canon(attrs), _type_sig(node.type, free is not None),
+            tuple(operands))
+    if len(_SIGS) > 100_000:
+        _SIGS.clear()
+    _SIGS[id(node)] = (node, graph, part)
+    return part
+
+
+def _node_signature(node: Node, ctx: CodegenContext) -> tuple:
+    # where each operand lives: data constants as placed, the rest in act_memory (the
+    # estimate's stand-in placement)
+    placed = tuple(t.memory if (t := ctx.dram.get(name)) is not None else ctx.act_memory
+                   for name in node.inputs)
+    return _graph_part(node, ctx.graph), placed
 
 
 def unit_signature(unit: Node | FusedPair, ctx: CodegenContext) -> tuple:
@@ -128,13 +156,11 @@ def timing_key(arch: NpuArch) -> str:
 
 @dataclass
 class Entry:
-    """One cached search: the choice (None: no mapping of an optional unit fits) and what the
-    estimate derives from it, filled in when first needed."""
+    """One cached search: the choice (None: no mapping of an optional unit fits), or one
+    figure derived from a choice (`derived`)."""
 
     choice: tuple[Any, Estimate] | None
-    events: Any = None  # isa.costs.Events of the chosen mapping's instructions
-    const_sizes: tuple[int, ...] | None = None  # bytes of each ConstPool.add when emitting
-    extra: dict[str, Any] = field(default_factory=dict)
+    value: Any = None
 
 
 class SearchCache:
@@ -270,3 +296,45 @@ def _search(node: Node | FusedPair, ctx: CodegenContext, em: Any, est_ctx: Codeg
         if best is None or est.cycles < best[1].cycles:
             best = (mapping, est)
     return best
+
+
+def derived(kind: str, unit: Node | FusedPair, mapping: Any, ctx: CodegenContext,
+            compute: Callable[[], Any]) -> Any:
+    """What `compute` derives from a unit's chosen `mapping` in `ctx` (its energy events, its
+    constant-pool sizes), from the active cache when it has it (keyed like a search, plus the
+    mapping and ``kind``); computed (and kept) otherwise."""
+    cache = active()
+    if cache is None:
+        return compute()
+    key = (kind, timing_key(ctx.arch), unit_signature(unit, ctx), _canon(mapping))
+    entry = cache.get(key)
+    if entry is None:
+        entry = Entry(None, compute())
+        cache.put(key, entry)
+    return entry.value
+
+
+class SizeRecorder:
+    """A stand-in constant pool that records the size of every `add` (addresses as the real
+    pool would give them from an empty blob)."""
+
+    def __init__(self, memory: int):
+        self.memory = memory
+        self.sizes: list[int] = []
+        self._len = 0
+
+    def add(self, data: bytes | np.ndarray) -> int:
+        n = data.nbytes if isinstance(data, np.ndarray) else len(bytes(data))
+        addr = -(-self._len // 16) * 16
+        self._len = addr + n
+        self.sizes.append(n)
+        return addr
+
+
+def packed_length(start: int, sizes: Iterator[int] | list[int] | tuple[int, ...]) -> int:
+    """The constant blob's length after adding `sizes` bytes, each 16-byte aligned, to a blob
+    of `start` bytes (as ConstPool.add does)."""
+    n = start
+    for size in sizes:
+        n = -(-n // 16) * 16 + size
+    return n
