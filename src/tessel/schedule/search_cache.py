@@ -20,7 +20,8 @@ a step's choice is a function of
   (softmax / layer-norm plans, LUT tables: every op outside `VALUE_FREE_OPS`);
 * the NPU fields that timing and instruction selection read (`timing_key`): every NpuArch
   field except the name, description, process node, clock, energy and area figures (which
-  only turn cycles and event counts into seconds, joules and mm^2).
+  only turn cycles and event counts into seconds, joules and mm^2); for the steps of
+  vector-engine-only emitters (`VECTOR_ONLY_EMITTERS`) also without the matrix engine's.
 
 Steps with the same signature on NPUs with the same timing key get the same choice, so a
 cached choice (mapping and estimate) is returned instead of searching again; the per-step
@@ -47,6 +48,7 @@ import numpy as np
 from tessel.arch import NpuArch
 from tessel.codegen.context import CodegenContext
 from tessel.codegen.ops_fused import FusedPair
+from tessel.codegen.registry import EMITTERS
 from tessel.ir import Node, Op
 from tessel.schedule import prerank
 from tessel.schedule.step import CostCache, Estimate, estimate_step
@@ -138,20 +140,32 @@ def unit_signature(unit: Node | FusedPair, ctx: CodegenContext) -> tuple:
     return ("node", _node_signature(unit, ctx))
 
 
-_KEYS: dict[int, tuple[NpuArch, str]] = {}
+# emitters of vector-engine-only steps: they never read the matrix engine's fields (their
+# candidates, instructions and costs; tests/unit/schedule/test_search_cache.py checks their
+# sources), so their steps' keys leave the [matrix] section out
+VECTOR_ONLY_EMITTERS = frozenset({"ops_eltwise", "ops_pool", "ops_movement", "ops_norm"})
+
+_KEYS: dict[tuple[int, bool], tuple[NpuArch, str]] = {}
 
 
-def timing_key(arch: NpuArch) -> str:
-    """The NpuArch fields mappings and estimates depend on, as canonical JSON."""
-    hit = _KEYS.get(id(arch))
+def timing_key(arch: NpuArch, matrix: bool = True) -> str:
+    """The NpuArch fields mappings and estimates depend on, as canonical JSON (without the
+    matrix engine's when `matrix` is False)."""
+    hit = _KEYS.get((id(arch), matrix))
     if hit is not None and hit[0] is arch:
         return hit[1]
-    d = {k: v for k, v in arch.to_toml_dict().items() if k not in _NOT_TIMING}
+    d = {k: v for k, v in arch.to_toml_dict().items()
+         if k not in _NOT_TIMING and (matrix or k != "matrix")}
     key = json.dumps(d, sort_keys=True, default=str)
     if len(_KEYS) > 64:
         _KEYS.clear()
-    _KEYS[id(arch)] = (arch, key)
+    _KEYS[(id(arch), matrix)] = (arch, key)
     return key
+
+
+def _uses_matrix(unit: Node | FusedPair) -> bool:
+    """False for steps whose emitter runs on the vector engine alone."""
+    return isinstance(unit, FusedPair) or EMITTERS.get(unit.op) not in VECTOR_ONLY_EMITTERS
 
 
 @dataclass
@@ -175,7 +189,7 @@ class SearchCache:
         return len(self._map)
 
     def key(self, unit: Node | FusedPair, ctx: CodegenContext) -> tuple:
-        return timing_key(ctx.arch), unit_signature(unit, ctx)
+        return timing_key(ctx.arch, _uses_matrix(unit)), unit_signature(unit, ctx)
 
     def get(self, key: tuple) -> Entry | None:
         entry = self._map.get(key)
@@ -306,7 +320,8 @@ def derived(kind: str, unit: Node | FusedPair, mapping: Any, ctx: CodegenContext
     cache = active()
     if cache is None:
         return compute()
-    key = (kind, timing_key(ctx.arch), unit_signature(unit, ctx), _canon(mapping))
+    key = (kind, timing_key(ctx.arch, _uses_matrix(unit)), unit_signature(unit, ctx),
+           _canon(mapping))
     entry = cache.get(key)
     if entry is None:
         entry = Entry(None, compute())

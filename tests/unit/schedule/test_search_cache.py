@@ -149,6 +149,15 @@ def test_signature_ignores_names_and_zero_points_not_shapes(graphs):
     assert search_cache.timing_key(wide) != search_cache.timing_key(arch)
 
 
+def test_vector_only_emitters_never_read_the_matrix_fields():
+    """The matrix-free timing key of their steps is exact only if this holds."""
+    import importlib
+    import inspect
+    for name in search_cache.VECTOR_ONLY_EMITTERS:
+        src = inspect.getsource(importlib.import_module(f"tessel.codegen.{name}"))
+        assert ".matrix" not in src and "uses_matrix=True" not in src, name
+
+
 def test_packed_length_matches_const_pool():
     from tessel.codegen.context import ConstPool
     pool = ConstPool(0)
