@@ -92,7 +92,12 @@ def _canon(value: Any) -> Any:
         return ("np", value.dtype.str, value.item())
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return (type(value).__name__, value)
-    raise TypeError(f"no canonical form for {type(value).__name__}")
+    raise Uncacheable(f"no canonical form for {type(value).__name__}")
+
+
+class Uncacheable(Exception):
+    """A step whose signature has a value without an exact canonical form: searched every
+    time, never cached."""
 
 
 def _type_sig(t: Any, quant_free: bool) -> Any:
@@ -240,14 +245,6 @@ def use(cache: SearchCache | None) -> Iterator[SearchCache | None]:
         _ACTIVE.reset(token)
 
 
-def entry_for(unit: Node | FusedPair, ctx: CodegenContext) -> Entry | None:
-    """The active cache's entry for a unit already searched (None without a cache or entry)."""
-    cache = active()
-    if cache is None:
-        return None
-    return cache._map.get(cache.key(unit, ctx))
-
-
 def choose(node: Node | FusedPair, ctx: CodegenContext, emitter: Any,
            est_ctx: CodegenContext, *, required: bool = True, prune: bool | None = None,
            ) -> tuple[Any, Estimate] | None:
@@ -256,7 +253,11 @@ def choose(node: Node | FusedPair, ctx: CodegenContext, emitter: Any,
     cache = active()
     key = None
     if cache is not None:
-        key = cache.key(node, ctx)
+        try:
+            key = cache.key(node, ctx)
+        except Uncacheable:
+            cache = None
+    if cache is not None and key is not None:
         entry = cache.get(key)
         if entry is not None:
             if entry.choice is None and required:
@@ -320,8 +321,11 @@ def derived(kind: str, unit: Node | FusedPair, mapping: Any, ctx: CodegenContext
     cache = active()
     if cache is None:
         return compute()
-    key = (kind, timing_key(ctx.arch, _uses_matrix(unit)), unit_signature(unit, ctx),
-           _canon(mapping))
+    try:
+        key = (kind, timing_key(ctx.arch, _uses_matrix(unit)), unit_signature(unit, ctx),
+               _canon(mapping))
+    except Uncacheable:
+        return compute()
     entry = cache.get(key)
     if entry is None:
         entry = Entry(None, compute())
