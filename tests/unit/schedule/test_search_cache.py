@@ -177,3 +177,12 @@ def _addresses(sizes):
         out.append(n)
         n += s
     return out
+
+
+def test_values_without_canonical_form_are_not_cached():
+    import numpy as np
+    with pytest.raises(search_cache.Uncacheable):
+        search_cache._canon(object())
+    a, b = np.zeros((2, 3), np.int8), np.zeros((3, 2), np.int8)
+    assert search_cache._canon(a) != search_cache._canon(b)  # shape is part of the form
+    assert search_cache._canon(a) == search_cache._canon(a.copy())
