@@ -6,6 +6,7 @@ chosen mappings' instructions. The fast path for design-space exploration; `tess
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -125,8 +126,7 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
         if not timing_only:
             events = events + search_cache.derived(
                 "events", unit, mapping, est_ctx,
-                lambda u=unit, m=mapping: _events(_emitter(u).step(u, m, est_ctx, emit=False),
-                                                  arch))
+                functools.partial(_unit_events, unit, mapping, est_ctx))
         members = unit.nodes if hasattr(unit, "nodes") else (unit,)
         layers.append(LayerEstimate(unit.name, "+".join(n.op.value for n in members),
                                     str(mapping), est.bound.value, est.cycles,
@@ -164,8 +164,12 @@ def _check_fits(graph: Graph, part: Any, nodes: list, arch: NpuArch, choices: li
         size = search_cache.packed_length(len(pool.blob), [
             n for unit, mapping, _ in choices
             for n in search_cache.derived("const sizes", unit, mapping, ctx,
-                                          lambda u=unit, m=mapping: _const_sizes(u, m, ctx))])
+                                          functools.partial(_const_sizes, unit, mapping, ctx))])
     plan_dram(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch, choices, size)
+
+
+def _unit_events(unit: Any, mapping: Any, est_ctx: CodegenContext) -> Events:
+    return _events(_emitter(unit).step(unit, mapping, est_ctx, emit=False), est_ctx.arch)
 
 
 def _const_sizes(unit: Any, mapping: Any, ctx: CodegenContext) -> tuple[int, ...]:

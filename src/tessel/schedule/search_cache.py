@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from tessel.arch import NpuArch
-from tessel.codegen.context import CodegenContext
+from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.ops_fused import FusedPair
 from tessel.codegen.registry import EMITTERS
 from tessel.ir import Node, Op
@@ -333,12 +333,12 @@ def derived(kind: str, unit: Node | FusedPair, mapping: Any, ctx: CodegenContext
     return entry.value
 
 
-class SizeRecorder:
+class SizeRecorder(ConstPool):
     """A stand-in constant pool that records the size of every `add` (addresses as the real
-    pool would give them from an empty blob)."""
+    pool would give them from an empty blob; no bytes kept)."""
 
     def __init__(self, memory: int):
-        self.memory = memory
+        super().__init__(memory)
         self.sizes: list[int] = []
         self._len = 0
 
