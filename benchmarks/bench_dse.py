@@ -3,15 +3,21 @@ second per worker for MobileNetV2 with the compiler in the loop (mapping search,
 memory planning decisions, cost model), excluding the one-off quantisation; scaling from 1
 to 2 local workers and on a local Ray cluster, measured in one run.
 
-Run: ``python -m benchmarks.bench_dse [--points N]``.
+The mapping search prunes candidates with closed-form bounds and each worker keeps a cache of
+searched steps (tessel.schedule.search_cache); ``--reference`` measures the search without
+either (the figures are identical, only the time differs).
+
+Run: ``python -m benchmarks.bench_dse [--points N] [--models a,b] [--no-ray] [--reference]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from tessel.analysis.explore import explore, quantised_graphs
+from tessel.analysis.explore_run import REFERENCE_ENV
 
 
 def _space(points: int) -> dict:
@@ -23,8 +29,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=16)
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--models", default="mobilenet_v2", help="comma-separated zoo models")
+    ap.add_argument("--reference", action="store_true",
+                    help="no pruning and no search cache (the search as before them)")
     args = ap.parse_args()
-    graphs = quantised_graphs(["mobilenet_v2"], 8, None)
+    if args.reference:
+        os.environ[REFERENCE_ENV] = "1"  # read by every worker process (explore_run)
+    graphs = quantised_graphs(args.models.split(","), 8, None)
     space = _space(args.points)
     rows = []
     runs = [("1 local worker", {"workers": 1}), ("2 local workers", {"workers": 2})]
@@ -41,6 +52,8 @@ def main() -> None:
         n = result.evaluated
         per_worker = n / dt / (1 if kw.get("workers", 2) == 1 else 2)
         rows.append((label, n, dt, n / dt, per_worker, len(result.front)))
+    print(f"models {args.models}"
+          + (" (reference search: no pruning, no cache)" if args.reference else ""))
     print("| run | points | seconds | points/s | points/s per worker | front |")
     print("|---|---|---|---|---|---|")
     for r in rows:

@@ -93,10 +93,14 @@ TOP_LAYERS = 10  # layers shown by the notebook views
 
 
 def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
-                   options: CompileOptions | None = None) -> EstimateReport:
+                   options: CompileOptions | None = None, timing_only: bool = False
+                   ) -> EstimateReport:
     """Estimate an integer graph on `arch` from the Schedule `compile_graph` would emit (the
     same stage, `tessel.schedule.plan`, with the same `options`: with on-chip residency too),
-    so the cycles are the compiled layers' estimates added up."""
+    so the cycles are the compiled layers' estimates added up. `timing_only`: cycles and
+    layers only, no energy events (`energy_pj`, `bytes_read`, `bytes_written` are empty). With
+    a search cache active (tessel.schedule.search_cache.use) steps searched before are not
+    searched again."""
     options = options or CompileOptions()
     graph = legalize(graph)
     part = partition(graph)
@@ -106,11 +110,19 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
                     prefetch=options.prefetch_groups)
     layers, events = [], Events()
     for step in schedule.steps:
-        events = events + step_events(step.work, arch)
+        if not timing_only:
+            events = events + step_events(step.work, arch)
         layers.append(LayerEstimate(step.name, step.op, str(step.mapping),
                                     step.estimate.bound.value, step.estimate.cycles,
                                     sum(node_macs(graph, n) for n in step.nodes)))
     cycles = schedule.cycles
+    host = tuple(f"%{n.name} = {n.op.value} at {n.loc}" for n in part.host_ops + part.moved_to_host)
+    if timing_only:
+        macs = sum(x.macs for x in layers)
+        util = macs / (cycles * arch.peak_macs_per_cycle) if cycles else 0.0
+        return EstimateReport(name or graph.name, arch.name, arch.clock_hz, cycles,
+                              1e3 * cycles / arch.clock_hz, macs, util, {}, {}, {},
+                              tuple(layers), host)
     energy = dict(energy_breakdown_pj(events, arch))
     energy["static"] = static_energy_pj(cycles, arch)
     names = [m.name for m in arch.offchip]

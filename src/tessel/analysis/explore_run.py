@@ -21,15 +21,39 @@ from tessel.analysis.reaper import start_reaper
 from tessel.arch import NpuArch, arch_from_dict
 from tessel.errors import TesselCompileError, TesselConfigError, TesselUnsupportedOpError
 from tessel.ir import Graph
+from tessel.schedule.search_cache import SearchCache, pruning
+from tessel.schedule.search_cache import use as use_search_cache
 
+# set (to anything but "" / "0") in the environment of the processes that evaluate points: the
+# reference search (no pruning, no search cache), for measuring what they save
+REFERENCE_ENV = "TESSEL_SEARCH_REFERENCE"
 Graphs = Mapping[str, Graph]  # model name -> quantised integer graph (insertion order = models)
-_STATE: dict[str, Any] = {}  # per worker process: "graphs", "base"
+_STATE: dict[str, Any] = {}  # per process: "graphs", "base", "context", "search_cache", ...
+
+
+def search_cache() -> SearchCache:
+    """This process's cache of mapping searches (tessel.schedule.search_cache): design points
+    that share the fields a step depends on reuse its search, events and constant sizes."""
+    cache = _STATE.get("search_cache")
+    if cache is None:
+        cache = _STATE["search_cache"] = SearchCache()
+    return cache
 
 
 def evaluate_point(point: Mapping[str, Any], graphs: Graphs, base: NpuArch,
-                   context: str = "") -> PointResult:
+                   context: str = "", *, cache: bool = True) -> PointResult:
     """Estimate every model on the design point (never raises for a point that does not fit);
-    ``context``: the study context its key records (``explore_space.study_context``)."""
+    ``context``: the study context its key records (``explore_space.study_context``);
+    ``cache``: reuse this process's search cache (the figures are the same without it)."""
+    if os.environ.get(REFERENCE_ENV, "") not in ("", "0"):
+        with use_search_cache(None), pruning(False):
+            return _evaluate(point, graphs, base, context)
+    with use_search_cache(search_cache() if cache else None):
+        return _evaluate(point, graphs, base, context)
+
+
+def _evaluate(point: Mapping[str, Any], graphs: Graphs, base: NpuArch,
+              context: str) -> PointResult:
     from tessel.analysis.estimate import estimate_graph
 
     t0 = time.perf_counter()

@@ -21,12 +21,13 @@ from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.scheduled import ConstantLayout, Schedule, ScheduledStep, Unit
-from tessel.codegen.step import CostCache, Estimate, Slots, StepWork, estimate_step
+from tessel.codegen.step import Estimate, Slots, StepWork, estimate_step
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node
 from tessel.isa import Engine
 from tessel.isa.costs import Events, instruction_cost
 from tessel.progress import task
+from tessel.schedule import search_cache
 from tessel.schedule.memory import ArenaPlan, plan_arena
 from tessel.schedule.residency import plan_step_residents
 
@@ -196,8 +197,6 @@ def place_data_constants(graph: Graph, nodes: Sequence[Node], pool: ConstPool
     return out
 
 
-SAMPLE_TILES = 3  # tiles per group of the first, cheap ranking of candidates
-FINALISTS = 3  # candidates estimated in full
 
 
 def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext
@@ -232,27 +231,10 @@ def _emitter(unit: Unit):
 def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True
             ) -> tuple[Any, Estimate] | None:
     """The mapping with the fewest estimated cycles: every candidate ranked on a sampled
-    estimate, the best few estimated in full (ties: first candidate, deterministic)."""
-    em = _emitter(node)
+    estimate, the best few estimated in full (ties: first candidate, deterministic); the
+    search, its closed-form pruning and its cache: tessel.schedule.search_cache."""
     est_ctx = CodegenContext(ctx.arch, ctx.graph, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
-    ranked = []
-    cache = CostCache(ctx.arch)  # instruction costs shared by all candidates of the node
-    for k, mapping in enumerate(em.candidates(node, est_ctx)):
-        work = em.step(node, mapping, est_ctx, emit=False)
-        est = estimate_step(work, ctx.arch, sample=SAMPLE_TILES, cache=cache)
-        ranked.append((est.cycles, k, mapping))
-    if not ranked and not required:
-        return None
-    if not ranked:
-        from tessel.errors import TesselCompileError
-        raise TesselCompileError(f"{node} at {node.loc}: no mapping fits the NPU's SRAM "
-                                 f"({ctx.arch.onchip.sram_bytes} bytes) and accumulator")
-    best = None
-    for _, _, mapping in sorted(ranked, key=lambda r: (r[0], r[1]))[:FINALISTS]:
-        est = estimate_step(em.step(node, mapping, est_ctx, emit=False), ctx.arch, cache=cache)
-        if best is None or est.cycles < best[1].cycles:
-            best = (mapping, est)
-    return best
+    return search_cache.choose(node, ctx, _emitter(node), est_ctx, required=required)
 
 
 class _DummyTensors(dict):

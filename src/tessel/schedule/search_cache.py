@@ -1,0 +1,366 @@
+"""The mapping search of one step (`choose`) with closed-form pruning, and a cache of its
+results across the steps of a model and across design points.
+
+Search (what the schedule stage's `_choose` always did): every candidate mapping ranked on a
+sampled estimate, the best `finalists` (ties: first candidate) estimated in full, the fewest
+cycles wins (ties: the better-ranked). Pruning (tessel.schedule.prerank) only skips work
+whose result cannot matter: candidates are visited in order of their lower bound, and once
+`finalists` of them have a sampled estimate below the next one's bound (ties: candidate
+order) no later candidate can make the shortlist; a finalist whose full-estimate bound is not
+below the best full estimate so far cannot win. The choice, its estimate and the errors are
+those of the unpruned search, except that a candidate skipped this way is never built, so an
+error only building it would raise is not raised.
+
+Cache (`SearchCache`, on while `use(cache)` is active, e.g. one per `tessel explore` worker):
+a step's choice is a function of
+
+* the step's signature (`unit_signature`): per node its op, attributes, result type, and per
+  operand its type, whether it is a constant (and where a data constant lives), and which
+  operands are the same value; constant values only for ops whose estimation reads them
+  (softmax / layer-norm plans, LUT tables: every op outside `VALUE_FREE_OPS`);
+* the NPU fields that timing and instruction selection read (`timing_key`): every NpuArch
+  field except the name, description, process node, clock, energy and area figures (which
+  only turn cycles and event counts into seconds, joules and mm^2); for the steps of
+  vector-engine-only emitters (`VECTOR_ONLY_EMITTERS`) also without the matrix engine's.
+
+Steps with the same signature on NPUs with the same timing key get the same choice, so a
+cached choice (mapping and estimate) is returned instead of searching again; the per-step
+energy events and constant-pool sizes that `analysis.estimate` derives from a choice are kept
+with it. Failures are not cached (the next request searches again and raises the same error
+with its own node names).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import enum
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tessel.arch import NpuArch
+from tessel.codegen.context import CodegenContext, ConstPool
+from tessel.codegen.ops_fused import FusedChain
+from tessel.codegen.registry import EMITTERS
+from tessel.codegen.step import CostCache, Estimate, estimate_step
+from tessel.ir import Node, Op
+from tessel.schedule import prerank
+
+SAMPLE_TILES = 3  # tiles per group of the first, cheap ranking of candidates
+FINALISTS = 3  # candidates estimated in full
+
+# ops whose emitters never read a constant operand's values when estimating (emit=False):
+# weights, biases and tables are only packed when emitting; everything else gets the values'
+# hash in its signature
+VALUE_FREE_OPS = frozenset({
+    Op.QCONV2D, Op.QLINEAR, Op.QMATMUL, Op.QADD, Op.QSUB, Op.QMUL, Op.REQUANTIZE,
+    Op.MAX_POOL2D, Op.QAVG_POOL2D, Op.QMEAN, Op.TRANSPOSE, Op.CONCAT, Op.SLICE, Op.PAD,
+    Op.EXPAND, Op.UPSAMPLE_NEAREST})
+
+# per op: attributes, and the operands' / result's quantisation parameters, that only become
+# instruction fields no cost, candidate or event count reads (qconv2d: the CONV / DWCONV input
+# zero point, the REQUANT output zero point and clamp; scales only exist as the constant
+# multipliers and shifts)
+QUANT_FREE = {Op.QCONV2D: frozenset({"in_zp", "out_zp", "act_min", "act_max"})}
+
+# NpuArch.to_toml_dict keys that no cycle count, mapping or event count depends on
+_NOT_TIMING = ("name", "description", "process_node_nm", "clock_hz", "energy", "area")
+
+
+def _canon(value: Any) -> Any:
+    """A hashable, exact stand-in for an attribute / type value (numpy arrays by content)."""
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape,
+                hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_canon(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((k, _canon(v)) for k, v in value.items())))
+    if isinstance(value, enum.Enum):
+        return (type(value).__name__, value.name)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__, tuple((f.name, _canon(getattr(value, f.name)))
+                                            for f in dataclasses.fields(value)))
+    if isinstance(value, (np.generic,)):
+        return ("np", value.dtype.str, value.item())
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return (type(value).__name__, value)
+    raise Uncacheable(f"no canonical form for {type(value).__name__}")
+
+
+class Uncacheable(Exception):
+    """A step whose signature has a value without an exact canonical form: searched every
+    time, never cached."""
+
+
+def _type_sig(t: Any, quant_free: bool) -> Any:
+    return _canon(dataclasses.replace(t, quant=None) if quant_free else t)
+
+
+_SIGS: dict[int, tuple[Node, Any, tuple]] = {}  # id(node) -> (node, graph, graph-only part)
+
+
+def _graph_part(node: Node, graph: Any) -> tuple:
+    hit = _SIGS.get(id(node))
+    if hit is not None and hit[0] is node and hit[1] is graph:
+        return hit[2]
+    free = QUANT_FREE.get(node.op)
+    operands = []
+    first_use: dict[str, int] = {}
+    for k, name in enumerate(node.inputs):
+        value = graph.constant_value(name)
+        operands.append((
+            _type_sig(graph.type_of(name), free is not None), value is not None,
+            _canon(np.asarray(value)) if value is not None and node.op not in VALUE_FREE_OPS
+            else None,
+            first_use.setdefault(name, k)))
+    attrs = node.attrs if free is None else tuple(kv for kv in node.attrs if kv[0] not in free)
+    part = (node.op.name, _canon(attrs), _type_sig(node.type, free is not None),
+            tuple(operands))
+    if len(_SIGS) > 100_000:
+        _SIGS.clear()
+    _SIGS[id(node)] = (node, graph, part)
+    return part
+
+
+def _node_signature(node: Node, ctx: CodegenContext) -> tuple:
+    # where each operand lives: data constants as placed, the rest in act_memory (the
+    # estimate's stand-in placement)
+    placed = tuple(t.memory if (t := ctx.dram.get(name)) is not None else ctx.act_memory
+                   for name in node.inputs)
+    return _graph_part(node, ctx.graph), placed
+
+
+def unit_signature(unit: Node | FusedChain, ctx: CodegenContext) -> tuple:
+    """What a step's mapping search reads of the graph (see the module docstring)."""
+    if isinstance(unit, FusedChain):
+        # the members in order, which roles are present, and how they are wired (an operand
+        # is a member's result, by index, or the k-th outside value of the chain)
+        names = [n.name for n in unit.nodes]
+        outside: dict[str, int] = {}
+        wiring = tuple(tuple(names.index(i) if i in names else -1 - outside.setdefault(
+            i, len(outside)) for i in n.inputs) for n in unit.nodes)
+        roles = (unit.conv is not None, unit.project is not None, unit.add is not None)
+        return ("chain", roles, tuple(_node_signature(n, ctx) for n in unit.nodes), wiring)
+    return ("node", _node_signature(unit, ctx))
+
+
+# emitters of vector-engine-only steps: they never read the matrix engine's fields (their
+# candidates, instructions and costs; tests/unit/schedule/test_search_cache.py checks their
+# sources), so their steps' keys leave the [matrix] section out
+VECTOR_ONLY_EMITTERS = frozenset({"ops_eltwise", "ops_pool", "ops_movement", "ops_norm"})
+
+_KEYS: dict[tuple[int, bool], tuple[NpuArch, str]] = {}
+
+
+def timing_key(arch: NpuArch, matrix: bool = True) -> str:
+    """The NpuArch fields mappings and estimates depend on, as canonical JSON (without the
+    matrix engine's when `matrix` is False)."""
+    hit = _KEYS.get((id(arch), matrix))
+    if hit is not None and hit[0] is arch:
+        return hit[1]
+    d = {k: v for k, v in arch.to_toml_dict().items()
+         if k not in _NOT_TIMING and (matrix or k != "matrix")}
+    key = json.dumps(d, sort_keys=True, default=str)
+    if len(_KEYS) > 64:
+        _KEYS.clear()
+    _KEYS[(id(arch), matrix)] = (arch, key)
+    return key
+
+
+def _uses_matrix(unit: Node | FusedChain) -> bool:
+    """False for steps whose emitter runs on the vector engine alone."""
+    return isinstance(unit, FusedChain) or EMITTERS.get(unit.op) not in VECTOR_ONLY_EMITTERS
+
+
+@dataclass
+class Entry:
+    """One cached search: the choice (None: no mapping of an optional unit fits), or one
+    figure derived from a choice (`derived`)."""
+
+    choice: tuple[Any, Estimate] | None
+    value: Any = None
+
+
+class SearchCache:
+    """Least-recently-used map (timing key, unit signature) -> Entry."""
+
+    def __init__(self, max_entries: int = 50_000):
+        self.max_entries = max_entries
+        self._map: OrderedDict[tuple, Entry] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def key(self, unit: Node | FusedChain, ctx: CodegenContext) -> tuple:
+        return timing_key(ctx.arch, _uses_matrix(unit)), unit_signature(unit, ctx)
+
+    def get(self, key: tuple) -> Entry | None:
+        entry = self._map.get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        self._map.move_to_end(key)
+        self.hits += 1
+        return entry
+
+    def put(self, key: tuple, entry: Entry) -> None:
+        self._map[key] = entry
+        self._map.move_to_end(key)
+        while len(self._map) > self.max_entries:
+            self._map.popitem(last=False)
+
+
+_ACTIVE: contextvars.ContextVar[SearchCache | None] = contextvars.ContextVar(
+    "tessel_search_cache", default=None)
+
+
+_PRUNE: contextvars.ContextVar[bool] = contextvars.ContextVar("tessel_search_prune",
+                                                            default=True)
+
+
+@contextlib.contextmanager
+def pruning(on: bool) -> Iterator[None]:
+    """Closed-form pruning on (the default) or off (the reference search) for the block."""
+    token = _PRUNE.set(on)
+    try:
+        yield
+    finally:
+        _PRUNE.reset(token)
+
+
+def active() -> SearchCache | None:
+    """The cache `choose` uses now (None: none)."""
+    return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def use(cache: SearchCache | None) -> Iterator[SearchCache | None]:
+    """Make `cache` the active one for the block (None: no cache)."""
+    token = _ACTIVE.set(cache)
+    try:
+        yield cache
+    finally:
+        _ACTIVE.reset(token)
+
+
+def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
+           est_ctx: CodegenContext, *, required: bool = True, prune: bool | None = None,
+           ) -> tuple[Any, Estimate] | None:
+    """The mapping with the fewest estimated cycles (the module docstring); `est_ctx`: the
+    estimation context (DRAM placement stand-in) candidates are built in."""
+    cache = active()
+    key = None
+    if cache is not None:
+        try:
+            key = cache.key(node, ctx)
+        except Uncacheable:
+            cache = None
+    if cache is not None and key is not None:
+        entry = cache.get(key)
+        if entry is not None:
+            if entry.choice is None and required:
+                _no_mapping(node, ctx)
+            return entry.choice
+    best = _search(node, ctx, emitter, est_ctx, _PRUNE.get() if prune is None else prune)
+    if best is None and required:
+        _no_mapping(node, ctx)
+    if cache is not None and key is not None:
+        cache.put(key, Entry(best))
+    return best
+
+
+def _no_mapping(node: Node | FusedChain, ctx: CodegenContext) -> None:
+    from tessel.errors import TesselCompileError
+    loc = node.loc if isinstance(node, Node) else node.last.loc
+    raise TesselCompileError(f"{node} at {loc}: no mapping fits the NPU's SRAM "
+                             f"({ctx.arch.onchip.sram_bytes} bytes) and accumulator")
+
+
+def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: CodegenContext,
+            prune: bool) -> tuple[Any, Estimate] | None:
+    arch = ctx.arch
+    cost = CostCache(arch)  # instruction costs shared by all candidates of the node
+    cands = list(em.candidates(node, est_ctx))
+    if not cands:
+        return None
+    bound = prerank.Bounds(node, est_ctx) if prune else None
+    if bound is None or not bound.available:  # every candidate in order (k: the tie-break)
+        order = list(enumerate(cands))
+        lows = None
+    else:
+        lows = [bound(m, SAMPLE_TILES) for m in cands]
+        order = sorted(enumerate(cands), key=lambda km: (lows[km[0]], km[0]))
+    ranked: list[tuple[int, int, Any]] = []
+    for k, mapping in order:
+        if lows is not None and len(ranked) >= FINALISTS:
+            ranked.sort(key=lambda r: (r[0], r[1]))
+            if (ranked[FINALISTS - 1][0], ranked[FINALISTS - 1][1]) < (lows[k], k):
+                break  # this and every later candidate rank below the shortlist
+        work = em.step(node, mapping, est_ctx, emit=False)
+        est = estimate_step(work, arch, sample=SAMPLE_TILES, cache=cost)
+        ranked.append((est.cycles, k, mapping))
+    best = None
+    for _, _, mapping in sorted(ranked, key=lambda r: (r[0], r[1]))[:FINALISTS]:
+        if best is not None and lows is not None:
+            low = bound(mapping, None)
+            if low is not None and low >= best[1].cycles:
+                continue  # cannot be strictly faster than the best so far
+        est = estimate_step(em.step(node, mapping, est_ctx, emit=False), arch, cache=cost)
+        if best is None or est.cycles < best[1].cycles:
+            best = (mapping, est)
+    return best
+
+
+def derived(kind: str, unit: Node | FusedChain, mapping: Any, ctx: CodegenContext,
+            compute: Callable[[], Any]) -> Any:
+    """What `compute` derives from a unit's chosen `mapping` in `ctx` (its energy events, its
+    constant-pool sizes), from the active cache when it has it (keyed like a search, plus the
+    mapping and ``kind``); computed (and kept) otherwise."""
+    cache = active()
+    if cache is None:
+        return compute()
+    try:
+        key = (kind, timing_key(ctx.arch, _uses_matrix(unit)), unit_signature(unit, ctx),
+               _canon(mapping))
+    except Uncacheable:
+        return compute()
+    entry = cache.get(key)
+    if entry is None:
+        entry = Entry(None, compute())
+        cache.put(key, entry)
+    return entry.value
+
+
+class SizeRecorder(ConstPool):
+    """A stand-in constant pool that records the size of every `add` (addresses as the real
+    pool would give them from an empty blob; no bytes kept)."""
+
+    def __init__(self, memory: int):
+        super().__init__(memory)
+        self.sizes: list[int] = []
+        self._len = 0
+
+    def add(self, data: bytes | np.ndarray) -> int:
+        n = data.nbytes if isinstance(data, np.ndarray) else len(bytes(data))
+        addr = -(-self._len // 16) * 16
+        self._len = addr + n
+        self.sizes.append(n)
+        return addr
+
+
+def packed_length(start: int, sizes: Iterator[int] | list[int] | tuple[int, ...]) -> int:
+    """The constant blob's length after adding `sizes` bytes, each 16-byte aligned, to a blob
+    of `start` bytes (as ConstPool.add does)."""
+    n = start
+    for size in sizes:
+        n = -(-n // 16) * 16 + size
+    return n

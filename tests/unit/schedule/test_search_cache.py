@@ -1,0 +1,188 @@
+"""The mapping search's closed-form pruning (schedule/prerank.py) and its cache across steps and
+design points (schedule/search_cache.py): every figure equals the reference search's (no
+pruning, no cache) on random design points; the bounds are below every candidate's estimate."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tessel.analysis.estimate import estimate_graph
+from tessel.analysis.explore import quantised_graphs
+from tessel.analysis.explore_run import evaluate_point
+from tessel.analysis.explore_space import build_arch
+from tessel.arch import load_target
+from tessel.codegen.context import CodegenContext
+from tessel.codegen.step import estimate_step
+from tessel.errors import TesselCompileError, TesselConfigError
+from tessel.schedule import plan as program
+from tessel.schedule import prerank, search_cache
+
+CHOICES = {
+    "matrix.rows": [4, 8, 16, 32], "matrix.cols": [4, 8, 16, 32],
+    "matrix.dataflow": ["WEIGHT_STATIONARY", "OUTPUT_STATIONARY"],
+    "vector.lanes": [8, 16, 32, 64, 128], "onchip.sram_bytes": [65536, 131072, 524288],
+    "onchip.acc_bytes": [16384, 65536], "dram_bytes_per_cycle": [4, 8, 16, 32],
+    "clock_hz": [250_000_000, 1_000_000_000],
+}
+
+
+class _Graphs(dict):
+    """Zoo graphs quantised on first use (2 calibration samples: costs depend on shapes)."""
+
+    def __missing__(self, name):
+        self[name] = quantised_graphs([name], 2, None)[name]
+        return self[name]
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    return _Graphs()
+
+
+def _points(n: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        keys = rng.sample(sorted(CHOICES), rng.randint(2, 5))
+        out.append({k: rng.choice(CHOICES[k]) for k in sorted(keys)})
+    return out
+
+
+def _reference(graph, arch):
+    """The unpruned search without a cache (what `_choose` did before pruning)."""
+    with search_cache.pruning(False), search_cache.use(None):
+        return _outcome(lambda: estimate_graph(graph, arch))
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except (TesselCompileError, TesselConfigError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+@pytest.mark.parametrize("model,n,seed", [
+    ("ds_cnn", 24, 1), pytest.param("mobilenet_v2", 4, 2, marks=pytest.mark.slow)])
+def test_cached_pruned_estimates_equal_reference(graphs, model, n, seed):
+    """Random design points around tnpu-s, one cache shared by all of them (so points reuse
+    each other's steps): every report equal, field by field, to the reference search's."""
+    base = load_target("tnpu-s")
+    cache = search_cache.SearchCache()
+    graph = graphs[model]
+    compared = 0
+    for point in _points(n, seed):
+        try:
+            arch = build_arch(base, point)
+        except TesselConfigError:
+            continue
+        ref = _reference(graph, arch)
+        with search_cache.use(cache):
+            got = _outcome(lambda a=arch: estimate_graph(graph, a))
+        assert got == ref, point
+        if not isinstance(ref, str):
+            with search_cache.use(cache):
+                fast = estimate_graph(graph, arch, timing_only=True)
+            assert (fast.cycles, fast.layers) == (ref.cycles, ref.layers)
+            assert fast.energy_pj == {} and fast.bytes_read == {}
+        compared += 1
+    assert compared >= n // 2
+    assert cache.hits > 0  # the points did share steps
+
+
+def test_evaluate_point_same_with_and_without_cache(graphs):
+    base = load_target("tnpu-s")
+    two = {"ds_cnn": graphs["ds_cnn"]}
+    for point in _points(6, 3):
+        with search_cache.pruning(False):
+            ref = evaluate_point(point, two, base, cache=False)
+        got = evaluate_point(point, two, base, cache=True)
+        assert (got.feasible, got.reason, got.area_mm2, got.per_model) == (
+            ref.feasible, ref.reason, ref.area_mm2, ref.per_model), point
+
+
+@pytest.mark.parametrize("target", ["tnpu-s", "u55-256", "u65-512", "tnpu-xs"])
+def test_bounds_below_every_candidate_estimate(graphs, target, monkeypatch):
+    """For every qconv2d / cascaded-pair candidate the search meets: bound <= sampled estimate
+    and full bound <= full estimate (pruning is exact only if this holds)."""
+    arch = load_target(target)
+    checked = []
+    real = program._choose
+
+    def spy(node, ctx, *, required=True):
+        em = program._emitter(node)
+        est_ctx = CodegenContext(ctx.arch, ctx.graph, program._DummyTensors(ctx), ctx.consts,
+                                 ctx.act_memory)
+        bounds = prerank.Bounds(node, est_ctx)
+        if bounds.available:
+            for m in em.candidates(node, est_ctx):
+                s = estimate_step(em.step(node, m, est_ctx, emit=False), ctx.arch,
+                                  sample=search_cache.SAMPLE_TILES).cycles
+                f = estimate_step(em.step(node, m, est_ctx, emit=False), ctx.arch).cycles
+                lo_s, lo_f = bounds(m, search_cache.SAMPLE_TILES), bounds(m, None)
+                assert lo_s <= s and lo_f <= f, (str(node), str(m), lo_s, s, lo_f, f)
+                checked.append(lo_s / max(s, 1))
+        return real(node, ctx, required=required)
+
+    monkeypatch.setattr(program, "_choose", spy)
+    _outcome(lambda: estimate_graph(graphs["ds_cnn"], arch))
+    assert len(checked) > 20
+    assert sum(checked) / len(checked) > 0.3  # the bounds are not trivially 0
+
+
+def test_signature_ignores_names_and_zero_points_not_shapes(graphs):
+    """Two MobileNetV2 blocks of the same shape share their steps' signatures; steps of other
+    shapes do not; the timing key ignores the clock and energy, not the array."""
+    graph = graphs["mobilenet_v2"]
+    arch = load_target("tnpu-s")
+    ctx = CodegenContext(arch, graph, {}, None, 0)
+    convs = [n for n in graph.nodes if n.op.name == "QCONV2D"]
+    sigs = {}
+    for n in convs:
+        sigs.setdefault(search_cache.unit_signature(n, ctx), []).append(n.name)
+    assert len(sigs) < len(convs)  # repeated blocks share
+    assert len(sigs) > 10  # but shapes differ
+    fast = arch.with_params({"clock_hz": 2 * arch.clock_hz})
+    assert search_cache.timing_key(fast) == search_cache.timing_key(arch)
+    wide = arch.with_params({"matrix.cols": 2 * arch.matrix.cols})
+    assert search_cache.timing_key(wide) != search_cache.timing_key(arch)
+
+
+def test_vector_only_emitters_never_read_the_matrix_fields():
+    """The matrix-free timing key of their steps is exact only if this holds."""
+    import importlib
+    import inspect
+    for name in search_cache.VECTOR_ONLY_EMITTERS:
+        src = inspect.getsource(importlib.import_module(f"tessel.codegen.{name}"))
+        assert ".matrix" not in src and "uses_matrix=True" not in src, name
+
+
+def test_packed_length_matches_const_pool():
+    from tessel.codegen.context import ConstPool
+    pool = ConstPool(0)
+    sizes = [5, 16, 1, 33, 0, 7]
+    for s in sizes:
+        pool.add(bytes(s))
+    assert search_cache.packed_length(0, sizes) == len(pool.blob)
+    rec = search_cache.SizeRecorder(0)
+    assert [rec.add(bytes(s)) for s in sizes] == _addresses(sizes)
+    assert rec.sizes == sizes
+
+
+def _addresses(sizes):
+    out, n = [], 0
+    for s in sizes:
+        n = -(-n // 16) * 16
+        out.append(n)
+        n += s
+    return out
+
+
+def test_values_without_canonical_form_are_not_cached():
+    import numpy as np
+    with pytest.raises(search_cache.Uncacheable):
+        search_cache._canon(object())
+    a, b = np.zeros((2, 3), np.int8), np.zeros((3, 2), np.int8)
+    assert search_cache._canon(a) != search_cache._canon(b)  # shape is part of the form
+    assert search_cache._canon(a) == search_cache._canon(a.copy())
