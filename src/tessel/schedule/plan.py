@@ -42,7 +42,29 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     steps are never fused across a boundary. `units`: the steps and mappings to use instead of
     searching (tests). `on_chip_residency`: keep activations on chip between steps where the
     cost model finds it faster (experimental, codegen/resident.py). `prefetch`: load each step's
-    first group during the previous step where SRAM allows (codegen/prefetch.py)."""
+    first group during the previous step where SRAM allows (codegen/prefetch.py).
+
+    With residency, cascaded chains and residency compete for the same saving (a chain keeps
+    its intermediates on chip; its inputs cannot be resident): the search's fusion choice
+    compares chains with their members run alone without residency, so the region is also
+    planned without chains and the schedule with fewer estimated cycles is kept (ties: with
+    chains). The second plan reuses the first's per-op searches (a search cache)."""
+    if units is not None or not on_chip_residency:
+        return _plan(graph, nodes, inputs, outputs, arch, region_sizes, on_chip_residency,
+                     prefetch, units, True)
+    with search_cache.use(search_cache.active() or search_cache.SearchCache()):
+        chained = _plan(graph, nodes, inputs, outputs, arch, region_sizes, True, prefetch,
+                        None, True)
+        if not any(isinstance(s.unit, FusedChain) for s in chained.steps):
+            return chained
+        alone = _plan(graph, nodes, inputs, outputs, arch, region_sizes, True, prefetch, None,
+                      False)
+    return alone if alone.cycles < chained.cycles else chained
+
+
+def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str],
+          arch: NpuArch, region_sizes: Sequence[int] | None, on_chip_residency: bool,
+          prefetch: bool, units: list | None, chains: bool) -> Schedule:
     wmem = arch.memory_index(arch.weights_memory)
     amem = arch.memory_index(arch.activations_memory)
     consts = ConstPool(wmem)
@@ -55,8 +77,8 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     if units is not None:
         per_region = [list(units)]
     else:
-        per_region = [plan_units(graph, [n for n in group if not is_view(n)], ctx)
-                      for group in groups]
+        per_region = [plan_units(graph, [n for n in group if not is_view(n)], ctx,
+                                 chains=chains) for group in groups]
     choices = [c for group in per_region for c in group]
     # each step's constants packed once, in program order; its work reads the DRAM placement
     # when codegen (or the residency planner) asks for its instructions
@@ -199,10 +221,11 @@ def place_data_constants(graph: Graph, nodes: Sequence[Node], pool: ConstPool
 
 
 
-def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext
-               ) -> list[tuple[Unit, Any, Estimate]]:
-    """The steps of the region with their mappings: each node alone, or a fusible chain as one
-    cascaded step when its best estimate beats its layers' estimates added up (ops_fused)."""
+def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext, *,
+               chains: bool = True) -> list[tuple[Unit, Any, Estimate]]:
+    """The steps of the region with their mappings: each node alone, or (`chains`) a fusible
+    chain as one cascaded step when its best estimate beats its layers' estimates added up
+    (ops_fused)."""
     out: list[tuple[Unit, Any, Estimate]] = []
     alone: dict[str, tuple[Any, Estimate]] = {}
 
@@ -215,7 +238,8 @@ def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext
     with task("mapping search", total=len(nodes)) as bar:
         while k < len(nodes):
             fused = ops_fused.best_chain(graph, nodes, k, lambda n: single(n)[1].cycles,
-                                         lambda c: _choose(c, ctx, required=False))
+                                         lambda c: _choose(c, ctx, required=False)
+                                         ) if chains else None
             unit = fused if fused is not None else (nodes[k], *single(nodes[k]))
             out.append(unit)
             size = len(fused[0].nodes) if fused is not None else 1
