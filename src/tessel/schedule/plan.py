@@ -52,7 +52,8 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     if units is not None or not on_chip_residency:
         return _plan(graph, nodes, inputs, outputs, arch, region_sizes, on_chip_residency,
                      prefetch, units, True)
-    with search_cache.use(search_cache.active() or search_cache.SearchCache()):
+    cache = search_cache.active()  # (an empty cache is falsy: test for None)
+    with search_cache.use(cache if cache is not None else search_cache.SearchCache()):
         chained = _plan(graph, nodes, inputs, outputs, arch, region_sizes, True, prefetch,
                         None, True)
         if not any(isinstance(s.unit, FusedChain) for s in chained.steps):

@@ -114,6 +114,20 @@ def requant_apply(acc: np.ndarray, plan: tuple, dtype: np.dtype) -> np.ndarray:
         np.maximum(t, lo, out=t)
         np.minimum(t, hi, out=t)
         return t.astype(dtype)
+    return _fast_requant(acc, plan).astype(dtype)
+
+
+def requant_into(acc: np.ndarray, plan: tuple, dst: np.ndarray) -> None:
+    """``dst[...] = requant_apply(acc, plan, dst.dtype)`` without the intermediate output
+    array: the clamped int64 values (inside ``dst``'s type) are cast while being stored."""
+    if plan[0]:
+        dst[...] = requant_apply(acc, plan, dst.dtype)
+        return
+    np.copyto(dst, _fast_requant(acc, plan), casting="unsafe")
+
+
+def _fast_requant(acc: np.ndarray, plan: tuple) -> np.ndarray:
+    """The clamped int64 result of a non-saturating plan (``requant_plan``'s second form)."""
     _, q31, add, right, any_right, zero_right, rounding, zp, lo_c, hi_c = plan
     t = np.multiply(acc, q31, dtype=I64)  # (acc + bias) * q31 + 2^30, |.| < 2^63
     t += add
@@ -128,31 +142,6 @@ def requant_apply(acc: np.ndarray, plan: tuple, dtype: np.dtype) -> np.ndarray:
         np.right_shift(t, right, out=t)
     else:
         t += zp
-    np.maximum(t, lo_c, out=t)
-    np.minimum(t, hi_c, out=t)
-    return t.astype(dtype)
-
-
-def requant_into(acc: np.ndarray, plan: tuple, dst: np.ndarray) -> None:
-    """``dst[...] = requant_apply(acc, plan, dst.dtype)`` without the intermediate output
-    array: the clamped int64 values (inside ``dst``'s type) are cast while being stored."""
-    if plan[0]:
-        dst[...] = requant_apply(acc, plan, dst.dtype)
-        return
-    _, q31, add, right, any_right, zero_right, rounding, zp, lo_c, hi_c = plan
-    t = np.multiply(acc, q31, dtype=I64)
-    t += add
-    t >>= 31
-    if any_right:
-        sign = t >> 63
-        t += sign
-        if zero_right is not None:
-            sign *= zero_right
-            t -= sign
-        t += rounding
-        np.right_shift(t, right, out=t)
-    else:
-        t += zp
     np.maximum(t, lo_c, out=t)  # np.clip: slower than the two passes
     np.minimum(t, hi_c, out=t)
-    np.copyto(dst, t, casting="unsafe")
+    return t
