@@ -24,9 +24,8 @@ a step's choice is a function of
   vector-engine-only emitters (`VECTOR_ONLY_EMITTERS`) also without the matrix engine's.
 
 Steps with the same signature on NPUs with the same timing key get the same choice, so a
-cached choice (mapping and estimate) is returned instead of searching again; the per-step
-energy events and constant-pool sizes that `analysis.estimate` derives from a choice are kept
-with it. Failures are not cached (the next request searches again and raises the same error
+cached choice (mapping and estimate) is returned instead of searching again. Failures are not
+cached (the next request searches again and raises the same error
 with its own node names).
 """
 
@@ -39,14 +38,14 @@ import enum
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tessel.arch import NpuArch
-from tessel.codegen.context import CodegenContext, ConstPool
+from tessel.codegen.context import CodegenContext
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import EMITTERS
 from tessel.codegen.step import CostCache, Estimate, estimate_step
@@ -182,11 +181,9 @@ def _uses_matrix(unit: Node | FusedChain) -> bool:
 
 @dataclass
 class Entry:
-    """One cached search: the choice (None: no mapping of an optional unit fits), or one
-    figure derived from a choice (`derived`)."""
+    """One cached search: the choice (None: no mapping of an optional unit fits)."""
 
     choice: tuple[Any, Estimate] | None
-    value: Any = None
 
 
 class SearchCache:
@@ -318,49 +315,3 @@ def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: Code
         if best is None or est.cycles < best[1].cycles:
             best = (mapping, est)
     return best
-
-
-def derived(kind: str, unit: Node | FusedChain, mapping: Any, ctx: CodegenContext,
-            compute: Callable[[], Any]) -> Any:
-    """What `compute` derives from a unit's chosen `mapping` in `ctx` (its energy events, its
-    constant-pool sizes), from the active cache when it has it (keyed like a search, plus the
-    mapping and ``kind``); computed (and kept) otherwise."""
-    cache = active()
-    if cache is None:
-        return compute()
-    try:
-        key = (kind, timing_key(ctx.arch, _uses_matrix(unit)), unit_signature(unit, ctx),
-               _canon(mapping))
-    except Uncacheable:
-        return compute()
-    entry = cache.get(key)
-    if entry is None:
-        entry = Entry(None, compute())
-        cache.put(key, entry)
-    return entry.value
-
-
-class SizeRecorder(ConstPool):
-    """A stand-in constant pool that records the size of every `add` (addresses as the real
-    pool would give them from an empty blob; no bytes kept)."""
-
-    def __init__(self, memory: int):
-        super().__init__(memory)
-        self.sizes: list[int] = []
-        self._len = 0
-
-    def add(self, data: bytes | np.ndarray) -> int:
-        n = data.nbytes if isinstance(data, np.ndarray) else len(bytes(data))
-        addr = -(-self._len // 16) * 16
-        self._len = addr + n
-        self.sizes.append(n)
-        return addr
-
-
-def packed_length(start: int, sizes: Iterator[int] | list[int] | tuple[int, ...]) -> int:
-    """The constant blob's length after adding `sizes` bytes, each 16-byte aligned, to a blob
-    of `start` bytes (as ConstPool.add does)."""
-    n = start
-    for size in sizes:
-        n = -(-n // 16) * 16 + size
-    return n

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conv_constants import conv_constants
 
 from tessel.arch import load_preset
 from tessel.codegen import ops_fused
@@ -36,10 +37,7 @@ def block(rng, h, w, c1, c2, k, s, *, expand=1, project=None, residual=False, ex
     x = b.input("x", TensorType((1, h, w, c1), DType.I8, Layout.NHWC, QuantParams((0.05,), (3,))))
 
     def consts(cout, shape, fan):
-        m, sh = fp.quantize_multipliers(rng.uniform(0.3 / (fan * 127), 3 / (fan * 127), cout))
-        return [b.constant(rng.integers(-127, 128, shape).astype(np.int8), "w"),
-                b.constant(rng.integers(-999, 999, cout).astype(np.int32), "b"),
-                b.constant(m.astype(np.int32), "m"), b.constant(sh.astype(np.int32), "s")]
+        return conv_constants(b, rng, cout, shape, fan)
 
     members = {}
     y, c = x, c1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conv_constants import conv_constants
 
 from tessel.arch import load_preset
 from tessel.driver import compile_region
@@ -21,10 +22,7 @@ def chain(rng, h, w, c1, c2, c3):
     x = b.input("x", TensorType((1, h, w, c1), DType.I8, Layout.NHWC, QuantParams((0.05,), (3,))))
 
     def consts(cout, shape, fan):
-        m, sh = fp.quantize_multipliers(rng.uniform(0.3 / (fan * 127), 3 / (fan * 127), cout))
-        return [b.constant(rng.integers(-127, 128, shape).astype(np.int8), "w"),
-                b.constant(rng.integers(-999, 999, cout).astype(np.int32), "b"),
-                b.constant(m.astype(np.int32), "m"), b.constant(sh.astype(np.int32), "s")]
+        return conv_constants(b, rng, cout, shape, fan)
 
     y = b.add(Op.QCONV2D, [x, *consts(c2, (c2, 3, 3, c1), 9 * c1)], dict(
         padding=(1, 1, 1, 1), layout=Layout.NHWC, in_zp=3, out_zp=-7, act_min=-7, act_max=120,

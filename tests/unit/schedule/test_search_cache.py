@@ -158,27 +158,6 @@ def test_vector_only_emitters_never_read_the_matrix_fields():
         assert ".matrix" not in src and "uses_matrix=True" not in src, name
 
 
-def test_packed_length_matches_const_pool():
-    from tessel.codegen.context import ConstPool
-    pool = ConstPool(0)
-    sizes = [5, 16, 1, 33, 0, 7]
-    for s in sizes:
-        pool.add(bytes(s))
-    assert search_cache.packed_length(0, sizes) == len(pool.blob)
-    rec = search_cache.SizeRecorder(0)
-    assert [rec.add(bytes(s)) for s in sizes] == _addresses(sizes)
-    assert rec.sizes == sizes
-
-
-def _addresses(sizes):
-    out, n = [], 0
-    for s in sizes:
-        n = -(-n // 16) * 16
-        out.append(n)
-        n += s
-    return out
-
-
 def test_values_without_canonical_form_are_not_cached():
     import numpy as np
     with pytest.raises(search_cache.Uncacheable):
