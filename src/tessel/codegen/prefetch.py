@@ -207,10 +207,13 @@ class PlannedStep:
     work: StepWork
     prefetched: bool  # its group-0 loads are issued by the previous step
     prefetch: tuple[Instruction, ...]  # the next step's group-0 loads this step issues
+    unmoved: StepWork | None = None  # the step before its SRAM shift (the same costs)
 
     def estimate(self, arch: NpuArch, cache: CostCache | None = None) -> Estimate:
-        """`estimate_step` of the step as emitted."""
-        return estimate_step(self.work, arch, cache=cache, prefetched=self.prefetched,
+        """`estimate_step` of the step as emitted (of its unmoved work: a shift changes
+        addresses only, which cost nothing, and the unmoved tiles are already built)."""
+        work = self.unmoved if self.unmoved is not None else self.work
+        return estimate_step(work, arch, cache=cache, prefetched=self.prefetched,
                              prefetch=self.prefetch)
 
 
@@ -229,5 +232,5 @@ def plan_steps(works: Sequence[StepWork], regions: Sequence[int],
                                                                                strict=True))]
     return [PlannedStep(w, plan[k].prefetched,
                         tuple(group0_loads(moved[k + 1]))
-                        if k + 1 < len(moved) and plan[k + 1].prefetched else ())
+                        if k + 1 < len(moved) and plan[k + 1].prefetched else (), works[k])
             for k, w in enumerate(moved)]

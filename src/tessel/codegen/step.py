@@ -83,6 +83,31 @@ class StepWork:
     tile_key: Callable[[int, int], Hashable] | None = None
 
 
+def memoized(work: StepWork) -> StepWork:
+    """`work` building each group (per slot) and each tile (per slots) once: the schedule
+    stage asks for a step's instructions several times (its estimate, the residency planner's
+    working sets and rewrites, the prefetch planner's hull). The lists returned are shared:
+    callers must not mutate them (none does: they build new lists)."""
+    groups: dict[tuple[int, int], GroupWork] = {}
+    tiles: dict[tuple[int, int, Slots], TileWork] = {}
+
+    def group_fn(g: int, slot: int) -> GroupWork:
+        key = (g, slot)
+        gr = groups.get(key)
+        if gr is None:
+            gr = groups[key] = work.group_fn(g, slot)
+        return gr
+
+    def tile_fn(g: int, t: int, s: Slots) -> TileWork:
+        key = (g, t, s)
+        tile = tiles.get(key)
+        if tile is None:
+            tile = tiles[key] = work.tile_fn(g, t, s)
+        return tile
+
+    return StepWork(work.shape, work.group_count, group_fn, tile_fn, work.tile_key)
+
+
 @dataclass(frozen=True)
 class Estimate:
     cycles: int

@@ -10,6 +10,7 @@ reader and the simulator share these so that both apply the same rules.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -141,8 +142,10 @@ def _acc(i: Instruction, pixels: int, ch: int) -> list[Access]:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 17)
 def accesses(i: Instruction) -> tuple[Access, ...]:
-    """Every operand box of ``i`` (empty for WAIT / SIGNAL / END)."""
+    """Every operand box of ``i`` (empty for WAIT / SIGNAL / END). Memoised: the schedule
+    stage asks for the same instructions' boxes several times (residency, prefetch, emit)."""
     op = i.opcode
     if op in (Opcode.DMA_LOAD, Opcode.DMA_STORE):
         d, w = _dims(i, 4), i.dtype.nbytes

@@ -87,10 +87,29 @@ class Instruction:
         return {f.name: v for f, v in zip(self.spec.fields, self.args, strict=True)}
 
     def replace(self, **values: Any) -> Instruction:
-        """A copy with some fields changed."""
-        merged = self.as_dict()
-        merged.update(values)
-        return Instruction.make(self.opcode, **merged)
+        """A copy with some fields changed (only the changed values are checked: the others
+        were when this instruction was built)."""
+        op = self.opcode
+        index, checks = _FIELD_INDEX[op], _CHECKS[op]
+        args = list(self.args)
+        for name, v in values.items():
+            k = index.get(name)
+            if k is None:
+                raise TesselFormatError(f"{op.name} has no field {name!r}")
+            f, lo, hi, en = checks[k]
+            if v is None:
+                raise TesselFormatError(f"{op.name}.{name} is required")
+            if not ((en is None and type(v) is int and lo <= v <= hi)
+                    or (en is not None and type(v) is en)):
+                why = f.check(v)
+                if why is not None:
+                    raise TesselFormatError(f"{op.name}.{f.name} {why}")
+                v = f.enum(v) if en is not None else int(v)
+            args[k] = v
+        new = object.__new__(Instruction)
+        object.__setattr__(new, "opcode", op)
+        object.__setattr__(new, "args", tuple(args))
+        return new
 
     def __getattr__(self, name: str) -> Any:
         # only called for names that are not real attributes: look the field up

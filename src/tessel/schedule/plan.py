@@ -21,7 +21,7 @@ from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.scheduled import ConstantLayout, Schedule, ScheduledStep, Unit
-from tessel.codegen.step import Estimate, Slots, StepWork, estimate_step
+from tessel.codegen.step import Estimate, Slots, StepWork, estimate_step, memoized
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node
 from tessel.isa import Engine
@@ -83,7 +83,9 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
     choices = [c for group in per_region for c in group]
     # each step's constants packed once, in program order; its work reads the DRAM placement
     # when codegen (or the residency planner) asks for its instructions
-    works = [_emitter(unit).step(unit, mapping, ctx, emit=True) for unit, mapping, _ in choices]
+    # (memoized: the residency and prefetch planners and the estimates read the same tiles)
+    works = [memoized(_emitter(unit).step(unit, mapping, ctx, emit=True))
+             for unit, mapping, _ in choices]
     arena = plan_dram(graph, nodes, inputs, outputs, arch, choices, len(consts.blob))
     dram.bind(arena.tensors)
     per_step, spilled = ([[] for _ in choices], None)
@@ -95,9 +97,9 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
     for r, group in enumerate(per_region):
         for unit, mapping, est in group:
             work = works[k]
-            if per_step[k]:
-                work = resident.rewrite_step(work, per_step[k])
-                est = estimate_step(work, arch)
+            if per_step[k]:  # estimated below, once its prefetch role is known
+                work = memoized(resident.rewrite_step(work, per_step[k]))
+                est = None
             placed.append((unit, mapping, est, work, r))
             k += 1
     keeps = ([[(x.sram, x.sram + x.hi - x.lo) for x in per_step[k]] for k in range(len(placed))]
@@ -107,7 +109,7 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
                                         prefetch)
     steps = []
     for k, ((unit, mapping, est, _, r), p) in enumerate(zip(placed, planned, strict=True)):
-        if p.prefetched or p.prefetch:
+        if est is None or p.prefetched or p.prefetch:
             est = p.estimate(arch)
         steps.append(ScheduledStep(unit, mapping, est, r, p.work, tuple(per_step[k]),
                                    p.prefetched, p.prefetch))
@@ -163,8 +165,10 @@ def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     for k, (unit, _, _) in enumerate(u for g in per_region for u in g):
         if isinstance(unit, FusedChain):
             excluded |= reads[k]
+    # the search's estimates of the chosen mappings are the steps' cycles without residents
+    base = [est.cycles for g in per_region for _, _, est in g]
     per_step, plan_ = plan_step_residents(works, writes, reads, regions, ctx.dram,
-                                          excluded, ctx.arch)
+                                          excluded, ctx.arch, base)
     return per_step, dict(plan_.spilled)
 
 
