@@ -32,6 +32,7 @@ from tessel.codegen.step import (
     StepWork,
     TileWork,
     estimate_step,
+    top_slots,
 )
 from tessel.isa import Instruction
 from tessel.isa.footprint import Space, accesses
@@ -124,8 +125,7 @@ def own_hull(work: StepWork, keep: Sequence[tuple[int, int]]) -> tuple[int, int]
     touched, which only claims more. Raises NotShiftable when an operand straddles a kept
     range."""
     sh = work.shape
-    s = Slots(inp=sh.in_depth - 1, acc=sh.acc_depth - 1, out=sh.out_depth - 1,
-              group=sh.group_depth - 1)
+    s = top_slots(sh)
     hi = -1
     for g in range(work.group_count):
         gr = work.group_fn(g, s.group)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tessel.codegen.step import GroupWork, Slots, StepWork, TileWork
+from tessel.codegen.step import GroupWork, Slots, StepWork, TileWork, top_slots
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import LutMode
 from tessel.isa.footprint import Space, accesses
@@ -302,8 +302,14 @@ def _from_tensor(st: Instruction, dst: int) -> Instruction:
         raise NotResidentCapable(str(exc)) from exc
 
 
-def rewrite_step(work: StepWork, res: Sequence[Resident]) -> StepWork:
-    """`work` reading / writing the resident tensors `res` on chip."""
+def rewrite_step(work: StepWork, res: Sequence[Resident], *, keyed: bool = False) -> StepWork:
+    """`work` reading / writing the resident tensors `res` on chip.
+
+    keyed: give the rewritten step a tile key (the residency planner's estimates of many
+    candidate tensors): tiles the emitter keys alike whose DMAs hit the same residents the
+    same way (`_signature`) are taken to rewrite to the same costs, so the estimate rewrites
+    one tile per key. Without it every tile is rewritten (the schedule's final estimates and
+    the emitted program), which is also where a tile the key skipped would fail."""
     if not res:
         return work
     first = Engine.MATRIX if work.shape.uses_matrix else Engine.VECTOR
@@ -318,17 +324,37 @@ def rewrite_step(work: StepWork, res: Sequence[Resident]) -> StepWork:
     def tile_fn(g: int, t: int, s: Slots) -> TileWork:
         return rewrite_tile(work.tile_fn(g, t, s), res, first)
 
-    # no tile key: tiles the emitter found alike may differ now (in the resident prefix or
-    # not, a re-based load or a COPY), so the estimate builds every tile (and the planner
-    # sees every tile's rewrite succeed before the step is emitted)
-    return StepWork(work.shape, work.group_count, group_fn, tile_fn, None)
+    # unkeyed: tiles the emitter found alike may differ now (in the resident prefix or not, a
+    # re-based load or a COPY), so the estimate builds every tile
+    key = work.tile_key
+    if not keyed or key is None:
+        return StepWork(work.shape, work.group_count, group_fn, tile_fn, None)
+
+    def tile_key(g: int, t: int) -> tuple:
+        return key(g, t), _signature(work.tile_fn(g, t, top_slots(work.shape)), res)
+
+    return StepWork(work.shape, work.group_count, group_fn, tile_fn, tile_key)
+
+
+def _signature(tile: TileWork, res: Sequence[Resident]) -> tuple:
+    """How each DMA of the tile meets the residents: which one it hits (-1: none), whether
+    its SRAM side is its `ext` side translated, and (stores) whether DRAM keeps a copy."""
+    out = []
+    for ins in tile.loads + tile.stores:
+        r = _hit(ins, res)
+        if r is None:
+            out.append(-1)
+            continue
+        ext = accesses(ins)[0]
+        out.append((res.index(r), _translated(ins),
+                    any(ext.lo < k1 and k0 < ext.hi for k0, k1 in r.keep)))
+    return tuple(out)
 
 
 def all_instructions(work: StepWork) -> list[Instruction]:
     """Every instruction of the step, with the highest slot of each ring (working set)."""
     sh = work.shape
-    s = Slots(inp=sh.in_depth - 1, acc=sh.acc_depth - 1, out=sh.out_depth - 1,
-              group=sh.group_depth - 1)
+    s = top_slots(sh)
     out = []
     for g in range(work.group_count):
         group = work.group_fn(g, sh.group_depth - 1)

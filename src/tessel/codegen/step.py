@@ -69,6 +69,14 @@ class StepShape:
     group_depth: int = 2
 
 
+def top_slots(shape: StepShape) -> Slots:
+    """The highest slot of each ring: the tiles the working-set and hull questions read
+    (`SramPlan` lays a ring's slots out upwards), and the ones the estimate builds (costs do
+    not depend on addresses), so a memoized step builds them once for all of these."""
+    return Slots(inp=shape.in_depth - 1, acc=shape.acc_depth - 1, out=shape.out_depth - 1,
+                 group=shape.group_depth - 1)
+
+
 @dataclass
 class StepWork:
     """Everything one step does: `group_fn(g, slot)` gives group g's resident loads when they
@@ -163,6 +171,7 @@ class _StepProgram:
     def __init__(self, work: StepWork, cost: CostCache, sample: int | None,
                  prefetched: bool = False, prefetch: Sequence[Instruction] = ()):
         self.cost = cost
+        self.slots = top_slots(work.shape)
         self.queues: list[list[tuple]] = [[] for _ in Engine]
         self.waiter: list[int] = []  # per token key: the engine that waits for it (-1: none)
         self.counts: list[int] = []
@@ -292,7 +301,7 @@ class _StepProgram:
         key = work.tile_key(g, t) if work.tile_key is not None else None
         if key is not None and key in memo:
             return memo[key]
-        tile = work.tile_fn(g, t, Slots())
+        tile = work.tile_fn(g, t, self.slots)
         mwork = self.cost.sum(tile.matrix, Engine.MATRIX)
         vwork = self.cost.sum(tile.vector, Engine.VECTOR)
         ops = (self._xfers(tile.loads), mwork, vwork, self._xfers(tile.stores))

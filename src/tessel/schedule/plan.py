@@ -21,7 +21,7 @@ from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.scheduled import ConstantLayout, Schedule, ScheduledStep, Unit
-from tessel.codegen.step import Estimate, Slots, StepWork, estimate_step, memoized
+from tessel.codegen.step import Estimate, Slots, StepWork, memoized
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node
 from tessel.isa import Engine
@@ -88,19 +88,16 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
              for unit, mapping, _ in choices]
     arena = plan_dram(graph, nodes, inputs, outputs, arch, choices, len(consts.blob))
     dram.bind(arena.tensors)
-    per_step, spilled = ([[] for _ in choices], None)
+    per_step, spilled, rewritten = ([[] for _ in choices], None, list(works))
     if on_chip_residency:
-        per_step, spilled = _plan_residents(graph, nodes, inputs, outputs, per_region, works,
-                                            ctx)
+        per_step, spilled, rewritten = _plan_residents(graph, nodes, inputs, outputs,
+                                                       per_region, works, ctx)
     placed = []  # (unit, mapping, estimate, work, region) with residents, in program order
     k = 0
     for r, group in enumerate(per_region):
         for unit, mapping, est in group:
-            work = works[k]
-            if per_step[k]:  # estimated below, once its prefetch role is known
-                work = memoized(resident.rewrite_step(work, per_step[k]))
-                est = None
-            placed.append((unit, mapping, est, work, r))
+            # a step with residents is estimated below, once its prefetch role is known
+            placed.append((unit, mapping, None if per_step[k] else est, rewritten[k], r))
             k += 1
     keeps = ([[(x.sram, x.sram + x.hi - x.lo) for x in per_step[k]] for k in range(len(placed))]
              if on_chip_residency else None)
@@ -140,9 +137,15 @@ class _Placement(dict):
 
 def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
                     outputs: Sequence[str], per_region: list, works: Sequence[StepWork],
-                    ctx: CodegenContext) -> tuple[list[list[resident.Resident]], dict]:
-    """Per step, the resident tensors it reads or writes on chip (codegen/resident.py); and
-    the candidates kept in DRAM with why."""
+                    ctx: CodegenContext
+                    ) -> tuple[list[list[resident.Resident]], dict, list[StepWork]]:
+    """Per step, the resident tensors it reads or writes on chip (codegen/resident.py); the
+    candidates kept in DRAM with why; and the steps rewritten for them (memoized).
+
+    The planner ranks candidates on estimates that rewrite one tile per tile key
+    (`rewrite_step(keyed=True)`); every tile of every step is rewritten here (the tiles the
+    prefetch planner and the emitter read), and should one fail, the tensors of its step are
+    kept in DRAM and the plan is made again."""
     alias = {n.name: n.inputs[0] for n in nodes if is_view(n)}
 
     def root(name: str) -> str:
@@ -167,9 +170,37 @@ def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
             excluded |= reads[k]
     # the search's estimates of the chosen mappings are the steps' cycles without residents
     base = [est.cycles for g in per_region for _, _, est in g]
-    per_step, plan_ = plan_step_residents(works, writes, reads, regions, ctx.dram,
-                                          excluded, ctx.arch, base)
-    return per_step, dict(plan_.spilled)
+    failed: dict[str, str] = {}
+    while True:
+        per_step, plan_ = plan_step_residents(works, writes, reads, regions, ctx.dram,
+                                              excluded | set(failed), ctx.arch, base)
+        rewritten, bad = [], None
+        for k, (w, res) in enumerate(zip(works, per_step, strict=True)):
+            w = memoized(resident.rewrite_step(w, res)) if res else w
+            if res and bad is None:
+                try:
+                    resident.all_instructions(w)
+                except resident.NotResidentCapable as exc:
+                    bad = (k, str(exc))
+            rewritten.append(w)
+        if bad is None:
+            return per_step, {**dict(plan_.spilled), **failed}, rewritten
+        k, why = bad
+        names = {n for n, _ in _resident_names(per_step[k], ctx.dram)} - set(failed)
+        assert names, "a failing step's residents are no arena tensors"
+        for name in sorted(names):
+            failed[name] = f"step {k}: {why}"
+
+
+def _resident_names(res: Sequence[resident.Resident], dram: dict
+                    ) -> list[tuple[str, tuple[int, int]]]:
+    """The arena tensors (name, DRAM range) the residents `res` of a step are."""
+    out = []
+    for name, t in dram.items():
+        for r in res:
+            if t.memory == r.mem and t.address == r.lo:
+                out.append((name, (r.lo, r.hi)))
+    return out
 
 
 def _split(nodes: Sequence[Node], sizes: Sequence[int] | None) -> list[list[Node]]:

@@ -192,7 +192,7 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
         saving = 0
         try:
             for s in [p, *users]:
-                saving += base[s] - estimate_step(rewrite_step(works[s], res), arch,
+                saving += base[s] - estimate_step(rewrite_step(works[s], res, keyed=True), arch,
                                                   cache=cache).cycles
         except NotResidentCapable as exc:
             saving = 0
@@ -226,7 +226,7 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
         saving = 0
         try:
             for s in [p, *users]:
-                saving += base[s] - estimate_step(rewrite_step(works[s], [r]), arch,
+                saving += base[s] - estimate_step(rewrite_step(works[s], [r], keyed=True), arch,
                                                   cache=cache).cycles
         except NotResidentCapable as exc:
             why[name] = f"{cut} bytes on chip: step {s}: {exc}"
