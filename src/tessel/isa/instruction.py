@@ -20,6 +20,9 @@ _CHECKS = {op: tuple((f, f.min if f.enum is None else 0, f.max if f.enum is None
                      for f in spec.fields) for op, spec in SPECS.items()}
 _MAKE = {op: (tuple(f.name for f in spec.fields), tuple(f.default for f in spec.fields))
          for op, spec in SPECS.items()}
+# per opcode: (name, default, check) per field, in table order (make's single pass)
+_BUILD = {op: tuple(zip(_MAKE[op][0], _MAKE[op][1], _CHECKS[op], strict=True)) for op in SPECS}
+_ABSENT = object()
 
 
 @dataclass(frozen=True)
@@ -64,19 +67,36 @@ class Instruction:
     @classmethod
     def make(cls, opcode: Opcode, **values: Any) -> Instruction:
         """Build from keyword values; omitted fields take their table default."""
-        op = Opcode(opcode)
-        index = _FIELD_INDEX[op]
-        for k in values:
-            if k not in index:
-                raise TesselFormatError(f"{op.name} has no field {k!r}")
-        names, defaults = _MAKE[op]
+        op = opcode if type(opcode) is Opcode else Opcode(opcode)
         args = []
-        for name, default in zip(names, defaults):  # noqa: B905 - same table row
-            v = values.get(name, default)
+        given = 0
+        for name, default, (f, lo, hi, en) in _BUILD[op]:  # one pass: defaults and checks
+            v = values.get(name, _ABSENT)
+            if v is _ABSENT:
+                v = default
+            else:
+                given += 1
+            if en is None and type(v) is int and lo <= v <= hi:
+                args.append(v)
+                continue
             if v is None:
                 raise TesselFormatError(f"{op.name}.{name} is required")
-            args.append(v)
-        return cls(op, tuple(args))
+            if en is not None and type(v) is en:
+                args.append(v)
+                continue
+            why = f.check(v)
+            if why is not None:
+                raise TesselFormatError(f"{op.name}.{f.name} {why}")
+            args.append(f.enum(v) if en is not None else int(v))
+        if given != len(values):
+            unknown = next(k for k in values if k not in _FIELD_INDEX[op])
+            raise TesselFormatError(f"{op.name} has no field {unknown!r}")
+        if cls is not Instruction:
+            return cls(op, tuple(args))
+        new = object.__new__(Instruction)  # checked above: __post_init__ would repeat it
+        object.__setattr__(new, "opcode", op)
+        object.__setattr__(new, "args", tuple(args))
+        return new
 
     @property
     def spec(self) -> InstrSpec:
@@ -131,3 +151,21 @@ class Instruction:
             else:
                 parts.append(f"{f.name}={v}")
         return " ".join(parts)
+
+
+def _field_property(name: str) -> property:
+    def get(self: Instruction) -> Any:
+        d = self.__dict__
+        k = _FIELD_INDEX[d["opcode"]].get(name)
+        if k is None:
+            raise AttributeError(f"{d['opcode'].name} has no field {name!r}")
+        return d["args"][k]
+
+    return property(get, doc=f"the `{name}` field (for the opcodes that have it)")
+
+
+# every field name is a property (a descriptor on the class is found before __getattr__'s
+# failed lookup: field reads are on the compiler's and simulator's hot paths)
+for _name in sorted({f.name for spec in SPECS.values() for f in spec.fields}):
+    if not hasattr(Instruction, _name):
+        setattr(Instruction, _name, _field_property(_name))
