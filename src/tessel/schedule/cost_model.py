@@ -88,10 +88,13 @@ class SimulatedCostModel:
     def estimate(self, work: StepWork, arch: NpuArch, *, sample: int | None = None,
                  prefetched: bool = False, prefetch: Sequence[Instruction] = ()
                  ) -> Estimate:
-        run, counts = (work, None) if sample is None else _sampled(work, sample)
-        total, busy = simulate_step(run, arch, prefetched=prefetched, prefetch=prefetch)
         self.runs += 1
-        run_tiles = sum(min(sample, c) for c in counts) if counts is not None else 0
+        if sample is None:
+            total, busy = simulate_step(work, arch, prefetched=prefetched, prefetch=prefetch)
+            return Estimate(total, _bound(busy, total), busy)
+        run, counts = _sampled(work, sample)
+        total, busy = simulate_step(run, arch, prefetched=prefetched, prefetch=prefetch)
+        run_tiles = sum(min(sample, c) for c in counts)
         if run_tiles:
             # the scale of estimate_step's sampled estimate, computed the same way
             total_tiles = sum(counts) / len(counts) * work.group_count
