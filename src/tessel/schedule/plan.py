@@ -1,8 +1,9 @@
 """The schedule stage: NPU nodes -> a `Schedule` (tessel.codegen.scheduled) that codegen emits
 once. In order: the mapping search per op with the fusion choice (`plan_units`, `_choose`:
-every candidate ranked on the analytical cost model), the constant layout (each step's
-constants packed once, in program order), the DRAM arena (`plan_dram`) and, with
-`on_chip_residency`, the tensors kept in SRAM between steps (schedule/residency.py).
+every candidate ranked on a cost model, by default the analytical one; schedule/cost_model.py),
+the constant layout (each step's constants packed once, in program order), the DRAM arena
+(`plan_dram`) and, with `on_chip_residency`, the tensors kept in SRAM between steps
+(schedule/residency.py).
 
 `compile`, `estimate`, `advise` and `explore` all read this value; docs/backend.md ("Schedule").
 """
@@ -28,14 +29,15 @@ from tessel.isa import Engine
 from tessel.isa.costs import Events, instruction_cost
 from tessel.progress import task
 from tessel.schedule import search_cache
+from tessel.schedule.cost_model import CostModel
 from tessel.schedule.memory import ArenaPlan, plan_arena
 from tessel.schedule.residency import plan_step_residents
 
 
 def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str],
          arch: NpuArch, *, region_sizes: Sequence[int] | None = None,
-         on_chip_residency: bool = False, prefetch: bool = True, units: list | None = None
-         ) -> Schedule:
+         on_chip_residency: bool = False, prefetch: bool = True, units: list | None = None,
+         cost_model: CostModel | None = None) -> Schedule:
     """The schedule of the NPU nodes `nodes` (in order) of `graph`; `inputs` / `outputs` are
     the boundary values (the program's I/O). `region_sizes`: how many of `nodes` each NPU
     region has (one region if None); regions share one DRAM arena and one constant pool, and
@@ -43,6 +45,8 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     searching (tests). `on_chip_residency`: keep activations on chip between steps where the
     cost model finds it faster (experimental, codegen/resident.py). `prefetch`: load each step's
     first group during the previous step where SRAM allows (codegen/prefetch.py).
+    `cost_model`: what the mapping search estimates candidates with (None: the analytical
+    model; tessel.schedule.cost_model); residency and prefetch re-estimate steps analytically.
 
     With residency, cascaded chains and residency compete for the same saving (a chain keeps
     its intermediates on chip; its inputs cannot be resident): the search's fusion choice
@@ -51,21 +55,22 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     chains). The second plan reuses the first's per-op searches (a search cache)."""
     if units is not None or not on_chip_residency:
         return _plan(graph, nodes, inputs, outputs, arch, region_sizes, on_chip_residency,
-                     prefetch, units, True)
+                     prefetch, units, True, cost_model)
     cache = search_cache.active()  # (an empty cache is falsy: test for None)
     with search_cache.use(cache if cache is not None else search_cache.SearchCache()):
         chained = _plan(graph, nodes, inputs, outputs, arch, region_sizes, True, prefetch,
-                        None, True)
+                        None, True, cost_model)
         if not any(isinstance(s.unit, FusedChain) for s in chained.steps):
             return chained
         alone = _plan(graph, nodes, inputs, outputs, arch, region_sizes, True, prefetch, None,
-                      False)
+                      False, cost_model)
     return alone if alone.cycles < chained.cycles else chained
 
 
 def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str],
           arch: NpuArch, region_sizes: Sequence[int] | None, on_chip_residency: bool,
-          prefetch: bool, units: list | None, chains: bool) -> Schedule:
+          prefetch: bool, units: list | None, chains: bool,
+          cost_model: CostModel | None) -> Schedule:
     wmem = arch.memory_index(arch.weights_memory)
     amem = arch.memory_index(arch.activations_memory)
     consts = ConstPool(wmem)
@@ -79,7 +84,7 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
         per_region = [list(units)]
     else:
         per_region = [plan_units(graph, [n for n in group if not is_view(n)], ctx,
-                                 chains=chains) for group in groups]
+                                 chains=chains, cost_model=cost_model) for group in groups]
     choices = [c for group in per_region for c in group]
     # each step's constants packed once, in program order; its work reads the DRAM placement
     # when codegen (or the residency planner) asks for its instructions
@@ -258,7 +263,8 @@ def place_data_constants(graph: Graph, nodes: Sequence[Node], pool: ConstPool
 
 
 def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext, *,
-               chains: bool = True) -> list[tuple[Unit, Any, Estimate]]:
+               chains: bool = True, cost_model: CostModel | None = None
+               ) -> list[tuple[Unit, Any, Estimate]]:
     """The steps of the region with their mappings: each node alone, or (`chains`) a fusible
     chain as one cascaded step when its best estimate beats its layers' estimates added up
     (ops_fused)."""
@@ -267,14 +273,15 @@ def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext, *,
 
     def single(n: Node) -> tuple[Any, Estimate]:
         if n.name not in alone:
-            alone[n.name] = _choose(n, ctx)
+            alone[n.name] = _choose(n, ctx, cost_model=cost_model)
         return alone[n.name]
 
     k = 0
     with task("mapping search", total=len(nodes)) as bar:
         while k < len(nodes):
             fused = ops_fused.best_chain(graph, nodes, k, lambda n: single(n)[1].cycles,
-                                         lambda c: _choose(c, ctx, required=False)
+                                         lambda c: _choose(c, ctx, required=False,
+                                                           cost_model=cost_model)
                                          ) if chains else None
             unit = fused if fused is not None else (nodes[k], *single(nodes[k]))
             out.append(unit)
@@ -288,13 +295,14 @@ def _emitter(unit: Unit):
     return ops_fused if isinstance(unit, FusedChain) else emitter_for(unit)
 
 
-def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True
-            ) -> tuple[Any, Estimate] | None:
+def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True,
+            cost_model: CostModel | None = None) -> tuple[Any, Estimate] | None:
     """The mapping with the fewest estimated cycles: every candidate ranked on a sampled
     estimate, the best few estimated in full (ties: first candidate, deterministic); the
     search, its closed-form pruning and its cache: tessel.schedule.search_cache."""
     est_ctx = CodegenContext(ctx.arch, ctx.graph, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
-    return search_cache.choose(node, ctx, _emitter(node), est_ctx, required=required)
+    return search_cache.choose(node, ctx, _emitter(node), est_ctx, required=required,
+                               cost_model=cost_model)
 
 
 class _DummyTensors(dict):

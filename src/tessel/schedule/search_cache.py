@@ -11,8 +11,12 @@ below the best full estimate so far cannot win. The choice, its estimate and the
 those of the unpruned search, except that a candidate skipped this way is never built, so an
 error only building it would raise is not raised.
 
+Estimates come from a cost model (tessel.schedule.cost_model, `choose(cost_model=)`; by
+default the analytical one); the bounds of the pruning bound the analytical estimate, so a
+model that is not `prunable` (the simulated one) is searched without pruning.
+
 Cache (`SearchCache`, on while `use(cache)` is active, e.g. one per `tessel explore` worker):
-a step's choice is a function of
+a step's choice is a function of the cost model's kind (part of the key) and
 
 * the step's signature (`unit_signature`): per node its op, attributes, result type, and per
   operand its type, whether it is a constant (and where a data constant lives), and which
@@ -48,9 +52,10 @@ from tessel.arch import NpuArch
 from tessel.codegen.context import CodegenContext
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import EMITTERS
-from tessel.codegen.step import CostCache, Estimate, estimate_step
+from tessel.codegen.step import Estimate
 from tessel.ir import Node, Op
 from tessel.schedule import prerank
+from tessel.schedule.cost_model import CostModel, CostModelKind, default_cost_model
 
 SAMPLE_TILES = 3  # tiles per group of the first, cheap ranking of candidates
 FINALISTS = 3  # candidates estimated in full
@@ -197,8 +202,9 @@ class SearchCache:
     def __len__(self) -> int:
         return len(self._map)
 
-    def key(self, unit: Node | FusedChain, ctx: CodegenContext) -> tuple:
-        return timing_key(ctx.arch, _uses_matrix(unit)), unit_signature(unit, ctx)
+    def key(self, unit: Node | FusedChain, ctx: CodegenContext,
+            kind: CostModelKind = CostModelKind.ANALYTICAL) -> tuple:
+        return kind, timing_key(ctx.arch, _uses_matrix(unit)), unit_signature(unit, ctx)
 
     def get(self, key: tuple) -> Entry | None:
         entry = self._map.get(key)
@@ -251,14 +257,17 @@ def use(cache: SearchCache | None) -> Iterator[SearchCache | None]:
 
 def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
            est_ctx: CodegenContext, *, required: bool = True, prune: bool | None = None,
-           ) -> tuple[Any, Estimate] | None:
+           cost_model: CostModel | None = None) -> tuple[Any, Estimate] | None:
     """The mapping with the fewest estimated cycles (the module docstring); `est_ctx`: the
-    estimation context (DRAM placement stand-in) candidates are built in."""
+    estimation context (DRAM placement stand-in) candidates are built in; `cost_model`: what
+    estimates the candidates (None: a new AnalyticalCostModel; a model that is not
+    `prunable` is searched without pruning)."""
+    model = default_cost_model(cost_model)
     cache = active()
     key = None
     if cache is not None:
         try:
-            key = cache.key(node, ctx)
+            key = cache.key(node, ctx, model.kind)
         except Uncacheable:
             cache = None
     if cache is not None and key is not None:
@@ -267,7 +276,8 @@ def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
             if entry.choice is None and required:
                 _no_mapping(node, ctx)
             return entry.choice
-    best = _search(node, ctx, emitter, est_ctx, _PRUNE.get() if prune is None else prune)
+    prune = _PRUNE.get() if prune is None else prune
+    best = _search(node, ctx, emitter, est_ctx, prune and model.prunable, model)
     if best is None and required:
         _no_mapping(node, ctx)
     if cache is not None and key is not None:
@@ -283,9 +293,8 @@ def _no_mapping(node: Node | FusedChain, ctx: CodegenContext) -> None:
 
 
 def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: CodegenContext,
-            prune: bool) -> tuple[Any, Estimate] | None:
+            prune: bool, model: CostModel) -> tuple[Any, Estimate] | None:
     arch = ctx.arch
-    cost = CostCache(arch)  # instruction costs shared by all candidates of the node
     cands = list(em.candidates(node, est_ctx))
     if not cands:
         return None
@@ -303,7 +312,7 @@ def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: Code
             if (ranked[FINALISTS - 1][0], ranked[FINALISTS - 1][1]) < (lows[k], k):
                 break  # this and every later candidate rank below the shortlist
         work = em.step(node, mapping, est_ctx, emit=False)
-        est = estimate_step(work, arch, sample=SAMPLE_TILES, cache=cost)
+        est = model.estimate(work, arch, sample=SAMPLE_TILES)
         ranked.append((est.cycles, k, mapping))
     best = None
     for _, _, mapping in sorted(ranked, key=lambda r: (r[0], r[1]))[:FINALISTS]:
@@ -311,7 +320,7 @@ def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: Code
             low = bound(mapping, None)
             if low is not None and low >= best[1].cycles:
                 continue  # cannot be strictly faster than the best so far
-        est = estimate_step(em.step(node, mapping, est_ctx, emit=False), arch, cache=cost)
+        est = model.estimate(em.step(node, mapping, est_ctx, emit=False), arch)
         if best is None or est.cycles < best[1].cycles:
             best = (mapping, est)
     return best

@@ -110,7 +110,7 @@ def test_bounds_below_every_candidate_estimate(graphs, target, monkeypatch):
     checked = []
     real = program._choose
 
-    def spy(node, ctx, *, required=True):
+    def spy(node, ctx, *, required=True, cost_model=None):
         em = program._emitter(node)
         est_ctx = CodegenContext(ctx.arch, ctx.graph, program._DummyTensors(ctx), ctx.consts,
                                  ctx.act_memory)
@@ -123,7 +123,7 @@ def test_bounds_below_every_candidate_estimate(graphs, target, monkeypatch):
                 lo_s, lo_f = bounds(m, search_cache.SAMPLE_TILES), bounds(m, None)
                 assert lo_s <= s and lo_f <= f, (str(node), str(m), lo_s, s, lo_f, f)
                 checked.append(lo_s / max(s, 1))
-        return real(node, ctx, required=required)
+        return real(node, ctx, required=required, cost_model=cost_model)
 
     monkeypatch.setattr(program, "_choose", spy)
     _outcome(lambda: estimate_graph(graphs["ds_cnn"], arch))
