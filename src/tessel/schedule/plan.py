@@ -22,7 +22,7 @@ from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.scheduled import ConstantLayout, Schedule, ScheduledStep, Unit
-from tessel.codegen.step import Estimate, Slots, StepWork, memoized
+from tessel.codegen.step import Estimate, StepWork, memoized, top_slots
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node
 from tessel.isa import Engine
@@ -336,7 +336,7 @@ def step_events(work: StepWork, arch: NpuArch) -> Events:
             key = work.tile_key(g, t) if work.tile_key is not None else (g, t)
             ev = memo.get(key)
             if ev is None:
-                tile = work.tile_fn(g, t, Slots())
+                tile = work.tile_fn(g, t, top_slots(work.shape))
                 ev = Events()
                 for ins in tile.loads + tile.matrix + tile.stores:
                     ev = ev + instruction_cost(ins, arch).events
