@@ -171,6 +171,8 @@ def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
         if ch >= g.cout:
             continue
         for r in rows:
+            if not _rereads_cost(g, r, ch, ctx):
+                continue
             # single buffering only where double does not fit; the weights resident if they fit
             m = _first_fit(g, ctx, node, [ConvMapping(r, ch, db, Engine.MATRIX, order)
                                           for db in (True, False)
@@ -178,6 +180,30 @@ def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
             if m is not None:
                 out.append(m)
     return out
+
+
+def _rereads_cost(g: ConvGeometry, rows: int, chunk: int, ctx: CodegenContext) -> bool:
+    """Whether weight-stationary with this tiling is DRAM-bound (closed form: its off-chip
+    bytes, the input once per chunk, over bandwidth exceed the MACs over the array size), the
+    only case where reading the input once can pay. Elsewhere the input-resident orders are not
+    offered: they gain nothing the per-step search sees and forfeit what it does not see, the
+    prefetch of group 0 (their group 0 loads activations: codegen/prefetch.py) and on-chip
+    residency of their input (codegen/resident.py refuses group loads of resident tensors)."""
+    arch = ctx.arch
+    sram_bpc = arch.derived.sram_bytes_per_cycle
+    per_mem: dict[int, float] = {}
+
+    def add(mem: int, nbytes: int) -> None:
+        bpc = min(arch.offchip[mem].bytes_per_cycle, sram_bpc)
+        per_mem[mem] = per_mem.get(mem, 0.0) + nbytes / bpc
+
+    nchunks = -(-g.cout // chunk)
+    in_bytes = sum(g.in_rows(oy, min(rows, g.oh - oy))[1] for oy in range(0, g.oh, rows))
+    add(ctx.act_memory, g.n * nchunks * in_bytes * g.w * g.c)
+    add(ctx.act_memory, g.n * g.oh * g.ow * g.cout)
+    add(ctx.consts.memory, g.weight_bytes(g.cout) + 12 * g.cout)
+    macs = g.n * g.oh * g.ow * g.cout * g.kh * g.kw * g.cin_g
+    return max(per_mem.values()) > macs / (arch.matrix.rows * arch.matrix.cols)
 
 
 def _first_fit(g: ConvGeometry, ctx: CodegenContext, node: Node, ms: list[ConvMapping]
