@@ -151,8 +151,9 @@ def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
 
 def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
     """Mappings that fit SRAM and the accumulator: channel chunks x row tiles, weight-
-    stationary; then (ordinary and grouped convs, more than one chunk) the input-resident
-    orders: the weights of all chunks resident where they fit, else streamed per stripe."""
+    stationary; then (ordinary and grouped convs, more than one chunk, where weight-stationary
+    is DRAM-bound: `_rereads_cost`) the input-resident orders: the weights of all chunks
+    resident where they fit, else streamed per stripe."""
     g = geometry(node, ctx)
     engines = (Engine.MATRIX, Engine.VECTOR) if g.depthwise else (Engine.MATRIX,)
     rows = sorted({min(g.oh, r) for r in (1, 2, 4, 8, 16, 32, 64, 128, 256)})
@@ -171,7 +172,7 @@ def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
         if ch >= g.cout:
             continue
         for r in rows:
-            if not _rereads_cost(g, r, ch, ctx):
+            if not _rereads_cost(g, r, ch, ctx, node.type.dtype.itemsize):
                 continue
             # single buffering only where double does not fit; the weights resident if they fit
             m = _first_fit(g, ctx, node, [ConvMapping(r, ch, db, Engine.MATRIX, order)
@@ -182,7 +183,8 @@ def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
     return out
 
 
-def _rereads_cost(g: ConvGeometry, rows: int, chunk: int, ctx: CodegenContext) -> bool:
+def _rereads_cost(g: ConvGeometry, rows: int, chunk: int, ctx: CodegenContext, out_isz: int
+                  ) -> bool:
     """Whether weight-stationary with this tiling is DRAM-bound (closed form: its off-chip
     bytes, the input once per chunk, over bandwidth exceed the MACs over the array size), the
     only case where reading the input once can pay. Elsewhere the input-resident orders are not
@@ -200,7 +202,7 @@ def _rereads_cost(g: ConvGeometry, rows: int, chunk: int, ctx: CodegenContext) -
     nchunks = -(-g.cout // chunk)
     in_bytes = sum(g.in_rows(oy, min(rows, g.oh - oy))[1] for oy in range(0, g.oh, rows))
     add(ctx.act_memory, g.n * nchunks * in_bytes * g.w * g.c)
-    add(ctx.act_memory, g.n * g.oh * g.ow * g.cout)
+    add(ctx.act_memory, g.n * g.oh * g.ow * g.cout * out_isz)
     add(ctx.consts.memory, g.weight_bytes(g.cout) + 12 * g.cout)
     macs = g.n * g.oh * g.ow * g.cout * g.kh * g.kw * g.cin_g
     return max(per_mem.values()) > macs / (arch.matrix.rows * arch.matrix.cols)
