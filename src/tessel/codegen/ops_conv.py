@@ -2,14 +2,28 @@
 mode or on the vector engine, whichever the mapping search finds faster), then REQUANT with
 per-channel bias / multiplier / shift and the fused activation clamp.
 
-Tiling: output-channel chunks (a group: weights and parameters stay resident while its tiles
-run) x output-row tiles (each tile loads the input rows it needs, halo included). Weights are
-pre-tiled in DRAM chunk by chunk as [kh*kw, cin/groups, cout/groups] per conv group (HWIO),
-followed by the chunk's parameters (bias, q31, shift: 12 bytes per channel), in read order.
+Loop orders (`ConvMapping.order`, `ConvOrder`):
+* WEIGHTS (weight-stationary): output-channel chunks (a group: weights and parameters stay
+  resident while its tiles run) x output-row tiles (each tile loads the input rows it needs,
+  halo included): the input is read once per chunk. Weights are pre-tiled in DRAM chunk by
+  chunk as [kh*kw, cin/groups, cout/groups] per conv group (HWIO), followed by the chunk's
+  parameters (bias, q31, shift: 12 bytes per channel), in read order.
+* INPUT (input-resident, weights resident): a group per output-row stripe keeps the stripe's
+  input rows (halo included, every input channel) resident while its tiles, one per channel
+  chunk, run: the input is read once. The weights of every chunk are loaded once, with the
+  first stripe, into a fixed region; the parameters of every channel too (on the vector side).
+* INPUT_STREAM (input-resident, weights streamed): as INPUT, but each tile loads its chunk's
+  weights into a ring slot (the weights are read once per stripe); the parameters are loaded
+  once with the first stripe. Used where the weights of all chunks do not fit.
+The input-resident orders pack the weights of all chunks back to back (each chunk as WEIGHTS
+packs it), then the parameter table (12 bytes per channel, chunk by chunk: channel c's entry
+at 12 * c). They are offered for ordinary and grouped convs with more than one chunk (a
+depthwise chunk reads only its own channels: WEIGHTS already reads its input once).
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,17 +37,30 @@ from tessel.isa import SPECS, Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
 
 
+class ConvOrder(enum.Enum):
+    """Loop order of a conv step (module docstring)."""
+
+    WEIGHTS = "weight-stationary"
+    INPUT = "input-resident"
+    INPUT_STREAM = "input-resident weights-streamed"
+
+    @property
+    def input_resident(self) -> bool:
+        return self is not ConvOrder.WEIGHTS
+
+
 @dataclass(frozen=True)
 class ConvMapping:
-    rows: int  # output rows per tile
-    chunk: int  # output channels per group (a multiple of cout/groups)
+    rows: int  # output rows per tile (WEIGHTS) or per stripe (the input-resident orders)
+    chunk: int  # output channels per chunk (a multiple of cout/groups)
     double_buffer: bool = True
     engine: Engine = Engine.MATRIX  # where DWCONV runs (depthwise only)
+    order: ConvOrder = ConvOrder.WEIGHTS
 
     def __str__(self) -> str:
         dw = " dw=vector" if self.engine is Engine.VECTOR else ""
-        return f"rows={self.rows} cout_chunk={self.chunk}" + ("" if self.double_buffer
-                                                                else " single-buffered") + dw
+        return f"{self.order.value} rows={self.rows} cout_chunk={self.chunk}" + (
+            "" if self.double_buffer else " single-buffered") + dw
 
 
 def window_rows(g, oy0: int, rows: int) -> tuple[int, int, int]:
@@ -123,24 +150,73 @@ def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
 
 
 def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
-    """Mappings that fit SRAM and the accumulator: channel chunks x row tiles."""
+    """Mappings that fit SRAM and the accumulator: channel chunks x row tiles, weight-
+    stationary; then (ordinary and grouped convs, more than one chunk, where weight-stationary
+    is DRAM-bound: `_rereads_cost`) the input-resident orders: the weights of all chunks
+    resident where they fit, else streamed per stripe."""
     g = geometry(node, ctx)
     engines = (Engine.MATRIX, Engine.VECTOR) if g.depthwise else (Engine.MATRIX,)
-    rows = {min(g.oh, r) for r in (1, 2, 4, 8, 16, 32, 64, 128, 256)}
+    rows = sorted({min(g.oh, r) for r in (1, 2, 4, 8, 16, 32, 64, 128, 256)})
     out = []
     for engine in engines:
         for ch in _chunks(g, ctx.arch.vector.lanes if engine is Engine.VECTOR
                           else ctx.arch.matrix.cols):
-            for r in sorted(rows):
-                for db in (True, False):  # single buffering only where double does not fit
-                    m = ConvMapping(r, ch, db, engine)
-                    try:
-                        _layout(g, m, ctx, node)
-                    except TesselCompileError:
-                        continue
+            for r in rows:
+                m = _first_fit(g, ctx, node, [ConvMapping(r, ch, db, engine)
+                                              for db in (True, False)])
+                if m is not None:
                     out.append(m)
-                    break
+    if g.depthwise:
+        return out
+    for ch in _chunks(g, ctx.arch.matrix.cols):
+        if ch >= g.cout:
+            continue
+        for r in rows:
+            if not _rereads_cost(g, r, ch, ctx, node.type.dtype.itemsize):
+                continue
+            # single buffering only where double does not fit; the weights resident if they fit
+            m = _first_fit(g, ctx, node, [ConvMapping(r, ch, db, Engine.MATRIX, order)
+                                          for db in (True, False)
+                                          for order in (ConvOrder.INPUT, ConvOrder.INPUT_STREAM)])
+            if m is not None:
+                out.append(m)
     return out
+
+
+def _rereads_cost(g: ConvGeometry, rows: int, chunk: int, ctx: CodegenContext, out_isz: int
+                  ) -> bool:
+    """Whether weight-stationary with this tiling is DRAM-bound (closed form: its off-chip
+    bytes, the input once per chunk, over bandwidth exceed the MACs over the array size), the
+    only case where reading the input once can pay. Elsewhere the input-resident orders are not
+    offered: they gain nothing the per-step search sees and forfeit what it does not see, the
+    prefetch of group 0 (their group 0 loads activations: codegen/prefetch.py) and on-chip
+    residency of their input (codegen/resident.py refuses group loads of resident tensors)."""
+    arch = ctx.arch
+    sram_bpc = arch.derived.sram_bytes_per_cycle
+    per_mem: dict[int, float] = {}
+
+    def add(mem: int, nbytes: int) -> None:
+        bpc = min(arch.offchip[mem].bytes_per_cycle, sram_bpc)
+        per_mem[mem] = per_mem.get(mem, 0.0) + nbytes / bpc
+
+    nchunks = -(-g.cout // chunk)
+    in_bytes = sum(g.in_rows(oy, min(rows, g.oh - oy))[1] for oy in range(0, g.oh, rows))
+    add(ctx.act_memory, g.n * nchunks * in_bytes * g.w * g.c)
+    add(ctx.act_memory, g.n * g.oh * g.ow * g.cout * out_isz)
+    add(ctx.consts.memory, g.weight_bytes(g.cout) + 12 * g.cout)
+    macs = g.n * g.oh * g.ow * g.cout * g.kh * g.kw * g.cin_g
+    return max(per_mem.values()) > macs / (arch.matrix.rows * arch.matrix.cols)
+
+
+def _first_fit(g: ConvGeometry, ctx: CodegenContext, node: Node, ms: list[ConvMapping]
+               ) -> ConvMapping | None:
+    for m in ms:
+        try:
+            _layout(g, m, ctx, node)
+        except TesselCompileError:
+            continue
+        return m
+    return None
 
 
 def _chunks(g: ConvGeometry, width: int) -> list[int]:
@@ -171,13 +247,37 @@ class _Layout:
     acc_stride: int
 
 
-def _layout(g: ConvGeometry, m: ConvMapping, ctx: CodegenContext, node: Node) -> _Layout:
+@dataclass(frozen=True)
+class _InLayout:
+    """SRAM of the input-resident orders: the parameter table, the input stripe ring (group
+    slots), the weights (a fixed region for INPUT, a tile ring for INPUT_STREAM), outputs and
+    accumulators."""
+
+    params: int
+    stripe: int
+    stripe_stride: int
+    weights: int
+    weights_stride: int  # 0 for INPUT (every chunk at its offset in the fixed region)
+    out: int
+    out_stride: int
+    acc: int
+    acc_stride: int
+
+
+def _stripe_rows(g: ConvGeometry, rows: int) -> int:
+    """Input rows a tile (a stripe) of `rows` output rows reads at most."""
+    return min(g.h, (rows - 1) * g.sh + (g.kh - 1) * g.dh + 1)
+
+
+def _layout(g: ConvGeometry, m: ConvMapping, ctx: CodegenContext, node: Node
+            ) -> _Layout | _InLayout:
+    if m.order.input_resident:
+        return _in_layout(g, m, ctx, node)
     depth = 2 if m.double_buffer else 1
     plan = SramPlan(ctx.arch, f"{node}")
     gbytes = align(g.weight_bytes(m.chunk) + 12 * m.chunk)
     group = plan.sram(depth * gbytes, "weights+params")
-    in_rows = min(g.h, (m.rows - 1) * g.sh + (g.kh - 1) * g.dh + 1)
-    ibytes = align(in_rows * g.w * (m.chunk if g.depthwise else g.c))
+    ibytes = align(_stripe_rows(g, m.rows) * g.w * (m.chunk if g.depthwise else g.c))
     inp = plan.sram(depth * ibytes, "input tile")
     obytes = align(m.rows * g.ow * m.chunk * node.type.dtype.itemsize)
     out = plan.sram(depth * obytes, "output tile")
@@ -186,8 +286,30 @@ def _layout(g: ConvGeometry, m: ConvMapping, ctx: CodegenContext, node: Node) ->
     return _Layout(group, gbytes, inp, ibytes, out, obytes, acc, entries)
 
 
+def _in_layout(g: ConvGeometry, m: ConvMapping, ctx: CodegenContext, node: Node) -> _InLayout:
+    if g.depthwise:
+        raise TesselCompileError(f"{node}: {m.order.value} is for non-depthwise convs")
+    depth = 2 if m.double_buffer else 1
+    plan = SramPlan(ctx.arch, f"{node}")
+    params = plan.sram(align(12 * g.cout), "requant parameters")
+    sbytes = align(_stripe_rows(g, m.rows) * g.w * g.c)
+    stripe = plan.sram(depth * sbytes, "input stripe")
+    if m.order is ConvOrder.INPUT:
+        wstride, weights = 0, plan.sram(align(g.weight_bytes(g.cout)), "weights (all chunks)")
+    else:
+        wstride = align(g.weight_bytes(m.chunk))
+        weights = plan.sram(depth * wstride, "weight chunk")
+    obytes = align(m.rows * g.ow * m.chunk * node.type.dtype.itemsize)
+    out = plan.sram(depth * obytes, "output tile")
+    entries = m.rows * g.ow * m.chunk
+    acc = plan.acc(depth * entries, "accumulators")
+    return _InLayout(params, stripe, sbytes, weights, wstride, out, obytes, acc, entries)
+
+
 def step(node: Node, m: ConvMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
     """The step's work; with emit=False nothing is added to the constant pool (estimation)."""
+    if m.order.input_resident:
+        return _in_step(node, m, ctx, emit=emit)
     g = geometry(node, ctx)
     lay = _layout(g, m, ctx, node)
     chunks = [(c0, min(m.chunk, g.cout - c0)) for c0 in range(0, g.cout, m.chunk)]
@@ -218,19 +340,87 @@ def step(node: Node, m: ConvMapping, ctx: CodegenContext, *, emit: bool) -> Step
     return StepWork(shape, len(chunks), group_fn, tile_fn, tile_key)
 
 
+def _in_step(node: Node, m: ConvMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
+    """The input-resident orders: a group per row stripe (its input rows), a tile per chunk."""
+    g = geometry(node, ctx)
+    lay = _in_layout(g, m, ctx, node)
+    chunks = [(c0, min(m.chunk, g.cout - c0)) for c0 in range(0, g.cout, m.chunk)]
+    waddr, paddr = _pack_all(node, g, chunks, ctx) if emit else (0, 0)
+    stripes = [(b, oy, min(m.rows, g.oh - oy)) for b in range(g.n)
+               for oy in range(0, g.oh, m.rows)]
+    resident = m.order is ConvOrder.INPUT
+    mem = ctx.consts.memory
+
+    def group_fn(j: int, slot: int) -> GroupWork:
+        loads = [_input_load(node, g, (0, g.c), stripes[j], lay.stripe + slot * lay.stripe_stride,
+                             ctx)]
+        params = []
+        if j == 0:  # once per step: every chunk's weights (INPUT), every channel's parameters
+            if resident:
+                loads += dma.contiguous(Opcode.DMA_LOAD, mem, waddr, lay.weights,
+                                        g.weight_bytes(g.cout))
+            params = dma.contiguous(Opcode.DMA_LOAD, mem, paddr, lay.params, 12 * g.cout)
+        return GroupWork(loads, params, [], len(chunks))
+
+    def tile_fn(j: int, t: int, s: Slots) -> TileWork:
+        c0, cn = chunks[t]
+        iaddr = lay.stripe + s.group * lay.stripe_stride
+        if resident:
+            loads, gaddr = [], lay.weights + g.weight_bytes(c0)
+        else:
+            gaddr = lay.weights + s.inp * lay.weights_stride
+            loads = dma.contiguous(Opcode.DMA_LOAD, mem, waddr + g.weight_bytes(c0), gaddr,
+                                   g.weight_bytes(cn))
+        oaddr = lay.out + s.out * lay.out_stride
+        acc_addr = lay.acc + s.acc * lay.acc_stride
+        matrix, vector, stores = _compute(node, g, chunks[t], stripes[j], iaddr, gaddr,
+                                          lay.params + 12 * c0, acc_addr, oaddr, ctx)
+        return TileWork(loads, matrix, vector, stores)
+
+    def tile_key(j: int, t: int) -> tuple[int, int, int, int]:
+        _, in_rows, pad_top = g.in_rows(*stripes[j][1:])
+        return chunks[t][1], stripes[j][2], in_rows, pad_top
+
+    depth = 2 if m.double_buffer else 1
+    shape = StepShape(uses_matrix=True, in_depth=depth, acc_depth=depth, out_depth=depth,
+                      group_depth=depth)
+    return StepWork(shape, len(stripes), group_fn, tile_fn, tile_key)
+
+
+def _input_load(node: Node, g: ConvGeometry, chans: tuple[int, int],
+                rows_tile: tuple[int, int, int], iaddr: int, ctx: CodegenContext) -> Instruction:
+    """The load of the input rows output rows `rows_tile` read, channels [c0, c0 + cl)."""
+    (c0, cl), (b, oy0, rows) = chans, rows_tile
+    r0, in_rows, _ = g.in_rows(oy0, rows)
+    return dma.pattern(Opcode.DMA_LOAD, ctx.tensor(node.inputs[0]),
+                       (b * g.h + r0) * g.w * g.c + c0, iaddr,
+                       ((cl, 1, 1), (g.w, g.c, cl), (in_rows, g.w * g.c, g.w * cl)))
+
+
 def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
           rows_tile: tuple[int, int, int], s: Slots, ctx: CodegenContext, vector: bool) -> TileWork:
-    a = node.attr_map
-    (c0, cn), (b, oy0, rows) = chunk, rows_tile
-    x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.name)
-    r0, in_rows, pad_top = g.in_rows(oy0, rows)
+    c0, cn = chunk
     gaddr = lay.group + s.group * lay.group_stride
     iaddr = lay.inp + s.inp * lay.inp_stride
-    cl = cn if g.depthwise else g.c  # channels loaded per pixel
-    load = dma.pattern(Opcode.DMA_LOAD, x, (b * g.h + r0) * g.w * g.c + (c0 if g.depthwise else 0),
-                       iaddr,
-                       ((cl, 1, 1), (g.w, g.c, cl), (in_rows, g.w * g.c, g.w * cl)))
+    load = _input_load(node, g, (c0, cn) if g.depthwise else (0, g.c), rows_tile, iaddr, ctx)
     acc_addr = lay.acc + (0 if vector else s.acc * lay.acc_stride)
+    oaddr = lay.out + s.out * lay.out_stride
+    matrix, vec, stores = _compute(node, g, chunk, rows_tile, iaddr, gaddr,
+                                   gaddr + g.weight_bytes(cn), acc_addr, oaddr, ctx)
+    if vector:
+        return TileWork([load], [], matrix + vec, stores)
+    return TileWork([load], matrix, vec, stores)
+
+
+def _compute(node: Node, g: ConvGeometry, chunk: tuple[int, int], rows_tile: tuple[int, int, int],
+             iaddr: int, gaddr: int, paddr: int, acc_addr: int, oaddr: int, ctx: CodegenContext
+             ) -> tuple[list[Instruction], list[Instruction], list[Instruction]]:
+    """A tile's CONV / DWCONV instructions, its REQUANT and its store: input rows at `iaddr`,
+    weights at `gaddr`, parameters at `paddr`."""
+    a = node.attr_map
+    (c0, cn), (b, oy0, rows) = chunk, rows_tile
+    y = ctx.tensor(node.name)
+    _, in_rows, pad_top = g.in_rows(oy0, rows)
     common = dict(in_h=in_rows, in_w=g.w, in_zp=a["in_zp"], kh=g.kh, kw=g.kw, stride_h=g.sh,
                   stride_w=g.sw, dil_h=g.dh, dil_w=g.dw, pad_top=pad_top, pad_left=g.pl,
                   out_h=rows, out_w=g.ow, mode=AccMode.OVERWRITE)
@@ -240,18 +430,15 @@ def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
                                     acc_addr=acc_addr, acc_stride=cn, **common)]
     else:
         compute = _convs(g, a, cn, c0, iaddr, in_rows, pad_top, rows, gaddr, acc_addr)
-    oaddr = lay.out + s.out * lay.out_stride
     dt = ISA_DTYPE[node.type.dtype]
     req = Instruction.make(
         Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc_addr, src_stride=cn, rows=rows * g.ow,
         ch=cn, out_dtype=dt, dst_addr=oaddr, dst_stride=cn * y.itemsize,
-        param_addr=gaddr + g.weight_bytes(cn), param_mode=ParamMode.PER_CHANNEL,
+        param_addr=paddr, param_mode=ParamMode.PER_CHANNEL,
         out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"])
     store = dma.pattern(Opcode.DMA_STORE, y, (b * g.oh + oy0) * g.ow * g.cout + c0, oaddr,
                         ((cn, 1, 1), (rows * g.ow, g.cout, cn)))
-    if vector:
-        return TileWork([load], [], compute + [req], [store])
-    return TileWork([load], compute, [req], [store])
+    return compute, [req], [store]
 
 
 MAX_KERNEL = 15  # CONV's kh / kw / stride fields (4 bits)
@@ -339,19 +526,37 @@ def _pack(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: Codeg
           ) -> list[int]:
     """Pre-tile weights + parameters chunk by chunk into the constant pool; chunk addresses."""
     w = ctx.const(node.inputs[1]).astype(np.int8)  # OHWI
+    params = _params(node, ctx)
+    return [ctx.consts.add(_chunk_weights(w, g, c0, cn) + params(c0, cn)) for c0, cn in chunks]
+
+
+def _pack_all(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: CodegenContext
+              ) -> tuple[int, int]:
+    """The input-resident orders: every chunk's weights back to back, then the parameter
+    table chunk by chunk; (weights address, table address)."""
+    w = ctx.const(node.inputs[1]).astype(np.int8)  # OHWI
+    params = _params(node, ctx)
+    waddr = ctx.consts.add(b"".join(_chunk_weights(w, g, c0, cn) for c0, cn in chunks))
+    return waddr, ctx.consts.add(b"".join(params(c0, cn) for c0, cn in chunks))
+
+
+def _params(node: Node, ctx: CodegenContext):
+    """(c0, cn) -> the chunk's parameters as bytes: bias, q31, shift (int32 each)."""
     bias, mult, shift = (ctx.const(n).astype("<i4") for n in node.inputs[2:5])
-    addrs = []
-    for c0, cn in chunks:
-        if g.depthwise:
-            wt = w[c0:c0 + cn, :, :, 0].reshape(cn, g.kh * g.kw).T  # [kh*kw, cn]
-        else:
-            cg = _per_conv(g, cn)
-            parts = []
-            for sc in sub_convs(g):  # per sub-conv, per CONV: [bh*bw*cin_g, cg]
-                taps = w[:, sc.py::sc.fy, sc.px::sc.fx][:, sc.y0:sc.y0 + sc.bh,
-                                                         sc.x0:sc.x0 + sc.bw]
-                parts += [taps[o0:o0 + cg].reshape(cg, -1).T for o0 in range(c0, c0 + cn, cg)]
-            wt = np.concatenate([p.reshape(-1) for p in parts])
-        params = np.concatenate([bias[c0:c0 + cn], mult[c0:c0 + cn], shift[c0:c0 + cn]])
-        addrs.append(ctx.consts.add(np.ascontiguousarray(wt).tobytes() + params.tobytes()))
-    return addrs
+    return lambda c0, cn: np.concatenate([bias[c0:c0 + cn], mult[c0:c0 + cn],
+                                          shift[c0:c0 + cn]]).tobytes()
+
+
+def _chunk_weights(w: np.ndarray, g: ConvGeometry, c0: int, cn: int) -> bytes:
+    """Output channels [c0, c0 + cn) of the OHWI weights `w`, pre-tiled in read order."""
+    if g.depthwise:
+        wt = w[c0:c0 + cn, :, :, 0].reshape(cn, g.kh * g.kw).T  # [kh*kw, cn]
+    else:
+        cg = _per_conv(g, cn)
+        parts = []
+        for sc in sub_convs(g):  # per sub-conv, per CONV: [bh*bw*cin_g, cg]
+            taps = w[:, sc.py::sc.fy, sc.px::sc.fx][:, sc.y0:sc.y0 + sc.bh,
+                                                     sc.x0:sc.x0 + sc.bw]
+            parts += [taps[o0:o0 + cg].reshape(cg, -1).T for o0 in range(c0, c0 + cn, cg)]
+        wt = np.concatenate([p.reshape(-1) for p in parts])
+    return np.ascontiguousarray(wt).tobytes()

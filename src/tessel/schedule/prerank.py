@@ -161,6 +161,8 @@ def conv_bound(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
     """Lower bound of estimate_step(ops_conv.step(node, m, ctx), sample=sample)."""
     arch = ctx.arch
     g = g if g is not None else ops_conv.geometry(node, ctx)
+    if m.order.input_resident:
+        return conv_input_resident_bound(node, m, ctx, sample, g)
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.name)
     xsz, ysz = x.itemsize, y.itemsize
     vector = ops_conv.on_vector(g, m)
@@ -199,6 +201,62 @@ def conv_bound(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
     lower = _assemble(arch, chunks[:ng], nt, group_loads, tiles, x.memory, y.memory,
                       not vector)
     return _scaled(lower, len(row_tiles), len(chunks), ng * nt, sample)
+
+
+def conv_input_resident_bound(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
+                              sample: int | None, g: ops_conv.ConvGeometry) -> int:
+    """conv_bound of the input-resident orders (ops_conv.ConvOrder.INPUT / INPUT_STREAM): a
+    group per row stripe loads its input rows (group 0 also every chunk's weights for INPUT,
+    and the parameter table); a tile per chunk (INPUT_STREAM: loading its weights)."""
+    arch = ctx.arch
+    x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.name)
+    wmem = ctx.consts.memory
+    chunks = [min(m.chunk, g.cout - c0) for c0 in range(0, g.cout, m.chunk)]
+    stripes = [(oy, min(m.rows, g.oh - oy)) for _ in range(g.n) for oy in range(0, g.oh, m.rows)]
+    ng, nt = _groups_tiles(len(stripes), len(chunks), sample)
+    subs = ops_conv.sub_convs(g)
+    streamed = m.order is ops_conv.ConvOrder.INPUT_STREAM
+    acc = _Bound(arch)
+    fill: dict[int, int] = {}
+    work: dict[tuple[int, int], tuple[int, int]] = {}  # (rows, cn) -> matrix, vector work
+    first = last = None
+    for j in range(ng):
+        oy0, rows = stripes[j]
+        loads = [(x.memory, acc.cycles(x.memory, g.in_rows(oy0, rows)[1] * g.w * g.c
+                                       * x.itemsize))]
+        if j == 0:
+            if not streamed:
+                loads.append((wmem, acc.cycles(wmem, g.weight_bytes(g.cout))))
+            loads.append((wmem, acc.cycles(wmem, 12 * g.cout)))
+        for mem, c in loads:
+            acc.xfer(0, mem, c)
+            if j == 0:
+                fill[mem] = fill.get(mem, 0) + c
+        pixels = rows * g.ow
+        for t in range(nt):
+            cn = chunks[t]
+            if (rows, cn) not in work:
+                cg = ops_conv._per_conv(g, cn)
+                work[rows, cn] = ((cn // cg) * sum(_gemm(arch, pixels, cg, sc.bh * sc.bw * g.cin_g)
+                                                   for sc in subs), _vec(arch, pixels * cn))
+            mwork, vwork = work[rows, cn]
+            if streamed:
+                c = acc.cycles(wmem, g.weight_bytes(cn))
+                acc.xfer(0, wmem, c)
+                if j == 0 and t == 0:
+                    fill[wmem] = fill.get(wmem, 0) + c
+            store = acc.cycles(y.memory, pixels * cn * y.itemsize)
+            acc.xfer(1, y.memory, store)
+            acc.mwork += mwork
+            acc.vwork += vwork
+            first = first if first is not None else mwork
+            last = (vwork, store)
+    acc.set_fill(fill)
+    acc.first_mwork = first or 0
+    if last is not None:
+        acc.last_vwork = last[0]
+        acc.drain = arch.offchip[y.memory].latency_cycles + last[1]
+    return _scaled(acc.lower(True), len(chunks), len(stripes), ng * nt, sample)
 
 
 class Bounds:
