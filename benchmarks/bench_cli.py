@@ -1,10 +1,11 @@
 """CLI start-up, whole `tessel compile` and `run --check`, as a user would time them.
 
 Run: ``python -m benchmarks.bench_cli [--compile-only] [MODEL ...]`` (default ds_cnn
-mobilenet_v2; ``--compile-only``: no ``tessel run`` rows); prints a markdown table. Each command runs in a fresh process; both wall seconds and CPU seconds (user +
-system of the child, ``resource.getrusage``) are reported, CPU being the meaningful one on a
-shared machine. The export baseline is ``torch.export.export(...).run_decompositions()`` of the
-same model, timed in a fresh process from its start (torch import included, like the CLI).
+mobilenet_v2; ``--compile-only``: no ``tessel run`` rows); prints a markdown table. Each
+command runs in a fresh process; both wall seconds and CPU seconds (user + system of the child,
+``resource.getrusage``) are reported, CPU being the meaningful one on a shared machine. The
+export baseline is ``torch.export.export(...).run_decompositions()`` of the same model, timed in
+a fresh process from its start (torch import and the zoo factory included, like the CLI).
 """
 
 from __future__ import annotations

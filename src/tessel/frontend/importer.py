@@ -116,7 +116,7 @@ class _Walk:
         self.unsupported: list[tuple[str, str]] = []
         self.kinds = ({s.arg.name: s for s in program.graph_signature.input_specs}
                       if isinstance(program, ExportedProgram) else {})
-        self.names: dict[torch.fx.Node, str] = {}  # IR name hints, when not the fx names
+        self.names: dict[torch.fx.Node, tuple[str, ...]] = {}  # IR names, if not the fx names
         self.attrs: dict[str, str] = {}  # GraphModule attribute -> its IR constant
 
     def run(self) -> list[str]:

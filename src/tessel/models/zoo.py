@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from tessel.errors import TesselConfigError, did_you_mean
 from tessel.models import digits, ds_cnn, minilm, mobilenet_v2, resnet, vit
@@ -16,28 +16,29 @@ _IMAGE_224 = "image [1, 3, 224, 224] float32, ImageNet-normalised (mean/std per 
 
 
 
-def _one_thread(fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _one_thread(fn: F) -> F:
     """`fn` run with one BLAS / OpenMP / torch thread (tessel.threads.single_threaded): the
     synthetic weights, example inputs and calibration images are float computations whose
     last bits depended on the thread count (so did the binary, e.g. MobileNetV2's with
     OMP_NUM_THREADS=1 and with the default), and they are several times faster on one thread
     on a shared machine."""
-    if fn is None:
-        return None
-
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         from tessel.threads import single_threaded
 
         with single_threaded():
             return fn(*args, **kwargs)
-    return run
+    return cast(F, run)
 
 
 def _reproducible(spec: ModelSpec) -> ModelSpec:
     return dataclasses.replace(spec, factory=_one_thread(spec.factory),
                                calibration_data=_one_thread(spec.calibration_data),
-                               evaluation_data=_one_thread(spec.evaluation_data))
+                               evaluation_data=None if spec.evaluation_data is None
+                               else _one_thread(spec.evaluation_data))
 
 
 ZOO: dict[str, ModelSpec] = {
