@@ -88,6 +88,7 @@ class ImportContext:
     defs: dict[str, _Def] = field(default_factory=dict)
     loc: SourceLoc = UNKNOWN_LOC
     hint: str = "v"
+    names: list[str] = field(default_factory=list)  # names for the next ops added (in order)
 
     # ------------------------------------------------------------ values
     def v(self, arg: Any) -> str:
@@ -120,6 +121,8 @@ class ImportContext:
     # ------------------------------------------------------------ emitting
     def add(self, op: Op, inputs: Sequence[str], attrs: Mapping[str, Any] | None = None,
             hint: str | None = None) -> str:
+        if hint is None and self.names:
+            hint = self.names.pop(0)
         name = self.builder.add(op, list(inputs), attrs or {}, name=hint or self.hint, loc=self.loc)
         self.defs[name] = _Def(op, tuple(inputs), dict(attrs or {}))
         return name

@@ -58,6 +58,13 @@ def expand(ctx: ImportContext, node: Node, a: Args) -> str:
     return ctx.expand(ctx.v(a["self"]), shape)
 
 
+# aten.expand_as(x, other) => expand(x, shape of other)
+@converts(A.expand_as.default)
+def expand_as(ctx: ImportContext, node: Node, a: Args) -> str:
+    shape, _ = ctx.out_meta(node)
+    return ctx.expand(ctx.v(a["self"]), shape)
+
+
 # aten.cat(xs, dim) => concat(xs, axis=dim)
 @converts(A.cat.default)
 def cat(ctx: ImportContext, node: Node, a: Args) -> str:

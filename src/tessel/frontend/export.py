@@ -8,6 +8,7 @@ LUTs for reach the importer as one node each instead of a pile of primitive ops.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import sys
@@ -39,6 +40,12 @@ def decomposition_table() -> dict:
     for op in KEEP_WHOLE:
         table.pop(op, None)
     return table
+
+
+@functools.cache
+def decomposed_ops() -> frozenset:
+    """The ops `decomposition_table` rewrites (the keys of its table)."""
+    return frozenset(decomposition_table().keys())
 
 
 def export_program(model: nn.Module | torch.export.ExportedProgram, example_inputs: tuple

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
 from tessel.errors import TesselConfigError, did_you_mean
 from tessel.models import digits, ds_cnn, minilm, mobilenet_v2, resnet, vit
 from tessel.models.loader import model_file_spec, split_path_spec, user_spec
@@ -9,8 +14,35 @@ from tessel.models.spec import ModelAndInputs, ModelSpec, Task, check_model_and_
 
 _IMAGE_224 = "image [1, 3, 224, 224] float32, ImageNet-normalised (mean/std per channel)"
 
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _one_thread(fn: F) -> F:
+    """`fn` run with one BLAS / OpenMP / torch thread (tessel.threads.single_threaded): the
+    synthetic weights, example inputs and calibration images are float computations whose
+    last bits depended on the thread count (so did the binary, e.g. MobileNetV2's with
+    OMP_NUM_THREADS=1 and with the default), and they are several times faster on one thread
+    on a shared machine."""
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        from tessel.threads import single_threaded
+
+        with single_threaded():
+            return fn(*args, **kwargs)
+    return cast(F, run)
+
+
+def _reproducible(spec: ModelSpec) -> ModelSpec:
+    return dataclasses.replace(spec, factory=_one_thread(spec.factory),
+                               calibration_data=_one_thread(spec.calibration_data),
+                               evaluation_data=None if spec.evaluation_data is None
+                               else _one_thread(spec.evaluation_data))
+
+
 ZOO: dict[str, ModelSpec] = {
-    spec.name: spec
+    spec.name: _reproducible(spec)
     for spec in (
         ModelSpec("mobilenet_v2", mobilenet_v2.mobilenet_v2,
                   "MobileNetV2 1.0 @224, 1000 classes (BatchNorm + ReLU6, random weights)",

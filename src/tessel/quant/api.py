@@ -6,7 +6,8 @@
     qm.host_ops            # what runs on the CPU, with source locations
 
 The flow: torch.export -> prepare_pt2e (TesselQuantizer) -> calibrate -> convert_pt2e ->
-export of the QDQ module -> import (quantize / dequantize nodes) -> lower_qdq -> to_nhwc. QAT:
+import of the QDQ module (quantize / dequantize nodes; read as it is, or exported and
+decomposed again if it holds ops the decomposition would rewrite) -> lower_qdq -> to_nhwc. QAT:
 ``prepare_quantize_qat`` gives the fake-quant module to train; ``quantize_qat`` converts and
 lowers it the same way.
 """
@@ -26,7 +27,7 @@ from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.display import Table, short_repr, summary_html
 from tessel.errors import TesselConfigError
 from tessel.frontend.export import decomposition_table, exporting
-from tessel.frontend.importer import import_program
+from tessel.frontend.importer import import_graph_module, import_program, imports_directly
 from tessel.frontend.ir_module import QDQModule
 from tessel.frontend.locations import model_root
 from tessel.frontend.model_input import as_module, example_inputs_of, is_exported, model_name
@@ -105,8 +106,17 @@ def _as_args(sample: Sample) -> tuple[torch.Tensor, ...]:
 
 def import_qdq(converted: GraphModule, example_inputs: Sample, name: str = "model",
                root: str | None = None) -> Graph:
-    """Export a converted pt2e module again and import it (quantize / dequantize nodes kept);
-    source locations are relative to `root` (the model's folder; None: the working directory)."""
+    """Import a converted pt2e module (quantize / dequantize nodes kept); source locations are
+    relative to `root` (the model's folder; None: the working directory).
+
+    convert_pt2e's module is an ATen graph already: it is read as it is
+    (``import_graph_module``) when that gives the Graph IR that exporting it again and
+    decomposing it would (``imports_directly``: no op that the decomposition would rewrite
+    other than the few the importer reproduces); otherwise it is exported and decomposed
+    first, as ``export_program`` does."""
+    if imports_directly(converted):
+        return verify(import_graph_module(converted, sanitize_name(name), allow_host_ops=True,
+                                          cwd=root))
     for module in converted.modules():
         module.training = False  # convert_pt2e's module is in eval semantics already
     with torch.no_grad(), exporting(converted):
