@@ -37,10 +37,10 @@ from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
 from tessel.sim.fastfix import mbqm_inplace, requant_into, requant_plan
-from tessel.sim.matrix import F32_EXACT, chunk_len
+from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
-from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap
-from tessel.sim.vector import _rescaled, _span
+from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
+from tessel.sim.vector import _rescaled, _span, exec_requant
 from tessel.sim.window import Geometry
 
 Step = Callable[[MachineState], None]
@@ -49,18 +49,29 @@ F32 = np.dtype(np.float32)
 I64 = np.int64
 REQUANT_PLANS_MAX = 4096  # distinct parameter blocks kept per prepared program
 DW_EINSUM_MAX = 5000  # DWCONV outputs up to this many elements: one einsum (measured faster)
+BATCH_GEMM_BYTES = 8 << 20  # a batch's CONV: samples per GEMM, by their im2col bytes
+BATCH_POOL_BYTES = 512 << 20  # a batch's host buffers (per session) above this: dropped
 
 
 class Pool:
-    """Host buffers reused between instructions and runs, keyed by (role, shape, dtype)."""
+    """Host buffers reused between instructions and runs, keyed by (role, shape, dtype).
+    ``limit``: when a new buffer would take the pool above this many bytes, every buffer is
+    dropped first (a batch's buffers are n times larger; a dropped frame is re-made zero)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self.bufs: dict[tuple, np.ndarray] = {}
+        self.limit, self.nbytes = limit, 0
 
     def get(self, key: tuple, shape: tuple[int, ...], dtype: Any, fill: float = 0) -> np.ndarray:
         buf = self.bufs.get(key)
         if buf is None:
-            buf = self.bufs[key] = np.full(shape, fill, dtype)
+            buf = np.full(shape, fill, dtype)
+            if self.limit is not None:
+                if self.nbytes + buf.nbytes > self.limit:
+                    self.bufs.clear()
+                    self.nbytes = 0
+                self.nbytes += buf.nbytes
+            self.bufs[key] = buf
         return buf
 
 
@@ -87,7 +98,18 @@ def _contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int)
 
 def _view(buf: np.ndarray, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
           dtype: np.dtype) -> np.ndarray:
-    return np.ndarray(shape, dtype, buffer=buf, offset=offset, strides=strides)
+    """A view ``(samples, *shape)`` of a memory: a 1-D memory (one sample) gets a leading axis
+    of 1, a batch's ``(n, size)`` memory its rows (the operand's extent inside one row is a
+    static check of prepare, or checked by the caller)."""
+    if buf.ndim == 1:
+        return np.ndarray((1, *shape), dtype, buffer=buf, offset=offset, strides=(0, *strides))
+    return np.ndarray((buf.shape[0], *shape), dtype, buffer=buf, offset=offset,
+                      strides=(buf.strides[0], *strides))
+
+
+def _uniform(x: np.ndarray) -> bool:
+    """True if every sample (leading axis) of an operand holds the same values."""
+    return x.shape[0] <= 1 or bool((x[1:] == x[:1]).all())
 
 
 # ---- DMA -----------------------------------------------------------------------------------
@@ -101,23 +123,27 @@ def _build_dma(op: Op) -> Step | None:
     n = int(np.prod(shape)) * dt.itemsize
     if n == 0:
         return lambda state: None
+    lo, hi = extent(ea, shape, ext_s, dt.itemsize)
     if _contiguous(shape, ext_s, dt.itemsize) and _contiguous(shape, sram_s, dt.itemsize):
         if load:
             def step(state: MachineState) -> None:
-                src = state.offchip[mem]
-                if ea + n > src.shape[0]:
+                src = state.ext_buffer(mem, ea, ea + n)  # a batch's shared constants: 1-D
+                if ea + n > src.shape[-1]:
                     raise Trap("outside its memory")
-                state.sram[sa:sa + n] = src[ea:ea + n]
+                state.sram[..., sa:sa + n] = src[..., ea:ea + n]
         else:
             def step(state: MachineState) -> None:
                 dst = state.offchip[mem]
-                if ea + n > dst.shape[0]:
+                if ea + n > dst.shape[-1]:
                     raise Trap("outside its memory")
-                dst[ea:ea + n] = state.sram[sa:sa + n]
+                dst[..., ea:ea + n] = state.sram[..., sa:sa + n]
         return step
 
     def strided(state: MachineState) -> None:
-        ext = _view(state.offchip[mem], ea, shape, ext_s, dt)
+        buf = state.ext_buffer(mem, lo, hi) if load else state.offchip[mem]
+        if lo < 0 or hi > buf.shape[-1]:
+            raise Trap("outside its memory")
+        ext = _view(buf, ea, shape, ext_s, dt)
         sram = _view(state.sram, sa, shape, sram_s, dt)
         if load:
             sram[...] = ext
@@ -127,16 +153,18 @@ def _build_dma(op: Op) -> Step | None:
 
 
 # ---- accumulator stores ------------------------------------------------------------------------
-def _acc_store(f: dict[str, Any], rows: int, cols: int) -> Callable[[MachineState, np.ndarray],
-                                                                     None]:
-    """A function storing float32 exact-integer GEMM results ``(rows, cols)`` into the
-    accumulator (OVERWRITE: ACC = s; ACCUMULATE: ACC = wrap32(ACC + s)); float64 results (a
-    chunked reduction) are wrapped through int64 as in ``matrix._to_int32``."""
+def _acc_store(f: dict[str, Any], rows: int, cols: int
+               ) -> Callable[[MachineState, np.ndarray, slice], None]:
+    """A function storing float32 exact-integer GEMM results (``rows * cols`` per sample, for
+    the samples ``part`` of the state) into the accumulator (OVERWRITE: ACC = s; ACCUMULATE:
+    ACC = wrap32(ACC + s)); float64 results (a chunked reduction) are wrapped through int64 as
+    in ``matrix._to_int32``."""
     offset, shape, strides = 4 * f["acc_addr"], (rows, cols), (4 * f["acc_stride"], 4)
     accumulate = f["mode"] == AccMode.ACCUMULATE
 
-    def store(state: MachineState, s: np.ndarray) -> None:
-        view = _view(state.acc_bytes, offset, shape, strides, I32)
+    def store(state: MachineState, s: np.ndarray, part: slice = slice(None)) -> None:
+        view = _view(state.acc_bytes, offset, shape, strides, I32)[part]
+        s = s.reshape(view.shape)
         if s.dtype == F32 and not accumulate:
             np.copyto(view, s, casting="unsafe")  # exact integers below 2^24
             return
@@ -220,31 +248,45 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
     fr_rows, fr_cols, dr, dc, tr, tc = parts
     frame_key = ("frame", rows, cols, cin, dr.start, dr.stop, dc.start, dc.stop)
     win_shape = (g.oh, g.ow, g.kh, g.kw, cin)
+    per_sample = 4 * m * k  # bytes of one sample's im2col matrix
+    sub_h, sub_w = slice(None, (g.oh - 1) * g.sh + 1, g.sh), slice(None, (g.ow - 1) * g.sw + 1, g.sw)
 
     def step(state: MachineState) -> None:
-        pool = state.pool
-        tile = _view(state.sram, in_addr, tile_shape, tile_s, I8)
+        pool, sram = state.pool, state.sram
+        w8 = _view(sram, w_addr, w_shape, w_s, I8)
+        if not _uniform(w8):  # a batch whose samples' weights differ: the reference
+            exec_conv(state, f)
+            return
+        w8 = w8[0]
         wb = pool.get(("w", k, cout), (kk, cin, cout), F32)
-        w8 = _view(state.sram, w_addr, w_shape, w_s, I8)
         np.subtract(w8, w_zp, out=wb, dtype=F32)
         wf = wb.reshape(k, cout)
-        a = pool.get(("cols", m, k), (m, k), F32)
-        if direct:
-            np.subtract(tile[:(g.oh - 1) * g.sh + 1:g.sh, :(g.ow - 1) * g.sw + 1:g.sw],
-                        in_zp, out=a.reshape(g.oh, g.ow, cin), dtype=F32)
-            l1 = lambda: _row_l1_max(a, pool)  # noqa: E731
-        else:
-            frame = pool.get(frame_key, (rows, cols, cin), F32)
-            np.subtract(tile[tr, tc], in_zp, out=frame[dr, dc], dtype=F32)
-            s0, s1, s2 = frame.strides
-            win = np.ndarray(win_shape, F32, buffer=frame,
-                             strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2))
-            np.copyto(a.reshape(win_shape), win)
-            # a window's sum of |x - zp| is at most kh * kw times the largest per-pixel sum
-            l1 = lambda: kk * _row_l1_max(frame.reshape(-1, cin), pool)  # noqa: E731
-        s = _exact_gemm(a, wf, pool.get(("out", m, cout), (m, cout), F32), chunk, l1,
-                        lambda: _int8_max_abs(w8, w_zp))
-        store(state, s)
+        tile = _view(sram, in_addr, tile_shape, tile_s, I8)
+        ns = tile.shape[0]
+        # a batch: as many samples per GEMM as keep its im2col matrix below BATCH_GEMM_BYTES
+        nb = 1 if ns == 1 else max(1, min(ns, BATCH_GEMM_BYTES // per_sample))
+        a_all = pool.get(("cols", nb, m, k), (nb * m, k), F32)
+        out_all = pool.get(("out", nb, m, cout), (nb * m, cout), F32)
+        frame_all = None if direct else pool.get((*frame_key, nb), (nb, rows, cols, cin), F32)
+        bmax = lambda: _int8_max_abs(w8, w_zp)  # noqa: E731
+        for lo in range(0, ns, nb):
+            hi = min(ns, lo + nb)
+            a = a_all[:(hi - lo) * m]
+            if direct:
+                np.subtract(tile[lo:hi, sub_h, sub_w], in_zp,
+                            out=a.reshape(hi - lo, g.oh, g.ow, cin), dtype=F32)
+                l1 = lambda a=a: _row_l1_max(a, pool)  # noqa: E731
+            else:
+                frame = frame_all[:hi - lo]
+                np.subtract(tile[lo:hi, tr, tc], in_zp, out=frame[:, dr, dc], dtype=F32)
+                s0, s1, s2, s3 = frame.strides
+                win = np.ndarray((hi - lo, *win_shape), F32, buffer=frame_all,
+                                 strides=(s0, g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
+                np.copyto(a.reshape(hi - lo, *win_shape), win)
+                # a window's sum of |x - zp| is at most kh * kw times the largest per-pixel sum
+                l1 = lambda frame=frame: kk * _row_l1_max(frame.reshape(-1, cin), pool)  # noqa: E731
+            store(state, _exact_gemm(a, wf, out_all[:(hi - lo) * m], chunk, l1, bmax),
+                  slice(lo, hi))
     return step
 
 
@@ -267,36 +309,40 @@ def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
     positions = [(ky, kx) for ky in range(g.kh) for kx in range(g.kw)]
     out_shape = (g.oh, g.ow, ch)
     win_shape = (g.oh, g.ow, g.kh, g.kw, ch)
-    # every sum of <= 225 products |x - zp| * |w| <= 383 * 128 is exact in float32 in any
-    # order (matrix.py), so the einsum and the loop give the same integers
-    small = g.oh * g.ow * ch <= DW_EINSUM_MAX
+    size = g.oh * g.ow * ch
 
     def step(state: MachineState) -> None:
         pool = state.pool
-        frame = pool.get(frame_key, (rows, cols, ch), F32)
-        np.subtract(_view(state.sram, in_addr, tile_shape, tile_s, I8)[tr, tc], in_zp,
-                    out=frame[dr, dc], dtype=F32)
-        w = _view(state.sram, w_addr, w_shape, w_s, I8).astype(F32)
-        s0, s1, s2 = frame.strides
-        s = pool.get(("dw_s", *out_shape), out_shape, F32)
-        if small:  # one einsum call: the per-position loop's numpy calls cost more here
-            win = np.ndarray(win_shape, F32, buffer=frame,
-                             strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2))
-            np.einsum("yxijc,ijc->yxc", win, w, out=s)
-            store(state, s.reshape(g.oh * g.ow, ch))
+        w8 = _view(state.sram, w_addr, w_shape, w_s, I8)
+        w = (w8[:1] if _uniform(w8) else w8).astype(F32)  # (1 or samples, kh, kw, ch)
+        tile = _view(state.sram, in_addr, tile_shape, tile_s, I8)
+        ns = tile.shape[0]
+        frame = pool.get((*frame_key, ns), (ns, rows, cols, ch), F32)
+        np.subtract(tile[:, tr, tc], in_zp, out=frame[:, dr, dc], dtype=F32)
+        s0, s1, s2, s3 = frame.strides
+        s = pool.get(("dw_s", ns, *out_shape), (ns, *out_shape), F32)
+        # every sum of <= 225 products |x - zp| * |w| <= 383 * 128 is exact in float32 in any
+        # order (matrix.py), so the einsum and the loop give the same integers
+        if ns * size <= DW_EINSUM_MAX:  # one einsum call: the loop's numpy calls cost more
+            win = np.ndarray((ns, *win_shape), F32, buffer=frame,
+                             strides=(s0, g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
+            np.einsum("nyxijc,nijc->nyxc", win, w, out=s)
+            store(state, s)
             return
-        tmp = pool.get(("dw_t", *out_shape), out_shape, F32)
+        tmp = pool.get(("dw_t", ns, *out_shape), (ns, *out_shape), F32)
+        wr = w.reshape(w.shape[0], g.kh, g.kw, 1, 1, ch)
         first = True
         for ky, kx in positions:  # the reference's order: exact float32 sums either way
-            win = np.ndarray(out_shape, F32, buffer=frame, offset=ky * g.dh * s0 + kx * g.dw * s1,
-                             strides=(g.sh * s0, g.sw * s1, s2))
+            win = np.ndarray((ns, *out_shape), F32, buffer=frame,
+                             offset=ky * g.dh * s1 + kx * g.dw * s2,
+                             strides=(s0, g.sh * s1, g.sw * s2, s3))
             if first:
-                np.multiply(win, w[ky, kx], out=s)
+                np.multiply(win, wr[:, ky, kx], out=s)
                 first = False
             else:
-                np.multiply(win, w[ky, kx], out=tmp)
+                np.multiply(win, wr[:, ky, kx], out=tmp)
                 s += tmp
-        store(state, s.reshape(g.oh * g.ow, ch))
+        store(state, s)
     return step
 
 
@@ -347,9 +393,15 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
 
     def step(state: MachineState) -> None:
         sram = state.sram
-        if p_addr + nbytes > sram.shape[0]:
+        if p_addr + nbytes > sram.shape[-1]:
             raise Trap("parameters outside the SRAM")
-        key = (sram[p_addr:p_addr + nbytes].tobytes(), *extra)
+        blk = sram[..., p_addr:p_addr + nbytes]
+        if blk.ndim == 2:  # a batch: parameters differing between samples run the reference
+            if not _uniform(blk):
+                exec_requant(state, f)
+                return
+            blk = blk[0]
+        key = (blk.tobytes(), *extra)
         plan = plans.get(key)
         if plan is None:
             bias, q31, shift = np.frombuffer(key[0], I32).reshape(3, p).astype(I64)
@@ -377,13 +429,22 @@ def _build_matmul(op: Op) -> Step | None:
 
     def step(state: MachineState) -> None:
         pool, sram = state.pool, state.sram
-        a = pool.get(("mm_a", m, k), (m, k), F32)
-        np.subtract(_view(sram, a_addr, (m, k), a_s, I8), a_zp, out=a, dtype=F32)
-        b = pool.get(("mm_b", k, n), (k, n), F32)
+        a8 = _view(sram, a_addr, (m, k), a_s, I8)
+        ns = a8.shape[0]
+        a = pool.get(("mm_a", ns, m, k), (ns, m, k), F32)
+        np.subtract(a8, a_zp, out=a, dtype=F32)
         b8 = _view(sram, b_addr, (k, n), b_s, I8)
+        if _uniform(b8):  # one sample, or weights: one GEMM of every sample's rows
+            b8 = b8[0]
+            b = pool.get(("mm_b", k, n), (k, n), F32)
+            a = a.reshape(ns * m, k)
+            out = pool.get(("out", 1, ns * m, n), (ns * m, n), F32)
+        else:  # a batch's activations times activations: one GEMM per sample
+            b = pool.get(("mm_b", ns, k, n), (ns, k, n), F32)
+            out = pool.get(("mm_out", ns, m, n), (ns, m, n), F32)
         np.subtract(b8, b_zp, out=b, dtype=F32)
-        store(state, _exact_gemm(a, b, pool.get(("out", m, n), (m, n), F32), chunk,
-                                 lambda: _row_l1_max(a, pool), lambda: _int8_max_abs(b8, b_zp)))
+        store(state, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
+                                 lambda: _int8_max_abs(b8, b_zp)))
     return step
 
 

@@ -160,7 +160,7 @@ class FunctionalRun:
     """The queues' program counters and token counts, kept between calls so that a program of
     several NPU regions can stop at a region boundary (the host runs) and resume there.
     ``fast``: run the precompiled closures of ``tessel.sim.fastpath`` where they exist (one
-    sample; a batch always runs the reference handlers)."""
+    sample or a batch: every closure works on a leading axis of samples)."""
 
     def __init__(self, prep: PreparedProgram, state: MachineState, fast: bool = True) -> None:
         self.prep, self.state = prep, state
@@ -168,11 +168,12 @@ class FunctionalRun:
         self.sem = [0] * (4 * 4 * NUM_TOKENS)  # flat [producer][consumer][token]
         self.table = control_table(prep)
         self.steps: tuple | None = None
-        if fast and state.batch is None:
-            from tessel.sim.fastpath import fast_steps, pool_for
+        if fast:
+            from tessel.sim.fastpath import BATCH_POOL_BYTES, Pool, fast_steps, pool_for
 
             self.steps = fast_steps(prep)
-            state.pool = pool_for(prep)
+            # a batch's buffers are n times larger: kept for this run only, bounded
+            state.pool = pool_for(prep) if state.batch is None else Pool(BATCH_POOL_BYTES)
 
     def run_until(self, stops: list[int] | None) -> int:
         """Run every queue up to index stops[engine] (exclusive; None: to its end); returns
