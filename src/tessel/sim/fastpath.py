@@ -155,10 +155,10 @@ def _build_dma(op: Op) -> Step | None:
 # ---- accumulator stores ------------------------------------------------------------------------
 def _acc_store(f: dict[str, Any], rows: int, cols: int
                ) -> Callable[[MachineState, np.ndarray, slice], None]:
-    """A function storing float32 exact-integer GEMM results (``rows * cols`` per sample, for
-    the samples ``part`` of the state) into the accumulator (OVERWRITE: ACC = s; ACCUMULATE:
-    ACC = wrap32(ACC + s)); float64 results (a chunked reduction) are wrapped through int64 as
-    in ``matrix._to_int32``."""
+    """A function storing GEMM results (``rows * cols`` per sample, for the samples ``part`` of
+    the state) into the accumulator (OVERWRITE: ACC = s; ACCUMULATE: ACC = wrap32(ACC + s)):
+    float32 exact integers, float64 ones (a chunked reduction, wrapped through int64 as in
+    ``matrix._to_int32``) or int32 already wrapped (``int8_gemm``)."""
     offset, shape, strides = 4 * f["acc_addr"], (rows, cols), (4 * f["acc_stride"], 4)
     accumulate = f["mode"] == AccMode.ACCUMULATE
 
@@ -168,7 +168,10 @@ def _acc_store(f: dict[str, Any], rows: int, cols: int
         if s.dtype == F32 and not accumulate:
             np.copyto(view, s, casting="unsafe")  # exact integers below 2^24
             return
-        v = s.astype(np.int32) if s.dtype == F32 else s.astype(I64).astype(np.int32)
+        if s.dtype == np.int32:  # the int8 GEMM: already wrapped
+            v = s
+        else:
+            v = s.astype(np.int32) if s.dtype == F32 else s.astype(I64).astype(np.int32)
         if accumulate:
             view += v  # int32 addition wraps
         else:
@@ -212,6 +215,81 @@ def _int8_max_abs(x: np.ndarray, zp: int) -> float:
     if x.size == 0:
         return 0.0
     return float(max(abs(int(x.min()) - zp), abs(int(x.max()) - zp)))
+
+
+# ---- int8 GEMM -----------------------------------------------------------------------------
+INT_MM_MIN_MACS = 500_000  # smaller single-sample GEMMs: float32 (torch's per-call cost ~10 us)
+INT_MM_K_MAX = (2**31 - 1) // (128 * 128)  # K int8 x int8 products cannot overflow int32
+USE_INT_MM = True  # tests turn it off to check the float path; the self-test may too
+_INT_MM: list = []  # [torch._int_mm or None], decided once per process
+
+
+def int_mm() -> Callable[[Any, Any], Any] | None:
+    """``torch._int_mm`` (int8 x int8 -> int32, exact integer sums: AMX / VNNI kernels, 4-10x
+    the float32 GEMM here) if torch has it and it is exact on this host, else None. Exact means
+    a self-test against int64 numpy on worst-case operands (every product +-2^14, sums near
+    2^31, odd shapes): a kernel that saturates a 16-bit pair sum (AVX2 ``pmaddubsw``) or an
+    int32 accumulator fails it, and the simulator then keeps the float32 GEMMs."""
+    if not _INT_MM:
+        fn = None
+        try:
+            import torch
+
+            fn = torch._int_mm
+            rng = np.random.default_rng(0)
+            for m, k, n in ((1, 8, 1), (37, 4099, 19), (5, INT_MM_K_MAX, 3), (130, 577, 33),
+                            (1, 4099, 7), (9, 4099, 1)):
+                for a, b in (
+                        (np.full((m, k), -128), np.full((k, n), -128)),
+                        (np.full((m, k), 127), np.full((k, n), 127)),
+                        (np.full((m, k), 127), np.full((k, n), -128)),
+                        (rng.choice([-128, 127], (m, k)), rng.choice([-128, 127], (k, n))),
+                        (rng.integers(-128, 128, (m, k)), rng.integers(-128, 128, (k, n)))):
+                    a8, b8 = a.astype(np.int8), b.astype(np.int8)
+                    got = fn(torch.from_numpy(a8), torch.from_numpy(b8)).numpy()
+                    if got.dtype != np.int32 or not np.array_equal(
+                            got, a8.astype(I64) @ b8.astype(I64)):
+                        fn = None
+                        break
+                if fn is None:
+                    break
+        except Exception:  # no torch, no _int_mm, or a kernel that refuses a shape
+            fn = None
+        _INT_MM.append(fn)
+    return _INT_MM[0] if USE_INT_MM else None
+
+
+def int8_gemm(fn: Callable[[Any, Any], Any], a8: np.ndarray, b8: np.ndarray, a_zp: int,
+              b_zp: int, pool: Pool) -> np.ndarray:
+    """``wrap32(sum_k (a - a_zp) (b - b_zp))`` of C-contiguous int8 ``a8 (m, k)`` and
+    ``b8 (k, n)``: ``a8 @ b8`` exactly in int32 (``k <= INT_MM_K_MAX``), then the zero
+    points' terms ``- a_zp colsum(b) - b_zp rowsum(a) + k a_zp b_zp`` in wrapping int32
+    arithmetic (exact modulo 2^32, which is all the accumulator keeps). The sums are int8 GEMMs
+    with a row / column of ones too (numpy's int8 axis sums cost more than the product)."""
+    import torch
+
+    k = a8.shape[1]
+    ta, tb = torch.from_numpy(a8), torch.from_numpy(b8)
+    p = fn(ta, tb).numpy()
+    if a_zp:
+        ones = torch.from_numpy(pool.get(("ones8", 1, k), (1, k), I8, fill=1))
+        p -= (a_zp * fn(ones, tb).numpy().astype(I64)).astype(np.int32)  # int64 -> int32 wraps
+    if b_zp:
+        ones = torch.from_numpy(pool.get(("ones8", k, 1), (k, 1), I8, fill=1))
+        corr = b_zp * fn(ta, ones).numpy().astype(I64) - k * a_zp * b_zp
+        p -= corr.astype(np.int32)
+    return p
+
+
+def _by_size(step: Step, step_int: Step, macs: int) -> Step:
+    """The int8 GEMM closure for a tile of at least INT_MM_MIN_MACS products, else the float32
+    one for a single sample and the int8 one for a batch (its GEMM has every sample's rows)."""
+    if macs >= INT_MM_MIN_MACS:
+        return step_int
+
+    def step_small(state: MachineState) -> None:
+        (step if state.batch is None else step_int)(state)
+    return step_small
 
 
 # ---- CONV ----------------------------------------------------------------------------------
@@ -287,7 +365,43 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
                 l1 = lambda frame=frame: kk * _row_l1_max(frame.reshape(-1, cin), pool)  # noqa: E731
             store(state, _exact_gemm(a, wf, out_all[:(hi - lo) * m], chunk, l1, bmax),
                   slice(lo, hi))
-    return step
+
+    # the int8 GEMM: the padding must be representable (it is in_zp, contributing 0)
+    mm = int_mm() if -128 <= in_zp <= 127 and k <= INT_MM_K_MAX else None
+    if mm is None:
+        return step
+    frame8_key = (*frame_key, "i8", in_zp)
+
+    def step_int(state: MachineState) -> None:
+        pool, sram = state.pool, state.sram
+        w8 = _view(sram, w_addr, w_shape, w_s, I8)
+        if not _uniform(w8):
+            exec_conv(state, f)
+            return
+        wc = pool.get(("w8", k, cout), (kk, cin, cout), I8)
+        np.copyto(wc, w8[0])
+        wc = wc.reshape(k, cout)
+        tile = _view(sram, in_addr, tile_shape, tile_s, I8)
+        ns = tile.shape[0]
+        nb = 1 if ns == 1 else max(1, min(ns, BATCH_GEMM_BYTES // (m * k)))
+        a_all = pool.get(("cols8", nb, m, k), (nb * m, k), I8)
+        # the frame's border is in_zp, written once (every user of the key writes the interior)
+        frame_all = None if direct else pool.get((*frame8_key, nb), (nb, rows, cols, cin), I8,
+                                                 fill=in_zp)
+        for lo in range(0, ns, nb):
+            hi = min(ns, lo + nb)
+            a = a_all[:(hi - lo) * m]
+            if direct:
+                np.copyto(a.reshape(hi - lo, g.oh, g.ow, cin), tile[lo:hi, sub_h, sub_w])
+            else:
+                frame = frame_all[:hi - lo]
+                np.copyto(frame[:, dr, dc], tile[lo:hi, tr, tc])
+                s0, s1, s2, s3 = frame.strides
+                win = np.ndarray((hi - lo, *win_shape), I8, buffer=frame_all,
+                                 strides=(s0, g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
+                np.copyto(a.reshape(hi - lo, *win_shape), win)
+            store(state, int8_gemm(mm, a, wc, in_zp, w_zp, pool), slice(lo, hi))
+    return _by_size(step, step_int, m * k * cout)
 
 
 # ---- DWCONV --------------------------------------------------------------------------------
@@ -445,7 +559,25 @@ def _build_matmul(op: Op) -> Step | None:
         np.subtract(b8, b_zp, out=b, dtype=F32)
         store(state, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
                                  lambda: _int8_max_abs(b8, b_zp)))
-    return step
+
+    mm = int_mm() if k <= INT_MM_K_MAX else None
+    if mm is None:
+        return step
+
+    def step_int(state: MachineState) -> None:
+        pool, sram = state.pool, state.sram
+        b8 = _view(sram, b_addr, (k, n), b_s, I8)
+        if not _uniform(b8):  # a batch's activations times activations: the float GEMMs
+            step(state)
+            return
+        a8 = _view(sram, a_addr, (m, k), a_s, I8)
+        ns = a8.shape[0]
+        ac = pool.get(("mm_a8", ns, m, k), (ns * m, k), I8)
+        np.copyto(ac.reshape(ns, m, k), a8)
+        bc = pool.get(("mm_b8", k, n), (k, n), I8)
+        np.copyto(bc, b8[0])
+        store(state, int8_gemm(mm, ac, bc, a_zp, b_zp, pool))
+    return _by_size(step, step_int, m * k * n)
 
 
 # ---- ELTWISE -------------------------------------------------------------------------------

@@ -247,3 +247,76 @@ def test_batch_conv_sample_chunks(n, monkeypatch):
     monkeypatch.setattr(fp, "BATCH_GEMM_BYTES", 2 * 4 * 24 * 72)  # two samples per GEMM
     _batch_same_both_ways(_conv(), n=n, same=(0, 60_000))
     _batch_same_both_ways(_conv(), n=n)
+
+
+# ---- the int8 GEMM (torch._int_mm) of CONV / MATMUL, on every tile size -------------------
+_CONV_KW = [
+    {}, {"mode": AccMode.ACCUMULATE}, {"in_zp": -128, "w_zp": 127}, {"in_zp": 127, "w_zp": -128},
+    {"kh": 1, "kw": 1, "pad_top": 0, "pad_left": 0, "stride_h": 2, "stride_w": 2, "out_h": 4,
+     "out_w": 3, "w_zp": 5},
+    {"dil_h": 2, "dil_w": 2, "pad_top": 2, "pad_left": 2, "out_h": 4, "out_w": 6},
+    {"in_zp": 200},  # padding not representable in int8: the float path
+]
+_MM_KW = [dict(m=7, n=5, k=300, a_zp=3, b_zp=0), dict(m=4, n=3, k=9, mode=AccMode.ACCUMULATE),
+          dict(m=9, n=6, k=2000, a_zp=-128, b_zp=127), dict(m=5, n=4, k=2000, a_zp=255,
+                                                            b_zp=-256)]
+
+
+@pytest.fixture
+def every_gemm_int(monkeypatch):
+    import tessel.sim.fastpath as fp
+
+    if fp.int_mm() is None:
+        pytest.skip("torch._int_mm is not exact / not available on this host")
+    monkeypatch.setattr(fp, "INT_MM_MIN_MACS", 0)
+    return fp
+
+
+def _kinds(streams) -> set[str]:
+    prep = prepare(program(streams), ARCH)
+    return {s.__name__ for q in fast_steps(prep) for s in q if s is not None}
+
+
+@pytest.mark.parametrize("kw", _CONV_KW)
+def test_conv_int8_gemm(kw, every_gemm_int):
+    streams = _conv(**kw)
+    assert _kinds(streams) == ({"step"} if kw.get("in_zp") == 200 else {"step_int"})
+    every_gemm_int.INT_MM_MIN_MACS = 10**9  # one sample: float, a batch: int8
+    assert _kinds(streams) == ({"step"} if kw.get("in_zp") == 200 else {"step_small"})
+    _batch_same_both_ways(streams, same=(0, 60_000))
+    every_gemm_int.INT_MM_MIN_MACS = 0
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams, same=(0, 60_000))
+    _batch_same_both_ways(streams)  # weights differing between samples: the reference
+
+
+@pytest.mark.parametrize("kw", _MM_KW)
+def test_matmul_int8_gemm(kw, every_gemm_int):
+    k, n = kw["k"], kw["n"]
+    streams = {MX: [I(Opcode.MATMUL, a_addr=0, a_stride_m=k, b_addr=20_000, b_stride_k=n,
+                      acc_addr=4, acc_stride=n, **kw)]}
+    assert _kinds(streams) == {"step_int"}
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams, same=(0, 60_000))
+    _batch_same_both_ways(streams)
+
+
+def test_conv_int8_batch_chunks(every_gemm_int, monkeypatch):
+    monkeypatch.setattr(every_gemm_int, "BATCH_GEMM_BYTES", 2 * 24 * 72)  # two samples a GEMM
+    _batch_same_both_ways(_conv(), n=5, same=(0, 60_000))
+
+
+def test_int_mm_self_test_refuses_a_wrong_kernel(monkeypatch):
+    """A kernel that saturates like AVX2's 16-bit pair sums is refused by the self-test."""
+    import torch
+
+    import tessel.sim.fastpath as fp
+
+    def saturating(a, b):
+        return torch.clamp(torch.mm(a.to(torch.int64), b.to(torch.int64)), -2**20,
+                           2**20).to(torch.int32)
+
+    monkeypatch.setattr(fp, "_INT_MM", [])
+    monkeypatch.setattr(torch, "_int_mm", saturating)
+    assert fp.int_mm() is None
+    monkeypatch.setattr(fp, "_INT_MM", [])
