@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode
+from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode, PoolOp
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
+from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT, rounding_div
 from tessel.sim.fastfix import mbqm_inplace, requant_into, requant_plan
 from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
@@ -673,6 +673,27 @@ def _build_eltwise(op: Op, cache: dict) -> Step | None:
     combine = {EltOp.ADD: np.add, EltOp.SUB: np.subtract, EltOp.MUL: np.multiply,
                EltOp.MAX: np.maximum, EltOp.MIN: np.minimum}[eop]
     saturates = eop in (EltOp.ADD, EltOp.SUB, EltOp.MUL)
+    if dts[0].itemsize == 1 and dts[1].itemsize == 1:
+        # int8 with int8: the output of every pair of values, one gather (a 256 x 256 table),
+        # the steps below (the reference's) applied to all pairs
+        key = ("pair", id(tables[0]), id(tables[1]), eop, f["out_mult"], f["out_shift"],
+               f["out_zp"], f["act_min"], f["act_max"], out_dt.str)
+        pair = cache.get(key)
+        if pair is None:
+            r = combine(tables[0][:, None], tables[1][None, :])
+            if saturates:
+                np.clip(r, INT32_MIN, INT32_MAX, out=r)
+            pair = cache[key] = (_elt_out(r, f, out_dt).reshape(-1), tables)
+        pair_table = pair[0]
+        (a_addr, a_s), (b_addr, b_s) = views
+        U8, U16 = _UNSIGNED[1], _UNSIGNED[2]
+
+        def step_pair(state: MachineState) -> None:
+            sram = state.sram
+            idx = np.left_shift(_view(sram, a_addr, shape, a_s, U8), 8, dtype=U16)
+            idx |= _view(sram, b_addr, shape, b_s, U8)
+            _view(sram, out_addr, shape, out_s, out_dt)[...] = np.take(pair_table, idx)
+        return step_pair
 
     def step(state: MachineState) -> None:
         sram = state.sram
@@ -709,6 +730,62 @@ def _unclamped_exceeds(op: EltOp, ta: np.ndarray, tb: np.ndarray) -> bool:
     return min(ends) < INT32_MIN or max(ends) > INT32_MAX
 
 
+# ---- POOL ----------------------------------------------------------------------------------
+def _build_pool(op: Op, sram_bytes: int) -> Step | None:
+    """POOL over a padded frame in the input's type (MAX: padding = the type's minimum, which
+    never wins over the window's valid elements; AVG: int32 sums, exact for <= 225 int16) as
+    one whole-tile operation per kernel position, then the reference's rounding division."""
+    f = op.f
+    g = Geometry.of(f)
+    ch, dt = f["ch"], NP_DTYPE[f["dtype"]]
+    rows, cols = g.needed()
+    parts = _frame_parts(g)
+    if rows * cols * ch > WINDOW_FACTOR * sram_bytes or parts is None or 0 in (g.oh, g.ow):
+        return None
+    vr, vc = g.valid_counts()
+    if not vr.all() or not vc.all():
+        return None  # some window lies in the padding: the reference traps
+    in_addr, tile_shape = f["in_addr"], (g.in_h, g.in_w, ch)
+    tile_s = (f["in_stride_h"], f["in_stride_w"], dt.itemsize)
+    out_addr, out_shape = f["out_addr"], (g.oh, g.ow, ch)
+    out_s = (f["out_stride_h"], f["out_stride_w"], dt.itemsize)
+    is_max = f["op"] == PoolOp.MAX
+    info = np.iinfo(dt)
+    fill, acc_dt = (int(info.min), dt) if is_max else (0, np.dtype(np.int32))
+    counts = (vr[:, None] * vc[None, :])[:, :, None].astype(I64)
+    lo, hi = f["act_min"], f["act_max"]
+    native = info.min <= lo <= info.max and info.min <= hi <= info.max  # clamp in the type
+    _, _, dr, dc, tr, tc = parts
+    frame_key = ("pframe", acc_dt.str, fill, rows, cols, ch, dr.start, dr.stop, dc.start,
+                 dc.stop)
+    positions = [(ky * g.dh, kx * g.dw) for ky in range(g.kh) for kx in range(g.kw)]
+    combine = np.maximum if is_max else np.add
+
+    def step(state: MachineState) -> None:
+        pool = state.pool
+        tile = _view(state.sram, in_addr, tile_shape, tile_s, dt)
+        ns = tile.shape[0]
+        frame = pool.get((*frame_key, ns), (ns, rows, cols, ch), acc_dt, fill=fill)
+        np.copyto(frame[:, dr, dc], tile[:, tr, tc])
+        s0, s1, s2, s3 = frame.strides
+        res = pool.get(("pool", acc_dt.str, ns, *out_shape), (ns, *out_shape), acc_dt)
+        for j, (oy, ox) in enumerate(positions):
+            win = np.ndarray((ns, *out_shape), acc_dt, buffer=frame, offset=oy * s1 + ox * s2,
+                             strides=(s0, g.sh * s1, g.sw * s2, s3))
+            if j == 0:
+                np.copyto(res, win)
+            else:
+                combine(res, win, out=res)
+        y = res if is_max else rounding_div(res, counts)
+        out = _view(state.sram, out_addr, out_shape, out_s, dt)
+        if is_max and native:
+            np.maximum(y, dt.type(lo), out=out)
+            np.minimum(out, dt.type(hi), out=out)
+        else:
+            out[...] = np.clip(y.astype(I64), lo, hi)
+    return step
+
+
 # ---- the table -----------------------------------------------------------------------------
 BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
@@ -716,6 +793,7 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.CONV: lambda op, prep: _build_conv(op, prep.arch.onchip.sram_bytes),
     Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes),
     Opcode.MATMUL: lambda op, prep: _build_matmul(op),
+    Opcode.POOL: lambda op, prep: _build_pool(op, prep.arch.onchip.sram_bytes),
     Opcode.ELTWISE: lambda op, prep: _build_eltwise(op, prep.cache.setdefault("elt_tables", {})),
     Opcode.REQUANT: lambda op, prep: _build_requant(
         op, prep.cache.setdefault("requant_plans", {}), prep.cache.setdefault("tiled", TiledPlans())),

@@ -320,3 +320,71 @@ def test_int_mm_self_test_refuses_a_wrong_kernel(monkeypatch):
     monkeypatch.setattr(torch, "_int_mm", saturating)
     assert fp.int_mm() is None
     monkeypatch.setattr(fp, "_INT_MM", [])
+
+
+# ---- POOL and the int8 x int8 ELTWISE pair table ----------------------------------------------
+@pytest.mark.parametrize("seed", range(16))
+def test_pool_random(seed):
+    from tessel.isa.fields import PoolOp
+
+    rng = np.random.default_rng(300 + seed)
+    dt = [DType.I8, DType.I16][seed % 2]
+    w = 1 if dt == DType.I8 else 2
+    kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    sh, sw, dh, dw = (int(rng.integers(1, 3)) for _ in range(4))
+    pt, pl = int(rng.integers(0, kh)), int(rng.integers(0, kw))
+    ch, in_h, in_w = int(rng.integers(1, 6)), int(rng.integers(3, 8)), int(rng.integers(3, 8))
+    oh = max(1, (in_h + pt - (kh - 1) * dh - 1) // sh + 1)
+    ow = max(1, (in_w + pl - (kw - 1) * dw - 1) // sw + 1)
+    lim = (-128, 127) if dt == DType.I8 else (-32768, 32767)
+    lo, hi = sorted(int(v) for v in rng.integers(lim[0] - 50, lim[1] + 50, 2))
+    pool = I(Opcode.POOL, op=[PoolOp.MAX, PoolOp.AVG][(seed // 2) % 2], dtype=dt, in_addr=0,
+             in_h=in_h, in_w=in_w, in_stride_h=in_w * ch * w + 3 * w, in_stride_w=ch * w,
+             ch=ch, kh=kh, kw=kw, stride_h=sh, stride_w=sw, dil_h=dh, dil_w=dw, pad_top=pt,
+             pad_left=pl, out_h=oh, out_w=ow, out_addr=9000, out_stride_h=ow * ch * w,
+             out_stride_w=ch * w, act_min=lo, act_max=hi)
+    streams = {V: [pool]}
+    try:
+        prep = prepare(program(streams), ARCH)
+    except Exception:
+        pytest.skip("fields outside the ISA's rules")
+    if fast_steps(prep)[V][0] is None:
+        pytest.skip("a static trap: the reference")
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams)
+
+
+@pytest.mark.parametrize("case", ["pool_max", "pool_avg"])
+def test_pool_cases_use_the_closure(case):
+    assert _kinds(CASES[case]) == {"step"}
+    _same_both_ways(CASES[case])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_eltwise_int8_pair_table(seed):
+    rng = np.random.default_rng(700 + seed)
+    op = EltOp(int(rng.integers(0, 5)))
+    do = [DType.I8, DType.I16, DType.I32][seed % 3]
+    lo, hi = sorted(int(v) for v in rng.integers(-128, 128, 2)) if do == DType.I8 else \
+        sorted(int(v) for v in rng.integers(-300, 300, 2))
+    el = I(Opcode.ELTWISE, op=op, a_dtype=DType.I8, b_dtype=DType.I8, out_dtype=do, d0=16,
+           d1=3, a_addr=0, a_s0=1, a_s1=16, b_addr=300, b_s0=int(rng.integers(0, 2)),
+           b_s1=16, out_addr=9000, out_s0=[1, 2, 4][seed % 3], out_s1=16 * [1, 2, 4][seed % 3],
+           a_zp=int(rng.integers(-128, 128)), b_zp=int(rng.integers(-128, 128)),
+           left_shift=int(rng.integers(0, 21)), a_mult=int(rng.integers(2**29, 2**31)),
+           a_shift=int(rng.integers(-5, 2)), b_mult=int(rng.integers(2**29, 2**31)),
+           b_shift=int(rng.integers(-5, 2)), out_mult=int(rng.integers(2**29, 2**31)),
+           out_shift=int(rng.integers(-25, 0)), out_zp=int(rng.integers(-20, 20)),
+           act_min=lo, act_max=hi)
+    streams = {V: [el]}
+    assert _kinds(streams) == {"step_pair"}
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams)
+    _batch_same_both_ways(streams, same=(0, 60_000))
+
+
+def test_eltwise_tflite_add_is_one_pair_gather():
+    el = {k: v for k, v in CASES["eltwise"][V][0].as_dict().items() if k != "opcode"}
+    el.update(b_dtype=DType.I8, b_s0=1, left_shift=20, a_mult=1 << 30, a_shift=1,
+              b_mult=1 << 30, b_shift=1)
+    assert _kinds({V: [I(Opcode.ELTWISE, **el)]}) == {"step_pair"}
