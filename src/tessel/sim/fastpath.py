@@ -27,12 +27,13 @@ closure here run the reference handlers.
 from __future__ import annotations
 
 import threading
+from math import isqrt
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode, PoolOp
+from tessel.isa.fields import AccMode, AccSrc, EltOp, LutMode, ParamMode, PoolOp, ReduceOp, UnaryOp
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT, rounding_div
@@ -40,7 +41,7 @@ from tessel.sim.fastfix import mbqm_inplace, requant_into, requant_plan
 from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
-from tessel.sim.vector import _rescaled, _span, exec_requant
+from tessel.sim.vector import _rescaled, _span, exec_lut, exec_requant
 from tessel.sim.window import Geometry
 
 Step = Callable[[MachineState], None]
@@ -786,6 +787,151 @@ def _build_pool(op: Op, sram_bytes: int) -> Step | None:
     return step
 
 
+# ---- LUT, COPY, REDUCE, UNARY ----------------------------------------------------------------
+LUT_TABLES_MAX = 64  # value tables kept per prepared program (one per distinct LUT content)
+UNARY_SCALAR_MAX = 64  # UNARY of up to this many elements: Python integers (exact, no numpy)
+
+
+def _build_lut(op: Op, cache: dict) -> Step | None:
+    """LUT through a table of its output for every input value (256 or 65536 entries) computed
+    by the reference handler from the LUT memory's entries; the table is keyed by those entries'
+    bytes, read on every call (LUT_LOAD may change them)."""
+    f = op.f
+    shape = (f["d2"], f["d1"], f["d0"])
+    if 0 in shape:
+        return None
+    wide = f["lut_mode"] != LutMode.I8_256
+    dt = np.dtype("<i2") if wide else I8
+    n_lut = 513 if wide else 256
+    base = f["lut_base"]
+    src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]))
+    dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]))
+    udt = _UNSIGNED[dt.itemsize]
+
+    def table(entries: np.ndarray) -> np.ndarray:
+        key = ("lut", wide, entries.tobytes())
+        hit = cache.get(key)
+        if hit is None:
+            one = MachineState.__new__(MachineState)  # the reference on every input value
+            one.lut_bytes = np.zeros(2 * (base + n_lut), np.uint8)
+            one.lut = one.lut_bytes.view("<i2")
+            one.lut[base:] = entries
+            n = 1 << (8 * dt.itemsize)
+            one.sram = np.zeros(2 * n * dt.itemsize, np.uint8)
+            one.sram[:n * dt.itemsize] = np.arange(n, dtype=udt).view(np.uint8)
+            g = dict(f, d0=n, d1=1, d2=1, src_addr=0, src_s0=dt.itemsize, src_s1=0, src_s2=0,
+                     dst_addr=n * dt.itemsize, dst_s0=dt.itemsize, dst_s1=0, dst_s2=0)
+            exec_lut(one, g)
+            if len(cache) >= LUT_TABLES_MAX:
+                cache.clear()
+            hit = cache[key] = one.sram[n * dt.itemsize:].view(dt).copy()
+        return hit
+
+    def step(state: MachineState) -> None:
+        entries = state.lut[..., base:base + n_lut]
+        if entries.ndim == 2:  # a batch
+            if not _uniform(entries):
+                exec_lut(state, f)
+                return
+            entries = entries[0]
+        t = table(entries)
+        x = _view(state.sram, src[0], shape, src[1], udt)
+        _view(state.sram, dst[0], shape, dst[1], dt)[...] = np.take(t, x)
+    return step
+
+
+def _build_copy(op: Op) -> Step | None:
+    f = op.f
+    dt = NP_DTYPE[f["dtype"]]
+    shape = tuple(f[f"d{k}"] for k in (3, 2, 1, 0))
+    if 0 in shape:
+        return None
+    src_s = tuple(f[f"src_s{k}"] for k in (3, 2, 1, 0))
+    dst_s = tuple(f[f"dst_s{k}"] for k in (3, 2, 1, 0))
+    sa, da = f["src_addr"], f["dst_addr"]
+    s_lo, s_hi = extent(sa, shape, src_s, dt.itemsize)
+    d_lo, d_hi = extent(da, shape, dst_s, dt.itemsize)
+    disjoint = s_hi <= d_lo or d_hi <= s_lo  # else every read first, as the reference
+    n = int(np.prod(shape)) * dt.itemsize
+    if disjoint and _contiguous(shape, src_s, dt.itemsize) and \
+            _contiguous(shape, dst_s, dt.itemsize):
+        def step_bytes(state: MachineState) -> None:
+            state.sram[..., da:da + n] = state.sram[..., sa:sa + n]
+        return step_bytes
+
+    def step(state: MachineState) -> None:
+        x = _view(state.sram, sa, shape, src_s, dt)
+        _view(state.sram, da, shape, dst_s, dt)[...] = x if disjoint else x.copy()
+    return step
+
+
+def _build_reduce(op: Op) -> Step | None:
+    f = op.f
+    dims = [f["d0"], f["d1"], f["d2"]]
+    if 0 in dims:
+        return None
+    dt = NP_DTYPE[f["dtype"]]
+    shape = (f["d2"], f["d1"], f["d0"])
+    src_addr, src_s = f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"])
+    axis = -1 - f["axis"]
+    rop, zp = ReduceOp(f["op"]), f["in_zp"]
+    lo, hi = [n for k, n in enumerate(dims) if k != f["axis"]]
+    summing = rop in (ReduceOp.SUM, ReduceOp.SUMSQ)
+    out_dt = I32 if summing else dt
+    dst_addr, dst_s = f["dst_addr"], (f["dst_s1"], f["dst_s0"])
+    count = dims[f["axis"]]
+    # SUMSQ: |x - zp| >= 2^16 squares above INT32_MAX (as the reference, clipped to 2^16)
+    clip_sq = _span(dt, zp) > 2**16
+
+    def step(state: MachineState) -> None:
+        x = _view(state.sram, src_addr, shape, src_s, dt)
+        if rop == ReduceOp.SUM:  # sum(x - zp) = sum(x) - n zp, exact in int64
+            y = np.sum(x, axis=axis, dtype=I64)
+            if zp:
+                y -= count * zp
+        elif rop == ReduceOp.SUMSQ:
+            v = np.subtract(x, zp, dtype=I64)
+            if clip_sq:
+                np.clip(v, -(2**16), 2**16, out=v)
+            np.multiply(v, v, out=v)
+            y = v.sum(axis=axis)
+        else:
+            y = x.max(axis=axis) if rop == ReduceOp.MAX else x.min(axis=axis)
+        if summing:
+            np.maximum(y, INT32_MIN, out=y)
+            np.minimum(y, INT32_MAX, out=y)
+        _view(state.sram, dst_addr, (hi, lo), dst_s, out_dt)[...] = y
+    return step
+
+
+def _build_unary(op: Op) -> Step | None:
+    """UNARY; up to UNARY_SCALAR_MAX elements in Python integers: ``RECIP`` is the rounding
+    division ``(2^fb + x // 2) // x`` and ``RSQRT`` is ``isqrt(2^(2 fb) // x)`` for ``x > 0``
+    (the definitions of docs/isa.md, that the reference reaches through float sqrt and two
+    corrections), INT32_MAX for ``x <= 0``, both capped at INT32_MAX."""
+    f = op.f
+    shape = (f["d2"], f["d1"], f["d0"])
+    size = shape[0] * shape[1] * shape[2]
+    if size == 0 or size > UNARY_SCALAR_MAX:
+        return None  # large: the reference's vectorised form
+    src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]))
+    dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]))
+    fb = f["frac_bits"]
+    one, two = 1 << fb, 1 << (2 * fb)
+    recip = f["op"] == UnaryOp.RECIP
+
+    def value(x: int) -> int:
+        if x <= 0:
+            return INT32_MAX
+        return min((one + x // 2) // x if recip else isqrt(two // x), INT32_MAX)
+
+    def step(state: MachineState) -> None:
+        x = _view(state.sram, src[0], shape, src[1], I32)
+        y = np.array([value(v) for v in x.ravel().tolist()], np.int32)
+        _view(state.sram, dst[0], shape, dst[1], I32)[...] = y.reshape(x.shape)
+    return step
+
+
 # ---- the table -----------------------------------------------------------------------------
 BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
@@ -794,6 +940,10 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes),
     Opcode.MATMUL: lambda op, prep: _build_matmul(op),
     Opcode.POOL: lambda op, prep: _build_pool(op, prep.arch.onchip.sram_bytes),
+    Opcode.LUT: lambda op, prep: _build_lut(op, prep.cache.setdefault("lut_tables", {})),
+    Opcode.COPY: lambda op, prep: _build_copy(op),
+    Opcode.REDUCE: lambda op, prep: _build_reduce(op),
+    Opcode.UNARY: lambda op, prep: _build_unary(op),
     Opcode.ELTWISE: lambda op, prep: _build_eltwise(op, prep.cache.setdefault("elt_tables", {})),
     Opcode.REQUANT: lambda op, prep: _build_requant(
         op, prep.cache.setdefault("requant_plans", {}), prep.cache.setdefault("tiled", TiledPlans())),

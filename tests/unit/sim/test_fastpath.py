@@ -388,3 +388,75 @@ def test_eltwise_tflite_add_is_one_pair_gather():
     el.update(b_dtype=DType.I8, b_s0=1, left_shift=20, a_mult=1 << 30, a_shift=1,
               b_mult=1 << 30, b_shift=1)
     assert _kinds({V: [I(Opcode.ELTWISE, **el)]}) == {"step_pair"}
+
+
+# ---- LUT, COPY, REDUCE, UNARY --------------------------------------------------------------
+def test_lut_tables_follow_lut_loads():
+    """Both modes, with LUT_LOADs changing the entries between lookups (a new value table)."""
+    from tessel.isa.fields import LutMode
+
+    look = [I(Opcode.LUT, lut_mode=LutMode.I16_513, lut_base=100, d0=8, d1=8, src_addr=0,
+              src_s0=2, src_s1=16, dst_addr=9000, dst_s0=2, dst_s1=16),
+            I(Opcode.LUT, lut_mode=LutMode.I8_256, lut_base=7, d0=64, d1=2, src_addr=500,
+              src_s0=1, src_s1=64, dst_addr=9500, dst_s0=1, dst_s1=64)]
+    streams = {V: look + [I(Opcode.LUT_LOAD, lut_base=0, count=700, src_addr=1000)] + look}
+    streams[V] += [I(Opcode.LUT_LOAD, lut_base=50, count=600, src_addr=3000)] + look
+    assert _kinds(streams) == {"step"}
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams)
+    _batch_same_both_ways(streams, same=(0, 60_000))
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_reduce_random(seed):
+    from tessel.isa.fields import ReduceOp
+
+    rng = np.random.default_rng(900 + seed)
+    op = ReduceOp(seed % 4)
+    dt = [DType.I8, DType.I16, DType.I32][int(rng.integers(0, 3))]
+    w = {DType.I8: 1, DType.I16: 2, DType.I32: 4}[dt]
+    d0, d1, d2 = (int(v) for v in rng.integers(1, 7, 3))
+    axis = int(rng.integers(0, 3))
+    kept = [n for k, n in enumerate((d0, d1, d2)) if k != axis]
+    ow = 4 if op in (ReduceOp.SUM, ReduceOp.SUMSQ) else w
+    zp = int(rng.choice([0, 3, -1000, 2**20, -(2**31)])) if dt == DType.I32 else \
+        int(rng.integers(-300, 300))
+    red = I(Opcode.REDUCE, op=op, dtype=dt, axis=axis, d0=d0, d1=d1, d2=d2, src_addr=0,
+            src_s0=w, src_s1=w * d0 + w, src_s2=w * (d0 + 1) * d1, in_zp=zp,
+            dst_addr=9000, dst_s0=ow, dst_s1=ow * kept[0])
+    streams = {V: [red]}
+    prep = prepare(program(streams), ARCH)
+    if prep.queues[V][0].error is not None:
+        pytest.skip(prep.queues[V][0].error)
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams)
+
+
+@pytest.mark.parametrize("fb", [0, 1, 15, 20, 30, 31])
+def test_unary_edge_values(fb):
+    from tessel.isa.fields import UnaryOp
+
+    vals = np.array([-(2**31), -5, -1, 0, 1, 2, 3, 4, 5, 7, 1000, 2**20 + 1, 2**30,
+                     2**31 - 1, 2**31 - 2, 65535, 65536, 999_999_937], np.int32)
+    raw = vals.tobytes()
+    for op in UnaryOp:
+        un = I(Opcode.UNARY, op=op, frac_bits=fb, d0=len(vals), src_addr=40_000, src_s0=4,
+               dst_addr=9000, dst_s0=4)
+        streams = {V: [un]}
+        assert _kinds(streams) == {"step"}
+        _same_both_ways(streams, extra=[(40_000, raw)])
+        # random words too (the reference's float sqrt corrections vs isqrt)
+        _same_both_ways({V: [I(Opcode.UNARY, op=op, frac_bits=fb, d0=60, src_addr=0,
+                               src_s0=4, dst_addr=9000, dst_s0=4)]})
+
+
+def test_copy_overlapping_and_contiguous():
+    streams = {V: [I(Opcode.COPY, dtype=DType.I8, d0=300, src_addr=0, src_s0=1, dst_addr=100,
+                     dst_s0=1),  # overlapping: every read first
+                   I(Opcode.COPY, dtype=DType.I16, d0=50, d1=3, src_addr=2000, src_s0=2,
+                     src_s1=100, dst_addr=5000, dst_s0=2, dst_s1=100),  # bytes
+                   I(Opcode.COPY, dtype=DType.I32, d0=6, d1=4, src_addr=8000, src_s0=4,
+                     src_s1=24, dst_addr=8010, dst_s0=16, dst_s1=4)]}
+    assert _kinds(streams) == {"step", "step_bytes"}
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams)
