@@ -3,32 +3,42 @@
 The reference handlers (``tessel.sim.functional.HANDLERS``) read their fields from a dict,
 rebuild the window geometry, the chunk bounds and the operand views and allocate every host
 buffer on each call. For a program run many times (``CompiledModel.run``) all of that depends
-only on the instruction, so ``fast_table`` turns every instruction of a prepared program into
+only on the instruction, so ``fast_steps`` turns every instruction of a prepared program into
 a closure ``step(state)`` with its shapes, strides, offsets and constants bound, once per
 prepared program (cached in ``PreparedProgram.cache``). The closures compute exactly what the
 reference handlers compute (tests/unit/sim/test_fastpath.py runs every instruction kind both
-ways and the zoo end-to-end tests check the whole path against the golden model):
+ways, one sample and batches, and the zoo end-to-end tests check the whole path against the
+golden model). Every closure works on a leading axis of samples (``_view``: 1 for a
+``MachineState``, n for a ``BatchState``), so batches run the same closures:
 
-* DMA between two contiguous patterns is one byte-slice copy;
-* CONV / DWCONV write the padded input frame, the im2col matrix, the float weights and the GEMM
-  result into host buffers kept between calls (``Pool``: per thread, keyed by shape; the padded
-  border of a frame is written once and stays zero because every user of a key writes the same
-  interior), so large tiles no longer pay for fresh pages on every call; a 1x1 convolution
-  without padding reads its input tile directly (no frame, no im2col);
+* DMA / COPY between two contiguous patterns is one byte-slice copy;
+* CONV / DWCONV / POOL write the padded input frame, the im2col matrix and the GEMM operands
+  into host buffers kept between calls (``Pool``: per thread, keyed by shape; the padded
+  border of a frame is written once and stays put because every user of a key writes the same
+  interior); a 1x1 convolution without padding reads its input tile directly; a batch's CONV
+  runs GEMMs of as many samples as keep the im2col matrix below ``BATCH_GEMM_BYTES``;
+* CONV / MATMUL tiles of at least ``INT_MM_MIN_MACS`` products (and every tile of a batch) are
+  int8 GEMMs (``torch._int_mm``, exact int32 sums, when a worst-case self-test passes on this
+  host: ``int_mm``) with the zero points as wrapping int32 corrections; smaller ones are
+  float32 GEMMs of exact integers (``_exact_gemm``);
 * REQUANT keeps its checked parameter plans across runs (keyed by the parameter bytes, as in
-  the reference handler, so a program that writes its parameters at run time stays exact).
+  the reference handler, so a program that writes its parameters at run time stays exact);
+* ELTWISE / LUT read values from tables of the reference steps over every input value (int8
+  with int8: one gather from a 256 x 256 table); REDUCE, UNARY (small: Python integers) bind
+  their views and constants.
 
 A closure that raises re-runs the reference handler on the same state, so a trap carries the
 reference handler's message (and a fast-path fault that the reference does not reproduce is
-re-raised as a simulator fault). A batch (``BatchState``) and every instruction kind without a
-closure here run the reference handlers.
+re-raised as a simulator fault). Operands that differ between the samples of a batch where
+the closure assumes one copy (CONV weights, REQUANT parameters, LUT entries) run the
+reference handler; LUT_LOAD and instructions with a static trap always do.
 """
 
 from __future__ import annotations
 
 import threading
-from math import isqrt
 from collections.abc import Callable
+from math import isqrt
 from typing import Any
 
 import numpy as np
@@ -199,7 +209,7 @@ def _exact_gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, chunk: int,
     an integer below 2^24 (exact in any summation order): ``k <= chunk``, or a bound on the
     rows' sums of ``|a|`` (``l1()``) times ``max |b|`` (``bmax()``) below 2^24; else K in
     chunks summed in float64. (torch.mm was faster on isolated tiles but slower inside a whole
-    run: not used.)"""
+    run: not used; large tiles use the int8 GEMM instead, ``int8_gemm``.)"""
     k = a.shape[-1]
     if k > chunk:
         bm = bmax()
