@@ -460,3 +460,23 @@ def test_copy_overlapping_and_contiguous():
     assert _kinds(streams) == {"step", "step_bytes"}
     _same_both_ways(streams)
     _batch_same_both_ways(streams)
+
+
+@pytest.mark.parametrize("where", [0, 1, 7, 8, 300, 646, 647])
+def test_batch_conv_weights_differing_in_one_byte(where, monkeypatch):
+    """The batch's byte-wise weight check (64-bit middle, byte ends) sees one differing byte
+    anywhere in the weights (648 bytes at 20,000): that CONV then runs the reference."""
+    import tessel.sim.fastpath as fp
+
+    for int_macs in (10**9, 0):  # the float32 and the int8 GEMM closures
+        monkeypatch.setattr(fp, "INT_MM_MIN_MACS", int_macs)
+        prep = prepare(program(_conv()), ARCH)
+        fast, ref = _batch_state(3, (0, 60_000)), _batch_state(3, (0, 60_000))
+        for st in (fast, ref):
+            st.sram[2, 20_000 + where] ^= 0x5A
+        run_functional(prep, fast, fast=True)
+        run_functional(prep, ref, fast=False)
+        assert np.array_equal(fast.acc_bytes, ref.acc_bytes)
+        assert fp._bytes_uniform(fast.sram, 20_000, 20_648) is False
+        fast.sram[2, 20_000 + where] ^= 0x5A
+        assert fp._bytes_uniform(fast.sram, 20_000, 20_648) is True
