@@ -17,6 +17,7 @@ from tessel.binary.program import TslProgram
 from tessel.errors import TesselConfigError
 from tessel.isa.fields import Engine
 from tessel.isa.table import Opcode
+from tessel.sim.fastpath import fast_steps
 from tessel.sim.functional import FunctionalRun, run_functional
 from tessel.sim.prepare import PreparedProgram, prepared
 from tessel.sim.state import (
@@ -58,6 +59,7 @@ def simulate(program: TslProgram | PreparedProgram, arch: NpuArch,
     state = MachineState(arch)
     place_constants(state, prog)
     write_inputs(state, prog, inputs)
+    fast_steps(prep)  # built (torch imported, if used) before the threads are pinned
     with single_threaded():  # small tiles: one BLAS thread is fastest, and results never vary
         count = run_functional(prep, state)
     outputs = {d.name: read_output(state, d) for d in prog.outputs}

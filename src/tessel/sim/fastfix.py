@@ -100,7 +100,11 @@ def requant_plan(bias: np.ndarray, q31: np.ndarray, shift: np.ndarray, zp: int, 
     any_right = bool(right.any())
     zero_right = None if not any_right or right.all() else (right == 0).astype(I64)
     rounding = (np.left_shift(I64(1), right) >> 1) + np.left_shift(I64(zp), right)
-    return (False, q31, add, right, any_right, zero_right, rounding, zp, lo_c, hi_c)
+    # a clamp floor at or above the zero point (a fused ReLU): every negative SRDHM value
+    # rounds to <= 0 with or without the away-from-zero correction, so y <= zp <= lo_c
+    # either way: the correction's two passes are skipped
+    no_sign = bool((lo_c >= zp).all())
+    return (False, q31, add, right, any_right, zero_right, rounding, zp, lo_c, hi_c, no_sign)
 
 
 def requant_apply(acc: np.ndarray, plan: tuple, dtype: np.dtype) -> np.ndarray:
@@ -128,16 +132,17 @@ def requant_into(acc: np.ndarray, plan: tuple, dst: np.ndarray) -> None:
 
 def _fast_requant(acc: np.ndarray, plan: tuple) -> np.ndarray:
     """The clamped int64 result of a non-saturating plan (``requant_plan``'s second form)."""
-    _, q31, add, right, any_right, zero_right, rounding, zp, lo_c, hi_c = plan
+    _, q31, add, right, any_right, zero_right, rounding, zp, lo_c, hi_c, no_sign = plan
     t = np.multiply(acc, q31, dtype=I64)  # (acc + bias) * q31 + 2^30, |.| < 2^63
     t += add
     t >>= 31  # SRDHM
     if any_right:  # rounding shift (halves away from zero) and the zero point in one floor shift
-        sign = t >> 63  # -1 where negative
-        t += sign
-        if zero_right is not None:
-            sign *= zero_right
-            t -= sign
+        if not no_sign:
+            sign = t >> 63  # -1 where negative
+            t += sign
+            if zero_right is not None:
+                sign *= zero_right
+                t -= sign
         t += rounding
         np.right_shift(t, right, out=t)
     else:

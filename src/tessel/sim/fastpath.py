@@ -3,44 +3,55 @@
 The reference handlers (``tessel.sim.functional.HANDLERS``) read their fields from a dict,
 rebuild the window geometry, the chunk bounds and the operand views and allocate every host
 buffer on each call. For a program run many times (``CompiledModel.run``) all of that depends
-only on the instruction, so ``fast_table`` turns every instruction of a prepared program into
+only on the instruction, so ``fast_steps`` turns every instruction of a prepared program into
 a closure ``step(state)`` with its shapes, strides, offsets and constants bound, once per
 prepared program (cached in ``PreparedProgram.cache``). The closures compute exactly what the
 reference handlers compute (tests/unit/sim/test_fastpath.py runs every instruction kind both
-ways and the zoo end-to-end tests check the whole path against the golden model):
+ways, one sample and batches, and the zoo end-to-end tests check the whole path against the
+golden model). Every closure works on a leading axis of samples (``_view``: 1 for a
+``MachineState``, n for a ``BatchState``), so batches run the same closures:
 
-* DMA between two contiguous patterns is one byte-slice copy;
-* CONV / DWCONV write the padded input frame, the im2col matrix, the float weights and the GEMM
-  result into host buffers kept between calls (``Pool``: per thread, keyed by shape; the padded
-  border of a frame is written once and stays zero because every user of a key writes the same
-  interior), so large tiles no longer pay for fresh pages on every call; a 1x1 convolution
-  without padding reads its input tile directly (no frame, no im2col);
+* DMA / COPY between two contiguous patterns is one byte-slice copy;
+* CONV / DWCONV / POOL write the padded input frame, the im2col matrix and the GEMM operands
+  into host buffers kept between calls (``Pool``: per thread, keyed by shape; the padded
+  border of a frame is written once and stays put because every user of a key writes the same
+  interior); a 1x1 convolution without padding reads its input tile directly; a batch's CONV
+  runs GEMMs of as many samples as keep the im2col matrix below ``BATCH_GEMM_BYTES``;
+* CONV / MATMUL tiles of at least ``INT_MM_MIN_MACS`` products (and every tile of a batch) are
+  int8 GEMMs (``torch._int_mm``, exact int32 sums, when a worst-case self-test passes on this
+  host: ``int_mm``) with the zero points as wrapping int32 corrections; smaller ones are
+  float32 GEMMs of exact integers (``_exact_gemm``);
 * REQUANT keeps its checked parameter plans across runs (keyed by the parameter bytes, as in
-  the reference handler, so a program that writes its parameters at run time stays exact).
+  the reference handler, so a program that writes its parameters at run time stays exact);
+* ELTWISE / LUT read values from tables of the reference steps over every input value (int8
+  with int8: one gather from a 256 x 256 table); REDUCE, UNARY (small: Python integers) bind
+  their views and constants.
 
 A closure that raises re-runs the reference handler on the same state, so a trap carries the
 reference handler's message (and a fast-path fault that the reference does not reproduce is
-re-raised as a simulator fault). A batch (``BatchState``) and every instruction kind without a
-closure here run the reference handlers.
+re-raised as a simulator fault). Operands that differ between the samples of a batch where
+the closure assumes one copy (CONV weights, REQUANT parameters, LUT entries) run the
+reference handler; LUT_LOAD and instructions with a static trap always do.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from math import isqrt
 from typing import Any
 
 import numpy as np
 
-from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode
+from tessel.isa.fields import AccMode, AccSrc, EltOp, LutMode, ParamMode, PoolOp, ReduceOp, UnaryOp
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
+from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT, rounding_div
 from tessel.sim.fastfix import mbqm_inplace, requant_into, requant_plan
-from tessel.sim.matrix import F32_EXACT, chunk_len
+from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
-from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap
-from tessel.sim.vector import _rescaled, _span
+from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
+from tessel.sim.vector import _rescaled, _span, exec_lut, exec_requant
 from tessel.sim.window import Geometry
 
 Step = Callable[[MachineState], None]
@@ -49,18 +60,29 @@ F32 = np.dtype(np.float32)
 I64 = np.int64
 REQUANT_PLANS_MAX = 4096  # distinct parameter blocks kept per prepared program
 DW_EINSUM_MAX = 5000  # DWCONV outputs up to this many elements: one einsum (measured faster)
+BATCH_GEMM_BYTES = 8 << 20  # a batch's CONV: samples per GEMM, by their im2col bytes
+BATCH_POOL_BYTES = 512 << 20  # a batch's host buffers (per session) above this: dropped
 
 
 class Pool:
-    """Host buffers reused between instructions and runs, keyed by (role, shape, dtype)."""
+    """Host buffers reused between instructions and runs, keyed by (role, shape, dtype).
+    ``limit``: when a new buffer would take the pool above this many bytes, every buffer is
+    dropped first (a batch's buffers are n times larger; a dropped frame is re-made zero)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self.bufs: dict[tuple, np.ndarray] = {}
+        self.limit, self.nbytes = limit, 0
 
     def get(self, key: tuple, shape: tuple[int, ...], dtype: Any, fill: float = 0) -> np.ndarray:
         buf = self.bufs.get(key)
         if buf is None:
-            buf = self.bufs[key] = np.full(shape, fill, dtype)
+            buf = np.full(shape, fill, dtype)
+            if self.limit is not None:
+                if self.nbytes + buf.nbytes > self.limit:
+                    self.bufs.clear()
+                    self.nbytes = 0
+                self.nbytes += buf.nbytes
+            self.bufs[key] = buf
         return buf
 
 
@@ -87,7 +109,41 @@ def _contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int)
 
 def _view(buf: np.ndarray, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
           dtype: np.dtype) -> np.ndarray:
-    return np.ndarray(shape, dtype, buffer=buf, offset=offset, strides=strides)
+    """A view ``(samples, *shape)`` of a memory: a 1-D memory (one sample) gets a leading axis
+    of 1, a batch's ``(n, size)`` memory its rows (the operand's extent inside one row is a
+    static check of prepare, or checked by the caller)."""
+    if buf.ndim == 1:
+        return np.ndarray((1, *shape), dtype, buffer=buf, offset=offset, strides=(0, *strides))
+    return np.ndarray((buf.shape[0], *shape), dtype, buffer=buf, offset=offset,
+                      strides=(buf.strides[0], *strides))
+
+
+def _bytes_uniform(buf: np.ndarray, lo: int, hi: int) -> bool:
+    """``_uniform`` of the bytes [lo, hi) of every sample's memory ``buf`` (n, size), the
+    8-aligned middle compared as 64-bit words (8x fewer elements), the ends as bytes."""
+    if buf.ndim == 1 or buf.shape[0] <= 1:
+        return True
+    a, b = -(-lo // 8) * 8, hi // 8 * 8
+    if b - a < 64:
+        return _uniform(buf[:, lo:hi])
+    return (_uniform(buf[:, a:b].view(np.uint64)) and _uniform(buf[:, lo:a])
+            and _uniform(buf[:, b:hi]))
+
+
+def _eview(buf: np.ndarray, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
+           dtype: np.dtype) -> np.ndarray:
+    """``_view`` without the leading axis of 1 for one sample, for the closures that do not
+    care about the axes (elementwise): numpy's loops over a 3-D broadcast cost ~2 us more per
+    REQUANT than over the tile's own 2-D shape."""
+    if buf.ndim == 1:
+        return np.ndarray(shape, dtype, buffer=buf, offset=offset, strides=strides)
+    return np.ndarray((buf.shape[0], *shape), dtype, buffer=buf, offset=offset,
+                      strides=(buf.strides[0], *strides))
+
+
+def _uniform(x: np.ndarray) -> bool:
+    """True if every sample (leading axis) of an operand holds the same values."""
+    return x.shape[0] <= 1 or bool((x[1:] == x[:1]).all())
 
 
 # ---- DMA -----------------------------------------------------------------------------------
@@ -101,24 +157,28 @@ def _build_dma(op: Op) -> Step | None:
     n = int(np.prod(shape)) * dt.itemsize
     if n == 0:
         return lambda state: None
+    lo, hi = extent(ea, shape, ext_s, dt.itemsize)
     if _contiguous(shape, ext_s, dt.itemsize) and _contiguous(shape, sram_s, dt.itemsize):
         if load:
             def step(state: MachineState) -> None:
-                src = state.offchip[mem]
-                if ea + n > src.shape[0]:
+                src = state.ext_buffer(mem, ea, ea + n)  # a batch's shared constants: 1-D
+                if ea + n > src.shape[-1]:
                     raise Trap("outside its memory")
-                state.sram[sa:sa + n] = src[ea:ea + n]
+                state.sram[..., sa:sa + n] = src[..., ea:ea + n]
         else:
             def step(state: MachineState) -> None:
                 dst = state.offchip[mem]
-                if ea + n > dst.shape[0]:
+                if ea + n > dst.shape[-1]:
                     raise Trap("outside its memory")
-                dst[ea:ea + n] = state.sram[sa:sa + n]
+                dst[..., ea:ea + n] = state.sram[..., sa:sa + n]
         return step
 
     def strided(state: MachineState) -> None:
-        ext = _view(state.offchip[mem], ea, shape, ext_s, dt)
-        sram = _view(state.sram, sa, shape, sram_s, dt)
+        buf = state.ext_buffer(mem, lo, hi) if load else state.offchip[mem]
+        if lo < 0 or hi > buf.shape[-1]:
+            raise Trap("outside its memory")
+        ext = _eview(buf, ea, shape, ext_s, dt)
+        sram = _eview(state.sram, sa, shape, sram_s, dt)
         if load:
             sram[...] = ext
         else:
@@ -127,20 +187,25 @@ def _build_dma(op: Op) -> Step | None:
 
 
 # ---- accumulator stores ------------------------------------------------------------------------
-def _acc_store(f: dict[str, Any], rows: int, cols: int) -> Callable[[MachineState, np.ndarray],
-                                                                     None]:
-    """A function storing float32 exact-integer GEMM results ``(rows, cols)`` into the
-    accumulator (OVERWRITE: ACC = s; ACCUMULATE: ACC = wrap32(ACC + s)); float64 results (a
-    chunked reduction) are wrapped through int64 as in ``matrix._to_int32``."""
+def _acc_store(f: dict[str, Any], rows: int, cols: int
+               ) -> Callable[[MachineState, np.ndarray, slice], None]:
+    """A function storing GEMM results (``rows * cols`` per sample, for the samples ``part`` of
+    the state) into the accumulator (OVERWRITE: ACC = s; ACCUMULATE: ACC = wrap32(ACC + s)):
+    float32 exact integers, float64 ones (a chunked reduction, wrapped through int64 as in
+    ``matrix._to_int32``) or int32 already wrapped (``int8_gemm``)."""
     offset, shape, strides = 4 * f["acc_addr"], (rows, cols), (4 * f["acc_stride"], 4)
     accumulate = f["mode"] == AccMode.ACCUMULATE
 
-    def store(state: MachineState, s: np.ndarray) -> None:
-        view = _view(state.acc_bytes, offset, shape, strides, I32)
+    def store(state: MachineState, s: np.ndarray, part: slice = slice(None)) -> None:
+        view = _view(state.acc_bytes, offset, shape, strides, I32)[part]
+        s = s.reshape(view.shape)
         if s.dtype == F32 and not accumulate:
             np.copyto(view, s, casting="unsafe")  # exact integers below 2^24
             return
-        v = s.astype(np.int32) if s.dtype == F32 else s.astype(I64).astype(np.int32)
+        if s.dtype == np.int32:  # the int8 GEMM: already wrapped
+            v = s
+        else:
+            v = s.astype(np.int32) if s.dtype == F32 else s.astype(I64).astype(np.int32)
         if accumulate:
             view += v  # int32 addition wraps
         else:
@@ -167,7 +232,7 @@ def _exact_gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, chunk: int,
     an integer below 2^24 (exact in any summation order): ``k <= chunk``, or a bound on the
     rows' sums of ``|a|`` (``l1()``) times ``max |b|`` (``bmax()``) below 2^24; else K in
     chunks summed in float64. (torch.mm was faster on isolated tiles but slower inside a whole
-    run: not used.)"""
+    run: not used; large tiles use the int8 GEMM instead, ``int8_gemm``.)"""
     k = a.shape[-1]
     if k > chunk:
         bm = bmax()
@@ -184,6 +249,81 @@ def _int8_max_abs(x: np.ndarray, zp: int) -> float:
     if x.size == 0:
         return 0.0
     return float(max(abs(int(x.min()) - zp), abs(int(x.max()) - zp)))
+
+
+# ---- int8 GEMM -----------------------------------------------------------------------------
+INT_MM_MIN_MACS = 500_000  # smaller single-sample GEMMs: float32 (torch's per-call cost ~10 us)
+INT_MM_K_MAX = (2**31 - 1) // (128 * 128)  # K int8 x int8 products cannot overflow int32
+USE_INT_MM = True  # tests turn it off to check the float path; the self-test may too
+_INT_MM: list = []  # [torch._int_mm or None], decided once per process
+
+
+def int_mm() -> Callable[[Any, Any], Any] | None:
+    """``torch._int_mm`` (int8 x int8 -> int32, exact integer sums: AMX / VNNI kernels, 4-10x
+    the float32 GEMM here) if torch has it and it is exact on this host, else None. Exact means
+    a self-test against int64 numpy on worst-case operands (every product +-2^14, sums near
+    2^31, odd shapes): a kernel that saturates a 16-bit pair sum (AVX2 ``pmaddubsw``) or an
+    int32 accumulator fails it, and the simulator then keeps the float32 GEMMs."""
+    if not _INT_MM:
+        fn = None
+        try:
+            import torch
+
+            fn = torch._int_mm
+            rng = np.random.default_rng(0)
+            for m, k, n in ((1, 8, 1), (37, 4099, 19), (5, INT_MM_K_MAX, 3), (130, 577, 33),
+                            (1, 4099, 7), (9, 4099, 1)):
+                for a, b in (
+                        (np.full((m, k), -128), np.full((k, n), -128)),
+                        (np.full((m, k), 127), np.full((k, n), 127)),
+                        (np.full((m, k), 127), np.full((k, n), -128)),
+                        (rng.choice([-128, 127], (m, k)), rng.choice([-128, 127], (k, n))),
+                        (rng.integers(-128, 128, (m, k)), rng.integers(-128, 128, (k, n)))):
+                    a8, b8 = a.astype(np.int8), b.astype(np.int8)
+                    got = fn(torch.from_numpy(a8), torch.from_numpy(b8)).numpy()
+                    if got.dtype != np.int32 or not np.array_equal(
+                            got, a8.astype(I64) @ b8.astype(I64)):
+                        fn = None
+                        break
+                if fn is None:
+                    break
+        except Exception:  # no torch, no _int_mm, or a kernel that refuses a shape
+            fn = None
+        _INT_MM.append(fn)
+    return _INT_MM[0] if USE_INT_MM else None
+
+
+def int8_gemm(fn: Callable[[Any, Any], Any], a8: np.ndarray, b8: np.ndarray, a_zp: int,
+              b_zp: int, pool: Pool) -> np.ndarray:
+    """``wrap32(sum_k (a - a_zp) (b - b_zp))`` of C-contiguous int8 ``a8 (m, k)`` and
+    ``b8 (k, n)``: ``a8 @ b8`` exactly in int32 (``k <= INT_MM_K_MAX``), then the zero
+    points' terms ``- a_zp colsum(b) - b_zp rowsum(a) + k a_zp b_zp`` in wrapping int32
+    arithmetic (exact modulo 2^32, which is all the accumulator keeps). The sums are int8 GEMMs
+    with a row / column of ones too (numpy's int8 axis sums cost more than the product)."""
+    import torch
+
+    k = a8.shape[1]
+    ta, tb = torch.from_numpy(a8), torch.from_numpy(b8)
+    p = fn(ta, tb).numpy()
+    if a_zp:
+        ones = torch.from_numpy(pool.get(("ones8", 1, k), (1, k), I8, fill=1))
+        p -= (a_zp * fn(ones, tb).numpy().astype(I64)).astype(np.int32)  # int64 -> int32 wraps
+    if b_zp:
+        ones = torch.from_numpy(pool.get(("ones8", k, 1), (k, 1), I8, fill=1))
+        corr = b_zp * fn(ta, ones).numpy().astype(I64) - k * a_zp * b_zp
+        p -= corr.astype(np.int32)
+    return p
+
+
+def _by_size(step: Step, step_int: Step, macs: int) -> Step:
+    """The int8 GEMM closure for a tile of at least INT_MM_MIN_MACS products, else the float32
+    one for a single sample and the int8 one for a batch (its GEMM has every sample's rows)."""
+    if macs >= INT_MM_MIN_MACS:
+        return step_int
+
+    def step_small(state: MachineState) -> None:
+        (step if state.batch is None else step_int)(state)
+    return step_small
 
 
 # ---- CONV ----------------------------------------------------------------------------------
@@ -220,32 +360,88 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
     fr_rows, fr_cols, dr, dc, tr, tc = parts
     frame_key = ("frame", rows, cols, cin, dr.start, dr.stop, dc.start, dc.stop)
     win_shape = (g.oh, g.ow, g.kh, g.kw, cin)
+    per_sample = 4 * m * k  # bytes of one sample's im2col matrix
+    # weights dense in SRAM: a batch checks that they agree between samples on their bytes
+    w_dense = _contiguous(w_shape, w_s, 1)
+    w_lo, w_hi = extent(w_addr, w_shape, w_s, 1)
+
+    def same_weights(sram: np.ndarray, w8: np.ndarray) -> bool:
+        return _bytes_uniform(sram, w_lo, w_hi) if w_dense else _uniform(w8)
+    sub_h, sub_w = slice(None, (g.oh - 1) * g.sh + 1, g.sh), slice(None, (g.ow - 1) * g.sw + 1, g.sw)
 
     def step(state: MachineState) -> None:
-        pool = state.pool
-        tile = _view(state.sram, in_addr, tile_shape, tile_s, I8)
+        pool, sram = state.pool, state.sram
+        w8 = _view(sram, w_addr, w_shape, w_s, I8)
+        if not same_weights(sram, w8):  # a batch whose samples' weights differ: the reference
+            exec_conv(state, f)
+            return
+        w8 = w8[0]
         wb = pool.get(("w", k, cout), (kk, cin, cout), F32)
-        w8 = _view(state.sram, w_addr, w_shape, w_s, I8)
         np.subtract(w8, w_zp, out=wb, dtype=F32)
         wf = wb.reshape(k, cout)
-        a = pool.get(("cols", m, k), (m, k), F32)
-        if direct:
-            np.subtract(tile[:(g.oh - 1) * g.sh + 1:g.sh, :(g.ow - 1) * g.sw + 1:g.sw],
-                        in_zp, out=a.reshape(g.oh, g.ow, cin), dtype=F32)
-            l1 = lambda: _row_l1_max(a, pool)  # noqa: E731
-        else:
-            frame = pool.get(frame_key, (rows, cols, cin), F32)
-            np.subtract(tile[tr, tc], in_zp, out=frame[dr, dc], dtype=F32)
-            s0, s1, s2 = frame.strides
-            win = np.ndarray(win_shape, F32, buffer=frame,
-                             strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2))
-            np.copyto(a.reshape(win_shape), win)
-            # a window's sum of |x - zp| is at most kh * kw times the largest per-pixel sum
-            l1 = lambda: kk * _row_l1_max(frame.reshape(-1, cin), pool)  # noqa: E731
-        s = _exact_gemm(a, wf, pool.get(("out", m, cout), (m, cout), F32), chunk, l1,
-                        lambda: _int8_max_abs(w8, w_zp))
-        store(state, s)
-    return step
+        tile = _view(sram, in_addr, tile_shape, tile_s, I8)
+        ns = tile.shape[0]
+        # a batch: as many samples per GEMM as keep its im2col matrix below BATCH_GEMM_BYTES
+        nb = 1 if ns == 1 else max(1, min(ns, BATCH_GEMM_BYTES // per_sample))
+        a_all = pool.get(("cols", nb, m, k), (nb * m, k), F32)
+        out_all = pool.get(("out", nb, m, cout), (nb * m, cout), F32)
+        frame_all = None if direct else pool.get((*frame_key, nb), (nb, rows, cols, cin), F32)
+        bmax = lambda: _int8_max_abs(w8, w_zp)  # noqa: E731
+        for lo in range(0, ns, nb):
+            hi = min(ns, lo + nb)
+            a = a_all[:(hi - lo) * m]
+            if direct:
+                np.subtract(tile[lo:hi, sub_h, sub_w], in_zp,
+                            out=a.reshape(hi - lo, g.oh, g.ow, cin), dtype=F32)
+                l1 = lambda a=a: _row_l1_max(a, pool)  # noqa: E731
+            else:
+                frame = frame_all[:hi - lo]
+                np.subtract(tile[lo:hi, tr, tc], in_zp, out=frame[:, dr, dc], dtype=F32)
+                s0, s1, s2, s3 = frame.strides
+                win = np.ndarray((hi - lo, *win_shape), F32, buffer=frame_all,
+                                 strides=(s0, g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
+                np.copyto(a.reshape(hi - lo, *win_shape), win)
+                # a window's sum of |x - zp| is at most kh * kw times the largest per-pixel sum
+                l1 = lambda frame=frame: kk * _row_l1_max(frame.reshape(-1, cin), pool)  # noqa: E731
+            store(state, _exact_gemm(a, wf, out_all[:(hi - lo) * m], chunk, l1, bmax),
+                  slice(lo, hi))
+
+    # the int8 GEMM: the padding must be representable (it is in_zp, contributing 0)
+    mm = int_mm() if -128 <= in_zp <= 127 and k <= INT_MM_K_MAX else None
+    if mm is None:
+        return step
+    frame8_key = (*frame_key, "i8", in_zp)
+
+    def step_int(state: MachineState) -> None:
+        pool, sram = state.pool, state.sram
+        w8 = _view(sram, w_addr, w_shape, w_s, I8)
+        if not same_weights(sram, w8):
+            exec_conv(state, f)
+            return
+        wc = pool.get(("w8", k, cout), (kk, cin, cout), I8)
+        np.copyto(wc, w8[0])
+        wc = wc.reshape(k, cout)
+        tile = _view(sram, in_addr, tile_shape, tile_s, I8)
+        ns = tile.shape[0]
+        nb = 1 if ns == 1 else max(1, min(ns, BATCH_GEMM_BYTES // (m * k)))
+        a_all = pool.get(("cols8", nb, m, k), (nb * m, k), I8)
+        # the frame's border is in_zp, written once (every user of the key writes the interior)
+        frame_all = None if direct else pool.get((*frame8_key, nb), (nb, rows, cols, cin), I8,
+                                                 fill=in_zp)
+        for lo in range(0, ns, nb):
+            hi = min(ns, lo + nb)
+            a = a_all[:(hi - lo) * m]
+            if direct:
+                np.copyto(a.reshape(hi - lo, g.oh, g.ow, cin), tile[lo:hi, sub_h, sub_w])
+            else:
+                frame = frame_all[:hi - lo]
+                np.copyto(frame[:, dr, dc], tile[lo:hi, tr, tc])
+                s0, s1, s2, s3 = frame.strides
+                win = np.ndarray((hi - lo, *win_shape), I8, buffer=frame_all,
+                                 strides=(s0, g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
+                np.copyto(a.reshape(hi - lo, *win_shape), win)
+            store(state, int8_gemm(mm, a, wc, in_zp, w_zp, pool), slice(lo, hi))
+    return _by_size(step, step_int, m * k * cout)
 
 
 # ---- DWCONV --------------------------------------------------------------------------------
@@ -267,36 +463,40 @@ def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
     positions = [(ky, kx) for ky in range(g.kh) for kx in range(g.kw)]
     out_shape = (g.oh, g.ow, ch)
     win_shape = (g.oh, g.ow, g.kh, g.kw, ch)
-    # every sum of <= 225 products |x - zp| * |w| <= 383 * 128 is exact in float32 in any
-    # order (matrix.py), so the einsum and the loop give the same integers
-    small = g.oh * g.ow * ch <= DW_EINSUM_MAX
+    size = g.oh * g.ow * ch
 
     def step(state: MachineState) -> None:
         pool = state.pool
-        frame = pool.get(frame_key, (rows, cols, ch), F32)
-        np.subtract(_view(state.sram, in_addr, tile_shape, tile_s, I8)[tr, tc], in_zp,
-                    out=frame[dr, dc], dtype=F32)
-        w = _view(state.sram, w_addr, w_shape, w_s, I8).astype(F32)
-        s0, s1, s2 = frame.strides
-        s = pool.get(("dw_s", *out_shape), out_shape, F32)
-        if small:  # one einsum call: the per-position loop's numpy calls cost more here
-            win = np.ndarray(win_shape, F32, buffer=frame,
-                             strides=(g.sh * s0, g.sw * s1, g.dh * s0, g.dw * s1, s2))
-            np.einsum("yxijc,ijc->yxc", win, w, out=s)
-            store(state, s.reshape(g.oh * g.ow, ch))
+        w8 = _view(state.sram, w_addr, w_shape, w_s, I8)
+        w = (w8[:1] if _uniform(w8) else w8).astype(F32)  # (1 or samples, kh, kw, ch)
+        tile = _view(state.sram, in_addr, tile_shape, tile_s, I8)
+        ns = tile.shape[0]
+        frame = pool.get((*frame_key, ns), (ns, rows, cols, ch), F32)
+        np.subtract(tile[:, tr, tc], in_zp, out=frame[:, dr, dc], dtype=F32)
+        s0, s1, s2, s3 = frame.strides
+        s = pool.get(("dw_s", ns, *out_shape), (ns, *out_shape), F32)
+        # every sum of <= 225 products |x - zp| * |w| <= 383 * 128 is exact in float32 in any
+        # order (matrix.py), so the einsum and the loop give the same integers
+        if ns * size <= DW_EINSUM_MAX:  # one einsum call: the loop's numpy calls cost more
+            win = np.ndarray((ns, *win_shape), F32, buffer=frame,
+                             strides=(s0, g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
+            np.einsum("nyxijc,nijc->nyxc", win, w, out=s)
+            store(state, s)
             return
-        tmp = pool.get(("dw_t", *out_shape), out_shape, F32)
+        tmp = pool.get(("dw_t", ns, *out_shape), (ns, *out_shape), F32)
+        wr = w.reshape(w.shape[0], g.kh, g.kw, 1, 1, ch)
         first = True
         for ky, kx in positions:  # the reference's order: exact float32 sums either way
-            win = np.ndarray(out_shape, F32, buffer=frame, offset=ky * g.dh * s0 + kx * g.dw * s1,
-                             strides=(g.sh * s0, g.sw * s1, s2))
+            win = np.ndarray((ns, *out_shape), F32, buffer=frame,
+                             offset=ky * g.dh * s1 + kx * g.dw * s2,
+                             strides=(s0, g.sh * s1, g.sw * s2, s3))
             if first:
-                np.multiply(win, w[ky, kx], out=s)
+                np.multiply(win, wr[:, ky, kx], out=s)
                 first = False
             else:
-                np.multiply(win, w[ky, kx], out=tmp)
+                np.multiply(win, wr[:, ky, kx], out=tmp)
                 s += tmp
-        store(state, s.reshape(g.oh * g.ow, ch))
+        store(state, s)
     return step
 
 
@@ -347,9 +547,15 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
 
     def step(state: MachineState) -> None:
         sram = state.sram
-        if p_addr + nbytes > sram.shape[0]:
+        if p_addr + nbytes > sram.shape[-1]:
             raise Trap("parameters outside the SRAM")
-        key = (sram[p_addr:p_addr + nbytes].tobytes(), *extra)
+        blk = sram[..., p_addr:p_addr + nbytes]
+        if blk.ndim == 2:  # a batch: parameters differing between samples run the reference
+            if not _uniform(blk):
+                exec_requant(state, f)
+                return
+            blk = blk[0]
+        key = (blk.tobytes(), *extra)
         plan = plans.get(key)
         if plan is None:
             bias, q31, shift = np.frombuffer(key[0], I32).reshape(3, p).astype(I64)
@@ -359,8 +565,8 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
                 plans.clear()
             plan = plans[key] = requant_plan(bias, q31, shift, *extra)
         tiled = tiled_plans.get((key, rows, ch), plan, rows, ch)
-        x = _view(state.acc_bytes if from_acc else sram, src_off, (rows, ch), src_s, I32)
-        requant_into(x, tiled, _view(sram, dst_addr, (rows, ch), dst_s, dt))
+        x = _eview(state.acc_bytes if from_acc else sram, src_off, (rows, ch), src_s, I32)
+        requant_into(x, tiled, _eview(sram, dst_addr, (rows, ch), dst_s, dt))
     return step
 
 
@@ -377,14 +583,41 @@ def _build_matmul(op: Op) -> Step | None:
 
     def step(state: MachineState) -> None:
         pool, sram = state.pool, state.sram
-        a = pool.get(("mm_a", m, k), (m, k), F32)
-        np.subtract(_view(sram, a_addr, (m, k), a_s, I8), a_zp, out=a, dtype=F32)
-        b = pool.get(("mm_b", k, n), (k, n), F32)
+        a8 = _view(sram, a_addr, (m, k), a_s, I8)
+        ns = a8.shape[0]
+        a = pool.get(("mm_a", ns, m, k), (ns, m, k), F32)
+        np.subtract(a8, a_zp, out=a, dtype=F32)
         b8 = _view(sram, b_addr, (k, n), b_s, I8)
+        if _uniform(b8):  # one sample, or weights: one GEMM of every sample's rows
+            b8 = b8[0]
+            b = pool.get(("mm_b", k, n), (k, n), F32)
+            a = a.reshape(ns * m, k)
+            out = pool.get(("out", 1, ns * m, n), (ns * m, n), F32)
+        else:  # a batch's activations times activations: one GEMM per sample
+            b = pool.get(("mm_b", ns, k, n), (ns, k, n), F32)
+            out = pool.get(("mm_out", ns, m, n), (ns, m, n), F32)
         np.subtract(b8, b_zp, out=b, dtype=F32)
-        store(state, _exact_gemm(a, b, pool.get(("out", m, n), (m, n), F32), chunk,
-                                 lambda: _row_l1_max(a, pool), lambda: _int8_max_abs(b8, b_zp)))
-    return step
+        store(state, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
+                                 lambda: _int8_max_abs(b8, b_zp)))
+
+    mm = int_mm() if k <= INT_MM_K_MAX else None
+    if mm is None:
+        return step
+
+    def step_int(state: MachineState) -> None:
+        pool, sram = state.pool, state.sram
+        b8 = _view(sram, b_addr, (k, n), b_s, I8)
+        if not _uniform(b8):  # a batch's activations times activations: the float GEMMs
+            step(state)
+            return
+        a8 = _view(sram, a_addr, (m, k), a_s, I8)
+        ns = a8.shape[0]
+        ac = pool.get(("mm_a8", ns, m, k), (ns * m, k), I8)
+        np.copyto(ac.reshape(ns, m, k), a8)
+        bc = pool.get(("mm_b8", k, n), (k, n), I8)
+        np.copyto(bc, b8[0])
+        store(state, int8_gemm(mm, ac, bc, a_zp, b_zp, pool))
+    return _by_size(step, step_int, m * k * n)
 
 
 # ---- ELTWISE -------------------------------------------------------------------------------
@@ -403,6 +636,34 @@ def _elt_side(x: np.ndarray, op: EltOp, zp: int, left: int, mult: int, shift: in
             np.clip(t, -(2**31), 2**31, out=t)
         return t
     return mbqm_inplace(_rescaled(x, zp, left), mult, shift)
+
+
+def _side_fn(dt: np.dtype, op: EltOp, zp: int, left: int, mult: int, shift: int
+             ) -> Callable[[np.ndarray], np.ndarray]:
+    """``_elt_side`` for operands of type ``dt`` with the range tests (``_span``: np.iinfo, a
+    tenth of a MiniLM run when done per call) decided once: the same steps."""
+    span = _span(dt, zp)
+    if op == EltOp.MUL:
+        def mul_side(x: np.ndarray) -> np.ndarray:
+            t = np.subtract(x, zp, dtype=I64)
+            if span > 2**31:
+                np.clip(t, -(2**31), 2**31, out=t)
+            return t
+        return mul_side
+    clip31 = span > 2**31  # as vector._rescaled
+    sat = (min(span, 2**31) << left) > INT32_MAX
+
+    def side(x: np.ndarray) -> np.ndarray:
+        t = np.subtract(x, zp, dtype=I64)
+        if clip31:
+            np.maximum(t, -(2**31), out=t)
+            np.minimum(t, 2**31, out=t)
+        t <<= left
+        if sat:
+            np.maximum(t, INT32_MIN, out=t)
+            np.minimum(t, INT32_MAX, out=t)
+        return mbqm_inplace(t, mult, shift)
+    return side
 
 
 def _side_table(cache: dict, dt: np.dtype, op: EltOp, zp: int, left: int, mult: int,
@@ -480,16 +741,42 @@ def _build_eltwise(op: Op, cache: dict) -> Step | None:
     combine = {EltOp.ADD: np.add, EltOp.SUB: np.subtract, EltOp.MUL: np.multiply,
                EltOp.MAX: np.maximum, EltOp.MIN: np.minimum}[eop]
     saturates = eop in (EltOp.ADD, EltOp.SUB, EltOp.MUL)
+    if dts[0].itemsize == 1 and dts[1].itemsize == 1:
+        # int8 with int8: the output of every pair of values, one gather (a 256 x 256 table),
+        # the steps below (the reference's) applied to all pairs
+        key = ("pair", id(tables[0]), id(tables[1]), eop, f["out_mult"], f["out_shift"],
+               f["out_zp"], f["act_min"], f["act_max"], out_dt.str)
+        pair = cache.get(key)
+        if pair is None:
+            r = combine(tables[0][:, None], tables[1][None, :])
+            if saturates:
+                np.clip(r, INT32_MIN, INT32_MAX, out=r)
+            pair = cache[key] = (_elt_out(r, f, out_dt).reshape(-1), tables)
+        pair_table = pair[0]
+        (a_addr, a_s), (b_addr, b_s) = views
+        U8, U16 = _UNSIGNED[1], _UNSIGNED[2]
+
+        def step_pair(state: MachineState) -> None:
+            sram = state.sram
+            idx = np.left_shift(_eview(sram, a_addr, shape, a_s, U8), 8, dtype=U16)
+            idx |= _eview(sram, b_addr, shape, b_s, U8)
+            _eview(sram, out_addr, shape, out_s, out_dt)[...] = np.take(pair_table, idx)
+        return step_pair
+
+    # per operand: (address, strides, view type, its contribution from the view)
+    operands = []
+    for (addr, strides), dt, table, (zp, mu, sh) in zip(views, dts, tables, sides, strict=True):
+        if table is None:
+            operands.append((addr, strides, dt, _side_fn(dt, eop, zp, left, mu, sh)))
+        else:  # the unsigned view indexes the table
+            operands.append((addr, strides, _UNSIGNED[dt.itemsize],
+                             lambda x, table=table: np.take(table, x)))
+    (a_addr, a_s, a_dt, a_fn), (b_addr, b_s, b_dt, b_fn) = operands
 
     def step(state: MachineState) -> None:
         sram = state.sram
-        vals = []
-        for (addr, strides), dt, table, (zp, mu, sh) in zip(views, dts, tables, sides,
-                                                            strict=True):
-            x = _view(sram, addr, shape, strides, dt)
-            vals.append(_elt_side(x, eop, zp, left, mu, sh) if table is None
-                        else np.take(table, x.view(_UNSIGNED[dt.itemsize])))
-        r = combine(vals[0], vals[1], out=vals[0])
+        ra = a_fn(_eview(sram, a_addr, shape, a_s, a_dt))  # a fresh int64 array
+        r = combine(ra, b_fn(_eview(sram, b_addr, shape, b_s, b_dt)), out=ra)
         if saturates and clamp_r:
             np.maximum(r, INT32_MIN, out=r)
             np.minimum(r, INT32_MAX, out=r)
@@ -498,7 +785,7 @@ def _build_eltwise(op: Op, cache: dict) -> Step | None:
             y = np.take(out_table, r)
         else:
             y = _elt_out(r, f, out_dt)
-        _view(sram, out_addr, shape, out_s, out_dt)[...] = y
+        _eview(sram, out_addr, shape, out_s, out_dt)[...] = y
     return step
 
 
@@ -516,6 +803,207 @@ def _unclamped_exceeds(op: EltOp, ta: np.ndarray, tb: np.ndarray) -> bool:
     return min(ends) < INT32_MIN or max(ends) > INT32_MAX
 
 
+# ---- POOL ----------------------------------------------------------------------------------
+def _build_pool(op: Op, sram_bytes: int) -> Step | None:
+    """POOL over a padded frame in the input's type (MAX: padding = the type's minimum, which
+    never wins over the window's valid elements; AVG: int32 sums, exact for <= 225 int16) as
+    one whole-tile operation per kernel position, then the reference's rounding division."""
+    f = op.f
+    g = Geometry.of(f)
+    ch, dt = f["ch"], NP_DTYPE[f["dtype"]]
+    rows, cols = g.needed()
+    parts = _frame_parts(g)
+    if rows * cols * ch > WINDOW_FACTOR * sram_bytes or parts is None or 0 in (g.oh, g.ow):
+        return None
+    vr, vc = g.valid_counts()
+    if not vr.all() or not vc.all():
+        return None  # some window lies in the padding: the reference traps
+    in_addr, tile_shape = f["in_addr"], (g.in_h, g.in_w, ch)
+    tile_s = (f["in_stride_h"], f["in_stride_w"], dt.itemsize)
+    out_addr, out_shape = f["out_addr"], (g.oh, g.ow, ch)
+    out_s = (f["out_stride_h"], f["out_stride_w"], dt.itemsize)
+    is_max = f["op"] == PoolOp.MAX
+    info = np.iinfo(dt)
+    fill, acc_dt = (int(info.min), dt) if is_max else (0, np.dtype(np.int32))
+    counts = (vr[:, None] * vc[None, :])[:, :, None].astype(I64)
+    lo, hi = f["act_min"], f["act_max"]
+    native = info.min <= lo <= info.max and info.min <= hi <= info.max  # clamp in the type
+    _, _, dr, dc, tr, tc = parts
+    frame_key = ("pframe", acc_dt.str, fill, rows, cols, ch, dr.start, dr.stop, dc.start,
+                 dc.stop)
+    positions = [(ky * g.dh, kx * g.dw) for ky in range(g.kh) for kx in range(g.kw)]
+    combine = np.maximum if is_max else np.add
+
+    def step(state: MachineState) -> None:
+        pool = state.pool
+        tile = _view(state.sram, in_addr, tile_shape, tile_s, dt)
+        ns = tile.shape[0]
+        frame = pool.get((*frame_key, ns), (ns, rows, cols, ch), acc_dt, fill=fill)
+        np.copyto(frame[:, dr, dc], tile[:, tr, tc])
+        s0, s1, s2, s3 = frame.strides
+        res = pool.get(("pool", acc_dt.str, ns, *out_shape), (ns, *out_shape), acc_dt)
+        for j, (oy, ox) in enumerate(positions):
+            win = np.ndarray((ns, *out_shape), acc_dt, buffer=frame, offset=oy * s1 + ox * s2,
+                             strides=(s0, g.sh * s1, g.sw * s2, s3))
+            if j == 0:
+                np.copyto(res, win)
+            else:
+                combine(res, win, out=res)
+        y = res if is_max else rounding_div(res, counts)
+        out = _view(state.sram, out_addr, out_shape, out_s, dt)
+        if is_max and native:
+            np.maximum(y, dt.type(lo), out=out)
+            np.minimum(out, dt.type(hi), out=out)
+        else:
+            out[...] = np.clip(y.astype(I64), lo, hi)
+    return step
+
+
+# ---- LUT, COPY, REDUCE, UNARY ----------------------------------------------------------------
+LUT_TABLES_MAX = 64  # value tables kept per prepared program (one per distinct LUT content)
+UNARY_SCALAR_MAX = 64  # UNARY of up to this many elements: Python integers (exact, no numpy)
+
+
+def _build_lut(op: Op, cache: dict) -> Step | None:
+    """LUT through a table of its output for every input value (256 or 65536 entries) computed
+    by the reference handler from the LUT memory's entries; the table is keyed by those entries'
+    bytes, read on every call (LUT_LOAD may change them)."""
+    f = op.f
+    shape = (f["d2"], f["d1"], f["d0"])
+    if 0 in shape:
+        return None
+    wide = f["lut_mode"] != LutMode.I8_256
+    dt = np.dtype("<i2") if wide else I8
+    n_lut = 513 if wide else 256
+    base = f["lut_base"]
+    src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]))
+    dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]))
+    udt = _UNSIGNED[dt.itemsize]
+
+    def table(entries: np.ndarray) -> np.ndarray:
+        key = ("lut", wide, entries.tobytes())
+        hit = cache.get(key)
+        if hit is None:
+            one = MachineState.__new__(MachineState)  # the reference on every input value
+            one.lut_bytes = np.zeros(2 * (base + n_lut), np.uint8)
+            one.lut = one.lut_bytes.view("<i2")
+            one.lut[base:] = entries
+            n = 1 << (8 * dt.itemsize)
+            one.sram = np.zeros(2 * n * dt.itemsize, np.uint8)
+            one.sram[:n * dt.itemsize] = np.arange(n, dtype=udt).view(np.uint8)
+            g = dict(f, d0=n, d1=1, d2=1, src_addr=0, src_s0=dt.itemsize, src_s1=0, src_s2=0,
+                     dst_addr=n * dt.itemsize, dst_s0=dt.itemsize, dst_s1=0, dst_s2=0)
+            exec_lut(one, g)
+            if len(cache) >= LUT_TABLES_MAX:
+                cache.clear()
+            hit = cache[key] = one.sram[n * dt.itemsize:].view(dt).copy()
+        return hit
+
+    def step(state: MachineState) -> None:
+        entries = state.lut[..., base:base + n_lut]
+        if entries.ndim == 2:  # a batch
+            if not _uniform(entries):
+                exec_lut(state, f)
+                return
+            entries = entries[0]
+        t = table(entries)
+        x = _eview(state.sram, src[0], shape, src[1], udt)
+        _eview(state.sram, dst[0], shape, dst[1], dt)[...] = np.take(t, x)
+    return step
+
+
+def _build_copy(op: Op) -> Step | None:
+    f = op.f
+    dt = NP_DTYPE[f["dtype"]]
+    shape = tuple(f[f"d{k}"] for k in (3, 2, 1, 0))
+    if 0 in shape:
+        return None
+    src_s = tuple(f[f"src_s{k}"] for k in (3, 2, 1, 0))
+    dst_s = tuple(f[f"dst_s{k}"] for k in (3, 2, 1, 0))
+    sa, da = f["src_addr"], f["dst_addr"]
+    s_lo, s_hi = extent(sa, shape, src_s, dt.itemsize)
+    d_lo, d_hi = extent(da, shape, dst_s, dt.itemsize)
+    disjoint = s_hi <= d_lo or d_hi <= s_lo  # else every read first, as the reference
+    n = int(np.prod(shape)) * dt.itemsize
+    if disjoint and _contiguous(shape, src_s, dt.itemsize) and \
+            _contiguous(shape, dst_s, dt.itemsize):
+        def step_bytes(state: MachineState) -> None:
+            state.sram[..., da:da + n] = state.sram[..., sa:sa + n]
+        return step_bytes
+
+    def step(state: MachineState) -> None:
+        x = _eview(state.sram, sa, shape, src_s, dt)
+        _eview(state.sram, da, shape, dst_s, dt)[...] = x if disjoint else x.copy()
+    return step
+
+
+def _build_reduce(op: Op) -> Step | None:
+    f = op.f
+    dims = [f["d0"], f["d1"], f["d2"]]
+    if 0 in dims:
+        return None
+    dt = NP_DTYPE[f["dtype"]]
+    shape = (f["d2"], f["d1"], f["d0"])
+    src_addr, src_s = f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"])
+    axis = -1 - f["axis"]
+    rop, zp = ReduceOp(f["op"]), f["in_zp"]
+    lo, hi = [n for k, n in enumerate(dims) if k != f["axis"]]
+    summing = rop in (ReduceOp.SUM, ReduceOp.SUMSQ)
+    out_dt = I32 if summing else dt
+    dst_addr, dst_s = f["dst_addr"], (f["dst_s1"], f["dst_s0"])
+    count = dims[f["axis"]]
+    # SUMSQ: |x - zp| >= 2^16 squares above INT32_MAX (as the reference, clipped to 2^16)
+    clip_sq = _span(dt, zp) > 2**16
+
+    def step(state: MachineState) -> None:
+        x = _eview(state.sram, src_addr, shape, src_s, dt)
+        if rop == ReduceOp.SUM:  # sum(x - zp) = sum(x) - n zp, exact in int64
+            y = np.sum(x, axis=axis, dtype=I64)
+            if zp:
+                y -= count * zp
+        elif rop == ReduceOp.SUMSQ:
+            v = np.subtract(x, zp, dtype=I64)
+            if clip_sq:
+                np.clip(v, -(2**16), 2**16, out=v)
+            np.multiply(v, v, out=v)
+            y = v.sum(axis=axis)
+        else:
+            y = x.max(axis=axis) if rop == ReduceOp.MAX else x.min(axis=axis)
+        if summing:
+            np.maximum(y, INT32_MIN, out=y)
+            np.minimum(y, INT32_MAX, out=y)
+        _eview(state.sram, dst_addr, (hi, lo), dst_s, out_dt)[...] = y
+    return step
+
+
+def _build_unary(op: Op) -> Step | None:
+    """UNARY; up to UNARY_SCALAR_MAX elements in Python integers: ``RECIP`` is the rounding
+    division ``(2^fb + x // 2) // x`` and ``RSQRT`` is ``isqrt(2^(2 fb) // x)`` for ``x > 0``
+    (the definitions of docs/isa.md, that the reference reaches through float sqrt and two
+    corrections), INT32_MAX for ``x <= 0``, both capped at INT32_MAX."""
+    f = op.f
+    shape = (f["d2"], f["d1"], f["d0"])
+    size = shape[0] * shape[1] * shape[2]
+    if size == 0 or size > UNARY_SCALAR_MAX:
+        return None  # large: the reference's vectorised form
+    src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]))
+    dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]))
+    fb = f["frac_bits"]
+    one, two = 1 << fb, 1 << (2 * fb)
+    recip = f["op"] == UnaryOp.RECIP
+
+    def value(x: int) -> int:
+        if x <= 0:
+            return INT32_MAX
+        return min((one + x // 2) // x if recip else isqrt(two // x), INT32_MAX)
+
+    def step(state: MachineState) -> None:
+        x = _eview(state.sram, src[0], shape, src[1], I32)
+        y = np.array([value(v) for v in x.ravel().tolist()], np.int32)
+        _eview(state.sram, dst[0], shape, dst[1], I32)[...] = y.reshape(x.shape)
+    return step
+
+
 # ---- the table -----------------------------------------------------------------------------
 BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
@@ -523,6 +1011,11 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.CONV: lambda op, prep: _build_conv(op, prep.arch.onchip.sram_bytes),
     Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes),
     Opcode.MATMUL: lambda op, prep: _build_matmul(op),
+    Opcode.POOL: lambda op, prep: _build_pool(op, prep.arch.onchip.sram_bytes),
+    Opcode.LUT: lambda op, prep: _build_lut(op, prep.cache.setdefault("lut_tables", {})),
+    Opcode.COPY: lambda op, prep: _build_copy(op),
+    Opcode.REDUCE: lambda op, prep: _build_reduce(op),
+    Opcode.UNARY: lambda op, prep: _build_unary(op),
     Opcode.ELTWISE: lambda op, prep: _build_eltwise(op, prep.cache.setdefault("elt_tables", {})),
     Opcode.REQUANT: lambda op, prep: _build_requant(
         op, prep.cache.setdefault("requant_plans", {}), prep.cache.setdefault("tiled", TiledPlans())),

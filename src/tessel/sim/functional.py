@@ -11,6 +11,7 @@ move. (The timing model traps when its real schedule overflows a count.)
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from tessel.errors import TesselSimError
@@ -114,22 +115,40 @@ def control_table(prep: PreparedProgram) -> tuple[tuple[tuple[int, int, Op], ...
     return hit
 
 
-def _run_engine(table: tuple[tuple[int, int, Op], ...], pc: int, sem: list[int],
-                state: MachineState, stop: int, steps: tuple | None = None) -> int:
+def dispatch_table(prep: PreparedProgram, fast: bool) -> tuple[tuple[tuple[int, int, Any],
+                                                                      ...], ...]:
+    """``control_table`` with each executed instruction's callable ``fn(state)`` in place of
+    its op: its fast-path closure (``fast``, where it has one) or the reference handler bound
+    to it; once per prepared program and mode."""
+    name = "dispatch_fast" if fast else "dispatch_ref"
+    hit = prep.cache.get(name)
+    if hit is None:
+        control = control_table(prep)
+        if fast:
+            from tessel.sim.fastpath import fast_steps
+
+            steps = fast_steps(prep)
+        else:
+            steps = tuple((None,) * len(q) for q in control)
+        hit = prep.cache[name] = tuple(
+            tuple((kind, key, (partial(execute, op) if step is None else step)
+                   if kind == _EXEC else op)
+                  for (kind, key, op), step in zip(row, srow, strict=True))
+            for row, srow in zip(control, steps, strict=True))
+    return hit
+
+
+def _run_engine(table: tuple[tuple[int, int, Any], ...], ops: tuple[Op, ...], pc: int,
+                sem: list[int], state: MachineState, stop: int) -> int:
     """Run one queue from ``pc`` until it blocks, reaches ``stop`` or passes END; return the
-    new pc. ``sem``: the token counts, flat [producer][consumer][token]. ``steps``: the queue's
-    fast-path closures (``tessel.sim.fastpath``; None entries and ``steps=None``: the
-    reference handlers)."""
+    new pc. ``sem``: the token counts, flat [producer][consumer][token]. ``table``: the queue's
+    row of ``dispatch_table``; ``ops``: its instructions."""
     stop = min(stop, len(table))
     try:
         while pc < stop:
-            kind, key, op = table[pc]
+            kind, key, fn = table[pc]
             if kind == _EXEC:
-                step = None if steps is None else steps[pc]
-                if step is None:
-                    execute(op, state)
-                else:
-                    step(state)
+                fn(state)
             elif kind == _WAIT:
                 if sem[key] == 0:
                     return pc
@@ -142,7 +161,7 @@ def _run_engine(table: tuple[tuple[int, int, Op], ...], pc: int, sem: list[int],
     except TesselSimError:
         raise
     except Exception as exc:  # a fast-path closure failed: the reference handler explains
-        op = table[pc][2]
+        op = ops[pc]
         execute(op, state)
         raise TesselSimError(f"{op.where()}: simulator fault in the fast path "
                              f"({type(exc).__name__}: {str(exc)[:200]}); please report this "
@@ -160,32 +179,30 @@ class FunctionalRun:
     """The queues' program counters and token counts, kept between calls so that a program of
     several NPU regions can stop at a region boundary (the host runs) and resume there.
     ``fast``: run the precompiled closures of ``tessel.sim.fastpath`` where they exist (one
-    sample; a batch always runs the reference handlers)."""
+    sample or a batch: every closure works on a leading axis of samples)."""
 
     def __init__(self, prep: PreparedProgram, state: MachineState, fast: bool = True) -> None:
         self.prep, self.state = prep, state
         self.pcs = [0] * len(prep.queues)
         self.sem = [0] * (4 * 4 * NUM_TOKENS)  # flat [producer][consumer][token]
-        self.table = control_table(prep)
-        self.steps: tuple | None = None
-        if fast and state.batch is None:
-            from tessel.sim.fastpath import fast_steps, pool_for
+        self.table = dispatch_table(prep, fast)
+        if fast:
+            from tessel.sim.fastpath import BATCH_POOL_BYTES, Pool, pool_for
 
-            self.steps = fast_steps(prep)
-            state.pool = pool_for(prep)
+            # a batch's buffers are n times larger: kept for this run only, bounded
+            state.pool = pool_for(prep) if state.batch is None else Pool(BATCH_POOL_BYTES)
 
     def run_until(self, stops: list[int] | None) -> int:
         """Run every queue up to index stops[engine] (exclusive; None: to its end); returns
         the number of instructions executed so far."""
         queues, pcs, sem = self.prep.queues, self.pcs, self.sem
         stops = [len(q) for q in queues] if stops is None else stops
-        steps = self.steps
         while True:
             moved = False
             for e in range(len(queues)):
                 if pcs[e] < stops[e]:
-                    new = _run_engine(self.table[e], pcs[e], sem, self.state, stops[e],
-                                      None if steps is None else steps[e])
+                    new = _run_engine(self.table[e], queues[e], pcs[e], sem, self.state,
+                                      stops[e])
                     moved |= new != pcs[e]
                     pcs[e] = new
             if all(pc >= stop for pc, stop in zip(pcs, stops, strict=True)):

@@ -62,3 +62,24 @@ def test_requantize_fast_equals_checked_and_reference(shifts, zp):
                                                int(s[c]), zp, lo, hi)
         one = requantize_fast(acc, bias[:1], q[:1], s[:1], zp, lo, hi, np.dtype(dt))
         assert np.array_equal(one, requantize(acc, bias[0], q[0], s[0], zp, lo, hi, -1, dt))
+
+
+@pytest.mark.parametrize("zp", [-128, -7, 0, 3, 120])
+def test_requantize_fast_relu_floor_skips_the_sign_correction(zp):
+    """A clamp floor at the zero point (a fused ReLU, the plan skips the away-from-zero
+    correction) on every edge accumulator, multiplier and right shift, incl. ties."""
+    from tessel.sim.fastfix import requant_plan
+
+    x = np.array(EDGE_X + [-(2**k) for k in range(31)] + [-(2**k) - 1 for k in range(30)]
+                 + [-(3 << k) for k in range(29)], np.int64)
+    acc = x.astype(np.int32)[:, None].repeat(6, 1)
+    q = np.array([0, 1, 2**30, 1518500250, INT32_MAX, 2**30 + 1], np.int64)
+    for s in (-31, -30, -17, -2, -1, 0):
+        shift = np.full(6, s, np.int64)
+        shift[0] = 0  # a mix of zero and non-zero right shifts
+        bias = np.array([0, -1, 5, -(2**20), 2**20, 0], np.int64)
+        assert requant_plan(bias, q, shift, zp, zp, 127)[-1]  # the skipping form
+        got = requantize_fast(acc, bias, q, shift, zp, zp, 127, np.dtype(np.int8))
+        for r, c in itertools.product(range(len(x)), range(6)):
+            assert got[r, c] == requantize_ref(int(acc[r, c]), int(bias[c]), int(q[c]),
+                                               int(shift[c]), zp, zp, 127), (r, c, s)

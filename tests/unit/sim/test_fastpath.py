@@ -189,3 +189,294 @@ def test_many_instructions_share_pooled_buffers():
     convs = [I(Opcode.CONV, **dict(CONV, in_addr=100 * t, acc_addr=54 * t * 0 + 216 * (t % 2)))
              for t in range(4)]
     _same_both_ways({MX: convs})
+
+
+# ---- batches: the closures on a leading axis of samples equal the reference handlers -------
+def _batch_state(n: int, same, shared_consts: bool = False):
+    from tessel.sim.state import BatchState
+
+    st = BatchState(ARCH, n, [1 << 20 for _ in ARCH.offchip])
+    for k in range(n):
+        sram, acc, lut = _fill(k, same)
+        for dst, src in ((st.sram, sram), (st.acc_bytes, acc), (st.lut_bytes, lut)):
+            dst[k, :src.size] = src
+        st.offchip[0][k, :65536] = np.random.default_rng(50 + k).integers(0, 256, 65536,
+                                                                            dtype=np.uint8)
+    return st
+
+
+def _batch_same_both_ways(streams, n: int = 3, same=None) -> None:
+    prep = prepare(program(streams), ARCH)
+    fast, ref = _batch_state(n, same), _batch_state(n, same)
+    run_functional(prep, fast, fast=True)
+    run_functional(prep, ref, fast=False)
+    for name in ("sram", "acc_bytes", "lut_bytes"):
+        assert np.array_equal(getattr(fast, name), getattr(ref, name)), name
+    assert np.array_equal(fast.offchip[0], ref.offchip[0])
+
+
+_BATCH_EXTRA = {
+    "conv_1x1": _conv(kh=1, kw=1, pad_top=0, pad_left=0, stride_h=1, out_h=7, out_w=6),
+    "conv_chunked": _conv(in_zp=-128, w_zp=127),
+    "dwconv_loop": {V: [I(Opcode.DWCONV, **{**{k: v for k, v in CASES["dwconv"][V][0].as_dict(
+        ).items() if k != "opcode"}, "in_h": 16, "in_w": 28, "ch": 16, "in_stride_h": 28 * 16,
+        "in_stride_w": 16, "stride_h": 1, "out_h": 16, "out_w": 28, "w_stride_k": 16,
+        "acc_addr": 0, "acc_stride": 16})]},
+    "dma": {DI: [I(Opcode.DMA_LOAD, mem=0, ext_addr=100, sram_addr=40_000, dtype=DType.I16,
+                   d0=10, d1=7, ext_s0=2, ext_s1=40, sram_s0=2, sram_s1=20),
+                 I(Opcode.DMA_LOAD, mem=0, ext_addr=100, sram_addr=50_000, dtype=DType.I8,
+                   d0=300, ext_s0=1, sram_s0=1)],
+            DO: [I(Opcode.DMA_STORE, mem=0, ext_addr=200_000, sram_addr=300, dtype=DType.I8,
+                   d0=100, d1=3, ext_s0=1, ext_s1=100, sram_s0=1, sram_s1=100),
+                 I(Opcode.DMA_STORE, mem=0, ext_addr=300_000, sram_addr=300, dtype=DType.I32,
+                   d0=5, d1=4, ext_s0=4, ext_s1=20, sram_s0=8, sram_s1=40)]},
+}
+
+
+@pytest.mark.parametrize("same", [None, (0, 60_000)], ids=["differ", "same"])
+@pytest.mark.parametrize("case", sorted(CASES) + sorted(_BATCH_EXTRA))
+def test_batch_fast_equals_reference(case, same):
+    _batch_same_both_ways({**CASES, **_BATCH_EXTRA}[case], same=same)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_batch_conv_sample_chunks(n, monkeypatch):
+    """A batch's CONV in GEMMs of a few samples (the last one partial) equals the reference."""
+    import tessel.sim.fastpath as fp
+
+    monkeypatch.setattr(fp, "BATCH_GEMM_BYTES", 2 * 4 * 24 * 72)  # two samples per GEMM
+    _batch_same_both_ways(_conv(), n=n, same=(0, 60_000))
+    _batch_same_both_ways(_conv(), n=n)
+
+
+# ---- the int8 GEMM (torch._int_mm) of CONV / MATMUL, on every tile size -------------------
+_CONV_KW = [
+    {}, {"mode": AccMode.ACCUMULATE}, {"in_zp": -128, "w_zp": 127}, {"in_zp": 127, "w_zp": -128},
+    {"kh": 1, "kw": 1, "pad_top": 0, "pad_left": 0, "stride_h": 2, "stride_w": 2, "out_h": 4,
+     "out_w": 3, "w_zp": 5},
+    {"dil_h": 2, "dil_w": 2, "pad_top": 2, "pad_left": 2, "out_h": 4, "out_w": 6},
+    {"in_zp": 200},  # padding not representable in int8: the float path
+]
+_MM_KW = [dict(m=7, n=5, k=300, a_zp=3, b_zp=0), dict(m=4, n=3, k=9, mode=AccMode.ACCUMULATE),
+          dict(m=9, n=6, k=2000, a_zp=-128, b_zp=127), dict(m=5, n=4, k=2000, a_zp=255,
+                                                            b_zp=-256)]
+
+
+@pytest.fixture
+def every_gemm_int(monkeypatch):
+    import tessel.sim.fastpath as fp
+
+    if fp.int_mm() is None:
+        pytest.skip("torch._int_mm is not exact / not available on this host")
+    monkeypatch.setattr(fp, "INT_MM_MIN_MACS", 0)
+    return fp
+
+
+def _kinds(streams) -> set[str]:
+    prep = prepare(program(streams), ARCH)
+    return {s.__name__ for q in fast_steps(prep) for s in q if s is not None}
+
+
+@pytest.mark.parametrize("kw", _CONV_KW)
+def test_conv_int8_gemm(kw, every_gemm_int):
+    streams = _conv(**kw)
+    assert _kinds(streams) == ({"step"} if kw.get("in_zp") == 200 else {"step_int"})
+    every_gemm_int.INT_MM_MIN_MACS = 10**9  # one sample: float, a batch: int8
+    assert _kinds(streams) == ({"step"} if kw.get("in_zp") == 200 else {"step_small"})
+    _batch_same_both_ways(streams, same=(0, 60_000))
+    every_gemm_int.INT_MM_MIN_MACS = 0
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams, same=(0, 60_000))
+    _batch_same_both_ways(streams)  # weights differing between samples: the reference
+
+
+@pytest.mark.parametrize("kw", _MM_KW)
+def test_matmul_int8_gemm(kw, every_gemm_int):
+    k, n = kw["k"], kw["n"]
+    streams = {MX: [I(Opcode.MATMUL, a_addr=0, a_stride_m=k, b_addr=20_000, b_stride_k=n,
+                      acc_addr=4, acc_stride=n, **kw)]}
+    assert _kinds(streams) == {"step_int"}
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams, same=(0, 60_000))
+    _batch_same_both_ways(streams)
+
+
+def test_conv_int8_batch_chunks(every_gemm_int, monkeypatch):
+    monkeypatch.setattr(every_gemm_int, "BATCH_GEMM_BYTES", 2 * 24 * 72)  # two samples a GEMM
+    _batch_same_both_ways(_conv(), n=5, same=(0, 60_000))
+
+
+def test_int_mm_self_test_refuses_a_wrong_kernel(monkeypatch):
+    """A kernel that saturates like AVX2's 16-bit pair sums is refused by the self-test."""
+    import torch
+
+    import tessel.sim.fastpath as fp
+
+    def saturating(a, b):
+        return torch.clamp(torch.mm(a.to(torch.int64), b.to(torch.int64)), -2**20,
+                           2**20).to(torch.int32)
+
+    monkeypatch.setattr(fp, "_INT_MM", [])
+    monkeypatch.setattr(torch, "_int_mm", saturating)
+    assert fp.int_mm() is None
+    monkeypatch.setattr(fp, "_INT_MM", [])
+
+
+# ---- POOL and the int8 x int8 ELTWISE pair table ----------------------------------------------
+@pytest.mark.parametrize("seed", range(16))
+def test_pool_random(seed):
+    from tessel.isa.fields import PoolOp
+
+    rng = np.random.default_rng(300 + seed)
+    dt = [DType.I8, DType.I16][seed % 2]
+    w = 1 if dt == DType.I8 else 2
+    kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    sh, sw, dh, dw = (int(rng.integers(1, 3)) for _ in range(4))
+    pt, pl = int(rng.integers(0, kh)), int(rng.integers(0, kw))
+    ch, in_h, in_w = int(rng.integers(1, 6)), int(rng.integers(3, 8)), int(rng.integers(3, 8))
+    oh = max(1, (in_h + pt - (kh - 1) * dh - 1) // sh + 1)
+    ow = max(1, (in_w + pl - (kw - 1) * dw - 1) // sw + 1)
+    lim = (-128, 127) if dt == DType.I8 else (-32768, 32767)
+    lo, hi = sorted(int(v) for v in rng.integers(lim[0] - 50, lim[1] + 50, 2))
+    pool = I(Opcode.POOL, op=[PoolOp.MAX, PoolOp.AVG][(seed // 2) % 2], dtype=dt, in_addr=0,
+             in_h=in_h, in_w=in_w, in_stride_h=in_w * ch * w + 3 * w, in_stride_w=ch * w,
+             ch=ch, kh=kh, kw=kw, stride_h=sh, stride_w=sw, dil_h=dh, dil_w=dw, pad_top=pt,
+             pad_left=pl, out_h=oh, out_w=ow, out_addr=9000, out_stride_h=ow * ch * w,
+             out_stride_w=ch * w, act_min=lo, act_max=hi)
+    streams = {V: [pool]}
+    try:
+        prep = prepare(program(streams), ARCH)
+    except Exception:
+        pytest.skip("fields outside the ISA's rules")
+    if fast_steps(prep)[V][0] is None:
+        pytest.skip("a static trap: the reference")
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams)
+
+
+@pytest.mark.parametrize("case", ["pool_max", "pool_avg"])
+def test_pool_cases_use_the_closure(case):
+    assert _kinds(CASES[case]) == {"step"}
+    _same_both_ways(CASES[case])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_eltwise_int8_pair_table(seed):
+    rng = np.random.default_rng(700 + seed)
+    op = EltOp(int(rng.integers(0, 5)))
+    do = [DType.I8, DType.I16, DType.I32][seed % 3]
+    lo, hi = sorted(int(v) for v in rng.integers(-128, 128, 2)) if do == DType.I8 else \
+        sorted(int(v) for v in rng.integers(-300, 300, 2))
+    el = I(Opcode.ELTWISE, op=op, a_dtype=DType.I8, b_dtype=DType.I8, out_dtype=do, d0=16,
+           d1=3, a_addr=0, a_s0=1, a_s1=16, b_addr=300, b_s0=int(rng.integers(0, 2)),
+           b_s1=16, out_addr=9000, out_s0=[1, 2, 4][seed % 3], out_s1=16 * [1, 2, 4][seed % 3],
+           a_zp=int(rng.integers(-128, 128)), b_zp=int(rng.integers(-128, 128)),
+           left_shift=int(rng.integers(0, 21)), a_mult=int(rng.integers(2**29, 2**31)),
+           a_shift=int(rng.integers(-5, 2)), b_mult=int(rng.integers(2**29, 2**31)),
+           b_shift=int(rng.integers(-5, 2)), out_mult=int(rng.integers(2**29, 2**31)),
+           out_shift=int(rng.integers(-25, 0)), out_zp=int(rng.integers(-20, 20)),
+           act_min=lo, act_max=hi)
+    streams = {V: [el]}
+    assert _kinds(streams) == {"step_pair"}
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams)
+    _batch_same_both_ways(streams, same=(0, 60_000))
+
+
+def test_eltwise_tflite_add_is_one_pair_gather():
+    el = {k: v for k, v in CASES["eltwise"][V][0].as_dict().items() if k != "opcode"}
+    el.update(b_dtype=DType.I8, b_s0=1, left_shift=20, a_mult=1 << 30, a_shift=1,
+              b_mult=1 << 30, b_shift=1)
+    assert _kinds({V: [I(Opcode.ELTWISE, **el)]}) == {"step_pair"}
+
+
+# ---- LUT, COPY, REDUCE, UNARY --------------------------------------------------------------
+def test_lut_tables_follow_lut_loads():
+    """Both modes, with LUT_LOADs changing the entries between lookups (a new value table)."""
+    from tessel.isa.fields import LutMode
+
+    look = [I(Opcode.LUT, lut_mode=LutMode.I16_513, lut_base=100, d0=8, d1=8, src_addr=0,
+              src_s0=2, src_s1=16, dst_addr=9000, dst_s0=2, dst_s1=16),
+            I(Opcode.LUT, lut_mode=LutMode.I8_256, lut_base=7, d0=64, d1=2, src_addr=500,
+              src_s0=1, src_s1=64, dst_addr=9500, dst_s0=1, dst_s1=64)]
+    streams = {V: look + [I(Opcode.LUT_LOAD, lut_base=0, count=700, src_addr=1000)] + look}
+    streams[V] += [I(Opcode.LUT_LOAD, lut_base=50, count=600, src_addr=3000)] + look
+    assert _kinds(streams) == {"step"}
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams)
+    _batch_same_both_ways(streams, same=(0, 60_000))
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_reduce_random(seed):
+    from tessel.isa.fields import ReduceOp
+
+    rng = np.random.default_rng(900 + seed)
+    op = ReduceOp(seed % 4)
+    dt = [DType.I8, DType.I16, DType.I32][int(rng.integers(0, 3))]
+    w = {DType.I8: 1, DType.I16: 2, DType.I32: 4}[dt]
+    d0, d1, d2 = (int(v) for v in rng.integers(1, 7, 3))
+    axis = int(rng.integers(0, 3))
+    kept = [n for k, n in enumerate((d0, d1, d2)) if k != axis]
+    ow = 4 if op in (ReduceOp.SUM, ReduceOp.SUMSQ) else w
+    zp = int(rng.choice([0, 3, -1000, 2**20, -(2**31)])) if dt == DType.I32 else \
+        int(rng.integers(-300, 300))
+    red = I(Opcode.REDUCE, op=op, dtype=dt, axis=axis, d0=d0, d1=d1, d2=d2, src_addr=0,
+            src_s0=w, src_s1=w * d0 + w, src_s2=w * (d0 + 1) * d1, in_zp=zp,
+            dst_addr=9000, dst_s0=ow, dst_s1=ow * kept[0])
+    streams = {V: [red]}
+    prep = prepare(program(streams), ARCH)
+    if prep.queues[V][0].error is not None:
+        pytest.skip(prep.queues[V][0].error)
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams)
+
+
+@pytest.mark.parametrize("fb", [0, 1, 15, 20, 30, 31])
+def test_unary_edge_values(fb):
+    from tessel.isa.fields import UnaryOp
+
+    vals = np.array([-(2**31), -5, -1, 0, 1, 2, 3, 4, 5, 7, 1000, 2**20 + 1, 2**30,
+                     2**31 - 1, 2**31 - 2, 65535, 65536, 999_999_937], np.int32)
+    raw = vals.tobytes()
+    for op in UnaryOp:
+        un = I(Opcode.UNARY, op=op, frac_bits=fb, d0=len(vals), src_addr=40_000, src_s0=4,
+               dst_addr=9000, dst_s0=4)
+        streams = {V: [un]}
+        assert _kinds(streams) == {"step"}
+        _same_both_ways(streams, extra=[(40_000, raw)])
+        # random words too (the reference's float sqrt corrections vs isqrt)
+        _same_both_ways({V: [I(Opcode.UNARY, op=op, frac_bits=fb, d0=60, src_addr=0,
+                               src_s0=4, dst_addr=9000, dst_s0=4)]})
+
+
+def test_copy_overlapping_and_contiguous():
+    streams = {V: [I(Opcode.COPY, dtype=DType.I8, d0=300, src_addr=0, src_s0=1, dst_addr=100,
+                     dst_s0=1),  # overlapping: every read first
+                   I(Opcode.COPY, dtype=DType.I16, d0=50, d1=3, src_addr=2000, src_s0=2,
+                     src_s1=100, dst_addr=5000, dst_s0=2, dst_s1=100),  # bytes
+                   I(Opcode.COPY, dtype=DType.I32, d0=6, d1=4, src_addr=8000, src_s0=4,
+                     src_s1=24, dst_addr=8010, dst_s0=16, dst_s1=4)]}
+    assert _kinds(streams) == {"step", "step_bytes"}
+    _same_both_ways(streams)
+    _batch_same_both_ways(streams)
+
+
+@pytest.mark.parametrize("where", [0, 1, 7, 8, 300, 646, 647])
+def test_batch_conv_weights_differing_in_one_byte(where, monkeypatch):
+    """The batch's byte-wise weight check (64-bit middle, byte ends) sees one differing byte
+    anywhere in the weights (648 bytes at 20,000): that CONV then runs the reference."""
+    import tessel.sim.fastpath as fp
+
+    for int_macs in (10**9, 0):  # the float32 and the int8 GEMM closures
+        monkeypatch.setattr(fp, "INT_MM_MIN_MACS", int_macs)
+        prep = prepare(program(_conv()), ARCH)
+        fast, ref = _batch_state(3, (0, 60_000)), _batch_state(3, (0, 60_000))
+        for st in (fast, ref):
+            st.sram[2, 20_000 + where] ^= 0x5A
+        run_functional(prep, fast, fast=True)
+        run_functional(prep, ref, fast=False)
+        assert np.array_equal(fast.acc_bytes, ref.acc_bytes)
+        assert fp._bytes_uniform(fast.sram, 20_000, 20_648) is False
+        fast.sram[2, 20_000 + where] ^= 0x5A
+        assert fp._bytes_uniform(fast.sram, 20_000, 20_648) is True
