@@ -225,7 +225,8 @@ class _Stripe:
     moved: int  # >= 0: the line buffer is rebased here; the kept rows come from this row
 
 
-def _stripes(g2, rows: int, cap: int | None) -> list[_Stripe]:
+@functools.lru_cache(maxsize=4096)
+def _stripes(g2, rows: int, cap: int | None) -> tuple[_Stripe, ...]:
     """Stripes of depthwise output rows; `cap`: line-buffer rows (None: no line buffer, each
     stripe reads its whole window). The line buffer fills downwards; when a window would pass
     its end, the rows still needed move to the top (one COPY) and it fills again."""
@@ -245,7 +246,7 @@ def _stripes(g2, rows: int, cap: int | None) -> list[_Stripe]:
             base = r0
         out.append(_Stripe(oy0, rn, r0, n, pt, keep, new0, r1 - new0 + 1, r0 - base, moved))
         prev = (r0, r1)
-    return out
+    return tuple(out)
 
 
 class _Kind(enum.Enum):
@@ -289,10 +290,9 @@ class _Layout:
 class _Geo:
     """Geometries of the chain's convs and its stripes / chunks for one mapping."""
 
-    def __init__(self, chain: FusedChain, m: FusedMapping, ctx: CodegenContext):
-        self.g1 = ops_conv.geometry(chain.conv, ctx) if chain.conv is not None else None
-        self.g2 = ops_conv.geometry(chain.dw, ctx)
-        self.g3 = ops_conv.geometry(chain.project, ctx) if chain.project is not None else None
+    def __init__(self, chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
+                 geoms: tuple | None = None):
+        self.g1, self.g2, self.g3 = geoms if geoms is not None else geometries(chain, ctx)
         g2 = self.g2
         nmax = max(g2.in_rows(oy, min(m.rows, g2.oh - oy))[1] for oy in range(0, g2.oh, m.rows))
         self.cap = min(g2.h, nmax + m.line * m.rows * g2.sh) if self.g1 is not None else None
@@ -308,9 +308,27 @@ class _Geo:
     def conv_window(self, s: _Stripe) -> tuple[int, int, int]:
         return self.g1.in_rows(s.new0, s.new)
 
+    def plan(self, chain: FusedChain) -> _Plan:
+        return _Plan(chain.project is not None, self.g1 is not None, self.depth,
+                     self.dw_matrix, tuple(self.stripes), len(self.chunks))
+
+
+def geometries(chain: FusedChain, ctx: CodegenContext) -> tuple:
+    """(conv, depthwise, project) geometries of the chain (None where a member is absent)."""
+    return (ops_conv.geometry(chain.conv, ctx) if chain.conv is not None else None,
+            ops_conv.geometry(chain.dw, ctx),
+            ops_conv.geometry(chain.project, ctx) if chain.project is not None else None)
+
+
+def order(plan: _Plan) -> tuple[list[list[_Tile]], dict, dict]:
+    """The step's tiles per group, where the conv's input rows are loaded (tile position ->
+    [(stripe, buffer)]) and into which buffer ((chunk or -1, stripe) -> buffer)."""
+    return _order(plan)
+
 
 def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
-    g2 = ops_conv.geometry(chain.dw, ctx)
+    geoms = geometries(chain, ctx)
+    g2 = geoms[1]
     cols = ctx.arch.matrix.cols
     out = []
     for engine in (Engine.MATRIX, Engine.VECTOR):
@@ -322,7 +340,7 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
                     for line in (4, 1, 0):  # shorter line buffers where longer do not fit
                         m = FusedMapping(rows, chunk, engine, line, depth)
                         try:
-                            _layout(chain, _Geo(chain, m, ctx), m, ctx)
+                            _layout(chain, _Geo(chain, m, ctx, geoms), m, ctx)
                         except TesselCompileError:
                             continue
                         out.append(m)
@@ -399,7 +417,7 @@ class _Plan:
     nchunks: int
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=4096)
 def _order(plan: _Plan) -> tuple[list[list[_Tile]], dict, dict]:
     groups = _tiles(plan)
     hosts, buffers = _hosts(groups, plan) if plan.conv else ({}, {})
@@ -535,8 +553,7 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
         a3 = ops_conv._pack(chain.project, g3, [(0, g3.cout)], ctx)[0] if g3 else 0
     else:
         a1, a2, a3 = [0] * nj if g1 is not None else [], [0] * nj, 0
-    groups, hosts, buffers = _order(_Plan(chain.project is not None, g1 is not None, m.depth,
-                                          geo.dw_matrix, tuple(geo.stripes), nj))
+    groups, hosts, buffers = _order(geo.plan(chain))
     mem = ctx.consts.memory
 
     def wload(addr: int, sram: int, g, cn: int) -> list[Instruction]:
