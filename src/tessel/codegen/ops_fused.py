@@ -330,6 +330,7 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
     geoms = geometries(chain, ctx)
     g2 = geoms[1]
     cols = ctx.arch.matrix.cols
+    acc_entries = ctx.arch.onchip.acc_bytes // 4
     out = []
     for engine in (Engine.MATRIX, Engine.VECTOR):
         width = cols if engine is Engine.MATRIX else ctx.arch.vector.lanes
@@ -337,6 +338,8 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
         for chunk in chunks:
             for rows in sorted({min(g2.oh, r) for r in (1, 2, 4, 8, 16, 32)}):
                 for depth in DEPTHS:
+                    if _acc_floor(geoms, rows, chunk, engine, depth) > acc_entries:
+                        continue  # _layout would refuse it at every line length
                     for line in (4, 1, 0):  # shorter line buffers where longer do not fit
                         m = FusedMapping(rows, chunk, engine, line, depth)
                         try:
@@ -346,6 +349,22 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
                         out.append(m)
                         break
     return out
+
+
+def _acc_floor(geoms: tuple, rows: int, chunk: int, engine: Engine, depth: int) -> int:
+    """At most the accumulator entries _layout allocates for such a mapping at any line
+    length (its first stripe computes every conv row it reads: keep = 0), so a mapping above
+    the accumulator's capacity is skipped without building its stripes."""
+    g1, g2, g3 = geoms
+    rows = min(rows, g2.oh)
+    entries = 1
+    if g1 is not None:
+        entries = max(entries, g2.in_rows(0, rows)[1] * g2.w * chunk)
+    if engine is Engine.MATRIX:
+        entries = max(entries, rows * g2.ow * chunk)
+    if g3 is not None:
+        entries = max(entries, rows * g3.ow * g3.cout)
+    return depth * entries + (0 if engine is Engine.MATRIX else rows * g2.ow * chunk)
 
 
 def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) -> _Layout:

@@ -244,3 +244,20 @@ def test_chain_compiles_deterministically():
     b = compile_region(g, nodes, ["x"], [nodes[-1].name], arch, {})
     assert len(a.layers) == 1 and a.layers[0].nodes == tuple(n.name for n in nodes)
     assert a.program.streams == b.program.streams and a.program.constants == b.program.constants
+
+
+@pytest.mark.parametrize("preset", ["tnpu-s", "u65-512", "tnpu-xs", "u55-256"])
+def test_accumulator_floor_only_skips_mappings_that_do_not_fit(preset, monkeypatch):
+    """candidates() skips mappings whose accumulator floor exceeds the accumulator without
+    building them: the list equals the one built by trying every mapping's layout."""
+    arch = load_preset(preset)
+    for spec in CHAINS + [(*s, 1, 0, False, 1) for s in SHAPES]:
+        h, w, c1, c2, k, s, e, proj, res, ss = spec
+        g = block(np.random.default_rng(1), h, w, c1, c2, k, s, expand=e, project=proj,
+                  residual=res, stem_stride=ss)
+        for chain in ops_fused.fusible_chain(g, npu_nodes(g), 0):
+            ctx = context(arch, g)
+            got = ops_fused.candidates(chain, ctx)
+            with monkeypatch.context() as mp:
+                mp.setattr(ops_fused, "_acc_floor", lambda *a: 0)
+                assert got == ops_fused.candidates(chain, ctx), (spec, chain.name)
