@@ -53,13 +53,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tessel.codegen import dma, ops_conv, ops_eltwise
+from tessel.codegen import dma, ops_conv, ops_eltwise, ops_pool
 from tessel.codegen.context import ALIGN, ISA_DTYPE, CodegenContext, SramPlan, align
 from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, Graph, Node, Op
 from tessel.isa import Engine, Instruction, Opcode
-from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode
+from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode, PoolOp
 
 DEPTHS = (2, 3)  # accumulator ring depths the search tries
 IN_DEPTH = 2  # the input ring: DMA_IN's tile k waits for MATRIX to finish tile k - 2
@@ -91,6 +91,11 @@ class FusedChain:
     @property
     def name(self) -> str:
         return "+".join(n.name for n in self.nodes)
+
+    @property
+    def pooled(self) -> bool:
+        """The windowed member is a max pool (conv -> max pool), not a depthwise conv."""
+        return self.dw.op is Op.MAX_POOL2D
 
     @property
     def residual(self) -> str | None:
@@ -151,6 +156,13 @@ def _only_reader(graph: Graph, producer: Node, reader: Node, operand: int | None
         reader.inputs.count(producer.name) == 1)
 
 
+def _is_pool(graph: Graph, n: Node) -> bool:
+    """An int8 max pool of one POOL instruction per tile."""
+    return (n.op is Op.MAX_POOL2D and n.type.shape[0] == 1 and n.type.dtype is DType.I8
+            and graph.type_of(n.inputs[0]).dtype is DType.I8
+            and ops_pool.pool_refusal(n, graph) is None)
+
+
 def _is_residual_add(graph: Graph, project: Node, n: Node) -> bool:
     if n.op is not Op.QADD or n.type.dtype is not DType.I8 or len(n.inputs) != 2:
         return False
@@ -172,6 +184,8 @@ def fusible_chain(graph: Graph, nodes: Sequence[Node], k: int) -> list[FusedChai
         return out
     if _is_conv(graph, first):
         dw = at(k + 1)
+        if dw is not None and _is_pool(graph, dw) and _only_reader(graph, first, dw):
+            return [FusedChain(first, dw)]  # conv -> max pool
         if dw is None or not _is_dw(graph, dw) or not _only_reader(graph, first, dw):
             return out
         conv, nxt = first, k + 2
@@ -316,8 +330,15 @@ class _Geo:
 def geometries(chain: FusedChain, ctx: CodegenContext) -> tuple:
     """(conv, depthwise, project) geometries of the chain (None where a member is absent)."""
     return (ops_conv.geometry(chain.conv, ctx) if chain.conv is not None else None,
-            ops_conv.geometry(chain.dw, ctx),
+            _pool_geometry(chain.dw, ctx) if chain.pooled else ops_conv.geometry(chain.dw, ctx),
             ops_conv.geometry(chain.project, ctx) if chain.project is not None else None)
+
+
+def _pool_geometry(node: Node, ctx: CodegenContext) -> ops_conv.ConvGeometry:
+    """A max pool's window as a depthwise conv's geometry (no weights)."""
+    p = ops_pool.pool_geometry(node, ctx)
+    return ops_conv.ConvGeometry(p.h, p.w, p.c, p.oh, p.ow, p.c, p.kh, p.kw, p.sh, p.sw, p.dh,
+                                 p.dw, p.pt, p.pl, p.c, p.n)
 
 
 def order(plan: _Plan) -> tuple[list[list[_Tile]], dict, dict]:
@@ -332,13 +353,15 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
     cols = ctx.arch.matrix.cols
     acc_entries = ctx.arch.onchip.acc_bytes // 4
     out = []
-    for engine in (Engine.MATRIX, Engine.VECTOR):
+    # a max pool runs on VECTOR only
+    for engine in (Engine.VECTOR,) if chain.pooled else (Engine.MATRIX, Engine.VECTOR):
         width = cols if engine is Engine.MATRIX else ctx.arch.vector.lanes
         chunks = sorted({min(g2.cout, k * width) for k in (1, 2, 4, 8, 16)} | {g2.cout})
         for chunk in chunks:
             for rows in sorted({min(g2.oh, r) for r in (1, 2, 4, 8, 16, 32)}):
                 for depth in DEPTHS:
-                    if _acc_floor(geoms, rows, chunk, engine, depth) > acc_entries:
+                    if _acc_floor(geoms, rows, chunk, engine, depth,
+                                  chain.pooled) > acc_entries:
                         continue  # _layout would refuse it at every line length
                     for line in (4, 1, 0):  # shorter line buffers where longer do not fit
                         m = FusedMapping(rows, chunk, engine, line, depth)
@@ -351,7 +374,8 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
     return out
 
 
-def _acc_floor(geoms: tuple, rows: int, chunk: int, engine: Engine, depth: int) -> int:
+def _acc_floor(geoms: tuple, rows: int, chunk: int, engine: Engine, depth: int,
+               pooled: bool = False) -> int:
     """At most the accumulator entries _layout allocates for such a mapping at any line
     length (its first stripe computes every conv row it reads: keep = 0), so a mapping above
     the accumulator's capacity is skipped without building its stripes."""
@@ -364,7 +388,8 @@ def _acc_floor(geoms: tuple, rows: int, chunk: int, engine: Engine, depth: int) 
         entries = max(entries, rows * g2.ow * chunk)
     if g3 is not None:
         entries = max(entries, rows * g3.ow * g3.cout)
-    return depth * entries + (0 if engine is Engine.MATRIX else rows * g2.ow * chunk)
+    return depth * entries + (0 if engine is Engine.MATRIX or pooled
+                              else rows * g2.ow * chunk)
 
 
 def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) -> _Layout:
@@ -373,7 +398,7 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
     chain_mode = g3 is not None
     ch = m.chunk
     wb1 = align(g1.weight_bytes(ch) + 12 * ch) if g1 is not None else 0
-    wb2 = align(g2.weight_bytes(ch) + 12 * ch)
+    wb2 = 0 if chain.pooled else align(g2.weight_bytes(ch) + 12 * ch)
     if chain_mode:  # every chunk's weights, loaded once
         w1 = tuple(plan.sram(align(g1.weight_bytes(cn) + 12 * cn), "conv weights")
                    for _, cn in geo.chunks) if g1 is not None else ()
@@ -385,7 +410,7 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
         if g1 is not None:
             base1 = plan.sram(2 * wb1, "conv weights")
             w1 = (base1, base1 + wb1)
-        base = plan.sram(2 * wb2, "depthwise weights")
+        base = plan.sram(2 * wb2, "depthwise weights") if wb2 else 0
         w2, w3 = (base, base + wb2), 0
     nmax = max(s.n for s in geo.stripes)
     ibytes = xbytes = 0
@@ -419,7 +444,8 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
     if chain_mode:
         entries = max(entries, m.rows * g3.ow * g3.cout)
     acc = plan.acc(m.depth * entries, "accumulators")
-    acc2 = 0 if geo.dw_matrix else plan.acc(m.rows * g2.ow * ch, "depthwise accumulators")
+    acc2 = 0 if geo.dw_matrix or chain.pooled else plan.acc(m.rows * g2.ow * ch,
+                                                             "depthwise accumulators")
     return _Layout(w1, w2, w3, inp, ibytes, xin, xbytes, vin, vbytes, line, dwbuf, dbytes, tmp, out,
                    obytes, acc, entries, acc2)
 
@@ -568,7 +594,7 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
     nj = len(geo.chunks)
     if emit:
         a1 = ops_conv._pack(chain.conv, g1, geo.chunks, ctx) if g1 is not None else []
-        a2 = ops_conv._pack(chain.dw, g2, geo.chunks, ctx)
+        a2 = ops_conv._pack(chain.dw, g2, geo.chunks, ctx) if not chain.pooled else [0] * nj
         a3 = ops_conv._pack(chain.project, g3, [(0, g3.cout)], ctx)[0] if g3 else 0
     else:
         a1, a2, a3 = [0] * nj if g1 is not None else [], [0] * nj, 0
@@ -592,7 +618,7 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
                 GroupWork(wl, dwl, [], count))
         cn = geo.chunks[gi][1]
         w1 = wload(a1[gi], lay.w1[slot], g1, cn) if g1 is not None else []
-        w2 = wload(a2[gi], lay.w2[slot], g2, cn)
+        w2 = wload(a2[gi], lay.w2[slot], g2, cn) if not chain.pooled else []
         return GroupWork(w1 + w2, [], [], count) if geo.dw_matrix else (
             GroupWork(w1, w2, [], count))
 
@@ -693,6 +719,19 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
         x = ctx.tensor(chain.dw.inputs[0])
         loads.append(dma.pattern(Opcode.DMA_LOAD, x, st.r0 * g2.w * g2.c + c0, dw_in,
                                  ((cn, 1, 1), (g2.w, g2.c, cn), (st.n, g2.w * g2.c, g2.w * cn))))
+    if chain.pooled:  # the max pool's POOL over the window, into the output slot
+        y = ctx.tensor(chain.dw.name)
+        oaddr = lay.out + s.out * lay.out_stride
+        lo, hi = chain.dw.type.dtype.bounds
+        vector.append(Instruction.make(
+            Opcode.POOL, op=PoolOp.MAX, dtype=ISA_DTYPE[DType.I8], in_addr=dw_in, in_h=st.n,
+            in_w=g2.w, in_stride_h=g2.w * cn, in_stride_w=cn, ch=cn, kh=g2.kh, kw=g2.kw,
+            stride_h=g2.sh, stride_w=g2.sw, dil_h=g2.dh, dil_w=g2.dw, pad_top=st.pad_top,
+            pad_left=g2.pl, out_h=st.rows, out_w=g2.ow, out_addr=oaddr,
+            out_stride_h=g2.ow * cn, out_stride_w=cn, act_min=lo, act_max=hi))
+        stores.append(dma.pattern(Opcode.DMA_STORE, y, st.oy0 * g2.ow * g2.cout + c0, oaddr,
+                                  ((cn, 1, 1), (st.rows * g2.ow, g2.cout, cn))))
+        return TileWork(loads, matrix, vector, stores)
     dacc = acc if geo.dw_matrix else lay.acc2
     dw = Instruction.make(
         Opcode.DWCONV, in_addr=dw_in, in_h=st.n, in_w=g2.w, in_stride_h=g2.w * cn,

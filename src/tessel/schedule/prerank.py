@@ -298,11 +298,14 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
                 if g1 is None:
                     loads.append((xmem, acc.cycles(xmem, st.n * g2.w * cn)))
                 pix = st.rows * g2.ow
-                if geo.dw_matrix:
+                if chain.pooled:  # POOL, no requantisation
+                    vwork += _vec(arch, pix * cn * g2.kh * g2.kw)
+                elif geo.dw_matrix:
                     mwork += _gemm(arch, pix, cn, g2.kh * g2.kw)
                 else:
                     vwork += _vec(arch, pix * cn * g2.kh * g2.kw)
-                vwork += _vec(arch, pix * cn)
+                if not chain.pooled:
+                    vwork += _vec(arch, pix * cn)
                 if g3 is None:
                     stores.append((ymem, acc.cycles(ymem, pix * cn)))
         out = memo[key] = _Work(tuple(loads), mwork, vwork, tuple(stores))
@@ -317,7 +320,8 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
             gl += [wl(g3, g3.cout)] + [wl(g2, cn) for _, cn in geo.chunks] if not gi else []
         else:
             cn = geo.chunks[gi][1]
-            gl = ([wl(g1, cn)] if g1 is not None else []) + [wl(g2, cn)]
+            gl = ([wl(g1, cn)] if g1 is not None else []) + (
+                [wl(g2, cn)] if not chain.pooled else [])
         run.append((gl, [tile(t) for t in tiles]))
     lower = _general(arch, run, True)
     run_tiles = sum(len(t) for _, t in run)

@@ -69,7 +69,7 @@ def block(rng, h, w, c1, c2, k, s, *, expand=1, project=None, residual=False, ex
 
 
 def npu_nodes(g):
-    return [n for n in g.nodes if n.op in (Op.QCONV2D, Op.QADD)]
+    return [n for n in g.nodes if n.op in (Op.QCONV2D, Op.QADD, Op.MAX_POOL2D)]
 
 
 def context(arch, g):
@@ -261,3 +261,39 @@ def test_accumulator_floor_only_skips_mappings_that_do_not_fit(preset, monkeypat
             with monkeypatch.context() as mp:
                 mp.setattr(ops_fused, "_acc_floor", lambda *a: 0)
                 assert got == ops_fused.candidates(chain, ctx), (spec, chain.name)
+
+
+def pool_block(rng, h, w, c1, c2, k, s, pk, ps, pp, ceil=False):
+    """x -> conv k x k stride s (padding k // 2) to c2 -> max pool pk x pk stride ps pad pp."""
+    b = GraphBuilder("stem")
+    x = b.input("x", TensorType((1, h, w, c1), DType.I8, Layout.NHWC, QuantParams((0.05,), (3,))))
+    p = k // 2
+    y = b.add(Op.QCONV2D, [x, *conv_constants(b, rng, c2, (c2, k, k, c1), c1 * k * k)], dict(
+        stride=(s, s), padding=(p, p, p, p), layout=Layout.NHWC, in_zp=3, out_zp=-7,
+        act_min=-7, act_max=120, dtype=DType.I8))
+    y = b.add(Op.MAX_POOL2D, [y], dict(kernel=(pk, pk), stride=(ps, ps),
+                                       padding=(pp, pp, pp, pp), ceil_mode=ceil,
+                                       dilation=(1, 1), layout=Layout.NHWC))
+    return verify(b.build([y]))
+
+
+# (h, w, c1, c2, conv k, conv s, pool k, pool s, pool pad, ceil)
+POOLS = [
+    (32, 32, 3, 16, 7, 2, 3, 2, 1, False),  # ResNet's stem, scaled down
+    (15, 13, 4, 24, 3, 1, 3, 2, 1, True),  # odd sizes, ceil mode
+    (12, 12, 8, 40, 3, 1, 2, 2, 0, False),  # 2 x 2 / 2, no padding
+    (10, 9, 8, 8, 1, 1, 3, 1, 1, False),  # 1 x 1 conv, stride-1 pool (halo rows kept)
+]
+
+
+@pytest.mark.parametrize("preset", ["tnpu-s", "u65-512", "tnpu-xs", "u55-256"])
+@pytest.mark.parametrize("spec", POOLS, ids=lambda s: "x".join(map(str, s)))
+def test_every_conv_pool_mapping_is_bit_exact(spec, preset):
+    rng = np.random.default_rng(sum(spec[:6]))
+    g = pool_block(rng, *spec)
+    chains = ops_fused.fusible_chain(g, npu_nodes(g), 0)
+    assert len(chains) == 1 and chains[0].pooled and chains[0].last is g.nodes[-1]
+    if not ops_fused.candidates(chains[0], context(load_preset(preset), g)):
+        pytest.skip(f"no cascade of {spec} fits {preset}")
+    ms = check_mappings(g, chains[0], preset, rng, every=12)
+    assert all(m.dw_engine is Engine.VECTOR for m in ms)
