@@ -19,6 +19,7 @@ from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, 
 from tessel.isa import Engine, Opcode
 from tessel.quant import fixedpoint as fp
 from tessel.quant.golden import run_golden
+from tessel.schedule import prerank, search_cache
 from tessel.schedule.plan import _DummyTensors, plan_dram, plan_units
 from tessel.sim import simulate
 
@@ -297,3 +298,27 @@ def test_every_conv_pool_mapping_is_bit_exact(spec, preset):
         pytest.skip(f"no cascade of {spec} fits {preset}")
     ms = check_mappings(g, chains[0], preset, rng, every=12)
     assert all(m.dw_engine is Engine.VECTOR for m in ms)
+
+
+@pytest.mark.parametrize("preset", ["tnpu-s", "u65-512", "tnpu-xs", "u55-256"])
+def test_chain_bounds_below_every_estimate(preset):
+    """prerank.chain_bound <= the sampled and the full estimate of every candidate of every
+    chain kind (the search prunes on it, so it is exact only if this holds)."""
+    arch = load_preset(preset)
+    graphs = [pool_block(np.random.default_rng(2), *spec) for spec in POOLS]
+    graphs += [block(np.random.default_rng(3), *spec[:6], expand=spec[6], project=spec[7],
+                     residual=spec[8], stem_stride=spec[9]) for spec in CHAINS]
+    graphs += [block(np.random.default_rng(4), *shape) for shape in SHAPES]
+    ratios = []
+    for g in graphs:
+        ctx = context(arch, g)
+        est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
+        for chain in ops_fused.fusible_chain(g, npu_nodes(g), 0):
+            for m in ops_fused.candidates(chain, est_ctx):
+                for sample in (search_cache.SAMPLE_TILES, None):
+                    est = estimate_step(ops_fused.step(chain, m, est_ctx, emit=False), arch,
+                                        sample=sample).cycles
+                    low = prerank.chain_bound(chain, m, est_ctx, sample)
+                    assert low <= est, (chain.name, str(m), sample, low, est)
+                    ratios.append(low / est)
+    assert len(ratios) > 100 and sum(ratios) / len(ratios) > 0.3
