@@ -1,13 +1,16 @@
-"""Cross-layer fusion (cascading): a chain of consecutive layers around a depthwise conv runs as
-one step in row stripes of the depthwise output, so the chain's intermediate tensors never
-leave SRAM. Chains (`fusible_chain`), all batch 1, int8, each intermediate read only by the
-next member (not a graph output):
+"""Cross-layer fusion (cascading): a chain of consecutive layers around a depthwise conv (or a
+max pool) runs as one step in row stripes of the depthwise (pool) output, so the chain's
+intermediate tensors never leave SRAM. Chains (`fusible_chain`), all batch 1, int8, each
+intermediate read only by the next member (not a graph output):
 
 * conv -> depthwise: an ordinary conv (MobileNetV2's 1x1 expand, or a stem 3x3) and the
   depthwise conv reading it ("pair");
 * conv -> depthwise -> 1x1 project [-> qadd]: a MobileNetV2 inverted residual as one step, the
   residual add (its other operand any DRAM tensor of the output's shape) as an epilogue;
-* depthwise -> 1x1 project [-> qadd] (blocks without an expand).
+* depthwise -> 1x1 project [-> qadd] (blocks without an expand);
+* conv -> int8 max pool (ResNet's stem): a pair whose windowed member is the pool (`pooled`):
+  its POOL runs on VECTOR over the line buffer's window into the output slot (no weights, no
+  requantisation, no depthwise accumulators); the pool's geometry as a depthwise conv's.
 
 Tiles, per stripe of depthwise output rows and channel chunk:
 
@@ -69,6 +72,7 @@ IN_DEPTH = 2  # the input ring: DMA_IN's tile k waits for MATRIX to finish tile 
 class FusedChain:
     """Consecutive ops compiled as one step; every member's result but the last stays on chip.
     `conv`: the ordinary conv before the depthwise conv (None: the chain starts with it);
+    `dw`: the depthwise conv, or the max pool of a conv -> max pool chain (`pooled`);
     `project`: the 1x1 conv after it; `add`: the residual qadd after the project."""
 
     conv: Node | None

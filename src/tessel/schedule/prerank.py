@@ -18,9 +18,10 @@ these is a set of non-overlapping intervals inside it. A sampled estimate runs t
 `sample` tiles of the first two groups and scales by the share of tiles run; its bound is the
 same sums over the same tiles, scaled the same way (``int(x * scale)`` is monotone in x).
 
-Bounds exist for qconv2d (ops_conv), most of the search time of convolutional models; every
-other op, and the cascaded chains of ops_fused, have none (``None``: the search estimates all
-their candidates, as before; the chains' bound of the pair they replaced is not ported).
+Bounds exist for qconv2d (ops_conv) and the cascaded chains of ops_fused (`chain_bound`: the
+step's own tile order and groups, each tile at the sums above), most of the search time of
+convolutional models; every other op has none (``None``: the search estimates all its
+candidates, as before).
 """
 
 from __future__ import annotations
@@ -263,9 +264,9 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
     def wl(g, cn: int) -> tuple[int, int]:
         return wmem, acc.cycles(wmem, g.weight_bytes(cn) + 12 * cn)
 
-    xmem = mem_of(chain.conv.inputs[0]) if g1 is not None else mem_of(chain.dw.inputs[0])
+    xmem = mem_of((chain.conv if chain.conv is not None else chain.dw).inputs[0])
     ymem = mem_of(chain.last.name)
-    rmem = mem_of(chain.residual) if chain.add is not None else 0
+    rmem = mem_of(chain.residual) if chain.residual is not None else 0
     memo: dict[tuple, _Work] = {}
 
     def tile(tl) -> _Work:
