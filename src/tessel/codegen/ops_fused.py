@@ -102,6 +102,11 @@ class FusedChain:
         return self.dw.op is Op.MAX_POOL2D
 
     @property
+    def halo_conv(self) -> bool:
+        """The windowed member is an ordinary conv (conv -> conv with halo rows)."""
+        return self.dw.op is Op.QCONV2D and self.dw.attr_map["groups"] == 1
+
+    @property
     def residual(self) -> str | None:
         """The add's operand that is not the project's result."""
         if self.add is None:
@@ -167,6 +172,11 @@ def _is_pool(graph: Graph, n: Node) -> bool:
             and ops_pool.pool_refusal(n, graph) is None)
 
 
+def _is_halo_conv(graph: Graph, n: Node) -> bool:
+    """An ordinary conv reading rows around each output row (kernel height > 1)."""
+    return _is_conv(graph, n) and graph.type_of(n.inputs[1]).shape[1] > 1
+
+
 def _is_residual_add(graph: Graph, project: Node, n: Node) -> bool:
     if n.op is not Op.QADD or n.type.dtype is not DType.I8 or len(n.inputs) != 2:
         return False
@@ -190,6 +200,8 @@ def fusible_chain(graph: Graph, nodes: Sequence[Node], k: int) -> list[FusedChai
         dw = at(k + 1)
         if dw is not None and _is_pool(graph, dw) and _only_reader(graph, first, dw):
             return [FusedChain(first, dw)]  # conv -> max pool
+        if dw is not None and _is_halo_conv(graph, dw) and _only_reader(graph, first, dw):
+            return [FusedChain(first, dw)]  # conv -> k x k conv
         if dw is None or not _is_dw(graph, dw) or not _only_reader(graph, first, dw):
             return out
         conv, nxt = first, k + 2
@@ -315,7 +327,7 @@ class _Geo:
         nmax = max(g2.in_rows(oy, min(m.rows, g2.oh - oy))[1] for oy in range(0, g2.oh, m.rows))
         self.cap = min(g2.h, nmax + m.line * m.rows * g2.sh) if self.g1 is not None else None
         self.stripes = _stripes(g2, m.rows, self.cap)
-        c = self.g2.cout
+        c = self.g2.c  # the windowed member's input channels (the line buffer's)
         self.chunks = [(c0, min(m.chunk, c - c0)) for c0 in range(0, c, m.chunk)]
         self.dw_matrix = m.dw_engine is Engine.MATRIX
         self.depth = m.depth
@@ -357,15 +369,17 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
     cols = ctx.arch.matrix.cols
     acc_entries = ctx.arch.onchip.acc_bytes // 4
     out = []
-    # a max pool runs on VECTOR only
-    for engine in (Engine.VECTOR,) if chain.pooled else (Engine.MATRIX, Engine.VECTOR):
+    # a max pool runs on VECTOR only, a second conv on MATRIX over all its input channels
+    engines = ((Engine.VECTOR,) if chain.pooled else (Engine.MATRIX,) if chain.halo_conv
+               else (Engine.MATRIX, Engine.VECTOR))
+    for engine in engines:
         width = cols if engine is Engine.MATRIX else ctx.arch.vector.lanes
         chunks = sorted({min(g2.cout, k * width) for k in (1, 2, 4, 8, 16)} | {g2.cout})
-        for chunk in chunks:
+        for chunk in [g2.c] if chain.halo_conv else chunks:
             for rows in sorted({min(g2.oh, r) for r in (1, 2, 4, 8, 16, 32)}):
                 for depth in DEPTHS:
                     if _acc_floor(geoms, rows, chunk, engine, depth,
-                                  chain.pooled) > acc_entries:
+                                  chain.pooled, chain.halo_conv) > acc_entries:
                         continue  # _layout would refuse it at every line length
                     for line in (4, 1, 0):  # shorter line buffers where longer do not fit
                         m = FusedMapping(rows, chunk, engine, line, depth)
@@ -379,7 +393,7 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
 
 
 def _acc_floor(geoms: tuple, rows: int, chunk: int, engine: Engine, depth: int,
-               pooled: bool = False) -> int:
+               pooled: bool = False, halo_conv: bool = False) -> int:
     """At most the accumulator entries _layout allocates for such a mapping at any line
     length (its first stripe computes every conv row it reads: keep = 0), so a mapping above
     the accumulator's capacity is skipped without building its stripes."""
@@ -389,7 +403,7 @@ def _acc_floor(geoms: tuple, rows: int, chunk: int, engine: Engine, depth: int,
     if g1 is not None:
         entries = max(entries, g2.in_rows(0, rows)[1] * g2.w * chunk)
     if engine is Engine.MATRIX:
-        entries = max(entries, rows * g2.ow * chunk)
+        entries = max(entries, rows * g2.ow * (g2.cout if halo_conv else chunk))
     if g3 is not None:
         entries = max(entries, rows * g3.ow * g3.cout)
     return depth * entries + (0 if engine is Engine.MATRIX or pooled
@@ -402,20 +416,22 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
     chain_mode = g3 is not None
     ch = m.chunk
     wb1 = align(g1.weight_bytes(ch) + 12 * ch) if g1 is not None else 0
-    wb2 = 0 if chain.pooled else align(g2.weight_bytes(ch) + 12 * ch)
+    wout = g2.cout if chain.halo_conv else ch  # the windowed member's output channels
+    wb2 = 0 if chain.pooled else align(g2.weight_bytes(wout) + 12 * wout)
     if chain_mode:  # every chunk's weights, loaded once
         w1 = tuple(plan.sram(align(g1.weight_bytes(cn) + 12 * cn), "conv weights")
                    for _, cn in geo.chunks) if g1 is not None else ()
         w2 = tuple(plan.sram(align(g2.weight_bytes(cn) + 12 * cn), "depthwise weights")
                    for _, cn in geo.chunks)
         w3 = plan.sram(align(g3.weight_bytes(g3.cout) + 12 * g3.cout), "project weights")
-    else:  # one chunk's, double-buffered
+    else:  # one chunk's, double-buffered (conv -> conv: one chunk, one group, one buffer)
+        slots = 1 if chain.halo_conv else 2
         w1 = ()
         if g1 is not None:
-            base1 = plan.sram(2 * wb1, "conv weights")
-            w1 = (base1, base1 + wb1)
-        base = plan.sram(2 * wb2, "depthwise weights") if wb2 else 0
-        w2, w3 = (base, base + wb2), 0
+            base1 = plan.sram(slots * wb1, "conv weights")
+            w1 = (base1, base1 + wb1 * (slots - 1))
+        base = plan.sram(slots * wb2, "depthwise weights") if wb2 else 0
+        w2, w3 = (base, base + wb2 * (slots - 1)), 0
     nmax = max(s.n for s in geo.stripes)
     ibytes = xbytes = 0
     if g1 is not None:
@@ -438,13 +454,13 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
     dwbuf = plan.sram(2 * dbytes, "depthwise stripe") if chain_mode else 0
     tmp = plan.sram(align(m.rows * g3.ow * g3.cout), "project stripe") if (
         chain.add is not None) else 0
-    obytes = align(m.rows * g2.ow * (g3.cout if chain_mode else ch))
+    obytes = align(m.rows * g2.ow * (g3.cout if chain_mode else wout))
     out = plan.sram(2 * obytes, "output stripe")
     entries = 1
     if g1 is not None:
         entries = max(entries, max(s.new for s in geo.stripes) * g2.w * ch)
     if geo.dw_matrix:
-        entries = max(entries, m.rows * g2.ow * ch)
+        entries = max(entries, m.rows * g2.ow * wout)
     if chain_mode:
         entries = max(entries, m.rows * g3.ow * g3.cout)
     acc = plan.acc(m.depth * entries, "accumulators")
@@ -598,7 +614,8 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
     nj = len(geo.chunks)
     if emit:
         a1 = ops_conv._pack(chain.conv, g1, geo.chunks, ctx) if g1 is not None else []
-        a2 = ops_conv._pack(chain.dw, g2, geo.chunks, ctx) if not chain.pooled else [0] * nj
+        a2 = ([0] * nj if chain.pooled else ops_conv._pack(chain.dw, g2, [(0, g2.cout)], ctx)
+              if chain.halo_conv else ops_conv._pack(chain.dw, g2, geo.chunks, ctx))
         a3 = ops_conv._pack(chain.project, g3, [(0, g3.cout)], ctx)[0] if g3 else 0
     else:
         a1, a2, a3 = [0] * nj if g1 is not None else [], [0] * nj, 0
@@ -622,7 +639,8 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
                 GroupWork(wl, dwl, [], count))
         cn = geo.chunks[gi][1]
         w1 = wload(a1[gi], lay.w1[slot], g1, cn) if g1 is not None else []
-        w2 = wload(a2[gi], lay.w2[slot], g2, cn) if not chain.pooled else []
+        w2 = [] if chain.pooled else wload(a2[gi], lay.w2[slot], g2,
+                                               g2.cout if chain.halo_conv else cn)
         return GroupWork(w1 + w2, [], [], count) if geo.dw_matrix else (
             GroupWork(w1, w2, [], count))
 
@@ -723,6 +741,9 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
         x = ctx.tensor(chain.dw.inputs[0])
         loads.append(dma.pattern(Opcode.DMA_LOAD, x, st.r0 * g2.w * g2.c + c0, dw_in,
                                  ((cn, 1, 1), (g2.w, g2.c, cn), (st.n, g2.w * g2.c, g2.w * cn))))
+    if chain.halo_conv:  # the second conv's CONV over the window (all channels), stored
+        return _halo_conv_tile(chain, geo, lay, st, s, ctx, dw_in, w2, acc,
+                               TileWork(loads, matrix, vector, stores))
     if chain.pooled:  # the max pool's POOL over the window, into the output slot
         y = ctx.tensor(chain.dw.name)
         oaddr = lay.out + s.out * lay.out_stride
@@ -755,6 +776,30 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
         stores.append(dma.pattern(Opcode.DMA_STORE, y, st.oy0 * g2.ow * g2.cout + c0, oaddr,
                                   ((cn, 1, 1), (st.rows * g2.ow, g2.cout, cn))))
     return TileWork(loads, matrix, vector, stores)
+
+
+def _halo_conv_tile(chain: FusedChain, geo: _Geo, lay: _Layout, st: _Stripe, s: Slots,
+                    ctx: CodegenContext, src: int, w2: int, acc: int, work: TileWork
+                    ) -> TileWork:
+    """The DW tile of a conv -> conv chain: the second conv over the line buffer's window of
+    all its input channels, requantised into the output slot and stored."""
+    g2 = geo.g2
+    a2 = chain.dw.attr_map
+    cin, cout, pix = g2.c, g2.cout, st.rows * g2.ow
+    work.matrix.append(Instruction.make(
+        Opcode.CONV, in_addr=src, in_h=st.n, in_w=g2.w, in_stride_h=g2.w * cin,
+        in_stride_w=cin, cin=cin, in_zp=a2["in_zp"], kh=g2.kh, kw=g2.kw, stride_h=g2.sh,
+        stride_w=g2.sw, dil_h=g2.dh, dil_w=g2.dw, pad_top=st.pad_top, pad_left=g2.pl,
+        out_h=st.rows, out_w=g2.ow, w_addr=w2, w_stride_k=cin * cout, w_stride_ci=cout,
+        w_stride_co=1, w_zp=0, cout=cout, acc_addr=acc, acc_stride=cout,
+        mode=AccMode.OVERWRITE))
+    oaddr = lay.out + s.out * lay.out_stride
+    work.vector.append(_conv_req(chain.dw, acc, pix, cout, oaddr, cout,
+                                 w2 + g2.weight_bytes(cout)))
+    y = ctx.tensor(chain.dw.name)
+    work.stores.append(dma.pattern(Opcode.DMA_STORE, y, st.oy0 * g2.ow * cout, oaddr,
+                                   ((cout, 1, 1), (pix, cout, cout))))
+    return work
 
 
 def _project_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,

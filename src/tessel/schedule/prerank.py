@@ -299,15 +299,19 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
                 if g1 is None:
                     loads.append((xmem, acc.cycles(xmem, st.n * g2.w * cn)))
                 pix = st.rows * g2.ow
-                if chain.pooled:  # POOL, no requantisation
+                if chain.halo_conv:  # CONV over all channels, REQUANT, store
+                    mwork += _gemm(arch, pix, g2.cout, g2.kh * g2.kw * cn)
+                    vwork += _vec(arch, pix * g2.cout)
+                    stores.append((ymem, acc.cycles(ymem, pix * g2.cout)))
+                elif chain.pooled:  # POOL, no requantisation
                     vwork += _vec(arch, pix * cn * g2.kh * g2.kw)
                 elif geo.dw_matrix:
                     mwork += _gemm(arch, pix, cn, g2.kh * g2.kw)
                 else:
                     vwork += _vec(arch, pix * cn * g2.kh * g2.kw)
-                if not chain.pooled:
+                if not chain.pooled and not chain.halo_conv:
                     vwork += _vec(arch, pix * cn)
-                if g3 is None:
+                if g3 is None and not chain.halo_conv:
                     stores.append((ymem, acc.cycles(ymem, pix * cn)))
         out = memo[key] = _Work(tuple(loads), mwork, vwork, tuple(stores))
         return out
@@ -322,7 +326,7 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
         else:
             cn = geo.chunks[gi][1]
             gl = ([wl(g1, cn)] if g1 is not None else []) + (
-                [wl(g2, cn)] if not chain.pooled else [])
+                [] if chain.pooled else [wl(g2, g2.cout if chain.halo_conv else cn)])
         run.append((gl, [tile(t) for t in tiles]))
     lower = _general(arch, run, True)
     run_tiles = sum(len(t) for _, t in run)
