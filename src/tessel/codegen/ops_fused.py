@@ -10,7 +10,10 @@ intermediate read only by the next member (not a graph output):
 * depthwise -> 1x1 project [-> qadd] (blocks without an expand);
 * conv -> int8 max pool (ResNet's stem): a pair whose windowed member is the pool (`pooled`):
   its POOL runs on VECTOR over the line buffer's window into the output slot (no weights, no
-  requantisation, no depthwise accumulators); the pool's geometry as a depthwise conv's.
+  requantisation, no depthwise accumulators); the pool's geometry as a depthwise conv's;
+* conv -> ordinary conv of kernel height > 1 (`halo_conv`): one chunk of all the first conv's
+  channels in the line buffer; the second conv's CONV (all channels) runs on MATRIX over
+  each stripe's window (a DW tile on MATRIX), requantised and stored.
 
 Tiles, per stripe of depthwise output rows and channel chunk:
 
