@@ -664,10 +664,10 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
         tl = groups[gi][t]
         st = geo.stripes[tl.stripe]
         cn = geo.chunks[tl.chunk][1]
-        win = geo.conv_window(st) if g1 is not None and st.new else ()
+        # what the tile's costs and events read: shapes, not rows' positions or paddings
+        win = geo.conv_window(st)[1] if g1 is not None and st.new else 0
         hosted = tuple(geo.conv_window(geo.stripes[i])[1] for i, _ in hosts.get(tl.pos, ()))
-        return (tl.kind, cn, st.rows, st.n, st.pad_top, st.keep, st.moved >= 0, st.new, win,
-                hosted)
+        return (tl.kind, cn, st.rows, st.n, st.keep, st.moved >= 0, st.new, win, hosted)
 
     shape = StepShape(uses_matrix=True, in_depth=IN_DEPTH, acc_depth=m.depth, group_depth=2)
     return StepWork(shape, len(groups), group_fn, tile_fn, tile_key)
