@@ -1,6 +1,6 @@
 """Cross-layer fusion (cascading): a chain of consecutive layers around a depthwise conv (or a
-max pool) runs as one step in row stripes of the depthwise (pool) output, so the chain's
-intermediate tensors never leave SRAM. Chains (`fusible_chain`), all batch 1, int8, each
+max pool, or a second conv) runs as one step in row stripes of that windowed layer's output,
+so the chain's intermediate tensors never leave SRAM. Chains (`fusible_chain`), all batch 1, int8, each
 intermediate read only by the next member (not a graph output):
 
 * conv -> depthwise: an ordinary conv (MobileNetV2's 1x1 expand, or a stem 3x3) and the
