@@ -1,13 +1,19 @@
-"""Cross-layer fusion (cascading): a chain of consecutive layers around a depthwise conv runs as
-one step in row stripes of the depthwise output, so the chain's intermediate tensors never
-leave SRAM. Chains (`fusible_chain`), all batch 1, int8, each intermediate read only by the
-next member (not a graph output):
+"""Cross-layer fusion (cascading): a chain of consecutive layers around a depthwise conv (or a
+max pool, or a second conv) runs as one step in row stripes of that windowed layer's output,
+so the chain's intermediate tensors never leave SRAM. Chains (`fusible_chain`), all batch 1, int8, each
+intermediate read only by the next member (not a graph output):
 
 * conv -> depthwise: an ordinary conv (MobileNetV2's 1x1 expand, or a stem 3x3) and the
   depthwise conv reading it ("pair");
 * conv -> depthwise -> 1x1 project [-> qadd]: a MobileNetV2 inverted residual as one step, the
   residual add (its other operand any DRAM tensor of the output's shape) as an epilogue;
-* depthwise -> 1x1 project [-> qadd] (blocks without an expand).
+* depthwise -> 1x1 project [-> qadd] (blocks without an expand);
+* conv -> int8 max pool (ResNet's stem): a pair whose windowed member is the pool (`pooled`):
+  its POOL runs on VECTOR over the line buffer's window into the output slot (no weights, no
+  requantisation, no depthwise accumulators); the pool's geometry as a depthwise conv's;
+* conv -> ordinary conv of kernel height > 1 (`halo_conv`): one chunk of all the first conv's
+  channels in the line buffer; the second conv's CONV (all channels) runs on MATRIX over
+  each stripe's window (a DW tile on MATRIX), requantised and stored.
 
 Tiles, per stripe of depthwise output rows and channel chunk:
 
@@ -53,13 +59,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tessel.codegen import dma, ops_conv, ops_eltwise
+from tessel.codegen import dma, ops_conv, ops_eltwise, ops_pool
 from tessel.codegen.context import ALIGN, ISA_DTYPE, CodegenContext, SramPlan, align
 from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, Graph, Node, Op
 from tessel.isa import Engine, Instruction, Opcode
-from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode
+from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode, PoolOp
 
 DEPTHS = (2, 3)  # accumulator ring depths the search tries
 IN_DEPTH = 2  # the input ring: DMA_IN's tile k waits for MATRIX to finish tile k - 2
@@ -69,6 +75,7 @@ IN_DEPTH = 2  # the input ring: DMA_IN's tile k waits for MATRIX to finish tile 
 class FusedChain:
     """Consecutive ops compiled as one step; every member's result but the last stays on chip.
     `conv`: the ordinary conv before the depthwise conv (None: the chain starts with it);
+    `dw`: the depthwise conv, or the max pool of a conv -> max pool chain (`pooled`);
     `project`: the 1x1 conv after it; `add`: the residual qadd after the project."""
 
     conv: Node | None
@@ -91,6 +98,16 @@ class FusedChain:
     @property
     def name(self) -> str:
         return "+".join(n.name for n in self.nodes)
+
+    @property
+    def pooled(self) -> bool:
+        """The windowed member is a max pool (conv -> max pool), not a depthwise conv."""
+        return self.dw.op is Op.MAX_POOL2D
+
+    @property
+    def halo_conv(self) -> bool:
+        """The windowed member is an ordinary conv (conv -> conv with halo rows)."""
+        return self.dw.op is Op.QCONV2D and self.dw.attr_map["groups"] == 1
 
     @property
     def residual(self) -> str | None:
@@ -151,6 +168,18 @@ def _only_reader(graph: Graph, producer: Node, reader: Node, operand: int | None
         reader.inputs.count(producer.name) == 1)
 
 
+def _is_pool(graph: Graph, n: Node) -> bool:
+    """An int8 max pool of one POOL instruction per tile."""
+    return (n.op is Op.MAX_POOL2D and n.type.shape[0] == 1 and n.type.dtype is DType.I8
+            and graph.type_of(n.inputs[0]).dtype is DType.I8
+            and ops_pool.pool_refusal(n, graph) is None)
+
+
+def _is_halo_conv(graph: Graph, n: Node) -> bool:
+    """An ordinary conv reading rows around each output row (kernel height > 1)."""
+    return _is_conv(graph, n) and graph.type_of(n.inputs[1]).shape[1] > 1
+
+
 def _is_residual_add(graph: Graph, project: Node, n: Node) -> bool:
     if n.op is not Op.QADD or n.type.dtype is not DType.I8 or len(n.inputs) != 2:
         return False
@@ -172,6 +201,10 @@ def fusible_chain(graph: Graph, nodes: Sequence[Node], k: int) -> list[FusedChai
         return out
     if _is_conv(graph, first):
         dw = at(k + 1)
+        if dw is not None and _is_pool(graph, dw) and _only_reader(graph, first, dw):
+            return [FusedChain(first, dw)]  # conv -> max pool
+        if dw is not None and _is_halo_conv(graph, dw) and _only_reader(graph, first, dw):
+            return [FusedChain(first, dw)]  # conv -> k x k conv
         if dw is None or not _is_dw(graph, dw) or not _only_reader(graph, first, dw):
             return out
         conv, nxt = first, k + 2
@@ -225,7 +258,8 @@ class _Stripe:
     moved: int  # >= 0: the line buffer is rebased here; the kept rows come from this row
 
 
-def _stripes(g2, rows: int, cap: int | None) -> list[_Stripe]:
+@functools.lru_cache(maxsize=4096)
+def _stripes(g2, rows: int, cap: int | None) -> tuple[_Stripe, ...]:
     """Stripes of depthwise output rows; `cap`: line-buffer rows (None: no line buffer, each
     stripe reads its whole window). The line buffer fills downwards; when a window would pass
     its end, the rows still needed move to the top (one COPY) and it fills again."""
@@ -245,7 +279,7 @@ def _stripes(g2, rows: int, cap: int | None) -> list[_Stripe]:
             base = r0
         out.append(_Stripe(oy0, rn, r0, n, pt, keep, new0, r1 - new0 + 1, r0 - base, moved))
         prev = (r0, r1)
-    return out
+    return tuple(out)
 
 
 class _Kind(enum.Enum):
@@ -289,15 +323,14 @@ class _Layout:
 class _Geo:
     """Geometries of the chain's convs and its stripes / chunks for one mapping."""
 
-    def __init__(self, chain: FusedChain, m: FusedMapping, ctx: CodegenContext):
-        self.g1 = ops_conv.geometry(chain.conv, ctx) if chain.conv is not None else None
-        self.g2 = ops_conv.geometry(chain.dw, ctx)
-        self.g3 = ops_conv.geometry(chain.project, ctx) if chain.project is not None else None
+    def __init__(self, chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
+                 geoms: tuple | None = None):
+        self.g1, self.g2, self.g3 = geoms if geoms is not None else geometries(chain, ctx)
         g2 = self.g2
         nmax = max(g2.in_rows(oy, min(m.rows, g2.oh - oy))[1] for oy in range(0, g2.oh, m.rows))
         self.cap = min(g2.h, nmax + m.line * m.rows * g2.sh) if self.g1 is not None else None
         self.stripes = _stripes(g2, m.rows, self.cap)
-        c = self.g2.cout
+        c = self.g2.c  # the windowed member's input channels (the line buffer's)
         self.chunks = [(c0, min(m.chunk, c - c0)) for c0 in range(0, c, m.chunk)]
         self.dw_matrix = m.dw_engine is Engine.MATRIX
         self.depth = m.depth
@@ -308,26 +341,76 @@ class _Geo:
     def conv_window(self, s: _Stripe) -> tuple[int, int, int]:
         return self.g1.in_rows(s.new0, s.new)
 
+    def plan(self, chain: FusedChain) -> _Plan:
+        return _Plan(chain.project is not None, self.g1 is not None, self.depth,
+                     self.dw_matrix, tuple(self.stripes), len(self.chunks))
+
+
+def geometries(chain: FusedChain, ctx: CodegenContext) -> tuple:
+    """(conv, depthwise, project) geometries of the chain (None where a member is absent)."""
+    return (ops_conv.geometry(chain.conv, ctx) if chain.conv is not None else None,
+            _pool_geometry(chain.dw, ctx) if chain.pooled else ops_conv.geometry(chain.dw, ctx),
+            ops_conv.geometry(chain.project, ctx) if chain.project is not None else None)
+
+
+def _pool_geometry(node: Node, ctx: CodegenContext) -> ops_conv.ConvGeometry:
+    """A max pool's window as a depthwise conv's geometry (no weights)."""
+    p = ops_pool.pool_geometry(node, ctx)
+    return ops_conv.ConvGeometry(p.h, p.w, p.c, p.oh, p.ow, p.c, p.kh, p.kw, p.sh, p.sw, p.dh,
+                                 p.dw, p.pt, p.pl, p.c, p.n)
+
+
+def order(plan: _Plan) -> tuple[list[list[_Tile]], dict, dict]:
+    """The step's tiles per group, where the conv's input rows are loaded (tile position ->
+    [(stripe, buffer)]) and into which buffer ((chunk or -1, stripe) -> buffer)."""
+    return _order(plan)
+
 
 def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
-    g2 = ops_conv.geometry(chain.dw, ctx)
+    geoms = geometries(chain, ctx)
+    g2 = geoms[1]
     cols = ctx.arch.matrix.cols
+    acc_entries = ctx.arch.onchip.acc_bytes // 4
     out = []
-    for engine in (Engine.MATRIX, Engine.VECTOR):
+    # a max pool runs on VECTOR only, a second conv on MATRIX over all its input channels
+    engines = ((Engine.VECTOR,) if chain.pooled else (Engine.MATRIX,) if chain.halo_conv
+               else (Engine.MATRIX, Engine.VECTOR))
+    for engine in engines:
         width = cols if engine is Engine.MATRIX else ctx.arch.vector.lanes
         chunks = sorted({min(g2.cout, k * width) for k in (1, 2, 4, 8, 16)} | {g2.cout})
-        for chunk in chunks:
+        for chunk in [g2.c] if chain.halo_conv else chunks:
             for rows in sorted({min(g2.oh, r) for r in (1, 2, 4, 8, 16, 32)}):
                 for depth in DEPTHS:
+                    if _acc_floor(geoms, rows, chunk, engine, depth,
+                                  chain.pooled, chain.halo_conv) > acc_entries:
+                        continue  # _layout would refuse it at every line length
                     for line in (4, 1, 0):  # shorter line buffers where longer do not fit
                         m = FusedMapping(rows, chunk, engine, line, depth)
                         try:
-                            _layout(chain, _Geo(chain, m, ctx), m, ctx)
+                            _layout(chain, _Geo(chain, m, ctx, geoms), m, ctx)
                         except TesselCompileError:
                             continue
                         out.append(m)
                         break
     return out
+
+
+def _acc_floor(geoms: tuple, rows: int, chunk: int, engine: Engine, depth: int,
+               pooled: bool = False, halo_conv: bool = False) -> int:
+    """At most the accumulator entries _layout allocates for such a mapping at any line
+    length (its first stripe computes every conv row it reads: keep = 0), so a mapping above
+    the accumulator's capacity is skipped without building its stripes."""
+    g1, g2, g3 = geoms
+    rows = min(rows, g2.oh)
+    entries = 1
+    if g1 is not None:
+        entries = max(entries, g2.in_rows(0, rows)[1] * g2.w * chunk)
+    if engine is Engine.MATRIX:
+        entries = max(entries, rows * g2.ow * (g2.cout if halo_conv else chunk))
+    if g3 is not None:
+        entries = max(entries, rows * g3.ow * g3.cout)
+    return depth * entries + (0 if engine is Engine.MATRIX or pooled
+                              else rows * g2.ow * chunk)
 
 
 def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) -> _Layout:
@@ -336,20 +419,22 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
     chain_mode = g3 is not None
     ch = m.chunk
     wb1 = align(g1.weight_bytes(ch) + 12 * ch) if g1 is not None else 0
-    wb2 = align(g2.weight_bytes(ch) + 12 * ch)
+    wout = g2.cout if chain.halo_conv else ch  # the windowed member's output channels
+    wb2 = 0 if chain.pooled else align(g2.weight_bytes(wout) + 12 * wout)
     if chain_mode:  # every chunk's weights, loaded once
         w1 = tuple(plan.sram(align(g1.weight_bytes(cn) + 12 * cn), "conv weights")
                    for _, cn in geo.chunks) if g1 is not None else ()
         w2 = tuple(plan.sram(align(g2.weight_bytes(cn) + 12 * cn), "depthwise weights")
                    for _, cn in geo.chunks)
         w3 = plan.sram(align(g3.weight_bytes(g3.cout) + 12 * g3.cout), "project weights")
-    else:  # one chunk's, double-buffered
+    else:  # one chunk's, double-buffered (conv -> conv: one chunk, one group, one buffer)
+        slots = 1 if chain.halo_conv else 2
         w1 = ()
         if g1 is not None:
-            base1 = plan.sram(2 * wb1, "conv weights")
-            w1 = (base1, base1 + wb1)
-        base = plan.sram(2 * wb2, "depthwise weights")
-        w2, w3 = (base, base + wb2), 0
+            base1 = plan.sram(slots * wb1, "conv weights")
+            w1 = (base1, base1 + wb1 * (slots - 1))
+        base = plan.sram(slots * wb2, "depthwise weights") if wb2 else 0
+        w2, w3 = (base, base + wb2 * (slots - 1)), 0
     nmax = max(s.n for s in geo.stripes)
     ibytes = xbytes = 0
     if g1 is not None:
@@ -372,17 +457,18 @@ def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) 
     dwbuf = plan.sram(2 * dbytes, "depthwise stripe") if chain_mode else 0
     tmp = plan.sram(align(m.rows * g3.ow * g3.cout), "project stripe") if (
         chain.add is not None) else 0
-    obytes = align(m.rows * g2.ow * (g3.cout if chain_mode else ch))
+    obytes = align(m.rows * g2.ow * (g3.cout if chain_mode else wout))
     out = plan.sram(2 * obytes, "output stripe")
     entries = 1
     if g1 is not None:
         entries = max(entries, max(s.new for s in geo.stripes) * g2.w * ch)
     if geo.dw_matrix:
-        entries = max(entries, m.rows * g2.ow * ch)
+        entries = max(entries, m.rows * g2.ow * wout)
     if chain_mode:
         entries = max(entries, m.rows * g3.ow * g3.cout)
     acc = plan.acc(m.depth * entries, "accumulators")
-    acc2 = 0 if geo.dw_matrix else plan.acc(m.rows * g2.ow * ch, "depthwise accumulators")
+    acc2 = 0 if geo.dw_matrix or chain.pooled else plan.acc(m.rows * g2.ow * ch,
+                                                             "depthwise accumulators")
     return _Layout(w1, w2, w3, inp, ibytes, xin, xbytes, vin, vbytes, line, dwbuf, dbytes, tmp, out,
                    obytes, acc, entries, acc2)
 
@@ -399,7 +485,7 @@ class _Plan:
     nchunks: int
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=4096)
 def _order(plan: _Plan) -> tuple[list[list[_Tile]], dict, dict]:
     groups = _tiles(plan)
     hosts, buffers = _hosts(groups, plan) if plan.conv else ({}, {})
@@ -531,12 +617,12 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
     nj = len(geo.chunks)
     if emit:
         a1 = ops_conv._pack(chain.conv, g1, geo.chunks, ctx) if g1 is not None else []
-        a2 = ops_conv._pack(chain.dw, g2, geo.chunks, ctx)
+        a2 = ([0] * nj if chain.pooled else ops_conv._pack(chain.dw, g2, [(0, g2.cout)], ctx)
+              if chain.halo_conv else ops_conv._pack(chain.dw, g2, geo.chunks, ctx))
         a3 = ops_conv._pack(chain.project, g3, [(0, g3.cout)], ctx)[0] if g3 else 0
     else:
         a1, a2, a3 = [0] * nj if g1 is not None else [], [0] * nj, 0
-    groups, hosts, buffers = _order(_Plan(chain.project is not None, g1 is not None, m.depth,
-                                          geo.dw_matrix, tuple(geo.stripes), nj))
+    groups, hosts, buffers = _order(geo.plan(chain))
     mem = ctx.consts.memory
 
     def wload(addr: int, sram: int, g, cn: int) -> list[Instruction]:
@@ -556,7 +642,8 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
                 GroupWork(wl, dwl, [], count))
         cn = geo.chunks[gi][1]
         w1 = wload(a1[gi], lay.w1[slot], g1, cn) if g1 is not None else []
-        w2 = wload(a2[gi], lay.w2[slot], g2, cn)
+        w2 = [] if chain.pooled else wload(a2[gi], lay.w2[slot], g2,
+                                               g2.cout if chain.halo_conv else cn)
         return GroupWork(w1 + w2, [], [], count) if geo.dw_matrix else (
             GroupWork(w1, w2, [], count))
 
@@ -577,10 +664,10 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
         tl = groups[gi][t]
         st = geo.stripes[tl.stripe]
         cn = geo.chunks[tl.chunk][1]
-        win = geo.conv_window(st) if g1 is not None and st.new else ()
+        # what the tile's costs and events read: shapes, not rows' positions or paddings
+        win = geo.conv_window(st)[1] if g1 is not None and st.new else 0
         hosted = tuple(geo.conv_window(geo.stripes[i])[1] for i, _ in hosts.get(tl.pos, ()))
-        return (tl.kind, cn, st.rows, st.n, st.pad_top, st.keep, st.moved >= 0, st.new, win,
-                hosted)
+        return (tl.kind, cn, st.rows, st.n, st.keep, st.moved >= 0, st.new, win, hosted)
 
     shape = StepShape(uses_matrix=True, in_depth=IN_DEPTH, acc_depth=m.depth, group_depth=2)
     return StepWork(shape, len(groups), group_fn, tile_fn, tile_key)
@@ -657,6 +744,22 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
         x = ctx.tensor(chain.dw.inputs[0])
         loads.append(dma.pattern(Opcode.DMA_LOAD, x, st.r0 * g2.w * g2.c + c0, dw_in,
                                  ((cn, 1, 1), (g2.w, g2.c, cn), (st.n, g2.w * g2.c, g2.w * cn))))
+    if chain.halo_conv:  # the second conv's CONV over the window (all channels), stored
+        return _halo_conv_tile(chain, geo, lay, st, s, ctx, dw_in, w2, acc,
+                               TileWork(loads, matrix, vector, stores))
+    if chain.pooled:  # the max pool's POOL over the window, into the output slot
+        y = ctx.tensor(chain.dw.name)
+        oaddr = lay.out + s.out * lay.out_stride
+        lo, hi = chain.dw.type.dtype.bounds
+        vector.append(Instruction.make(
+            Opcode.POOL, op=PoolOp.MAX, dtype=ISA_DTYPE[DType.I8], in_addr=dw_in, in_h=st.n,
+            in_w=g2.w, in_stride_h=g2.w * cn, in_stride_w=cn, ch=cn, kh=g2.kh, kw=g2.kw,
+            stride_h=g2.sh, stride_w=g2.sw, dil_h=g2.dh, dil_w=g2.dw, pad_top=st.pad_top,
+            pad_left=g2.pl, out_h=st.rows, out_w=g2.ow, out_addr=oaddr,
+            out_stride_h=g2.ow * cn, out_stride_w=cn, act_min=lo, act_max=hi))
+        stores.append(dma.pattern(Opcode.DMA_STORE, y, st.oy0 * g2.ow * g2.cout + c0, oaddr,
+                                  ((cn, 1, 1), (st.rows * g2.ow, g2.cout, cn))))
+        return TileWork(loads, matrix, vector, stores)
     dacc = acc if geo.dw_matrix else lay.acc2
     dw = Instruction.make(
         Opcode.DWCONV, in_addr=dw_in, in_h=st.n, in_w=g2.w, in_stride_h=g2.w * cn,
@@ -676,6 +779,30 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
         stores.append(dma.pattern(Opcode.DMA_STORE, y, st.oy0 * g2.ow * g2.cout + c0, oaddr,
                                   ((cn, 1, 1), (st.rows * g2.ow, g2.cout, cn))))
     return TileWork(loads, matrix, vector, stores)
+
+
+def _halo_conv_tile(chain: FusedChain, geo: _Geo, lay: _Layout, st: _Stripe, s: Slots,
+                    ctx: CodegenContext, src: int, w2: int, acc: int, work: TileWork
+                    ) -> TileWork:
+    """The DW tile of a conv -> conv chain: the second conv over the line buffer's window of
+    all its input channels, requantised into the output slot and stored."""
+    g2 = geo.g2
+    a2 = chain.dw.attr_map
+    cin, cout, pix = g2.c, g2.cout, st.rows * g2.ow
+    work.matrix.append(Instruction.make(
+        Opcode.CONV, in_addr=src, in_h=st.n, in_w=g2.w, in_stride_h=g2.w * cin,
+        in_stride_w=cin, cin=cin, in_zp=a2["in_zp"], kh=g2.kh, kw=g2.kw, stride_h=g2.sh,
+        stride_w=g2.sw, dil_h=g2.dh, dil_w=g2.dw, pad_top=st.pad_top, pad_left=g2.pl,
+        out_h=st.rows, out_w=g2.ow, w_addr=w2, w_stride_k=cin * cout, w_stride_ci=cout,
+        w_stride_co=1, w_zp=0, cout=cout, acc_addr=acc, acc_stride=cout,
+        mode=AccMode.OVERWRITE))
+    oaddr = lay.out + s.out * lay.out_stride
+    work.vector.append(_conv_req(chain.dw, acc, pix, cout, oaddr, cout,
+                                 w2 + g2.weight_bytes(cout)))
+    y = ctx.tensor(chain.dw.name)
+    work.stores.append(dma.pattern(Opcode.DMA_STORE, y, st.oy0 * g2.ow * cout, oaddr,
+                                   ((cout, 1, 1), (pix, cout, cout))))
+    return work
 
 
 def _project_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,

@@ -18,9 +18,10 @@ these is a set of non-overlapping intervals inside it. A sampled estimate runs t
 `sample` tiles of the first two groups and scales by the share of tiles run; its bound is the
 same sums over the same tiles, scaled the same way (``int(x * scale)`` is monotone in x).
 
-Bounds exist for qconv2d (ops_conv), most of the search time of convolutional models; every
-other op, and the cascaded chains of ops_fused, have none (``None``: the search estimates all
-their candidates, as before; the chains' bound of the pair they replaced is not ported).
+Bounds exist for qconv2d (ops_conv) and the cascaded chains of ops_fused (`chain_bound`: the
+step's own tile order and groups, each tile at the sums above), most of the search time of
+convolutional models; every other op has none (``None``: the search estimates all its
+candidates, as before).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tessel.arch import NpuArch
-from tessel.codegen import ops_conv
+from tessel.codegen import ops_conv, ops_fused
 from tessel.codegen.context import CodegenContext
 from tessel.ir import Node, Op
 from tessel.isa.costs import gemm_cycles
@@ -259,6 +260,140 @@ def conv_input_resident_bound(node: Node, m: ops_conv.ConvMapping, ctx: CodegenC
     return _scaled(acc.lower(True), len(chunks), len(stripes), ng * nt, sample)
 
 
+@dataclass(frozen=True)
+class _Work:
+    """One tile of any step: its loads and stores [(memory, data cycles)] and its matrix and
+    vector work (cycles)."""
+
+    loads: tuple[tuple[int, int], ...] = ()
+    mwork: int = 0
+    vwork: int = 0
+    stores: tuple[tuple[int, int], ...] = ()
+
+
+def _general(arch: NpuArch, run: list[tuple[list[tuple[int, int]], list[_Work]]],
+             uses_matrix: bool) -> int:
+    """The bound of the groups run (`run`: per group its resident loads [(memory, data
+    cycles)], one transfer each, and its tiles run, in order; each group runs one tile at
+    least), as _Bound.lower sums them."""
+    acc = _Bound(arch)
+    for loads, tiles in run:
+        for mem, c in loads:
+            acc.xfer(0, mem, c)
+        for tw in tiles:
+            for mem, c in tw.loads:
+                acc.xfer(0, mem, c)
+            for mem, c in tw.stores:
+                acc.xfer(1, mem, c)
+            acc.mwork += tw.mwork
+            acc.vwork += tw.vwork
+    first, last = run[0][1][0], run[-1][1][-1]
+    fill: dict[int, int] = {}
+    for mem, c in run[0][0] + list(first.loads):
+        fill[mem] = fill.get(mem, 0) + c
+    acc.set_fill(fill)
+    acc.first_mwork = first.mwork
+    acc.last_vwork = last.vwork
+    drain: dict[int, int] = {}
+    for mem, c in last.stores:
+        drain[mem] = drain.get(mem, 0) + c
+    acc.drain = max((arch.offchip[m].latency_cycles + c for m, c in drain.items()), default=0)
+    return acc.lower(uses_matrix)
+
+
+def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: CodegenContext,
+                sample: int | None, geoms: tuple | None = None) -> int:
+    """Lower bound of estimate_step(ops_fused.step(chain, m, ctx), sample=sample): the same
+    tiles in the same groups (the step's tile order, ops_fused.order), each tile's
+    instructions at the bounds of the module docstring (CONV and a DWCONV on MATRIX at the
+    GEMM fold formula, REQUANT / COPY / ELTWISE / a DWCONV on VECTOR at latency plus lane
+    work, each transfer at its data cycles)."""
+    arch = ctx.arch
+    geo = ops_fused._Geo(chain, m, ctx, geoms)
+    g1, g2, g3 = geo.g1, geo.g2, geo.g3
+    groups, hosts, _ = ops_fused.order(geo.plan(chain))
+    kinds = ops_fused._Kind
+    acc = _Bound(arch)
+    wmem = ctx.consts.memory
+
+    def mem_of(name: str) -> int:
+        return ctx.tensor(name).memory
+
+    def wl(g, cn: int) -> tuple[int, int]:
+        return wmem, acc.cycles(wmem, g.weight_bytes(cn) + 12 * cn)
+
+    xmem = mem_of((chain.conv if chain.conv is not None else chain.dw).inputs[0])
+    ymem = mem_of(chain.last.name)
+    rmem = mem_of(chain.residual) if chain.residual is not None else 0
+    memo: dict[tuple, _Work] = {}
+
+    def tile(tl) -> _Work:
+        key = (tl.kind, tl.stripe, tl.chunk, tl.pos if tl.pos in hosts else -1)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        loads = [(xmem, acc.cycles(xmem, geo.conv_window(geo.stripes[i])[1] * g1.w * g1.c))
+                 for i, _ in hosts.get(tl.pos, ())]
+        stores: list[tuple[int, int]] = []
+        mwork = vwork = 0
+        st = geo.stripes[tl.stripe]
+        if tl.kind is kinds.P:
+            pix, cout = st.rows * g3.ow, g3.cout
+            mwork += _gemm(arch, pix, cout, g3.c)
+            vwork += _vec(arch, pix * cout)
+            if chain.add is not None:
+                loads.append((rmem, acc.cycles(rmem, pix * cout)))
+                vwork += _vec(arch, pix * cout)
+            stores.append((ymem, acc.cycles(ymem, pix * cout)))
+        elif tl.kind is not kinds.EMPTY:
+            cn = geo.chunks[tl.chunk][1]
+            if tl.kind in (kinds.CONV, kinds.CONV_DW):
+                if st.new:
+                    mwork += _gemm(arch, st.new * g1.ow, cn, g1.kh * g1.kw * g1.c)
+                    vwork += _vec(arch, st.new * g2.w * cn)
+                if st.moved >= 0:
+                    vwork += _vec(arch, cn * st.keep * g2.w)
+            if tl.kind is not kinds.CONV:
+                if g1 is None:
+                    loads.append((xmem, acc.cycles(xmem, st.n * g2.w * cn)))
+                pix = st.rows * g2.ow
+                if chain.halo_conv:  # CONV over all channels, REQUANT, store
+                    mwork += _gemm(arch, pix, g2.cout, g2.kh * g2.kw * cn)
+                    vwork += _vec(arch, pix * g2.cout)
+                    stores.append((ymem, acc.cycles(ymem, pix * g2.cout)))
+                elif chain.pooled:  # POOL, no requantisation
+                    vwork += _vec(arch, pix * cn * g2.kh * g2.kw)
+                elif geo.dw_matrix:
+                    mwork += _gemm(arch, pix, cn, g2.kh * g2.kw)
+                else:
+                    vwork += _vec(arch, pix * cn * g2.kh * g2.kw)
+                if not chain.pooled and not chain.halo_conv:
+                    vwork += _vec(arch, pix * cn)
+                if g3 is None and not chain.halo_conv:
+                    stores.append((ymem, acc.cycles(ymem, pix * cn)))
+        out = memo[key] = _Work(tuple(loads), mwork, vwork, tuple(stores))
+        return out
+
+    ng = len(groups) if sample is None else min(2, len(groups))
+    run = []
+    for gi in range(ng):
+        tiles = groups[gi] if sample is None else groups[gi][:sample]
+        if g3 is not None:  # every weight, loaded once in the first group
+            gl = [wl(g1, cn) for _, cn in geo.chunks] if (g1 is not None and not gi) else []
+            gl += [wl(g3, g3.cout)] + [wl(g2, cn) for _, cn in geo.chunks] if not gi else []
+        else:
+            cn = geo.chunks[gi][1]
+            gl = ([wl(g1, cn)] if g1 is not None else []) + (
+                [] if chain.pooled else [wl(g2, g2.cout if chain.halo_conv else cn)])
+        run.append((gl, [tile(t) for t in tiles]))
+    lower = _general(arch, run, True)
+    run_tiles = sum(len(t) for _, t in run)
+    if sample is None or not run_tiles:
+        return lower
+    counts = [len(g) for g in groups[:ng]]
+    return int(lower * (sum(counts) / len(counts) * len(groups) / run_tiles))
+
+
 class Bounds:
     """Lower bounds for the candidates of one unit (its geometry computed once)."""
 
@@ -266,6 +401,8 @@ class Bounds:
         self.unit, self.ctx = unit, ctx
         if isinstance(unit, Node) and unit.op is Op.QCONV2D:
             self.geoms: Any = ops_conv.geometry(unit, ctx)
+        elif isinstance(unit, ops_fused.FusedChain):
+            self.geoms = ops_fused.geometries(unit, ctx)
         else:
             self.geoms = None
 
@@ -276,6 +413,8 @@ class Bounds:
     def __call__(self, mapping: Any, sample: int | None) -> int | None:
         if self.geoms is None:
             return None
+        if isinstance(self.unit, ops_fused.FusedChain):
+            return chain_bound(self.unit, mapping, self.ctx, sample, self.geoms)
         return conv_bound(self.unit, mapping, self.ctx, sample, self.geoms)
 
 
@@ -285,4 +424,6 @@ def lower_bound(unit: Any, mapping: Any, ctx: CodegenContext, sample: int | None
     the op has no closed form here."""
     if isinstance(unit, Node) and unit.op is Op.QCONV2D:
         return conv_bound(unit, mapping, ctx, sample)
+    if isinstance(unit, ops_fused.FusedChain):
+        return chain_bound(unit, mapping, ctx, sample)
     return None

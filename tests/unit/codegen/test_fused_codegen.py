@@ -19,6 +19,7 @@ from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, 
 from tessel.isa import Engine, Opcode
 from tessel.quant import fixedpoint as fp
 from tessel.quant.golden import run_golden
+from tessel.schedule import prerank, search_cache
 from tessel.schedule.plan import _DummyTensors, plan_dram, plan_units
 from tessel.sim import simulate
 
@@ -69,7 +70,7 @@ def block(rng, h, w, c1, c2, k, s, *, expand=1, project=None, residual=False, ex
 
 
 def npu_nodes(g):
-    return [n for n in g.nodes if n.op in (Op.QCONV2D, Op.QADD)]
+    return [n for n in g.nodes if n.op in (Op.QCONV2D, Op.QADD, Op.MAX_POOL2D)]
 
 
 def context(arch, g):
@@ -244,3 +245,118 @@ def test_chain_compiles_deterministically():
     b = compile_region(g, nodes, ["x"], [nodes[-1].name], arch, {})
     assert len(a.layers) == 1 and a.layers[0].nodes == tuple(n.name for n in nodes)
     assert a.program.streams == b.program.streams and a.program.constants == b.program.constants
+
+
+@pytest.mark.parametrize("preset", ["tnpu-s", "u65-512", "tnpu-xs", "u55-256"])
+def test_accumulator_floor_only_skips_mappings_that_do_not_fit(preset, monkeypatch):
+    """candidates() skips mappings whose accumulator floor exceeds the accumulator without
+    building them: the list equals the one built by trying every mapping's layout."""
+    arch = load_preset(preset)
+    graphs = [block(np.random.default_rng(1), *spec[:6], expand=spec[6], project=spec[7],
+                    residual=spec[8], stem_stride=spec[9])
+              for spec in CHAINS + [(*s, 1, 0, False, 1) for s in SHAPES]]
+    graphs += [pool_block(np.random.default_rng(1), *spec) for spec in POOLS]
+    graphs += [conv_conv_block(np.random.default_rng(1), *spec) for spec in HALOS]
+    for g in graphs:
+        for chain in ops_fused.fusible_chain(g, npu_nodes(g), 0):
+            ctx = context(arch, g)
+            got = ops_fused.candidates(chain, ctx)
+            with monkeypatch.context() as mp:
+                mp.setattr(ops_fused, "_acc_floor", lambda *a: 0)
+                assert got == ops_fused.candidates(chain, ctx), chain.name
+
+
+def pool_block(rng, h, w, c1, c2, k, s, pk, ps, pp, ceil=False):
+    """x -> conv k x k stride s (padding k // 2) to c2 -> max pool pk x pk stride ps pad pp."""
+    b = GraphBuilder("stem")
+    x = b.input("x", TensorType((1, h, w, c1), DType.I8, Layout.NHWC, QuantParams((0.05,), (3,))))
+    p = k // 2
+    y = b.add(Op.QCONV2D, [x, *conv_constants(b, rng, c2, (c2, k, k, c1), c1 * k * k)], dict(
+        stride=(s, s), padding=(p, p, p, p), layout=Layout.NHWC, in_zp=3, out_zp=-7,
+        act_min=-7, act_max=120, dtype=DType.I8))
+    y = b.add(Op.MAX_POOL2D, [y], dict(kernel=(pk, pk), stride=(ps, ps),
+                                       padding=(pp, pp, pp, pp), ceil_mode=ceil,
+                                       dilation=(1, 1), layout=Layout.NHWC))
+    return verify(b.build([y]))
+
+
+# (h, w, c1, c2, conv k, conv s, pool k, pool s, pool pad, ceil)
+POOLS = [
+    (32, 32, 3, 16, 7, 2, 3, 2, 1, False),  # ResNet's stem, scaled down
+    (15, 13, 4, 24, 3, 1, 3, 2, 1, True),  # odd sizes, ceil mode
+    (12, 12, 8, 40, 3, 1, 2, 2, 0, False),  # 2 x 2 / 2, no padding
+    (10, 9, 8, 8, 1, 1, 3, 1, 1, False),  # 1 x 1 conv, stride-1 pool (halo rows kept)
+]
+
+
+@pytest.mark.parametrize("preset", ["tnpu-s", "u65-512", "tnpu-xs", "u55-256"])
+@pytest.mark.parametrize("spec", POOLS, ids=lambda s: "x".join(map(str, s)))
+def test_every_conv_pool_mapping_is_bit_exact(spec, preset):
+    rng = np.random.default_rng(sum(spec[:6]))
+    g = pool_block(rng, *spec)
+    chains = ops_fused.fusible_chain(g, npu_nodes(g), 0)
+    assert len(chains) == 1 and chains[0].pooled and chains[0].last is g.nodes[-1]
+    if not ops_fused.candidates(chains[0], context(load_preset(preset), g)):
+        pytest.skip(f"no cascade of {spec} fits {preset}")
+    ms = check_mappings(g, chains[0], preset, rng, every=12)
+    assert all(m.dw_engine is Engine.VECTOR for m in ms)
+
+
+@pytest.mark.parametrize("preset", ["tnpu-s", "u65-512", "tnpu-xs", "u55-256"])
+def test_chain_bounds_below_every_estimate(preset):
+    """prerank.chain_bound <= the sampled and the full estimate of every candidate of every
+    chain kind (the search prunes on it, so it is exact only if this holds)."""
+    arch = load_preset(preset)
+    graphs = [pool_block(np.random.default_rng(2), *spec) for spec in POOLS]
+    graphs += [block(np.random.default_rng(3), *spec[:6], expand=spec[6], project=spec[7],
+                     residual=spec[8], stem_stride=spec[9]) for spec in CHAINS]
+    graphs += [block(np.random.default_rng(4), *shape) for shape in SHAPES]
+    graphs += [conv_conv_block(np.random.default_rng(5), *spec) for spec in HALOS]
+    ratios = []
+    for g in graphs:
+        ctx = context(arch, g)
+        est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
+        for chain in ops_fused.fusible_chain(g, npu_nodes(g), 0):
+            for m in ops_fused.candidates(chain, est_ctx):
+                for sample in (search_cache.SAMPLE_TILES, None):
+                    est = estimate_step(ops_fused.step(chain, m, est_ctx, emit=False), arch,
+                                        sample=sample).cycles
+                    low = prerank.chain_bound(chain, m, est_ctx, sample)
+                    assert low <= est, (chain.name, str(m), sample, low, est)
+                    ratios.append(low / est)
+    assert len(ratios) > 100 and sum(ratios) / len(ratios) > 0.3
+
+
+def conv_conv_block(rng, h, w, c1, c2, c3, k1, s1, k2, s2):
+    """x -> conv k1 x k1 stride s1 to c2 -> conv k2 x k2 stride s2 to c3 (paddings k // 2)."""
+    b = GraphBuilder("basic")
+    x = b.input("x", TensorType((1, h, w, c1), DType.I8, Layout.NHWC, QuantParams((0.05,), (3,))))
+    y, c, zp = x, c1, 3
+    for k, s, cout, ozp in ((k1, s1, c2, -7), (k2, s2, c3, 4)):
+        p = k // 2
+        y = b.add(Op.QCONV2D, [y, *conv_constants(b, rng, cout, (cout, k, k, c), c * k * k)],
+                  dict(stride=(s, s), padding=(p, p, p, p), layout=Layout.NHWC, in_zp=zp,
+                       out_zp=ozp, act_min=ozp, act_max=120, dtype=DType.I8))
+        c, zp = cout, ozp
+    return verify(b.build([y]))
+
+
+# (h, w, c1, c2, c3, k1, s1, k2, s2)
+HALOS = [
+    (14, 14, 16, 16, 16, 3, 1, 3, 1),  # a ResNet basic block's two 3x3 convs, scaled down
+    (15, 13, 8, 24, 32, 3, 2, 3, 1),  # stride-2 first conv, odd sizes
+    (12, 11, 8, 16, 8, 1, 1, 5, 2),  # 1x1 -> 5x5 stride 2
+]
+
+
+@pytest.mark.parametrize("preset", ["tnpu-s", "u65-512", "tnpu-xs", "u55-256"])
+@pytest.mark.parametrize("spec", HALOS, ids=lambda s: "x".join(map(str, s)))
+def test_every_conv_conv_mapping_is_bit_exact(spec, preset):
+    rng = np.random.default_rng(sum(spec))
+    g = conv_conv_block(rng, *spec)
+    chains = ops_fused.fusible_chain(g, npu_nodes(g), 0)
+    assert len(chains) == 1 and chains[0].halo_conv and chains[0].last is g.nodes[-1]
+    if not ops_fused.candidates(chains[0], context(load_preset(preset), g)):
+        pytest.skip(f"no cascade of {spec} fits {preset}")
+    ms = check_mappings(g, chains[0], preset, rng, every=12)
+    assert all(m.dw_engine is Engine.MATRIX and m.chunk == spec[3] for m in ms)

@@ -14,6 +14,7 @@ from tessel.analysis.explore_run import evaluate_point
 from tessel.analysis.explore_space import build_arch
 from tessel.arch import load_target
 from tessel.codegen.context import CodegenContext
+from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.step import estimate_step
 from tessel.errors import TesselCompileError, TesselConfigError
 from tessel.schedule import plan as program
@@ -104,9 +105,49 @@ def test_evaluate_point_same_with_and_without_cache(graphs):
 
 @pytest.mark.parametrize("target", ["tnpu-s", "u55-256", "u65-512", "tnpu-xs"])
 def test_bounds_below_every_candidate_estimate(graphs, target, monkeypatch):
-    """For every qconv2d / cascaded-pair candidate the search meets: bound <= sampled estimate
-    and full bound <= full estimate (pruning is exact only if this holds)."""
-    arch = load_target(target)
+    """For every qconv2d / cascaded-chain candidate the search meets: bound <= sampled
+    estimate and full bound <= full estimate (pruning is exact only if this holds)."""
+    checked = _check_bounds(graphs["ds_cnn"], load_target(target), monkeypatch)
+    assert len(checked) > 20
+    assert sum(checked) / len(checked) > 0.3  # the bounds are not trivially 0
+
+
+@pytest.mark.parametrize("target", [
+    "tnpu-s", pytest.param("u65-512", marks=pytest.mark.slow),
+    pytest.param("tnpu-xs", marks=pytest.mark.slow)])
+def test_chain_bounds_below_every_candidate_estimate(graphs, target, monkeypatch):
+    """The same for MobileNetV2's chains (conv -> depthwise pairs, inverted residuals with and
+    without the add; depthwise-first chains: ds_cnn's, the test below), every candidate of
+    every chain the plan asks about."""
+    kinds: set[tuple[bool, bool, bool]] = set()
+    checked = _check_bounds(graphs["mobilenet_v2"], load_target(target), monkeypatch,
+                            chains_only=True, kinds=kinds)
+    assert len(checked) > 100
+    assert sum(checked) / len(checked) > 0.3
+    # tnpu-s asks about pairs and inverted residuals with and without the add; the other
+    # presets' plans ask about other sets (e.g. depthwise-first chains where a pair lost)
+    assert len(kinds) >= 2
+    if target == "tnpu-s":
+        assert kinds == {(True, False, False), (True, True, False), (True, True, True)}
+
+
+def test_chain_bounds_on_random_design_points(graphs, monkeypatch):
+    """Chain bounds on design points around tnpu-s (small arrays, few lanes, little SRAM)."""
+    base = load_target("tnpu-s")
+    checked: list[float] = []
+    kinds: set[tuple[bool, bool, bool]] = set()
+    for point in _points(6, 7):
+        try:
+            arch = build_arch(base, point)
+        except TesselConfigError:
+            continue
+        checked += _check_bounds(graphs["ds_cnn"], arch, monkeypatch, chains_only=True,
+                                 kinds=kinds)
+    assert len(checked) > 50
+    assert (False, True, False) in kinds  # depthwise -> project
+
+
+def _check_bounds(graph, arch, monkeypatch, chains_only=False, kinds=None) -> list[float]:
     checked = []
     real = program._choose
 
@@ -115,7 +156,10 @@ def test_bounds_below_every_candidate_estimate(graphs, target, monkeypatch):
         est_ctx = CodegenContext(ctx.arch, ctx.graph, program._DummyTensors(ctx), ctx.consts,
                                  ctx.act_memory)
         bounds = prerank.Bounds(node, est_ctx)
-        if bounds.available:
+        chain = isinstance(node, FusedChain)
+        if chain and kinds is not None:
+            kinds.add((node.conv is not None, node.project is not None, node.add is not None))
+        if bounds.available and (chain or not chains_only):
             for m in em.candidates(node, est_ctx):
                 s = estimate_step(em.step(node, m, est_ctx, emit=False), ctx.arch,
                                   sample=search_cache.SAMPLE_TILES).cycles
@@ -125,10 +169,10 @@ def test_bounds_below_every_candidate_estimate(graphs, target, monkeypatch):
                 checked.append(lo_s / max(s, 1))
         return real(node, ctx, required=required, cost_model=cost_model)
 
-    monkeypatch.setattr(program, "_choose", spy)
-    _outcome(lambda: estimate_graph(graphs["ds_cnn"], arch))
-    assert len(checked) > 20
-    assert sum(checked) / len(checked) > 0.3  # the bounds are not trivially 0
+    with monkeypatch.context() as mp:
+        mp.setattr(program, "_choose", spy)
+        _outcome(lambda: estimate_graph(graph, arch))
+    return checked
 
 
 def test_signature_ignores_names_and_zero_points_not_shapes(graphs):
