@@ -294,12 +294,18 @@ POOLS = [
 def test_every_conv_pool_mapping_is_bit_exact(spec, preset):
     rng = np.random.default_rng(sum(spec[:6]))
     g = pool_block(rng, *spec)
-    chains = ops_fused.fusible_chain(g, npu_nodes(g), 0)
-    assert len(chains) == 1 and chains[0].pooled and chains[0].last is g.nodes[-1]
-    if not ops_fused.candidates(chains[0], context(load_preset(preset), g)):
-        pytest.skip(f"no cascade of {spec} fits {preset}")
-    ms = check_mappings(g, chains[0], preset, rng, every=12)
+    chain = _only_chain(g, spec, preset, "pooled")
+    ms = check_mappings(g, chain, preset, rng, every=12)
     assert all(m.dw_engine is Engine.VECTOR for m in ms)
+
+
+def _only_chain(g, spec, preset: str, kind: str) -> ops_fused.FusedChain:
+    """The graph's one chain (of the kind: a FusedChain flag), with a mapping on the preset."""
+    chains = ops_fused.fusible_chain(g, npu_nodes(g), 0)
+    assert len(chains) == 1 and getattr(chains[0], kind) and chains[0].last is g.nodes[-1]
+    assert ops_fused.candidates(chains[0], context(load_preset(preset), g)), \
+        f"no cascade of {spec} fits {preset}"
+    return chains[0]
 
 
 @pytest.mark.parametrize("preset", ["tnpu-s", "u65-512", "tnpu-xs", "u55-256"])
@@ -354,9 +360,5 @@ HALOS = [
 def test_every_conv_conv_mapping_is_bit_exact(spec, preset):
     rng = np.random.default_rng(sum(spec))
     g = conv_conv_block(rng, *spec)
-    chains = ops_fused.fusible_chain(g, npu_nodes(g), 0)
-    assert len(chains) == 1 and chains[0].halo_conv and chains[0].last is g.nodes[-1]
-    if not ops_fused.candidates(chains[0], context(load_preset(preset), g)):
-        pytest.skip(f"no cascade of {spec} fits {preset}")
-    ms = check_mappings(g, chains[0], preset, rng, every=12)
+    ms = check_mappings(g, _only_chain(g, spec, preset, "halo_conv"), preset, rng, every=12)
     assert all(m.dw_engine is Engine.MATRIX and m.chunk == spec[3] for m in ms)
