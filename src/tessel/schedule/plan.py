@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tessel.arch import NpuArch
-from tessel.codegen import ops_fused, resident
+from tessel.codegen import ops_conv, ops_fused, resident
 from tessel.codegen import prefetch as prefetch_steps
 from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.ops_fused import FusedChain
@@ -48,11 +48,13 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     `cost_model`: what the mapping search estimates candidates with (None: the analytical
     model; tessel.schedule.cost_model); residency and prefetch re-estimate steps analytically.
 
-    With residency, cascaded chains and residency compete for the same saving (a chain keeps
-    its intermediates on chip; its inputs cannot be resident): the search's fusion choice
-    compares chains with their members run alone without residency, so the region is also
-    planned without chains and the schedule with fewer estimated cycles is kept (ties: with
-    chains). The second plan reuses the first's per-op searches (a search cache)."""
+    With residency, cascaded chains and the input-resident conv orders compete with residency
+    and prefetch for the same savings (a chain keeps its intermediates on chip but its inputs
+    cannot be resident; an input-resident conv's first group loads an activation, which is
+    neither prefetched nor resident): the per-step search compares them without residency and
+    prefetch, so the region is also planned without chains and with weight-stationary convs
+    only, and the schedule with fewer estimated cycles is kept (ties: the first). The second
+    plan reuses the first's per-op searches (a search cache)."""
     if units is not None or not on_chip_residency:
         return _plan(graph, nodes, inputs, outputs, arch, region_sizes, on_chip_residency,
                      prefetch, units, True, cost_model)
@@ -60,11 +62,16 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     with search_cache.use(cache if cache is not None else search_cache.SearchCache()):
         chained = _plan(graph, nodes, inputs, outputs, arch, region_sizes, True, prefetch,
                         None, True, cost_model)
-        if not any(isinstance(s.unit, FusedChain) for s in chained.steps):
+        if not any(isinstance(s.unit, FusedChain) or _input_resident(s.mapping)
+                   for s in chained.steps):
             return chained
         alone = _plan(graph, nodes, inputs, outputs, arch, region_sizes, True, prefetch, None,
                       False, cost_model)
     return alone if alone.cycles < chained.cycles else chained
+
+
+def _input_resident(mapping: Any) -> bool:
+    return isinstance(mapping, ops_conv.ConvMapping) and mapping.order.input_resident
 
 
 def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str],
@@ -83,8 +90,10 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
     if units is not None:
         per_region = [list(units)]
     else:
+        # chains=False: the conservative plan (no chains, weight-stationary convs; see plan)
         per_region = [plan_units(graph, [n for n in group if not is_view(n)], ctx,
-                                 chains=chains, cost_model=cost_model) for group in groups]
+                                 chains=chains, input_resident_orders=chains,
+                                 cost_model=cost_model) for group in groups]
     choices = [c for group in per_region for c in group]
     # each step's constants packed once, in program order; its work reads the DRAM placement
     # when codegen (or the residency planner) asks for its instructions
@@ -263,17 +272,18 @@ def place_data_constants(graph: Graph, nodes: Sequence[Node], pool: ConstPool
 
 
 def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext, *,
-               chains: bool = True, cost_model: CostModel | None = None
-               ) -> list[tuple[Unit, Any, Estimate]]:
+               chains: bool = True, cost_model: CostModel | None = None,
+               input_resident_orders: bool = True) -> list[tuple[Unit, Any, Estimate]]:
     """The steps of the region with their mappings: each node alone, or (`chains`) a fusible
     chain as one cascaded step when its best estimate beats its layers' estimates added up
-    (ops_fused)."""
+    (ops_fused); `input_resident_orders`: False leaves convs the weight-stationary order."""
     out: list[tuple[Unit, Any, Estimate]] = []
     alone: dict[str, tuple[Any, Estimate]] = {}
 
     def single(n: Node) -> tuple[Any, Estimate]:
         if n.name not in alone:
-            alone[n.name] = _choose(n, ctx, cost_model=cost_model)
+            alone[n.name] = _choose(n, ctx, cost_model=cost_model,
+                                    input_resident_orders=input_resident_orders)
         return alone[n.name]
 
     k = 0
@@ -296,13 +306,15 @@ def _emitter(unit: Unit):
 
 
 def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True,
-            cost_model: CostModel | None = None) -> tuple[Any, Estimate] | None:
+            cost_model: CostModel | None = None, input_resident_orders: bool = True
+            ) -> tuple[Any, Estimate] | None:
     """The mapping with the fewest estimated cycles: every candidate ranked on a sampled
     estimate, the best few estimated in full (ties: first candidate, deterministic); the
     search, its closed-form pruning and its cache: tessel.schedule.search_cache."""
     est_ctx = CodegenContext(ctx.arch, ctx.graph, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
     return search_cache.choose(node, ctx, _emitter(node), est_ctx, required=required,
-                               cost_model=cost_model)
+                               cost_model=cost_model,
+                               input_resident_orders=input_resident_orders)
 
 
 class _DummyTensors(dict):

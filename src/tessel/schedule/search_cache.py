@@ -50,6 +50,7 @@ import numpy as np
 
 from tessel.arch import NpuArch
 from tessel.codegen.context import CodegenContext
+from tessel.codegen.ops_conv import ConvOrder
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import EMITTERS
 from tessel.codegen.step import Estimate
@@ -257,17 +258,20 @@ def use(cache: SearchCache | None) -> Iterator[SearchCache | None]:
 
 def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
            est_ctx: CodegenContext, *, required: bool = True, prune: bool | None = None,
-           cost_model: CostModel | None = None) -> tuple[Any, Estimate] | None:
+           cost_model: CostModel | None = None, input_resident_orders: bool = True
+           ) -> tuple[Any, Estimate] | None:
     """The mapping with the fewest estimated cycles (the module docstring); `est_ctx`: the
     estimation context (DRAM placement stand-in) candidates are built in; `cost_model`: what
     estimates the candidates (None: a new AnalyticalCostModel; a model that is not
-    `prunable` is searched without pruning)."""
+    `prunable` is searched without pruning); `input_resident_orders`: False leaves a conv
+    the weight-stationary order only (ops_conv.ConvOrder)."""
     model = default_cost_model(cost_model)
     cache = active()
     key = None
+    only_ws = not input_resident_orders and isinstance(node, Node) and node.op is Op.QCONV2D
     if cache is not None:
         try:
-            key = cache.key(node, ctx, model.kind)
+            key = cache.key(node, ctx, model.kind) + ((ConvOrder.WEIGHTS,) if only_ws else ())
         except Uncacheable:
             cache = None
     if cache is not None and key is not None:
@@ -277,7 +281,7 @@ def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
                 _no_mapping(node, ctx)
             return entry.choice
     prune = _PRUNE.get() if prune is None else prune
-    best = _search(node, ctx, emitter, est_ctx, prune and model.prunable, model)
+    best = _search(node, ctx, emitter, est_ctx, prune and model.prunable, model, only_ws)
     if best is None and required:
         _no_mapping(node, ctx)
     if cache is not None and key is not None:
@@ -293,9 +297,12 @@ def _no_mapping(node: Node | FusedChain, ctx: CodegenContext) -> None:
 
 
 def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: CodegenContext,
-            prune: bool, model: CostModel) -> tuple[Any, Estimate] | None:
+            prune: bool, model: CostModel, weight_stationary: bool = False
+            ) -> tuple[Any, Estimate] | None:
     arch = ctx.arch
     cands = list(em.candidates(node, est_ctx))
+    if weight_stationary:
+        cands = [m for m in cands if not m.order.input_resident]
     if not cands:
         return None
     bound = prerank.Bounds(node, est_ctx) if prune else None
