@@ -532,13 +532,28 @@ def _schedule(jobs: list, deps: list[list[tuple[int, int]]], pos0: int) -> list[
     """Greedy list schedule: at each position the first job (program order) whose
     dependencies are far enough back, else an empty tile."""
     at: list[int] = [-1] * len(jobs)
+    # a job's earliest position once all its dependencies are placed (they never move)
+    earliest: list[int | None] = [None] * len(jobs)
     left = list(range(len(jobs)))
     out: list[_Tile] = []
     pos = pos0
     while left:
         pick = None
         for k, job in enumerate(left[:64]):
-            if all(at[d] >= 0 and pos - at[d] >= dist for d, dist in deps[job]):
+            e = earliest[job]
+            if e is None:
+                e = pos0
+                for d, dist in deps[job]:
+                    a = at[d]
+                    if a < 0:
+                        e = None
+                        break
+                    if a + dist > e:
+                        e = a + dist
+                if e is None:
+                    continue
+                earliest[job] = e
+            if pos >= e:
                 pick = k
                 break
         if pick is None:

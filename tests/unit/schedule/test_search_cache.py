@@ -151,7 +151,7 @@ def _check_bounds(graph, arch, monkeypatch, chains_only=False, kinds=None) -> li
     checked = []
     real = program._choose
 
-    def spy(node, ctx, *, required=True, cost_model=None):
+    def spy(node, ctx, *, required=True, cost_model=None, input_resident_orders=True):
         em = program._emitter(node)
         est_ctx = CodegenContext(ctx.arch, ctx.graph, program._DummyTensors(ctx), ctx.consts,
                                  ctx.act_memory)
@@ -167,7 +167,8 @@ def _check_bounds(graph, arch, monkeypatch, chains_only=False, kinds=None) -> li
                 lo_s, lo_f = bounds(m, search_cache.SAMPLE_TILES), bounds(m, None)
                 assert lo_s <= s and lo_f <= f, (str(node), str(m), lo_s, s, lo_f, f)
                 checked.append(lo_s / max(s, 1))
-        return real(node, ctx, required=required, cost_model=cost_model)
+        return real(node, ctx, required=required, cost_model=cost_model,
+                    input_resident_orders=input_resident_orders)
 
     with monkeypatch.context() as mp:
         mp.setattr(program, "_choose", spy)
