@@ -29,7 +29,7 @@ class Bound(enum.Enum):
 
 @dataclass(frozen=True)
 class Slots:
-    """Ring slot indices a tile's instructions should address (0 when only estimating)."""
+    """Ring slot indices a tile's instructions should address (estimates: `top_slots`)."""
 
     inp: int = 0
     acc: int = 0
@@ -152,14 +152,17 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
     prog = _StepProgram(work, cost, sample, prefetched, prefetch)
     total, busy = _run(prog, arch)
     if sample is not None and prog.run_tiles:
-        # groups of a step have (nearly) the same tile count: scale by the sampled groups'
-        # average rather than building every group's loads just to count its tiles
-        counts = prog.counts
-        total_tiles = sum(counts) / len(counts) * work.group_count
-        scale = total_tiles / prog.run_tiles
-        total = int(total * scale)
-        busy = {e: int(b * scale) for e, b in busy.items()}
-    return Estimate(total, _bound(busy, total, work), busy)
+        total, busy = scaled(total, busy, prog.counts, work.group_count, prog.run_tiles)
+    return Estimate(total, limit(busy, total), busy)
+
+
+def scaled(total: int, busy: dict[Engine, int], counts: Sequence[int], group_count: int,
+           run_tiles: int) -> tuple[int, dict[Engine, int]]:
+    """A sampled run's cycles and busy cycles scaled to the whole step: groups of a step have
+    (nearly) the same tile count, so by the sampled groups' average (`counts`: their tile
+    counts) rather than building every group's loads just to count its tiles."""
+    scale = sum(counts) / len(counts) * group_count / run_tiles
+    return int(total * scale), {e: int(b * scale) for e, b in busy.items()}
 
 
 class _StepProgram:
@@ -442,7 +445,8 @@ def _issue_time(ready: int, inflight: list[int], channels: int) -> int:
     return live[channels - 1] if len(live) >= channels else ready
 
 
-def _bound(busy: dict[Engine, int], total: int, work: StepWork) -> Bound:
+def limit(busy: dict[Engine, int], total: int) -> Bound:
+    """What limits a step that ran `total` cycles with these busy cycles per engine."""
     top = max(busy, key=lambda e: busy[e])
     if busy[top] < 0.5 * total:
         return Bound.LATENCY

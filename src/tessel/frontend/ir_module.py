@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tessel.errors import TesselConfigError
-from tessel.ir import Graph, Layout, Node, Op
+from tessel.ir import Graph, Layout, Node, Op, unique_name
 
 TorchKernel = Callable[[Mapping[str, Any], list[torch.Tensor]], torch.Tensor]
 _T: dict[Op, TorchKernel] = {}
@@ -146,13 +146,7 @@ class _Call(nn.Module):
 
 def _module_name(hint: str, taken: set[str]) -> str:
     base = re.sub(r"[^A-Za-z0-9_]", "_", hint).strip("_") or "node"
-    base = base if not base[0].isdigit() else "n" + base
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    taken.add(name)
-    return name
+    return unique_name(base if not base[0].isdigit() else "n" + base, taken)
 
 
 class IRModule(nn.Module):

@@ -1,7 +1,7 @@
 """The Graph IR: typed values, ops, immutable graphs, builder, text format, verifier, interpreter."""
 
 from tessel.ir.attrs import AttrKind, AttrSpec, ConstData
-from tessel.ir.builder import GraphBuilder, sanitize_name
+from tessel.ir.builder import GraphBuilder, sanitize_name, unique_name
 from tessel.ir.graph import UNKNOWN_LOC, Graph, Node, SourceLoc, Value
 from tessel.ir.interpreter import run_graph
 from tessel.ir.ops import SPECS, Op, OpSpec, spec
@@ -13,5 +13,6 @@ from tessel.ir.verifier import verify
 __all__ = [
     "SPECS", "UNKNOWN_LOC", "AttrKind", "AttrSpec", "ConstData", "DType", "Graph",
     "GraphBuilder", "Layout", "Node", "Op", "OpSpec", "QuantParams", "SourceLoc", "TensorType",
-    "Value", "parse_graph", "print_graph", "run_graph", "sanitize_name", "spec", "verify",
+    "Value", "parse_graph", "print_graph", "run_graph", "sanitize_name", "spec", "unique_name",
+    "verify",
 ]

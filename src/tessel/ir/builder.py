@@ -23,6 +23,16 @@ def sanitize_name(name: str) -> str:
     return name if _NAME_OK.match(name) else "v" + name if name[0].isdigit() else "v_" + name
 
 
+def unique_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base_1`, `base_2`, ... : the first not in `taken` (which it joins)."""
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    taken.add(name)
+    return name
+
+
 def canonical_attrs(op: Op, attrs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """Attributes with the spec's defaults filled in and ints/floats normalised."""
     full: dict[str, Any] = {}
@@ -59,13 +69,7 @@ class GraphBuilder:
         self._taken: set[str] = set()
 
     def fresh(self, hint: str) -> str:
-        base = sanitize_name(hint)
-        name, k = base, 0
-        while name in self._taken:
-            k += 1
-            name = f"{base}_{k}"
-        self._taken.add(name)
-        return name
+        return unique_name(sanitize_name(hint), self._taken)
 
     def input(self, name: str, type_: TensorType) -> str:
         name = self.fresh(name)

@@ -25,6 +25,19 @@ _BUILD = {op: tuple(zip(_MAKE[op][0], _MAKE[op][1], _CHECKS[op], strict=True)) f
 _ABSENT = object()
 
 
+def _checked(op: Opcode, check: tuple, v: Any) -> Any:
+    """Field value `v` as stored (an int, or its enum member), or a TesselFormatError naming
+    the field; `check`: its (field, min, max, enum) row of _CHECKS. Callers test the common
+    case (a plain int in range, or the enum member itself) inline first."""
+    f, _, _, en = check
+    if v is None:
+        raise TesselFormatError(f"{op.name}.{f.name} is required")
+    why = f.check(v)
+    if why is not None:
+        raise TesselFormatError(f"{op.name}.{f.name} {why}")
+    return f.enum(v) if en is not None else int(v)
+
+
 @dataclass(frozen=True)
 class Instruction:
     """One NPU instruction. ``args`` follow the field order of ``SPECS[opcode]``.
@@ -50,17 +63,13 @@ class Instruction:
                 f"{op.name} takes {len(checks)} field values, got {len(args)}"
             )
         norm = []
-        for (f, lo, hi, en), v in zip(checks, args):  # noqa: B905 - lengths checked above
-            tv = type(v)
-            if en is None and tv is int and lo <= v <= hi:  # fast path: a legal plain int
-                norm.append(v)
-            elif en is not None and tv is en:
+        for check, v in zip(checks, args):  # noqa: B905 - lengths checked above
+            _, lo, hi, en = check
+            if (en is None and type(v) is int and lo <= v <= hi) or (
+                    en is not None and type(v) is en):
                 norm.append(v)
             else:
-                why = f.check(v)
-                if why is not None:
-                    raise TesselFormatError(f"{op.name}.{f.name} {why}")
-                norm.append(f.enum(v) if en is not None else int(v))
+                norm.append(_checked(op, check, v))
         object.__setattr__(self, "opcode", op)
         object.__setattr__(self, "args", tuple(norm))
 
@@ -70,24 +79,18 @@ class Instruction:
         op = opcode if type(opcode) is Opcode else Opcode(opcode)
         args = []
         given = 0
-        for name, default, (f, lo, hi, en) in _BUILD[op]:  # one pass: defaults and checks
+        for name, default, check in _BUILD[op]:  # one pass: defaults and checks
             v = values.get(name, _ABSENT)
             if v is _ABSENT:
                 v = default
             else:
                 given += 1
-            if en is None and type(v) is int and lo <= v <= hi:
+            _, lo, hi, en = check
+            if (en is None and type(v) is int and lo <= v <= hi) or (
+                    en is not None and type(v) is en):
                 args.append(v)
-                continue
-            if v is None:
-                raise TesselFormatError(f"{op.name}.{name} is required")
-            if en is not None and type(v) is en:
-                args.append(v)
-                continue
-            why = f.check(v)
-            if why is not None:
-                raise TesselFormatError(f"{op.name}.{f.name} {why}")
-            args.append(f.enum(v) if en is not None else int(v))
+            else:
+                args.append(_checked(op, check, v))
         if given != len(values):
             unknown = next(k for k in values if k not in _FIELD_INDEX[op])
             raise TesselFormatError(f"{op.name} has no field {unknown!r}")
@@ -116,15 +119,10 @@ class Instruction:
             k = index.get(name)
             if k is None:
                 raise TesselFormatError(f"{op.name} has no field {name!r}")
-            f, lo, hi, en = checks[k]
-            if v is None:
-                raise TesselFormatError(f"{op.name}.{name} is required")
+            _, lo, hi, en = checks[k]
             if not ((en is None and type(v) is int and lo <= v <= hi)
                     or (en is not None and type(v) is en)):
-                why = f.check(v)
-                if why is not None:
-                    raise TesselFormatError(f"{op.name}.{f.name} {why}")
-                v = f.enum(v) if en is not None else int(v)
+                v = _checked(op, checks[k], v)
             args[k] = v
         new = object.__new__(Instruction)
         object.__setattr__(new, "opcode", op)

@@ -15,7 +15,6 @@ from tessel.models.spec import ModelAndInputs, ModelSpec, Task, check_model_and_
 _IMAGE_224 = "image [1, 3, 224, 224] float32, ImageNet-normalised (mean/std per channel)"
 
 
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from tessel.errors import TesselVerifyError
 from tessel.ir.attrs import ConstData
-from tessel.ir.builder import canonical_attrs
+from tessel.ir.builder import canonical_attrs, unique_name
 from tessel.ir.graph import UNKNOWN_LOC, Graph, Node, SourceLoc
 from tessel.ir.ops import InferError, Op, spec
 from tessel.ir.types import DType, TensorType
@@ -65,12 +65,7 @@ class Rewriter:
 
     # ------------------------------------------------------------ emitting
     def fresh(self, hint: str) -> str:
-        name, k = hint, 0
-        while name in self.taken:
-            k += 1
-            name = f"{hint}_{k}"
-        self.taken.add(name)
-        return name
+        return unique_name(hint, self.taken)
 
     def emit(self, node: Node) -> str:
         if node.name in self.emitted:

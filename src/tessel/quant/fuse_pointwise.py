@@ -23,6 +23,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from tessel.ir import unique_name
 from tessel.ir.attrs import ConstData
 from tessel.ir.graph import Graph, Node
 from tessel.ir.ops import Op
@@ -122,10 +123,7 @@ def _table_lut(graph: Graph, root: Node, members: set[str], x: str) -> list[Node
         env[node.name] = np.asarray(GOLDEN_KERNELS[node.op](node.attr_map, args)).reshape(256)
     table = env[root.name].astype(np.int8)
     taken = set(graph.node_map) | {v.name for v in graph.inputs}
-    tname, k = f"{root.name}_table", 0
-    while tname in taken:
-        k += 1
-        tname = f"{root.name}_table_{k}"
+    tname = unique_name(f"{root.name}_table", taken)
     const = Node(tname, Op.CONSTANT, (), (("value", ConstData(table)),),
                  TensorType((256,), DType.I8), root.loc)
     return [const, Node(root.name, Op.LUT, (x, tname), (), root.type, root.loc)]

@@ -26,7 +26,15 @@ from typing import Protocol, runtime_checkable
 from tessel.arch import NpuArch
 from tessel.binary import TslProgram
 from tessel.codegen.emit import emit_step
-from tessel.codegen.step import Bound, CostCache, Estimate, GroupWork, StepWork, estimate_step
+from tessel.codegen.step import (
+    CostCache,
+    Estimate,
+    GroupWork,
+    StepWork,
+    estimate_step,
+    limit,
+    scaled,
+)
 from tessel.codegen.streams import Streams
 from tessel.errors import TesselSimError
 from tessel.isa import Engine, Instruction, Opcode
@@ -91,17 +99,13 @@ class SimulatedCostModel:
         self.runs += 1
         if sample is None:
             total, busy = simulate_step(work, arch, prefetched=prefetched, prefetch=prefetch)
-            return Estimate(total, _bound(busy, total), busy)
+            return Estimate(total, limit(busy, total), busy)
         run, counts = _sampled(work, sample)
         total, busy = simulate_step(run, arch, prefetched=prefetched, prefetch=prefetch)
         run_tiles = sum(min(sample, c) for c in counts)
-        if run_tiles:
-            # the scale of estimate_step's sampled estimate, computed the same way
-            total_tiles = sum(counts) / len(counts) * work.group_count
-            scale = total_tiles / run_tiles
-            total = int(total * scale)
-            busy = {e: int(b * scale) for e, b in busy.items()}
-        return Estimate(total, _bound(busy, total), busy)
+        if run_tiles:  # estimate_step's scale of a sampled estimate
+            total, busy = scaled(total, busy, counts, work.group_count, run_tiles)
+        return Estimate(total, limit(busy, total), busy)
 
 
 def simulate_step(work: StepWork, arch: NpuArch, *, prefetched: bool = False,
@@ -158,14 +162,6 @@ def _sampled(work: StepWork, sample: int) -> tuple[StepWork, list[int]]:
         return dataclasses.replace(group, tile_count=min(sample, group.tile_count))
 
     return dataclasses.replace(work, group_count=groups, group_fn=group_fn), counts
-
-
-def _bound(busy: dict[Engine, int], total: int) -> Bound:
-    # what codegen/step.py's estimate reports as the step's limit, by the same rule
-    top = max(busy, key=lambda e: busy[e])
-    if busy[top] < 0.5 * total:
-        return Bound.LATENCY
-    return {Engine.MATRIX: Bound.COMPUTE, Engine.VECTOR: Bound.VECTOR}.get(top, Bound.DRAM)
 
 
 def default_cost_model(model: CostModel | None) -> CostModel:

@@ -12,7 +12,7 @@ directly, exact by construction, applied before partitioning (`compile_graph`, a
 from __future__ import annotations
 
 from tessel.codegen.ops_conv import refusal
-from tessel.ir import Graph, Layout, Node, Op
+from tessel.ir import Graph, Layout, Node, Op, unique_name
 from tessel.ir.types import TensorType
 from tessel.isa import SPECS, Opcode
 
@@ -49,11 +49,7 @@ def _split(graph: Graph, node: Node, taken: set[str]) -> tuple[Node, Node]:
     xt = graph.type_of(x)
     pt, pl, pb, pr = node.attr("padding")
     n, h, w, c = xt.shape
-    name, k = f"{node.name}_pad", 0
-    while name in taken:
-        k += 1
-        name = f"{node.name}_pad_{k}"
-    taken.add(name)
+    name = unique_name(f"{node.name}_pad", taken)
     pad_type = TensorType((n, h + pt + pb, w + pl + pr, c), xt.dtype, xt.layout, xt.quant)
     pad = Node(name, Op.PAD, (x,), (("pads", (0, 0, pt, pb, pl, pr, 0, 0)),
                                     ("value", float(node.attr("in_zp")))), pad_type, node.loc)

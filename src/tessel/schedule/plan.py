@@ -199,22 +199,11 @@ def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
             rewritten.append(w)
         if bad is None:
             return per_step, {**dict(plan_.spilled), **failed}, rewritten
-        k, why = bad
-        names = {n for n, _ in _resident_names(per_step[k], ctx.dram)} - set(failed)
-        assert names, "a failing step's residents are no arena tensors"
+        k, why = bad  # the tensors on chip that step k writes or reads
+        names = {n for n in (*plan_.sram, *plan_.part) if n == writes[k] or n in reads[k]}
+        assert names, "a step with residents writes or reads a resident tensor"
         for name in sorted(names):
             failed[name] = f"step {k}: {why}"
-
-
-def _resident_names(res: Sequence[resident.Resident], dram: dict
-                    ) -> list[tuple[str, tuple[int, int]]]:
-    """The arena tensors (name, DRAM range) the residents `res` of a step are."""
-    out = []
-    for name, t in dram.items():
-        for r in res:
-            if t.memory == r.mem and t.address == r.lo:
-                out.append((name, (r.lo, r.hi)))
-    return out
 
 
 def _split(nodes: Sequence[Node], sizes: Sequence[int] | None) -> list[list[Node]]:

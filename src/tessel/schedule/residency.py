@@ -156,20 +156,18 @@ def _fit(busy: list[tuple[int, int]], lo: int, hi: int, size: int, rule: Rule) -
 
 def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
                         reads: Sequence[set[str]], regions: Sequence[int], dram: dict,
-                        excluded: set[str], arch, base: Sequence[int] | None = None
+                        excluded: set[str], arch, base: Sequence[int]
                         ) -> tuple[list[list[Resident]], ResidencyPlan]:
     """Per step, the resident tensors it touches; and the plan (`ResidencyPlan`).
 
     works[s]: step s as emitted; writes[s] / reads[s]: the arena tensor (root) it produces
     and those it reads; excluded: program inputs / outputs (they stay where [memory] says);
-    base[s]: step s's estimated cycles without residents (estimated here if None)."""
+    base[s]: step s's estimated cycles without residents (the search's estimate)."""
     cache = CostCache(arch)
     instrs = [all_instructions(w) for w in works]
     floors = [working_set_top(i) for i in instrs]
     dmas = [[(ins.opcode, accesses(ins)[0]) for ins in i
              if ins.opcode in (Opcode.DMA_LOAD, Opcode.DMA_STORE)] for i in instrs]
-    if base is None:
-        base = [estimate_step(w, arch, cache=cache).cycles for w in works]
     lifetimes = []
     why: dict[str, str] = {}
     partial: list[tuple[str, int, list[int]]] = []  # (tensor, producer, consumers)
