@@ -96,10 +96,7 @@ class Instruction:
             raise TesselFormatError(f"{op.name} has no field {unknown!r}")
         if cls is not Instruction:
             return cls(op, tuple(args))
-        new = object.__new__(Instruction)  # checked above: __post_init__ would repeat it
-        object.__setattr__(new, "opcode", op)
-        object.__setattr__(new, "args", tuple(args))
-        return new
+        return _unchecked(op, args)  # checked above: __post_init__ would repeat it
 
     @property
     def spec(self) -> InstrSpec:
@@ -124,10 +121,7 @@ class Instruction:
                     or (en is not None and type(v) is en)):
                 v = _checked(op, checks[k], v)
             args[k] = v
-        new = object.__new__(Instruction)
-        object.__setattr__(new, "opcode", op)
-        object.__setattr__(new, "args", tuple(args))
-        return new
+        return _unchecked(op, args)
 
     def __getattr__(self, name: str) -> Any:
         # only called for names that are not real attributes: look the field up
@@ -149,6 +143,14 @@ class Instruction:
             else:
                 parts.append(f"{f.name}={v}")
         return " ".join(parts)
+
+
+def _unchecked(op: Opcode, args: list) -> Instruction:
+    """An Instruction of already checked field values (no __post_init__)."""
+    new = object.__new__(Instruction)
+    object.__setattr__(new, "opcode", op)
+    object.__setattr__(new, "args", tuple(args))
+    return new
 
 
 def _field_property(name: str) -> property:
