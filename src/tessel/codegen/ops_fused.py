@@ -57,7 +57,7 @@ import enum
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tessel.codegen import dma, ops_conv, ops_eltwise, ops_pool
 from tessel.codegen.context import ALIGN, ISA_DTYPE, CodegenContext, SramPlan, align
@@ -290,8 +290,7 @@ class _Kind(enum.Enum):
     EMPTY = "empty"  # keeps a consumer two tiles after its producer (no instructions)
 
 
-@dataclass(frozen=True)
-class _Tile:
+class _Tile(NamedTuple):  # (a tuple: the search builds many)
     kind: _Kind
     stripe: int
     chunk: int
@@ -360,7 +359,7 @@ def _pool_geometry(node: Node, ctx: CodegenContext) -> ops_conv.ConvGeometry:
                                  p.dw, p.pt, p.pl, p.c, p.n)
 
 
-def order(plan: _Plan) -> tuple[list[list[_Tile]], dict, dict]:
+def order(plan: _Plan) -> tuple[Sequence[list[_Tile]], dict, dict]:
     """The step's tiles per group, where the conv's input rows are loaded (tile position ->
     [(stripe, buffer)]) and into which buffer ((chunk or -1, stripe) -> buffer)."""
     return _order(plan)
@@ -486,102 +485,142 @@ class _Plan:
 
 
 @functools.lru_cache(maxsize=4096)
-def _order(plan: _Plan) -> tuple[list[list[_Tile]], dict, dict]:
+def _order(plan: _Plan) -> tuple[Sequence[list[_Tile]], dict, dict]:
     groups = _tiles(plan)
     hosts, buffers = _hosts(groups, plan) if plan.conv else ({}, {})
     return groups, hosts, buffers
 
 
-def _jobs(geo: _Plan, chunks: Sequence[int]
-          ) -> tuple[list[tuple[_Kind, int, int]], list[list[tuple[int, int]]]]:
-    """The tiles of the given chunks in program order, each with its dependencies (job index,
-    minimum distance in tiles): 2 when VECTOR writes what MATRIX reads, 1 when VECTOR
-    overwrites what an earlier tile read (see the module docstring)."""
-    jobs: list[tuple[_Kind, int, int]] = []
-    deps: list[list[tuple[int, int]]] = []
-    index: dict[tuple[_Kind, int, int], int] = {}
+def _jobs(geo: _Plan, nchunks: int) -> tuple[list[tuple[_Kind, int, int]], list[tuple]]:
+    """The tiles of `nchunks` chunks (0 .. nchunks - 1) in program order, each with its
+    dependencies (job index, minimum distance in tiles): `depth` when VECTOR writes what MATRIX
+    reads, 1 when VECTOR overwrites what an earlier tile read (see the module docstring).
 
-    def add(kind: _Kind, i: int, j: int, dep: list[tuple[tuple[_Kind, int, int], int]]):
-        index[(kind, i, j)] = len(jobs)
-        jobs.append((kind, i, j))
-        deps.append([(index[key], d) for key, d in dep if key in index])
-
-    conv = geo.conv
+    Jobs come in the same order in every stripe (per chunk the conv and / or depthwise jobs,
+    then the stripe's project job), so a dependency's index is computed, not looked up."""
+    conv, project, dw_matrix = geo.conv, geo.project, geo.dw_matrix
     d = geo.depth  # VECTOR -> MATRIX distance
-    ckind = _Kind.CONV if geo.dw_matrix else _Kind.CONV_DW
+    per_chunk = 2 if conv and dw_matrix else 1
+    per_stripe = nchunks * per_chunk + (1 if project else 0)
+    jobs: list[tuple[_Kind, int, int]] = []
+    deps: list[tuple] = []
     for i in range(len(geo.stripes)):
-        for j in chunks:
-            war_dw = [((_Kind.P, i - 2, 0), 1)] if geo.project else []
-            # the conv's input rows reuse the buffer of stripe i - 2 (_hosts)
-            xin = [((ckind, i - 2, chunks[-1]), IN_DEPTH)] if conv and j == chunks[0] else []
-            if conv and not geo.dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
-                add(_Kind.CONV_DW, i, j, [((_Kind.CONV_DW, i - 1, j), 1)] + war_dw + xin)
+        base = i * per_stripe
+        prev, prev2 = base - per_stripe, base - 2 * per_stripe  # stripes i - 1, i - 2
+        # the stripe's project job overwrites the depthwise stripe buffer of stripe i - 2
+        war_dw = ((prev2 + per_stripe - 1, 1),) if project and i >= 2 else ()
+        rebase = geo.stripes[i].off == 0
+        for q in range(nchunks):
+            at = base + q * per_chunk
+            # the conv's input rows reuse the buffer of stripe i - 2 (_hosts): its last conv job
+            xin = ((prev2 + (nchunks - 1) * per_chunk, IN_DEPTH),) if (
+                conv and q == 0 and i >= 2) else ()
+            if conv and not dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
+                jobs.append((_Kind.CONV_DW, i, q))
+                deps.append(((prev + q, 1),) + war_dw + xin if i else war_dw + xin)
             elif conv:  # a rebased line buffer overwrites rows earlier DW tiles read
-                rebase = [((_Kind.DW, i - 1, j), 1)] if geo.stripes[i].off == 0 else []
-                add(_Kind.CONV, i, j, [((_Kind.CONV, i - 1, j), 1)] + rebase + xin)
-                add(_Kind.DW, i, j, [((_Kind.CONV, i, j), d)] + war_dw)
+                jobs.append((_Kind.CONV, i, q))
+                deps.append((((prev + 2 * q, 1),) + (((prev + 2 * q + 1, 1),) if rebase
+                                                      else ()) if i else ()) + xin)
+                jobs.append((_Kind.DW, i, q))
+                deps.append(((at, d),) + war_dw)
             else:
-                add(_Kind.DW, i, j, war_dw)
-        if geo.project:
-            kind = _Kind.DW if not conv or geo.dw_matrix else _Kind.CONV_DW
-            add(_Kind.P, i, 0, [((kind, i, j), d) for j in chunks])
+                jobs.append((_Kind.DW, i, q))
+                deps.append(war_dw)
+        if project:
+            kind_last = 1 if conv and dw_matrix else 0  # the depthwise job of each chunk
+            jobs.append((_Kind.P, i, 0))
+            deps.append(tuple((base + q * per_chunk + kind_last, d) for q in range(nchunks)))
     return jobs, deps
 
 
-def _schedule(jobs: list, deps: list[list[tuple[int, int]]], pos0: int) -> list[_Tile]:
-    """Greedy list schedule: at each position the first job (program order) whose
-    dependencies are far enough back, else an empty tile."""
-    at: list[int] = [-1] * len(jobs)
+def _schedule(deps: list[tuple], pos0: int) -> list[int]:
+    """Greedy list schedule from position `pos0`: at each position the first job (program
+    order, among the first 64 not placed) whose dependencies are far enough back, else an
+    empty tile. Returns the job index at each position (-1: empty)."""
+    n = len(deps)
+    at = [-1] * n
     # a job's earliest position once all its dependencies are placed (they never move)
-    earliest: list[int | None] = [None] * len(jobs)
-    left = list(range(len(jobs)))
-    out: list[_Tile] = []
+    earliest = [-1] * n
+    left = list(range(n))
+    out: list[int] = []
     pos = pos0
     while left:
-        pick = None
-        for k, job in enumerate(left[:64]):
+        pick = -1
+        for k in range(min(64, len(left))):
+            job = left[k]
             e = earliest[job]
-            if e is None:
+            if e < 0:
                 e = pos0
-                for d, dist in deps[job]:
-                    a = at[d]
+                for dep, dist in deps[job]:
+                    a = at[dep]
                     if a < 0:
-                        e = None
+                        e = -1
                         break
                     if a + dist > e:
                         e = a + dist
-                if e is None:
+                if e < 0:
                     continue
                 earliest[job] = e
             if pos >= e:
                 pick = k
                 break
-        if pick is None:
-            out.append(_Tile(_Kind.EMPTY, 0, 0, pos))
+        if pick < 0:
+            out.append(-1)
         else:
             job = left.pop(pick)
             at[job] = pos
-            kind, i, j = jobs[job]
-            out.append(_Tile(kind, i, j, pos))
+            out.append(job)
         pos += 1
     return out
 
 
-def _tiles(geo: _Plan) -> list[list[_Tile]]:
+class _PairGroups(Sequence):
+    """A pair's groups (one per chunk): each the first chunk's schedule `order` (job index
+    per position, -1: empty) moved on by the tiles before it, built when first asked for (a
+    candidate's sampled estimate and bound read the first two)."""
+
+    def __init__(self, jobs: list[tuple[_Kind, int, int]], order: list[int], nchunks: int):
+        self.jobs, self.order, self.nchunks = jobs, order, nchunks
+        self._built: dict[int, list[_Tile]] = {}
+
+    def __len__(self) -> int:
+        return self.nchunks
+
+    def __getitem__(self, j):
+        if isinstance(j, slice):
+            return [self[k] for k in range(*j.indices(self.nchunks))]
+        if not -self.nchunks <= j < self.nchunks:
+            raise IndexError(j)
+        j %= self.nchunks
+        got = self._built.get(j)
+        if got is None:
+            jobs, pos, empty = self.jobs, j * len(self.order), _Kind.EMPTY
+            got = self._built[j] = [
+                _Tile(jobs[k][0], jobs[k][1], j, pos + r) if k >= 0 else
+                _Tile(empty, 0, 0, pos + r) for r, k in enumerate(self.order)]
+        return got
+
+
+def _tiles(geo: _Plan) -> Sequence[list[_Tile]]:
     """The tiles of each group, in program order: a pair has one group per chunk; a project
-    chain one schedule cut into groups after each project tile."""
+    chain one schedule cut into groups after each project tile.
+
+    A pair's chunks have the same jobs and dependencies (all within the chunk), so every
+    group's schedule is the first group's, moved on by the tiles before it (_PairGroups)."""
     if not geo.project:
-        groups: list[list[_Tile]] = []
-        pos = 0
-        for j in range(geo.nchunks):
-            groups.append(_schedule(*_jobs(geo, [j]), pos))
-            pos += len(groups[-1])
-        return groups
-    tiles = _schedule(*_jobs(geo, range(geo.nchunks)), 0)
+        jobs, deps = _jobs(geo, 1)
+        return _PairGroups(jobs, _schedule(deps, 0), geo.nchunks)
+    jobs, deps = _jobs(geo, geo.nchunks)
+    empty = _Kind.EMPTY
     groups, cur = [], []
-    for t in tiles:
-        cur.append(t)
-        if t.kind is _Kind.P:
+    for pos, k in enumerate(_schedule(deps, 0)):
+        if k < 0:
+            cur.append(_Tile(empty, 0, 0, pos))
+            continue
+        kind, i, j = jobs[k]
+        cur.append(_Tile(kind, i, j, pos))
+        if kind is _Kind.P:
             groups.append(cur)
             cur = []
     if cur:
@@ -596,32 +635,49 @@ def _pixel(g1) -> int:
     return g1.c + ALIGN
 
 
-def _hosts(groups: list[list[_Tile]], geo: _Plan
+def _hosts(groups: Sequence[list[_Tile]], geo: _Plan
            ) -> tuple[dict[int, list[tuple[int, int]]], dict[tuple[int, int], int]]:
     """Where the conv's input rows are loaded: each stripe's rows (per chunk for a pair) once,
     into one of two buffers (stripe parity), in the earliest tile at least two after the last conv tile that
     read the buffer before (DMA_IN's tile k waits for MATRIX to finish tile k - 2) and not
     after the stripe's first conv tile. Returns tile position -> [(stripe, buffer)] and
     (chunk or -1, stripe) -> buffer."""
+    # tiles come in position order, so each key's first reader is its earliest and the keys
+    # are inserted in the order of their first readers
     readers: dict[tuple[int, int], list[int]] = {}
-    for g in groups:
-        for t in g:
-            if t.kind in (_Kind.CONV, _Kind.CONV_DW) and geo.stripes[t.stripe].new:
-                key = (t.chunk if not geo.project else -1, t.stripe)
-                readers.setdefault(key, []).append(t.pos)
+    new = [s.new > 0 for s in geo.stripes]
+    conv, conv_dw, project = _Kind.CONV, _Kind.CONV_DW, geo.project
+    if isinstance(groups, _PairGroups):  # one conv tile per stripe and chunk, as in chunk 0
+        span, jobs = len(groups.order), groups.jobs
+        first = [(r, jobs[k][1]) for r, k in enumerate(groups.order) if k >= 0
+                 and jobs[k][0] in (conv, conv_dw) and new[jobs[k][1]]]
+        for j in range(groups.nchunks):
+            for r, i in first:
+                readers[(j, i)] = [j * span + r]
+    else:
+        for g in groups:
+            for kind, i, j, pos in g:
+                if (kind is conv or kind is conv_dw) and new[i]:
+                    key = (-1 if project else j, i)
+                    got = readers.get(key)
+                    if got is None:
+                        readers[key] = [pos]
+                    else:
+                        got.append(pos)
     hosts: dict[int, list[tuple[int, int]]] = {}
     buffers: dict[tuple[int, int], int] = {}
     last = [-2, -2]  # per buffer: the last conv tile reading it
     at = 0
-    for key, pos in sorted(readers.items(), key=lambda kv: min(kv[1])):
+    n = len(geo.stripes)
+    for key, pos in readers.items():
         # stripe parity, as the schedule's dependencies (_jobs); a pair's groups (chunks)
         # count their stripes on from the previous group's
-        b = (max(key[0], 0) * len(geo.stripes) + key[1]) % 2
+        b = (max(key[0], 0) * n + key[1]) % 2
         at = max(at, last[b] + IN_DEPTH)
-        assert at <= min(pos), "cascade schedule: input rows cannot be loaded in time"
+        assert at <= pos[0], "cascade schedule: input rows cannot be loaded in time"
         hosts.setdefault(at, []).append((key[1], b))
         buffers[key] = b
-        last[b] = max(pos)
+        last[b] = pos[-1]
     return hosts, buffers
 
 

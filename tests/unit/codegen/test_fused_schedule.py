@@ -1,8 +1,13 @@
-"""ops_fused._schedule (the cascaded step's greedy list schedule) equals its definition: at
-each position the first of the next 64 unplaced jobs, in program order, whose dependencies are
-all placed at least their distance back, else an empty tile. The definition is written here
-the direct way (every dependency re-checked at every position); the module caches each job's
-earliest position."""
+"""The cascaded step's tile order equals its definition.
+
+* ops_fused._schedule (the greedy list schedule): at each position the first of the next 64
+  unplaced jobs, in program order, whose dependencies are all placed at least their distance
+  back, else an empty tile. The definition is written here the direct way (every dependency
+  re-checked at every position); the module caches each job's earliest position.
+* ops_fused._jobs: the dependencies of the module docstring, written here by job keys
+  (kind, stripe, chunk) looked up in a dict; the module computes the indices.
+* ops_fused._tiles: a pair's groups are each chunk scheduled on its own, one after the other
+  (the module schedules the first chunk and moves it on)."""
 
 from __future__ import annotations
 
@@ -19,11 +24,11 @@ def _by_definition(jobs, deps, pos0):
         pick = next((k for k, job in enumerate(left[:64])
                      if all(at[d] >= 0 and pos - at[d] >= dist for d, dist in deps[job])), None)
         if pick is None:
-            out.append(F._Tile(F._Kind.EMPTY, 0, 0, pos))
+            out.append(-1)
         else:
             job = left.pop(pick)
             at[job] = pos
-            out.append(F._Tile(*jobs[job], pos))
+            out.append(job)
         pos += 1
     return out
 
@@ -38,4 +43,80 @@ def test_schedule_follows_its_definition(seed):
         deps = [[(d, rng.randint(0, 4)) for d in rng.sample(range(k), min(k, rng.randint(0, 3)))]
                 for k in range(n)]
         pos0 = rng.randint(0, 6)
-        assert F._schedule(jobs, deps, pos0) == _by_definition(jobs, deps, pos0)
+        assert F._schedule(deps, pos0) == _by_definition(jobs, deps, pos0)
+
+
+def _jobs_by_keys(geo, chunks):
+    """The dependencies of the module docstring by (kind, stripe, chunk) keys; a dependency on
+    a job not yet added (an earlier stripe that does not exist) is dropped."""
+    K = F._Kind
+    jobs, deps, index = [], [], {}
+
+    def add(kind, i, j, dep):
+        index[(kind, i, j)] = len(jobs)
+        jobs.append((kind, i, j))
+        deps.append(tuple((index[key], d) for key, d in dep if key in index))
+
+    d = geo.depth
+    ckind = K.CONV if geo.dw_matrix else K.CONV_DW
+    for i in range(len(geo.stripes)):
+        for j in chunks:
+            war_dw = [((K.P, i - 2, 0), 1)] if geo.project else []
+            xin = [((ckind, i - 2, chunks[-1]), F.IN_DEPTH)] if geo.conv and j == chunks[0] else []
+            if geo.conv and not geo.dw_matrix:
+                add(K.CONV_DW, i, j, [((K.CONV_DW, i - 1, j), 1)] + war_dw + xin)
+            elif geo.conv:
+                rebase = [((K.DW, i - 1, j), 1)] if geo.stripes[i].off == 0 else []
+                add(K.CONV, i, j, [((K.CONV, i - 1, j), 1)] + rebase + xin)
+                add(K.DW, i, j, [((K.CONV, i, j), d)] + war_dw)
+            else:
+                add(K.DW, i, j, war_dw)
+        if geo.project:
+            kind = K.DW if not geo.conv or geo.dw_matrix else K.CONV_DW
+            add(K.P, i, 0, [((kind, i, j), d) for j in chunks])
+    return jobs, deps
+
+
+def _random_plan(rng):
+    stripes = tuple(F._Stripe(0, 1, 0, 1, 0, 0, 0, rng.choice([0, 1, 1]), rng.choice([0, 0, 1, 2]), -1)
+                    for _ in range(rng.randint(1, 12)))
+    return F._Plan(rng.random() < 0.5, rng.random() < 0.7, rng.choice(F.DEPTHS),
+                   rng.random() < 0.5, stripes, rng.randint(1, 5))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_jobs_follow_their_definition(seed):
+    rng = random.Random(100 + seed)
+    for _ in range(300):
+        plan = _random_plan(rng)
+        n = plan.nchunks
+        assert F._jobs(plan, n) == _jobs_by_keys(plan, list(range(n)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pair_groups_are_each_chunk_scheduled_alone(seed):
+    rng = random.Random(200 + seed)
+    for _ in range(200):
+        plan = _random_plan(rng)
+        if plan.project:
+            continue
+        groups, pos = [], 0
+        for j in range(plan.nchunks):  # each chunk's own jobs, scheduled after the last group
+            jobs, deps = _jobs_by_keys(plan, [j])
+            order = _by_definition(jobs, deps, pos)
+            groups.append([F._Tile(*jobs[k], pos + r) if k >= 0 else
+                           F._Tile(F._Kind.EMPTY, 0, 0, pos + r) for r, k in enumerate(order)])
+            pos += len(order)
+        assert list(F._tiles(plan)) == groups
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_pair_hosts_from_the_first_chunk_equal_hosts_from_every_tile(seed):
+    rng = random.Random(300 + seed)
+    for _ in range(200):
+        plan = _random_plan(rng)
+        if plan.project or not plan.conv:
+            continue
+        groups = F._tiles(plan)
+        assert isinstance(groups, F._PairGroups)
+        assert F._hosts(groups, plan) == F._hosts([list(g) for g in groups], plan)
