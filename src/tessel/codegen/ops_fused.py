@@ -595,10 +595,10 @@ class _PairGroups(Sequence):
         j %= self.nchunks
         got = self._built.get(j)
         if got is None:
-            jobs, pos, empty = self.jobs, j * len(self.order), _Kind.EMPTY
+            jobs, pos, empty, new = self.jobs, j * len(self.order), _Kind.EMPTY, tuple.__new__
             got = self._built[j] = [
-                _Tile(jobs[k][0], jobs[k][1], j, pos + r) if k >= 0 else
-                _Tile(empty, 0, 0, pos + r) for r, k in enumerate(self.order)]
+                new(_Tile, (jobs[k][0], jobs[k][1], j, pos + r)) if k >= 0 else
+                new(_Tile, (empty, 0, 0, pos + r)) for r, k in enumerate(self.order)]
         return got
 
 
@@ -612,14 +612,14 @@ def _tiles(geo: _Plan) -> Sequence[list[_Tile]]:
         jobs, deps = _jobs(geo, 1)
         return _PairGroups(jobs, _schedule(deps, 0), geo.nchunks)
     jobs, deps = _jobs(geo, geo.nchunks)
-    empty = _Kind.EMPTY
+    empty, new, tile = _Kind.EMPTY, tuple.__new__, _Tile  # (tuple.__new__: 2x cheaper)
     groups, cur = [], []
     for pos, k in enumerate(_schedule(deps, 0)):
         if k < 0:
-            cur.append(_Tile(empty, 0, 0, pos))
+            cur.append(new(tile, (empty, 0, 0, pos)))
             continue
         kind, i, j = jobs[k]
-        cur.append(_Tile(kind, i, j, pos))
+        cur.append(new(tile, (kind, i, j, pos)))
         if kind is _Kind.P:
             groups.append(cur)
             cur = []

@@ -326,14 +326,21 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
     ymem = mem_of(chain.last.name)
     rmem = mem_of(chain.residual) if chain.residual is not None else 0
     memo: dict[tuple, _Work] = {}
+    rows_in: dict[int, int] = {}  # stripe -> the data cycles of its conv input rows' load
+
+    def hosted(i: int) -> int:
+        c = rows_in.get(i)
+        if c is None:
+            c = rows_in[i] = acc.cycles(xmem, geo.conv_window(geo.stripes[i])[1] * g1.w * g1.c)
+        return c
 
     def tile(tl) -> _Work:
-        key = (tl.kind, tl.stripe, tl.chunk, tl.pos if tl.pos in hosts else -1)
+        here = hosts.get(tl.pos, ())
+        key = (tl.kind, tl.stripe, tl.chunk, tuple(hosted(i) for i, _ in here) if here else ())
         hit = memo.get(key)
         if hit is not None:
             return hit
-        loads = [(xmem, acc.cycles(xmem, geo.conv_window(geo.stripes[i])[1] * g1.w * g1.c))
-                 for i, _ in hosts.get(tl.pos, ())]
+        loads = [(xmem, hosted(i)) for i, _ in here]
         stores: list[tuple[int, int]] = []
         mwork = vwork = 0
         st = geo.stripes[tl.stripe]
