@@ -588,6 +588,10 @@ class _PairGroups(Sequence):
         return self.nchunks
 
     def __getitem__(self, j):
+        if type(j) is int:  # (the hot path: a tile's group, asked for per tile)
+            got = self._built.get(j)
+            if got is not None:
+                return got
         if isinstance(j, slice):
             return [self[k] for k in range(*j.indices(self.nchunks))]
         if not -self.nchunks <= j < self.nchunks:
