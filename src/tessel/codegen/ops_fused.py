@@ -359,9 +359,9 @@ def _pool_geometry(node: Node, ctx: CodegenContext) -> ops_conv.ConvGeometry:
                                  p.dw, p.pt, p.pl, p.c, p.n)
 
 
-def order(plan: _Plan) -> tuple[Sequence[list[_Tile]], dict, dict]:
-    """The step's tiles per group, where the conv's input rows are loaded (tile position ->
-    [(stripe, buffer)]) and into which buffer ((chunk or -1, stripe) -> buffer)."""
+def order(plan: _Plan) -> tuple[_Groups, _Hosts]:
+    """The step's tiles per group, and where the conv's input rows are loaded (_Hosts: tile
+    position -> [(stripe, buffer)], (chunk or -1, stripe) -> buffer)."""
     return _order(plan)
 
 
@@ -485,10 +485,9 @@ class _Plan:
 
 
 @functools.lru_cache(maxsize=4096)
-def _order(plan: _Plan) -> tuple[Sequence[list[_Tile]], dict, dict]:
+def _order(plan: _Plan) -> tuple[_Groups, _Hosts]:
     groups = _tiles(plan)
-    hosts, buffers = _hosts(groups, plan) if plan.conv else ({}, {})
-    return groups, hosts, buffers
+    return groups, _Hosts(groups if plan.conv else None, plan)
 
 
 def _jobs(geo: _Plan, nchunks: int) -> tuple[list[tuple[_Kind, int, int]], list[tuple]]:
@@ -575,61 +574,65 @@ def _schedule(deps: list[tuple], pos0: int) -> list[int]:
     return out
 
 
-class _PairGroups(Sequence):
-    """A pair's groups (one per chunk): each the first chunk's schedule `order` (job index
-    per position, -1: empty) moved on by the tiles before it, built when first asked for (a
-    candidate's sampled estimate and bound read the first two)."""
+class _Groups(Sequence):
+    """A step's tiles per group, built when first asked for (a candidate's sampled estimate
+    and bound read the first two groups). `order`: the job index at each position of the
+    schedule (-1: empty). A pair's groups (one per chunk) are each its first chunk's schedule
+    moved on by the tiles before it (`pair`); a project chain's are `order` cut after each
+    project tile (`starts`: each group's first position)."""
 
-    def __init__(self, jobs: list[tuple[_Kind, int, int]], order: list[int], nchunks: int):
-        self.jobs, self.order, self.nchunks = jobs, order, nchunks
+    def __init__(self, jobs: list[tuple[_Kind, int, int]], order: list[int], pair: bool,
+                 starts: list[int]):
+        self.jobs, self.order, self.pair, self.starts = jobs, order, pair, starts
         self._built: dict[int, list[_Tile]] = {}
 
     def __len__(self) -> int:
-        return self.nchunks
+        return len(self.starts)
 
-    def __getitem__(self, j):
-        if type(j) is int:  # (the hot path: a tile's group, asked for per tile)
-            got = self._built.get(j)
+    def __getitem__(self, gi):
+        if type(gi) is int:  # (the hot path: a tile's group, asked for per tile)
+            got = self._built.get(gi)
             if got is not None:
                 return got
-        if isinstance(j, slice):
-            return [self[k] for k in range(*j.indices(self.nchunks))]
-        if not -self.nchunks <= j < self.nchunks:
-            raise IndexError(j)
-        j %= self.nchunks
-        got = self._built.get(j)
+        n = len(self.starts)
+        if isinstance(gi, slice):
+            return [self[k] for k in range(*gi.indices(n))]
+        if not -n <= gi < n:
+            raise IndexError(gi)
+        gi %= n
+        got = self._built.get(gi)
         if got is None:
-            jobs, pos, empty, new = self.jobs, j * len(self.order), _Kind.EMPTY, tuple.__new__
-            got = self._built[j] = [
-                new(_Tile, (jobs[k][0], jobs[k][1], j, pos + r)) if k >= 0 else
-                new(_Tile, (empty, 0, 0, pos + r)) for r, k in enumerate(self.order)]
+            got = self._built[gi] = self._build(gi)
         return got
 
+    def _build(self, gi: int) -> list[_Tile]:
+        jobs, order, empty, new = self.jobs, self.order, _Kind.EMPTY, tuple.__new__
+        if self.pair:
+            pos = gi * len(order)
+            return [new(_Tile, (jobs[k][0], jobs[k][1], gi, pos + r)) if k >= 0 else
+                    new(_Tile, (empty, 0, 0, pos + r)) for r, k in enumerate(order)]
+        lo = self.starts[gi]
+        hi = self.starts[gi + 1] if gi + 1 < len(self.starts) else len(order)
+        return [new(_Tile, (*jobs[order[p]], p)) if order[p] >= 0 else
+                new(_Tile, (empty, 0, 0, p)) for p in range(lo, hi)]
 
-def _tiles(geo: _Plan) -> Sequence[list[_Tile]]:
+
+def _tiles(geo: _Plan) -> _Groups:
     """The tiles of each group, in program order: a pair has one group per chunk; a project
     chain one schedule cut into groups after each project tile.
 
     A pair's chunks have the same jobs and dependencies (all within the chunk), so every
-    group's schedule is the first group's, moved on by the tiles before it (_PairGroups)."""
+    group's schedule is the first group's, moved on by the tiles before it."""
     if not geo.project:
         jobs, deps = _jobs(geo, 1)
-        return _PairGroups(jobs, _schedule(deps, 0), geo.nchunks)
+        return _Groups(jobs, _schedule(deps, 0), True, list(range(geo.nchunks)))
     jobs, deps = _jobs(geo, geo.nchunks)
-    empty, new, tile = _Kind.EMPTY, tuple.__new__, _Tile  # (tuple.__new__: 2x cheaper)
-    groups, cur = [], []
-    for pos, k in enumerate(_schedule(deps, 0)):
-        if k < 0:
-            cur.append(new(tile, (empty, 0, 0, pos)))
-            continue
-        kind, i, j = jobs[k]
-        cur.append(new(tile, (kind, i, j, pos)))
-        if kind is _Kind.P:
-            groups.append(cur)
-            cur = []
-    if cur:
-        groups.append(cur)
-    return groups
+    order = _schedule(deps, 0)
+    p_kind = _Kind.P
+    starts = [0] + [pos + 1 for pos, k in enumerate(order) if k >= 0 and jobs[k][0] is p_kind]
+    if starts[-1] == len(order):  # nothing after the last project tile
+        starts.pop()
+    return _Groups(jobs, order, False, starts)
 
 
 def _pixel(g1) -> int:
@@ -639,50 +642,86 @@ def _pixel(g1) -> int:
     return g1.c + ALIGN
 
 
-def _hosts(groups: Sequence[list[_Tile]], geo: _Plan
-           ) -> tuple[dict[int, list[tuple[int, int]]], dict[tuple[int, int], int]]:
+class _Hosts:
     """Where the conv's input rows are loaded: each stripe's rows (per chunk for a pair) once,
-    into one of two buffers (stripe parity), in the earliest tile at least two after the last conv tile that
-    read the buffer before (DMA_IN's tile k waits for MATRIX to finish tile k - 2) and not
-    after the stripe's first conv tile. Returns tile position -> [(stripe, buffer)] and
-    (chunk or -1, stripe) -> buffer."""
-    # tiles come in position order, so each key's first reader is its earliest and the keys
-    # are inserted in the order of their first readers
-    readers: dict[tuple[int, int], list[int]] = {}
-    new = [s.new > 0 for s in geo.stripes]
-    conv, conv_dw, project = _Kind.CONV, _Kind.CONV_DW, geo.project
-    if isinstance(groups, _PairGroups):  # one conv tile per stripe and chunk, as in chunk 0
-        span, jobs = len(groups.order), groups.jobs
-        first = [(r, jobs[k][1]) for r, k in enumerate(groups.order) if k >= 0
-                 and jobs[k][0] in (conv, conv_dw) and new[jobs[k][1]]]
-        for j in range(groups.nchunks):
-            for r, i in first:
-                readers[(j, i)] = [j * span + r]
-    else:
-        for g in groups:
-            for kind, i, j, pos in g:
-                if (kind is conv or kind is conv_dw) and new[i]:
-                    key = (-1 if project else j, i)
-                    got = readers.get(key)
-                    if got is None:
-                        readers[key] = [pos]
-                    else:
-                        got.append(pos)
-    hosts: dict[int, list[tuple[int, int]]] = {}
-    buffers: dict[tuple[int, int], int] = {}
-    last = [-2, -2]  # per buffer: the last conv tile reading it
-    at = 0
-    n = len(geo.stripes)
-    for key, pos in readers.items():
-        # stripe parity, as the schedule's dependencies (_jobs); a pair's groups (chunks)
-        # count their stripes on from the previous group's
-        b = (max(key[0], 0) * n + key[1]) % 2
-        at = max(at, last[b] + IN_DEPTH)
-        assert at <= pos[0], "cascade schedule: input rows cannot be loaded in time"
-        hosts.setdefault(at, []).append((key[1], b))
-        buffers[key] = b
-        last[b] = pos[-1]
-    return hosts, buffers
+    into one of two buffers (stripe parity), in the earliest tile at least two after the last
+    conv tile that read the buffer before (DMA_IN's tile k waits for MATRIX to finish tile
+    k - 2) and not after the stripe's first conv tile. `at(pos)`: the [(stripe, buffer)] a
+    tile position loads; `buffer((chunk or -1, stripe))`: its buffer. A pair's are worked
+    out group by group as asked (a candidate's sampled estimate and bound read the first
+    two groups)."""
+
+    def __init__(self, groups: _Groups | None, geo: _Plan):
+        self.hosts: dict[int, list[tuple[int, int]]] = {}
+        self.buffers: dict[tuple[int, int], int] = {}
+        self._at, self._last = 0, [-2, -2]  # per buffer: the last conv tile reading it
+        self._n = len(geo.stripes)
+        self._done = self._groups = 0
+        if groups is None:  # no conv: nothing loaded
+            return
+        # positions in order, so each key's first reader is its earliest and the keys come
+        # in the order of their first readers
+        new = [s.new > 0 for s in geo.stripes]
+        conv, conv_dw = _Kind.CONV, _Kind.CONV_DW
+        jobs, order = groups.jobs, groups.order
+        self._first = [(r, jobs[k][1]) for r, k in enumerate(order) if k >= 0 and (
+            jobs[k][0] is conv or jobs[k][0] is conv_dw) and new[jobs[k][1]]]
+        self._span = len(order)
+        if groups.pair:  # one conv tile per stripe and chunk, at chunk 0's positions moved on
+            self._groups = len(groups)
+            return
+        spans: dict[int, list[int]] = {}  # (-1, stripe): every chunk's tiles read its rows
+        for r, i in self._first:
+            got = spans.get(i)
+            if got is None:
+                spans[i] = [r, r]
+            else:
+                got[1] = r
+        self._place([((-1, i), lo, hi) for i, (lo, hi) in spans.items()])
+
+    def _place(self, readers: list[tuple[tuple[int, int], int, int]]) -> None:
+        hosts, buffers, last, n = self.hosts, self.buffers, self._last, self._n
+        at = self._at
+        for key, lo, hi in readers:
+            # stripe parity, as the schedule's dependencies (_jobs); a pair's groups
+            # (chunks) count their stripes on from the previous group's
+            b = ((key[0] if key[0] > 0 else 0) * n + key[1]) % 2
+            x = last[b] + IN_DEPTH
+            if x > at:
+                at = x
+            assert at <= lo, "cascade schedule: input rows cannot be loaded in time"
+            got = hosts.get(at)
+            if got is None:
+                hosts[at] = [(key[1], b)]
+            else:
+                got.append((key[1], b))
+            buffers[key] = b
+            last[b] = hi
+        self._at = at
+
+    def _fill(self, gi: int) -> None:
+        """A pair: place the rows of every group up to `gi`."""
+        while self._done <= gi and self._done < self._groups:
+            j, base = self._done, self._done * self._span
+            self._place([((j, i), base + r, base + r) for r, i in self._first])
+            self._done += 1
+
+    def at(self, pos: int) -> list[tuple[int, int]]:
+        # a group's rows may be loaded in an earlier group's tiles, but load positions never
+        # go back: once one is past `pos`, no later rows are loaded at `pos`
+        while self._done < self._groups and self._at <= pos:
+            self._fill(self._done)
+        return self.hosts.get(pos, [])
+
+    def buffer(self, key: tuple[int, int]) -> int:
+        if self._done < self._groups:
+            self._fill(key[0])
+        return self.buffers.get(key, 0)
+
+    def complete(self) -> tuple[dict[int, list[tuple[int, int]]], dict[tuple[int, int], int]]:
+        """Every group's: tile position -> [(stripe, buffer)], (chunk or -1, stripe) -> buffer."""
+        self._fill(self._groups - 1)
+        return self.hosts, self.buffers
 
 
 def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
@@ -697,7 +736,7 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
         a3 = ops_conv._pack(chain.project, g3, [(0, g3.cout)], ctx)[0] if g3 else 0
     else:
         a1, a2, a3 = [0] * nj if g1 is not None else [], [0] * nj, 0
-    groups, hosts, buffers = _order(geo.plan(chain))
+    groups, hosts = _order(geo.plan(chain))
     mem = ctx.consts.memory
 
     def wload(addr: int, sram: int, g, cn: int) -> list[Instruction]:
@@ -730,8 +769,8 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
             work = _project_tile(chain, geo, lay, tl, s, ctx)
         else:
             key = (tl.chunk if chain.project is None else -1, tl.stripe)
-            work = _e_tile(chain, geo, lay, tl, s, ctx, buffers.get(key, 0))
-        for i, b in hosts.get(tl.pos, ()):
+            work = _e_tile(chain, geo, lay, tl, s, ctx, hosts.buffer(key))
+        for i, b in hosts.at(tl.pos):
             work.loads.append(_conv_rows_load(chain, geo, lay, geo.stripes[i], b, ctx))
         return work
 
@@ -741,7 +780,7 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool)
         cn = geo.chunks[tl.chunk][1]
         # what the tile's costs and events read: shapes, not rows' positions or paddings
         win = geo.conv_window(st)[1] if g1 is not None and st.new else 0
-        hosted = tuple(geo.conv_window(geo.stripes[i])[1] for i, _ in hosts.get(tl.pos, ()))
+        hosted = tuple(geo.conv_window(geo.stripes[i])[1] for i, _ in hosts.at(tl.pos))
         return (tl.kind, cn, st.rows, st.n, st.keep, st.moved >= 0, st.new, win, hosted)
 
     shape = StepShape(uses_matrix=True, in_depth=IN_DEPTH, acc_depth=m.depth, group_depth=2)

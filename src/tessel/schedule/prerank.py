@@ -311,7 +311,7 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
     arch = ctx.arch
     geo = ops_fused._Geo(chain, m, ctx, geoms)
     g1, g2, g3 = geo.g1, geo.g2, geo.g3
-    groups, hosts, _ = ops_fused.order(geo.plan(chain))
+    groups, hosts = ops_fused.order(geo.plan(chain))
     kinds = ops_fused._Kind
     acc = _Bound(arch)
     wmem = ctx.consts.memory
@@ -335,7 +335,7 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
         return c
 
     def tile(tl) -> _Work:
-        here = hosts.get(tl.pos, ())
+        here = hosts.at(tl.pos)
         key = (tl.kind, tl.stripe, tl.chunk, tuple(hosted(i) for i, _ in here) if here else ())
         hit = memo.get(key)
         if hit is not None:
