@@ -23,6 +23,7 @@ import torch
 from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.binary import TslProgram
 from tessel.binary.metadata import METADATA_VERSION
+from tessel.collector import few_collections
 from tessel.codegen.program import RegionProgram, emit
 from tessel.frontend.model_input import model_name
 from tessel.ir import Graph, Node, Op, print_graph, verify
@@ -166,6 +167,7 @@ def _reference(model: Any, qm: Any, example_inputs: Sequence[torch.Tensor] | Non
                               low_range_outputs(qm.graph, golden))
 
 
+@few_collections()  # the backend allocates millions of small objects (tessel.collector)
 def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None = None,
                   name: str | None = None, progress: Progress | None = None,
                   times: StageTimes | None = None, metadata: dict[str, Any] | None = None,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tessel.arch import NpuArch
+from tessel.collector import few_collections
 from tessel.codegen import ops_conv, ops_fused, resident
 from tessel.codegen import prefetch as prefetch_steps
 from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
@@ -34,6 +35,7 @@ from tessel.schedule.memory import ArenaPlan, plan_arena
 from tessel.schedule.residency import plan_step_residents
 
 
+@few_collections()  # (a third of the stage's time was the cyclic collector's: tessel.collector)
 def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str],
          arch: NpuArch, *, region_sizes: Sequence[int] | None = None,
          on_chip_residency: bool = False, prefetch: bool = True, units: list | None = None,
