@@ -18,12 +18,20 @@ MAX_TOKEN_IDS = 16
 STEP_DONE_TOKEN = MAX_TOKEN_IDS - 1  # DMA_OUT -> DMA_IN: the previous step's stores are done
 
 
+# every SIGNAL / WAIT a program can hold, built once (instructions are immutable values: the
+# queues share them; half of a program's instructions are tokens)
+_SIGNALS = {(e, t): Instruction.make(Opcode.SIGNAL, engine=e, token=t)
+            for e in Engine for t in range(MAX_TOKEN_IDS)}
+_WAITS = {(e, t): Instruction.make(Opcode.WAIT, engine=e, token=t)
+          for e in Engine for t in range(MAX_TOKEN_IDS)}
+
+
 def _signal(peer: Engine, token: int) -> Instruction:
-    return Instruction.make(Opcode.SIGNAL, engine=peer, token=token)
+    return _SIGNALS[peer, token]
 
 
 def _wait(peer: Engine, token: int) -> Instruction:
-    return Instruction.make(Opcode.WAIT, engine=peer, token=token)
+    return _WAITS[peer, token]
 
 
 @dataclass
