@@ -42,6 +42,19 @@ def isa_codec() -> StreamCodec:
     def is_end(instruction: Any) -> bool:
         return instruction.opcode is end
 
+    def encode(instructions: Sequence[Any]) -> bytes:
+        # a program's queues hold each instruction object several times (token instructions
+        # are shared, memoized tiles repeat): each object is encoded once (its id is stable
+        # while `instructions` holds it)
+        memo: dict[int, bytes] = {}
+        out = []
+        for ins in instructions:
+            b = memo.get(id(ins))
+            if b is None:
+                b = memo[id(ins)] = isa.encode(ins)
+            out.append(b)
+        return b"".join(out)
+
     def token_op(instruction: Any) -> tuple[bool, Any, int] | None:
         # once per instruction of every stream written or read: opcodes compared by identity,
         # the fields read from args (SIGNAL and WAIT are (engine, token))
@@ -54,7 +67,7 @@ def isa_codec() -> StreamCodec:
 
     return StreamCodec(
         engine_type=isa.Engine,
-        encode=isa.encode_stream,
+        encode=encode,
         decode=isa.decode_stream,
         is_end=is_end,
         token_op=token_op,
