@@ -31,25 +31,44 @@ class StreamCodec:
     token_op: TokenOp | None = None
 
 
-def _isa_is_end(instruction: Any) -> bool:
-    return instruction.opcode.name == "END"
-
-
-def _isa_token_op(instruction: Any) -> tuple[bool, Any, int] | None:
-    name = instruction.opcode.name
-    if name not in ("SIGNAL", "WAIT"):
-        return None
-    return name == "SIGNAL", instruction.engine, int(instruction.token)
-
-
 def isa_codec() -> StreamCodec:
     """The codec of the real ISA (tessel.isa), imported on first use."""
     from tessel import isa
+    from tessel.isa.table import SPECS
+
+    end, signal, wait = isa.Opcode.END, isa.Opcode.SIGNAL, isa.Opcode.WAIT
+    assert all([f.name for f in SPECS[op].fields] == ["engine", "token"] for op in (signal, wait))
+
+    def is_end(instruction: Any) -> bool:
+        return instruction.opcode is end
+
+    def encode(instructions: Sequence[Any]) -> bytes:
+        # a program's queues hold each instruction object several times (token instructions
+        # are shared, memoized tiles repeat): each object is encoded once (its id is stable
+        # while `instructions` holds it)
+        memo: dict[int, bytes] = {}
+        out = []
+        for ins in instructions:
+            b = memo.get(id(ins))
+            if b is None:
+                b = memo[id(ins)] = isa.encode(ins)
+            out.append(b)
+        return b"".join(out)
+
+    def token_op(instruction: Any) -> tuple[bool, Any, int] | None:
+        # once per instruction of every stream written or read: opcodes compared by identity,
+        # the fields read from args (SIGNAL and WAIT are (engine, token))
+        op = instruction.opcode
+        if op is signal:
+            return (True, *instruction.args)
+        if op is wait:
+            return (False, *instruction.args)
+        return None
 
     return StreamCodec(
         engine_type=isa.Engine,
-        encode=isa.encode_stream,
+        encode=encode,
         decode=isa.decode_stream,
-        is_end=_isa_is_end,
-        token_op=_isa_token_op,
+        is_end=is_end,
+        token_op=token_op,
     )

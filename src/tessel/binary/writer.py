@@ -152,21 +152,20 @@ def _pack_descriptor(direction: Direction, desc: TensorDescriptor, name_offset: 
 
 
 def _assemble(arch_hash: bytes, payloads: list[_Payload], minor: int) -> bytes:
+    """Header, section table, then each payload at its aligned offset (zero padding between),
+    joined in one copy (payloads can be tens of MB: a host graph with an embedding table)."""
     table_end = HEADER_SIZE + SECTION_ENTRY_SIZE * len(payloads)
-    entries, cursor = [], table_end
+    entries, cursor, body = [], table_end, []
     for index, p in enumerate(payloads):
         offset = align_up(cursor, p.alignment)
         entries.append(SectionEntry(index, p.kind, 0, p.alignment, offset, len(p.data), p.count,
                                     crc32(p.data)))
+        body += [bytes(offset - cursor), p.data]
         cursor = offset + len(p.data)
-    out = bytearray(cursor)
-    for entry, p in zip(entries, payloads, strict=True):
-        out[entry.offset: entry.end] = p.data
     table = b"".join(e.pack() for e in entries)
-    out[HEADER_SIZE:table_end] = table
     header = Header(MAGIC, FORMAT_MAJOR, minor, 0, HEADER_SIZE, cursor, HEADER_SIZE,
                     len(entries), arch_hash, crc32(table), 0, 0, 0)
-    packed = header.pack()
-    head = packed[:HEADER_CRC_OFFSET]
-    out[:HEADER_SIZE] = head + crc32(head).to_bytes(4, "little")
-    return bytes(out)
+    head = header.pack()[:HEADER_CRC_OFFSET]
+    out = b"".join([head, crc32(head).to_bytes(4, "little"), table, *body])
+    assert len(out) == cursor and HEADER_CRC_OFFSET + 4 == HEADER_SIZE
+    return out

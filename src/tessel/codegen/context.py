@@ -48,6 +48,39 @@ class DramTensor:
         return tuple(reversed(out))
 
 
+@dataclass(frozen=True)
+class StepConstants:
+    """What one step reads from the constant pool: its blobs (pre-tiled weights, parameter
+    tables, LUT tables, constant operands) in the order its program reads them. An emitter's
+    `constants(node, mapping, ctx)` builds it without touching the pool; `ConstPool.place`
+    appends it."""
+
+    blobs: tuple[bytes, ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(b) for b in self.blobs)
+
+
+@dataclass(frozen=True)
+class PlacedConstants:
+    """Where a step's constants were placed: `addresses[k]` is the pool address of blob k of
+    its StepConstants. An emitter's `step(node, mapping, ctx, placed)` reads them; placed=None
+    (estimation: the instructions are costed, never run) reads address 0 for every blob."""
+
+    addresses: tuple[int, ...]
+
+
+def const_addresses(placed: PlacedConstants | None, count: int) -> tuple[int, ...]:
+    """The `count` addresses of a step's constant blobs: `placed`'s, or 0s when estimating."""
+    if placed is None:
+        return (0,) * count
+    if len(placed.addresses) != count:
+        raise ValueError(f"{len(placed.addresses)} placed constants for a step that reads "
+                         f"{count}")
+    return placed.addresses
+
+
 @dataclass
 class ConstPool:
     """Constant bytes in the weights memory, appended in the order the program reads them."""
@@ -62,6 +95,10 @@ class ConstPool:
         addr = len(self.blob)
         self.blob.extend(raw)
         return addr
+
+    def place(self, consts: StepConstants) -> PlacedConstants:
+        """Append a step's blobs in read order (each 16-byte aligned); their addresses."""
+        return PlacedConstants(tuple(self.add(b) for b in consts.blobs))
 
 
 @dataclass

@@ -32,13 +32,15 @@ def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,
     acc = streams.ring(Engine.MATRIX, Engine.VECTOR, shape.acc_depth) if shape.uses_matrix \
         else None
     out = streams.ring(Engine.VECTOR, Engine.DMA_OUT, shape.out_depth)
+    q_in, q_mx, q_vec, q_out = (streams.queues[e] for e in (Engine.DMA_IN, Engine.MATRIX,
+                                                             Engine.VECTOR, Engine.DMA_OUT))
     for g in range(work.group_count):
         gslot = gp.acquire()
         if gw is not None:
             gw.acquire()
         group = work.group_fn(g, gslot)
         loads = [] if prefetched and g == 0 else group.weight_loads + group.param_loads
-        streams.emit(Engine.DMA_IN, *loads)
+        q_in.extend(loads)
         # a step's first group: its first tile's loads are issued before the group's "ready"
         # tokens (a DMA SIGNAL waits for every transfer in flight), so the two overlap
         defer = g == 0 and bool(loads) and group.tile_count > 0
@@ -47,29 +49,29 @@ def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,
         if gw is not None:
             gw.consume()
         gp.consume()
-        streams.emit(Engine.VECTOR, *group.vector_setup)
+        q_vec.extend(group.vector_setup)
         for t in range(group.tile_count):
             islot = inp.acquire()
             aslot = acc.slot_after_acquire() if acc is not None else 0
             oslot = out.slot_after_acquire()
             tile = work.tile_fn(g, t, Slots(inp=islot, acc=aslot, out=oslot, group=gslot))
-            streams.emit(Engine.DMA_IN, *tile.loads)
+            q_in.extend(tile.loads)
             if defer and t == 0:
                 _publish_group(gw, gp)
             inp.publish()
             inp.consume()
             if acc is not None:
                 acc.acquire()
-                streams.emit(Engine.MATRIX, *tile.matrix)
+                q_mx.extend(tile.matrix)
                 inp.release()
                 acc.publish()
                 acc.consume()
             out.acquire()
-            streams.emit(Engine.VECTOR, *tile.vector)
+            q_vec.extend(tile.vector)
             (acc if acc is not None else inp).release()
             out.publish()
             out.consume()
-            streams.emit(Engine.DMA_OUT, *tile.stores)
+            q_out.extend(tile.stores)
             out.release()
         if gw is not None:
             gw.release()

@@ -29,7 +29,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from tessel.codegen import dma
-from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
+from tessel.codegen.context import (
+    ISA_DTYPE,
+    CodegenContext,
+    PlacedConstants,
+    SramPlan,
+    StepConstants,
+    align,
+    const_addresses,
+)
 from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError
 from tessel.ir import Layout, Node
@@ -306,14 +314,30 @@ def _in_layout(g: ConvGeometry, m: ConvMapping, ctx: CodegenContext, node: Node)
     return _InLayout(params, stripe, sbytes, weights, wstride, out, obytes, acc, entries)
 
 
-def step(node: Node, m: ConvMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
-    """The step's work; with emit=False nothing is added to the constant pool (estimation)."""
+def _chunk_list(g: ConvGeometry, m: ConvMapping) -> list[tuple[int, int]]:
+    return [(c0, min(m.chunk, g.cout - c0)) for c0 in range(0, g.cout, m.chunk)]
+
+
+def constants(node: Node, m: ConvMapping, ctx: CodegenContext) -> StepConstants:
+    """The step's constant blobs in read order: per output-channel chunk its pre-tiled weights
+    and parameters (weight-stationary); every chunk's weights, then every chunk's parameters
+    (the input-resident orders)."""
+    g = geometry(node, ctx)
+    chunks = _chunk_list(g, m)
     if m.order.input_resident:
-        return _in_step(node, m, ctx, emit=emit)
+        return StepConstants(_blobs_all(node, g, chunks, ctx))
+    return StepConstants(tuple(_blobs(node, g, chunks, ctx)))
+
+
+def step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedConstants | None = None
+         ) -> StepWork:
+    """The step's work, reading its constants where `placed` put them (None: estimation)."""
+    if m.order.input_resident:
+        return _in_step(node, m, ctx, placed)
     g = geometry(node, ctx)
     lay = _layout(g, m, ctx, node)
-    chunks = [(c0, min(m.chunk, g.cout - c0)) for c0 in range(0, g.cout, m.chunk)]
-    addrs = _pack(node, g, chunks, ctx) if emit else [0] * len(chunks)
+    chunks = _chunk_list(g, m)
+    addrs = const_addresses(placed, len(chunks))
     row_tiles = [(b, oy, min(m.rows, g.oh - oy)) for b in range(g.n)
                  for oy in range(0, g.oh, m.rows)]
 
@@ -340,12 +364,13 @@ def step(node: Node, m: ConvMapping, ctx: CodegenContext, *, emit: bool) -> Step
     return StepWork(shape, len(chunks), group_fn, tile_fn, tile_key)
 
 
-def _in_step(node: Node, m: ConvMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
+def _in_step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedConstants | None
+             ) -> StepWork:
     """The input-resident orders: a group per row stripe (its input rows), a tile per chunk."""
     g = geometry(node, ctx)
     lay = _in_layout(g, m, ctx, node)
-    chunks = [(c0, min(m.chunk, g.cout - c0)) for c0 in range(0, g.cout, m.chunk)]
-    waddr, paddr = _pack_all(node, g, chunks, ctx) if emit else (0, 0)
+    chunks = _chunk_list(g, m)
+    waddr, paddr = const_addresses(placed, 2)
     stripes = [(b, oy, min(m.rows, g.oh - oy)) for b in range(g.n)
                for oy in range(0, g.oh, m.rows)]
     resident = m.order is ConvOrder.INPUT
@@ -522,22 +547,22 @@ def _per_conv(g: ConvGeometry, chunk: int) -> int:
     return chunk if g.groups == 1 else g.cout_g
 
 
-def _pack(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: CodegenContext
-          ) -> list[int]:
-    """Pre-tile weights + parameters chunk by chunk into the constant pool; chunk addresses."""
+def _blobs(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: CodegenContext
+           ) -> list[bytes]:
+    """Weights pre-tiled + parameters, chunk by chunk: one blob per chunk."""
     w = ctx.const(node.inputs[1]).astype(np.int8)  # OHWI
     params = _params(node, ctx)
-    return [ctx.consts.add(_chunk_weights(w, g, c0, cn) + params(c0, cn)) for c0, cn in chunks]
+    return [_chunk_weights(w, g, c0, cn) + params(c0, cn) for c0, cn in chunks]
 
 
-def _pack_all(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: CodegenContext
-              ) -> tuple[int, int]:
+def _blobs_all(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: CodegenContext
+               ) -> tuple[bytes, bytes]:
     """The input-resident orders: every chunk's weights back to back, then the parameter
-    table chunk by chunk; (weights address, table address)."""
+    table chunk by chunk; (weights, table)."""
     w = ctx.const(node.inputs[1]).astype(np.int8)  # OHWI
     params = _params(node, ctx)
-    waddr = ctx.consts.add(b"".join(_chunk_weights(w, g, c0, cn) for c0, cn in chunks))
-    return waddr, ctx.consts.add(b"".join(params(c0, cn) for c0, cn in chunks))
+    return (b"".join(_chunk_weights(w, g, c0, cn) for c0, cn in chunks),
+            b"".join(params(c0, cn) for c0, cn in chunks))
 
 
 def _params(node: Node, ctx: CodegenContext):

@@ -17,12 +17,22 @@ with b multiplier 0 (b reads a's own elements; MBQM(., 0, 0) == 0), so it needs 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from tessel.codegen import dma
-from tessel.codegen.context import ISA_DTYPE, CodegenContext, DramTensor, SramPlan, align
+from tessel.codegen.context import (
+    ISA_DTYPE,
+    CodegenContext,
+    DramTensor,
+    PlacedConstants,
+    SramPlan,
+    StepConstants,
+    align,
+    const_addresses,
+)
 from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, Node, Op
@@ -47,16 +57,31 @@ class EltMapping:
                 + ("" if self.double_buffer else " single-buffered"))
 
 
-def const_operand(name: str, ctx: CodegenContext, *, emit: bool) -> DramTensor | None:
-    """A constant operand as a tensor in the constant pool (packed now when emitting; address
-    0 when estimating), or None when `name` is an activation (look it up with ctx.tensor)."""
+def is_const(name: str, ctx: CodegenContext) -> bool:
+    """Whether operand `name` is a constant (read from the constant pool)."""
+    return ctx.graph.constant_value(name) is not None
+
+
+def const_blob(name: str, ctx: CodegenContext) -> bytes | None:
+    """A constant operand's bytes as the pool holds them (its dtype, little-endian, C order),
+    or None when `name` is an activation."""
     value = ctx.graph.constant_value(name)
     if value is None:
         return None
     t = ctx.graph.type_of(name)
-    arr = np.ascontiguousarray(np.asarray(value).astype(t.dtype.numpy.newbyteorder("<")))
-    addr = ctx.consts.add(arr) if emit else 0
-    return DramTensor(ctx.consts.memory, addr, t.shape, t.dtype)
+    return np.ascontiguousarray(np.asarray(value).astype(t.dtype.numpy.newbyteorder("<"))
+                                ).tobytes()
+
+
+def const_operand(name: str, ctx: CodegenContext, addresses: Iterator[int]
+                  ) -> DramTensor | None:
+    """A constant operand as a tensor in the constant pool at the next of `addresses` (where
+    its const_blob was placed), or None when `name` is an activation (look it up with
+    ctx.tensor; no address is taken)."""
+    if not is_const(name, ctx):
+        return None
+    t = ctx.graph.type_of(name)
+    return DramTensor(ctx.consts.memory, next(addresses), t.shape, t.dtype)
 
 
 # ---------------------------------------------------------------------------- iteration space
@@ -242,12 +267,23 @@ def _largest_chunk(op: _Op, s: int, db: bool, ctx: CodegenContext, node: Node) -
 # ---------------------------------------------------------------------------- the step
 
 
-def step(node: Node, m: EltMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
-    """The step's work; with emit=False nothing is added to the constant pool (estimation)."""
+def constants(node: Node, m: EltMapping, ctx: CodegenContext) -> StepConstants:
+    """The step's constant blobs in read order: the LUT table, then each constant operand."""
+    op = _describe(node, ctx)
+    blobs = [_table(node, op, ctx)] if op.table is not None else []
+    blobs += [b for n in op.inputs if (b := const_blob(n, ctx)) is not None]
+    return StepConstants(tuple(blobs))
+
+
+def step(node: Node, m: EltMapping, ctx: CodegenContext, placed: PlacedConstants | None = None
+         ) -> StepWork:
+    """The step's work, reading its constants where `placed` put them (None: estimation)."""
     op = _describe(node, ctx)
     lay = _layout(op, m, ctx, node)
-    table_addr = _pack_table(node, op, ctx) if emit and op.table is not None else 0
-    consts = [const_operand(n, ctx, emit=emit) for n in op.inputs]
+    count = (op.table is not None) + sum(is_const(n, ctx) for n in op.inputs)
+    addrs = iter(const_addresses(placed, count))
+    table_addr = next(addrs) if op.table is not None else 0
+    consts = [const_operand(n, ctx, addrs) for n in op.inputs]
     tiles = _tiles(op.sp, m)
 
     def tensor(k: int) -> DramTensor:
@@ -374,8 +410,8 @@ def _rescale(node: Node) -> dict[str, int]:
                 a_shift=a["a_shift"], b_mult=a["b_multiplier"], b_shift=a["b_shift"])
 
 
-def _pack_table(node: Node, op: _Op, ctx: CodegenContext) -> int:
-    """The LUT table as int16 words (the LUT memory's entries) in the constant pool."""
+def _table(node: Node, op: _Op, ctx: CodegenContext) -> bytes:
+    """The LUT table as int16 words (the LUT memory's entries)."""
     n = _table_entries(op)
     if n > ctx.arch.onchip.lut_entries:
         raise TesselCompileError(f"{node}: a {n}-entry table does not fit the LUT memory "
@@ -383,4 +419,4 @@ def _pack_table(node: Node, op: _Op, ctx: CodegenContext) -> int:
     table = np.asarray(ctx.const(node.inputs[1])).astype("<i2")
     if table.shape != (n,):
         raise TesselCompileError(f"{node}: LUT table must have {n} entries, got {table.shape}")
-    return ctx.consts.add(table)
+    return table.tobytes()

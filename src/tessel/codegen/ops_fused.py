@@ -60,7 +60,16 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from tessel.codegen import dma, ops_conv, ops_eltwise, ops_pool
-from tessel.codegen.context import ALIGN, ISA_DTYPE, CodegenContext, SramPlan, align
+from tessel.codegen.context import (
+    ALIGN,
+    ISA_DTYPE,
+    CodegenContext,
+    PlacedConstants,
+    SramPlan,
+    StepConstants,
+    align,
+    const_addresses,
+)
 from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, Graph, Node, Op
@@ -724,18 +733,37 @@ class _Hosts:
         return self.hosts, self.buffers
 
 
-def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
+def _const_chunks(chain: FusedChain, geo: _Geo) -> tuple[list, list, list]:
+    """Channel chunks of the conv's, the windowed member's and the project's constant blobs
+    (a max pool has none; a halo conv and the project are one chunk)."""
+    g2, g3 = geo.g2, geo.g3
+    return (geo.chunks if geo.g1 is not None else [],
+            [] if chain.pooled else [(0, g2.cout)] if chain.halo_conv else geo.chunks,
+            [(0, g3.cout)] if g3 is not None else [])
+
+
+def constants(chain: FusedChain, m: FusedMapping, ctx: CodegenContext) -> StepConstants:
+    """The step's constant blobs in read order: the conv's chunks, the windowed member's
+    chunks, the project's (each a chunk's pre-tiled weights and parameters, ops_conv)."""
+    geo = _Geo(chain, m, ctx)
+    members = (chain.conv, chain.dw, chain.project)
+    blobs = [b for node, g, chunks in zip(members, (geo.g1, geo.g2, geo.g3),
+                                          _const_chunks(chain, geo), strict=True)
+             if chunks for b in ops_conv._blobs(node, g, chunks, ctx)]
+    return StepConstants(tuple(blobs))
+
+
+def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
+         placed: PlacedConstants | None = None) -> StepWork:
+    """The step's work, reading its constants where `placed` put them (None: estimation)."""
     geo = _Geo(chain, m, ctx)
     lay = _layout(chain, geo, m, ctx)
     g1, g2, g3 = geo.g1, geo.g2, geo.g3
-    nj = len(geo.chunks)
-    if emit:
-        a1 = ops_conv._pack(chain.conv, g1, geo.chunks, ctx) if g1 is not None else []
-        a2 = ([0] * nj if chain.pooled else ops_conv._pack(chain.dw, g2, [(0, g2.cout)], ctx)
-              if chain.halo_conv else ops_conv._pack(chain.dw, g2, geo.chunks, ctx))
-        a3 = ops_conv._pack(chain.project, g3, [(0, g3.cout)], ctx)[0] if g3 else 0
-    else:
-        a1, a2, a3 = [0] * nj if g1 is not None else [], [0] * nj, 0
+    n1, n2, n3 = (len(c) for c in _const_chunks(chain, geo))
+    addrs = const_addresses(placed, n1 + n2 + n3)
+    a1 = addrs[:n1]
+    a2 = addrs[n1:n1 + n2] if n2 else (0,) * len(geo.chunks)
+    a3 = addrs[n1 + n2] if n3 else 0
     groups, hosts = _order(geo.plan(chain))
     mem = ctx.consts.memory
 

@@ -27,8 +27,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from tessel.codegen import dma
-from tessel.codegen.context import ISA_DTYPE, CodegenContext, DramTensor, SramPlan, align
-from tessel.codegen.ops_eltwise import const_operand
+from tessel.codegen.context import (
+    ISA_DTYPE,
+    CodegenContext,
+    DramTensor,
+    PlacedConstants,
+    SramPlan,
+    StepConstants,
+    align,
+    const_addresses,
+)
+from tessel.codegen.ops_eltwise import const_blob, const_operand, is_const
 from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, Node, Op
@@ -251,16 +260,39 @@ class _Consts:
     chunks: tuple[int, ...]  # pool address of each w^T chunk (qlinear)
 
 
-def step(node: Node, mp: GemmMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
-    """The step's work; with emit=False nothing is added to the constant pool (estimation)."""
+def _operands(node: Node, g: Gemm) -> tuple[str, ...]:
+    """The operands that may be constants read like activations: a, and b of a qmatmul (a
+    qlinear's weights are pre-tiled into chunks)."""
+    return node.inputs[:1] if g.per_channel else node.inputs[:2]
+
+
+def constants(node: Node, mp: GemmMapping, ctx: CodegenContext) -> StepConstants:
+    """The step's constant blobs in read order: the parameter table(s), w^T chunk by chunk
+    (qlinear), then a constant a / b operand."""
+    g = gemm(node, ctx)
+    blobs = _blobs(node, g, _nchunks(g, mp), ctx)
+    blobs += [b for n in _operands(node, g) if (b := const_blob(n, ctx)) is not None]
+    return StepConstants(tuple(blobs))
+
+
+def _nchunks(g: Gemm, mp: GemmMapping) -> list[tuple[int, int]]:
+    return [(j0, min(mp.cols, g.n - j0)) for j0 in range(0, g.n, mp.cols)]
+
+
+def step(node: Node, mp: GemmMapping, ctx: CodegenContext, placed: PlacedConstants | None = None
+         ) -> StepWork:
+    """The step's work, reading its constants where `placed` put them (None: estimation)."""
     g = gemm(node, ctx)
     lay = _layout(g, mp, ctx, node)
     mtiles = [(i0, min(mp.rows, g.m - i0)) for i0 in range(0, g.m, mp.rows)]
-    nchunks = [(j0, min(mp.cols, g.n - j0)) for j0 in range(0, g.n, mp.cols)]
+    nchunks = _nchunks(g, mp)
     ktiles = [(k0, min(mp.kc, g.k - k0)) for k0 in range(0, g.k, mp.kc)]
-    consts = _pack(node, g, nchunks, ctx) if emit else _Consts(0, (0,) * len(nchunks))
-    a_const = const_operand(node.inputs[0], ctx, emit=emit)
-    b_const = None if g.per_channel else const_operand(node.inputs[1], ctx, emit=emit)
+    nw = len(nchunks) if g.per_channel else 0
+    addrs = const_addresses(placed, 1 + nw + sum(is_const(n, ctx) for n in _operands(node, g)))
+    consts = _Consts(addrs[0], addrs[1:1 + nw])
+    rest = iter(addrs[1 + nw:])
+    a_const = const_operand(node.inputs[0], ctx, rest)
+    b_const = None if g.per_channel else const_operand(node.inputs[1], ctx, rest)
     io = _Io(node, g, lay, consts, ctx, a_const, b_const, mp.cols)
     if mp.order is Order.INPUT:
         groups = [(b, i) for b in g.batches for i in mtiles]
@@ -377,17 +409,15 @@ class _Io:
                            ((nn, 1, 1), (mr, self.g.n, nn)))
 
 
-def _pack(node: Node, g: Gemm, nchunks: list[tuple[int, int]], ctx: CodegenContext
-          ) -> _Consts:
-    """Parameters (read first), then w^T chunk by chunk (qlinear) into the constant pool."""
+def _blobs(node: Node, g: Gemm, nchunks: list[tuple[int, int]], ctx: CodegenContext
+           ) -> list[bytes]:
+    """Parameters (read first), then w^T chunk by chunk (qlinear)."""
     if not g.per_channel:
         a = node.attr_map
-        table = np.array([0, a["multiplier"], a["shift"]], "<i4")
-        return _Consts(ctx.consts.add(table), ())
+        return [np.array([0, a["multiplier"], a["shift"]], "<i4").tobytes()]
     w = ctx.const(node.inputs[1]).astype(np.int8)  # [N, K]
     bias, mult, shift = (ctx.const(n).astype("<i4") for n in node.inputs[2:5])
     table = np.concatenate([np.concatenate([bias[j0:j0 + nn], mult[j0:j0 + nn],
                                             shift[j0:j0 + nn]]) for j0, nn in nchunks])
-    params = ctx.consts.add(table)
-    chunks = tuple(ctx.consts.add(np.ascontiguousarray(w[j0:j0 + nn].T)) for j0, nn in nchunks)
-    return _Consts(params, chunks)
+    return [table.tobytes(), *(np.ascontiguousarray(w[j0:j0 + nn].T).tobytes()
+                               for j0, nn in nchunks)]

@@ -30,7 +30,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tessel.codegen import dma
-from tessel.codegen.context import ISA_DTYPE, CodegenContext, DramTensor, SramPlan, align
+from tessel.codegen.context import (
+    ISA_DTYPE,
+    CodegenContext,
+    DramTensor,
+    PlacedConstants,
+    SramPlan,
+    StepConstants,
+    align,
+    const_addresses,
+)
 from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError
 from tessel.ir import Layout, Node, Op
@@ -379,8 +388,16 @@ def _check(node: Node, ctx: CodegenContext) -> None:
             raise TesselCompileError(f"{node} at {node.loc}: %{name} has another dtype")
 
 
-def step(node: Node, m: MoveMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
+def constants(node: Node, m: MoveMapping, ctx: CodegenContext) -> StepConstants:
+    """None: constant operands (e.g. of a concat) are data constants, placed as DRAM tensors
+    before the steps (schedule/plan.py place_data_constants)."""
+    return StepConstants()
+
+
+def step(node: Node, m: MoveMapping, ctx: CodegenContext, placed: PlacedConstants | None = None
+         ) -> StepWork:
     """DMA-only step (PAD: with a fill + COPY per tile): one group, tiles in piece order."""
+    const_addresses(placed, 0)  # reads no constants
     if node.op is Op.PAD:
         return _pad_step(node, m, ctx)
     budget = m.tile_bytes // node.type.dtype.itemsize

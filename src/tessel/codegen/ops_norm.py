@@ -33,7 +33,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from tessel.codegen import dma
-from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
+from tessel.codegen.context import (
+    ISA_DTYPE,
+    CodegenContext,
+    PlacedConstants,
+    SramPlan,
+    StepConstants,
+    align,
+    const_addresses,
+)
 from tessel.codegen.ops_movement import canonical
 from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.errors import TesselCompileError, TesselConfigError
@@ -259,13 +267,18 @@ def _largest(op: _Op, ctx: CodegenContext, node: Node, make, limit: int) -> int:
 # ---------------------------------------------------------------------------- the step
 
 
-def step(node: Node, m: NormMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
-    """The step's work; with emit=False nothing is added to the constant pool (estimation)."""
+def constants(node: Node, m: NormMapping, ctx: CodegenContext) -> StepConstants:
+    """The step's one constant blob (see _blob)."""
+    return StepConstants((_blob(_describe(node, ctx)),))
+
+
+def step(node: Node, m: NormMapping, ctx: CodegenContext, placed: PlacedConstants | None = None
+         ) -> StepWork:
+    """The step's work, reading its constants where `placed` put them (None: estimation)."""
     op = _describe(node, ctx)
     lay = _layout(op, m, ctx, node)
     k1, r, k2 = op.view
-    blob = _pack(op) if emit else b""
-    addr = ctx.consts.add(blob) if emit else 0
+    (addr,) = const_addresses(placed, 1)
     tiles = [(a0, min(m.rows, k1 - a0), b0, min(m.inner, k2 - b0))
              for a0 in range(0, k1, m.rows) for b0 in range(0, k2, m.inner)]
 
@@ -294,7 +307,7 @@ def step(node: Node, m: NormMapping, ctx: CodegenContext, *, emit: bool) -> Step
     return StepWork(shape, 1, group_fn, tile_fn)
 
 
-def _pack(op: _Op) -> bytes:
+def _blob(op: _Op) -> bytes:
     """The step's resident constants: the exp table, or layer norm's REQUANT parameters
     (mean: bias 0; variance: bias var_bias), gamma_q and beta_q."""
     p = op.plan

@@ -23,7 +23,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from tessel.codegen import dma
-from tessel.codegen.context import ISA_DTYPE, CodegenContext, SramPlan, align
+from tessel.codegen.context import (
+    ISA_DTYPE,
+    CodegenContext,
+    PlacedConstants,
+    SramPlan,
+    StepConstants,
+    align,
+    const_addresses,
+)
 from tessel.codegen.ops_conv import window_rows
 from tessel.codegen.ops_movement import canonical
 from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
@@ -306,16 +314,20 @@ def _mean_layout(node: Node, ctx: CodegenContext, m: MeanMapping, r: int) -> _Me
     return _MeanLayout(params, inp, ib, partial, total, out, ob)
 
 
-def mean_step(node: Node, m: MeanMapping, ctx: CodegenContext, *, emit: bool) -> StepWork:
+def mean_constants(node: Node) -> StepConstants:
+    """A mean's one constant blob: its REQUANT parameters (bias 0, multiplier, shift)."""
+    return StepConstants((np.array([0, node.attr("multiplier"), node.attr("shift")],
+                                   "<i4").tobytes(),))
+
+
+def mean_step(node: Node, m: MeanMapping, ctx: CodegenContext,
+              placed: PlacedConstants | None = None) -> StepWork:
     k1, r, k2 = mean_view(node, ctx)
     lay = _mean_layout(node, ctx, m, r)
     groups = [(a0, min(m.k1, k1 - a0), b0, min(m.k2, k2 - b0))
               for a0 in range(0, k1, m.k1) for b0 in range(0, k2, m.k2)]
     chunks = [(c0, min(m.r, r - c0)) for c0 in range(0, r, m.r)]
-    addr = 0
-    if emit:
-        addr = ctx.consts.add(np.array([0, node.attr("multiplier"), node.attr("shift")],
-                                       "<i4"))
+    (addr,) = const_addresses(placed, 1)
 
     def group_fn(j: int, slot: int) -> GroupWork:
         loads = [] if j else dma.contiguous(Opcode.DMA_LOAD, ctx.consts.memory, addr,
@@ -379,8 +391,15 @@ def candidates(node: Node, ctx: CodegenContext) -> list[PoolMapping | MeanMappin
     return list(pool_candidates(node, ctx))
 
 
-def step(node: Node, m: PoolMapping | MeanMapping, ctx: CodegenContext, *, emit: bool
-         ) -> StepWork:
+def constants(node: Node, m: PoolMapping | MeanMapping, ctx: CodegenContext) -> StepConstants:
+    """The step's constant blobs: a mean's parameters; a pool reads none."""
+    return mean_constants(node) if isinstance(m, MeanMapping) else StepConstants()
+
+
+def step(node: Node, m: PoolMapping | MeanMapping, ctx: CodegenContext,
+         placed: PlacedConstants | None = None) -> StepWork:
+    """The step's work, reading its constants where `placed` put them (None: estimation)."""
     if isinstance(m, MeanMapping):
-        return mean_step(node, m, ctx, emit=emit)
+        return mean_step(node, m, ctx, placed)
+    const_addresses(placed, 0)  # a pool reads no constants
     return pool_step(node, m, ctx)

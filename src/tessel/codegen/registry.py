@@ -1,8 +1,18 @@
 """Which emitter lowers which integer op to NPU instructions.
 
-An emitter module provides `candidates(node, ctx) -> list[Mapping]` (mappings that fit the
-NPU's memories; a mapping is a frozen dataclass whose str() reads well in reports) and
-`step(node, mapping, ctx, *, emit) -> StepWork` (see tessel.codegen.step).
+An emitter module provides three pure functions (none mutates the context or its pool):
+
+* `candidates(node, ctx) -> list[Mapping]`: mappings that fit the NPU's memories (a mapping is
+  a frozen dataclass whose str() reads well in reports);
+* `constants(node, mapping, ctx) -> StepConstants`: the blobs the step reads from the constant
+  pool (pre-tiled weights, parameter and LUT tables, constant operands) in read order;
+* `step(node, mapping, ctx, placed=None) -> StepWork` (see tessel.codegen.step): the step's
+  program, reading blob k at `placed.addresses[k]`; `placed=None` is estimation (every
+  constant address 0, nothing packed: the search calls it per candidate).
+
+The schedule stage (schedule/plan.py) places each chosen step's constants with
+`ConstPool.place` in program order and passes the addresses to `step`
+(tessel.codegen.context: StepConstants, PlacedConstants).
 """
 
 from __future__ import annotations

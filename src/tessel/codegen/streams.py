@@ -18,12 +18,20 @@ MAX_TOKEN_IDS = 16
 STEP_DONE_TOKEN = MAX_TOKEN_IDS - 1  # DMA_OUT -> DMA_IN: the previous step's stores are done
 
 
+# every SIGNAL / WAIT a program can hold, built once (instructions are immutable values: the
+# queues share them; half of a program's instructions are tokens)
+_SIGNALS = {(e, t): Instruction.make(Opcode.SIGNAL, engine=e, token=t)
+            for e in Engine for t in range(MAX_TOKEN_IDS)}
+_WAITS = {(e, t): Instruction.make(Opcode.WAIT, engine=e, token=t)
+          for e in Engine for t in range(MAX_TOKEN_IDS)}
+
+
 def _signal(peer: Engine, token: int) -> Instruction:
-    return Instruction.make(Opcode.SIGNAL, engine=peer, token=token)
+    return _SIGNALS[peer, token]
 
 
 def _wait(peer: Engine, token: int) -> Instruction:
-    return Instruction.make(Opcode.WAIT, engine=peer, token=token)
+    return _WAITS[peer, token]
 
 
 @dataclass
@@ -37,6 +45,16 @@ class Ring:
     token: int
     acquired: int = 0
     consumed: int = 0
+
+    def __post_init__(self) -> None:
+        # the ring's four token instructions and the two queues they go to, looked up once
+        # (a ring emits four tokens per slot it passes)
+        self._pq = self.streams.queues[self.producer]
+        self._cq = self.streams.queues[self.consumer]
+        self._to_consumer = _signal(self.consumer, self.token)  # producer: "ready"
+        self._from_consumer = _wait(self.consumer, self.token)  # producer: wait for "free"
+        self._from_producer = _wait(self.producer, self.token)  # consumer: wait for "ready"
+        self._to_producer = _signal(self.producer, self.token)  # consumer: "free"
 
     @property
     def slot(self) -> int:
@@ -53,26 +71,25 @@ class Ring:
 
     def acquire(self) -> int:
         if self.acquired >= self.depth:
-            self.streams.emit(self.producer, _wait(self.consumer, self.token))
+            self._pq.append(self._from_consumer)
         self.acquired += 1
-        return self.slot
+        return (self.acquired - 1) % self.depth
 
     def publish(self) -> None:
-        self.streams.emit(self.producer, _signal(self.consumer, self.token))
+        self._pq.append(self._to_consumer)
 
     def consume(self) -> int:
-        self.streams.emit(self.consumer, _wait(self.producer, self.token))
+        self._cq.append(self._from_producer)
         self.consumed += 1
-        return self.consumer_slot
+        return (self.consumed - 1) % self.depth
 
     def release(self) -> None:
-        self.streams.emit(self.consumer, _signal(self.producer, self.token))
+        self._cq.append(self._to_producer)
 
     def drain(self) -> None:
         """Producer side: take back the free tokens of the last `depth` slots."""
         assert self.consumed == self.acquired, "every slot must be consumed before draining"
-        for _ in range(min(self.depth, self.acquired)):
-            self.streams.emit(self.producer, _wait(self.consumer, self.token))
+        self._pq.extend([self._from_consumer] * min(self.depth, self.acquired))
 
 
 @dataclass

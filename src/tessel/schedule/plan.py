@@ -97,11 +97,15 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
                                  chains=chains, input_resident_orders=chains,
                                  cost_model=cost_model) for group in groups]
     choices = [c for group in per_region for c in group]
-    # each step's constants packed once, in program order; its work reads the DRAM placement
-    # when codegen (or the residency planner) asks for its instructions
+    # each step's constants (the emitter's pure `constants`) placed once, in program order;
+    # its work reads those addresses, and the DRAM placement when codegen (or the residency
+    # planner) asks for its instructions
     # (memoized: the residency and prefetch planners and the estimates read the same tiles)
-    works = [memoized(_emitter(unit).step(unit, mapping, ctx, emit=True))
-             for unit, mapping, _ in choices]
+    works = []
+    for unit, mapping, _ in choices:
+        em = _emitter(unit)
+        placed = consts.place(em.constants(unit, mapping, ctx))
+        works.append(memoized(em.step(unit, mapping, ctx, placed)))
     arena = plan_dram(graph, nodes, inputs, outputs, arch, choices, len(consts.blob))
     dram.bind(arena.tensors)
     per_step, spilled, rewritten = ([[] for _ in choices], None, list(works))

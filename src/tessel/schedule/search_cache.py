@@ -61,9 +61,9 @@ from tessel.schedule.cost_model import CostModel, CostModelKind, default_cost_mo
 SAMPLE_TILES = 3  # tiles per group of the first, cheap ranking of candidates
 FINALISTS = 3  # candidates estimated in full
 
-# ops whose emitters never read a constant operand's values when estimating (emit=False):
-# weights, biases and tables are only packed when emitting; everything else gets the values'
-# hash in its signature
+# ops whose emitters never read a constant operand's values when estimating (step without
+# placed constants): weights, biases and tables are only read by `constants`; everything else
+# gets the values' hash in its signature
 VALUE_FREE_OPS = frozenset({
     Op.QCONV2D, Op.QLINEAR, Op.QMATMUL, Op.QADD, Op.QSUB, Op.QMUL, Op.REQUANTIZE,
     Op.MAX_POOL2D, Op.QAVG_POOL2D, Op.QMEAN, Op.TRANSPOSE, Op.CONCAT, Op.SLICE, Op.PAD,
@@ -318,7 +318,7 @@ def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: Code
             ranked.sort(key=lambda r: (r[0], r[1]))
             if (ranked[FINALISTS - 1][0], ranked[FINALISTS - 1][1]) < (lows[k], k):
                 break  # this and every later candidate rank below the shortlist
-        work = em.step(node, mapping, est_ctx, emit=False)
+        work = em.step(node, mapping, est_ctx)
         est = model.estimate(work, arch, sample=SAMPLE_TILES)
         ranked.append((est.cycles, k, mapping))
     best = None
@@ -327,7 +327,7 @@ def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: Code
             low = bound(mapping, None)
             if low is not None and low >= best[1].cycles:
                 continue  # cannot be strictly faster than the best so far
-        est = model.estimate(em.step(node, mapping, est_ctx, emit=False), arch)
+        est = model.estimate(em.step(node, mapping, est_ctx), arch)
         if best is None or est.cycles < best[1].cycles:
             best = (mapping, est)
     return best

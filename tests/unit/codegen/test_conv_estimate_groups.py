@@ -26,7 +26,7 @@ def test_single_buffered_groups_on_u55(double_buffer):
     ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
     m = ops_conv.ConvMapping(rows=8, chunk=16, double_buffer=double_buffer)
     est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, amem)
-    est = estimate_step(ops_conv.step(node, m, est_ctx, emit=False), arch)
+    est = estimate_step(ops_conv.step(node, m, est_ctx), arch)
     rp = compile_region(g, [node], ["x"], [node.name], arch, {"model": "t"},
                         units=[(node, m, est)])
     x = rng.integers(-128, 128, g.inputs[0].type.shape).astype(np.int8)

@@ -88,7 +88,7 @@ def test_every_order_bit_exact_and_estimate_follows(preset, kw):
         mappings = _fitting(node, est_ctx, order, chunk, (1, 3, 64))
         assert mappings, order
         for m in mappings:
-            est = estimate_step(ops_conv.step(node, m, est_ctx, emit=False), arch)
+            est = estimate_step(ops_conv.step(node, m, est_ctx), arch)
             rp = compile_region(g, [node], ["x"], [node.name], arch, {"model": "t"},
                                 units=[(node, m, est)])
             res = simulate(rp.program, arch, {"x": x})
@@ -104,7 +104,7 @@ def _loaded_bytes(g, node, m, arch):
     dram = {name: DramTensor(amem, (k + 1) << 22, g.type_of(name).shape, g.type_of(name).dtype)
             for k, name in enumerate((node.inputs[0], node.name))}
     ctx = CodegenContext(arch, g, dram, ConstPool(wmem), amem)
-    work = ops_conv.step(node, m, ctx, emit=True)
+    work = ops_conv.step(node, m, ctx, ctx.consts.place(ops_conv.constants(node, m, ctx)))
     x, pool = dram[node.inputs[0]], len(ctx.consts.blob)
     got = {"x": 0, "consts": 0}
     for gi in range(work.group_count):
@@ -174,7 +174,7 @@ def test_input_resident_bounds_below_estimates(preset):
                 continue
             for order in ORDERS[1:]:
                 for m in _fitting(node, est_ctx, order, chunk, (1, 2, 4, 8, 64)):
-                    work = ops_conv.step(node, m, est_ctx, emit=False)
+                    work = ops_conv.step(node, m, est_ctx)
                     for sample in (SAMPLE_TILES, None):
                         est = estimate_step(work, arch, sample=sample).cycles
                         low = prerank.conv_bound(node, m, est_ctx, sample)
@@ -196,7 +196,7 @@ def test_search_picks_input_resident_where_rereads_dominate():
     cands = ops_conv.candidates(node, est_ctx)
     orders = {m.order for m in cands}
     assert ops_conv.ConvOrder.WEIGHTS in orders and len(orders) > 1
-    full = {m: estimate_step(ops_conv.step(node, m, est_ctx, emit=False), arch).cycles
+    full = {m: estimate_step(ops_conv.step(node, m, est_ctx), arch).cycles
             for m in cands}
     best_ws = min(c for m, c in full.items() if m.order is ops_conv.ConvOrder.WEIGHTS)
     best = min(full.values())

@@ -57,7 +57,7 @@ def test_one_tile_conv_layer_matches_scalesim(row):
     ctx = CodegenContext(arch, g, {}, ConstPool(0), 0)
     one_tile = ops_conv.ConvMapping(rows=node.type.shape[1], chunk=row["cout"])
     est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, 0)
-    est = estimate_step(ops_conv.step(node, one_tile, est_ctx, emit=False), arch)
+    est = estimate_step(ops_conv.step(node, one_tile, est_ctx), arch)
     rp = compile_region(g, [node], ["x"], [node.name], arch, {"model": "t"},
                         units=[(node, one_tile, est)])
     count, busy = matrix_busy(rp.program, arch)

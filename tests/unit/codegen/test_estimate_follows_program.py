@@ -31,7 +31,7 @@ def _check_all(g, em, arch, feeds, pick=lambda m: True, limit=4):
     mappings = [m for m in em.candidates(node, est_ctx) if pick(m)][:limit]
     assert mappings
     for m in mappings:
-        est = estimate_step(em.step(node, m, est_ctx, emit=False), arch)
+        est = estimate_step(em.step(node, m, est_ctx), arch)
         rp = compile_region(g, [node], list(feeds), [node.name], arch, {"model": "t"},
                             units=[(node, m, est)])
         sim = simulate(rp.program, arch, feeds).stats.total_cycles

@@ -91,7 +91,7 @@ def check_mappings(g, chain, preset, rng, every=6):
     est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
     out = chain.last.name
     for m in mappings[:: max(1, len(mappings) // every)]:
-        est = estimate_step(ops_fused.step(chain, m, est_ctx, emit=False), arch)
+        est = estimate_step(ops_fused.step(chain, m, est_ctx), arch)
         rp = compile_region(g, nodes, ["x"], [out], arch, {}, units=[(chain, m, est)])
         res = simulate(rp.program, arch, {"x": x})
         np.testing.assert_array_equal(res.outputs[out], want, err_msg=str(m))
@@ -227,7 +227,7 @@ def test_line_buffer_rebases_are_bit_exact(engine, line, rows, depth):
     geo = ops_fused._Geo(chain, m, ctx)
     assert sum(s.moved >= 0 for s in geo.stripes) >= (2 if line < 4 else 1)
     est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
-    est = estimate_step(ops_fused.step(chain, m, est_ctx, emit=False), arch)
+    est = estimate_step(ops_fused.step(chain, m, est_ctx), arch)
     rp = compile_region(g, nodes, ["x"], [chain.last.name], arch, {}, units=[(chain, m, est)])
     x = rng.integers(-128, 128, (1, 30, 6, 8)).astype(np.int8)
     res = simulate(rp.program, arch, {"x": x})
@@ -325,7 +325,7 @@ def test_chain_bounds_below_every_estimate(preset):
         for chain in ops_fused.fusible_chain(g, npu_nodes(g), 0):
             for m in ops_fused.candidates(chain, est_ctx):
                 for sample in (search_cache.SAMPLE_TILES, None):
-                    est = estimate_step(ops_fused.step(chain, m, est_ctx, emit=False), arch,
+                    est = estimate_step(ops_fused.step(chain, m, est_ctx), arch,
                                         sample=sample).cycles
                     low = prerank.chain_bound(chain, m, est_ctx, sample)
                     assert low <= est, (chain.name, str(m), sample, low, est)

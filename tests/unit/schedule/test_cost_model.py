@@ -149,7 +149,7 @@ def test_models_agree_on_every_candidate(name, g, preset):
     for unit, em in _units(g):
         for mapping in em.candidates(unit, est_ctx):
             for sample in (None, search_cache.SAMPLE_TILES):
-                work = em.step(unit, mapping, est_ctx, emit=False)
+                work = em.step(unit, mapping, est_ctx)
                 a = analytical.estimate(work, arch, sample=sample)
                 s = simulated.estimate(work, arch, sample=sample)
                 assert a == s, (str(unit), str(mapping), sample, a, s)
@@ -195,7 +195,7 @@ def _choices(name, preset):
         if best is None:
             continue
         cands = list(em.candidates(unit, est_ctx))
-        works = [em.step(unit, m, est_ctx, emit=False) for m in cands]
+        works = [em.step(unit, m, est_ctx) for m in cands]
         sampled = [SimulatedCostModel().estimate(w, arch, sample=search_cache.SAMPLE_TILES)
                    for w in works]
         full = [simulate_step(w, arch)[0] for w in works]
@@ -267,7 +267,7 @@ def test_the_search_asks_the_model_it_is_given(preset):
     ctx, est_ctx = _contexts(g, arch)
     em = emitter_for(node)
     cands = list(em.candidates(node, est_ctx))
-    full = [AnalyticalCostModel().estimate(em.step(node, m, est_ctx, emit=False), arch).cycles
+    full = [AnalyticalCostModel().estimate(em.step(node, m, est_ctx), arch).cycles
             for m in cands]
     assert max(full) > min(full)  # the preference can be told apart
     cache = search_cache.SearchCache()

@@ -161,9 +161,9 @@ def _check_bounds(graph, arch, monkeypatch, chains_only=False, kinds=None) -> li
             kinds.add((node.conv is not None, node.project is not None, node.add is not None))
         if bounds.available and (chain or not chains_only):
             for m in em.candidates(node, est_ctx):
-                s = estimate_step(em.step(node, m, est_ctx, emit=False), ctx.arch,
+                s = estimate_step(em.step(node, m, est_ctx), ctx.arch,
                                   sample=search_cache.SAMPLE_TILES).cycles
-                f = estimate_step(em.step(node, m, est_ctx, emit=False), ctx.arch).cycles
+                f = estimate_step(em.step(node, m, est_ctx), ctx.arch).cycles
                 lo_s, lo_f = bounds(m, search_cache.SAMPLE_TILES), bounds(m, None)
                 assert lo_s <= s and lo_f <= f, (str(node), str(m), lo_s, s, lo_f, f)
                 checked.append(lo_s / max(s, 1))
