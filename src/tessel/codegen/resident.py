@@ -19,6 +19,14 @@ from tessel.codegen.step import GroupWork, Slots, StepWork, TileWork, top_slots
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import LutMode
 from tessel.isa.footprint import Space, accesses
+from tessel.isa.table import SPECS
+
+# positions in a DMA's `args` (DMA_LOAD and DMA_STORE share their fields): d0..d3, ext_s0..3,
+# sram_s0..3 (field reads by name are on this module's hot path)
+_DMA_FIELDS = [f.name for f in SPECS[Opcode.DMA_LOAD].fields]
+assert _DMA_FIELDS == [f.name for f in SPECS[Opcode.DMA_STORE].fields]
+_D, _EXT_S, _SRAM_S = ([_DMA_FIELDS.index(f"{p}{k}") for k in range(4)]
+                       for p in ("d", "ext_s", "sram_s"))
 
 _BASE_FIELD = {"in": "in_addr", "a": "a_addr", "b": "b_addr", "src": "src_addr",
                "w": "w_addr", "params": "param_addr"}
@@ -46,22 +54,21 @@ class NotResidentCapable(Exception):
 
 def _hit(ins: Instruction, res: Sequence[Resident]) -> Resident | None:
     ext = accesses(ins)[0]
+    mem, lo, hi = ext.mem, ext.lo, ext.hi
     for r in res:
-        if ext.mem == r.mem and r.lo <= ext.lo and ext.hi <= r.hi:
-            return r
-        if ext.mem == r.mem and ext.lo < r.hi and r.lo < ext.hi and not r.partial:
-            raise NotResidentCapable("a transfer straddles a resident tensor")
+        if mem == r.mem:
+            if r.lo <= lo and hi <= r.hi:
+                return r
+            if lo < r.hi and r.lo < hi and not r.partial:
+                raise NotResidentCapable("a transfer straddles a resident tensor")
     return None
 
 
-def _dims(ins: Instruction, side: str) -> list[tuple[int, int]]:
-    return [(getattr(ins, f"d{k}"), getattr(ins, f"{side}_s{k}")) for k in range(4)]
-
-
 def _translated(ins: Instruction) -> bool:
-    """SRAM side is the `ext` side shifted: equal strides on every dimension of extent > 1."""
-    return all(n == 1 or a == b for (n, a), (_, b) in zip(_dims(ins, "ext"), _dims(ins, "sram"),
-                                                             strict=True))
+    """SRAM side (of a DMA) is the `ext` side shifted: equal strides on every dimension of
+    extent > 1."""
+    a = ins.args
+    return all(a[d] == 1 or a[e] == a[s] for d, e, s in zip(_D, _EXT_S, _SRAM_S, strict=True))
 
 
 def _copy(ins: Instruction, src: int, src_side: str, dst: int, dst_side: str) -> Instruction:
@@ -165,11 +172,9 @@ class _Map:
 
     @classmethod
     def of(cls, dma: Instruction, dst: int) -> _Map:
-        box = accesses(dma)[1]
-        return cls(dma.sram_addr, tuple(getattr(dma, f"sram_s{k}") for k in range(4)),
-                   tuple(getattr(dma, f"d{k}") for k in range(4)), dst,
-                   tuple(getattr(dma, f"ext_s{k}") for k in range(4)), box.lo, box.hi,
-                   dma.dtype.nbytes)
+        box, a = accesses(dma)[1], dma.args
+        return cls(dma.sram_addr, tuple(a[k] for k in _SRAM_S), tuple(a[k] for k in _D), dst,
+                   tuple(a[k] for k in _EXT_S), box.lo, box.hi, dma.dtype.nbytes)
 
     def index(self, addr: int) -> list[int] | None:
         """Slot index of byte `addr` (None unless the slot's dimensions nest: each stride
