@@ -8,7 +8,6 @@ tree's src, and compares `compiled.binary` (sha256). Exits 1 on any difference."
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -22,6 +21,7 @@ SKIP = {("resnet18", "tnpu-xs"), ("minilm", "tnpu-xs")}  # do not fit
 
 CHILD = r"""
 import hashlib, json, sys
+SKIP = SKIP_SET
 sys.path.insert(0, "tests/e2e")
 from zoo_cache import quantized
 from tessel.arch.loader import load_preset
@@ -30,12 +30,12 @@ out = {}
 for model in sys.argv[2].split(","):
     qm, _, _ = quantized(model)
     for preset in sys.argv[1].split(","):
-        if (model, preset) in %r:
+        if (model, preset) in SKIP:
             continue
         cm = compile_graph(qm.graph, load_preset(preset), name="x")
         out[model + "/" + preset] = hashlib.sha256(bytes(cm.binary)).hexdigest()
 print(json.dumps(out))
-""" % (SKIP,)
+""".replace("SKIP_SET", repr(SKIP))
 
 
 def run(src: str, models: list[str]) -> dict[str, str]:

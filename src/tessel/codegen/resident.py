@@ -12,6 +12,7 @@ end of the tile's vector work. Rings and tokens are unchanged. docs/backend.md.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -179,17 +180,22 @@ class _Map:
     def index(self, addr: int) -> list[int] | None:
         """Slot index of byte `addr` (None unless the slot's dimensions nest: each stride
         positive and past the span of the smaller ones, so the index is unique)."""
-        ks = sorted((k for k in range(4) if self.dims[k] > 1), key=lambda k: -self.src_s[k])
         idx, off = [0] * 4, addr - self.src
         if off < 0:
             return None
-        for k in ks:
+        for k in self._outer_first:
             idx[k], off = divmod(off, self.src_s[k])
             if self.src_s[k] <= 0 or idx[k] >= self.dims[k]:
                 return None
         return idx if off == 0 else None
 
-    def nested(self) -> bool:
+    @functools.cached_property
+    def _outer_first(self) -> list[int]:
+        """The slot's dimensions of extent > 1, largest stride first."""
+        return sorted((k for k in range(4) if self.dims[k] > 1), key=lambda k: -self.src_s[k])
+
+    @functools.cached_property
+    def _nested(self) -> bool:
         ks = sorted((k for k in range(4) if self.dims[k] > 1), key=lambda k: self.src_s[k])
         span = 1
         for k in ks:
@@ -197,6 +203,18 @@ class _Map:
                 return False
             span = self.src_s[k] * self.dims[k]
         return True
+
+    def nested(self) -> bool:
+        return self._nested
+
+    @functools.cached_property
+    def by_stride(self) -> dict[int, int]:
+        """Stride -> the first slot dimension (of extent > 1) with that stride."""
+        out: dict[int, int] = {}
+        for k in range(4):
+            if self.dims[k] > 1:
+                out.setdefault(self.src_s[k], k)
+        return out
 
 
 def _remap(instrs: list[Instruction], m: _Map, *, writes: bool = False
@@ -224,10 +242,9 @@ def _remap(instrs: list[Instruction], m: _Map, *, writes: bool = False
             for n, field, stride in dims:
                 if n == 1 or stride == 0:  # one element, or a broadcast: nothing to map
                     continue
-                ks = [k for k in range(4) if m.src_s[k] == stride and m.dims[k] > 1]
-                if not ks:
+                k = m.by_stride.get(stride)
+                if k is None:
                     return None
-                k = ks[0]
                 reach[k] += n - 1
                 if reach[k] >= m.dims[k]:
                     return None
@@ -335,8 +352,10 @@ def rewrite_step(work: StepWork, res: Sequence[Resident], *, keyed: bool = False
     if not keyed or key is None:
         return StepWork(work.shape, work.group_count, group_fn, tile_fn, None)
 
+    top = top_slots(work.shape)
+
     def tile_key(g: int, t: int) -> tuple:
-        return key(g, t), _signature(work.tile_fn(g, t, top_slots(work.shape)), res)
+        return key(g, t), _signature(work.tile_fn(g, t, top), res)
 
     return StepWork(work.shape, work.group_count, group_fn, tile_fn, tile_key)
 
@@ -345,14 +364,15 @@ def _signature(tile: TileWork, res: Sequence[Resident]) -> tuple:
     """How each DMA of the tile meets the residents: which one it hits (-1: none), whether
     its SRAM side is its `ext` side translated, and (stores) whether DRAM keeps a copy."""
     out = []
-    for ins in tile.loads + tile.stores:
-        r = _hit(ins, res)
-        if r is None:
-            out.append(-1)
-            continue
-        ext = accesses(ins)[0]
-        out.append((res.index(r), _translated(ins),
-                    any(ext.lo < k1 and k0 < ext.hi for k0, k1 in r.keep)))
+    for dmas in (tile.loads, tile.stores):
+        for ins in dmas:
+            r = _hit(ins, res)
+            if r is None:
+                out.append(-1)
+                continue
+            ext = accesses(ins)[0]
+            out.append((res.index(r), _translated(ins),
+                        any(ext.lo < k1 and k0 < ext.hi for k0, k1 in r.keep)))
     return tuple(out)
 
 
