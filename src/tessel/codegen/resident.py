@@ -12,7 +12,6 @@ end of the tile's vector work. Rings and tokens are unchanged. docs/backend.md.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +27,10 @@ _DMA_FIELDS = [f.name for f in SPECS[Opcode.DMA_LOAD].fields]
 assert _DMA_FIELDS == [f.name for f in SPECS[Opcode.DMA_STORE].fields]
 _D, _EXT_S, _SRAM_S = ([_DMA_FIELDS.index(f"{p}{k}") for k in range(4)]
                        for p in ("d", "ext_s", "sram_s"))
+_SRAM_ADDR, _DTYPE = _DMA_FIELDS.index("sram_addr"), _DMA_FIELDS.index("dtype")
+_D0, _D1, _D2, _D3 = _D
+_E0, _E1, _E2, _E3 = _EXT_S
+_S0, _S1, _S2, _S3 = _SRAM_S
 
 _BASE_FIELD = {"in": "in_addr", "a": "a_addr", "b": "b_addr", "src": "src_addr",
                "w": "w_addr", "params": "param_addr"}
@@ -69,7 +72,8 @@ def _translated(ins: Instruction) -> bool:
     """SRAM side (of a DMA) is the `ext` side shifted: equal strides on every dimension of
     extent > 1."""
     a = ins.args
-    return all(a[d] == 1 or a[e] == a[s] for d, e, s in zip(_D, _EXT_S, _SRAM_S, strict=True))
+    return ((a[_D0] == 1 or a[_E0] == a[_S0]) and (a[_D1] == 1 or a[_E1] == a[_S1])
+            and (a[_D2] == 1 or a[_E2] == a[_S2]) and (a[_D3] == 1 or a[_E3] == a[_S3]))
 
 
 def _copy(ins: Instruction, src: int, src_side: str, dst: int, dst_side: str) -> Instruction:
@@ -157,25 +161,35 @@ def _pattern(ins: Instruction, what: str
     return None
 
 
-@dataclass(frozen=True)
 class _Map:
     """Slot -> tensor: the element at slot index (i0..i3) of a DMA's SRAM pattern lives at
     `dst + sum(i_k * to_s[k])` (its `ext` pattern moved onto the resident tensor)."""
 
-    src: int
-    src_s: tuple[int, ...]
-    dims: tuple[int, ...]
-    dst: int
-    to_s: tuple[int, ...]
-    lo: int
-    hi: int
-    elem: int
+    __slots__ = ("src", "src_s", "dims", "dst", "to_s", "lo", "hi", "elem", "_outer_first",
+                 "_nested", "by_stride")
+
+    def __init__(self, src: int, src_s: tuple[int, ...], dims: tuple[int, ...], dst: int,
+                 to_s: tuple[int, ...], lo: int, hi: int, elem: int):
+        self.src, self.src_s, self.dims, self.dst, self.to_s = src, src_s, dims, dst, to_s
+        self.lo, self.hi, self.elem = lo, hi, elem
+        big = [k for k in range(4) if dims[k] > 1]  # the dimensions of extent > 1
+        self._outer_first = sorted(big, key=lambda k: -src_s[k])  # largest stride first
+        span, nested = 1, True
+        for k in sorted(big, key=lambda k: src_s[k]):
+            if src_s[k] < span:
+                nested = False
+                break
+            span = src_s[k] * dims[k]
+        self._nested = nested
+        self.by_stride: dict[int, int] = {}  # stride -> the first such dimension
+        for k in big:
+            self.by_stride.setdefault(src_s[k], k)
 
     @classmethod
     def of(cls, dma: Instruction, dst: int) -> _Map:
         box, a = accesses(dma)[1], dma.args
-        return cls(dma.sram_addr, tuple(a[k] for k in _SRAM_S), tuple(a[k] for k in _D), dst,
-                   tuple(a[k] for k in _EXT_S), box.lo, box.hi, dma.dtype.nbytes)
+        return cls(a[_SRAM_ADDR], tuple(a[k] for k in _SRAM_S), tuple(a[k] for k in _D), dst,
+                   tuple(a[k] for k in _EXT_S), box.lo, box.hi, (1, 2, 4)[a[_DTYPE]])
 
     def index(self, addr: int) -> list[int] | None:
         """Slot index of byte `addr` (None unless the slot's dimensions nest: each stride
@@ -189,32 +203,10 @@ class _Map:
                 return None
         return idx if off == 0 else None
 
-    @functools.cached_property
-    def _outer_first(self) -> list[int]:
-        """The slot's dimensions of extent > 1, largest stride first."""
-        return sorted((k for k in range(4) if self.dims[k] > 1), key=lambda k: -self.src_s[k])
-
-    @functools.cached_property
-    def _nested(self) -> bool:
-        ks = sorted((k for k in range(4) if self.dims[k] > 1), key=lambda k: self.src_s[k])
-        span = 1
-        for k in ks:
-            if self.src_s[k] < span:
-                return False
-            span = self.src_s[k] * self.dims[k]
-        return True
-
     def nested(self) -> bool:
+        """Whether each stride (of a dimension of extent > 1) steps past the span of the
+        smaller ones."""
         return self._nested
-
-    @functools.cached_property
-    def by_stride(self) -> dict[int, int]:
-        """Stride -> the first slot dimension (of extent > 1) with that stride."""
-        out: dict[int, int] = {}
-        for k in range(4):
-            if self.dims[k] > 1:
-                out.setdefault(self.src_s[k], k)
-        return out
 
 
 def _remap(instrs: list[Instruction], m: _Map, *, writes: bool = False
@@ -263,8 +255,11 @@ def _remap(instrs: list[Instruction], m: _Map, *, writes: bool = False
 
 def _touches(dmas: Sequence[Instruction], lo: int, hi: int) -> bool:
     """Whether a DMA's SRAM side overlaps SRAM [lo, hi) (DMAs are never re-based)."""
-    return any(a.space is Space.SRAM and a.lo < hi and lo < a.hi
-               for ins in dmas for a in accesses(ins))
+    for ins in dmas:
+        for a in accesses(ins):
+            if a.lo < hi and lo < a.hi and a.space is Space.SRAM:
+                return True
+    return False
 
 
 def rewrite_tile(tile: TileWork, res: Sequence[Resident], first: Engine) -> TileWork:
