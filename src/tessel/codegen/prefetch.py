@@ -78,7 +78,7 @@ def _shift(instrs: Sequence[Instruction], delta: int, keep: Sequence[tuple[int, 
         for a in accesses(ins):
             if a.space is not Space.SRAM:
                 continue
-            inside = _inside(a.lo, a.hi, keep)
+            inside = _inside(a.lo, a.hi, keep) if keep else False
             if inside is None or a.what not in _FIELD:
                 raise NotShiftable(f"{ins.opcode.name}: operand {a.what} cannot be moved")
             if not inside:
