@@ -78,7 +78,7 @@ def _shift(instrs: Sequence[Instruction], delta: int, keep: Sequence[tuple[int, 
         for a in accesses(ins):
             if a.space is not Space.SRAM:
                 continue
-            inside = _inside(a.lo, a.hi, keep)
+            inside = _inside(a.lo, a.hi, keep) if keep else False
             if inside is None or a.what not in _FIELD:
                 raise NotShiftable(f"{ins.opcode.name}: operand {a.what} cannot be moved")
             if not inside:
@@ -127,22 +127,28 @@ def own_hull(work: StepWork, keep: Sequence[tuple[int, int]]) -> tuple[int, int]
     sh = work.shape
     s = top_slots(sh)
     hi = -1
-    for g in range(work.group_count):
-        gr = work.group_fn(g, s.group)
-        instrs = gr.weight_loads + gr.param_loads + gr.vector_setup
-        for t in range(gr.tile_count):
-            tile = work.tile_fn(g, t, s)
-            instrs += tile.loads + tile.matrix + tile.vector + tile.stores
+
+    def visit(instrs: Sequence[Instruction]) -> None:
+        nonlocal hi
         for ins in instrs:
             for a in accesses(ins):
                 if a.space is not Space.SRAM:
                     continue
-                inside = _inside(a.lo, a.hi, keep)
+                inside = _inside(a.lo, a.hi, keep) if keep else False
                 if inside is None:
                     raise NotShiftable(f"{ins.opcode.name}: operand {a.what} straddles a "
                                        "resident tensor")
                 if not inside and a.hi > hi:
                     hi = a.hi
+
+    for g in range(work.group_count):
+        gr = work.group_fn(g, s.group)
+        for instrs in (gr.weight_loads, gr.param_loads, gr.vector_setup):
+            visit(instrs)
+        for t in range(gr.tile_count):
+            tile = work.tile_fn(g, t, s)
+            for instrs in (tile.loads, tile.matrix, tile.vector, tile.stores):
+                visit(instrs)
     return (0, hi) if hi >= 0 else None
 
 

@@ -19,6 +19,18 @@ from tessel.codegen.step import GroupWork, Slots, StepWork, TileWork, top_slots
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import LutMode
 from tessel.isa.footprint import Space, accesses
+from tessel.isa.table import SPECS
+
+# positions in a DMA's `args` (DMA_LOAD and DMA_STORE share their fields): d0..d3, ext_s0..3,
+# sram_s0..3 (field reads by name are on this module's hot path)
+_DMA_FIELDS = [f.name for f in SPECS[Opcode.DMA_LOAD].fields]
+assert _DMA_FIELDS == [f.name for f in SPECS[Opcode.DMA_STORE].fields]
+_D, _EXT_S, _SRAM_S = ([_DMA_FIELDS.index(f"{p}{k}") for k in range(4)]
+                       for p in ("d", "ext_s", "sram_s"))
+_SRAM_ADDR, _DTYPE = _DMA_FIELDS.index("sram_addr"), _DMA_FIELDS.index("dtype")
+_D0, _D1, _D2, _D3 = _D
+_E0, _E1, _E2, _E3 = _EXT_S
+_S0, _S1, _S2, _S3 = _SRAM_S
 
 _BASE_FIELD = {"in": "in_addr", "a": "a_addr", "b": "b_addr", "src": "src_addr",
                "w": "w_addr", "params": "param_addr"}
@@ -46,22 +58,22 @@ class NotResidentCapable(Exception):
 
 def _hit(ins: Instruction, res: Sequence[Resident]) -> Resident | None:
     ext = accesses(ins)[0]
+    mem, lo, hi = ext.mem, ext.lo, ext.hi
     for r in res:
-        if ext.mem == r.mem and r.lo <= ext.lo and ext.hi <= r.hi:
-            return r
-        if ext.mem == r.mem and ext.lo < r.hi and r.lo < ext.hi and not r.partial:
-            raise NotResidentCapable("a transfer straddles a resident tensor")
+        if mem == r.mem:
+            if r.lo <= lo and hi <= r.hi:
+                return r
+            if lo < r.hi and r.lo < hi and not r.partial:
+                raise NotResidentCapable("a transfer straddles a resident tensor")
     return None
 
 
-def _dims(ins: Instruction, side: str) -> list[tuple[int, int]]:
-    return [(getattr(ins, f"d{k}"), getattr(ins, f"{side}_s{k}")) for k in range(4)]
-
-
 def _translated(ins: Instruction) -> bool:
-    """SRAM side is the `ext` side shifted: equal strides on every dimension of extent > 1."""
-    return all(n == 1 or a == b for (n, a), (_, b) in zip(_dims(ins, "ext"), _dims(ins, "sram"),
-                                                             strict=True))
+    """SRAM side (of a DMA) is the `ext` side shifted: equal strides on every dimension of
+    extent > 1."""
+    a = ins.args
+    return ((a[_D0] == 1 or a[_E0] == a[_S0]) and (a[_D1] == 1 or a[_E1] == a[_S1])
+            and (a[_D2] == 1 or a[_E2] == a[_S2]) and (a[_D3] == 1 or a[_E3] == a[_S3]))
 
 
 def _copy(ins: Instruction, src: int, src_side: str, dst: int, dst_side: str) -> Instruction:
@@ -149,49 +161,52 @@ def _pattern(ins: Instruction, what: str
     return None
 
 
-@dataclass(frozen=True)
 class _Map:
     """Slot -> tensor: the element at slot index (i0..i3) of a DMA's SRAM pattern lives at
     `dst + sum(i_k * to_s[k])` (its `ext` pattern moved onto the resident tensor)."""
 
-    src: int
-    src_s: tuple[int, ...]
-    dims: tuple[int, ...]
-    dst: int
-    to_s: tuple[int, ...]
-    lo: int
-    hi: int
-    elem: int
+    __slots__ = ("src", "src_s", "dims", "dst", "to_s", "lo", "hi", "elem", "_outer_first",
+                 "_nested", "by_stride")
+
+    def __init__(self, src: int, src_s: tuple[int, ...], dims: tuple[int, ...], dst: int,
+                 to_s: tuple[int, ...], lo: int, hi: int, elem: int):
+        self.src, self.src_s, self.dims, self.dst, self.to_s = src, src_s, dims, dst, to_s
+        self.lo, self.hi, self.elem = lo, hi, elem
+        big = [k for k in range(4) if dims[k] > 1]  # the dimensions of extent > 1
+        self._outer_first = sorted(big, key=lambda k: -src_s[k])  # largest stride first
+        span, nested = 1, True
+        for k in sorted(big, key=lambda k: src_s[k]):
+            if src_s[k] < span:
+                nested = False
+                break
+            span = src_s[k] * dims[k]
+        self._nested = nested
+        self.by_stride: dict[int, int] = {}  # stride -> the first such dimension
+        for k in big:
+            self.by_stride.setdefault(src_s[k], k)
 
     @classmethod
     def of(cls, dma: Instruction, dst: int) -> _Map:
-        box = accesses(dma)[1]
-        return cls(dma.sram_addr, tuple(getattr(dma, f"sram_s{k}") for k in range(4)),
-                   tuple(getattr(dma, f"d{k}") for k in range(4)), dst,
-                   tuple(getattr(dma, f"ext_s{k}") for k in range(4)), box.lo, box.hi,
-                   dma.dtype.nbytes)
+        box, a = accesses(dma)[1], dma.args
+        return cls(a[_SRAM_ADDR], tuple(a[k] for k in _SRAM_S), tuple(a[k] for k in _D), dst,
+                   tuple(a[k] for k in _EXT_S), box.lo, box.hi, (1, 2, 4)[a[_DTYPE]])
 
     def index(self, addr: int) -> list[int] | None:
         """Slot index of byte `addr` (None unless the slot's dimensions nest: each stride
         positive and past the span of the smaller ones, so the index is unique)."""
-        ks = sorted((k for k in range(4) if self.dims[k] > 1), key=lambda k: -self.src_s[k])
         idx, off = [0] * 4, addr - self.src
         if off < 0:
             return None
-        for k in ks:
+        for k in self._outer_first:
             idx[k], off = divmod(off, self.src_s[k])
             if self.src_s[k] <= 0 or idx[k] >= self.dims[k]:
                 return None
         return idx if off == 0 else None
 
     def nested(self) -> bool:
-        ks = sorted((k for k in range(4) if self.dims[k] > 1), key=lambda k: self.src_s[k])
-        span = 1
-        for k in ks:
-            if self.src_s[k] < span:
-                return False
-            span = self.src_s[k] * self.dims[k]
-        return True
+        """Whether each stride (of a dimension of extent > 1) steps past the span of the
+        smaller ones."""
+        return self._nested
 
 
 def _remap(instrs: list[Instruction], m: _Map, *, writes: bool = False
@@ -219,10 +234,9 @@ def _remap(instrs: list[Instruction], m: _Map, *, writes: bool = False
             for n, field, stride in dims:
                 if n == 1 or stride == 0:  # one element, or a broadcast: nothing to map
                     continue
-                ks = [k for k in range(4) if m.src_s[k] == stride and m.dims[k] > 1]
-                if not ks:
+                k = m.by_stride.get(stride)
+                if k is None:
                     return None
-                k = ks[0]
                 reach[k] += n - 1
                 if reach[k] >= m.dims[k]:
                     return None
@@ -241,8 +255,11 @@ def _remap(instrs: list[Instruction], m: _Map, *, writes: bool = False
 
 def _touches(dmas: Sequence[Instruction], lo: int, hi: int) -> bool:
     """Whether a DMA's SRAM side overlaps SRAM [lo, hi) (DMAs are never re-based)."""
-    return any(a.space is Space.SRAM and a.lo < hi and lo < a.hi
-               for ins in dmas for a in accesses(ins))
+    for ins in dmas:
+        for a in accesses(ins):
+            if a.lo < hi and lo < a.hi and a.space is Space.SRAM:
+                return True
+    return False
 
 
 def rewrite_tile(tile: TileWork, res: Sequence[Resident], first: Engine) -> TileWork:
@@ -330,8 +347,10 @@ def rewrite_step(work: StepWork, res: Sequence[Resident], *, keyed: bool = False
     if not keyed or key is None:
         return StepWork(work.shape, work.group_count, group_fn, tile_fn, None)
 
+    top = top_slots(work.shape)
+
     def tile_key(g: int, t: int) -> tuple:
-        return key(g, t), _signature(work.tile_fn(g, t, top_slots(work.shape)), res)
+        return key(g, t), _signature(work.tile_fn(g, t, top), res)
 
     return StepWork(work.shape, work.group_count, group_fn, tile_fn, tile_key)
 
@@ -340,14 +359,15 @@ def _signature(tile: TileWork, res: Sequence[Resident]) -> tuple:
     """How each DMA of the tile meets the residents: which one it hits (-1: none), whether
     its SRAM side is its `ext` side translated, and (stores) whether DRAM keeps a copy."""
     out = []
-    for ins in tile.loads + tile.stores:
-        r = _hit(ins, res)
-        if r is None:
-            out.append(-1)
-            continue
-        ext = accesses(ins)[0]
-        out.append((res.index(r), _translated(ins),
-                    any(ext.lo < k1 and k0 < ext.hi for k0, k1 in r.keep)))
+    for dmas in (tile.loads, tile.stores):
+        for ins in dmas:
+            r = _hit(ins, res)
+            if r is None:
+                out.append(-1)
+                continue
+            ext = accesses(ins)[0]
+            out.append((res.index(r), _translated(ins),
+                        any(ext.lo < k1 and k0 < ext.hi for k0, k1 in r.keep)))
     return tuple(out)
 
 

@@ -13,14 +13,14 @@ import enum
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from tessel.arch.types import NpuArch
 from tessel.isa.fields import AccMode, AccSrc, DType, LutMode, ParamMode, ReduceOp
 from tessel.isa.instruction import Instruction
-from tessel.isa.table import Opcode
+from tessel.isa.table import SPECS, Opcode
 
 
 class Space(enum.Enum):
@@ -30,9 +30,9 @@ class Space(enum.Enum):
     OFFCHIP = "OFFCHIP"
 
 
-@dataclass(frozen=True)
-class Access:
-    """Operand ``what`` reads or writes addresses [lo, hi) of ``space`` (memory ``mem``)."""
+class Access(NamedTuple):
+    """Operand ``what`` reads or writes addresses [lo, hi) of ``space`` (memory ``mem``).
+    (A named tuple: instructions' boxes are built and read on the compiler's hot paths.)"""
 
     what: str
     space: Space
@@ -125,6 +125,188 @@ def _view(i: Instruction, p: str, dims: Sequence[int], elem: int, write: bool,
     return Access(p, space, lo, hi, write, mem)
 
 
+# Field positions in ``Instruction.args`` per opcode: ``accesses`` reads the arguments by
+# position (it runs for every instruction the compiler builds and the simulator loads).
+_POS = {op: {f.name: k for k, f in enumerate(spec.fields)} for op, spec in SPECS.items()}
+_NBYTES = (1, 2, 4)  # DType (an IntEnum) -> bytes, as DType.nbytes
+
+
+def _at(op: Opcode, *names: str) -> tuple[int, ...]:
+    return tuple(_POS[op][n] for n in names)
+
+
+def _view_at(op: Opcode, p: str, n: int) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """(position of `p`_addr, ((position of d_k, position of `p`_s_k), ...)) for n dims."""
+    return _POS[op][f"{p}_addr"], tuple(zip(_at(op, *(f"d{k}" for k in range(n))),
+                                            _at(op, *(f"{p}_s{k}" for k in range(n))),
+                                            strict=True))
+
+
+def _strided(a: tuple, at: tuple[int, tuple[tuple[int, int], ...]], elem: int
+             ) -> tuple[int, int]:
+    """`box` of the strided pattern whose base, dims and strides sit at positions `at`."""
+    lo = hi = a[at[0]]
+    for d, st in at[1]:
+        span = a[st] * (a[d] - 1)
+        if span < 0:
+            lo += span
+        else:
+            hi += span
+    return lo, hi + elem
+
+
+def _span2(base: int, n0: int, s0: int, n1: int, s1: int, elem: int) -> tuple[int, int]:
+    """`box` of a two-dimensional pattern."""
+    lo = hi = base
+    for span in (s0 * (n0 - 1), s1 * (n1 - 1)):
+        if span < 0:
+            lo += span
+        else:
+            hi += span
+    return lo, hi + elem
+
+
+def _span3(base: int, n0: int, s0: int, n1: int, s1: int, n2: int, s2: int, elem: int
+           ) -> tuple[int, int]:
+    """`box` of a three-dimensional pattern."""
+    lo = hi = base
+    for span in (s0 * (n0 - 1), s1 * (n1 - 1), s2 * (n2 - 1)):
+        if span < 0:
+            lo += span
+        else:
+            hi += span
+    return lo, hi + elem
+
+
+_SRAM, _ACC, _LUT, _OFFCHIP = Space.SRAM, Space.ACC, Space.LUT, Space.OFFCHIP
+_DMA_EXT = _view_at(Opcode.DMA_LOAD, "ext", 4)
+_DMA_SRAM = _view_at(Opcode.DMA_LOAD, "sram", 4)
+_DMA_TYPE = _at(Opcode.DMA_LOAD, "dtype", "mem")
+assert all(_view_at(Opcode.DMA_STORE, p, 4) == _view_at(Opcode.DMA_LOAD, p, 4)
+           for p in ("ext", "sram")) and _at(Opcode.DMA_STORE, "dtype", "mem") == _DMA_TYPE
+
+
+def _dma(i: Instruction) -> tuple[Access, ...]:
+    a = i.args
+    w = _NBYTES[a[_DMA_TYPE[0]]]
+    load = i.opcode == Opcode.DMA_LOAD
+    elo, ehi = _strided(a, _DMA_EXT, w)
+    slo, shi = _strided(a, _DMA_SRAM, w)
+    return (Access("ext", _OFFCHIP, elo, ehi, not load, a[_DMA_TYPE[1]]),
+            Access("sram", _SRAM, slo, shi, load))
+
+
+def _acc_at(op: Opcode) -> tuple[int, ...]:
+    return _at(op, "acc_addr", "acc_stride", "mode")
+
+
+def _acc_boxes(a: tuple, at: tuple[int, ...], pixels: int, ch: int) -> tuple[Access, ...]:
+    lo, hi = _span2(a[at[0]], pixels, a[at[1]], ch, 1, 1)
+    if a[at[2]] == AccMode.ACCUMULATE:
+        return (Access("acc", _ACC, lo, hi, True), Access("acc", _ACC, lo, hi, False))
+    return (Access("acc", _ACC, lo, hi, True),)
+
+
+_NHWC = ("in_addr", "in_h", "in_w", "in_stride_h", "in_stride_w")
+_CONV = _at(Opcode.CONV, *_NHWC, "cin", "w_addr", "kh", "kw", "cout", "w_stride_k",
+            "w_stride_ci", "w_stride_co", "out_h", "out_w")
+_CONV_ACC = _acc_at(Opcode.CONV)
+
+
+def _conv(i: Instruction) -> tuple[Access, ...]:
+    a = i.args
+    ia, ih, iw, sh, sw, cin, wa, kh, kw, cout, sk, sci, sco, oh, ow = (a[k] for k in _CONV)
+    lo, hi = _span3(ia, ih, sh, iw, sw, cin, 1, 1)
+    wlo, whi = _span3(wa, kh * kw, sk, cin, sci, cout, sco, 1)
+    return (Access("in", _SRAM, lo, hi, False), Access("w", _SRAM, wlo, whi, False),
+            *_acc_boxes(a, _CONV_ACC, oh * ow, cout))
+
+
+_MATMUL = _at(Opcode.MATMUL, "a_addr", "m", "k", "a_stride_m", "a_stride_k", "b_addr", "n",
+              "b_stride_k", "b_stride_n")
+_MATMUL_ACC = _acc_at(Opcode.MATMUL)
+
+
+def _matmul(i: Instruction) -> tuple[Access, ...]:
+    a = i.args
+    aa, m, k, sam, sak, ba, n, sbk, sbn = (a[x] for x in _MATMUL)
+    alo, ahi = _span2(aa, m, sam, k, sak, 1)
+    blo, bhi = _span2(ba, k, sbk, n, sbn, 1)
+    return (Access("a", _SRAM, alo, ahi, False), Access("b", _SRAM, blo, bhi, False),
+            *_acc_boxes(a, _MATMUL_ACC, m, n))
+
+
+_DWCONV = _at(Opcode.DWCONV, *_NHWC, "ch", "w_addr", "kh", "kw", "w_stride_k", "out_h", "out_w")
+_DWCONV_ACC = _acc_at(Opcode.DWCONV)
+
+
+def _dwconv(i: Instruction) -> tuple[Access, ...]:
+    a = i.args
+    ia, ih, iw, sh, sw, ch, wa, kh, kw, sk, oh, ow = (a[k] for k in _DWCONV)
+    lo, hi = _span3(ia, ih, sh, iw, sw, ch, 1, 1)
+    wlo, whi = _span2(wa, kh * kw, sk, ch, 1, 1)
+    return (Access("in", _SRAM, lo, hi, False), Access("w", _SRAM, wlo, whi, False),
+            *_acc_boxes(a, _DWCONV_ACC, oh * ow, ch))
+
+
+_REQUANT = _at(Opcode.REQUANT, "src", "src_addr", "rows", "ch", "src_stride", "param_mode",
+               "param_addr", "out_dtype", "dst_addr", "dst_stride")
+
+
+def _requant(i: Instruction) -> tuple[Access, ...]:
+    a = i.args
+    src, sa, rows, ch, ss, pm, pa, od, da, ds = (a[k] for k in _REQUANT)
+    if src == AccSrc.ACC:
+        lo, hi = _span2(sa, rows, ss, ch, 1, 1)
+        s = Access("src", _ACC, lo, hi, False)
+    else:
+        lo, hi = _span2(sa, rows, ss, ch, 4, 4)
+        s = Access("src", _SRAM, lo, hi, False)
+    p = ch if pm == ParamMode.PER_CHANNEL else 1
+    w = _NBYTES[od]
+    dlo, dhi = _span2(da, rows, ds, ch, w, w)
+    return (s, Access("params", _SRAM, pa, pa + 12 * p, False), Access("dst", _SRAM, dlo, dhi, True))
+
+
+_ELTWISE = tuple(_view_at(Opcode.ELTWISE, p, 3) for p in ("a", "b", "out"))
+_ELTWISE_TYPES = _at(Opcode.ELTWISE, "a_dtype", "b_dtype", "out_dtype")
+
+
+def _eltwise(i: Instruction) -> tuple[Access, ...]:
+    a = i.args
+    ta, tb, to = (_NBYTES[a[k]] for k in _ELTWISE_TYPES)
+    alo, ahi = _strided(a, _ELTWISE[0], ta)
+    blo, bhi = _strided(a, _ELTWISE[1], tb)
+    olo, ohi = _strided(a, _ELTWISE[2], to)
+    return (Access("a", _SRAM, alo, ahi, False), Access("b", _SRAM, blo, bhi, False),
+            Access("out", _SRAM, olo, ohi, True))
+
+
+_COPY = (_view_at(Opcode.COPY, "src", 4), _view_at(Opcode.COPY, "dst", 4))
+_COPY_TYPE = _POS[Opcode.COPY]["dtype"]
+
+
+def _copy(i: Instruction) -> tuple[Access, ...]:
+    a = i.args
+    w = _NBYTES[a[_COPY_TYPE]]
+    slo, shi = _strided(a, _COPY[0], w)
+    dlo, dhi = _strided(a, _COPY[1], w)
+    return (Access("src", _SRAM, slo, shi, False), Access("dst", _SRAM, dlo, dhi, True))
+
+
+_BY_OPCODE = {Opcode.DMA_LOAD: _dma, Opcode.DMA_STORE: _dma, Opcode.CONV: _conv,
+              Opcode.MATMUL: _matmul, Opcode.DWCONV: _dwconv, Opcode.REQUANT: _requant,
+              Opcode.ELTWISE: _eltwise, Opcode.COPY: _copy}
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def accesses(i: Instruction) -> tuple[Access, ...]:
+    """Every operand box of ``i`` (empty for WAIT / SIGNAL / END). Memoised: the schedule
+    stage asks for the same instructions' boxes several times (residency, prefetch, emit)."""
+    f = _BY_OPCODE.get(i.opcode)
+    return f(i) if f is not None else _vector_accesses(i)
+
+
 def _dims(i: Instruction, n: int) -> list[int]:
     return [getattr(i, f"d{k}") for k in range(n)]
 
@@ -134,59 +316,9 @@ def _nhwc_in(i: Instruction, ch: int, elem: int) -> Access:
     return Access("in", Space.SRAM, lo, hi, False)
 
 
-def _acc(i: Instruction, pixels: int, ch: int) -> list[Access]:
-    lo, hi = box(i.acc_addr, (pixels, ch), (i.acc_stride, 1), 1)
-    out = [Access("acc", Space.ACC, lo, hi, True)]
-    if i.mode == AccMode.ACCUMULATE:
-        out.append(Access("acc", Space.ACC, lo, hi, False))
-    return out
-
-
-@functools.lru_cache(maxsize=1 << 17)
-def accesses(i: Instruction) -> tuple[Access, ...]:
-    """Every operand box of ``i`` (empty for WAIT / SIGNAL / END). Memoised: the schedule
-    stage asks for the same instructions' boxes several times (residency, prefetch, emit)."""
-    op = i.opcode
-    if op in (Opcode.DMA_LOAD, Opcode.DMA_STORE):
-        d, w = _dims(i, 4), i.dtype.nbytes
-        load = op == Opcode.DMA_LOAD
-        return (_view(i, "ext", d, w, not load, Space.OFFCHIP, i.mem), _view(i, "sram", d, w, load))
-    if op == Opcode.CONV:
-        wlo, whi = box(i.w_addr, (i.kh * i.kw, i.cin, i.cout),
-                       (i.w_stride_k, i.w_stride_ci, i.w_stride_co), 1)
-        return (_nhwc_in(i, i.cin, 1), Access("w", Space.SRAM, wlo, whi, False),
-                *_acc(i, i.out_h * i.out_w, i.cout))
-    if op == Opcode.MATMUL:
-        alo, ahi = box(i.a_addr, (i.m, i.k), (i.a_stride_m, i.a_stride_k), 1)
-        blo, bhi = box(i.b_addr, (i.k, i.n), (i.b_stride_k, i.b_stride_n), 1)
-        return (Access("a", Space.SRAM, alo, ahi, False), Access("b", Space.SRAM, blo, bhi, False),
-                *_acc(i, i.m, i.n))
-    if op == Opcode.DWCONV:
-        wlo, whi = box(i.w_addr, (i.kh * i.kw, i.ch), (i.w_stride_k, 1), 1)
-        return (_nhwc_in(i, i.ch, 1), Access("w", Space.SRAM, wlo, whi, False),
-                *_acc(i, i.out_h * i.out_w, i.ch))
-    return _vector_accesses(i)
-
-
 def _vector_accesses(i: Instruction) -> tuple[Access, ...]:
+    """The operand boxes of the less frequent vector instructions (by field name)."""
     op = i.opcode
-    if op == Opcode.REQUANT:
-        if i.src == AccSrc.ACC:
-            lo, hi = box(i.src_addr, (i.rows, i.ch), (i.src_stride, 1), 1)
-            src = Access("src", Space.ACC, lo, hi, False)
-        else:
-            lo, hi = box(i.src_addr, (i.rows, i.ch), (i.src_stride, 4), 4)
-            src = Access("src", Space.SRAM, lo, hi, False)
-        p = i.ch if i.param_mode == ParamMode.PER_CHANNEL else 1
-        params = Access("params", Space.SRAM, i.param_addr, i.param_addr + 12 * p, False)
-        w = i.out_dtype.nbytes
-        dlo, dhi = box(i.dst_addr, (i.rows, i.ch), (i.dst_stride, w), w)
-        return (src, params, Access("dst", Space.SRAM, dlo, dhi, True))
-    if op == Opcode.ELTWISE:
-        d = _dims(i, 3)
-        return (_view(i, "a", d, i.a_dtype.nbytes, False),
-                _view(i, "b", d, i.b_dtype.nbytes, False),
-                _view(i, "out", d, i.out_dtype.nbytes, True))
     if op == Opcode.LUT:
         d, w = _dims(i, 3), (1 if i.lut_mode == LutMode.I8_256 else 2)
         n = 256 if i.lut_mode == LutMode.I8_256 else 513
@@ -207,9 +339,6 @@ def _vector_accesses(i: Instruction) -> tuple[Access, ...]:
         dlo, dhi = box(i.dst_addr, kept, (i.dst_s0, i.dst_s1), w)
         dst = Access("dst", Space.SRAM, dlo, dhi, True)
         return (_view(i, "src", d, i.dtype.nbytes, False), dst)
-    if op == Opcode.COPY:
-        d = _dims(i, 4)
-        return (_view(i, "src", d, i.dtype.nbytes, False), _view(i, "dst", d, i.dtype.nbytes, True))
     if op == Opcode.UNARY:
         d = _dims(i, 3)
         return (_view(i, "src", d, 4, False), _view(i, "dst", d, 4, True))

@@ -164,10 +164,19 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
     and those it reads; excluded: program inputs / outputs (they stay where [memory] says);
     base[s]: step s's estimated cycles without residents (the search's estimate)."""
     cache = CostCache(arch)
-    instrs = [all_instructions(w) for w in works]
-    floors = [working_set_top(i) for i in instrs]
-    dmas = [[(ins.opcode, accesses(ins)[0]) for ins in i
-             if ins.opcode in (Opcode.DMA_LOAD, Opcode.DMA_STORE)] for i in instrs]
+    floors, dmas = [], []  # per step: its working-set top, its DMAs' (opcode, ext access)
+    for w in works:
+        top, d = 0, []
+        for ins in all_instructions(w):
+            acc = accesses(ins)
+            op = ins.opcode
+            if op is Opcode.DMA_LOAD or op is Opcode.DMA_STORE:
+                d.append((op, acc[0]))
+            for a in acc:
+                if a.space is Space.SRAM and a.hi > top:
+                    top = a.hi
+        floors.append(align(top, ALIGN))
+        dmas.append(d)
     lifetimes = []
     why: dict[str, str] = {}
     partial: list[tuple[str, int, list[int]]] = []  # (tensor, producer, consumers)

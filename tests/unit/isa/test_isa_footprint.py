@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from isa_samples import SAMPLES
 
 from tessel.arch import list_presets, load_preset
-from tessel.isa import DType, Opcode
+from tessel.isa import AccMode, AccSrc, DType, Opcode, ParamMode
 from tessel.isa.footprint import (
     Space,
     accesses,
@@ -72,3 +73,88 @@ def test_self_overlapping() -> None:
     assert self_overlapping(0, [4], [0], 1)  # stride 0 on a destination
     assert self_overlapping(0, [4], [2], 4)  # int32 elements 2 bytes apart
     assert not self_overlapping(0, [1], [0], 4)
+
+
+def _enumerated(base: int, dims: list[int], strides: list[int], elem: int) -> tuple[int, int]:
+    addr = pattern_addresses(base, dims, strides)
+    return int(addr.min()), int(addr.max()) + elem
+
+
+def _reference_accesses(i) -> list[tuple]:
+    """The operand boxes of docs/isa.md by field name, each from its enumerated addresses."""
+    g = i.__getattribute__
+    op = i.opcode
+
+    def view(p: str, n: int, elem: int) -> tuple[int, int]:
+        return _enumerated(g(f"{p}_addr"), [g(f"d{k}") for k in range(n)],
+                           [g(f"{p}_s{k}") for k in range(n)], elem)
+
+    def acc(pixels: int, ch: int) -> list[tuple]:
+        lo, hi = _enumerated(i.acc_addr, [pixels, ch], [i.acc_stride, 1], 1)
+        out = [("acc", Space.ACC, lo, hi, True, 0)]
+        return out + ([("acc", Space.ACC, lo, hi, False, 0)] if i.mode == AccMode.ACCUMULATE
+                      else [])
+
+    if op in (Opcode.DMA_LOAD, Opcode.DMA_STORE):
+        w, load = i.dtype.nbytes, op == Opcode.DMA_LOAD
+        return [("ext", Space.OFFCHIP, *view("ext", 4, w), not load, i.mem),
+                ("sram", Space.SRAM, *view("sram", 4, w), load, 0)]
+    if op in (Opcode.CONV, Opcode.DWCONV):
+        ch = i.cin if op == Opcode.CONV else i.ch
+        inp = _enumerated(i.in_addr, [i.in_h, i.in_w, ch], [i.in_stride_h, i.in_stride_w, 1], 1)
+        if op == Opcode.CONV:
+            w = _enumerated(i.w_addr, [i.kh * i.kw, ch, i.cout],
+                            [i.w_stride_k, i.w_stride_ci, i.w_stride_co], 1)
+        else:
+            w = _enumerated(i.w_addr, [i.kh * i.kw, ch], [i.w_stride_k, 1], 1)
+        return [("in", Space.SRAM, *inp, False, 0), ("w", Space.SRAM, *w, False, 0),
+                *acc(i.out_h * i.out_w, i.cout if op == Opcode.CONV else ch)]
+    if op == Opcode.MATMUL:
+        a = _enumerated(i.a_addr, [i.m, i.k], [i.a_stride_m, i.a_stride_k], 1)
+        b = _enumerated(i.b_addr, [i.k, i.n], [i.b_stride_k, i.b_stride_n], 1)
+        return [("a", Space.SRAM, *a, False, 0), ("b", Space.SRAM, *b, False, 0), *acc(i.m, i.n)]
+    if op == Opcode.REQUANT:
+        e = 1 if i.src == AccSrc.ACC else 4
+        src = _enumerated(i.src_addr, [i.rows, i.ch], [i.src_stride, e], e)
+        p = i.ch if i.param_mode == ParamMode.PER_CHANNEL else 1
+        w = i.out_dtype.nbytes
+        dst = _enumerated(i.dst_addr, [i.rows, i.ch], [i.dst_stride, w], w)
+        return [("src", Space.ACC if e == 1 else Space.SRAM, *src, False, 0),
+                ("params", Space.SRAM, i.param_addr, i.param_addr + 12 * p, False, 0),
+                ("dst", Space.SRAM, *dst, True, 0)]
+    if op == Opcode.ELTWISE:
+        return [(p, Space.SRAM, *view(p, 3, g(f"{p}_dtype").nbytes), p == "out", 0)
+                for p in ("a", "b", "out")]
+    if op == Opcode.COPY:
+        return [(p, Space.SRAM, *view(p, 4, i.dtype.nbytes), p == "dst", 0)
+                for p in ("src", "dst")]
+    return [tuple(a) for a in accesses(i)]  # the by-name ops (LUT, POOL, REDUCE, ...)
+
+
+def test_accesses_by_position_match_the_operand_patterns() -> None:
+    """`accesses` reads fields by position for the frequent opcodes: every box equals the
+    enumerated addresses of its operand pattern, on random strides (negative too), sizes and
+    modes."""
+    rng = np.random.default_rng(7)
+    checked = 0
+    for sample in SAMPLES.values():
+        for _ in range(200):
+            changes = {}
+            for f in sample.spec.fields:
+                if f.enum is not None:
+                    if rng.random() < 0.3:
+                        changes[f.name] = list(f.enum)[rng.integers(len(f.enum))]
+                elif "_s" in f.name or "stride" in f.name:
+                    changes[f.name] = int(rng.integers(max(f.min, -40), min(f.max, 40) + 1))
+                elif f.name[0] == "d" and f.name[1:].isdigit() or f.name in (
+                        "m", "n", "k", "rows", "ch", "cin", "cout", "in_h", "in_w", "out_h",
+                        "out_w", "kh", "kw"):
+                    changes[f.name] = int(rng.integers(max(f.min, 1), 5))
+            try:
+                ins = sample.replace(**changes)
+            except Exception:
+                continue
+            got = [tuple(a) for a in accesses(ins)]
+            assert got == _reference_accesses(ins), ins
+            checked += 1
+    assert checked > 1000
