@@ -255,7 +255,8 @@ def _flatten(out: Any) -> list[Any]:
 def convert(prepared: GraphModule) -> GraphModule:
     """``convert_pt2e(prepared)`` (quantize ops on weights folded into int8 constants), without
     the dequantize of every weight that torchao's constant folder computes and then throws
-    away (it keeps dequantize nodes in the graph): a third of ResNet-18's conversion.
+    away (it keeps dequantize nodes in the graph): MiniLM's first conversion in a process took
+    2.5 CPU seconds with it, 0.63 without.
 
     The same steps as convert_pt2e's ``constant_fold(model, _quant_node_constraint)``, run
     after ``convert_pt2e(fold_quantize=False)`` (which does everything else, in an order the
