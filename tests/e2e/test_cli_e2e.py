@@ -16,7 +16,8 @@ def test_compile_run_check_profile(tmp_path, capsys):
     out = tmp_path / "digits.tsl"
     assert main(["compile", "digits_cnn", "--target", "u55-256", "-o", str(out),
                  "--calibration", "2"]) == 0
-    assert "cycles" in capsys.readouterr().out
+    wrote = capsys.readouterr().out
+    assert "cycles" in wrote
     assert main(["run", str(out), "--check", "--json"]) == 0
     run = json.loads(capsys.readouterr().out)
     assert run["check"]["bit_exact"] is True
@@ -40,6 +41,9 @@ def test_compile_run_check_profile(tmp_path, capsys):
                  "--csv", str(csv)]) == 0
     prof = json.loads(capsys.readouterr().out)
     assert prof["cycles"] > 0 and prof["target"] == "u55-256" and prof["layers"]
+    # the compile's summary line (cycles from the timing model alone) is the profile's
+    assert f"{prof['cycles']:,} cycles = {prof['latency_ms']:.3f} ms on u55-256" in wrote
+    assert f"wrote {out} ({out.stat().st_size:,} bytes)" in wrote
     assert html.stat().st_size > 10_000 and json.loads(trace.read_text())["traceEvents"]
     assert len(csv.read_text().splitlines()) == len(prof["layers"]) + 1
     tasm = tmp_path / "p.tasm"

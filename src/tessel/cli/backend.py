@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.errors import TesselConfigError, TesselError
-from tessel.fileio import check_writable
+from tessel.fileio import check_writable, write_atomic
 
 if TYPE_CHECKING:  # numpy is imported by the commands, not by `tessel --help`
     import numpy as np
@@ -111,17 +111,31 @@ def cmd_compile(args: argparse.Namespace) -> int:
                         progress=_progress, source=args.model,
                         dump=Dumps(stages, lambda text: print(
                             text, end="", file=sys.stderr if args.json else sys.stdout)))
-    cm.save(args.output)
-    prof = cm.profile
+    write_atomic(args.output, cm.binary)  # = cm.save: the bytes the compile serialised once
     seconds = time.perf_counter() - t0
     if args.json:
         print(json.dumps(_compile_result(cm, args.output, seconds), indent=1, sort_keys=True))
         return 0
+    cycles = simulated_cycles(cm)
     print(f"wrote {args.output} ({len(cm.binary):,} bytes) in {seconds:.1f} s: "
-          f"{prof.cycles:,} cycles = {prof.latency_ms:.3f} ms on {arch.name}")
-    if prof.fallback:
-        print(prof.fallback)
+          f"{cycles:,} cycles = {1e3 * cycles / arch.clock_hz:.3f} ms on {arch.name}")
+    fallback = cm.program.metadata.get("fallback")
+    if isinstance(fallback, dict):
+        from tessel.schedule.fallback import summary_text
+        text = summary_text(fallback)
+        if text:
+            print(text)
     return 0
+
+
+def simulated_cycles(cm) -> int:
+    """`cm.profile.cycles` (the timing model's total over the program) without the profile's
+    per-layer, traffic and energy figures, which the compile's one-line summary does not
+    print."""
+    from tessel.sim.prepare import prepared
+    from tessel.sim.timing import schedule
+
+    return schedule(prepared(cm.program, cm.arch)).total_cycles
 
 
 def _compile_result(cm, output: Path, seconds: float) -> dict:

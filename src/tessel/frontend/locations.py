@@ -11,6 +11,7 @@ paths compiles to the same bytes.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -31,7 +32,7 @@ def is_internal(path: str) -> bool:
     """True for frames that are not user code (torch, Tessel internals, generated code)."""
     if path.startswith("<"):
         return True
-    full = str(Path(path).resolve()) if os.path.isabs(path) else path
+    full = _resolved(path) if os.path.isabs(path) else path
     if full.startswith(_TORCH_DIR):
         return True
     return full.startswith(_TESSEL_DIR) and not full.startswith(_USER_TESSEL_DIRS)
@@ -51,10 +52,20 @@ def user_frame(stack_trace: str | None) -> tuple[str, int] | None:
 def display_path(path: str, cwd: str) -> str:
     """`path` relative to `cwd` when it lies inside it, else unchanged."""
     try:
-        full = Path(path).resolve()
-        return str(full.relative_to(Path(cwd).resolve()))
+        return str(Path(_resolved(path)).relative_to(_resolved(cwd)))
     except (ValueError, OSError):
         return path
+
+
+def _resolved(path: str) -> str:
+    """``Path(path).resolve()`` as text; once per absolute path (every node's stack trace names
+    the same few files), a relative one every time (it depends on the working directory)."""
+    return _resolved_absolute(path) if os.path.isabs(path) else str(Path(path).resolve())
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved_absolute(path: str) -> str:
+    return str(Path(path).resolve())
 
 
 def model_root(model: object) -> str | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch.fx import GraphModule
-from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.display import Table, short_repr, summary_html
@@ -39,7 +39,14 @@ from tessel.progress import info
 from tessel.quant.config import QuantConfig
 from tessel.quant.fuse_pointwise import FusePointwiseLut
 from tessel.quant.lower import LowerQDQ, host_ops
-from tessel.quant.pt2e import Sample, calibrate, convert_qat, export_for_quant, prepare_qat
+from tessel.quant.pt2e import (
+    Sample,
+    calibrate,
+    convert,
+    convert_qat,
+    export_for_quant,
+    prepare_qat,
+)
 from tessel.quant.quantizer import TesselQuantizer
 
 
@@ -175,7 +182,7 @@ def quantize(model: torch.nn.Module | torch.export.ExportedProgram,
     prepared = prepare_pt2e(export_for_quant(module, example_inputs), TesselQuantizer(config))
     count = calibrate(prepared, data, example_inputs)
     info("quantise: convert, import the integer graph, lower, NHWC layout")
-    converted = convert_pt2e(prepared)
+    converted = convert(prepared)
     return finish(converted, example_inputs, config, count, model_name(model),
                   None if is_exported(model) else model_root(model))
 

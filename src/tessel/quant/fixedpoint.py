@@ -133,7 +133,22 @@ def rounding_divide_by_pot(x: IntLike, exponent: IntLike) -> np.ndarray:
     """
     xs = _int32_range(x, "rounding_divide_by_pot x")
     es = _int64(exponent, "rounding_divide_by_pot exponent", 0, 31)
-    return rounding_div(xs, np.left_shift(np.int64(1), es)).astype(np.int32)
+    return _rdbpot(xs, es).astype(np.int32)
+
+
+def _rdbpot(xs: np.ndarray, es: np.ndarray) -> np.ndarray:
+    """``rounding_div(xs, 2**es)`` (int64 ``xs`` within int32, ``0 <= es <= 31``) by floor
+    shifts: ``(x + 2**(e-1) - [x < 0]) >> e`` for ``e >= 1`` (halves away from zero: for
+    ``x = -m``, ``floor((2**(e-1) - 1 - m) / 2**e) = -floor((m + 2**(e-1)) / 2**e)``) and
+    ``x`` for ``e = 0``. A new int64 array."""
+    t = np.asarray(xs + (np.left_shift(np.int64(1), es) >> 1))  # 0-d stays an array
+    if es.ndim == 0:
+        if es:
+            t += xs >> 63  # -1 where x < 0
+    elif es.any():
+        t += (xs >> 63) * (es > 0) if not es.all() else xs >> 63
+    t >>= es
+    return t
 
 
 def saturating_rounding_doubling_high_mul(a: IntLike, b: IntLike) -> np.ndarray:
@@ -143,14 +158,22 @@ def saturating_rounding_doubling_high_mul(a: IntLike, b: IntLike) -> np.ndarray:
     then C division truncates). The one overflow, ``INT32_MIN * INT32_MIN``, saturates to
     ``INT32_MAX``. Returns int32.
     """
-    a64 = _int32_range(a, "srdhm a")
-    b64 = _int32_range(b, "srdhm b")
-    ab = a64 * b64  # |ab| <= 2**62: exact in int64
-    nudged = ab + np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
-    # C's truncating division by 2**31 (numpy's // floors, so divide the magnitude)
-    high = np.where(nudged >= 0, nudged >> 31, -((-nudged) >> 31))
-    overflow = (a64 == INT32_MIN) & (b64 == INT32_MIN)
-    return np.where(overflow, np.int64(INT32_MAX), high).astype(np.int32)
+    return _srdhm(_int32_range(a, "srdhm a"), _int32_range(b, "srdhm b")).astype(np.int32)
+
+
+def _srdhm(a64: np.ndarray, b64: np.ndarray) -> np.ndarray:
+    """SRDHM of int64 arrays within int32, as a new int64 array: ``(a*b + 2**30) >> 31``.
+
+    That is gemmlowp's rule for either sign of ``a*b`` (|ab| <= 2**62: exact in int64): for
+    ``ab >= 0`` it is the nudge of ``2**30`` and the division; for ``ab < 0``, C's truncation of
+    ``(ab + 1 - 2**30) / 2**31`` (a negative numerator) is its ceiling, ``floor((ab + 2**30) /
+    2**31)``. The one result above INT32_MAX, ``2**31`` from ``INT32_MIN * INT32_MIN``, is
+    saturated."""
+    t = np.asarray(a64 * b64)  # 0-d stays an array (for the in-place steps)
+    t += 1 << 30
+    t >>= 31
+    np.minimum(t, INT32_MAX, out=t)
+    return t
 
 
 def multiply_by_quantized_multiplier(x: IntLike, q31: IntLike, shift: IntLike) -> np.ndarray:
@@ -161,12 +184,17 @@ def multiply_by_quantized_multiplier(x: IntLike, q31: IntLike, shift: IntLike) -
     ``shift`` in ``[-31, 30]``; all three broadcast against each other.
     """
     xs = _int32_range(x, "multiply_by_quantized_multiplier x")
-    qs = _int64(q31, "multiply_by_quantized_multiplier q31", 0, INT32_MAX)
-    ss = _int64(shift, "multiply_by_quantized_multiplier shift", MIN_SHIFT, MAX_SHIFT)
+    return _mbqm(xs, _int64(q31, "multiply_by_quantized_multiplier q31", 0, INT32_MAX),
+                 _int64(shift, "multiply_by_quantized_multiplier shift", MIN_SHIFT, MAX_SHIFT)
+                 ).astype(np.int32)
+
+
+def _mbqm(xs: np.ndarray, qs: np.ndarray, ss: np.ndarray) -> np.ndarray:
+    """``multiply_by_quantized_multiplier`` of checked int64 arrays, as a new int64 array."""
     left = np.maximum(ss, 0)
-    right = np.maximum(-ss, 0)
-    shifted = np.clip(np.left_shift(xs, left), INT32_MIN, INT32_MAX)  # |x| < 2**31, left <= 30
-    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, qs), right)
+    if left.any():  # |x| < 2**31, left <= 30: the shift stays inside int64
+        xs = np.clip(np.left_shift(xs, left), INT32_MIN, INT32_MAX)
+    return _rdbpot(_srdhm(xs, qs), np.maximum(-ss, 0))
 
 
 def _along_axis(v: np.ndarray, ndim: int, axis: int) -> np.ndarray:
@@ -204,11 +232,14 @@ def requantize(
     acc = _int32_range(acc_int32, "requantize acc")
     if bias is not None:
         acc = acc + _along_axis(_int32_range(bias, "requantize bias"), acc.ndim, axis)
-        acc = np.clip(acc, INT32_MIN, INT32_MAX)
-    qs = _along_axis(np.asarray(q31), acc.ndim, axis)
-    ss = _along_axis(np.asarray(shift), acc.ndim, axis)
-    scaled = multiply_by_quantized_multiplier(acc, qs, ss).astype(np.int64)
-    return np.clip(scaled + int(zero_point), qmin, qmax).astype(out_dtype)
+        np.clip(acc, INT32_MIN, INT32_MAX, out=acc)
+    qs = _int64(_along_axis(np.asarray(q31), acc.ndim, axis),
+                "multiply_by_quantized_multiplier q31", 0, INT32_MAX)
+    ss = _int64(_along_axis(np.asarray(shift), acc.ndim, axis),
+                "multiply_by_quantized_multiplier shift", MIN_SHIFT, MAX_SHIFT)
+    scaled = _mbqm(acc, qs, ss)
+    scaled += int(zero_point)
+    return np.clip(scaled, qmin, qmax, out=scaled).astype(out_dtype)
 
 
 # --------------------------------------------------------------------------------------------

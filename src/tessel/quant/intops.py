@@ -87,7 +87,12 @@ def _sat32(x: np.ndarray) -> np.ndarray:
 
 
 def _wrap32(x: np.ndarray) -> np.ndarray:
-    return ((x.astype(I64) + 2**31) % 2**32 - 2**31).astype(np.int32)
+    """``x`` modulo 2**32 into [-2**31, 2**31) (the 32-bit accumulator's wrap-around): the
+    mask is the modulo of two's-complement int64."""
+    t = x.astype(I64) + 2**31
+    t &= 2**32 - 1
+    t -= 2**31
+    return t.astype(np.int32)
 
 
 # --------------------------------------------------------------------------------------------

@@ -117,3 +117,49 @@ def test_sample_with_another_shape_is_a_clear_error() -> None:
                                                  r"\[1, 3, 16, 16\].*example input is shape "
                                                  r"\[1, 3, 8, 8\]"):
         calibrate(prepared, samples, example)
+
+
+def _one_by_one(prepared, samples) -> None:
+    with torch.no_grad():
+        for s in samples:
+            prepared(*s)
+
+
+@pytest.mark.parametrize("model_cls,shape", [(ConvNet, (1, 3, 8, 8)), (FixedBatch, (1, 12))])
+def test_weights_observed_once_gives_the_same_ranges_and_restores_the_observers(
+        model_cls, shape) -> None:
+    plain, _ = _prepared(model_cls, shape)
+    _one_by_one(plain, _samples(shape))  # every observer sees every sample
+    fast, example = _prepared(model_cls, shape)
+    before = {n: type(m) for n, m in fast.named_modules()}
+    calls = []
+    weights = [m for m in fast.modules() if type(m).__name__ == "PerChannelMinMaxObserver"]
+    assert weights
+    for m in weights:
+        m.register_forward_hook(lambda *_: calls.append(1))
+    calibrate(fast, _samples(shape), example, batch=1)
+    assert len(calls) == len(weights)  # each weight observed by the first sample only
+    assert {n: type(m) for n, m in fast.named_modules()} == before  # observers put back
+    r1, r2 = _ranges(plain), _ranges(fast)
+    assert r1.keys() == r2.keys() and r1
+    for name in r1:
+        for a, b in zip(r1[name], r2[name], strict=True):
+            assert torch.equal(a, b), name
+
+
+def test_a_weight_changed_in_place_is_observed_again() -> None:
+    from tessel.quant.pt2e import _attr, _weights_observed_once
+
+    prepared, example = _prepared(ConvNet, (1, 3, 8, 8))
+    node = next(n for n in prepared.graph.nodes if n.op == "call_module" and
+                type(prepared.get_submodule(n.target)).__name__ == "PerChannelMinMaxObserver")
+    observer, weight = prepared.get_submodule(node.target), _attr(prepared, node.args[0].target)
+    with torch.no_grad():
+        prepared(*example)
+        old_max = observer.max_val.clone()
+        with _weights_observed_once(prepared):
+            prepared(*example)
+            assert torch.equal(observer.max_val, old_max)
+            weight.mul_(3.0)  # the version counter moves: the wrapper calls the observer
+            prepared(*example)
+    assert torch.all(observer.max_val >= old_max) and not torch.equal(observer.max_val, old_max)

@@ -1,0 +1,76 @@
+"""tessel.quant.pt2e.convert: convert_pt2e's result (weights' quantize folded into int8
+constants) without torchao's throw-away dequantize of every weight. Checked against
+convert_pt2e itself on prepared copies of the same calibrated modules: the same generated
+code, node names and ops, the same constants (names, dtypes, values) and the same outputs."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+from tessel.quant.config import MINILM_CONFIG
+from tessel.quant.pt2e import _attr, calibrate, convert, export_for_quant
+from tessel.quant.quantizer import TesselQuantizer
+
+
+class ConvNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn(self.conv(x)))
+        y = torch.nn.functional.relu6(self.dw(y)) + y
+        return self.fc(y.mean((2, 3)))
+
+
+class Attention(nn.Module):  # linear weights, a transposed weight, matmul, softmax, layer norm
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+        self.proj = nn.Parameter(torch.randn(16, 16))
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        a = torch.softmax(q @ k.transpose(-1, -2) / 4.0, dim=-1)
+        return self.norm(x + (a @ v) @ self.proj.t())
+
+
+def _constants(gm: torch.fx.GraphModule) -> dict[str, torch.Tensor]:
+    return {n.target: _attr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
+
+
+@pytest.mark.parametrize("model_cls,shape,config", [
+    (ConvNet, (1, 3, 8, 8), None),
+    (Attention, (1, 6, 16), None),
+    (Attention, (1, 6, 16), MINILM_CONFIG),  # int16 softmax / layer norm / add
+])
+def test_convert_equals_convert_pt2e(model_cls, shape, config) -> None:
+    torch.manual_seed(0)
+    model = model_cls().eval()
+    example = (torch.randn(*shape),)
+    prepared = prepare_pt2e(export_for_quant(model, example), TesselQuantizer(config))
+    g = torch.Generator().manual_seed(1)
+    calibrate(prepared, [(torch.randn(*shape, generator=g),) for _ in range(5)], example)
+    want = convert_pt2e(copy.deepcopy(prepared))
+    got = convert(copy.deepcopy(prepared))
+    assert got.code == want.code
+    assert [(n.op, n.name, n.target) for n in got.graph.nodes] == \
+        [(n.op, n.name, n.target) for n in want.graph.nodes]
+    folded = [n for n in want.graph.nodes if n.op == "get_attr" and
+              _attr(want, n.target).dtype == torch.int8]
+    assert folded  # the weights were folded to int8 (the case the shortcut is about)
+    cw, cg = _constants(want), _constants(got)
+    assert cw.keys() == cg.keys()
+    for name, t in cw.items():
+        assert cg[name].dtype == t.dtype and torch.equal(cg[name], t), name
+    with torch.no_grad():
+        assert torch.equal(got(*example), want(*example))
