@@ -47,7 +47,7 @@ from tessel.isa.fields import AccMode, AccSrc, EltOp, LutMode, ParamMode, PoolOp
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT, rounding_div
-from tessel.sim.fastfix import mbqm_inplace, requant_into, requant_plan
+from tessel.sim.fastfix import LEFT, mbqm_inplace, requant_into, requant_plan
 from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
@@ -518,7 +518,7 @@ class TiledPlans:
         hit = self.plans.get(key)
         if hit is not None:
             return hit
-        if plan[0]:
+        if plan[0] == LEFT:
             tiled = plan  # the left-shift form: not tiled
         else:
             tiled = tuple(np.ascontiguousarray(np.broadcast_to(v, (rows, ch)))
