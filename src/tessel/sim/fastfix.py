@@ -124,30 +124,21 @@ def _fused(q31: np.ndarray, add: np.ndarray, right: np.ndarray, rounding: np.nda
     right shift ``r >= 1``) ``(t + rounding - [t < 0]) >> r``, or ``t + zp`` (``r = 0``,
     where ``rounding = zp``). Floor shifts compose, ``(floor(X / 2^31) + k) >> r =
     (X + k 2^31) >> (31 + r)``, and ``t < 0`` exactly when ``X < 0``, so
-    ``y = (X + rounding 2^31 - [X < 0] [r > 0] 2^31) >> (31 + r)``. ``X < 0`` is read from the
-    int32 accumulator: ``acc < ceil(-add / q31)`` (``q31 > 0``; ``q31 = 0``: ``X = add``, a
-    constant, folded). Needs ``|X + rounding 2^31| + 2^31 < 2^63`` for every int32 ``acc``
-    (checked here in Python integers, per channel).
+    ``y = (X + rounding 2^31 + ((X >> 63) & K)) >> (31 + r)`` with ``K = -2^31`` where
+    ``r > 0`` (else 0). Needs ``|X + rounding 2^31| + 2^31 < 2^63`` for every int32 ``acc``
+    (checked here in Python integers, per channel). ``no_sign``: no correction (the plan's
+    ``K`` is None and the rounding term is folded into ``add``).
     """
-    add2, thr, any_sign = [], [], False
-    for q, a, r, c in zip(q31.tolist(), add.tolist(), right.tolist(), rounding.tolist(),
-                          strict=True):
+    for q, a, c in zip(q31.tolist(), add.tolist(), rounding.tolist(), strict=True):
         a2 = a + (c << 31)
         if max(abs(INT32_MIN * q + a2), abs(INT32_MAX * q + a2)) + (1 << 31) >= _I64_LIMIT:
             return None
-        if no_sign or r == 0:
-            t = INT32_MIN  # no correction: acc < INT32_MIN never holds
-        elif q == 0:
-            a2 -= (1 << 31) if a < 0 else 0  # X = add for every acc
-            t = INT32_MIN
-        else:
-            t = min(max(-(a // q), INT32_MIN), INT32_MAX + 1)  # X < 0 <=> acc < ceil(-a / q)
-            any_sign |= t > INT32_MIN
-        add2.append(a2)
-        thr.append(t)
+    c2 = np.left_shift(rounding, 31)
     total = right + 31
-    return (FUSED, q31, np.array(add2, I64), total, np.array(thr, I64) if any_sign else None,
-            lo_c, hi_c)
+    if no_sign:
+        return (FUSED, q31, add + c2, None, total, None, lo_c, hi_c)
+    kmask = np.where(right > 0, I64(-(1 << 31)), I64(0))
+    return (FUSED, q31, add, c2, total, kmask, lo_c, hi_c)
 
 
 def requant_apply(acc: np.ndarray, plan: tuple, dtype: np.dtype) -> np.ndarray:
@@ -164,32 +155,44 @@ def requant_apply(acc: np.ndarray, plan: tuple, dtype: np.dtype) -> np.ndarray:
     return _fast_requant(acc, plan).astype(dtype)
 
 
-def requant_into(acc: np.ndarray, plan: tuple, dst: np.ndarray) -> None:
+def requant_into(acc: np.ndarray, plan: tuple, dst: np.ndarray, buf: np.ndarray | None = None,
+                 tmp: np.ndarray | None = None) -> None:
     """``dst[...] = requant_apply(acc, plan, dst.dtype)`` without the intermediate output
-    array: the clamped int64 values (inside ``dst``'s type) are cast while being stored."""
+    array: the clamped int64 values (inside ``dst``'s type) are cast while being stored.
+    ``buf`` / ``tmp``: int64 work buffers of ``acc``'s shape (``_fast_requant``) or None."""
     if plan[0] == LEFT:
         dst[...] = requant_apply(acc, plan, dst.dtype)
         return
-    np.copyto(dst, _fast_requant(acc, plan), casting="unsafe")
+    np.copyto(dst, _fast_requant(acc, plan, buf, tmp).reshape(dst.shape), casting="unsafe")
 
 
-_TWO31 = I64(1 << 31)
-
-
-def _fast_requant(acc: np.ndarray, plan: tuple) -> np.ndarray:
-    """The clamped int64 result of a FUSED or GENERAL plan (``requant_plan``)."""
+def _fast_requant(acc: np.ndarray, plan: tuple, buf: np.ndarray | None = None,
+                  tmp: np.ndarray | None = None) -> np.ndarray:
+    """The clamped int64 result of a FUSED or GENERAL plan (``requant_plan``), in ``buf``
+    (None: a new array): a contiguous int64 array of ``acc``'s size, any shape the plan's
+    arrays broadcast against (e.g. rows of several tile rows); ``tmp``: a second such buffer
+    or None.
+    (Every step is int64 with int64: numpy's mixed int32 / int64 loops cost 3-4x more.)"""
+    if buf is None:
+        t = acc.astype(I64)
+    else:
+        np.copyto(buf.reshape(acc.shape), acc)
+        t = buf
     if plan[0] == FUSED:
-        _, q31, add2, total, thr, lo_c, hi_c = plan
-        t = np.multiply(acc, q31, dtype=I64)
-        t += add2
-        if thr is not None:  # the away-from-zero correction where X < 0
-            np.subtract(t, _TWO31, out=t, where=np.less(acc, thr))
+        _, q31, add, c2, total, kmask, lo_c, hi_c = plan
+        t *= q31
+        t += add
+        if kmask is not None:  # the away-from-zero correction where X < 0 (and r > 0)
+            u = np.right_shift(t, 63, out=tmp)
+            u &= kmask
+            t += u
+            t += c2
         np.right_shift(t, total, out=t)
         np.maximum(t, lo_c, out=t)
         np.minimum(t, hi_c, out=t)
         return t
     _, q31, add, right, any_right, zero_right, rounding, zp, lo_c, hi_c, no_sign = plan
-    t = np.multiply(acc, q31, dtype=I64)  # (acc + bias) * q31 + 2^30, |.| < 2^63
+    t *= q31  # (acc + bias) * q31 + 2^30, |.| < 2^63
     t += add
     t >>= 31  # SRDHM
     if any_right:  # rounding shift (halves away from zero) and the zero point in one floor shift
