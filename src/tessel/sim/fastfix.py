@@ -155,8 +155,8 @@ def requant_apply(acc: np.ndarray, plan: tuple, dtype: np.dtype) -> np.ndarray:
     return _fast_requant(acc, plan).astype(dtype)
 
 
-def requant_into(acc: np.ndarray, plan: tuple, dst: np.ndarray, buf: np.ndarray | None = None,
-                 tmp: np.ndarray | None = None) -> None:
+def requant_into(acc: np.ndarray, dst: np.ndarray, buf: np.ndarray | None,
+                 tmp: np.ndarray | None, plan: tuple) -> None:
     """``dst[...] = requant_apply(acc, plan, dst.dtype)`` without the intermediate output
     array: the clamped int64 values (inside ``dst``'s type) are cast while being stored.
     ``buf`` / ``tmp``: int64 work buffers of ``acc``'s shape (``_fast_requant``) or None."""

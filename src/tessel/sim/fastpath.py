@@ -146,6 +146,27 @@ def _uniform(x: np.ndarray) -> bool:
     return x.shape[0] <= 1 or bool((x[1:] == x[:1]).all())
 
 
+class Views:
+    """A closure's operand views and pooled buffers, made once per (one-sample state, pool):
+    ``make(state)`` builds them; ``get(state)`` returns the kept ones while the state's SRAM
+    and pool are the same objects (``NpuSession(reuse=True)`` keeps one state per program
+    across runs, so numpy view construction, ~1 us each, leaves the hot loop). A batch's
+    views are made on every call (its memories are per session, and large)."""
+
+    __slots__ = ("make", "sram", "pool", "val")
+
+    def __init__(self, make: Callable[[MachineState], Any]) -> None:
+        self.make, self.sram, self.pool, self.val = make, None, None, None
+
+    def get(self, state: MachineState) -> Any:
+        if state.sram is self.sram and state.pool is self.pool:
+            return self.val
+        val = self.make(state)
+        if state.batch is None:
+            self.sram, self.pool, self.val = state.sram, state.pool, val
+        return val
+
+
 # ---- DMA -----------------------------------------------------------------------------------
 def _build_dma(op: Op) -> Step | None:
     f, load = op.f, op.opcode is Opcode.DMA_LOAD
@@ -571,7 +592,8 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
                 exec_requant(state, f)
                 return
             blk = blk[0]
-        key = (blk.tobytes(), *extra)
+        raw = blk.tobytes()
+        key = (raw, *extra)
         plan = plans.get(key)
         if plan is None:
             bias, q31, shift = np.frombuffer(key[0], I32).reshape(3, p).astype(I64)
@@ -581,13 +603,27 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
                 plans.clear()
             plan = plans[key] = requant_plan(bias, q31, shift, *extra)
         tiled = tiled_plans.get((key, rows, ch), plan, rows, ch)
+        memo[0], memo[1] = raw, tiled
+        requant_into(*views.get(state), tiled)
+
+    def make(state: MachineState) -> tuple:
+        sram, pool = state.sram, state.pool
         x = _eview(state.acc_bytes if from_acc else sram, src_off, (rows, ch), src_s, I32)
-        pool = state.pool
         shape = (x.size // row_len, row_len)  # int64 work rows of tile_rows tile rows
-        buf = pool.get(("rq", shape), shape, I64)
-        tmp = pool.get(("rq2", shape), shape, I64)
-        requant_into(x, tiled, _eview(sram, dst_addr, (rows, ch), dst_s, dt), buf, tmp)
-    return step
+        return (x, _eview(sram, dst_addr, (rows, ch), dst_s, dt),
+                pool.get(("rq", shape), shape, I64), pool.get(("rq2", shape), shape, I64))
+    views = Views(make)
+    memo: list = [None, None]  # the last parameter bytes and their tiled plan
+
+    def step_memo(state: MachineState) -> None:
+        sram = state.sram
+        if sram.ndim == 1 and p_addr + nbytes <= sram.shape[0] and \
+                sram[p_addr:p_addr + nbytes].tobytes() == memo[0]:
+            x, dst, buf, tmp = views.get(state)
+            requant_into(x, dst, buf, tmp, memo[1])
+            return
+        step(state)
+    return step_memo
 
 
 # ---- MATMUL -------------------------------------------------------------------------------
