@@ -218,20 +218,26 @@ def _acc_store(f: dict[str, Any], rows: int, cols: int
     accumulate = f["mode"] == AccMode.ACCUMULATE
 
     def store(state: MachineState, s: np.ndarray, part: slice = slice(None)) -> None:
-        view = _view(state.acc_bytes, offset, shape, strides, I32)[part]
-        s = s.reshape(view.shape)
-        if s.dtype == F32 and not accumulate:
-            np.copyto(view, s, casting="unsafe")  # exact integers below 2^24
-            return
-        if s.dtype == np.int32:  # the int8 GEMM: already wrapped
-            v = s
-        else:
-            v = s.astype(np.int32) if s.dtype == F32 else s.astype(I64).astype(np.int32)
-        if accumulate:
-            view += v  # int32 addition wraps
-        else:
-            view[...] = v
+        _acc_write(_view(state.acc_bytes, offset, shape, strides, I32)[part], s, accumulate)
+    store.view = lambda state: _view(state.acc_bytes, offset, shape, strides, I32)  # type: ignore[attr-defined]
+    store.accumulate = accumulate  # type: ignore[attr-defined]
     return store
+
+
+def _acc_write(view: np.ndarray, s: np.ndarray, accumulate: bool) -> None:
+    """``_acc_store``'s write of GEMM results ``s`` into the accumulator view ``view``."""
+    s = s.reshape(view.shape)
+    if s.dtype == F32 and not accumulate:
+        np.copyto(view, s, casting="unsafe")  # exact integers below 2^24
+        return
+    if s.dtype == np.int32:  # the int8 GEMM: already wrapped
+        v = s
+    else:
+        v = s.astype(np.int32) if s.dtype == F32 else s.astype(I64).astype(np.int32)
+    if accumulate:
+        view += v  # int32 addition wraps
+    else:
+        view[...] = v
 
 
 def _row_l1_max(x: np.ndarray, pool: Pool) -> float:
@@ -390,7 +396,7 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
         return _bytes_uniform(sram, w_lo, w_hi) if w_dense else _uniform(w8)
     sub_h, sub_w = slice(None, (g.oh - 1) * g.sh + 1, g.sh), slice(None, (g.ow - 1) * g.sw + 1, g.sw)
 
-    def step(state: MachineState) -> None:
+    def step_any(state: MachineState) -> None:
         pool, sram = state.pool, state.sram
         w8 = _view(sram, w_addr, w_shape, w_s, I8)
         if not same_weights(sram, w8):  # a batch whose samples' weights differ: the reference
@@ -426,6 +432,43 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
                 l1 = lambda frame=frame: kk * _row_l1_max(frame.reshape(-1, cin), pool)  # noqa: E731
             store(state, _exact_gemm(a, wf, out_all[:(hi - lo) * m], chunk, l1, bmax),
                   slice(lo, hi))
+
+    def make(state: MachineState) -> tuple:
+        pool, sram = state.pool, state.sram
+        w8 = _view(sram, w_addr, w_shape, w_s, I8)[0]
+        wb = pool.get(("w", k, cout), (kk, cin, cout), F32)
+        tile = _view(sram, in_addr, tile_shape, tile_s, I8)[0]
+        a = pool.get(("cols", 1, m, k), (m, k), F32)
+        out = pool.get(("out", 1, m, cout), (m, cout), F32)
+        acc = store.view(state)[0]
+        if direct:
+            return (w8, wb, tile[sub_h, sub_w], a.reshape(g.oh, g.ow, cin), None, a, out, acc)
+        frame = pool.get((*frame_key, 1), (1, rows, cols, cin), F32)
+        s0, s1, s2, s3 = frame.strides
+        win = np.ndarray(win_shape, F32, buffer=frame,
+                         strides=(g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
+        return (w8, wb, tile[tr, tc], frame[0, dr, dc], (win, a.reshape(win_shape),
+                                                         frame.reshape(-1, cin)), a, out, acc)
+    views = Views(make)
+    accumulate = store.accumulate
+
+    def step(state: MachineState) -> None:
+        """``step`` for one sample, its views kept (``Views``)."""
+        if state.batch is not None:
+            step_any(state)
+            return
+        w8, wb, src, dst, frame_parts, a, out, acc = views.get(state)
+        pool = state.pool
+        np.subtract(w8, w_zp, out=wb, dtype=F32)
+        np.subtract(src, in_zp, out=dst, dtype=F32)
+        if frame_parts is None:
+            l1 = lambda: _row_l1_max(a, pool)  # noqa: E731
+        else:
+            win, a_win, frame2d = frame_parts
+            np.copyto(a_win, win)
+            l1 = lambda: kk * _row_l1_max(frame2d, pool)  # noqa: E731
+        _acc_write(acc, _exact_gemm(a, wb.reshape(k, cout), out, chunk, l1,
+                                    lambda: _int8_max_abs(w8, w_zp)), accumulate)
 
     # the int8 GEMM: the padding must be representable (it is in_zp, contributing 0)
     mm = int_mm() if -128 <= in_zp <= 127 and k <= INT_MM_K_MAX else None
@@ -486,7 +529,7 @@ def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
     win_shape = (g.oh, g.ow, g.kh, g.kw, ch)
     size = g.oh * g.ow * ch
 
-    def step(state: MachineState) -> None:
+    def step_any(state: MachineState) -> None:
         pool = state.pool
         w8 = _view(state.sram, w_addr, w_shape, w_s, I8)
         w = (w8[:1] if _uniform(w8) else w8).astype(F32)  # (1 or samples, kh, kw, ch)
@@ -518,6 +561,31 @@ def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
                 np.multiply(win, wr[:, ky, kx], out=tmp)
                 s += tmp
         store(state, s)
+
+    def make(state: MachineState) -> tuple:
+        pool = state.pool
+        frame = pool.get((*frame_key, 1), (1, rows, cols, ch), F32)
+        s0, s1, s2, s3 = frame.strides
+        win = np.ndarray((1, *win_shape), F32, buffer=frame,
+                         strides=(s0, g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
+        return (_view(state.sram, w_addr, w_shape, w_s, I8),
+                pool.get(("dw_w", *w_shape), (1, *w_shape), F32),
+                _view(state.sram, in_addr, tile_shape, tile_s, I8)[:, tr, tc],
+                frame[:, dr, dc], win, pool.get(("dw_s", 1, *out_shape), (1, *out_shape), F32),
+                store.view(state))
+    views = Views(make)
+    accumulate = store.accumulate
+
+    def step(state: MachineState) -> None:
+        """``step``'s einsum for one sample, its views kept (``Views``)."""
+        if state.batch is not None or size > DW_EINSUM_MAX:
+            step_any(state)
+            return
+        w8, wb, src, dst, win, out, acc = views.get(state)
+        np.copyto(wb, w8)
+        np.subtract(src, in_zp, out=dst, dtype=F32)
+        np.einsum("nyxijc,nijc->nyxc", win, wb, out=out)
+        _acc_write(acc, out, accumulate)
     return step
 
 
