@@ -705,7 +705,7 @@ def _build_matmul(op: Op) -> Step | None:
     chunk = chunk_len(a_zp, b_zp)
     store = _acc_store(f, m, n)
 
-    def step(state: MachineState) -> None:
+    def step_any(state: MachineState) -> None:
         pool, sram = state.pool, state.sram
         a8 = _view(sram, a_addr, (m, k), a_s, I8)
         ns = a8.shape[0]
@@ -724,6 +724,27 @@ def _build_matmul(op: Op) -> Step | None:
         store(state, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
                                  lambda: _int8_max_abs(b8, b_zp)))
 
+    def make(state: MachineState) -> tuple:
+        pool, sram = state.pool, state.sram
+        return (_view(sram, a_addr, (m, k), a_s, I8)[0], _view(sram, b_addr, (k, n), b_s, I8)[0],
+                pool.get(("mm_a", 1, m, k), (1, m, k), F32).reshape(m, k),
+                pool.get(("mm_b", k, n), (k, n), F32),
+                pool.get(("out", 1, m, n), (m, n), F32), store.view(state)[0])
+    views = Views(make)
+    accumulate = store.accumulate
+
+    def step(state: MachineState) -> None:
+        """``step_any`` for one sample, its views kept (``Views``)."""
+        if state.batch is not None:
+            step_any(state)
+            return
+        a8, b8, a, b, out, acc = views.get(state)
+        pool = state.pool
+        np.subtract(a8, a_zp, out=a, dtype=F32)
+        np.subtract(b8, b_zp, out=b, dtype=F32)
+        _acc_write(acc, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
+                                    lambda: _int8_max_abs(b8, b_zp)), accumulate)
+
     mm = int_mm() if k <= INT_MM_K_MAX else None
     if mm is None:
         return step
@@ -732,7 +753,7 @@ def _build_matmul(op: Op) -> Step | None:
         pool, sram = state.pool, state.sram
         b8 = _view(sram, b_addr, (k, n), b_s, I8)
         if not _uniform(b8):  # a batch's activations times activations: the float GEMMs
-            step(state)
+            step_any(state)
             return
         a8 = _view(sram, a_addr, (m, k), a_s, I8)
         ns = a8.shape[0]
