@@ -22,7 +22,12 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
   host: ``int_mm``) with the zero points as wrapping int32 corrections; smaller ones are
   float32 GEMMs of exact integers (``_exact_gemm``);
 * REQUANT keeps its checked parameter plans across runs (keyed by the parameter bytes, as in
-  the reference handler, so a program that writes its parameters at run time stays exact);
+  the reference handler, so a program that writes its parameters at run time stays exact;
+  each closure also keeps its last bytes and plan) and runs int64 passes on a pooled copy of
+  the tile (``fastfix``: the FUSED form, one floor shift);
+* for one sample, REQUANT, CONV and MATMUL (float32), DWCONV (einsum) and ELTWISE (general)
+  keep their numpy views and pooled buffers per (state, pool) (``Views``: the memories of
+  ``NpuSession(reuse=True)`` persist between runs);
 * ELTWISE / LUT read values from tables of the reference steps over every input value (int8
   with int8: one gather from a 256 x 256 table); REDUCE, UNARY (small: Python integers) bind
   their views and constants.
@@ -208,24 +213,29 @@ def _build_dma(op: Op) -> Step | None:
 
 
 # ---- accumulator stores ------------------------------------------------------------------------
-def _acc_store(f: dict[str, Any], rows: int, cols: int
-               ) -> Callable[[MachineState, np.ndarray, slice], None]:
-    """A function storing GEMM results (``rows * cols`` per sample, for the samples ``part`` of
-    the state) into the accumulator (OVERWRITE: ACC = s; ACCUMULATE: ACC = wrap32(ACC + s)):
-    float32 exact integers, float64 ones (a chunked reduction, wrapped through int64 as in
-    ``matrix._to_int32``) or int32 already wrapped (``int8_gemm``)."""
-    offset, shape, strides = 4 * f["acc_addr"], (rows, cols), (4 * f["acc_stride"], 4)
-    accumulate = f["mode"] == AccMode.ACCUMULATE
+class AccStore:
+    """Stores GEMM results (``rows * cols`` per sample, for the samples ``part`` of the state)
+    into the accumulator (OVERWRITE: ACC = s; ACCUMULATE: ACC = wrap32(ACC + s)): float32
+    exact integers, float64 ones (a chunked reduction, wrapped through int64 as in
+    ``matrix._to_int32``) or int32 already wrapped (``int8_gemm``). ``view(state)``: the
+    destination (samples, rows, cols), for closures that keep it (``Views``)."""
 
-    def store(state: MachineState, s: np.ndarray, part: slice = slice(None)) -> None:
-        _acc_write(_view(state.acc_bytes, offset, shape, strides, I32)[part], s, accumulate)
-    store.view = lambda state: _view(state.acc_bytes, offset, shape, strides, I32)  # type: ignore[attr-defined]
-    store.accumulate = accumulate  # type: ignore[attr-defined]
-    return store
+    __slots__ = ("offset", "shape", "strides", "accumulate")
+
+    def __init__(self, f: dict[str, Any], rows: int, cols: int) -> None:
+        self.offset, self.shape = 4 * f["acc_addr"], (rows, cols)
+        self.strides = (4 * f["acc_stride"], 4)
+        self.accumulate = f["mode"] == AccMode.ACCUMULATE
+
+    def view(self, state: MachineState) -> np.ndarray:
+        return _view(state.acc_bytes, self.offset, self.shape, self.strides, I32)
+
+    def __call__(self, state: MachineState, s: np.ndarray, part: slice = slice(None)) -> None:
+        _acc_write(self.view(state)[part], s, self.accumulate)
 
 
 def _acc_write(view: np.ndarray, s: np.ndarray, accumulate: bool) -> None:
-    """``_acc_store``'s write of GEMM results ``s`` into the accumulator view ``view``."""
+    """``AccStore``'s write of GEMM results ``s`` into the accumulator view ``view``."""
     s = s.reshape(view.shape)
     if s.dtype == F32 and not accumulate:
         np.copyto(view, s, casting="unsafe")  # exact integers below 2^24
@@ -380,7 +390,7 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
     k = kk * cin
     m = g.oh * g.ow
     chunk = chunk_len(in_zp, w_zp)
-    store = _acc_store(f, m, cout)
+    store = AccStore(f, m, cout)
     # a 1x1 kernel without padding whose strided samples stay inside the tile: no frame
     direct = (kk == 1 and g.pt == 0 and g.pl == 0 and (g.oh - 1) * g.sh < g.in_h
               and (g.ow - 1) * g.sw < g.in_w)
@@ -523,7 +533,7 @@ def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
         f["w_addr"]
     _, _, dr, dc, tr, tc = parts
     frame_key = ("frame", rows, cols, ch, dr.start, dr.stop, dc.start, dc.stop)
-    store = _acc_store(f, g.oh * g.ow, ch)
+    store = AccStore(f, g.oh * g.ow, ch)
     positions = [(ky, kx) for ky in range(g.kh) for kx in range(g.kw)]
     out_shape = (g.oh, g.ow, ch)
     win_shape = (g.oh, g.ow, g.kh, g.kw, ch)
@@ -672,7 +682,8 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
             plan = plans[key] = requant_plan(bias, q31, shift, *extra)
         tiled = tiled_plans.get((key, rows, ch), plan, rows, ch)
         memo[0], memo[1] = raw, tiled
-        requant_into(*views.get(state), tiled)
+        x, dst, buf, tmp = views.get(state)
+        requant_into(x, dst, buf, tmp, tiled)
 
     def make(state: MachineState) -> tuple:
         sram, pool = state.sram, state.pool
@@ -703,7 +714,7 @@ def _build_matmul(op: Op) -> Step | None:
     a_addr, a_s, a_zp = f["a_addr"], (f["a_stride_m"], f["a_stride_k"]), f["a_zp"]
     b_addr, b_s, b_zp = f["b_addr"], (f["b_stride_k"], f["b_stride_n"]), f["b_zp"]
     chunk = chunk_len(a_zp, b_zp)
-    store = _acc_store(f, m, n)
+    store = AccStore(f, m, n)
 
     def step_any(state: MachineState) -> None:
         pool, sram = state.pool, state.sram
@@ -924,14 +935,14 @@ def _build_eltwise(op: Op, cache: dict) -> Step | None:
                              lambda x, table=table: np.take(table, x)))
     (a_addr, a_s, a_dt, a_fn), (b_addr, b_s, b_dt, b_fn) = operands
 
-    views = Views(lambda state: (_eview(state.sram, a_addr, shape, a_s, a_dt),
-                                 _eview(state.sram, b_addr, shape, b_s, b_dt),
-                                 _eview(state.sram, out_addr, shape, out_s, out_dt)))
+    kept = Views(lambda state: (_eview(state.sram, a_addr, shape, a_s, a_dt),
+                                _eview(state.sram, b_addr, shape, b_s, b_dt),
+                                _eview(state.sram, out_addr, shape, out_s, out_dt)))
     out_mult, out_shift, out_zp = f["out_mult"], f["out_shift"], f["out_zp"]
     act_min, act_max = f["act_min"], f["act_max"]
 
     def step(state: MachineState) -> None:
-        va, vb, vo = views.get(state)
+        va, vb, vo = kept.get(state)
         ra = a_fn(va)  # a fresh int64 array
         r = combine(ra, b_fn(vb), out=ra)
         if saturates and clamp_r:

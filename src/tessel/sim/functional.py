@@ -5,7 +5,10 @@ as it can (until a WAIT finds no token), then the next, round robin, until every
 executed END. If no engine can move and some have not ended, the program is deadlocked:
 ``TesselSimError`` names every blocked engine and instruction. A SIGNAL that would raise a
 count above 255 stalls here (the other engines may drain it); it traps only if nothing can
-move. (The timing model traps when its real schedule overflows a count.)
+move. (The timing model traps when its real schedule overflows a count.) Token counts never
+depend on data, so the order is computed once per program region (``linear_plan``) and a run
+executes the flat list of its data instructions; ``FunctionalRun(linear=False)`` runs the
+engine loop itself.
 """
 
 from __future__ import annotations
@@ -224,7 +227,7 @@ def run_plan(steps: tuple[tuple[Any, Op], ...], state: MachineState) -> None:
     """Run a plan's instructions in order (``_run_engine``'s fault handling)."""
     op = None
     try:
-        for fn, op in steps:
+        for fn, op in steps:  # noqa: B007 (op names a failing instruction below)
             fn(state)
     except TesselSimError:
         raise
