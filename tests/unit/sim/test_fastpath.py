@@ -497,12 +497,18 @@ def _refill(dst: MachineState, src: MachineState) -> None:
     dst.offchip[0][:65536] = src.offchip[0][:65536]
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+_STRIDED = dict(dtype=DType.I16, d0=10, d1=7, ext_s0=2, ext_s1=40, sram_s0=2, sram_s1=20)
+_AGAIN = {**CASES, "dma_strided": {
+    DI: [I(Opcode.DMA_LOAD, mem=0, ext_addr=100, sram_addr=40_000, **_STRIDED)],
+    DO: [I(Opcode.DMA_STORE, mem=0, ext_addr=200_000, sram_addr=300, **_STRIDED)]}}
+
+
+@pytest.mark.parametrize("case", sorted(_AGAIN))
 def test_one_state_run_again_with_new_data_keeps_exact_views(case):
     """The closures keep their views and buffers per (state, pool) (``fastpath.Views``):
     one state run again and again with other memory contents (as ``NpuSession(reuse=True)``
     does) equals the reference on fresh states each time."""
-    prep = prepare(program(CASES[case]), ARCH)
+    prep = prepare(program(_AGAIN[case]), ARCH)
     reused = MachineState(ARCH)
     for seed in (3, 4, 5):
         _refill(reused, _state(seed))
