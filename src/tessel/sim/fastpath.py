@@ -158,17 +158,21 @@ class Views:
     across runs, so numpy view construction, ~1 us each, leaves the hot loop). A batch's
     views are made on every call (its memories are per session, and large)."""
 
-    __slots__ = ("make", "sram", "pool", "val")
+    __slots__ = ("make", "kept")
 
     def __init__(self, make: Callable[[MachineState], Any]) -> None:
-        self.make, self.sram, self.pool, self.val = make, None, None, None
+        self.make = make
+        # (sram, pool, views) in one attribute: threads running the same program on their
+        # own states read and replace it whole (no torn reads between the three)
+        self.kept: tuple[Any, Any, Any] = (None, None, None)
 
     def get(self, state: MachineState) -> Any:
-        if state.sram is self.sram and state.pool is self.pool:
-            return self.val
+        sram, pool, val = self.kept
+        if state.sram is sram and state.pool is pool:
+            return val
         val = self.make(state)
         if state.batch is None:
-            self.sram, self.pool, self.val = state.sram, state.pool, val
+            self.kept = (state.sram, state.pool, val)
         return val
 
 
@@ -684,7 +688,7 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
                 plans.clear()
             plan = plans[key] = requant_plan(bias, q31, shift, *extra)
         tiled = tiled_plans.get((key, rows, ch), plan, rows, ch)
-        memo[0], memo[1] = raw, tiled
+        memo[0] = (raw, tiled)  # one store: a thread reads bytes and plan together
         x, dst, buf, tmp = views.get(state)
         requant_into(x, dst, buf, tmp, tiled)
 
@@ -695,14 +699,15 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
         return (x, _eview(sram, dst_addr, (rows, ch), dst_s, dt),
                 pool.get(("rq", shape), shape, I64), pool.get(("rq2", shape), shape, I64))
     views = Views(make)
-    memo: list = [None, None]  # the last parameter bytes and their tiled plan
+    memo: list = [(None, None)]  # (the last parameter bytes, their tiled plan)
 
     def step_memo(state: MachineState) -> None:
         sram = state.sram
+        last, plan = memo[0]
         if sram.ndim == 1 and p_addr + nbytes <= sram.shape[0] and \
-                sram[p_addr:p_addr + nbytes].tobytes() == memo[0]:
+                sram[p_addr:p_addr + nbytes].tobytes() == last:
             x, dst, buf, tmp = views.get(state)
-            requant_into(x, dst, buf, tmp, memo[1])
+            requant_into(x, dst, buf, tmp, plan)
             return
         step(state)
     return step_memo

@@ -518,3 +518,36 @@ def test_one_state_run_again_with_new_data_keeps_exact_views(case):
         for name in ("sram", "acc_bytes", "lut_bytes"):
             assert np.array_equal(getattr(reused, name), getattr(ref, name)), (name, seed)
         assert np.array_equal(reused.offchip[0][:1 << 20], ref.offchip[0][:1 << 20]), seed
+
+
+def test_threads_sharing_a_program_keep_their_own_views():
+    """Threads running one prepared program on their own states (each reused run after run)
+    share its closures' ``Views``: every result equals the reference."""
+    import threading
+
+    streams = {MX: CASES["conv"][MX], V: CASES["requant"][V] + CASES["dwconv"][V],
+               DI: _AGAIN["dma_strided"][DI], DO: _AGAIN["dma_strided"][DO]}
+    prep = prepare(program(streams), ARCH)
+    want = {}
+    for seed in range(4):
+        ref = _state(seed)
+        run_functional(prep, ref, fast=False)
+        want[seed] = (ref.sram.tobytes(), ref.acc_bytes.tobytes(),
+                      ref.offchip[0][:1 << 20].tobytes())
+    bad: list = []
+
+    def worker(seed: int) -> None:
+        st = MachineState(ARCH)
+        for _ in range(15):
+            _refill(st, _state(seed))
+            run_functional(prep, st, fast=True)
+            got = (st.sram.tobytes(), st.acc_bytes.tobytes(), st.offchip[0][:1 << 20].tobytes())
+            if got != want[seed]:
+                bad.append(seed)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
