@@ -124,22 +124,26 @@ class CompiledModel:
     def _run(self, inputs, batch: bool | None, allow_nonfinite: bool) -> list[np.ndarray]:
         from tessel.runtime.inputs import check_inputs
         from tessel.sim.api import NpuSession
-        from tessel.threads import single_threaded
 
         arrays = [_numpy(x) for x in inputs]
         if batch is None:  # run(): one sample, checked here (run_batch has checked the batch)
             arrays = check_inputs(self, arrays, allow_nonfinite=allow_nonfinite)
         n = arrays[0].shape[0] if batch and arrays else None
         names = self.input_names
+        # one sample: the memories of the previous run, reset (no new 100s-of-MiB mappings)
+        npu = NpuSession(self.program, self.arch, batch=n, reuse=n is None)
+        try:
+            return self._run_parts(npu, envs_of(names, arrays, n), n)
+        finally:
+            npu.release()
+
+    def _run_parts(self, npu, envs: list[dict[str, np.ndarray]], n: int | None
+                   ) -> list[np.ndarray]:
+        """Host parts and NPU regions in order (``_run``)."""
+        from tessel.threads import single_threaded
+
         hosts, regions = self.host_parts, self.regions
-        npu = NpuSession(self.program, self.arch, batch=n)
         stats = RunStats()
-        # one environment per sample for the host parts (they run sample by sample), one
-        # batched environment for the NPU regions
-        if n is None:
-            envs = [dict(zip(names, arrays, strict=True))]
-        else:
-            envs = [dict(zip(names, [a[k] for a in arrays], strict=True)) for k in range(n)]
         for k, host in enumerate(hosts):
             t0 = time.perf_counter()
             if host is not None:
@@ -192,6 +196,15 @@ class CompiledModel:
                 f"{len(meta.get('host_ops', ()))} host ops"]
         return summary_html(f"CompiledModel {meta.get('model', '?')}", head) + \
             self.profile._repr_html_()
+
+
+def envs_of(names: list[str], arrays: list[np.ndarray], n: int | None
+            ) -> list[dict[str, np.ndarray]]:
+    """One environment per sample for the host parts (they run sample by sample); the NPU
+    regions get the samples stacked."""
+    if n is None:
+        return [dict(zip(names, arrays, strict=True))]
+    return [dict(zip(names, [a[k] for a in arrays], strict=True)) for k in range(n)]
 
 
 def load(path: str | Path, arch: NpuArch | None = None) -> CompiledModel:

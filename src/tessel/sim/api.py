@@ -75,19 +75,34 @@ class NpuSession:
     program counters persist to the next region."""
 
     def __init__(self, program: TslProgram | PreparedProgram, arch: NpuArch,
-                 batch: int | None = None) -> None:
+                 batch: int | None = None, reuse: bool = False) -> None:
         """``batch=n``: simulate n samples at once (every input and output gets a leading axis
-        of n; each instruction is applied to all samples, see ``BatchState``)."""
+        of n; each instruction is applied to all samples, see ``BatchState``). ``reuse``
+        (one sample): take the memories of a released session of this program, reset to
+        their power-up state (``reset_state``), instead of new ones; ``release`` gives them
+        back. (Stable memories also let the fast path keep its operand views.)"""
         self.prep = prepared(program, arch)
-        if batch is None:
+        self.reused = False
+        if batch is None and reuse:
+            free = self.prep.cache.setdefault("free_states", [])
+            try:
+                self.state = free.pop()
+            except IndexError:
+                self.state = MachineState(arch)
+            else:
+                self.reused = True
+                reset_state(self.prep, self.state)
+        elif batch is None:
             self.state = MachineState(arch)
         else:
             if batch < 1:
                 raise TesselConfigError(f"simulate: batch must be >= 1, got {batch}")
             extents, shared = batch_layout(self.prep)
             self.state = BatchState(arch, batch, extents, shared)
-        place_constants(self.state, self.prep.program)
+        if not (self.reused and _constants_kept(self.prep)):
+            place_constants(self.state, self.prep.program)
         self.run = FunctionalRun(self.prep, self.state)
+        self.reuse = reuse and batch is None
         prog = self.prep.program
         self.descriptors = {d.name: d for d in (*prog.inputs, *prog.outputs)}
 
@@ -99,11 +114,47 @@ class NpuSession:
         self.run.run_until(ends)
         return {name: read_output(self.state, self._descriptor(name)) for name in outputs}
 
+    def release(self) -> None:
+        """Give a ``reuse`` session's memories back to its program (the session must not run
+        again); a no-op otherwise."""
+        if self.reuse:
+            free = self.prep.cache.setdefault("free_states", [])
+            if len(free) < FREE_STATES_MAX:
+                free.append(self.state)
+            self.reuse = False
+
     def _descriptor(self, name: str):
         desc = self.descriptors.get(name)
         if desc is None:
             raise TesselConfigError(f"simulate: the program has no tensor {name!r}")
         return desc
+
+
+FREE_STATES_MAX = 4  # released memories kept per prepared program (one per thread in use)
+
+
+def _constants_kept(prep: PreparedProgram) -> bool:
+    """True if nothing the program does can change its constant block (``batch_layout``'s
+    shared block: no DMA store or I/O tensor writes into it), so a reused state keeps it."""
+    return batch_layout(prep)[1] is not None
+
+
+def reset_state(prep: PreparedProgram, state: MachineState) -> None:
+    """Back to the memories of a new ``MachineState`` with the constants placed (or about to
+    be): the SRAM, accumulator and LUT memory zeroed, and every off-chip byte the program can
+    touch (``batch_layout``: the highest byte of any DMA, I/O tensor or the constants; no
+    byte above is ever written) zeroed, except the constant block when it is kept."""
+    state.sram.fill(0)
+    state.acc_bytes.fill(0)
+    state.lut_bytes.fill(0)
+    sizes, shared = batch_layout(prep)
+    for mem, (buf, end) in enumerate(zip(state.offchip, sizes, strict=True)):
+        if shared is not None and shared[0] == mem:
+            c0, c1 = shared[1], shared[2]
+            buf[:min(c0, end)].fill(0)
+            buf[c1:end].fill(0)
+        else:
+            buf[:end].fill(0)
 
 
 def batch_layout(prep: PreparedProgram

@@ -81,6 +81,10 @@ def requantize_fast(acc: np.ndarray, bias: np.ndarray, q31: np.ndarray, shift: n
     return requant_apply(acc, requant_plan(bias, q31, shift, zp, lo, hi), dtype)
 
 
+GENERAL, LEFT, FUSED = 0, 1, 2  # the forms of a plan (its first element)
+_I64_LIMIT = 2**63
+
+
 def requant_plan(bias: np.ndarray, q31: np.ndarray, shift: np.ndarray, zp: int, lo: int,
                  hi: int) -> tuple:
     """Everything of ``requantize_fast`` that depends only on the parameters.
@@ -88,10 +92,12 @@ def requant_plan(bias: np.ndarray, q31: np.ndarray, shift: np.ndarray, zp: int, 
     Without a left shift, ``y(t) = MBQM(t, q31, shift)`` is non-decreasing in ``t``, so
     saturating ``acc + bias`` first equals clamping ``y`` to ``[y(INT32_MIN), y(INT32_MAX)]``
     (``|acc + bias| <= 2^32`` keeps ``t * q31`` inside int64). That lets the bias, the SRDHM
-    nudge and the zero point fold into per-channel constants: ten passes over the data.
+    nudge and the zero point fold into per-channel constants (the GENERAL form, ten passes
+    over the data), and, where int64 has the room (``_fused``), the two floor shifts into one
+    (the FUSED form, six to eight passes). LEFT: a left shift, the reference steps.
     """
     if (shift > 0).any():
-        return (True, bias, q31, shift, zp, lo, hi)
+        return (LEFT, bias, q31, shift, zp, lo, hi)
     right = -shift
     ends = mbqm_inplace(np.array([[INT32_MIN], [INT32_MAX]], I64).repeat(len(q31), 1), q31, shift)
     lo_c = np.maximum(ends[0] + zp, lo)
@@ -104,12 +110,40 @@ def requant_plan(bias: np.ndarray, q31: np.ndarray, shift: np.ndarray, zp: int, 
     # rounds to <= 0 with or without the away-from-zero correction, so y <= zp <= lo_c
     # either way: the correction's two passes are skipped
     no_sign = bool((lo_c >= zp).all())
-    return (False, q31, add, right, any_right, zero_right, rounding, zp, lo_c, hi_c, no_sign)
+    fused = _fused(q31, add, right, rounding, no_sign or not any_right, lo_c, hi_c)
+    if fused is not None:
+        return fused
+    return (GENERAL, q31, add, right, any_right, zero_right, rounding, zp, lo_c, hi_c, no_sign)
+
+
+def _fused(q31: np.ndarray, add: np.ndarray, right: np.ndarray, rounding: np.ndarray,
+           no_sign: bool, lo_c: np.ndarray, hi_c: np.ndarray) -> tuple | None:
+    """The FUSED form of a GENERAL plan, or None when int64 could overflow.
+
+    With ``X = acc * q31 + add`` the GENERAL form computes ``t = X >> 31`` and then (for a
+    right shift ``r >= 1``) ``(t + rounding - [t < 0]) >> r``, or ``t + zp`` (``r = 0``,
+    where ``rounding = zp``). Floor shifts compose, ``(floor(X / 2^31) + k) >> r =
+    (X + k 2^31) >> (31 + r)``, and ``t < 0`` exactly when ``X < 0``, so
+    ``y = (X + rounding 2^31 + ((X >> 63) & K)) >> (31 + r)`` with ``K = -2^31`` where
+    ``r > 0`` (else 0). Needs ``|X + rounding 2^31| + 2^31 < 2^63`` for every int32 ``acc``
+    (checked here in Python integers, per channel). ``no_sign``: no correction (the plan's
+    ``K`` is None and the rounding term is folded into ``add``).
+    """
+    for q, a, c in zip(q31.tolist(), add.tolist(), rounding.tolist(), strict=True):
+        a2 = a + (c << 31)
+        if max(abs(INT32_MIN * q + a2), abs(INT32_MAX * q + a2)) + (1 << 31) >= _I64_LIMIT:
+            return None
+    c2 = np.left_shift(rounding, 31)
+    total = right + 31
+    if no_sign:
+        return (FUSED, q31, add + c2, None, total, None, lo_c, hi_c)
+    kmask = np.where(right > 0, I64(-(1 << 31)), I64(0))
+    return (FUSED, q31, add, c2, total, kmask, lo_c, hi_c)
 
 
 def requant_apply(acc: np.ndarray, plan: tuple, dtype: np.dtype) -> np.ndarray:
     """``requantize_fast`` with the parameters' part from ``requant_plan``."""
-    if plan[0]:
+    if plan[0] == LEFT:
         _, bias, q31, shift, zp, lo, hi = plan
         t = np.add(acc, bias, dtype=I64)
         np.clip(t, INT32_MIN, INT32_MAX, out=t)
@@ -121,19 +155,44 @@ def requant_apply(acc: np.ndarray, plan: tuple, dtype: np.dtype) -> np.ndarray:
     return _fast_requant(acc, plan).astype(dtype)
 
 
-def requant_into(acc: np.ndarray, plan: tuple, dst: np.ndarray) -> None:
+def requant_into(acc: np.ndarray, dst: np.ndarray, buf: np.ndarray | None,
+                 tmp: np.ndarray | None, plan: tuple) -> None:
     """``dst[...] = requant_apply(acc, plan, dst.dtype)`` without the intermediate output
-    array: the clamped int64 values (inside ``dst``'s type) are cast while being stored."""
-    if plan[0]:
+    array: the clamped int64 values (inside ``dst``'s type) are cast while being stored.
+    ``buf`` / ``tmp``: int64 work buffers of ``acc``'s shape (``_fast_requant``) or None."""
+    if plan[0] == LEFT:
         dst[...] = requant_apply(acc, plan, dst.dtype)
         return
-    np.copyto(dst, _fast_requant(acc, plan), casting="unsafe")
+    np.copyto(dst, _fast_requant(acc, plan, buf, tmp).reshape(dst.shape), casting="unsafe")
 
 
-def _fast_requant(acc: np.ndarray, plan: tuple) -> np.ndarray:
-    """The clamped int64 result of a non-saturating plan (``requant_plan``'s second form)."""
+def _fast_requant(acc: np.ndarray, plan: tuple, buf: np.ndarray | None = None,
+                  tmp: np.ndarray | None = None) -> np.ndarray:
+    """The clamped int64 result of a FUSED or GENERAL plan (``requant_plan``), in ``buf``
+    (None: a new array): a contiguous int64 array of ``acc``'s size, any shape the plan's
+    arrays broadcast against (e.g. rows of several tile rows); ``tmp``: a second such buffer
+    or None.
+    (Every step is int64 with int64: numpy's mixed int32 / int64 loops cost 3-4x more.)"""
+    if buf is None:
+        t = acc.astype(I64)
+    else:
+        np.copyto(buf.reshape(acc.shape), acc)
+        t = buf
+    if plan[0] == FUSED:
+        _, q31, add, c2, total, kmask, lo_c, hi_c = plan
+        t *= q31
+        t += add
+        if kmask is not None:  # the away-from-zero correction where X < 0 (and r > 0)
+            u = np.right_shift(t, 63, out=tmp)
+            u &= kmask
+            t += u
+            t += c2
+        np.right_shift(t, total, out=t)
+        np.maximum(t, lo_c, out=t)
+        np.minimum(t, hi_c, out=t)
+        return t
     _, q31, add, right, any_right, zero_right, rounding, zp, lo_c, hi_c, no_sign = plan
-    t = np.multiply(acc, q31, dtype=I64)  # (acc + bias) * q31 + 2^30, |.| < 2^63
+    t *= q31  # (acc + bias) * q31 + 2^30, |.| < 2^63
     t += add
     t >>= 31  # SRDHM
     if any_right:  # rounding shift (halves away from zero) and the zero point in one floor shift

@@ -22,7 +22,12 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
   host: ``int_mm``) with the zero points as wrapping int32 corrections; smaller ones are
   float32 GEMMs of exact integers (``_exact_gemm``);
 * REQUANT keeps its checked parameter plans across runs (keyed by the parameter bytes, as in
-  the reference handler, so a program that writes its parameters at run time stays exact);
+  the reference handler, so a program that writes its parameters at run time stays exact;
+  each closure also keeps its last bytes and plan) and runs int64 passes on a pooled copy of
+  the tile (``fastfix``: the FUSED form, one floor shift);
+* for one sample, REQUANT, CONV and MATMUL (float32), DWCONV (einsum) and ELTWISE (general)
+  keep their numpy views and pooled buffers per (state, pool) (``Views``: the memories of
+  ``NpuSession(reuse=True)`` persist between runs);
 * ELTWISE / LUT read values from tables of the reference steps over every input value (int8
   with int8: one gather from a 256 x 256 table); REDUCE, UNARY (small: Python integers) bind
   their views and constants.
@@ -47,7 +52,7 @@ from tessel.isa.fields import AccMode, AccSrc, EltOp, LutMode, ParamMode, PoolOp
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT, rounding_div
-from tessel.sim.fastfix import mbqm_inplace, requant_into, requant_plan
+from tessel.sim.fastfix import LEFT, mbqm_inplace, requant_into, requant_plan
 from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
@@ -146,6 +151,31 @@ def _uniform(x: np.ndarray) -> bool:
     return x.shape[0] <= 1 or bool((x[1:] == x[:1]).all())
 
 
+class Views:
+    """A closure's operand views and pooled buffers, made once per (one-sample state, pool):
+    ``make(state)`` builds them; ``get(state)`` returns the kept ones while the state's SRAM
+    and pool are the same objects (``NpuSession(reuse=True)`` keeps one state per program
+    across runs, so numpy view construction, ~1 us each, leaves the hot loop). A batch's
+    views are made on every call (its memories are per session, and large)."""
+
+    __slots__ = ("make", "kept")
+
+    def __init__(self, make: Callable[[MachineState], Any]) -> None:
+        self.make = make
+        # (sram, pool, views) in one attribute: threads running the same program on their
+        # own states read and replace it whole (no torn reads between the three)
+        self.kept: tuple[Any, Any, Any] = (None, None, None)
+
+    def get(self, state: MachineState) -> Any:
+        sram, pool, val = self.kept
+        if state.sram is sram and state.pool is pool:
+            return val
+        val = self.make(state)
+        if state.batch is None:
+            self.kept = (state.sram, state.pool, val)
+        return val
+
+
 # ---- DMA -----------------------------------------------------------------------------------
 def _build_dma(op: Op) -> Step | None:
     f, load = op.f, op.opcode is Opcode.DMA_LOAD
@@ -173,12 +203,15 @@ def _build_dma(op: Op) -> Step | None:
                 dst[..., ea:ea + n] = state.sram[..., sa:sa + n]
         return step
 
-    def strided(state: MachineState) -> None:
+    def make(state: MachineState) -> tuple[np.ndarray, np.ndarray]:
         buf = state.ext_buffer(mem, lo, hi) if load else state.offchip[mem]
         if lo < 0 or hi > buf.shape[-1]:
             raise Trap("outside its memory")
-        ext = _eview(buf, ea, shape, ext_s, dt)
-        sram = _eview(state.sram, sa, shape, sram_s, dt)
+        return _eview(buf, ea, shape, ext_s, dt), _eview(state.sram, sa, shape, sram_s, dt)
+    kept = Views(make)  # a trap is raised again on every call (nothing kept)
+
+    def strided(state: MachineState) -> None:
+        ext, sram = kept.get(state)
         if load:
             sram[...] = ext
         else:
@@ -187,30 +220,41 @@ def _build_dma(op: Op) -> Step | None:
 
 
 # ---- accumulator stores ------------------------------------------------------------------------
-def _acc_store(f: dict[str, Any], rows: int, cols: int
-               ) -> Callable[[MachineState, np.ndarray, slice], None]:
-    """A function storing GEMM results (``rows * cols`` per sample, for the samples ``part`` of
-    the state) into the accumulator (OVERWRITE: ACC = s; ACCUMULATE: ACC = wrap32(ACC + s)):
-    float32 exact integers, float64 ones (a chunked reduction, wrapped through int64 as in
-    ``matrix._to_int32``) or int32 already wrapped (``int8_gemm``)."""
-    offset, shape, strides = 4 * f["acc_addr"], (rows, cols), (4 * f["acc_stride"], 4)
-    accumulate = f["mode"] == AccMode.ACCUMULATE
+class AccStore:
+    """Stores GEMM results (``rows * cols`` per sample, for the samples ``part`` of the state)
+    into the accumulator (OVERWRITE: ACC = s; ACCUMULATE: ACC = wrap32(ACC + s)): float32
+    exact integers, float64 ones (a chunked reduction, wrapped through int64 as in
+    ``matrix._to_int32``) or int32 already wrapped (``int8_gemm``). ``view(state)``: the
+    destination (samples, rows, cols), for closures that keep it (``Views``)."""
 
-    def store(state: MachineState, s: np.ndarray, part: slice = slice(None)) -> None:
-        view = _view(state.acc_bytes, offset, shape, strides, I32)[part]
-        s = s.reshape(view.shape)
-        if s.dtype == F32 and not accumulate:
-            np.copyto(view, s, casting="unsafe")  # exact integers below 2^24
-            return
-        if s.dtype == np.int32:  # the int8 GEMM: already wrapped
-            v = s
-        else:
-            v = s.astype(np.int32) if s.dtype == F32 else s.astype(I64).astype(np.int32)
-        if accumulate:
-            view += v  # int32 addition wraps
-        else:
-            view[...] = v
-    return store
+    __slots__ = ("offset", "shape", "strides", "accumulate")
+
+    def __init__(self, f: dict[str, Any], rows: int, cols: int) -> None:
+        self.offset, self.shape = 4 * f["acc_addr"], (rows, cols)
+        self.strides = (4 * f["acc_stride"], 4)
+        self.accumulate = f["mode"] == AccMode.ACCUMULATE
+
+    def view(self, state: MachineState) -> np.ndarray:
+        return _view(state.acc_bytes, self.offset, self.shape, self.strides, I32)
+
+    def __call__(self, state: MachineState, s: np.ndarray, part: slice = slice(None)) -> None:
+        _acc_write(self.view(state)[part], s, self.accumulate)
+
+
+def _acc_write(view: np.ndarray, s: np.ndarray, accumulate: bool) -> None:
+    """``AccStore``'s write of GEMM results ``s`` into the accumulator view ``view``."""
+    s = s.reshape(view.shape)
+    if s.dtype == F32 and not accumulate:
+        np.copyto(view, s, casting="unsafe")  # exact integers below 2^24
+        return
+    if s.dtype == np.int32:  # the int8 GEMM: already wrapped
+        v = s
+    else:
+        v = s.astype(np.int32) if s.dtype == F32 else s.astype(I64).astype(np.int32)
+    if accumulate:
+        view += v  # int32 addition wraps
+    else:
+        view[...] = v
 
 
 def _row_l1_max(x: np.ndarray, pool: Pool) -> float:
@@ -353,7 +397,7 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
     k = kk * cin
     m = g.oh * g.ow
     chunk = chunk_len(in_zp, w_zp)
-    store = _acc_store(f, m, cout)
+    store = AccStore(f, m, cout)
     # a 1x1 kernel without padding whose strided samples stay inside the tile: no frame
     direct = (kk == 1 and g.pt == 0 and g.pl == 0 and (g.oh - 1) * g.sh < g.in_h
               and (g.ow - 1) * g.sw < g.in_w)
@@ -369,7 +413,7 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
         return _bytes_uniform(sram, w_lo, w_hi) if w_dense else _uniform(w8)
     sub_h, sub_w = slice(None, (g.oh - 1) * g.sh + 1, g.sh), slice(None, (g.ow - 1) * g.sw + 1, g.sw)
 
-    def step(state: MachineState) -> None:
+    def step_any(state: MachineState) -> None:
         pool, sram = state.pool, state.sram
         w8 = _view(sram, w_addr, w_shape, w_s, I8)
         if not same_weights(sram, w8):  # a batch whose samples' weights differ: the reference
@@ -405,6 +449,43 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
                 l1 = lambda frame=frame: kk * _row_l1_max(frame.reshape(-1, cin), pool)  # noqa: E731
             store(state, _exact_gemm(a, wf, out_all[:(hi - lo) * m], chunk, l1, bmax),
                   slice(lo, hi))
+
+    def make(state: MachineState) -> tuple:
+        pool, sram = state.pool, state.sram
+        w8 = _view(sram, w_addr, w_shape, w_s, I8)[0]
+        wb = pool.get(("w", k, cout), (kk, cin, cout), F32)
+        tile = _view(sram, in_addr, tile_shape, tile_s, I8)[0]
+        a = pool.get(("cols", 1, m, k), (m, k), F32)
+        out = pool.get(("out", 1, m, cout), (m, cout), F32)
+        acc = store.view(state)[0]
+        if direct:
+            return (w8, wb, tile[sub_h, sub_w], a.reshape(g.oh, g.ow, cin), None, a, out, acc)
+        frame = pool.get((*frame_key, 1), (1, rows, cols, cin), F32)
+        s0, s1, s2, s3 = frame.strides
+        win = np.ndarray(win_shape, F32, buffer=frame,
+                         strides=(g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
+        return (w8, wb, tile[tr, tc], frame[0, dr, dc], (win, a.reshape(win_shape),
+                                                         frame.reshape(-1, cin)), a, out, acc)
+    views = Views(make)
+    accumulate = store.accumulate
+
+    def step(state: MachineState) -> None:
+        """``step`` for one sample, its views kept (``Views``)."""
+        if state.batch is not None:
+            step_any(state)
+            return
+        w8, wb, src, dst, frame_parts, a, out, acc = views.get(state)
+        pool = state.pool
+        np.subtract(w8, w_zp, out=wb, dtype=F32)
+        np.subtract(src, in_zp, out=dst, dtype=F32)
+        if frame_parts is None:
+            l1 = lambda: _row_l1_max(a, pool)  # noqa: E731
+        else:
+            win, a_win, frame2d = frame_parts
+            np.copyto(a_win, win)
+            l1 = lambda: kk * _row_l1_max(frame2d, pool)  # noqa: E731
+        _acc_write(acc, _exact_gemm(a, wb.reshape(k, cout), out, chunk, l1,
+                                    lambda: _int8_max_abs(w8, w_zp)), accumulate)
 
     # the int8 GEMM: the padding must be representable (it is in_zp, contributing 0)
     mm = int_mm() if -128 <= in_zp <= 127 and k <= INT_MM_K_MAX else None
@@ -459,13 +540,13 @@ def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
         f["w_addr"]
     _, _, dr, dc, tr, tc = parts
     frame_key = ("frame", rows, cols, ch, dr.start, dr.stop, dc.start, dc.stop)
-    store = _acc_store(f, g.oh * g.ow, ch)
+    store = AccStore(f, g.oh * g.ow, ch)
     positions = [(ky, kx) for ky in range(g.kh) for kx in range(g.kw)]
     out_shape = (g.oh, g.ow, ch)
     win_shape = (g.oh, g.ow, g.kh, g.kw, ch)
     size = g.oh * g.ow * ch
 
-    def step(state: MachineState) -> None:
+    def step_any(state: MachineState) -> None:
         pool = state.pool
         w8 = _view(state.sram, w_addr, w_shape, w_s, I8)
         w = (w8[:1] if _uniform(w8) else w8).astype(F32)  # (1 or samples, kh, kw, ch)
@@ -497,18 +578,57 @@ def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
                 np.multiply(win, wr[:, ky, kx], out=tmp)
                 s += tmp
         store(state, s)
+
+    def make(state: MachineState) -> tuple:
+        pool = state.pool
+        frame = pool.get((*frame_key, 1), (1, rows, cols, ch), F32)
+        s0, s1, s2, s3 = frame.strides
+        win = np.ndarray((1, *win_shape), F32, buffer=frame,
+                         strides=(s0, g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
+        return (_view(state.sram, w_addr, w_shape, w_s, I8),
+                pool.get(("dw_w", *w_shape), (1, *w_shape), F32),
+                _view(state.sram, in_addr, tile_shape, tile_s, I8)[:, tr, tc],
+                frame[:, dr, dc], win, pool.get(("dw_s", 1, *out_shape), (1, *out_shape), F32),
+                store.view(state))
+    views = Views(make)
+    accumulate = store.accumulate
+
+    def step(state: MachineState) -> None:
+        """``step``'s einsum for one sample, its views kept (``Views``)."""
+        if state.batch is not None or size > DW_EINSUM_MAX:
+            step_any(state)
+            return
+        w8, wb, src, dst, win, out, acc = views.get(state)
+        np.copyto(wb, w8)
+        np.subtract(src, in_zp, out=dst, dtype=F32)
+        np.einsum("nyxijc,nijc->nyxc", win, wb, out=out)
+        _acc_write(acc, out, accumulate)
     return step
 
 
 # ---- REQUANT -------------------------------------------------------------------------------
 TILED_BYTES_MAX = 128 << 20  # requantisation plans tiled to whole tiles, per prepared program
+TILE_ELEMS_MAX = 1024  # a tiled plan array: at most this many elements (8 KiB, stays cached)
+
+
+def tile_rows(rows: int, ch: int) -> int:
+    """Rows of a tiled plan: the largest divisor of ``rows`` with at most TILE_ELEMS_MAX
+    elements (1 when even one row is longer)."""
+    best = 1
+    for d in range(1, rows + 1):
+        if rows % d == 0 and d * ch <= TILE_ELEMS_MAX:
+            best = d
+    return best
 
 
 class TiledPlans:
-    """Requantisation plans with their per-channel arrays repeated over a tile's rows: every
-    pass of ``requant_into`` is then one flat loop instead of ``rows`` loops of ``ch`` elements
-    (about 1.5x faster on the 16-channel tiles of MobileNetV2); same values, same result.
-    Keyed by (parameter key, rows); emptied when it would hold more than TILED_BYTES_MAX."""
+    """Requantisation plans with their per-channel arrays repeated over ``tile_rows`` rows:
+    every pass of ``requant_into`` (on a contiguous int64 copy of the tile, reshaped to rows
+    of that many tile rows) is then a few long inner loops instead of ``rows`` loops of
+    ``ch`` elements, with plan arrays small enough to stay in cache (tiling to the whole tile,
+    as before, was faster alone but not inside a run, where every tile's plan arrays came
+    from memory); same values, same result. Keyed by (parameter key, rows); emptied when it
+    would hold more than TILED_BYTES_MAX."""
 
     def __init__(self) -> None:
         self.plans: dict[tuple, tuple] = {}
@@ -518,11 +638,12 @@ class TiledPlans:
         hit = self.plans.get(key)
         if hit is not None:
             return hit
-        if plan[0]:
+        if plan[0] == LEFT:
             tiled = plan  # the left-shift form: not tiled
         else:
-            tiled = tuple(np.ascontiguousarray(np.broadcast_to(v, (rows, ch)))
-                          if isinstance(v, np.ndarray) and v.shape == (ch,) else v for v in plan)
+            n = tile_rows(rows, ch) * ch
+            tiled = tuple(np.tile(v, n // ch) if isinstance(v, np.ndarray) and v.shape == (ch,)
+                          else v for v in plan)
         size = sum(v.nbytes for v in tiled if isinstance(v, np.ndarray))
         if self.nbytes + size > TILED_BYTES_MAX:
             self.plans.clear()
@@ -544,6 +665,7 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
     src_s = (4 * f["src_stride"], 4) if from_acc else (f["src_stride"], 4)
     dst_addr, dst_s = f["dst_addr"], (f["dst_stride"], dt.itemsize)
     nbytes = 12 * p
+    row_len = tile_rows(rows, ch) * ch
 
     def step(state: MachineState) -> None:
         sram = state.sram
@@ -555,7 +677,8 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
                 exec_requant(state, f)
                 return
             blk = blk[0]
-        key = (blk.tobytes(), *extra)
+        raw = blk.tobytes()
+        key = (raw, *extra)
         plan = plans.get(key)
         if plan is None:
             bias, q31, shift = np.frombuffer(key[0], I32).reshape(3, p).astype(I64)
@@ -565,9 +688,29 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
                 plans.clear()
             plan = plans[key] = requant_plan(bias, q31, shift, *extra)
         tiled = tiled_plans.get((key, rows, ch), plan, rows, ch)
+        memo[0] = (raw, tiled)  # one store: a thread reads bytes and plan together
+        x, dst, buf, tmp = views.get(state)
+        requant_into(x, dst, buf, tmp, tiled)
+
+    def make(state: MachineState) -> tuple:
+        sram, pool = state.sram, state.pool
         x = _eview(state.acc_bytes if from_acc else sram, src_off, (rows, ch), src_s, I32)
-        requant_into(x, tiled, _eview(sram, dst_addr, (rows, ch), dst_s, dt))
-    return step
+        shape = (x.size // row_len, row_len)  # int64 work rows of tile_rows tile rows
+        return (x, _eview(sram, dst_addr, (rows, ch), dst_s, dt),
+                pool.get(("rq", shape), shape, I64), pool.get(("rq2", shape), shape, I64))
+    views = Views(make)
+    memo: list = [(None, None)]  # (the last parameter bytes, their tiled plan)
+
+    def step_memo(state: MachineState) -> None:
+        sram = state.sram
+        last, plan = memo[0]
+        if sram.ndim == 1 and p_addr + nbytes <= sram.shape[0] and \
+                sram[p_addr:p_addr + nbytes].tobytes() == last:
+            x, dst, buf, tmp = views.get(state)
+            requant_into(x, dst, buf, tmp, plan)
+            return
+        step(state)
+    return step_memo
 
 
 # ---- MATMUL -------------------------------------------------------------------------------
@@ -579,9 +722,9 @@ def _build_matmul(op: Op) -> Step | None:
     a_addr, a_s, a_zp = f["a_addr"], (f["a_stride_m"], f["a_stride_k"]), f["a_zp"]
     b_addr, b_s, b_zp = f["b_addr"], (f["b_stride_k"], f["b_stride_n"]), f["b_zp"]
     chunk = chunk_len(a_zp, b_zp)
-    store = _acc_store(f, m, n)
+    store = AccStore(f, m, n)
 
-    def step(state: MachineState) -> None:
+    def step_any(state: MachineState) -> None:
         pool, sram = state.pool, state.sram
         a8 = _view(sram, a_addr, (m, k), a_s, I8)
         ns = a8.shape[0]
@@ -600,6 +743,27 @@ def _build_matmul(op: Op) -> Step | None:
         store(state, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
                                  lambda: _int8_max_abs(b8, b_zp)))
 
+    def make(state: MachineState) -> tuple:
+        pool, sram = state.pool, state.sram
+        return (_view(sram, a_addr, (m, k), a_s, I8)[0], _view(sram, b_addr, (k, n), b_s, I8)[0],
+                pool.get(("mm_a", 1, m, k), (1, m, k), F32).reshape(m, k),
+                pool.get(("mm_b", k, n), (k, n), F32),
+                pool.get(("out", 1, m, n), (m, n), F32), store.view(state)[0])
+    views = Views(make)
+    accumulate = store.accumulate
+
+    def step(state: MachineState) -> None:
+        """``step_any`` for one sample, its views kept (``Views``)."""
+        if state.batch is not None:
+            step_any(state)
+            return
+        a8, b8, a, b, out, acc = views.get(state)
+        pool = state.pool
+        np.subtract(a8, a_zp, out=a, dtype=F32)
+        np.subtract(b8, b_zp, out=b, dtype=F32)
+        _acc_write(acc, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
+                                    lambda: _int8_max_abs(b8, b_zp)), accumulate)
+
     mm = int_mm() if k <= INT_MM_K_MAX else None
     if mm is None:
         return step
@@ -608,7 +772,7 @@ def _build_matmul(op: Op) -> Step | None:
         pool, sram = state.pool, state.sram
         b8 = _view(sram, b_addr, (k, n), b_s, I8)
         if not _uniform(b8):  # a batch's activations times activations: the float GEMMs
-            step(state)
+            step_any(state)
             return
         a8 = _view(sram, a_addr, (m, k), a_s, I8)
         ns = a8.shape[0]
@@ -643,9 +807,13 @@ def _side_fn(dt: np.dtype, op: EltOp, zp: int, left: int, mult: int, shift: int
     """``_elt_side`` for operands of type ``dt`` with the range tests (``_span``: np.iinfo, a
     tenth of a MiniLM run when done per call) decided once: the same steps."""
     span = _span(dt, zp)
+    # x.astype then an int64 subtraction: numpy's mixed-type loop (subtract with dtype=int64)
+    # costs about twice as much
     if op == EltOp.MUL:
         def mul_side(x: np.ndarray) -> np.ndarray:
-            t = np.subtract(x, zp, dtype=I64)
+            t = x.astype(I64)
+            if zp:
+                t -= zp
             if span > 2**31:
                 np.clip(t, -(2**31), 2**31, out=t)
             return t
@@ -654,7 +822,9 @@ def _side_fn(dt: np.dtype, op: EltOp, zp: int, left: int, mult: int, shift: int
     sat = (min(span, 2**31) << left) > INT32_MAX
 
     def side(x: np.ndarray) -> np.ndarray:
-        t = np.subtract(x, zp, dtype=I64)
+        t = x.astype(I64)
+        if zp:
+            t -= zp
         if clip31:
             np.maximum(t, -(2**31), out=t)
             np.minimum(t, 2**31, out=t)
@@ -773,19 +943,29 @@ def _build_eltwise(op: Op, cache: dict) -> Step | None:
                              lambda x, table=table: np.take(table, x)))
     (a_addr, a_s, a_dt, a_fn), (b_addr, b_s, b_dt, b_fn) = operands
 
+    kept = Views(lambda state: (_eview(state.sram, a_addr, shape, a_s, a_dt),
+                                _eview(state.sram, b_addr, shape, b_s, b_dt),
+                                _eview(state.sram, out_addr, shape, out_s, out_dt)))
+    out_mult, out_shift, out_zp = f["out_mult"], f["out_shift"], f["out_zp"]
+    act_min, act_max = f["act_min"], f["act_max"]
+
     def step(state: MachineState) -> None:
-        sram = state.sram
-        ra = a_fn(_eview(sram, a_addr, shape, a_s, a_dt))  # a fresh int64 array
-        r = combine(ra, b_fn(_eview(sram, b_addr, shape, b_s, b_dt)), out=ra)
+        va, vb, vo = kept.get(state)
+        ra = a_fn(va)  # a fresh int64 array
+        r = combine(ra, b_fn(vb), out=ra)
         if saturates and clamp_r:
             np.maximum(r, INT32_MIN, out=r)
             np.minimum(r, INT32_MAX, out=r)
         if out_table is not None:
             r -= r_lo
-            y = np.take(out_table, r)
-        else:
-            y = _elt_out(r, f, out_dt)
-        _eview(sram, out_addr, shape, out_s, out_dt)[...] = y
+            vo[...] = np.take(out_table, r)
+            return
+        # _elt_out's steps, the clamped int64 values cast while being stored
+        y = mbqm_inplace(np.ascontiguousarray(r, dtype=I64), out_mult, out_shift)
+        y += out_zp
+        np.maximum(y, act_min, out=y)
+        np.minimum(y, act_max, out=y)
+        np.copyto(vo, y.reshape(vo.shape), casting="unsafe")
     return step
 
 

@@ -5,12 +5,16 @@ as it can (until a WAIT finds no token), then the next, round robin, until every
 executed END. If no engine can move and some have not ended, the program is deadlocked:
 ``TesselSimError`` names every blocked engine and instruction. A SIGNAL that would raise a
 count above 255 stalls here (the other engines may drain it); it traps only if nothing can
-move. (The timing model traps when its real schedule overflows a count.)
+move. (The timing model traps when its real schedule overflows a count.) Token counts never
+depend on data, so the order is computed once per program region (``linear_plan``) and a run
+executes the flat list of its data instructions; ``FunctionalRun(linear=False)`` runs the
+engine loop itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -175,14 +179,94 @@ def run_functional(prep: PreparedProgram, state: MachineState, fast: bool = True
     return FunctionalRun(prep, state, fast).run_until(None)
 
 
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One ``run_until`` linearised: the executed instructions in the order the engine loop
+    runs them (``steps``: (callable, op), WAIT / SIGNAL / END gone), the program counters and
+    token counts after it, and the deadlock it ends in (None: it reaches every stop)."""
+
+    steps: tuple[tuple[Any, Op], ...]
+    pcs: tuple[int, ...]
+    sem: tuple[int, ...]
+    deadlock: str | None
+
+
+PLANS_MAX = 64  # linearised plans kept per prepared program and mode
+
+
+def linear_plan(prep: PreparedProgram, fast: bool, pcs: list[int], sem: list[int],
+                stops: list[int]) -> Plan:
+    """The plan of ``run_until(stops)`` from (pcs, sem): the engine loop itself (``_advance``)
+    run once on a table whose executed instructions only record themselves. Token counts
+    never depend on data, so this order is exactly what the loop would run; cached per
+    (mode, pcs, sem, stops), i.e. once per program region."""
+    plans = prep.cache.setdefault("plans_fast" if fast else "plans_ref", {})
+    key = (tuple(pcs), tuple(sem), tuple(stops))
+    hit = plans.get(key)
+    if hit is not None:
+        return hit
+    order: list[tuple[int, int]] = []
+    record = [tuple((kind, k, (lambda _state, ei=(e, i): order.append(ei)) if kind == _EXEC
+                     else fn) for i, (kind, k, fn) in enumerate(row))
+              for e, row in enumerate(control_table(prep))]
+    pcs2, sem2, deadlock = list(pcs), list(sem), None
+    try:
+        _advance(record, prep.queues, pcs2, sem2, None, stops)  # type: ignore[arg-type]
+    except TesselSimError as exc:  # a deadlock (nothing else can raise here)
+        deadlock = str(exc)
+    table = dispatch_table(prep, fast)
+    plan = Plan(tuple((table[e][i][2], prep.queues[e][i]) for e, i in order), tuple(pcs2),
+                tuple(sem2), deadlock)
+    if len(plans) >= PLANS_MAX:
+        plans.clear()
+    plans[key] = plan
+    return plan
+
+
+def run_plan(steps: tuple[tuple[Any, Op], ...], state: MachineState) -> None:
+    """Run a plan's instructions in order (``_run_engine``'s fault handling)."""
+    op = None
+    try:
+        for fn, op in steps:  # noqa: B007 (op names a failing instruction below)
+            fn(state)
+    except TesselSimError:
+        raise
+    except Exception as exc:  # a fast-path closure failed: the reference handler explains
+        assert op is not None
+        execute(op, state)
+        raise TesselSimError(f"{op.where()}: simulator fault in the fast path "
+                             f"({type(exc).__name__}: {str(exc)[:200]}); please report this "
+                             "file") from None
+
+
+def _advance(table: Any, queues: tuple[tuple[Op, ...], ...], pcs: list[int], sem: list[int],
+             state: MachineState, stops: list[int]) -> int:
+    """The engine loop: run each queue as far as it can, round robin, until every queue has
+    reached its stop; ``pcs`` / ``sem`` updated in place. Raises the deadlock."""
+    while True:
+        moved = False
+        for e in range(len(queues)):
+            if pcs[e] < stops[e]:
+                new = _run_engine(table[e], queues[e], pcs[e], sem, state, stops[e])
+                moved |= new != pcs[e]
+                pcs[e] = new
+        if all(pc >= stop for pc, stop in zip(pcs, stops, strict=True)):
+            return sum(pcs)
+        if not moved:
+            raise TesselSimError(deadlock_message(queues, pcs, sem, stops))
+
+
 class FunctionalRun:
     """The queues' program counters and token counts, kept between calls so that a program of
     several NPU regions can stop at a region boundary (the host runs) and resume there.
     ``fast``: run the precompiled closures of ``tessel.sim.fastpath`` where they exist (one
-    sample or a batch: every closure works on a leading axis of samples)."""
+    sample or a batch: every closure works on a leading axis of samples). ``linear``: run the
+    region's linearised plan (``linear_plan``: the same order, no token bookkeeping at run
+    time); False: the engine loop itself (tests compare the two)."""
 
-    def __init__(self, prep: PreparedProgram, state: MachineState, fast: bool = True) -> None:
-        self.prep, self.state = prep, state
+    def __init__(self, prep: PreparedProgram, state: MachineState, fast: bool = True,
+                 linear: bool = True) -> None:
+        self.prep, self.state, self.fast, self.linear = prep, state, fast, linear
         self.pcs = [0] * len(prep.queues)
         self.sem = [0] * (4 * 4 * NUM_TOKENS)  # flat [producer][consumer][token]
         self.table = dispatch_table(prep, fast)
@@ -197,18 +281,14 @@ class FunctionalRun:
         the number of instructions executed so far."""
         queues, pcs, sem = self.prep.queues, self.pcs, self.sem
         stops = [len(q) for q in queues] if stops is None else stops
-        while True:
-            moved = False
-            for e in range(len(queues)):
-                if pcs[e] < stops[e]:
-                    new = _run_engine(self.table[e], queues[e], pcs[e], sem, self.state,
-                                      stops[e])
-                    moved |= new != pcs[e]
-                    pcs[e] = new
-            if all(pc >= stop for pc, stop in zip(pcs, stops, strict=True)):
-                return sum(pcs)
-            if not moved:
-                raise TesselSimError(deadlock_message(queues, pcs, sem, stops))
+        if not self.linear:
+            return _advance(self.table, queues, pcs, sem, self.state, stops)
+        plan = linear_plan(self.prep, self.fast, pcs, sem, stops)
+        run_plan(plan.steps, self.state)
+        pcs[:], sem[:] = plan.pcs, plan.sem
+        if plan.deadlock is not None:
+            raise TesselSimError(plan.deadlock)
+        return sum(pcs)
 
 
 def deadlock_message(queues: tuple[tuple[Op, ...], ...], pcs: list[int], sem: Any,

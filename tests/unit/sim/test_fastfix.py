@@ -68,7 +68,7 @@ def test_requantize_fast_equals_checked_and_reference(shifts, zp):
 def test_requantize_fast_relu_floor_skips_the_sign_correction(zp):
     """A clamp floor at the zero point (a fused ReLU, the plan skips the away-from-zero
     correction) on every edge accumulator, multiplier and right shift, incl. ties."""
-    from tessel.sim.fastfix import requant_plan
+    from tessel.sim.fastfix import FUSED, GENERAL, requant_plan
 
     x = np.array(EDGE_X + [-(2**k) for k in range(31)] + [-(2**k) - 1 for k in range(30)]
                  + [-(3 << k) for k in range(29)], np.int64)
@@ -78,8 +78,83 @@ def test_requantize_fast_relu_floor_skips_the_sign_correction(zp):
         shift = np.full(6, s, np.int64)
         shift[0] = 0  # a mix of zero and non-zero right shifts
         bias = np.array([0, -1, 5, -(2**20), 2**20, 0], np.int64)
-        assert requant_plan(bias, q, shift, zp, zp, 127)[-1]  # the skipping form
+        plan = requant_plan(bias, q, shift, zp, zp, 127)  # the forms that skip the correction
+        assert (plan[0] == FUSED and plan[5] is None) or (plan[0] == GENERAL and plan[-1])
         got = requantize_fast(acc, bias, q, shift, zp, zp, 127, np.dtype(np.int8))
         for r, c in itertools.product(range(len(x)), range(6)):
             assert got[r, c] == requantize_ref(int(acc[r, c]), int(bias[c]), int(q[c]),
                                                int(shift[c]), zp, zp, 127), (r, c, s)
+
+
+@pytest.mark.parametrize("zp", [-128, -1, 0, 5, 127])
+@pytest.mark.parametrize("floor", ["relu", "full"])
+def test_fused_form_on_edge_accumulators_every_right_shift(zp, floor):
+    """The FUSED plan (one floor shift, the sign read from the int32 accumulator) on INT32
+    min / max and tie accumulators, extreme biases and multipliers, right shifts 0..31 mixed
+    in one call; the GENERAL / LEFT forms where int64 has no room."""
+    from tessel.sim.fastfix import FUSED, GENERAL, requant_plan
+
+    x = np.array(EDGE_X + [-(2**k) for k in range(31)] + [2**k for k in range(31)]
+                 + [-(3 << k) for k in range(29)] + [(3 << k) - 1 for k in range(29)], np.int64)
+    lo, hi = (zp, 127) if floor == "relu" else (-128, 127)
+    rng = np.random.default_rng(zp + 200)
+    forms = set()
+    for rights in ([0, 1, 2, 7, 15, 31], [31, 30, 29, 0, 0, 16], [3, 3, 3, 3, 3, 3],
+                   [0, 0, 0, 0, 0, 0]):
+        ch = len(rights)
+        q = np.array([0, 1, 2**30, 1518500250, INT32_MAX, int(rng.integers(2**30, 2**31))],
+                     np.int64)
+        for bias in (np.zeros(ch, np.int64),
+                     np.array([INT32_MIN, INT32_MAX, -1, 1, -(2**20), 2**20], np.int64),
+                     rng.integers(INT32_MIN, INT32_MAX, ch, endpoint=True)):
+            shift = -np.array(rights, np.int64)
+            plan = requant_plan(bias, q, shift, zp, lo, hi)
+            forms.add(plan[0])
+            acc = x.astype(np.int32)[:, None].repeat(ch, 1)
+            got = requantize_fast(acc, bias, q, shift, zp, lo, hi, np.dtype(np.int8))
+            want = requantize(acc, bias, q, shift, zp, lo, hi, -1, np.int8)
+            assert np.array_equal(got, want), (rights, bias.tolist())
+            for r, c in itertools.product(range(0, len(x), 7), range(ch)):
+                assert got[r, c] == requantize_ref(int(acc[r, c]), int(bias[c]), int(q[c]),
+                                                   int(shift[c]), zp, lo, hi)
+    assert FUSED in forms
+    assert forms <= {FUSED, GENERAL}
+
+
+def test_fused_form_is_refused_when_int64_could_overflow():
+    from tessel.sim.fastfix import FUSED, GENERAL, requant_plan
+
+    q = np.array([INT32_MAX], np.int64)
+    assert requant_plan(np.array([0]), q, np.array([-3]), 0, -128, 127)[0] == FUSED
+    # rounding * 2^31 with a right shift of 31 and a zero point: beyond 2^63
+    plan = requant_plan(np.array([INT32_MAX]), q, np.array([-31]), 127, -128, 127)
+    assert plan[0] == GENERAL
+    acc = np.array([[INT32_MIN], [INT32_MAX], [0], [-1]], np.int32)
+    got = requantize_fast(acc, np.array([INT32_MAX]), q, np.array([-31]), 127, -128, 127,
+                          np.dtype(np.int8))
+    assert np.array_equal(got, requantize(acc, np.array([INT32_MAX]), q, np.array([-31]), 127,
+                                          -128, 127, -1, np.int8))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fused_form_random_per_channel(seed):
+    """Random parameter blocks (per channel, mixed right shifts) and accumulators of every
+    magnitude against the checked reference; negative accumulators near each channel's sign
+    threshold included."""
+    from tessel.sim.fastfix import requant_plan
+
+    rng = np.random.default_rng(seed)
+    ch = 16
+    q = rng.integers(0, INT32_MAX, ch, endpoint=True)
+    shift = -rng.integers(0, 32, ch)
+    bias = rng.integers(-(2**24), 2**24, ch)
+    zp = int(rng.integers(-128, 128))
+    lo, hi = (-128, 127) if seed % 2 else (max(zp, -128), 127)
+    acc = rng.integers(INT32_MIN, INT32_MAX, (200, ch), endpoint=True)
+    acc[rng.random(acc.shape) < 0.6] >>= int(rng.integers(1, 31))
+    thr = -((bias * q + (1 << 30)) // np.maximum(q, 1))  # X changes sign here
+    acc[:20] = np.clip(thr[None, :] + rng.integers(-2, 3, (20, ch)), INT32_MIN, INT32_MAX)
+    acc = acc.astype(np.int32)
+    requant_plan(bias, q, shift, zp, lo, hi)
+    got = requantize_fast(acc, bias, q, shift, zp, lo, hi, np.dtype(np.int8))
+    assert np.array_equal(got, requantize(acc, bias, q, shift, zp, lo, hi, -1, np.int8))

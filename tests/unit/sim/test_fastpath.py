@@ -489,3 +489,65 @@ def test_batch_conv_weights_differing_in_one_byte(where, monkeypatch):
         assert fp._bytes_uniform(fast.sram, 20_000, 20_648) is False
         fast.sram[2, 20_000 + where] ^= 0x5A
         assert fp._bytes_uniform(fast.sram, 20_000, 20_648) is True
+
+
+def _refill(dst: MachineState, src: MachineState) -> None:
+    for name in ("sram", "acc_bytes", "lut_bytes"):
+        getattr(dst, name)[...] = getattr(src, name)
+    dst.offchip[0][:65536] = src.offchip[0][:65536]
+
+
+_STRIDED = dict(dtype=DType.I16, d0=10, d1=7, ext_s0=2, ext_s1=40, sram_s0=2, sram_s1=20)
+_AGAIN = {**CASES, "dma_strided": {
+    DI: [I(Opcode.DMA_LOAD, mem=0, ext_addr=100, sram_addr=40_000, **_STRIDED)],
+    DO: [I(Opcode.DMA_STORE, mem=0, ext_addr=200_000, sram_addr=300, **_STRIDED)]}}
+
+
+@pytest.mark.parametrize("case", sorted(_AGAIN))
+def test_one_state_run_again_with_new_data_keeps_exact_views(case):
+    """The closures keep their views and buffers per (state, pool) (``fastpath.Views``):
+    one state run again and again with other memory contents (as ``NpuSession(reuse=True)``
+    does) equals the reference on fresh states each time."""
+    prep = prepare(program(_AGAIN[case]), ARCH)
+    reused = MachineState(ARCH)
+    for seed in (3, 4, 5):
+        _refill(reused, _state(seed))
+        ref = _state(seed)
+        run_functional(prep, reused, fast=True)
+        run_functional(prep, ref, fast=False)
+        for name in ("sram", "acc_bytes", "lut_bytes"):
+            assert np.array_equal(getattr(reused, name), getattr(ref, name)), (name, seed)
+        assert np.array_equal(reused.offchip[0][:1 << 20], ref.offchip[0][:1 << 20]), seed
+
+
+def test_threads_sharing_a_program_keep_their_own_views():
+    """Threads running one prepared program on their own states (each reused run after run)
+    share its closures' ``Views``: every result equals the reference."""
+    import threading
+
+    streams = {MX: CASES["conv"][MX], V: CASES["requant"][V] + CASES["dwconv"][V],
+               DI: _AGAIN["dma_strided"][DI], DO: _AGAIN["dma_strided"][DO]}
+    prep = prepare(program(streams), ARCH)
+    want = {}
+    for seed in range(4):
+        ref = _state(seed)
+        run_functional(prep, ref, fast=False)
+        want[seed] = (ref.sram.tobytes(), ref.acc_bytes.tobytes(),
+                      ref.offchip[0][:1 << 20].tobytes())
+    bad: list = []
+
+    def worker(seed: int) -> None:
+        st = MachineState(ARCH)
+        for _ in range(15):
+            _refill(st, _state(seed))
+            run_functional(prep, st, fast=True)
+            got = (st.sram.tobytes(), st.acc_bytes.tobytes(), st.offchip[0][:1 << 20].tobytes())
+            if got != want[seed]:
+                bad.append(seed)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
