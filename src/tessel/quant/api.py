@@ -24,6 +24,7 @@ from torch.fx import GraphModule
 from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
+from tessel.collector import few_collections
 from tessel.display import Table, short_repr, summary_html
 from tessel.errors import TesselConfigError
 from tessel.frontend.export import decomposition_table, exporting
@@ -156,6 +157,7 @@ def finish(converted: GraphModule, example_inputs: Sample, config: QuantConfig, 
     return QuantizedModel(graph, qdq, config, samples, _host_list(graph))
 
 
+@few_collections()  # export, calibration and lowering allocate many small objects
 def quantize(model: torch.nn.Module | torch.export.ExportedProgram,
              example_inputs: Sample | None = None,
              calibration_data: Iterable[Sample] | None = None, config: QuantConfig | None = None,
