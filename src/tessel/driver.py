@@ -23,8 +23,8 @@ import torch
 from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.binary import TslProgram
 from tessel.binary.metadata import METADATA_VERSION
-from tessel.collector import few_collections
 from tessel.codegen.program import RegionProgram, emit
+from tessel.collector import few_collections
 from tessel.frontend.model_input import model_name
 from tessel.ir import Graph, Node, Op, print_graph, verify
 from tessel.ir.macs import node_macs

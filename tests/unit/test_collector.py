@@ -17,8 +17,8 @@ def test_settings_are_restored_and_nesting_is_a_no_op() -> None:
         assert gc.get_threshold()[0] == 12_345
         assert gc.get_freeze_count() > frozen  # what was alive on entry
         inner = gc.get_freeze_count()
-        with few_collections(young=99):
-            assert gc.get_threshold()[0] == 12_345 and gc.get_freeze_count() == inner
+        with few_collections(young=99):  # (frozen objects may still be freed: count falls)
+            assert gc.get_threshold()[0] == 12_345 and gc.get_freeze_count() <= inner
         assert gc.get_threshold()[0] == 12_345
     assert gc.get_threshold() == before and gc.get_freeze_count() == frozen
 
@@ -34,9 +34,9 @@ def test_a_callers_frozen_objects_stay_frozen() -> None:
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()
-        with few_collections():
-            assert gc.get_freeze_count() == frozen
-        assert gc.get_freeze_count() == frozen
+        with few_collections():  # not frozen again (frozen objects may still be freed)
+            assert 0.9 * frozen < gc.get_freeze_count() <= frozen
+        assert 0.9 * frozen < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 

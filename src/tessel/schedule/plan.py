@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from tessel.arch import NpuArch
-from tessel.collector import few_collections
 from tessel.codegen import ops_conv, ops_fused, resident
 from tessel.codegen import prefetch as prefetch_steps
 from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
@@ -24,6 +23,7 @@ from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.scheduled import ConstantLayout, Schedule, ScheduledStep, Unit
 from tessel.codegen.step import Estimate, StepWork, memoized, top_slots
+from tessel.collector import few_collections
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node
 from tessel.isa import Engine
