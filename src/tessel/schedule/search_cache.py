@@ -50,7 +50,7 @@ import numpy as np
 
 from tessel.arch import NpuArch
 from tessel.codegen.context import CodegenContext
-from tessel.codegen.ops_conv import ConvOrder
+from tessel.codegen.ops_conv import ConvMapping, ConvOrder
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import EMITTERS
 from tessel.codegen.step import Estimate
@@ -187,9 +187,12 @@ def _uses_matrix(unit: Node | FusedChain) -> bool:
 
 @dataclass
 class Entry:
-    """One cached search: the choice (None: no mapping of an optional unit fits)."""
+    """One cached search: the choice (None: no mapping of an optional unit fits);
+    `input_resident`: whether any candidate took an input-resident conv order (if none did,
+    the weight-stationary-only search of the same step is this search)."""
 
     choice: tuple[Any, Estimate] | None
+    input_resident: bool = True
 
 
 class SearchCache:
@@ -276,16 +279,20 @@ def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
             cache = None
     if cache is not None and key is not None:
         entry = cache.get(key)
+        if entry is None and only_ws:  # the full search, if it had no input-resident order
+            full = cache.get(key[:-1])
+            entry = full if full is not None and not full.input_resident else None
         if entry is not None:
             if entry.choice is None and required:
                 _no_mapping(node, ctx)
             return entry.choice
     prune = _PRUNE.get() if prune is None else prune
-    best = _search(node, ctx, emitter, est_ctx, prune and model.prunable, model, only_ws)
+    best, input_resident = _search(node, ctx, emitter, est_ctx, prune and model.prunable, model,
+                                   only_ws)
     if best is None and required:
         _no_mapping(node, ctx)
     if cache is not None and key is not None:
-        cache.put(key, Entry(best))
+        cache.put(key, Entry(best, input_resident))
     return best
 
 
@@ -298,13 +305,15 @@ def _no_mapping(node: Node | FusedChain, ctx: CodegenContext) -> None:
 
 def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: CodegenContext,
             prune: bool, model: CostModel, weight_stationary: bool = False
-            ) -> tuple[Any, Estimate] | None:
+            ) -> tuple[tuple[Any, Estimate] | None, bool]:
+    """The choice, and whether any candidate took an input-resident conv order."""
     arch = ctx.arch
     cands = list(em.candidates(node, est_ctx))
+    input_resident = any(isinstance(m, ConvMapping) and m.order.input_resident for m in cands)
     if weight_stationary:
         cands = [m for m in cands if not m.order.input_resident]
     if not cands:
-        return None
+        return None, input_resident
     bound = prerank.Bounds(node, est_ctx) if prune else None
     if bound is None or not bound.available:  # every candidate in order (k: the tie-break)
         order = list(enumerate(cands))
@@ -330,4 +339,4 @@ def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: Code
         est = model.estimate(em.step(node, mapping, est_ctx), arch)
         if best is None or est.cycles < best[1].cycles:
             best = (mapping, est)
-    return best
+    return best, input_resident

@@ -210,3 +210,26 @@ def test_values_without_canonical_form_are_not_cached():
     a, b = np.zeros((2, 3), np.int8), np.zeros((3, 2), np.int8)
     assert search_cache._canon(a) != search_cache._canon(b)  # shape is part of the form
     assert search_cache._canon(a) == search_cache._canon(a.copy())
+
+
+def test_weight_stationary_search_reuses_a_full_search_without_input_resident_orders(
+        graphs, monkeypatch):
+    """The conservative plan's weight-stationary-only search of a conv is the full search's
+    choice when no candidate took an input-resident order (the same candidates): served from
+    the cache, never searched again; convs that had such orders are searched again."""
+    runs = []
+    real = search_cache._search
+
+    def spy(node, ctx, em, est_ctx, prune, model, weight_stationary=False):
+        out = real(node, ctx, em, est_ctx, prune, model, weight_stationary)
+        runs.append((getattr(node, "name", None), weight_stationary, out[1]))
+        return out
+
+    monkeypatch.setattr(search_cache, "_search", spy)
+    graph = graphs["mobilenet_v2"]
+    with search_cache.use(search_cache.SearchCache()):
+        estimate_graph(graph, load_target("tnpu-s"), timing_only=True)
+    full = {name: ir for name, ws, ir in runs if not ws}
+    again = [name for name, ws, _ in runs if ws]
+    assert again, "the conservative plan searched no conv again (the test needs some)"
+    assert all(full[name] for name in again)  # only convs that had input-resident orders
