@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from tessel.arch import NpuArch, arch_from_dict, load_preset  # noqa: F401
-from tessel.binary import TslProgram, load_tsl, read_tsl, save_tsl, write_tsl
+from tessel.binary import TslProgram, load_tsl, read_tsl, write_tsl
 from tessel.binary.metadata import host_part_keys
 from tessel.display import short_repr, summary_html
 from tessel.errors import TesselConfigError, TesselError, TesselFormatError
+from tessel.fileio import write_atomic
 from tessel.ir import Graph, parse_graph, run_graph
 from tessel.runtime.profile import Profile, build_profile
 from tessel.runtime.regions import Region, regions_of
@@ -177,7 +178,9 @@ class CompiledModel:
         return build_profile(self.program, self.arch)
 
     def save(self, path: str | Path) -> None:
-        save_tsl(path, self.program)
+        """Write the binary to `path` atomically (the bytes `binary` serialised once: the
+        compiler has already serialised it to validate it)."""
+        write_atomic(path, self.binary)
 
     def __repr__(self) -> str:  # short: the program is megabytes (never dump it)
         meta = self.program.metadata
