@@ -516,7 +516,7 @@ def _convs(g: ConvGeometry, a: dict, cn: int, c0: int, iaddr: int, in_rows: int,
     group of the chunk; all but the first sub-conv accumulate. A sub-conv reads a virtual
     image (rows py, py+fy, ... of the tile); its first tap y0 shifts the padding, or the base
     when the padding runs out."""
-    cg = _per_conv(g, cn)  # output channels of one CONV (the chunk, or one conv group)
+    cg = per_conv(g, cn)  # output channels of one CONV (the chunk, or one conv group)
     out, w_off = [], 0
     for k_sub, sc in enumerate(sub_convs(g)):
         sh_v, sw_v = g.w * g.c * sc.fy, g.c * sc.fx  # strides of the virtual image
@@ -541,7 +541,7 @@ def _convs(g: ConvGeometry, a: dict, cn: int, c0: int, iaddr: int, in_rows: int,
     return out
 
 
-def _per_conv(g: ConvGeometry, chunk: int) -> int:
+def per_conv(g: ConvGeometry, chunk: int) -> int:
     """Output channels one CONV instruction produces: the whole chunk for an ordinary conv,
     one conv group for a grouped one."""
     return chunk if g.groups == 1 else g.cout_g
@@ -577,7 +577,7 @@ def _chunk_weights(w: np.ndarray, g: ConvGeometry, c0: int, cn: int) -> bytes:
     if g.depthwise:
         wt = w[c0:c0 + cn, :, :, 0].reshape(cn, g.kh * g.kw).T  # [kh*kw, cn]
     else:
-        cg = _per_conv(g, cn)
+        cg = per_conv(g, cn)
         parts = []
         for sc in sub_convs(g):  # per sub-conv, per CONV: [bh*bw*cin_g, cg]
             taps = w[:, sc.py::sc.fy, sc.px::sc.fx][:, sc.y0:sc.y0 + sc.bh,

@@ -291,7 +291,7 @@ def _stripes(g2, rows: int, cap: int | None) -> tuple[_Stripe, ...]:
     return tuple(out)
 
 
-class _Kind(enum.Enum):
+class TileKind(enum.Enum):
     CONV = "conv"  # conv rows on MATRIX, into the line buffer (VECTOR)
     DW = "depthwise"  # depthwise conv (VECTOR or MATRIX), into the stripe buffer / output
     CONV_DW = "conv+depthwise"  # both in one tile (depthwise on VECTOR)
@@ -300,7 +300,7 @@ class _Kind(enum.Enum):
 
 
 class _Tile(NamedTuple):  # (a tuple: the search builds many)
-    kind: _Kind
+    kind: TileKind
     stripe: int
     chunk: int
     pos: int  # position in the step (ring slots and VIN buffers follow it)
@@ -328,7 +328,7 @@ class _Layout:
     acc2: int
 
 
-class _Geo:
+class ChainGeometry:
     """Geometries of the chain's convs and its stripes / chunks for one mapping."""
 
     def __init__(self, chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
@@ -395,7 +395,7 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
                     for line in (4, 1, 0):  # shorter line buffers where longer do not fit
                         m = FusedMapping(rows, chunk, engine, line, depth)
                         try:
-                            _layout(chain, _Geo(chain, m, ctx, geoms), m, ctx)
+                            _layout(chain, ChainGeometry(chain, m, ctx, geoms), m, ctx)
                         except TesselCompileError:
                             continue
                         out.append(m)
@@ -421,7 +421,7 @@ def _acc_floor(geoms: tuple, rows: int, chunk: int, engine: Engine, depth: int,
                               else rows * g2.ow * chunk)
 
 
-def _layout(chain: FusedChain, geo: _Geo, m: FusedMapping, ctx: CodegenContext) -> _Layout:
+def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: CodegenContext) -> _Layout:
     g1, g2, g3 = geo.g1, geo.g2, geo.g3
     plan = SramPlan(ctx.arch, chain.name)
     chain_mode = g3 is not None
@@ -499,7 +499,7 @@ def _order(plan: _Plan) -> tuple[_Groups, _Hosts]:
     return groups, _Hosts(groups if plan.conv else None, plan)
 
 
-def _jobs(geo: _Plan, nchunks: int) -> tuple[list[tuple[_Kind, int, int]], list[tuple]]:
+def _jobs(geo: _Plan, nchunks: int) -> tuple[list[tuple[TileKind, int, int]], list[tuple]]:
     """The tiles of `nchunks` chunks (0 .. nchunks - 1) in program order, each with its
     dependencies (job index, minimum distance in tiles): `depth` when VECTOR writes what MATRIX
     reads, 1 when VECTOR overwrites what an earlier tile read (see the module docstring).
@@ -510,7 +510,7 @@ def _jobs(geo: _Plan, nchunks: int) -> tuple[list[tuple[_Kind, int, int]], list[
     d = geo.depth  # VECTOR -> MATRIX distance
     per_chunk = 2 if conv and dw_matrix else 1
     per_stripe = nchunks * per_chunk + (1 if project else 0)
-    jobs: list[tuple[_Kind, int, int]] = []
+    jobs: list[tuple[TileKind, int, int]] = []
     deps: list[tuple] = []
     for i in range(len(geo.stripes)):
         base = i * per_stripe
@@ -524,20 +524,20 @@ def _jobs(geo: _Plan, nchunks: int) -> tuple[list[tuple[_Kind, int, int]], list[
             xin = ((prev2 + (nchunks - 1) * per_chunk, IN_DEPTH),) if (
                 conv and q == 0 and i >= 2) else ()
             if conv and not dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
-                jobs.append((_Kind.CONV_DW, i, q))
+                jobs.append((TileKind.CONV_DW, i, q))
                 deps.append(((prev + q, 1),) + war_dw + xin if i else war_dw + xin)
             elif conv:  # a rebased line buffer overwrites rows earlier DW tiles read
-                jobs.append((_Kind.CONV, i, q))
+                jobs.append((TileKind.CONV, i, q))
                 deps.append((((prev + 2 * q, 1),) + (((prev + 2 * q + 1, 1),) if rebase
                                                       else ()) if i else ()) + xin)
-                jobs.append((_Kind.DW, i, q))
+                jobs.append((TileKind.DW, i, q))
                 deps.append(((at, d),) + war_dw)
             else:
-                jobs.append((_Kind.DW, i, q))
+                jobs.append((TileKind.DW, i, q))
                 deps.append(war_dw)
         if project:
             kind_last = 1 if conv and dw_matrix else 0  # the depthwise job of each chunk
-            jobs.append((_Kind.P, i, 0))
+            jobs.append((TileKind.P, i, 0))
             deps.append(tuple((base + q * per_chunk + kind_last, d) for q in range(nchunks)))
     return jobs, deps
 
@@ -590,7 +590,7 @@ class _Groups(Sequence):
     moved on by the tiles before it (`pair`); a project chain's are `order` cut after each
     project tile (`starts`: each group's first position)."""
 
-    def __init__(self, jobs: list[tuple[_Kind, int, int]], order: list[int], pair: bool,
+    def __init__(self, jobs: list[tuple[TileKind, int, int]], order: list[int], pair: bool,
                  starts: list[int]):
         self.jobs, self.order, self.pair, self.starts = jobs, order, pair, starts
         self._built: dict[int, list[_Tile]] = {}
@@ -615,7 +615,7 @@ class _Groups(Sequence):
         return got
 
     def _build(self, gi: int) -> list[_Tile]:
-        jobs, order, empty, new = self.jobs, self.order, _Kind.EMPTY, tuple.__new__
+        jobs, order, empty, new = self.jobs, self.order, TileKind.EMPTY, tuple.__new__
         if self.pair:
             pos = gi * len(order)
             return [new(_Tile, (jobs[k][0], jobs[k][1], gi, pos + r)) if k >= 0 else
@@ -637,7 +637,7 @@ def _tiles(geo: _Plan) -> _Groups:
         return _Groups(jobs, _schedule(deps, 0), True, list(range(geo.nchunks)))
     jobs, deps = _jobs(geo, geo.nchunks)
     order = _schedule(deps, 0)
-    p_kind = _Kind.P
+    p_kind = TileKind.P
     starts = [0] + [pos + 1 for pos, k in enumerate(order) if k >= 0 and jobs[k][0] is p_kind]
     if starts[-1] == len(order):  # nothing after the last project tile
         starts.pop()
@@ -671,7 +671,7 @@ class _Hosts:
         # positions in order, so each key's first reader is its earliest and the keys come
         # in the order of their first readers
         new = [s.new > 0 for s in geo.stripes]
-        conv, conv_dw = _Kind.CONV, _Kind.CONV_DW
+        conv, conv_dw = TileKind.CONV, TileKind.CONV_DW
         jobs, order = groups.jobs, groups.order
         self._first = [(r, jobs[k][1]) for r, k in enumerate(order) if k >= 0 and (
             jobs[k][0] is conv or jobs[k][0] is conv_dw) and new[jobs[k][1]]]
@@ -733,7 +733,7 @@ class _Hosts:
         return self.hosts, self.buffers
 
 
-def _const_chunks(chain: FusedChain, geo: _Geo) -> tuple[list, list, list]:
+def _const_chunks(chain: FusedChain, geo: ChainGeometry) -> tuple[list, list, list]:
     """Channel chunks of the conv's, the windowed member's and the project's constant blobs
     (a max pool has none; a halo conv and the project are one chunk)."""
     g2, g3 = geo.g2, geo.g3
@@ -745,7 +745,7 @@ def _const_chunks(chain: FusedChain, geo: _Geo) -> tuple[list, list, list]:
 def constants(chain: FusedChain, m: FusedMapping, ctx: CodegenContext) -> StepConstants:
     """The step's constant blobs in read order: the conv's chunks, the windowed member's
     chunks, the project's (each a chunk's pre-tiled weights and parameters, ops_conv)."""
-    geo = _Geo(chain, m, ctx)
+    geo = ChainGeometry(chain, m, ctx)
     members = (chain.conv, chain.dw, chain.project)
     blobs = [b for node, g, chunks in zip(members, (geo.g1, geo.g2, geo.g3),
                                           _const_chunks(chain, geo), strict=True)
@@ -756,7 +756,7 @@ def constants(chain: FusedChain, m: FusedMapping, ctx: CodegenContext) -> StepCo
 def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
          placed: PlacedConstants | None = None) -> StepWork:
     """The step's work, reading its constants where `placed` put them (None: estimation)."""
-    geo = _Geo(chain, m, ctx)
+    geo = ChainGeometry(chain, m, ctx)
     lay = _layout(chain, geo, m, ctx)
     g1, g2, g3 = geo.g1, geo.g2, geo.g3
     n1, n2, n3 = (len(c) for c in _const_chunks(chain, geo))
@@ -791,9 +791,9 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
 
     def tile_fn(gi: int, t: int, s: Slots) -> TileWork:
         tl = groups[gi][t]
-        if tl.kind is _Kind.EMPTY:
+        if tl.kind is TileKind.EMPTY:
             work = TileWork()
-        elif tl.kind is _Kind.P:
+        elif tl.kind is TileKind.P:
             work = _project_tile(chain, geo, lay, tl, s, ctx)
         else:
             key = (tl.chunk if chain.project is None else -1, tl.stripe)
@@ -825,7 +825,7 @@ def _conv_req(node: Node, acc: int, rows: int, ch: int, dst: int, dst_stride: in
         act_min=a["act_min"], act_max=a["act_max"])
 
 
-def _conv_rows_load(chain: FusedChain, geo: _Geo, lay: _Layout, st: _Stripe, b: int,
+def _conv_rows_load(chain: FusedChain, geo: ChainGeometry, lay: _Layout, st: _Stripe, b: int,
                     ctx: CodegenContext) -> Instruction:
     g1 = geo.g1
     r0, in_rows, _ = geo.conv_window(st)
@@ -835,7 +835,7 @@ def _conv_rows_load(chain: FusedChain, geo: _Geo, lay: _Layout, st: _Stripe, b: 
                        ((g1.c, 1, 1), (g1.w, g1.c, ps), (in_rows, g1.w * g1.c, g1.w * ps)))
 
 
-def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
+def _e_tile(chain: FusedChain, geo: ChainGeometry, lay: _Layout, tl: _Tile, s: Slots,
             ctx: CodegenContext, xbuf: int) -> TileWork:
     """A CONV, DW or CONV_DW tile of stripe `tl.stripe`, chunk `tl.chunk`."""
     g1, g2 = geo.g1, geo.g2
@@ -853,7 +853,7 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
     a2 = chain.dw.attr_map
     line = lay.line[tl.chunk] if g1 is not None else 0
     row = g2.w * cn  # bytes of one line-buffer row
-    if tl.kind in (_Kind.CONV, _Kind.CONV_DW):
+    if tl.kind in (TileKind.CONV, TileKind.CONV_DW):
         if st.new:  # its input rows were loaded into buffer xbuf (_hosts)
             _, in_rows, pad_top = geo.conv_window(st)
             ps = _pixel(g1)
@@ -874,7 +874,7 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
             vector.append(_conv_req(chain.conv, acc, st.new * g2.w, cn,
                                     line + (st.off + st.new0 - st.r0) * row, cn,
                                     w1 + g1.weight_bytes(cn)))
-        if tl.kind is _Kind.CONV:
+        if tl.kind is TileKind.CONV:
             return TileWork(loads, matrix, vector, stores)
     if g1 is not None:
         dw_in = line + st.off * row
@@ -923,7 +923,7 @@ def _e_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
     return TileWork(loads, matrix, vector, stores)
 
 
-def _halo_conv_tile(chain: FusedChain, geo: _Geo, lay: _Layout, st: _Stripe, s: Slots,
+def _halo_conv_tile(chain: FusedChain, geo: ChainGeometry, lay: _Layout, st: _Stripe, s: Slots,
                     ctx: CodegenContext, src: int, w2: int, acc: int, work: TileWork
                     ) -> TileWork:
     """The DW tile of a conv -> conv chain: the second conv over the line buffer's window of
@@ -947,7 +947,7 @@ def _halo_conv_tile(chain: FusedChain, geo: _Geo, lay: _Layout, st: _Stripe, s: 
     return work
 
 
-def _project_tile(chain: FusedChain, geo: _Geo, lay: _Layout, tl: _Tile, s: Slots,
+def _project_tile(chain: FusedChain, geo: ChainGeometry, lay: _Layout, tl: _Tile, s: Slots,
                   ctx: CodegenContext) -> TileWork:
     g3 = geo.g3
     st = geo.stripes[tl.stripe]

@@ -191,7 +191,7 @@ def conv_bound(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
                 else:
                     mwork += _gemm(arch, pixels, cn, g.kh * g.kw)
             else:
-                cg = ops_conv._per_conv(g, cn)
+                cg = ops_conv.per_conv(g, cn)
                 mwork += (cn // cg) * sum(_gemm(arch, pixels, cg, sc.bh * sc.bw * g.cin_g)
                                           for sc in subs)
             vwork += _vec(arch, pixels * cn)  # REQUANT
@@ -237,7 +237,7 @@ def conv_input_resident_bound(node: Node, m: ops_conv.ConvMapping, ctx: CodegenC
         for t in range(nt):
             cn = chunks[t]
             if (rows, cn) not in work:
-                cg = ops_conv._per_conv(g, cn)
+                cg = ops_conv.per_conv(g, cn)
                 work[rows, cn] = ((cn // cg) * sum(_gemm(arch, pixels, cg, sc.bh * sc.bw * g.cin_g)
                                                    for sc in subs), _vec(arch, pixels * cn))
             mwork, vwork = work[rows, cn]
@@ -309,10 +309,10 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
     GEMM fold formula, REQUANT / COPY / ELTWISE / a DWCONV on VECTOR at latency plus lane
     work, each transfer at its data cycles)."""
     arch = ctx.arch
-    geo = ops_fused._Geo(chain, m, ctx, geoms)
+    geo = ops_fused.ChainGeometry(chain, m, ctx, geoms)
     g1, g2, g3 = geo.g1, geo.g2, geo.g3
     groups, hosts = ops_fused.order(geo.plan(chain))
-    kinds = ops_fused._Kind
+    kinds = ops_fused.TileKind
     acc = _Bound(arch)
     wmem = ctx.consts.memory
 

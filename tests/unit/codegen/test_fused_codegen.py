@@ -224,7 +224,7 @@ def test_line_buffer_rebases_are_bit_exact(engine, line, rows, depth):
     chain = ops_fused.fusible_chain(g, nodes, 0)[0]
     ctx = context(arch, g)
     m = ops_fused.FusedMapping(rows, 16, engine, line, depth)
-    geo = ops_fused._Geo(chain, m, ctx)
+    geo = ops_fused.ChainGeometry(chain, m, ctx)
     assert sum(s.moved >= 0 for s in geo.stripes) >= (2 if line < 4 else 1)
     est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
     est = estimate_step(ops_fused.step(chain, m, est_ctx), arch)

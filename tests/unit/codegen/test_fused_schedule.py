@@ -36,7 +36,7 @@ def _by_definition(jobs, deps, pos0):
 @pytest.mark.parametrize("seed", range(4))
 def test_schedule_follows_its_definition(seed):
     rng = random.Random(seed)
-    kinds = [F._Kind.CONV, F._Kind.DW, F._Kind.P, F._Kind.CONV_DW]
+    kinds = [F.TileKind.CONV, F.TileKind.DW, F.TileKind.P, F.TileKind.CONV_DW]
     for _ in range(400):
         n = rng.randint(1, 150)
         jobs = [(rng.choice(kinds), k, rng.randint(0, 3)) for k in range(n)]
@@ -49,7 +49,7 @@ def test_schedule_follows_its_definition(seed):
 def _jobs_by_keys(geo, chunks):
     """The dependencies of the module docstring by (kind, stripe, chunk) keys; a dependency on
     a job not yet added (an earlier stripe that does not exist) is dropped."""
-    K = F._Kind
+    K = F.TileKind
     jobs, deps, index = [], [], {}
 
     def add(kind, i, j, dep):
@@ -105,7 +105,7 @@ def test_pair_groups_are_each_chunk_scheduled_alone(seed):
             jobs, deps = _jobs_by_keys(plan, [j])
             order = _by_definition(jobs, deps, pos)
             groups.append([F._Tile(*jobs[k], pos + r) if k >= 0 else
-                           F._Tile(F._Kind.EMPTY, 0, 0, pos + r) for r, k in enumerate(order)])
+                           F._Tile(F.TileKind.EMPTY, 0, 0, pos + r) for r, k in enumerate(order)])
             pos += len(order)
         assert list(F._tiles(plan)) == groups
 
@@ -117,7 +117,7 @@ def _hosts_by_definition(groups, plan):
     readers = {}
     for g in groups:
         for t in g:
-            if t.kind in (F._Kind.CONV, F._Kind.CONV_DW) and plan.stripes[t.stripe].new:
+            if t.kind in (F.TileKind.CONV, F.TileKind.CONV_DW) and plan.stripes[t.stripe].new:
                 readers.setdefault((-1 if plan.project else t.chunk, t.stripe), []).append(t.pos)
     hosts, buffers, last, at = {}, {}, [-2, -2], 0
     for key, pos in sorted(readers.items(), key=lambda kv: min(kv[1])):
@@ -168,8 +168,8 @@ def test_project_groups_are_the_schedule_cut_after_each_project_tile(seed):
         jobs, deps = _jobs_by_keys(plan, list(range(plan.nchunks)))
         groups, cur = [], []
         for pos, k in enumerate(_by_definition(jobs, deps, 0)):
-            cur.append(F._Tile(*jobs[k], pos) if k >= 0 else F._Tile(F._Kind.EMPTY, 0, 0, pos))
-            if k >= 0 and jobs[k][0] is F._Kind.P:
+            cur.append(F._Tile(*jobs[k], pos) if k >= 0 else F._Tile(F.TileKind.EMPTY, 0, 0, pos))
+            if k >= 0 and jobs[k][0] is F.TileKind.P:
                 groups.append(cur)
                 cur = []
         if cur:

@@ -128,3 +128,34 @@ def test_no_private_name_from_another_package():
            and (any(_private(p) for p in e.imported.split("."))
                 or (e.name is not None and _private(e.name)))]
     assert not bad, "private names imported across packages:\n  " + "\n  ".join(bad)
+
+
+def private_uses(path: Path) -> list[str]:
+    """`module._name` reads where `module` was imported (`import tessel.x.m as module`, `from
+    tessel.x import m`) from another top-level package than this file's."""
+    mod = _module_name(path)
+    tree = ast.parse(path.read_text(), str(path))
+    aliases: dict[str, str] = {}  # local name -> the tessel module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(
+                ".")[0] == ROOT:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                if _is_module(sub):
+                    aliases[a.asname or a.name] = sub
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and a.name.split(".")[0] == ROOT:
+                    aliases[a.asname] = a.name
+    out = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in aliases and _private(node.attr)
+                and top(aliases[node.value.id]) != top(mod)):
+            out.append(f"{mod}:{node.lineno} reads {aliases[node.value.id]}.{node.attr}")
+    return out
+
+
+def test_no_private_name_of_another_package_read_through_its_module():
+    bad = [u for path in sorted(PKG.rglob("*.py")) for u in private_uses(path)]
+    assert not bad, "private names read across packages:\n  " + "\n  ".join(bad)
