@@ -7,8 +7,9 @@ weights / int32 biases folded into constants. The QDQ -> integer IR lowering rea
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -23,7 +24,8 @@ from torchao.quantization.pt2e import (
     PerChannelMinMaxObserver,
     move_exported_model_to_eval,
 )
-from torchao.quantization.pt2e.constant_fold import ConstantFolder, replace_node_with_constant
+from torchao.quantization.pt2e import constant_fold as constant_fold_module
+from torchao.quantization.pt2e.constant_fold import ConstantFolder
 from torchao.quantization.pt2e.quantize_pt2e import (
     _quant_node_constraint,
     convert_pt2e,
@@ -258,28 +260,28 @@ def convert(prepared: GraphModule) -> GraphModule:
     away (it keeps dequantize nodes in the graph): MiniLM's first conversion in a process took
     2.5 CPU seconds with it, 0.63 without.
 
-    The same steps as convert_pt2e's ``constant_fold(model, _quant_node_constraint)``, run
-    after ``convert_pt2e(fold_quantize=False)`` (which does everything else, in an order the
-    fold does not depend on), with a folder that gives a dequantize node the value torchao's
-    gives it (unknown: not folded) before computing it. tests/unit/quant/test_convert.py
-    checks the result against ``convert_pt2e(prepared)``: the same code, node names,
-    constants and outputs."""
+    ``convert_pt2e(fold_quantize=False)`` does everything but the fold; torchao's own
+    ``constant_fold(model, _quant_node_constraint)`` (what convert_pt2e runs next) then folds
+    with `_QuantizeFolder` in place of its ConstantFolder, which gives a dequantize node the
+    value torchao's gives it (unknown: not folded) without computing it first.
+    tests/unit/quant/test_convert.py checks the result against ``convert_pt2e(prepared)``: the
+    same code, node names, constants and outputs."""
     model = convert_pt2e(prepared, fold_quantize=False)
-    with torch.utils._python_dispatch._disable_current_modes():
-        folder = _QuantizeFolder(model, skip_constructors=True)
-        folder.run()
-        for node, constant in folder.node_replacements.items():
-            if _quant_node_constraint(node):
-                replace_node_with_constant(model, node, constant)
-        unused = [n for n in model.graph.find_nodes(op="get_attr") if not n.users]
-        for node in unused:
-            if hasattr(model, node.target):
-                delattr(model, node.target)
-            model.graph.erase_node(node)
-        model.graph.eliminate_dead_code()
-        model.graph.lint()
-        model.recompile()
+    with _folder_class(_QuantizeFolder):
+        constant_fold_module.constant_fold(model, _quant_node_constraint)
     return model
+
+
+@contextlib.contextmanager
+def _folder_class(cls: type) -> Iterator[None]:
+    """torchao's constant_fold builds `cls` instead of its ConstantFolder in the block (the
+    result is the same whichever a concurrent caller gets: see `_QuantizeFolder`)."""
+    saved = constant_fold_module.ConstantFolder
+    constant_fold_module.ConstantFolder = cls
+    try:
+        yield
+    finally:
+        constant_fold_module.ConstantFolder = saved
 
 
 # the ops torchao's ConstantFolder.is_impure never folds (the weight's dequantize stays)
