@@ -45,8 +45,9 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     region has (one region if None); regions share one DRAM arena and one constant pool, and
     steps are never fused across a boundary. `units`: the steps and mappings to use instead of
     searching (tests). `on_chip_residency`: keep activations on chip between steps where the
-    cost model finds it faster (experimental, codegen/resident.py). `prefetch`: load each step's
-    first group during the previous step where SRAM allows (codegen/prefetch.py).
+    cost model finds it faster (codegen/resident.py; CompileOptions turns it on by default).
+    `prefetch`: load each step's first group during the previous step where SRAM allows
+    (codegen/prefetch.py).
     `cost_model`: what the mapping search estimates candidates with (None: the analytical
     model; tessel.schedule.cost_model); residency and prefetch re-estimate steps analytically.
 
