@@ -57,10 +57,6 @@ class StepConstants:
 
     blobs: tuple[bytes, ...] = ()
 
-    @property
-    def nbytes(self) -> int:
-        return sum(len(b) for b in self.blobs)
-
 
 @dataclass(frozen=True)
 class PlacedConstants:
