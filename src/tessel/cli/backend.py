@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.errors import TesselConfigError, TesselError
-from tessel.fileio import check_writable, write_atomic
+from tessel.fileio import check_writable
 
 if TYPE_CHECKING:  # numpy is imported by the commands, not by `tessel --help`
     import numpy as np
@@ -111,7 +111,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
                         progress=_progress, source=args.model,
                         dump=Dumps(stages, lambda text: print(
                             text, end="", file=sys.stderr if args.json else sys.stdout)))
-    write_atomic(args.output, cm.binary)  # = cm.save: the bytes the compile serialised once
+    cm.save(args.output)  # atomic; the bytes the compile serialised once
     seconds = time.perf_counter() - t0
     if args.json:
         print(json.dumps(_compile_result(cm, args.output, seconds), indent=1, sort_keys=True))
