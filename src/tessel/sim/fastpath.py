@@ -23,8 +23,10 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
   float32 GEMMs of exact integers (``_exact_gemm``);
 * REQUANT keeps its checked parameter plans across runs (keyed by the parameter bytes, as in
   the reference handler, so a program that writes its parameters at run time stays exact;
-  each closure also keeps its last bytes and plan) and runs int64 passes on a pooled copy of
-  the tile (``fastfix``: the FUSED form, one floor shift);
+  each closure also keeps its last bytes and plan) and runs pooled passes in rows of several
+  tile rows (``fastfix``: the FLOAT form, the accumulator clamped in int32 and one exact
+  float64 multiply-add and floor, where its bound is proved; else the FUSED form's int64
+  passes, one floor shift);
 * for one sample, REQUANT, CONV and MATMUL (float32), DWCONV (einsum) and ELTWISE (general)
   keep their numpy views and pooled buffers per (state, pool) (``Views``: the memories of
   ``NpuSession(reuse=True)`` persist between runs);
@@ -52,7 +54,14 @@ from tessel.isa.fields import AccMode, AccSrc, EltOp, LutMode, ParamMode, PoolOp
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT, rounding_div
-from tessel.sim.fastfix import LEFT, mbqm_inplace, requant_into, requant_plan
+from tessel.sim.fastfix import (
+    LEFT,
+    float_plan,
+    mbqm_inplace,
+    requant_into,
+    requant_plan,
+    work_buffers,
+)
 from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
@@ -623,8 +632,8 @@ def tile_rows(rows: int, ch: int) -> int:
 
 class TiledPlans:
     """Requantisation plans with their per-channel arrays repeated over ``tile_rows`` rows:
-    every pass of ``requant_into`` (on a contiguous int64 copy of the tile, reshaped to rows
-    of that many tile rows) is then a few long inner loops instead of ``rows`` loops of
+    every pass of ``requant_into`` (on the tile, or a contiguous copy, reshaped to rows of
+    that many tile rows) is then a few long inner loops instead of ``rows`` loops of
     ``ch`` elements, with plan arrays small enough to stay in cache (tiling to the whole tile,
     as before, was faster alone but not inside a run, where every tile's plan arrays came
     from memory); same values, same result. Keyed by (parameter key, rows); emptied when it
@@ -686,18 +695,22 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
                 raise Trap("bad parameters")  # the reference handler names the entry
             if len(plans) >= REQUANT_PLANS_MAX:
                 plans.clear()
-            plan = plans[key] = requant_plan(bias, q31, shift, *extra)
+            plan = requant_plan(bias, q31, shift, *extra)
+            plan = plans[key] = float_plan(plan) or plan
         tiled = tiled_plans.get((key, rows, ch), plan, rows, ch)
         memo[0] = (raw, tiled)  # one store: a thread reads bytes and plan together
-        x, dst, buf, tmp = views.get(state)
-        requant_into(x, dst, buf, tmp, tiled)
+        x, dst, work = views.get(state)
+        requant_into(x, dst, work, tiled)
 
     def make(state: MachineState) -> tuple:
         sram, pool = state.sram, state.pool
         x = _eview(state.acc_bytes if from_acc else sram, src_off, (rows, ch), src_s, I32)
-        shape = (x.size // row_len, row_len)  # int64 work rows of tile_rows tile rows
-        return (x, _eview(sram, dst_addr, (rows, ch), dst_s, dt),
-                pool.get(("rq", shape), shape, I64), pool.get(("rq2", shape), shape, I64))
+        shape = (x.size // row_len, row_len)  # work rows of tile_rows tile rows
+        if x.flags.c_contiguous:
+            x = x.reshape(shape)  # a view: no copy into the work shape
+        work = work_buffers(pool.get(("rq", shape), shape, I64),
+                            pool.get(("rq2", shape), shape, I64))
+        return (x, _eview(sram, dst_addr, (rows, ch), dst_s, dt), work)
     views = Views(make)
     memo: list = [(None, None)]  # (the last parameter bytes, their tiled plan)
 
@@ -706,8 +719,8 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
         last, plan = memo[0]
         if sram.ndim == 1 and p_addr + nbytes <= sram.shape[0] and \
                 sram[p_addr:p_addr + nbytes].tobytes() == last:
-            x, dst, buf, tmp = views.get(state)
-            requant_into(x, dst, buf, tmp, plan)
+            x, dst, work = views.get(state)
+            requant_into(x, dst, work, plan)
             return
         step(state)
     return step_memo

@@ -117,6 +117,42 @@ def test_requant_random(seed):
     _same_both_ways({V: [rq, rq]}, extra=[(2900, one)])
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_requant_float_form(seed):
+    """REQUANT with relu-floor parameters (the FLOAT form: int32 clamp, float64 multiply-add)
+    from contiguous and strided accumulator rows, int8 / int16, per channel / per tensor,
+    accumulators of every magnitude and many inside the unsaturated range: equal to the
+    reference handler (which keeps the integer forms); the form is checked to be taken."""
+    from tessel.sim.fastfix import FLOAT
+
+    rng = np.random.default_rng(300 + seed)
+    dt = [DType.I8, DType.I16][seed % 2]
+    zp = int(rng.integers(-100, 100))
+    per_tensor = seed % 4 == 3
+    p = 1 if per_tensor else 48
+    params = np.stack([rng.integers(-5000, 5000, p), rng.integers(2**30, 2**31, p),
+                       -rng.integers(1, 4 if dt == DType.I16 else 9, p)]).astype(np.int32)
+    rows, ch, stride = 12, 48, 48 + (seed % 3) * 5  # stride > ch: not contiguous
+    rq = I(Opcode.REQUANT, src=0, src_addr=0, src_stride=stride, rows=rows, ch=ch,
+           out_dtype=dt, dst_addr=8000, dst_stride=130, param_addr=2000,
+           param_mode=[ParamMode.PER_CHANNEL, ParamMode.PER_TENSOR][per_tensor],
+           out_zp=zp, act_min=zp, act_max=127 if dt == DType.I8 else 32767)
+    prep = prepare(program({V: [rq, rq]}), ARCH)
+    for k in range(3):
+        acc = rng.integers(-(2**31), 2**31, rows * stride + 64)
+        small = rng.random(acc.size) < 0.8  # mostly near the unsaturated range
+        acc[small] = rng.integers(-(1 << (12 + k * 4)), 1 << (12 + k * 4), int(small.sum()))
+        states = []
+        for fast in (True, False):
+            st = _state(seed + k)
+            st.sram[2000:2000 + params.nbytes] = params.view(np.uint8).reshape(-1)
+            st.acc_bytes[:acc.size * 4] = acc.astype(np.int32).view(np.uint8)
+            run_functional(prep, st, fast=fast)
+            states.append(st)
+        assert np.array_equal(states[0].sram, states[1].sram), k
+    assert [plan[0] for plan in prep.cache["requant_plans"].values()] == [FLOAT]
+
+
 def test_requant_bad_parameters_trap_like_the_reference():
     rq = I(Opcode.REQUANT, src=0, src_addr=0, src_stride=64, rows=1, ch=64, out_dtype=DType.I8,
            dst_addr=8000, dst_stride=64, param_addr=2000, param_mode=ParamMode.PER_CHANNEL,
