@@ -66,7 +66,7 @@ from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
 from tessel.sim.vector import _rescaled, _span, exec_lut, exec_requant
-from tessel.sim.window import Geometry
+from tessel.sim.window import Geometry, PhaseLayout
 
 Step = Callable[[MachineState], None]
 I8 = np.dtype("<i1")
@@ -74,6 +74,8 @@ F32 = np.dtype(np.float32)
 I64 = np.int64
 REQUANT_PLANS_MAX = 4096  # distinct parameter blocks kept per prepared program
 DW_EINSUM_MAX = 5000  # DWCONV outputs up to this many elements: one einsum (measured faster)
+DW_EINSUM_MIN_CH = 64  # ... with at least this many channels; else ``_dw_wide`` (measured)
+DW_WEIGHTS_MAX = 256  # DWCONV weight blocks repeated for ``_dw_wide``, per prepared program
 BATCH_GEMM_BYTES = 8 << 20  # a batch's CONV: samples per GEMM, by their im2col bytes
 BATCH_POOL_BYTES = 512 << 20  # a batch's host buffers (per session) above this: dropped
 
@@ -535,7 +537,7 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
 
 
 # ---- DWCONV --------------------------------------------------------------------------------
-def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
+def _build_dwconv(op: Op, sram_bytes: int, cache: dict) -> Step | None:
     f = op.f
     g = Geometry.of(f)
     ch = f["ch"]
@@ -612,6 +614,76 @@ def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
         np.subtract(src, in_zp, out=dst, dtype=F32)
         np.einsum("nyxijc,nijc->nyxc", win, wb, out=out)
         _acc_write(acc, out, accumulate)
+    if size <= DW_EINSUM_MAX and ch >= DW_EINSUM_MIN_CH:
+        return step
+    return _dw_wide(f, g, parts, store, step_any, cache)
+
+
+def _dw_wide(f: dict[str, Any], g: Geometry, parts: tuple, store: AccStore, step_any: Step,
+             cache: dict) -> Step:
+    """DWCONV for one sample as ``kh * kw`` multiply-adds over long rows: the input tile
+    (minus its zero point, float32) goes into the phases of a ``PhaseLayout`` (its padding
+    stays 0), each kernel position is then one ``(oh, pc * ch)`` view of a phase times that
+    position's weights repeated over ``pc`` columns (kept in ``cache`` per weight bytes), and
+    the valid columns of the sum go to the accumulator. Exact: every partial sum is an integer
+    below 2^24 (matrix.py), so the order of the additions does not matter. A batch runs
+    ``step_any``."""
+    ch = f["ch"]
+    _, _, dr, dc, tr, tc = parts
+    lay = PhaseLayout.of(g, ch, dc, tc)
+    key = ("dwph", lay.sw, lay.rows, lay.pc, ch, lay.phase_len, dr.start, dr.stop, dc.start,
+           dc.stop)
+    kk, wide = g.kh * g.kw, lay.pc * ch
+    in_addr, in_zp, w_addr = f["in_addr"], f["in_zp"], f["w_addr"]
+    tile_shape, tile_s = (g.in_h, g.in_w, ch), (f["in_stride_h"], f["in_stride_w"], 1)
+    w_shape, w_s = (g.kh, g.kw, ch), (g.kw * f["w_stride_k"], f["w_stride_k"], 1)
+    accumulate = store.accumulate
+
+    def make(state: MachineState) -> tuple:
+        pool, sram = state.pool, state.sram
+        buf = pool.get(key, (lay.size,), F32)
+        tile = _view(sram, in_addr, tile_shape, tile_s, I8)[0]
+        writes = [(tile[tr, cs], lay.phase(buf, p)[dr, ps]) for p, cs, ps in lay.writes]
+        taps = [lay.tap(buf, k, g.oh, g.sh) for k in range(kk)]
+        out = pool.get(("dw_o", g.oh, wide), (g.oh, wide), F32)
+        tmp = pool.get(("dw_t", g.oh, wide), (g.oh, wide), F32)
+        valid = out.reshape(g.oh, lay.pc, ch)[:, :g.ow]
+        acc = store.view(state)[0].reshape(g.oh, g.ow, ch)
+        return _view(sram, w_addr, w_shape, w_s, I8)[0], writes, taps, out, tmp, valid, acc
+    views = Views(make)
+    memo: list = [(None, None)]  # (the last weight bytes, their repeated rows)
+
+    def weights(raw: bytes, w8: np.ndarray) -> np.ndarray:
+        wkey = (raw, kk, ch, lay.pc)
+        wt = cache.get(wkey)
+        if wt is None:
+            if len(cache) >= DW_WEIGHTS_MAX:
+                cache.clear()
+            wt = np.empty((kk, lay.pc, ch), F32)
+            wt[...] = w8.reshape(kk, 1, ch)
+            wt = cache[wkey] = wt.reshape(kk, wide)
+        return wt
+
+    def step(state: MachineState) -> None:
+        if state.batch is not None:
+            step_any(state)
+            return
+        w8, writes, taps, out, tmp, valid, acc = views.get(state)
+        raw = w8.tobytes()
+        last, wt = memo[0]
+        if raw != last:
+            wt = weights(raw, w8)
+            memo[0] = (raw, wt)  # one store: a thread reads bytes and rows together
+        for src, dst in writes:
+            np.subtract(src, in_zp, out=dst, dtype=F32)
+        np.multiply(taps[0], wt[0], out=out)
+        for k in range(1, kk):
+            np.multiply(taps[k], wt[k], out=tmp)
+            out += tmp
+        if accumulate:
+            acc += valid.astype(np.int32)  # int32 addition wraps
+        else:
+            np.copyto(acc, valid, casting="unsafe")  # exact integers below 2^24
     return step
 
 
@@ -1202,7 +1274,8 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
     Opcode.DMA_STORE: lambda op, prep: _build_dma(op),
     Opcode.CONV: lambda op, prep: _build_conv(op, prep.arch.onchip.sram_bytes),
-    Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes),
+    Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes,
+                                                  prep.cache.setdefault("dw_weights", {})),
     Opcode.MATMUL: lambda op, prep: _build_matmul(op),
     Opcode.POOL: lambda op, prep: _build_pool(op, prep.arch.onchip.sram_bytes),
     Opcode.LUT: lambda op, prep: _build_lut(op, prep.cache.setdefault("lut_tables", {})),

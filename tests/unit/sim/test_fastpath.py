@@ -101,6 +101,47 @@ def test_dwconv_variants():
         _same_both_ways({V: [I(Opcode.DWCONV, **f)]})
 
 
+def _dw(ch, in_h, in_w, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, **kw_):
+    return dict(in_addr=0, in_h=in_h, in_w=in_w, in_stride_h=in_w * ch + 3, in_stride_w=ch,
+                ch=ch, in_zp=-9, kh=kh, kw=kw, stride_h=sh, stride_w=sw, dil_h=dh, dil_w=dw,
+                pad_top=pt, pad_left=pl, out_h=oh, out_w=ow, w_addr=40_000, w_stride_k=ch + 1,
+                acc_addr=10, acc_stride=ch + 2, **kw_)
+
+
+@pytest.mark.parametrize("f", [
+    _dw(16, 4, 14, 3, 3, 1, 1, 1, 1, 1, 1, 4, 14),  # stride 1: one phase
+    _dw(16, 5, 14, 3, 3, 2, 2, 1, 1, 1, 1, 3, 7),  # stride 2: two phases, padding both sides
+    _dw(16, 5, 13, 3, 3, 2, 2, 1, 1, 0, 0, 2, 6),  # stride 2 without padding, odd width
+    _dw(8, 6, 16, 3, 3, 1, 3, 1, 1, 1, 2, 6, 6),  # stride 3, pad_left 2
+    _dw(8, 8, 12, 3, 3, 1, 1, 2, 2, 2, 2, 8, 12),  # dilation 2
+    _dw(8, 7, 15, 3, 5, 1, 2, 2, 3, 1, 4, 5, 8),  # stride 2 and dilation 3: phases mix
+    _dw(24, 3, 9, 5, 5, 1, 1, 1, 1, 2, 2, 3, 9),  # 5x5
+    _dw(32, 4, 10, 3, 3, 1, 1, 1, 1, 1, 1, 4, 10, mode=AccMode.ACCUMULATE),
+    _dw(16, 3, 7, 1, 1, 1, 1, 1, 1, 0, 0, 3, 7),  # 1x1
+    _dw(64, 2, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2, 8),  # 64 channels, small: the einsum
+    _dw(64, 8, 14, 3, 3, 1, 1, 1, 1, 1, 1, 8, 14),  # 64 channels, large: wide rows
+])
+def test_dwconv_wide_rows(f):
+    """DWCONV over the phases of a strided frame (``_dw_wide``) and the einsum: every stride,
+    dilation and padding of the columns, accumulate mode, equal to the reference; run twice
+    with other data (the frame's border and the repeated weights are reused)."""
+    _same_both_ways({V: [I(Opcode.DWCONV, **f)]}, seeds=(0, 1, 2, 3))
+
+
+def test_dwconv_wide_rows_follow_new_weights():
+    """The repeated weight rows are keyed by the weights' bytes: new weights, new rows."""
+    f = _dw(16, 4, 14, 3, 3, 1, 1, 1, 1, 1, 1, 4, 14)
+    prep = prepare(program({V: [I(Opcode.DWCONV, **f)]}), ARCH)
+    for seed in range(3):
+        fast, ref = _state(seed), _state(seed)
+        for st in (fast, ref):
+            st.sram[40_000:40_000 + 9 * 17] = np.random.default_rng(seed).integers(
+                0, 256, 9 * 17, dtype=np.uint8)
+        run_functional(prep, fast, fast=True)
+        run_functional(prep, ref, fast=False)
+        assert np.array_equal(fast.acc_bytes, ref.acc_bytes), seed
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_requant_random(seed):
     rng = np.random.default_rng(seed)
