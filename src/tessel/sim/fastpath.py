@@ -481,27 +481,35 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
                                                          frame.reshape(-1, cin)), a, out, acc)
     views = Views(make)
     accumulate = store.accumulate
+    # a reduction no longer than chunk is exact in one float32 GEMM, straight into an
+    # overwritten accumulator (``_exact_gemm`` / ``_acc_write`` without their checks)
+    plain = k <= chunk and not accumulate
+    # the int8 GEMM: the padding must be representable (it is in_zp, contributing 0)
+    mm = int_mm() if -128 <= in_zp <= 127 and k <= INT_MM_K_MAX else None
+    batch_step: list = [step_any]  # step_int once defined: a batch's GEMM has every sample
 
     def step(state: MachineState) -> None:
         """``step`` for one sample, its views kept (``Views``)."""
         if state.batch is not None:
-            step_any(state)
+            batch_step[0](state)
             return
         w8, wb, src, dst, frame_parts, a, out, acc = views.get(state)
-        pool = state.pool
         np.subtract(w8, w_zp, out=wb, dtype=F32)
         np.subtract(src, in_zp, out=dst, dtype=F32)
+        if frame_parts is not None:
+            np.copyto(frame_parts[1], frame_parts[0])
+        if plain:
+            np.dot(a, wb.reshape(k, cout), out=out)
+            np.copyto(acc, out, casting="unsafe")  # exact integers below 2^24
+            return
+        pool = state.pool
         if frame_parts is None:
             l1 = lambda: _row_l1_max(a, pool)  # noqa: E731
         else:
-            win, a_win, frame2d = frame_parts
-            np.copyto(a_win, win)
-            l1 = lambda: kk * _row_l1_max(frame2d, pool)  # noqa: E731
+            l1 = lambda: kk * _row_l1_max(frame_parts[2], pool)  # noqa: E731
         _acc_write(acc, _exact_gemm(a, wb.reshape(k, cout), out, chunk, l1,
                                     lambda: _int8_max_abs(w8, w_zp)), accumulate)
 
-    # the int8 GEMM: the padding must be representable (it is in_zp, contributing 0)
-    mm = int_mm() if -128 <= in_zp <= 127 and k <= INT_MM_K_MAX else None
     if mm is None:
         return step
     frame8_key = (*frame_key, "i8", in_zp)
@@ -535,7 +543,8 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
                                  strides=(s0, g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
                 np.copyto(a.reshape(hi - lo, *win_shape), win)
             store(state, int8_gemm(mm, a, wc, in_zp, w_zp, pool), slice(lo, hi))
-    return _by_size(step, step_int, m * k * cout)
+    batch_step[0] = step_int
+    return step_int if m * k * cout >= INT_MM_MIN_MACS else step
 
 
 # ---- DWCONV --------------------------------------------------------------------------------
