@@ -27,7 +27,9 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
   tile rows (``fastfix``: the FLOAT form, the accumulator clamped in int32 and one exact
   float64 multiply-add and floor, where its bound is proved; else the FUSED form's int64
   passes, one floor shift);
-* for one sample, REQUANT, CONV and MATMUL (float32), DWCONV (einsum) and ELTWISE (general)
+* DWCONV for one sample is ``kh * kw`` multiply-adds over long rows of a frame split by the
+  column stride (``_dw_wide``), small tiles of >= 64 channels one einsum;
+* for one sample, REQUANT, CONV and MATMUL (float32), DWCONV and ELTWISE (general)
   keep their numpy views and pooled buffers per (state, pool) (``Views``: the memories of
   ``NpuSession(reuse=True)`` persist between runs);
 * ELTWISE / LUT read values from tables of the reference steps over every input value (int8
