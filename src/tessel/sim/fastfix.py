@@ -16,9 +16,16 @@ Two identities make it cheap (both follow from the definitions in docs/numerics.
   because ``q31 < 2^31``;
 * the rounding right shift by ``e >= 1`` (halves away from zero) is
   ``(x + 2^(e-1) - [x < 0]) >> e`` (floor shift); by ``e = 0`` it is ``x``.
+
+The simulator's fast path adds a float64 form of a FUSED plan (``float_plan``): the
+accumulator clamped in int32 to the range whose outputs are not saturated, then one float64
+multiply-add and a floor, exact by a bound proved per channel from the parameters alone (the
+reference handler keeps the integer forms, so the fast path is tested against them).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -81,7 +88,7 @@ def requantize_fast(acc: np.ndarray, bias: np.ndarray, q31: np.ndarray, shift: n
     return requant_apply(acc, requant_plan(bias, q31, shift, zp, lo, hi), dtype)
 
 
-GENERAL, LEFT, FUSED = 0, 1, 2  # the forms of a plan (its first element)
+GENERAL, LEFT, FUSED, FLOAT = 0, 1, 2, 3  # the forms of a plan (its first element)
 _I64_LIMIT = 2**63
 
 
@@ -141,8 +148,90 @@ def _fused(q31: np.ndarray, add: np.ndarray, right: np.ndarray, rounding: np.nda
     return (FUSED, q31, add, c2, total, kmask, lo_c, hi_c)
 
 
+_F64_EXACT = 2**53
+
+
+def float_plan(plan: tuple) -> tuple | None:
+    """The FLOAT form of a FUSED plan without the sign correction (a fused ReLU floor, or no
+    right shift), or None where it is not proven exact (any other form or a correction, a
+    zero multiplier, an output step that jumps over a clamp bound, no room in float64).
+
+    Such a plan computes ``clamp(y(acc), lo_c, hi_c)`` with ``y(acc) = floor((acc q31 + B) /
+    2^T)`` (``B`` = its ``add``), non-decreasing in ``acc`` (``q31 > 0``). With ``a_lo`` the
+    smallest int32 with ``y >= lo_c`` and ``a_hi`` the largest with ``y <= hi_c`` (binary
+    searches on the exact int64 steps), ``clamp(y(acc)) = y(clamp(acc, a_lo, a_hi))`` when
+    ``y(a_lo) = lo_c`` (or ``a_lo = INT32_MIN``) and ``y(a_hi) = hi_c`` (or ``a_hi =
+    INT32_MAX``): a clamped accumulator gets its bound's output, any other keeps its own. On
+    ``[a_lo, a_hi]`` the float64 steps ``floor(acc Q + A)``, ``Q = q31 2^-T``, ``A = B 2^-T``
+    are exact when ``max |acc| q31 + |B| < 2^53``: the product and the sum are integer
+    multiples of ``2^-T`` below ``2^(53 - T)`` in magnitude (scaling by a power of two is
+    exact), so nothing rounds before the floor; the outputs lie in ``[lo_c, hi_c]``, inside
+    the output type, so the final clamp is gone as well. (The correction as a masked float64
+    pass cost more than the FUSED form's four int64 passes: not done.)
+    """
+    if plan[0] != FUSED or plan[5] is not None:
+        return None
+    _, q31, add, _, total, _, lo_c, hi_c = plan
+    if (q31 <= 0).any() or (lo_c > hi_c).any():
+        return None
+    a_lo = _first_at_least(plan, lo_c)
+    a_hi = _first_at_least(plan, hi_c + 1) - 1
+    at_lo = _unclamped(plan, np.clip(a_lo, INT32_MIN, INT32_MAX))
+    at_hi = _unclamped(plan, np.clip(a_hi, INT32_MIN, INT32_MAX))
+    if ((a_lo > a_hi).any() or ((a_lo > INT32_MIN) & (at_lo != lo_c)).any()
+            or ((a_hi < INT32_MAX) & (at_hi != hi_c)).any()):
+        return None
+    for lo, hi, q, b in zip(a_lo.tolist(), a_hi.tolist(), q31.tolist(), add.tolist(),
+                            strict=True):
+        if max(abs(lo), abs(hi)) * q + abs(b) >= _F64_EXACT:
+            return None
+    scale = np.ldexp(1.0, -total)  # 2^-T per channel, exact
+    i32 = np.dtype(np.int32)
+    # q31 < 2^31 and |B| < 2^53 fit the significand: Q and A are exact
+    return (FLOAT, a_lo.astype(i32), a_hi.astype(i32), q31 * scale,
+            add.astype(np.float64) * scale)
+
+
+def _unclamped(plan: tuple, acc: np.ndarray) -> np.ndarray:
+    """``y(acc)`` of a FUSED plan without the sign correction, before its clamp: int64
+    accumulators inside int32, one per channel (the plan's proof: no int64 overflow)."""
+    _, q31, add, _, total, _, _, _ = plan
+    return (acc * q31 + add) >> total
+
+
+def _first_at_least(plan: tuple, target: np.ndarray) -> np.ndarray:
+    """Per channel, the smallest int32 ``acc`` with ``_unclamped(acc) >= target``
+    (``INT32_MAX + 1`` when none), by a binary search (``_unclamped`` is non-decreasing)."""
+    lo = np.full(target.shape, INT32_MIN, I64)
+    hi = np.full(target.shape, INT32_MAX + 1, I64)
+    while (lo < hi).any():
+        mid = (lo + hi) >> 1  # < hi <= INT32_MAX + 1 where lo < hi
+        ok = _unclamped(plan, np.minimum(mid, INT32_MAX)) >= target
+        open_ = lo < hi
+        hi = np.where(open_ & ok, mid, hi)
+        lo = np.where(open_ & ~ok, mid + 1, lo)
+    return lo
+
+
+class Work(NamedTuple):
+    """Work buffers of one accumulator shape (contiguous): two int64 ones (``_fast_requant``)
+    and the FLOAT form's float64 (the first one's bytes) and int32 (the second's)."""
+
+    i64: np.ndarray
+    i64b: np.ndarray
+    f64: np.ndarray
+    i32: np.ndarray
+
+
+def work_buffers(a: np.ndarray, b: np.ndarray) -> Work:
+    """``Work`` over two C-contiguous int64 arrays of the accumulator's shape."""
+    raw = b.reshape(-1).view(np.int32)
+    return Work(a, b, a.view(np.float64), raw[:a.size].reshape(a.shape))
+
+
 def requant_apply(acc: np.ndarray, plan: tuple, dtype: np.dtype) -> np.ndarray:
-    """``requantize_fast`` with the parameters' part from ``requant_plan``."""
+    """``requantize_fast`` with the parameters' part from ``requant_plan`` (or
+    ``float_plan``)."""
     if plan[0] == LEFT:
         _, bias, q31, shift, zp, lo, hi = plan
         t = np.add(acc, bias, dtype=I64)
@@ -152,18 +241,51 @@ def requant_apply(acc: np.ndarray, plan: tuple, dtype: np.dtype) -> np.ndarray:
         np.maximum(t, lo, out=t)
         np.minimum(t, hi, out=t)
         return t.astype(dtype)
+    if plan[0] == FLOAT:
+        return _float_requant(acc, plan).astype(dtype)
     return _fast_requant(acc, plan).astype(dtype)
 
 
-def requant_into(acc: np.ndarray, dst: np.ndarray, buf: np.ndarray | None,
-                 tmp: np.ndarray | None, plan: tuple) -> None:
+def requant_into(acc: np.ndarray, dst: np.ndarray, work: Work | None, plan: tuple) -> None:
     """``dst[...] = requant_apply(acc, plan, dst.dtype)`` without the intermediate output
-    array: the clamped int64 values (inside ``dst``'s type) are cast while being stored.
-    ``buf`` / ``tmp``: int64 work buffers of ``acc``'s shape (``_fast_requant``) or None."""
-    if plan[0] == LEFT:
-        dst[...] = requant_apply(acc, plan, dst.dtype)
+    array: the clamped values (integers inside ``dst``'s type) are cast while being stored.
+    ``work``: buffers of ``acc``'s shape, or None (new arrays)."""
+    if plan[0] == LEFT:  # its arrays per channel: acc in dst's shape
+        dst[...] = requant_apply(acc.reshape(dst.shape), plan, dst.dtype)
         return
-    np.copyto(dst, _fast_requant(acc, plan, buf, tmp).reshape(dst.shape), casting="unsafe")
+    if plan[0] == FLOAT:
+        y = _float_requant(acc, plan, work)
+    elif work is None:
+        y = _fast_requant(acc, plan)
+    else:
+        y = _fast_requant(acc, plan, work.i64, work.i64b)
+    np.copyto(dst, y.reshape(dst.shape), casting="unsafe")
+
+
+def _float_requant(acc: np.ndarray, plan: tuple, work: Work | None = None) -> np.ndarray:
+    """The float64 result (integers in ``[lo_c, hi_c]``) of a FLOAT plan (``float_plan``):
+    ``acc`` clamped in int32, converted, one multiply-add and a floor (an int32 x float64
+    multiply costs more than the conversion and a float64 one); in ``work.f64`` (None: new
+    arrays). With ``work`` the passes run in its shape (e.g. rows of several tile rows, the
+    plan's arrays tiled to match): ``acc`` of another shape is copied there first."""
+    _, a_lo, a_hi, q, a = plan
+    if work is None:
+        c = np.maximum(acc, a_lo)
+    else:
+        c = work.i32
+        if acc.shape != c.shape:
+            np.copyto(c.reshape(acc.shape), acc)
+            acc = c
+        np.maximum(acc, a_lo, out=c)
+    np.minimum(c, a_hi, out=c)
+    if work is None:
+        v = c.astype(np.float64)
+    else:
+        v = work.f64
+        np.copyto(v, c)
+    v *= q
+    v += a
+    return np.floor(v, out=v)
 
 
 def _fast_requant(acc: np.ndarray, plan: tuple, buf: np.ndarray | None = None,

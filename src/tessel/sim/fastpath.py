@@ -23,9 +23,13 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
   float32 GEMMs of exact integers (``_exact_gemm``);
 * REQUANT keeps its checked parameter plans across runs (keyed by the parameter bytes, as in
   the reference handler, so a program that writes its parameters at run time stays exact;
-  each closure also keeps its last bytes and plan) and runs int64 passes on a pooled copy of
-  the tile (``fastfix``: the FUSED form, one floor shift);
-* for one sample, REQUANT, CONV and MATMUL (float32), DWCONV (einsum) and ELTWISE (general)
+  each closure also keeps its last bytes and plan) and runs pooled passes in rows of several
+  tile rows (``fastfix``: the FLOAT form, the accumulator clamped in int32 and one exact
+  float64 multiply-add and floor, where its bound is proved; else the FUSED form's int64
+  passes, one floor shift);
+* DWCONV for one sample is ``kh * kw`` multiply-adds over long rows of a frame split by the
+  column stride (``_dw_wide``), small tiles of >= 64 channels one einsum;
+* for one sample, REQUANT, CONV and MATMUL (float32), DWCONV and ELTWISE (general)
   keep their numpy views and pooled buffers per (state, pool) (``Views``: the memories of
   ``NpuSession(reuse=True)`` persist between runs);
 * ELTWISE / LUT read values from tables of the reference steps over every input value (int8
@@ -52,12 +56,19 @@ from tessel.isa.fields import AccMode, AccSrc, EltOp, LutMode, ParamMode, PoolOp
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT, rounding_div
-from tessel.sim.fastfix import LEFT, mbqm_inplace, requant_into, requant_plan
+from tessel.sim.fastfix import (
+    LEFT,
+    float_plan,
+    mbqm_inplace,
+    requant_into,
+    requant_plan,
+    work_buffers,
+)
 from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
 from tessel.sim.vector import _rescaled, _span, exec_lut, exec_requant
-from tessel.sim.window import Geometry
+from tessel.sim.window import Geometry, PhaseLayout
 
 Step = Callable[[MachineState], None]
 I8 = np.dtype("<i1")
@@ -65,6 +76,8 @@ F32 = np.dtype(np.float32)
 I64 = np.int64
 REQUANT_PLANS_MAX = 4096  # distinct parameter blocks kept per prepared program
 DW_EINSUM_MAX = 5000  # DWCONV outputs up to this many elements: one einsum (measured faster)
+DW_EINSUM_MIN_CH = 64  # ... with at least this many channels; else ``_dw_wide`` (measured)
+DW_WEIGHTS_MAX = 256  # DWCONV weight blocks repeated for ``_dw_wide``, per prepared program
 BATCH_GEMM_BYTES = 8 << 20  # a batch's CONV: samples per GEMM, by their im2col bytes
 BATCH_POOL_BYTES = 512 << 20  # a batch's host buffers (per session) above this: dropped
 
@@ -285,6 +298,8 @@ def _exact_gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, chunk: int,
             for lo in range(0, k, chunk):
                 res += a[..., lo:lo + chunk] @ b[..., lo:lo + chunk, :]  # exact, float64 sum
             return res
+    if a.ndim == 2 and b.ndim == 2:
+        return np.dot(a, b, out=out)  # the same BLAS GEMM, ~0.5 us less per call than matmul
     return np.matmul(a, b, out=out)
 
 
@@ -468,27 +483,35 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
                                                          frame.reshape(-1, cin)), a, out, acc)
     views = Views(make)
     accumulate = store.accumulate
+    # a reduction no longer than chunk is exact in one float32 GEMM, straight into an
+    # overwritten accumulator (``_exact_gemm`` / ``_acc_write`` without their checks)
+    plain = k <= chunk and not accumulate
+    # the int8 GEMM: the padding must be representable (it is in_zp, contributing 0)
+    mm = int_mm() if -128 <= in_zp <= 127 and k <= INT_MM_K_MAX else None
+    batch_step: list = [step_any]  # step_int once defined: a batch's GEMM has every sample
 
     def step(state: MachineState) -> None:
         """``step`` for one sample, its views kept (``Views``)."""
         if state.batch is not None:
-            step_any(state)
+            batch_step[0](state)
             return
         w8, wb, src, dst, frame_parts, a, out, acc = views.get(state)
-        pool = state.pool
         np.subtract(w8, w_zp, out=wb, dtype=F32)
         np.subtract(src, in_zp, out=dst, dtype=F32)
+        if frame_parts is not None:
+            np.copyto(frame_parts[1], frame_parts[0])
+        if plain:
+            np.dot(a, wb.reshape(k, cout), out=out)
+            np.copyto(acc, out, casting="unsafe")  # exact integers below 2^24
+            return
+        pool = state.pool
         if frame_parts is None:
             l1 = lambda: _row_l1_max(a, pool)  # noqa: E731
         else:
-            win, a_win, frame2d = frame_parts
-            np.copyto(a_win, win)
-            l1 = lambda: kk * _row_l1_max(frame2d, pool)  # noqa: E731
+            l1 = lambda: kk * _row_l1_max(frame_parts[2], pool)  # noqa: E731
         _acc_write(acc, _exact_gemm(a, wb.reshape(k, cout), out, chunk, l1,
                                     lambda: _int8_max_abs(w8, w_zp)), accumulate)
 
-    # the int8 GEMM: the padding must be representable (it is in_zp, contributing 0)
-    mm = int_mm() if -128 <= in_zp <= 127 and k <= INT_MM_K_MAX else None
     if mm is None:
         return step
     frame8_key = (*frame_key, "i8", in_zp)
@@ -522,11 +545,12 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
                                  strides=(s0, g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
                 np.copyto(a.reshape(hi - lo, *win_shape), win)
             store(state, int8_gemm(mm, a, wc, in_zp, w_zp, pool), slice(lo, hi))
-    return _by_size(step, step_int, m * k * cout)
+    batch_step[0] = step_int
+    return step_int if m * k * cout >= INT_MM_MIN_MACS else step
 
 
 # ---- DWCONV --------------------------------------------------------------------------------
-def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
+def _build_dwconv(op: Op, sram_bytes: int, cache: dict) -> Step | None:
     f = op.f
     g = Geometry.of(f)
     ch = f["ch"]
@@ -603,6 +627,90 @@ def _build_dwconv(op: Op, sram_bytes: int) -> Step | None:
         np.subtract(src, in_zp, out=dst, dtype=F32)
         np.einsum("nyxijc,nijc->nyxc", win, wb, out=out)
         _acc_write(acc, out, accumulate)
+    if size <= DW_EINSUM_MAX and ch >= DW_EINSUM_MIN_CH:
+        return step
+    return _dw_wide(f, g, parts, store, step_any, cache)
+
+
+def _dw_wide(f: dict[str, Any], g: Geometry, parts: tuple, store: AccStore, step_any: Step,
+             cache: dict) -> Step:
+    """DWCONV for one sample as ``kh * kw`` multiply-adds over long rows: the input tile
+    (minus its zero point, float32) goes into the phases of a ``PhaseLayout`` (its padding
+    stays 0), each kernel position is then one ``(oh, pc * ch)`` view of a phase times that
+    position's weights repeated over ``pc`` columns (kept in ``cache`` per weight bytes), and
+    the valid columns of the sum go to the accumulator. With a column stride of 1 every
+    position is one slice of a single 4-D view: one multiply into a pooled product and one
+    sum over the positions (measured faster than the loop). Exact: every partial sum is an
+    integer below 2^24 (matrix.py), so the order of the additions does not matter. A batch
+    runs ``step_any``."""
+    ch = f["ch"]
+    _, _, dr, dc, tr, tc = parts
+    lay = PhaseLayout.of(g, ch, dc, tc)
+    key = ("dwph", lay.sw, lay.rows, lay.pc, ch, lay.phase_len, dr.start, dr.stop, dc.start,
+           dc.stop)
+    kk, wide = g.kh * g.kw, lay.pc * ch
+    in_addr, in_zp, w_addr = f["in_addr"], f["in_zp"], f["w_addr"]
+    tile_shape, tile_s = (g.in_h, g.in_w, ch), (f["in_stride_h"], f["in_stride_w"], 1)
+    w_shape, w_s = (g.kh, g.kw, ch), (g.kw * f["w_stride_k"], f["w_stride_k"], 1)
+    accumulate, stacked = store.accumulate, lay.sw == 1
+
+    def make(state: MachineState) -> tuple:
+        pool, sram = state.pool, state.sram
+        buf = pool.get(key, (lay.size,), F32)
+        tile = _view(sram, in_addr, tile_shape, tile_s, I8)[0]
+        writes = [(tile[tr, cs], lay.phase(buf, p)[dr, ps]) for p, cs, ps in lay.writes]
+        out = pool.get(("dw_o", g.oh, wide), (g.oh, wide), F32)
+        if stacked:  # (kh, kw, oh, wide): position (ky, kx) at (ky dh pc + kx dw) ch
+            it = buf.itemsize
+            taps = np.ndarray((g.kh, g.kw, g.oh, wide), F32, buffer=buf, strides=(
+                g.dh * wide * it, g.dw * ch * it, g.sh * wide * it, it))
+            tmp = pool.get(("dw_p", kk, g.oh, wide), (g.kh, g.kw, g.oh, wide), F32)
+        else:
+            taps = [lay.tap(buf, k, g.oh, g.sh) for k in range(kk)]
+            tmp = pool.get(("dw_t", g.oh, wide), (g.oh, wide), F32)
+        valid = out.reshape(g.oh, lay.pc, ch)[:, :g.ow]
+        acc = store.view(state)[0].reshape(g.oh, g.ow, ch)
+        return _view(sram, w_addr, w_shape, w_s, I8)[0], writes, taps, out, tmp, valid, acc
+    views = Views(make)
+    memo: list = [(None, None)]  # (the last weight bytes, their repeated rows)
+
+    def weights(raw: bytes, w8: np.ndarray) -> np.ndarray:
+        """``(kh, kw, 1, pc * ch)``: each position's weights repeated over ``pc`` columns."""
+        wkey = (raw, kk, ch, lay.pc)
+        wt = cache.get(wkey)
+        if wt is None:
+            if len(cache) >= DW_WEIGHTS_MAX:
+                cache.clear()
+            wt = np.empty((g.kh, g.kw, lay.pc, ch), F32)
+            wt[...] = w8[:, :, None, :]
+            wt = cache[wkey] = wt.reshape(g.kh, g.kw, 1, wide)
+        return wt
+
+    def step(state: MachineState) -> None:
+        if state.batch is not None:
+            step_any(state)
+            return
+        w8, writes, taps, out, tmp, valid, acc = views.get(state)
+        raw = w8.tobytes()
+        last, wt = memo[0]
+        if raw != last:
+            wt = weights(raw, w8)
+            memo[0] = (raw, wt)  # one store: a thread reads bytes and rows together
+        for src, dst in writes:
+            np.subtract(src, in_zp, out=dst, dtype=F32)
+        if stacked:
+            np.multiply(taps, wt, out=tmp)
+            np.add.reduce(tmp.reshape(kk, g.oh, wide), axis=0, out=out)
+        else:
+            rows = wt.reshape(kk, wide)
+            np.multiply(taps[0], rows[0], out=out)
+            for k in range(1, kk):
+                np.multiply(taps[k], rows[k], out=tmp)
+                out += tmp
+        if accumulate:
+            acc += valid.astype(np.int32)  # int32 addition wraps
+        else:
+            np.copyto(acc, valid, casting="unsafe")  # exact integers below 2^24
     return step
 
 
@@ -623,8 +731,8 @@ def tile_rows(rows: int, ch: int) -> int:
 
 class TiledPlans:
     """Requantisation plans with their per-channel arrays repeated over ``tile_rows`` rows:
-    every pass of ``requant_into`` (on a contiguous int64 copy of the tile, reshaped to rows
-    of that many tile rows) is then a few long inner loops instead of ``rows`` loops of
+    every pass of ``requant_into`` (on the tile, or a contiguous copy, reshaped to rows of
+    that many tile rows) is then a few long inner loops instead of ``rows`` loops of
     ``ch`` elements, with plan arrays small enough to stay in cache (tiling to the whole tile,
     as before, was faster alone but not inside a run, where every tile's plan arrays came
     from memory); same values, same result. Keyed by (parameter key, rows); emptied when it
@@ -686,18 +794,22 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
                 raise Trap("bad parameters")  # the reference handler names the entry
             if len(plans) >= REQUANT_PLANS_MAX:
                 plans.clear()
-            plan = plans[key] = requant_plan(bias, q31, shift, *extra)
+            plan = requant_plan(bias, q31, shift, *extra)
+            plan = plans[key] = float_plan(plan) or plan
         tiled = tiled_plans.get((key, rows, ch), plan, rows, ch)
         memo[0] = (raw, tiled)  # one store: a thread reads bytes and plan together
-        x, dst, buf, tmp = views.get(state)
-        requant_into(x, dst, buf, tmp, tiled)
+        x, dst, work = views.get(state)
+        requant_into(x, dst, work, tiled)
 
     def make(state: MachineState) -> tuple:
         sram, pool = state.sram, state.pool
         x = _eview(state.acc_bytes if from_acc else sram, src_off, (rows, ch), src_s, I32)
-        shape = (x.size // row_len, row_len)  # int64 work rows of tile_rows tile rows
-        return (x, _eview(sram, dst_addr, (rows, ch), dst_s, dt),
-                pool.get(("rq", shape), shape, I64), pool.get(("rq2", shape), shape, I64))
+        shape = (x.size // row_len, row_len)  # work rows of tile_rows tile rows
+        if x.flags.c_contiguous:
+            x = x.reshape(shape)  # a view: no copy into the work shape
+        work = work_buffers(pool.get(("rq", shape), shape, I64),
+                            pool.get(("rq2", shape), shape, I64))
+        return (x, _eview(sram, dst_addr, (rows, ch), dst_s, dt), work)
     views = Views(make)
     memo: list = [(None, None)]  # (the last parameter bytes, their tiled plan)
 
@@ -706,8 +818,8 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
         last, plan = memo[0]
         if sram.ndim == 1 and p_addr + nbytes <= sram.shape[0] and \
                 sram[p_addr:p_addr + nbytes].tobytes() == last:
-            x, dst, buf, tmp = views.get(state)
-            requant_into(x, dst, buf, tmp, plan)
+            x, dst, work = views.get(state)
+            requant_into(x, dst, work, plan)
             return
         step(state)
     return step_memo
@@ -1189,7 +1301,8 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
     Opcode.DMA_STORE: lambda op, prep: _build_dma(op),
     Opcode.CONV: lambda op, prep: _build_conv(op, prep.arch.onchip.sram_bytes),
-    Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes),
+    Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes,
+                                                  prep.cache.setdefault("dw_weights", {})),
     Opcode.MATMUL: lambda op, prep: _build_matmul(op),
     Opcode.POOL: lambda op, prep: _build_pool(op, prep.arch.onchip.sram_bytes),
     Opcode.LUT: lambda op, prep: _build_lut(op, prep.cache.setdefault("lut_tables", {})),

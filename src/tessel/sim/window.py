@@ -108,3 +108,56 @@ def check_nonempty(g: Geometry, what: str) -> tuple[np.ndarray, np.ndarray]:
         raise Trap(f"{what}: the window of output ({oy}, {ox}) has no position inside the "
                    f"{g.in_h}x{g.in_w} input tile")
     return rows, cols
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseLayout:
+    """The padded frame of a window split by output column stride into ``sw`` phases (phase
+    ``p``: frame columns ``p, p + sw, ...``), each ``(rows, pc, C)`` and followed by a tail, in
+    one flat buffer: kernel position ``(ky, kx)`` then reads, for every output row, ``pc * C``
+    contiguous elements of one phase (``tap_offsets``), output column ``x`` at element
+    ``x * C`` (columns ``ow..pc-1`` of such a "wide" row are discarded). Every view stays
+    inside the buffer (the tail covers the last row's overrun)."""
+
+    sw: int
+    rows: int
+    pc: int  # columns per phase
+    ch: int
+    phase_len: int  # elements per phase, tail included
+    writes: tuple[tuple[int, slice, slice], ...]  # (phase, tile columns, phase columns)
+    tap_offsets: tuple[int, ...]  # per kernel position (ky outer): element offset of its view
+
+    @classmethod
+    def of(cls, g: Geometry, ch: int, dc: slice, tc: slice) -> PhaseLayout:
+        """``dc`` / ``tc``: the frame / tile columns of the tile's interior (``_frame_parts``)."""
+        rows, cols = g.needed()
+        s = g.sw
+        pc = -(-cols // s)
+        tail = ((g.kw - 1) * g.dw // s + 1) * ch
+        phase_len = rows * pc * ch + tail
+        writes = []
+        for p in range(s):
+            j0 = dc.start + (p - dc.start) % s  # the first interior frame column of phase p
+            if j0 < dc.stop:
+                n = len(range(j0, dc.stop, s))
+                c0 = tc.start + j0 - dc.start
+                writes.append((p, slice(c0, c0 + (n - 1) * s + 1, s), slice(j0 // s, j0 // s + n)))
+        offsets = tuple((kx * g.dw) % s * phase_len + (ky * g.dh * pc + kx * g.dw // s) * ch
+                        for ky in range(g.kh) for kx in range(g.kw))
+        return cls(s, rows, pc, ch, phase_len, tuple(writes), offsets)
+
+    @property
+    def size(self) -> int:
+        return self.sw * self.phase_len
+
+    def phase(self, buf: np.ndarray, p: int) -> np.ndarray:
+        """Phase ``p`` of the flat buffer as ``(rows, pc, C)``."""
+        lo = p * self.phase_len
+        return buf[lo:lo + self.rows * self.pc * self.ch].reshape(self.rows, self.pc, self.ch)
+
+    def tap(self, buf: np.ndarray, k: int, oh: int, sh: int) -> np.ndarray:
+        """Kernel position ``k``'s ``(oh, pc * C)`` wide rows of the flat buffer."""
+        it = buf.itemsize
+        return np.ndarray((oh, self.pc * self.ch), buf.dtype, buffer=buf,
+                          offset=self.tap_offsets[k] * it,
+                          strides=(sh * self.pc * self.ch * it, it))

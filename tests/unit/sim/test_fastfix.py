@@ -158,3 +158,120 @@ def test_fused_form_random_per_channel(seed):
     requant_plan(bias, q, shift, zp, lo, hi)
     got = requantize_fast(acc, bias, q, shift, zp, lo, hi, np.dtype(np.int8))
     assert np.array_equal(got, requantize(acc, bias, q, shift, zp, lo, hi, -1, np.int8))
+
+
+def _float_edges(plan: tuple, ch: int) -> np.ndarray:
+    """Accumulators at and around each channel's FLOAT clamp bounds, INT32 min / max, zero."""
+    _, a_lo, a_hi, _, _ = plan
+    cols = []
+    for c in range(ch):
+        lo, hi = int(a_lo[c]), int(a_hi[c])
+        vals = [INT32_MIN, INT32_MIN + 1, -1, 0, 1, INT32_MAX - 1, INT32_MAX,
+                (lo + hi) // 2] + [v + d for v in (lo, hi) for d in (-2, -1, 0, 1, 2)]
+        cols.append([min(max(v, INT32_MIN), INT32_MAX) for v in vals])
+    return np.array(cols, np.int64).T.astype(np.int32)
+
+
+@pytest.mark.parametrize("zp", [-128, -5, 0, 17])
+@pytest.mark.parametrize("floor", ["relu", "zero-shift"])
+def test_float_form_equals_the_reference_at_its_bounds(zp, floor):
+    """The FLOAT form (int32 clamp, float64 multiply-add, floor) on INT32 min / max and on
+    every accumulator next to its clamp bounds, where the saturated and unsaturated outputs
+    meet, for every right shift (relu floors) or no right shift (the floor at -128)."""
+    from tessel.sim.fastfix import FLOAT, float_plan, requant_apply, requant_plan
+
+    rng = np.random.default_rng(zp + 200)
+    forms = []
+    for r in range(0, 32):
+        rights = [r, r, r, 0, min(r + 1, 31), max(r - 1, 0)] if floor == "relu" else [0] * 6
+        q = np.array([1, 2**30, 1518500250, INT32_MAX, int(rng.integers(2**30, 2**31)),
+                      int(rng.integers(1, 2**31))], np.int64)
+        bias = np.array([0, -1, 5, -(2**20), 2**20, int(rng.integers(-(2**20), 2**20))],
+                        np.int64)
+        shift = -np.array(rights, np.int64)
+        lo = zp if floor == "relu" else -128
+        plan = requant_plan(bias, q, shift, zp, lo, 127)
+        fplan = float_plan(plan)
+        forms.append(fplan is not None)
+        if fplan is None:
+            continue
+        assert fplan[0] == FLOAT
+        acc = _float_edges(fplan, len(q))
+        got = requant_apply(acc, fplan, np.dtype(np.int8))
+        want = requantize(acc, bias, q, shift, zp, lo, 127, -1, np.int8)
+        assert np.array_equal(got, want), (r, rights)
+        for i, c in itertools.product(range(acc.shape[0]), range(len(q))):
+            assert got[i, c] == requantize_ref(int(acc[i, c]), int(bias[c]), int(q[c]),
+                                               int(shift[c]), zp, lo, 127)
+    assert all(forms[:12])  # taken up to a right shift of 12 (not a vacuous test)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_float_form_random(seed):
+    """Random per-channel parameters (relu floors, int8 and int16 outputs) and accumulators
+    of every magnitude: the FLOAT form equals the checked reference wherever it is taken."""
+    from tessel.sim.fastfix import float_plan, requant_apply, requant_plan
+
+    rng = np.random.default_rng(100 + seed)
+    ch, taken = 24, 0
+    for _ in range(20):
+        q = rng.integers(2**29, INT32_MAX, ch, endpoint=True)
+        wide = seed % 2 == 1  # int16: 2^15 outputs, a range 128x wider
+        shift = -rng.integers(0, 4 if wide else 10, ch)
+        bias = rng.integers(-(2**16), 2**16, ch)
+        zp = int(rng.integers(-1000, 1000)) if wide else int(rng.integers(-128, 128))
+        hi = 32767 if wide else 127
+        lo = max(zp, -32768 if wide else -128)
+        fplan = float_plan(requant_plan(bias, q, shift, zp, lo, hi))
+        if fplan is None:
+            continue
+        taken += 1
+        acc = rng.integers(INT32_MIN, INT32_MAX, (300, ch), endpoint=True)
+        acc[rng.random(acc.shape) < 0.7] >>= int(rng.integers(1, 31))
+        acc = np.vstack([acc, _float_edges(fplan, ch)]).astype(np.int32)
+        dt = np.dtype(np.int16 if wide else np.int8)
+        got = requant_apply(acc, fplan, dt)
+        assert np.array_equal(got, requantize(acc, bias, q, shift, zp, lo, hi, -1, dt))
+    assert taken >= 10
+
+
+def test_float_form_refused_without_proof():
+    """The sign correction (no relu floor, a right shift), a zero multiplier and ranges too
+    wide for float64 (a long right shift; a large bias) keep the integer forms."""
+    from tessel.sim.fastfix import FUSED, float_plan, requant_plan
+
+    one = np.array([2**30], np.int64)
+    assert float_plan(requant_plan(np.array([0]), one, np.array([-8]), 0, 0, 127)) is not None
+    corrected = requant_plan(np.array([0]), one, np.array([-8]), 0, -128, 127)
+    assert corrected[0] == FUSED and corrected[5] is not None
+    assert float_plan(corrected) is None
+    assert float_plan(requant_plan(np.array([0]), np.array([0]), np.array([-8]), 0, 0,
+                                   127)) is None
+    assert float_plan(requant_plan(np.array([0]), np.array([3]), np.array([-31]), 0, 0,
+                                   127)) is None
+    # |acc| near 2^24 (a large bias) times a multiplier near 2^31: beyond 2^53
+    assert float_plan(requant_plan(np.array([2**24]), np.array([2**31 - 1]), np.array([-2]),
+                                   0, 0, 127)) is None
+
+
+@pytest.mark.parametrize("right", [0, 1, 2, 3])
+@pytest.mark.parametrize("zp", [-128, -3, 60])
+def test_float_form_every_accumulator_of_its_range(right, zp):
+    """Every accumulator of each channel's unsaturated range (and a few beyond), multipliers
+    with many trailing zeros (the product lands exactly on integers and halves) and odd
+    ones: the FLOAT form equals the checked reference on all of them."""
+    from tessel.sim.fastfix import float_plan, requant_apply, requant_plan
+
+    q = np.array([2**30, 3 << 29, 5 << 28, 1518500249, INT32_MAX], np.int64)
+    bias = np.array([0, -3, 7, 12345, -(2**18)], np.int64)
+    shift = np.full(5, -right, np.int64)
+    plan = float_plan(requant_plan(bias, q, shift, zp, zp, 127))
+    assert plan is not None
+    _, a_lo, a_hi, _, _ = plan
+    for c in range(5):
+        acc = np.arange(int(a_lo[c]) - 3, int(a_hi[c]) + 4, dtype=np.int64)
+        acc = np.clip(acc, INT32_MIN, INT32_MAX).astype(np.int32)[:, None]
+        one = tuple(v[c:c + 1] if isinstance(v, np.ndarray) else v for v in plan)
+        got = requant_apply(acc, one, np.dtype(np.int8))
+        want = requantize(acc, bias[c], q[c], shift[c], zp, zp, 127, -1, np.int8)
+        assert np.array_equal(got, want), c

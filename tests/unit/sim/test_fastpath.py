@@ -101,6 +101,47 @@ def test_dwconv_variants():
         _same_both_ways({V: [I(Opcode.DWCONV, **f)]})
 
 
+def _dw(ch, in_h, in_w, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, **kw_):
+    return dict(in_addr=0, in_h=in_h, in_w=in_w, in_stride_h=in_w * ch + 3, in_stride_w=ch,
+                ch=ch, in_zp=-9, kh=kh, kw=kw, stride_h=sh, stride_w=sw, dil_h=dh, dil_w=dw,
+                pad_top=pt, pad_left=pl, out_h=oh, out_w=ow, w_addr=40_000, w_stride_k=ch + 1,
+                acc_addr=10, acc_stride=ch + 2, **kw_)
+
+
+@pytest.mark.parametrize("f", [
+    _dw(16, 4, 14, 3, 3, 1, 1, 1, 1, 1, 1, 4, 14),  # stride 1: one phase
+    _dw(16, 5, 14, 3, 3, 2, 2, 1, 1, 1, 1, 3, 7),  # stride 2: two phases, padding both sides
+    _dw(16, 5, 13, 3, 3, 2, 2, 1, 1, 0, 0, 2, 6),  # stride 2 without padding, odd width
+    _dw(8, 6, 16, 3, 3, 1, 3, 1, 1, 1, 2, 6, 6),  # stride 3, pad_left 2
+    _dw(8, 8, 12, 3, 3, 1, 1, 2, 2, 2, 2, 8, 12),  # dilation 2
+    _dw(8, 7, 15, 3, 5, 1, 2, 2, 3, 1, 4, 5, 8),  # stride 2 and dilation 3: phases mix
+    _dw(24, 3, 9, 5, 5, 1, 1, 1, 1, 2, 2, 3, 9),  # 5x5
+    _dw(32, 4, 10, 3, 3, 1, 1, 1, 1, 1, 1, 4, 10, mode=AccMode.ACCUMULATE),
+    _dw(16, 3, 7, 1, 1, 1, 1, 1, 1, 0, 0, 3, 7),  # 1x1
+    _dw(64, 2, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2, 8),  # 64 channels, small: the einsum
+    _dw(64, 8, 14, 3, 3, 1, 1, 1, 1, 1, 1, 8, 14),  # 64 channels, large: wide rows
+])
+def test_dwconv_wide_rows(f):
+    """DWCONV over the phases of a strided frame (``_dw_wide``) and the einsum: every stride,
+    dilation and padding of the columns, accumulate mode, equal to the reference; run twice
+    with other data (the frame's border and the repeated weights are reused)."""
+    _same_both_ways({V: [I(Opcode.DWCONV, **f)]}, seeds=(0, 1, 2, 3))
+
+
+def test_dwconv_wide_rows_follow_new_weights():
+    """The repeated weight rows are keyed by the weights' bytes: new weights, new rows."""
+    f = _dw(16, 4, 14, 3, 3, 1, 1, 1, 1, 1, 1, 4, 14)
+    prep = prepare(program({V: [I(Opcode.DWCONV, **f)]}), ARCH)
+    for seed in range(3):
+        fast, ref = _state(seed), _state(seed)
+        for st in (fast, ref):
+            st.sram[40_000:40_000 + 9 * 17] = np.random.default_rng(seed).integers(
+                0, 256, 9 * 17, dtype=np.uint8)
+        run_functional(prep, fast, fast=True)
+        run_functional(prep, ref, fast=False)
+        assert np.array_equal(fast.acc_bytes, ref.acc_bytes), seed
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_requant_random(seed):
     rng = np.random.default_rng(seed)
@@ -115,6 +156,42 @@ def test_requant_random(seed):
     one = _params(rng, 1).tobytes()
     # twice: the second run of a parameter block reuses its plan
     _same_both_ways({V: [rq, rq]}, extra=[(2900, one)])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_requant_float_form(seed):
+    """REQUANT with relu-floor parameters (the FLOAT form: int32 clamp, float64 multiply-add)
+    from contiguous and strided accumulator rows, int8 / int16, per channel / per tensor,
+    accumulators of every magnitude and many inside the unsaturated range: equal to the
+    reference handler (which keeps the integer forms); the form is checked to be taken."""
+    from tessel.sim.fastfix import FLOAT
+
+    rng = np.random.default_rng(300 + seed)
+    dt = [DType.I8, DType.I16][seed % 2]
+    zp = int(rng.integers(-100, 100))
+    per_tensor = seed % 4 == 3
+    p = 1 if per_tensor else 48
+    params = np.stack([rng.integers(-5000, 5000, p), rng.integers(2**30, 2**31, p),
+                       -rng.integers(1, 4 if dt == DType.I16 else 9, p)]).astype(np.int32)
+    rows, ch, stride = 12, 48, 48 + (seed % 3) * 5  # stride > ch: not contiguous
+    rq = I(Opcode.REQUANT, src=0, src_addr=0, src_stride=stride, rows=rows, ch=ch,
+           out_dtype=dt, dst_addr=8000, dst_stride=130, param_addr=2000,
+           param_mode=[ParamMode.PER_CHANNEL, ParamMode.PER_TENSOR][per_tensor],
+           out_zp=zp, act_min=zp, act_max=127 if dt == DType.I8 else 32767)
+    prep = prepare(program({V: [rq, rq]}), ARCH)
+    for k in range(3):
+        acc = rng.integers(-(2**31), 2**31, rows * stride + 64)
+        small = rng.random(acc.size) < 0.8  # mostly near the unsaturated range
+        acc[small] = rng.integers(-(1 << (12 + k * 4)), 1 << (12 + k * 4), int(small.sum()))
+        states = []
+        for fast in (True, False):
+            st = _state(seed + k)
+            st.sram[2000:2000 + params.nbytes] = params.view(np.uint8).reshape(-1)
+            st.acc_bytes[:acc.size * 4] = acc.astype(np.int32).view(np.uint8)
+            run_functional(prep, st, fast=fast)
+            states.append(st)
+        assert np.array_equal(states[0].sram, states[1].sram), k
+    assert [plan[0] for plan in prep.cache["requant_plans"].values()] == [FLOAT]
 
 
 def test_requant_bad_parameters_trap_like_the_reference():
@@ -281,8 +358,8 @@ def _kinds(streams) -> set[str]:
 def test_conv_int8_gemm(kw, every_gemm_int):
     streams = _conv(**kw)
     assert _kinds(streams) == ({"step"} if kw.get("in_zp") == 200 else {"step_int"})
-    every_gemm_int.INT_MM_MIN_MACS = 10**9  # one sample: float, a batch: int8
-    assert _kinds(streams) == ({"step"} if kw.get("in_zp") == 200 else {"step_small"})
+    every_gemm_int.INT_MM_MIN_MACS = 10**9  # one sample: float, a batch: int8 (its branch)
+    assert _kinds(streams) == {"step"}
     _batch_same_both_ways(streams, same=(0, 60_000))
     every_gemm_int.INT_MM_MIN_MACS = 0
     _same_both_ways(streams)
