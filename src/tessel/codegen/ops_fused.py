@@ -806,13 +806,16 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
         tl = groups[gi][t]
         st = geo.stripes[tl.stripe]
         cn = geo.chunks[tl.chunk][1]
-        # what the tile's costs and events read: shapes, not rows' positions or paddings
+        # what the tile's costs and events read: shapes, not rows' positions or paddings, and
+        # of the mapping only the depthwise engine (the others are addresses or in the shapes:
+        # the key holds across the chain's candidates, StepWork.cost_scope)
         win = geo.conv_window(st)[1] if g1 is not None and st.new else 0
         hosted = tuple(geo.conv_window(geo.stripes[i])[1] for i, _ in hosts.at(tl.pos))
-        return (tl.kind, cn, st.rows, st.n, st.keep, st.moved >= 0, st.new, win, hosted)
+        return (tl.kind, geo.dw_matrix, cn, st.rows, st.n, st.keep, st.moved >= 0, st.new, win,
+                hosted)
 
     shape = StepShape(uses_matrix=True, in_depth=IN_DEPTH, acc_depth=m.depth, group_depth=2)
-    return StepWork(shape, len(groups), group_fn, tile_fn, tile_key)
+    return StepWork(shape, len(groups), group_fn, tile_fn, tile_key, ctx.cost_scope(chain))
 
 
 def _conv_req(node: Node, acc: int, rows: int, ch: int, dst: int, dst_stride: int,

@@ -89,6 +89,11 @@ class StepWork:
     # optional: (group, tile) -> a key equal for tiles whose instructions cost the same (the
     # estimate then builds one tile per key instead of every tile)
     tile_key: Callable[[int, int], Hashable] | None = None
+    # optional: a token of the unit and context the step was built for
+    # (`CodegenContext.cost_scope`); tiles of works with the same scope and an equal tile_key
+    # cost the same, so an estimate's CostCache shares their costs between such works (the
+    # mapping search's candidates of one step). None: tile keys hold within this work only
+    cost_scope: Hashable | None = None
 
 
 def memoized(work: StepWork) -> StepWork:
@@ -113,7 +118,8 @@ def memoized(work: StepWork) -> StepWork:
             tile = tiles[key] = work.tile_fn(g, t, s)
         return tile
 
-    return StepWork(work.shape, work.group_count, group_fn, tile_fn, work.tile_key)
+    return StepWork(work.shape, work.group_count, group_fn, tile_fn, work.tile_key,
+                    work.cost_scope)
 
 
 @dataclass(frozen=True)
@@ -302,8 +308,12 @@ class _StepProgram:
 
     def _tile(self, work: StepWork, g: int, t: int, memo: dict[Hashable, tuple]) -> tuple:
         key = work.tile_key(g, t) if work.tile_key is not None else None
-        if key is not None and key in memo:
-            return memo[key]
+        if key is not None:
+            if work.cost_scope is not None:  # shared with the scope's other works
+                memo, key = self.cost.tiles, (work.cost_scope, key)
+            ops = memo.get(key)
+            if ops is not None:
+                return ops
         tile = work.tile_fn(g, t, self.slots)
         mwork = self.cost.sum(tile.matrix, Engine.MATRIX)
         vwork = self.cost.sum(tile.vector, Engine.VECTOR)
@@ -454,11 +464,14 @@ def limit(busy: dict[Engine, int], total: int) -> Bound:
 
 
 class CostCache:
-    """Per-instruction cycles on an engine, memoised (tiles repeat the same shapes)."""
+    """Per-instruction cycles on an engine, memoised (tiles repeat the same shapes); and
+    `tiles`: (cost scope, tile key) -> a tile's ops in `_StepProgram` (their cycles), shared by
+    the estimates of works with a `cost_scope`."""
 
     def __init__(self, arch: NpuArch):
         self.arch = arch
         self._cycles: dict[tuple[Instruction, Engine | None], int] = {}
+        self.tiles: dict[tuple[Hashable, Hashable], tuple] = {}
 
     def cycles(self, ins: Instruction, engine: Engine | None = None) -> int:
         c = self._cycles.get((ins, engine))
