@@ -335,7 +335,8 @@ class ChainGeometry:
                  geoms: tuple | None = None):
         self.g1, self.g2, self.g3 = geoms if geoms is not None else geometries(chain, ctx)
         g2 = self.g2
-        nmax = max(g2.in_rows(oy, min(m.rows, g2.oh - oy))[1] for oy in range(0, g2.oh, m.rows))
+        # the largest window a stripe reads (a stripe's `n` does not depend on the line buffer)
+        nmax = max(s.n for s in _stripes(g2, m.rows, None))
         self.cap = min(g2.h, nmax + m.line * m.rows * g2.sh) if self.g1 is not None else None
         self.stripes = _stripes(g2, m.rows, self.cap)
         c = self.g2.c  # the windowed member's input channels (the line buffer's)
@@ -345,9 +346,14 @@ class ChainGeometry:
         # buffers for data VECTOR reads from a load: the load of tile k waits, through MATRIX
         # k - IN_DEPTH, for VECTOR to finish tile k - IN_DEPTH - depth
         self.vin_slots = IN_DEPTH + m.depth
+        self._windows: dict[int, tuple[int, int, int]] = {}  # id(stripe) -> its conv window
 
     def conv_window(self, s: _Stripe) -> tuple[int, int, int]:
-        return self.g1.in_rows(s.new0, s.new)
+        """The conv's input rows for the stripe's new rows (one of `self.stripes`)."""
+        got = self._windows.get(id(s))
+        if got is None:
+            got = self._windows[id(s)] = self.g1.in_rows(s.new0, s.new)
+        return got
 
     def plan(self, chain: FusedChain) -> _Plan:
         return _Plan(chain.project is not None, self.g1 is not None, self.depth,
