@@ -376,8 +376,21 @@ def _pool_geometry(node: Node, ctx: CodegenContext) -> ops_conv.ConvGeometry:
 
 def order(plan: _Plan) -> tuple[_Groups, _Hosts]:
     """The step's tiles per group, and where the conv's input rows are loaded (_Hosts: tile
-    position -> [(stripe, buffer)], (chunk or -1, stripe) -> buffer)."""
-    return _order(plan)
+    position -> [(stripe, buffer)], (chunk or -1, stripe) -> buffer). Cached by what they
+    read of the plan: of each stripe only whether it rebases its line buffer and whether it
+    computes new conv rows (_jobs, _Hosts), so chains of other shapes share orders."""
+    key = (plan.project, plan.conv, plan.depth, plan.dw_matrix, plan.nchunks,
+           tuple((s.off == 0, s.new > 0) for s in plan.stripes))
+    got = _ORDERS.get(key)
+    if got is None:
+        if len(_ORDERS) >= 4096:
+            _ORDERS.clear()
+        groups = _tiles(plan)
+        got = _ORDERS[key] = groups, _Hosts(groups if plan.conv else None, plan)
+    return got
+
+
+_ORDERS: dict[tuple, tuple[_Groups, _Hosts]] = {}
 
 
 def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
@@ -489,7 +502,7 @@ def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: Codegen
 
 @dataclass(frozen=True)
 class _Plan:
-    """What the tile order depends on (cached: the search builds many steps)."""
+    """What the tile order depends on (`order` caches it: the search builds many steps)."""
 
     project: bool
     conv: bool
@@ -497,12 +510,6 @@ class _Plan:
     dw_matrix: bool
     stripes: tuple[_Stripe, ...]
     nchunks: int
-
-
-@functools.lru_cache(maxsize=4096)
-def _order(plan: _Plan) -> tuple[_Groups, _Hosts]:
-    groups = _tiles(plan)
-    return groups, _Hosts(groups if plan.conv else None, plan)
 
 
 def _jobs(geo: _Plan, nchunks: int) -> tuple[list[tuple[TileKind, int, int]], list[tuple]]:
@@ -770,7 +777,7 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
     a1 = addrs[:n1]
     a2 = addrs[n1:n1 + n2] if n2 else (0,) * len(geo.chunks)
     a3 = addrs[n1 + n2] if n3 else 0
-    groups, hosts = _order(geo.plan(chain))
+    groups, hosts = order(geo.plan(chain))
     mem = ctx.consts.memory
 
     def wload(addr: int, sram: int, g, cn: int) -> list[Instruction]:
