@@ -317,12 +317,15 @@ def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: Code
     (mapping, sample) -> Estimate of this step by `model`, read before estimating a
     candidate and filled with the estimates made."""
     known = {} if estimates is None else estimates
+    works: dict[Any, Any] = {}  # mapping -> its step (a finalist's full estimate reuses it)
 
     def estimate(mapping: Any, sample: int | None) -> Estimate:
         est = known.get((mapping, sample))
         if est is None:
-            est = known[mapping, sample] = model.estimate(em.step(node, mapping, est_ctx), arch,
-                                                          sample=sample)
+            work = works.get(mapping)
+            if work is None:
+                work = works[mapping] = em.step(node, mapping, est_ctx)
+            est = known[mapping, sample] = model.estimate(work, arch, sample=sample)
         return est
 
     arch = ctx.arch
