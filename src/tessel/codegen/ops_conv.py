@@ -341,14 +341,22 @@ def step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedConstant
     row_tiles = [(b, oy, min(m.rows, g.oh - oy)) for b in range(g.n)
                  for oy in range(0, g.oh, m.rows)]
 
+    alike: dict[tuple[int, int], GroupWork] = {}  # (slot, chunk width) -> its group
+
     def group_fn(j: int, slot: int) -> GroupWork:
         cn = chunks[j][1]
+        if placed is None and (slot, cn) in alike:  # estimating: every constant at address 0
+            return alike[slot, cn]
         loads = dma.contiguous(Opcode.DMA_LOAD, ctx.consts.memory, addrs[j],
                                lay.group + slot * lay.group_stride,
                                g.weight_bytes(cn) + 12 * cn)
         if on_vector(g, m):  # DWCONV on the vector engine: its weights are vector data
-            return GroupWork([], loads, [], len(row_tiles))
-        return GroupWork(loads, [], [], len(row_tiles))
+            group = GroupWork([], loads, [], len(row_tiles))
+        else:
+            group = GroupWork(loads, [], [], len(row_tiles))
+        if placed is None:
+            alike[slot, cn] = group
+        return group
 
     def tile_fn(j: int, t: int, s: Slots) -> TileWork:
         return _tile(node, g, lay, chunks[j], row_tiles[t], s, ctx, on_vector(g, m))
