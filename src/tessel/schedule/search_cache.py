@@ -43,7 +43,7 @@ import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -189,22 +189,33 @@ def _uses_matrix(unit: Node | FusedChain) -> bool:
 class Entry:
     """One cached search: the choice (None: no mapping of an optional unit fits);
     `input_resident`: whether any candidate took an input-resident conv order (if none did,
-    the weight-stationary-only search of the same step is this search); `estimates`: when
-    one did, the search's estimates ((mapping, sample) -> Estimate), which the
-    weight-stationary-only search of the step reuses (and then drops)."""
+    the weight-stationary-only search of the same step is this search)."""
 
     choice: tuple[Any, Estimate] | None
     input_resident: bool = True
-    estimates: dict = field(default_factory=dict)
 
 
 class SearchCache:
-    """Least-recently-used map (timing key, unit signature) -> Entry."""
+    """Least-recently-used map (timing key, unit signature) -> Entry; and, for the searches
+    that had input-resident candidates, their estimates ((mapping, sample) -> Estimate) until
+    the weight-stationary-only search of the same step takes them (`estimates`, the last
+    `max_estimates` such searches)."""
 
-    def __init__(self, max_entries: int = 50_000):
+    def __init__(self, max_entries: int = 50_000, max_estimates: int = 256):
         self.max_entries = max_entries
+        self.max_estimates = max_estimates
         self._map: OrderedDict[tuple, Entry] = OrderedDict()
+        self._estimates: OrderedDict[tuple, dict] = OrderedDict()
         self.hits = self.misses = 0
+
+    def keep_estimates(self, key: tuple, estimates: dict) -> None:
+        self._estimates[key] = estimates
+        while len(self._estimates) > self.max_estimates:
+            self._estimates.popitem(last=False)
+
+    def take_estimates(self, key: tuple) -> dict:
+        """The estimates kept for `key`, forgotten here ({} if none)."""
+        return self._estimates.pop(key, {})
 
     def __len__(self) -> int:
         return len(self._map)
@@ -287,7 +298,7 @@ def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
             full = cache.get(key[:-1])
             entry = full if full is not None and not full.input_resident else None
             if full is not None and full.input_resident:  # its estimates are this search's
-                estimates, full.estimates = full.estimates, {}
+                estimates = cache.take_estimates(key[:-1])
         if entry is not None:
             if entry.choice is None and required:
                 _no_mapping(node, ctx)
@@ -298,8 +309,9 @@ def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
     if best is None and required:
         _no_mapping(node, ctx)
     if cache is not None and key is not None:
-        cache.put(key, Entry(best, input_resident,
-                             estimates if input_resident and not only_ws else {}))
+        cache.put(key, Entry(best, input_resident))
+        if input_resident and not only_ws:
+            cache.keep_estimates(key, estimates)
     return best
 
 
