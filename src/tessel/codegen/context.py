@@ -134,6 +134,16 @@ class CodegenContext:
     dram: dict[str, DramTensor]
     consts: ConstPool
     act_memory: int
+    _scopes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def cost_scope(self, unit: object) -> object:
+        """A token of `unit` (a node or a fused chain) in this context, the same object every
+        time: an emitter's steps of `unit` built here carry it as `StepWork.cost_scope`, so
+        the estimates of a search's candidates share the costs of tiles with equal keys."""
+        got = self._scopes.get(id(unit))
+        if got is None or got[0] is not unit:  # (the unit is kept: its id stays its own)
+            got = self._scopes[id(unit)] = (unit, object())
+        return got[1]
 
     def tensor(self, name: str) -> DramTensor:
         return self.dram[name]

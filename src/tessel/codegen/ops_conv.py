@@ -341,27 +341,39 @@ def step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedConstant
     row_tiles = [(b, oy, min(m.rows, g.oh - oy)) for b in range(g.n)
                  for oy in range(0, g.oh, m.rows)]
 
+    alike: dict[tuple[int, int], GroupWork] = {}  # (slot, chunk width) -> its group
+
     def group_fn(j: int, slot: int) -> GroupWork:
         cn = chunks[j][1]
+        if placed is None and (slot, cn) in alike:  # estimating: every constant at address 0
+            return alike[slot, cn]
         loads = dma.contiguous(Opcode.DMA_LOAD, ctx.consts.memory, addrs[j],
                                lay.group + slot * lay.group_stride,
                                g.weight_bytes(cn) + 12 * cn)
         if on_vector(g, m):  # DWCONV on the vector engine: its weights are vector data
-            return GroupWork([], loads, [], len(row_tiles))
-        return GroupWork(loads, [], [], len(row_tiles))
+            group = GroupWork([], loads, [], len(row_tiles))
+        else:
+            group = GroupWork(loads, [], [], len(row_tiles))
+        if placed is None:
+            alike[slot, cn] = group
+        return group
 
     def tile_fn(j: int, t: int, s: Slots) -> TileWork:
         return _tile(node, g, lay, chunks[j], row_tiles[t], s, ctx, on_vector(g, m))
 
-    def tile_key(j: int, t: int) -> tuple[int, int, int, int]:
-        """Tiles with the same chunk width, rows and input window cost the same."""
+    vec = on_vector(g, m)
+
+    def tile_key(j: int, t: int) -> tuple:
+        """Tiles with the same chunk width, rows and input window cost the same (in any
+        weight-stationary step of the node with the DWCONV on the same engine: the key holds
+        across the node's candidates, StepWork.cost_scope)."""
         _, in_rows, pad_top = g.in_rows(*row_tiles[t][1:])
-        return chunks[j][1], row_tiles[t][2], in_rows, pad_top
+        return ConvOrder.WEIGHTS, vec, chunks[j][1], row_tiles[t][2], in_rows, pad_top
 
     depth = 2 if m.double_buffer else 1
-    shape = StepShape(uses_matrix=not on_vector(g, m), in_depth=depth, acc_depth=depth,
+    shape = StepShape(uses_matrix=not vec, in_depth=depth, acc_depth=depth,
                       out_depth=depth, group_depth=depth)
-    return StepWork(shape, len(chunks), group_fn, tile_fn, tile_key)
+    return StepWork(shape, len(chunks), group_fn, tile_fn, tile_key, ctx.cost_scope(node))
 
 
 def _in_step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedConstants | None
@@ -402,14 +414,14 @@ def _in_step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedCons
                                           lay.params + 12 * c0, acc_addr, oaddr, ctx)
         return TileWork(loads, matrix, vector, stores)
 
-    def tile_key(j: int, t: int) -> tuple[int, int, int, int]:
+    def tile_key(j: int, t: int) -> tuple:
         _, in_rows, pad_top = g.in_rows(*stripes[j][1:])
-        return chunks[t][1], stripes[j][2], in_rows, pad_top
+        return m.order, chunks[t][1], stripes[j][2], in_rows, pad_top
 
     depth = 2 if m.double_buffer else 1
     shape = StepShape(uses_matrix=True, in_depth=depth, acc_depth=depth, out_depth=depth,
                       group_depth=depth)
-    return StepWork(shape, len(stripes), group_fn, tile_fn, tile_key)
+    return StepWork(shape, len(stripes), group_fn, tile_fn, tile_key, ctx.cost_scope(node))
 
 
 def _input_load(node: Node, g: ConvGeometry, chans: tuple[int, int],

@@ -323,9 +323,14 @@ def step(node: Node, m: EltMapping, ctx: CodegenContext, placed: PlacedConstants
                             _dma_dims(op.sp.strides[-1][m.split:], tile.dims, out_st, y.itemsize))
         return TileWork(loads, [], [compute], [store])
 
+    def tile_key(g: int, t: int) -> tuple[int, ...]:
+        """Tiles of the same dims have the same instructions up to addresses (the operands'
+        strides, dtypes and residence are the step's)."""
+        return tiles[t].dims
+
     shape = StepShape(uses_matrix=False, in_depth=lay.depth, out_depth=lay.depth,
                       group_depth=1)
-    return StepWork(shape, 1, group_fn, tile_fn)
+    return StepWork(shape, 1, group_fn, tile_fn, tile_key)
 
 
 Operand = tuple[int, tuple[int, ...]]  # SRAM address, byte strides per tile dim (outer first)

@@ -335,7 +335,8 @@ class ChainGeometry:
                  geoms: tuple | None = None):
         self.g1, self.g2, self.g3 = geoms if geoms is not None else geometries(chain, ctx)
         g2 = self.g2
-        nmax = max(g2.in_rows(oy, min(m.rows, g2.oh - oy))[1] for oy in range(0, g2.oh, m.rows))
+        # the largest window a stripe reads (a stripe's `n` does not depend on the line buffer)
+        nmax = max(s.n for s in _stripes(g2, m.rows, None))
         self.cap = min(g2.h, nmax + m.line * m.rows * g2.sh) if self.g1 is not None else None
         self.stripes = _stripes(g2, m.rows, self.cap)
         c = self.g2.c  # the windowed member's input channels (the line buffer's)
@@ -345,9 +346,14 @@ class ChainGeometry:
         # buffers for data VECTOR reads from a load: the load of tile k waits, through MATRIX
         # k - IN_DEPTH, for VECTOR to finish tile k - IN_DEPTH - depth
         self.vin_slots = IN_DEPTH + m.depth
+        self._windows: dict[int, tuple[int, int, int]] = {}  # id(stripe) -> its conv window
 
     def conv_window(self, s: _Stripe) -> tuple[int, int, int]:
-        return self.g1.in_rows(s.new0, s.new)
+        """The conv's input rows for the stripe's new rows (one of `self.stripes`)."""
+        got = self._windows.get(id(s))
+        if got is None:
+            got = self._windows[id(s)] = self.g1.in_rows(s.new0, s.new)
+        return got
 
     def plan(self, chain: FusedChain) -> _Plan:
         return _Plan(chain.project is not None, self.g1 is not None, self.depth,
@@ -370,8 +376,21 @@ def _pool_geometry(node: Node, ctx: CodegenContext) -> ops_conv.ConvGeometry:
 
 def order(plan: _Plan) -> tuple[_Groups, _Hosts]:
     """The step's tiles per group, and where the conv's input rows are loaded (_Hosts: tile
-    position -> [(stripe, buffer)], (chunk or -1, stripe) -> buffer)."""
-    return _order(plan)
+    position -> [(stripe, buffer)], (chunk or -1, stripe) -> buffer). Cached by what they
+    read of the plan: of each stripe only whether it rebases its line buffer and whether it
+    computes new conv rows (_jobs, _Hosts), so chains of other shapes share orders."""
+    key = (plan.project, plan.conv, plan.depth, plan.dw_matrix, plan.nchunks,
+           tuple((s.off == 0, s.new > 0) for s in plan.stripes))
+    got = _ORDERS.get(key)
+    if got is None:
+        if len(_ORDERS) >= 4096:
+            _ORDERS.clear()
+        groups = _tiles(plan)
+        got = _ORDERS[key] = groups, _Hosts(groups if plan.conv else None, plan)
+    return got
+
+
+_ORDERS: dict[tuple, tuple[_Groups, _Hosts]] = {}
 
 
 def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
@@ -483,7 +502,7 @@ def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: Codegen
 
 @dataclass(frozen=True)
 class _Plan:
-    """What the tile order depends on (cached: the search builds many steps)."""
+    """What the tile order depends on (`order` caches it: the search builds many steps)."""
 
     project: bool
     conv: bool
@@ -491,12 +510,6 @@ class _Plan:
     dw_matrix: bool
     stripes: tuple[_Stripe, ...]
     nchunks: int
-
-
-@functools.lru_cache(maxsize=4096)
-def _order(plan: _Plan) -> tuple[_Groups, _Hosts]:
-    groups = _tiles(plan)
-    return groups, _Hosts(groups if plan.conv else None, plan)
 
 
 def _jobs(geo: _Plan, nchunks: int) -> tuple[list[tuple[TileKind, int, int]], list[tuple]]:
@@ -764,11 +777,13 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
     a1 = addrs[:n1]
     a2 = addrs[n1:n1 + n2] if n2 else (0,) * len(geo.chunks)
     a3 = addrs[n1 + n2] if n3 else 0
-    groups, hosts = _order(geo.plan(chain))
+    groups, hosts = order(geo.plan(chain))
     mem = ctx.consts.memory
 
     def wload(addr: int, sram: int, g, cn: int) -> list[Instruction]:
         return dma.contiguous(Opcode.DMA_LOAD, mem, addr, sram, g.weight_bytes(cn) + 12 * cn)
+
+    alike: dict[tuple[int, int, int], GroupWork] = {}  # (slot, chunk, tiles) -> a pair's group
 
     def group_fn(gi: int, slot: int) -> GroupWork:
         count = len(groups[gi])
@@ -783,11 +798,17 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
             return GroupWork(wl + dwl, [], [], count) if geo.dw_matrix else (
                 GroupWork(wl, dwl, [], count))
         cn = geo.chunks[gi][1]
+        key = (slot, cn, count)
+        if placed is None and key in alike:  # estimating: every constant at address 0
+            return alike[key]
         w1 = wload(a1[gi], lay.w1[slot], g1, cn) if g1 is not None else []
         w2 = [] if chain.pooled else wload(a2[gi], lay.w2[slot], g2,
                                                g2.cout if chain.halo_conv else cn)
-        return GroupWork(w1 + w2, [], [], count) if geo.dw_matrix else (
+        group = GroupWork(w1 + w2, [], [], count) if geo.dw_matrix else (
             GroupWork(w1, w2, [], count))
+        if placed is None:
+            alike[key] = group
+        return group
 
     def tile_fn(gi: int, t: int, s: Slots) -> TileWork:
         tl = groups[gi][t]
@@ -806,13 +827,16 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
         tl = groups[gi][t]
         st = geo.stripes[tl.stripe]
         cn = geo.chunks[tl.chunk][1]
-        # what the tile's costs and events read: shapes, not rows' positions or paddings
+        # what the tile's costs and events read: shapes, not rows' positions or paddings, and
+        # of the mapping only the depthwise engine (the others are addresses or in the shapes:
+        # the key holds across the chain's candidates, StepWork.cost_scope)
         win = geo.conv_window(st)[1] if g1 is not None and st.new else 0
         hosted = tuple(geo.conv_window(geo.stripes[i])[1] for i, _ in hosts.at(tl.pos))
-        return (tl.kind, cn, st.rows, st.n, st.keep, st.moved >= 0, st.new, win, hosted)
+        return (tl.kind, geo.dw_matrix, cn, st.rows, st.n, st.keep, st.moved >= 0, st.new, win,
+                hosted)
 
     shape = StepShape(uses_matrix=True, in_depth=IN_DEPTH, acc_depth=m.depth, group_depth=2)
-    return StepWork(shape, len(groups), group_fn, tile_fn, tile_key)
+    return StepWork(shape, len(groups), group_fn, tile_fn, tile_key, ctx.cost_scope(chain))
 
 
 def _conv_req(node: Node, acc: int, rows: int, ch: int, dst: int, dst_stride: int,

@@ -89,6 +89,11 @@ class StepWork:
     # optional: (group, tile) -> a key equal for tiles whose instructions cost the same (the
     # estimate then builds one tile per key instead of every tile)
     tile_key: Callable[[int, int], Hashable] | None = None
+    # optional: a token of the unit and context the step was built for
+    # (`CodegenContext.cost_scope`); tiles of works with the same scope and an equal tile_key
+    # cost the same, so an estimate's CostCache shares their costs between such works (the
+    # mapping search's candidates of one step). None: tile keys hold within this work only
+    cost_scope: Hashable | None = None
 
 
 def memoized(work: StepWork) -> StepWork:
@@ -113,7 +118,8 @@ def memoized(work: StepWork) -> StepWork:
             tile = tiles[key] = work.tile_fn(g, t, s)
         return tile
 
-    return StepWork(work.shape, work.group_count, group_fn, tile_fn, work.tile_key)
+    return StepWork(work.shape, work.group_count, group_fn, tile_fn, work.tile_key,
+                    work.cost_scope)
 
 
 @dataclass(frozen=True)
@@ -302,8 +308,12 @@ class _StepProgram:
 
     def _tile(self, work: StepWork, g: int, t: int, memo: dict[Hashable, tuple]) -> tuple:
         key = work.tile_key(g, t) if work.tile_key is not None else None
-        if key is not None and key in memo:
-            return memo[key]
+        if key is not None:
+            if work.cost_scope is not None:  # shared with the scope's other works
+                memo, key = self.cost.tiles, (work.cost_scope, key)
+            ops = memo.get(key)
+            if ops is not None:
+                return ops
         tile = work.tile_fn(g, t, self.slots)
         mwork = self.cost.sum(tile.matrix, Engine.MATRIX)
         vwork = self.cost.sum(tile.vector, Engine.VECTOR)
@@ -323,6 +333,7 @@ def _run(prog: _StepProgram, arch: NpuArch) -> tuple[int, dict[Engine, int]]:
     signals: list[list[int]] = [[] for _ in range(prog.keys)]
     taken = [0] * prog.keys
     n = len(queues)
+    lens = [len(q) for q in queues]
     pc = [0] * n
     ready = [0] * n
     busy = [0] * n
@@ -330,109 +341,126 @@ def _run(prog: _StepProgram, arch: NpuArch) -> tuple[int, dict[Engine, int]]:
     inflight: list[list[int]] = [[] for _ in range(n)]
     span = [[-1, -1] for _ in range(n)]  # DMA: the current run of overlapping transfers
     port = [0] * len(arch.offchip)
-    first = [1 << 62]  # start of the first non-control op (where the simulator's layer starts)
+    first = 1 << 62  # start of the first non-control op (where the simulator's layer starts)
     channels = arch.dma_channels
     dma = (int(Engine.DMA_IN), int(Engine.DMA_OUT))
     order = (int(Engine.MATRIX), int(Engine.VECTOR), int(Engine.DMA_IN), int(Engine.DMA_OUT))
-
-    def advance(e: int) -> int:
-        """Run engine e's ops up to its next transfer or blocked WAIT; returns the engines
-        (bit mask) its signals may have unblocked."""
-        q, k, r = queues[e], pc[e], ready[e]
-        nq = len(q)
-        wake = 0
-        while k < nq:
-            op = q[k]
-            kind = op[0]
-            if kind == _TILE:  # (_TILE, wait keys, work cycles, signal keys, wake mask)
-                ws = op[1]
-                if taken[ws[0]] >= len(signals[ws[0]]) or (
-                        len(ws) > 1 and taken[ws[1]] >= len(signals[ws[1]])):
-                    break
-                for w in ws:
-                    x = signals[w][taken[w]]
-                    r = (x if x > r else r) + 1
-                    taken[w] += 1
-                c = op[2]
-                if c:
-                    if r < first[0]:
-                        first[0] = r
-                    r += c
-                    busy[e] += c
-                for x in op[3]:
-                    r += 1
-                    signals[x].append(r)
-                wake |= op[4]
-            elif kind == _WAIT:
-                a = op[1]
-                sig = signals[a]
-                if taken[a] >= len(sig):
-                    break
-                x = sig[taken[a]]
-                r = (x if x > r else r) + 1
-                taken[a] += 1
-            elif kind == _SIGNAL:  # (_SIGNAL, key, wake mask)
-                x = last_end[e]
-                r = (x if x > r else r) + 1
-                signals[op[1]].append(r)
-                wake |= op[2]
-            elif kind == _WORK:
-                if r < first[0]:
-                    first[0] = r
-                r += op[1]
-                busy[e] += op[1]
-            else:
-                break
-            k += 1
-        pc[e], ready[e] = k, r
-        return wake
 
     pending = (1 << n) - 1
     while True:
         while pending:  # run what the tokens allow, until every engine is blocked
             for e in order:
-                if pending >> e & 1:
-                    pending &= ~(1 << e)
-                    pending |= advance(e)
+                if not pending >> e & 1:
+                    continue
+                pending &= ~(1 << e)
+                # engine e's ops up to its next transfer or blocked WAIT; its signals wake
+                # the engines that wait for them (bits of `pending`)
+                q, k, r, nq = queues[e], pc[e], ready[e], lens[e]
+                while k < nq:
+                    op = q[k]
+                    kind = op[0]
+                    if kind == _TILE:  # (_TILE, wait keys, work cycles, signal keys, wake mask)
+                        ws = op[1]
+                        w = ws[0]
+                        t0 = taken[w]
+                        if t0 >= len(signals[w]):
+                            break
+                        if len(ws) > 1:
+                            w1 = ws[1]
+                            t1 = taken[w1]
+                            if t1 >= len(signals[w1]):
+                                break
+                            x = signals[w][t0]
+                            r = (x if x > r else r) + 1
+                            x = signals[w1][t1]
+                            r = (x if x > r else r) + 1
+                            taken[w] = t0 + 1
+                            taken[w1] = t1 + 1
+                        else:
+                            x = signals[w][t0]
+                            r = (x if x > r else r) + 1
+                            taken[w] = t0 + 1
+                        c = op[2]
+                        if c:
+                            if r < first:
+                                first = r
+                            r += c
+                            busy[e] += c
+                        for x in op[3]:
+                            r += 1
+                            signals[x].append(r)
+                        pending |= op[4]
+                    elif kind == _WAIT:
+                        a = op[1]
+                        t0 = taken[a]
+                        sig = signals[a]
+                        if t0 >= len(sig):
+                            break
+                        x = sig[t0]
+                        r = (x if x > r else r) + 1
+                        taken[a] = t0 + 1
+                    elif kind == _SIGNAL:  # (_SIGNAL, key, wake mask)
+                        x = last_end[e]
+                        r = (x if x > r else r) + 1
+                        signals[op[1]].append(r)
+                        pending |= op[2]
+                    elif kind == _WORK:
+                        if r < first:
+                            first = r
+                        r += op[1]
+                        busy[e] += op[1]
+                    else:
+                        break
+                    k += 1
+                pc[e], ready[e] = k, r
         cand = [-1, -1]  # per DMA engine: issue time of its next transfer, -1 if none
         for i, e in enumerate(dma):
             k = pc[e]
-            if k < len(queues[e]) and queues[e][k][0] == _XFER:
-                cand[i] = _issue_time(ready[e], inflight[e], channels)
+            if k < lens[e] and queues[e][k][0] == _XFER:
+                fly = inflight[e]
+                cand[i] = ready[e] if len(fly) < channels else _issue_time(ready[e], fly,
+                                                                            channels)
         if cand[0] < 0 and cand[1] < 0:
             break
         # DMA_IN first on a tie (the event loop's engine order)
         i = 0 if cand[1] < 0 or 0 <= cand[0] <= cand[1] else 1
         best, t, other_t = dma[i], cand[i], cand[1 - i]
-        q, k = queues[best], pc[best]
+        q, k, nq = queues[best], pc[best], lens[best]
         fly, sp = inflight[best], span[best]
+        end_max = last_end[best]
         while True:  # this engine's transfers, while they are issued before the other's
             _, data, lat, mem = q[k]
-            first[0] = min(first[0], t)
-            end = port[mem] = max(t + lat, port[mem]) + data
+            if t < first:
+                first = t
+            x = t + lat
+            p = port[mem]
+            end = port[mem] = (x if x > p else p) + data
             if len(fly) >= channels:
                 fly[:] = [x for x in fly if x > t]
             fly.append(end)
-            last_end[best] = max(last_end[best], end)
+            if end > end_max:
+                end_max = end
             if t > sp[1]:
                 busy[best] += sp[1] - sp[0]
                 sp[0], sp[1] = t, end
-            else:
-                sp[1] = max(sp[1], end)
+            elif end > sp[1]:
+                sp[1] = end
             k += 1
-            ready[best] = t + 1
-            if k >= len(q) or q[k][0] != _XFER:
+            issued = t + 1
+            if k >= nq or q[k][0] != _XFER:
                 break
-            t = _issue_time(t + 1, fly, channels)
+            t = issued if len(fly) < channels else _issue_time(issued, fly, channels)
             if other_t >= 0 and (t > other_t or (t == other_t and i == 1)):
                 break
+        ready[best] = issued
         pc[best] = k
+        last_end[best] = end_max
         pending = 1 << best
     for e in dma:
         busy[e] += span[e][1] - span[e][0]
-    if any(pc[e] < len(queues[e]) for e in range(n)):
+    if any(pc[e] < lens[e] for e in range(n)):
         raise AssertionError("estimate_step: the step's token protocol does not complete")
-    total = max(max(ready), max(last_end)) - min(first[0], max(ready))
+    total = max(max(ready), max(last_end)) - min(first, max(ready))
     return total, {e: busy[int(e)] for e in Engine}
 
 
@@ -454,11 +482,14 @@ def limit(busy: dict[Engine, int], total: int) -> Bound:
 
 
 class CostCache:
-    """Per-instruction cycles on an engine, memoised (tiles repeat the same shapes)."""
+    """Per-instruction cycles on an engine, memoised (tiles repeat the same shapes); and
+    `tiles`: (cost scope, tile key) -> a tile's ops in `_StepProgram` (their cycles), shared by
+    the estimates of works with a `cost_scope`."""
 
     def __init__(self, arch: NpuArch):
         self.arch = arch
         self._cycles: dict[tuple[Instruction, Engine | None], int] = {}
+        self.tiles: dict[tuple[Hashable, Hashable], tuple] = {}
 
     def cycles(self, ins: Instruction, engine: Engine | None = None) -> int:
         c = self._cycles.get((ins, engine))

@@ -22,7 +22,7 @@ from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.scheduled import ConstantLayout, Schedule, ScheduledStep, Unit
-from tessel.codegen.step import Estimate, StepWork, memoized, top_slots
+from tessel.codegen.step import CostCache, Estimate, StepWork, memoized, top_slots
 from tessel.collector import few_collections
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node
@@ -110,9 +110,10 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
     arena = plan_dram(graph, nodes, inputs, outputs, arch, choices, len(consts.blob))
     dram.bind(arena.tensors)
     per_step, spilled, rewritten = ([[] for _ in choices], None, list(works))
+    cost = CostCache(arch)  # the instruction costs of the residency and prefetch estimates
     if on_chip_residency:
         per_step, spilled, rewritten = _plan_residents(graph, nodes, inputs, outputs,
-                                                       per_region, works, ctx)
+                                                       per_region, works, ctx, cost)
     placed = []  # (unit, mapping, estimate, work, region) with residents, in program order
     k = 0
     for r, group in enumerate(per_region):
@@ -128,7 +129,7 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
     steps = []
     for k, ((unit, mapping, est, _, r), p) in enumerate(zip(placed, planned, strict=True)):
         if est is None or p.prefetched or p.prefetch:
-            est = p.estimate(arch)
+            est = p.estimate(arch, cost)
         steps.append(ScheduledStep(unit, mapping, est, r, p.work, tuple(per_step[k]),
                                    p.prefetched, p.prefetch))
     return Schedule(arch, graph, tuple(steps), len(per_region), tuple(inputs), tuple(outputs),
@@ -158,7 +159,7 @@ class _Placement(dict):
 
 def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
                     outputs: Sequence[str], per_region: list, works: Sequence[StepWork],
-                    ctx: CodegenContext
+                    ctx: CodegenContext, cost: CostCache | None = None
                     ) -> tuple[list[list[resident.Resident]], dict, list[StepWork]]:
     """Per step, the resident tensors it reads or writes on chip (codegen/resident.py); the
     candidates kept in DRAM with why; and the steps rewritten for them (memoized).
@@ -194,7 +195,7 @@ def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     failed: dict[str, str] = {}
     while True:
         per_step, plan_ = plan_step_residents(works, writes, reads, regions, ctx.dram,
-                                              excluded | set(failed), ctx.arch, base)
+                                              excluded | set(failed), ctx.arch, base, cost)
         rewritten, bad = [], None
         for k, (w, res) in enumerate(zip(works, per_step, strict=True)):
             w = memoized(resident.rewrite_step(w, res)) if res else w

@@ -336,14 +336,16 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
 
     def tile(tl) -> _Work:
         here = hosts.at(tl.pos)
-        key = (tl.kind, tl.stripe, tl.chunk, tuple(hosted(i) for i, _ in here) if here else ())
+        st = geo.stripes[tl.stripe]
+        # what the sums below read: the stripe's and the chunk's sizes, the loads it hosts
+        key = (tl.kind, geo.chunks[tl.chunk][1], st.rows, st.n, st.new, st.keep, st.moved >= 0,
+               tuple(hosted(i) for i, _ in here) if here else ())
         hit = memo.get(key)
         if hit is not None:
             return hit
         loads = [(xmem, hosted(i)) for i, _ in here]
         stores: list[tuple[int, int]] = []
         mwork = vwork = 0
-        st = geo.stripes[tl.stripe]
         if tl.kind is kinds.P:
             pix, cout = st.rows * g3.ow, g3.cout
             mwork += _gemm(arch, pix, cout, g3.c)

@@ -156,14 +156,16 @@ def _fit(busy: list[tuple[int, int]], lo: int, hi: int, size: int, rule: Rule) -
 
 def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
                         reads: Sequence[set[str]], regions: Sequence[int], dram: dict,
-                        excluded: set[str], arch, base: Sequence[int]
+                        excluded: set[str], arch, base: Sequence[int],
+                        cache: CostCache | None = None
                         ) -> tuple[list[list[Resident]], ResidencyPlan]:
     """Per step, the resident tensors it touches; and the plan (`ResidencyPlan`).
 
     works[s]: step s as emitted; writes[s] / reads[s]: the arena tensor (root) it produces
     and those it reads; excluded: program inputs / outputs (they stay where [memory] says);
-    base[s]: step s's estimated cycles without residents (the search's estimate)."""
-    cache = CostCache(arch)
+    base[s]: step s's estimated cycles without residents (the search's estimate); cache: the
+    instruction costs the estimates share (with the caller's other estimates)."""
+    cache = cache if cache is not None and cache.arch is arch else CostCache(arch)
     floors, dmas = [], []  # per step: its working-set top, its DMAs' (opcode, ext access)
     for w in works:
         top, d = 0, []

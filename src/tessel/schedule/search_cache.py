@@ -196,12 +196,26 @@ class Entry:
 
 
 class SearchCache:
-    """Least-recently-used map (timing key, unit signature) -> Entry."""
+    """Least-recently-used map (timing key, unit signature) -> Entry; and, for the searches
+    that had input-resident candidates, their estimates ((mapping, sample) -> Estimate) until
+    the weight-stationary-only search of the same step takes them (`estimates`, the last
+    `max_estimates` such searches)."""
 
-    def __init__(self, max_entries: int = 50_000):
+    def __init__(self, max_entries: int = 50_000, max_estimates: int = 256):
         self.max_entries = max_entries
+        self.max_estimates = max_estimates
         self._map: OrderedDict[tuple, Entry] = OrderedDict()
+        self._estimates: OrderedDict[tuple, dict] = OrderedDict()
         self.hits = self.misses = 0
+
+    def keep_estimates(self, key: tuple, estimates: dict) -> None:
+        self._estimates[key] = estimates
+        while len(self._estimates) > self.max_estimates:
+            self._estimates.popitem(last=False)
+
+    def take_estimates(self, key: tuple) -> dict:
+        """The estimates kept for `key`, forgotten here ({} if none)."""
+        return self._estimates.pop(key, {})
 
     def __len__(self) -> int:
         return len(self._map)
@@ -277,22 +291,27 @@ def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
             key = cache.key(node, ctx, model.kind) + ((ConvOrder.WEIGHTS,) if only_ws else ())
         except Uncacheable:
             cache = None
+    estimates: dict = {}  # (mapping, sample) -> Estimate, known or made by this search
     if cache is not None and key is not None:
         entry = cache.get(key)
         if entry is None and only_ws:  # the full search, if it had no input-resident order
             full = cache.get(key[:-1])
             entry = full if full is not None and not full.input_resident else None
+            if full is not None and full.input_resident:  # its estimates are this search's
+                estimates = cache.take_estimates(key[:-1])
         if entry is not None:
             if entry.choice is None and required:
                 _no_mapping(node, ctx)
             return entry.choice
     prune = _PRUNE.get() if prune is None else prune
     best, input_resident = _search(node, ctx, emitter, est_ctx, prune and model.prunable, model,
-                                   only_ws)
+                                   only_ws, estimates)
     if best is None and required:
         _no_mapping(node, ctx)
     if cache is not None and key is not None:
         cache.put(key, Entry(best, input_resident))
+        if input_resident and not only_ws:
+            cache.keep_estimates(key, estimates)
     return best
 
 
@@ -304,9 +323,23 @@ def _no_mapping(node: Node | FusedChain, ctx: CodegenContext) -> None:
 
 
 def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: CodegenContext,
-            prune: bool, model: CostModel, weight_stationary: bool = False
-            ) -> tuple[tuple[Any, Estimate] | None, bool]:
-    """The choice, and whether any candidate took an input-resident conv order."""
+            prune: bool, model: CostModel, weight_stationary: bool = False,
+            estimates: dict | None = None) -> tuple[tuple[Any, Estimate] | None, bool]:
+    """The choice, and whether any candidate took an input-resident conv order. `estimates`:
+    (mapping, sample) -> Estimate of this step by `model`, read before estimating a
+    candidate and filled with the estimates made."""
+    known = {} if estimates is None else estimates
+    works: dict[Any, Any] = {}  # mapping -> its step (a finalist's full estimate reuses it)
+
+    def estimate(mapping: Any, sample: int | None) -> Estimate:
+        est = known.get((mapping, sample))
+        if est is None:
+            work = works.get(mapping)
+            if work is None:
+                work = works[mapping] = em.step(node, mapping, est_ctx)
+            est = known[mapping, sample] = model.estimate(work, arch, sample=sample)
+        return est
+
     arch = ctx.arch
     cands = list(em.candidates(node, est_ctx))
     input_resident = any(isinstance(m, ConvMapping) and m.order.input_resident for m in cands)
@@ -327,16 +360,14 @@ def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: Code
             ranked.sort(key=lambda r: (r[0], r[1]))
             if (ranked[FINALISTS - 1][0], ranked[FINALISTS - 1][1]) < (lows[k], k):
                 break  # this and every later candidate rank below the shortlist
-        work = em.step(node, mapping, est_ctx)
-        est = model.estimate(work, arch, sample=SAMPLE_TILES)
-        ranked.append((est.cycles, k, mapping))
+        ranked.append((estimate(mapping, SAMPLE_TILES).cycles, k, mapping))
     best = None
     for _, _, mapping in sorted(ranked, key=lambda r: (r[0], r[1]))[:FINALISTS]:
         if best is not None and lows is not None:
             low = bound(mapping, None)
             if low is not None and low >= best[1].cycles:
                 continue  # cannot be strictly faster than the best so far
-        est = model.estimate(em.step(node, mapping, est_ctx), arch)
+        est = estimate(mapping, None)
         if best is None or est.cycles < best[1].cycles:
             best = (mapping, est)
     return best, input_resident

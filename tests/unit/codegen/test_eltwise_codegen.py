@@ -4,11 +4,15 @@ tensors larger than SRAM, every preset); the estimate tracks the simulated cycle
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from tessel.arch import load_preset
 from tessel.codegen import ops_eltwise
+from tessel.codegen.context import CodegenContext, ConstPool
+from tessel.codegen.step import estimate_step
 from tessel.driver import compile_region
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, run_graph, verify
 from tessel.isa import Engine, Opcode
@@ -16,6 +20,7 @@ from tessel.isa.fields import EltOp
 from tessel.quant import fixedpoint as fp
 from tessel.quant import intops
 from tessel.quant.golden import GOLDEN_KERNELS
+from tessel.schedule.plan import _DummyTensors
 from tessel.sim import simulate
 
 Q = QuantParams((0.05,), (3,))
@@ -151,3 +156,27 @@ def test_space_merges_contiguous_dims_and_keeps_broadcast():
     assert sp.strides == ((24, 1), (0, 1), (24, 1))
     sp = ops_eltwise.space((2, 4, 5, 6, 3), [(2, 1, 5, 1, 3), (1, 4, 1, 6, 1)])
     assert sp.shape == (2, 4, 5, 6, 3) and sp.strides[1] == (0, 6, 0, 1, 0)
+
+
+@pytest.mark.parametrize("preset", ["tnpu-s", "u55-256"])
+@pytest.mark.parametrize("ashape,bshape,dt", [
+    ((1, 56, 56, 64), (1, 56, 56, 64), DType.I8), ((1, 28, 28, 40), (1, 1, 1, 40), DType.I8),
+    ((1, 17, 96), (1, 17, 1), DType.I16), ((2, 9, 13, 24), (2, 9, 13, 24), DType.I16)])
+def test_tiles_keyed_by_their_dims_estimate_as_every_tile_built(preset, ashape, bshape, dt):
+    """The estimate builds one tile per tile key (its dims): every candidate's estimate,
+    full and sampled, equals the one that builds every tile."""
+    arch = load_preset(preset)
+    g = binary_graph(np.random.default_rng(3), Op.QADD, ashape, bshape, dt)
+    node = g.nodes[-1]
+    wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
+    ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
+    est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, amem)
+    cands = ops_eltwise.candidates(node, est_ctx)
+    assert cands
+    for m in cands:
+        work = ops_eltwise.step(node, m, est_ctx)
+        assert work.tile_key is not None
+        every = dataclasses.replace(work, tile_key=None)
+        for sample in (None, 3):
+            assert estimate_step(work, arch, sample=sample) == estimate_step(
+                every, arch, sample=sample), (str(m), sample)

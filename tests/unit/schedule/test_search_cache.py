@@ -216,13 +216,19 @@ def test_weight_stationary_search_reuses_a_full_search_without_input_resident_or
         graphs, monkeypatch):
     """The conservative plan's weight-stationary-only search of a conv is the full search's
     choice when no candidate took an input-resident order (the same candidates): served from
-    the cache, never searched again; convs that had such orders are searched again."""
+    the cache, never searched again; convs that had such orders are searched again, starting
+    from the full search's estimates (each the estimate of that mapping)."""
     runs = []
     real = search_cache._search
 
-    def spy(node, ctx, em, est_ctx, prune, model, weight_stationary=False):
-        out = real(node, ctx, em, est_ctx, prune, model, weight_stationary)
+    def spy(node, ctx, em, est_ctx, prune, model, weight_stationary=False, estimates=None):
+        known = dict(estimates or {})
+        out = real(node, ctx, em, est_ctx, prune, model, weight_stationary, estimates)
         runs.append((getattr(node, "name", None), weight_stationary, out[1]))
+        if weight_stationary:
+            assert known, "the weight-stationary search got no estimates of the full one"
+            for (m, sample), est in known.items():
+                assert est == estimate_step(em.step(node, m, est_ctx), ctx.arch, sample=sample)
         return out
 
     monkeypatch.setattr(search_cache, "_search", spy)
