@@ -28,9 +28,11 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
 * for one sample, REQUANT, CONV and MATMUL (float32), DWCONV (einsum) and ELTWISE (general)
   keep their numpy views and pooled buffers per (state, pool) (``Views``: the memories of
   ``NpuSession(reuse=True)`` persist between runs);
-* ELTWISE / LUT read values from tables of the reference steps over every input value (int8
-  with int8: one gather from a 256 x 256 table); REDUCE, UNARY (small: Python integers) bind
-  their views and constants.
+* ELTWISE (``tessel.sim.fastvec``) reads int8 / int16 operands' contributions from tables of
+  the reference steps over every value, the output too where one operand decides it or both
+  are int8, and computes stride-0 operands on their distinct values only; LUT reads a table
+  of the reference over every input value; REDUCE, UNARY (small: Python integers) bind their
+  views and constants.
 
 A closure that raises re-runs the reference handler on the same state, so a trap carries the
 reference handler's message (and a fast-path fault that the reference does not reproduce is
@@ -48,15 +50,15 @@ from typing import Any
 
 import numpy as np
 
-from tessel.isa.fields import AccMode, AccSrc, EltOp, LutMode, ParamMode, PoolOp, ReduceOp, UnaryOp
+from tessel.isa.fields import AccMode, AccSrc, LutMode, ParamMode, PoolOp, ReduceOp, UnaryOp
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT, rounding_div
-from tessel.sim.fastfix import LEFT, mbqm_inplace, requant_into, requant_plan
+from tessel.sim.fastfix import LEFT, requant_into, requant_plan
 from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
-from tessel.sim.vector import _rescaled, _span, exec_lut, exec_requant
+from tessel.sim.vector import _span, exec_lut, exec_requant
 from tessel.sim.window import Geometry
 
 Step = Callable[[MachineState], None]
@@ -784,205 +786,6 @@ def _build_matmul(op: Op) -> Step | None:
     return _by_size(step, step_int, m * k * n)
 
 
-# ---- ELTWISE -------------------------------------------------------------------------------
-LUT_RANGE_MAX = 1 << 18  # the longest range of combined values given an output table
-_UNSIGNED: dict[int, np.dtype] = {1: np.dtype("<u1"), 2: np.dtype("<u2")}
-
-
-def _elt_side(x: np.ndarray, op: EltOp, zp: int, left: int, mult: int, shift: int
-              ) -> np.ndarray:
-    """One operand's contribution, the reference steps of ``vector.exec_eltwise``: ``x - zp``
-    (clipped to +-2^31 where that cannot change the result) for MUL, else
-    ``MBQM(sat32((x - zp) * 2^left), mult, shift)``; int64."""
-    if op == EltOp.MUL:
-        t = np.subtract(x, zp, dtype=I64)
-        if _span(x.dtype, zp) > 2**31:
-            np.clip(t, -(2**31), 2**31, out=t)
-        return t
-    return mbqm_inplace(_rescaled(x, zp, left), mult, shift)
-
-
-def _side_fn(dt: np.dtype, op: EltOp, zp: int, left: int, mult: int, shift: int
-             ) -> Callable[[np.ndarray], np.ndarray]:
-    """``_elt_side`` for operands of type ``dt`` with the range tests (``_span``: np.iinfo, a
-    tenth of a MiniLM run when done per call) decided once: the same steps."""
-    span = _span(dt, zp)
-    # x.astype then an int64 subtraction: numpy's mixed-type loop (subtract with dtype=int64)
-    # costs about twice as much
-    if op == EltOp.MUL:
-        def mul_side(x: np.ndarray) -> np.ndarray:
-            t = x.astype(I64)
-            if zp:
-                t -= zp
-            if span > 2**31:
-                np.clip(t, -(2**31), 2**31, out=t)
-            return t
-        return mul_side
-    clip31 = span > 2**31  # as vector._rescaled
-    sat = (min(span, 2**31) << left) > INT32_MAX
-
-    def side(x: np.ndarray) -> np.ndarray:
-        t = x.astype(I64)
-        if zp:
-            t -= zp
-        if clip31:
-            np.maximum(t, -(2**31), out=t)
-            np.minimum(t, 2**31, out=t)
-        t <<= left
-        if sat:
-            np.maximum(t, INT32_MIN, out=t)
-            np.minimum(t, INT32_MAX, out=t)
-        return mbqm_inplace(t, mult, shift)
-    return side
-
-
-def _side_table(cache: dict, dt: np.dtype, op: EltOp, zp: int, left: int, mult: int,
-                shift: int) -> np.ndarray | None:
-    """For an int8 / int16 operand: its contribution for every bit pattern (indexed by the
-    unsigned view of the value), computed by the reference steps; None for int32."""
-    if dt.itemsize > 2:
-        return None
-    key = ("side", dt.str, op, zp, left, mult, shift)
-    hit = cache.get(key)
-    if hit is None:
-        every = np.arange(1 << (8 * dt.itemsize), dtype=_UNSIGNED[dt.itemsize]).view(dt)
-        hit = cache[key] = _elt_side(every, op, zp, left, mult, shift)
-    return hit
-
-
-def _combined_range(op: EltOp, ta: np.ndarray, tb: np.ndarray) -> tuple[int, int]:
-    """Bounds of ``r`` (after the reference's sat32) for every pair of table values."""
-    a0, a1, b0, b1 = int(ta.min()), int(ta.max()), int(tb.min()), int(tb.max())
-    if op == EltOp.MUL:
-        ends = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
-        lo, hi = min(ends), max(ends)
-    elif op == EltOp.ADD:
-        lo, hi = a0 + b0, a1 + b1
-    elif op == EltOp.SUB:
-        lo, hi = a0 - b1, a1 - b0
-    elif op == EltOp.MAX:
-        lo, hi = max(a0, b0), max(a1, b1)
-    else:
-        lo, hi = min(a0, b0), min(a1, b1)
-    def sat(v: int) -> int:  # monotone: the bounds of sat32(r) are sat32 of r's bounds
-        return min(max(v, INT32_MIN), INT32_MAX)
-    return sat(lo), sat(hi)
-
-
-def _elt_out(r: np.ndarray, f: dict[str, Any], dt: np.dtype) -> np.ndarray:
-    """``clamp(MBQM(r, out_mult, out_shift) + out_zp, act_min, act_max)`` as ``dt``, the
-    reference's steps (``r`` int64 inside int32; consumed)."""
-    y = mbqm_inplace(np.ascontiguousarray(r, dtype=I64), f["out_mult"], f["out_shift"])
-    y += f["out_zp"]
-    np.maximum(y, f["act_min"], out=y)
-    np.minimum(y, f["act_max"], out=y)
-    return y.astype(dt)
-
-
-def _build_eltwise(op: Op, cache: dict) -> Step | None:
-    """ELTWISE through tables: an int8 / int16 operand's rescaled value depends on its value
-    alone, so each is one gather from a table of the reference steps over every value; when
-    both are tables and the combined values span at most ``LUT_RANGE_MAX``, the output stage
-    is a third gather. Int32 operands and wide ranges run the reference steps."""
-    f = op.f
-    eop = EltOp(f["op"])
-    shape = (f["d2"], f["d1"], f["d0"])
-    if 0 in shape:
-        return None
-    dts = [NP_DTYPE[f["a_dtype"]], NP_DTYPE[f["b_dtype"]]]
-    out_dt = NP_DTYPE[f["out_dtype"]]
-    views = [(f[f"{p}_addr"], (f[f"{p}_s2"], f[f"{p}_s1"], f[f"{p}_s0"])) for p in "ab"]
-    out_addr, out_s = f["out_addr"], (f["out_s2"], f["out_s1"], f["out_s0"])
-    left = 0 if eop == EltOp.MUL else f["left_shift"]
-    sides = [(f["a_zp"], f["a_mult"], f["a_shift"]), (f["b_zp"], f["b_mult"], f["b_shift"])]
-    tables = [_side_table(cache, dt, eop, zp, left, mu, sh)
-              for dt, (zp, mu, sh) in zip(dts, sides, strict=True)]
-    out_table, r_lo, clamp_r = None, 0, True
-    if tables[0] is not None and tables[1] is not None:
-        r_lo, r_hi = _combined_range(eop, tables[0], tables[1])
-        clamp_r = _unclamped_exceeds(eop, tables[0], tables[1])
-        if r_hi - r_lo < LUT_RANGE_MAX:
-            key = ("out", r_lo, r_hi, f["out_mult"], f["out_shift"], f["out_zp"],
-                   f["act_min"], f["act_max"], out_dt.str)
-            out_table = cache.get(key)
-            if out_table is None:
-                out_table = cache[key] = _elt_out(np.arange(r_lo, r_hi + 1, dtype=I64), f,
-                                                  out_dt)
-    combine = {EltOp.ADD: np.add, EltOp.SUB: np.subtract, EltOp.MUL: np.multiply,
-               EltOp.MAX: np.maximum, EltOp.MIN: np.minimum}[eop]
-    saturates = eop in (EltOp.ADD, EltOp.SUB, EltOp.MUL)
-    if dts[0].itemsize == 1 and dts[1].itemsize == 1:
-        # int8 with int8: the output of every pair of values, one gather (a 256 x 256 table),
-        # the steps below (the reference's) applied to all pairs
-        key = ("pair", id(tables[0]), id(tables[1]), eop, f["out_mult"], f["out_shift"],
-               f["out_zp"], f["act_min"], f["act_max"], out_dt.str)
-        pair = cache.get(key)
-        if pair is None:
-            r = combine(tables[0][:, None], tables[1][None, :])
-            if saturates:
-                np.clip(r, INT32_MIN, INT32_MAX, out=r)
-            pair = cache[key] = (_elt_out(r, f, out_dt).reshape(-1), tables)
-        pair_table = pair[0]
-        (a_addr, a_s), (b_addr, b_s) = views
-        U8, U16 = _UNSIGNED[1], _UNSIGNED[2]
-
-        def step_pair(state: MachineState) -> None:
-            sram = state.sram
-            idx = np.left_shift(_eview(sram, a_addr, shape, a_s, U8), 8, dtype=U16)
-            idx |= _eview(sram, b_addr, shape, b_s, U8)
-            _eview(sram, out_addr, shape, out_s, out_dt)[...] = np.take(pair_table, idx)
-        return step_pair
-
-    # per operand: (address, strides, view type, its contribution from the view)
-    operands = []
-    for (addr, strides), dt, table, (zp, mu, sh) in zip(views, dts, tables, sides, strict=True):
-        if table is None:
-            operands.append((addr, strides, dt, _side_fn(dt, eop, zp, left, mu, sh)))
-        else:  # the unsigned view indexes the table
-            operands.append((addr, strides, _UNSIGNED[dt.itemsize],
-                             lambda x, table=table: np.take(table, x)))
-    (a_addr, a_s, a_dt, a_fn), (b_addr, b_s, b_dt, b_fn) = operands
-
-    kept = Views(lambda state: (_eview(state.sram, a_addr, shape, a_s, a_dt),
-                                _eview(state.sram, b_addr, shape, b_s, b_dt),
-                                _eview(state.sram, out_addr, shape, out_s, out_dt)))
-    out_mult, out_shift, out_zp = f["out_mult"], f["out_shift"], f["out_zp"]
-    act_min, act_max = f["act_min"], f["act_max"]
-
-    def step(state: MachineState) -> None:
-        va, vb, vo = kept.get(state)
-        ra = a_fn(va)  # a fresh int64 array
-        r = combine(ra, b_fn(vb), out=ra)
-        if saturates and clamp_r:
-            np.maximum(r, INT32_MIN, out=r)
-            np.minimum(r, INT32_MAX, out=r)
-        if out_table is not None:
-            r -= r_lo
-            vo[...] = np.take(out_table, r)
-            return
-        # _elt_out's steps, the clamped int64 values cast while being stored
-        y = mbqm_inplace(np.ascontiguousarray(r, dtype=I64), out_mult, out_shift)
-        y += out_zp
-        np.maximum(y, act_min, out=y)
-        np.minimum(y, act_max, out=y)
-        np.copyto(vo, y.reshape(vo.shape), casting="unsafe")
-    return step
-
-
-def _unclamped_exceeds(op: EltOp, ta: np.ndarray, tb: np.ndarray) -> bool:
-    """True if some pair of table values combines (before sat32) outside int32."""
-    a0, a1, b0, b1 = int(ta.min()), int(ta.max()), int(tb.min()), int(tb.max())
-    if op == EltOp.MUL:
-        ends = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
-    elif op == EltOp.ADD:
-        ends = [a0 + b0, a1 + b1]
-    elif op == EltOp.SUB:
-        ends = [a0 - b1, a1 - b0]
-    else:
-        return False
-    return min(ends) < INT32_MIN or max(ends) > INT32_MAX
-
-
 # ---- POOL ----------------------------------------------------------------------------------
 def _build_pool(op: Op, sram_bytes: int) -> Step | None:
     """POOL over a padded frame in the input's type (MAX: padding = the type's minimum, which
@@ -1040,6 +843,7 @@ def _build_pool(op: Op, sram_bytes: int) -> Step | None:
 
 
 # ---- LUT, COPY, REDUCE, UNARY ----------------------------------------------------------------
+_UNSIGNED: dict[int, np.dtype] = {1: np.dtype("<u1"), 2: np.dtype("<u2")}  # by item size
 LUT_TABLES_MAX = 64  # value tables kept per prepared program (one per distinct LUT content)
 UNARY_SCALAR_MAX = 64  # UNARY of up to this many elements: Python integers (exact, no numpy)
 
@@ -1185,6 +989,14 @@ def _build_unary(op: Op) -> Step | None:
 
 
 # ---- the table -----------------------------------------------------------------------------
+def _fastvec() -> Any:
+    """``tessel.sim.fastvec`` (the ELTWISE closures), imported when first used: it builds on
+    this module's helpers."""
+    from tessel.sim import fastvec
+
+    return fastvec
+
+
 BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
     Opcode.DMA_STORE: lambda op, prep: _build_dma(op),
@@ -1196,7 +1008,8 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.COPY: lambda op, prep: _build_copy(op),
     Opcode.REDUCE: lambda op, prep: _build_reduce(op),
     Opcode.UNARY: lambda op, prep: _build_unary(op),
-    Opcode.ELTWISE: lambda op, prep: _build_eltwise(op, prep.cache.setdefault("elt_tables", {})),
+    Opcode.ELTWISE: lambda op, prep: _fastvec().build_eltwise(
+        op, prep.cache.setdefault("elt_tables", {})),
     Opcode.REQUANT: lambda op, prep: _build_requant(
         op, prep.cache.setdefault("requant_plans", {}), prep.cache.setdefault("tiled", TiledPlans())),
 }
