@@ -17,10 +17,11 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
   border of a frame is written once and stays put because every user of a key writes the same
   interior); a 1x1 convolution without padding reads its input tile directly; a batch's CONV
   runs GEMMs of as many samples as keep the im2col matrix below ``BATCH_GEMM_BYTES``;
-* CONV / MATMUL tiles of at least ``INT_MM_MIN_MACS`` products (and every tile of a batch) are
-  int8 GEMMs (``torch._int_mm``, exact int32 sums, when a worst-case self-test passes on this
-  host: ``int_mm``) with the zero points as wrapping int32 corrections; smaller ones are
-  float32 GEMMs of exact integers (``_exact_gemm``);
+* CONV tiles of at least ``INT_MM_MIN_MACS`` products, MATMUL tiles of at least
+  ``fastmatmul.INT_MM_MIN_MACS`` (and every tile of a batch) are int8 GEMMs
+  (``torch._int_mm``, exact int32 sums, when a worst-case self-test passes on this host:
+  ``int_mm``) with the zero points as wrapping int32 corrections; smaller ones are float32
+  GEMMs of exact integers (``_exact_gemm``);
 * REQUANT keeps its checked parameter plans across runs (keyed by the parameter bytes, as in
   the reference handler, so a program that writes its parameters at run time stays exact;
   each closure also keeps its last bytes and plan) and runs int64 passes on a pooled copy of
@@ -43,6 +44,7 @@ reference handler; LUT_LOAD and instructions with a static trap always do.
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable
 from math import isqrt
@@ -715,77 +717,6 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
     return step_memo
 
 
-# ---- MATMUL -------------------------------------------------------------------------------
-def _build_matmul(op: Op) -> Step | None:
-    f = op.f
-    m, n, k = f["m"], f["n"], f["k"]
-    if 0 in (m, n, k):
-        return None
-    a_addr, a_s, a_zp = f["a_addr"], (f["a_stride_m"], f["a_stride_k"]), f["a_zp"]
-    b_addr, b_s, b_zp = f["b_addr"], (f["b_stride_k"], f["b_stride_n"]), f["b_zp"]
-    chunk = chunk_len(a_zp, b_zp)
-    store = AccStore(f, m, n)
-
-    def step_any(state: MachineState) -> None:
-        pool, sram = state.pool, state.sram
-        a8 = _view(sram, a_addr, (m, k), a_s, I8)
-        ns = a8.shape[0]
-        a = pool.get(("mm_a", ns, m, k), (ns, m, k), F32)
-        np.subtract(a8, a_zp, out=a, dtype=F32)
-        b8 = _view(sram, b_addr, (k, n), b_s, I8)
-        if _uniform(b8):  # one sample, or weights: one GEMM of every sample's rows
-            b8 = b8[0]
-            b = pool.get(("mm_b", k, n), (k, n), F32)
-            a = a.reshape(ns * m, k)
-            out = pool.get(("out", 1, ns * m, n), (ns * m, n), F32)
-        else:  # a batch's activations times activations: one GEMM per sample
-            b = pool.get(("mm_b", ns, k, n), (ns, k, n), F32)
-            out = pool.get(("mm_out", ns, m, n), (ns, m, n), F32)
-        np.subtract(b8, b_zp, out=b, dtype=F32)
-        store(state, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
-                                 lambda: _int8_max_abs(b8, b_zp)))
-
-    def make(state: MachineState) -> tuple:
-        pool, sram = state.pool, state.sram
-        return (_view(sram, a_addr, (m, k), a_s, I8)[0], _view(sram, b_addr, (k, n), b_s, I8)[0],
-                pool.get(("mm_a", 1, m, k), (1, m, k), F32).reshape(m, k),
-                pool.get(("mm_b", k, n), (k, n), F32),
-                pool.get(("out", 1, m, n), (m, n), F32), store.view(state)[0])
-    views = Views(make)
-    accumulate = store.accumulate
-
-    def step(state: MachineState) -> None:
-        """``step_any`` for one sample, its views kept (``Views``)."""
-        if state.batch is not None:
-            step_any(state)
-            return
-        a8, b8, a, b, out, acc = views.get(state)
-        pool = state.pool
-        np.subtract(a8, a_zp, out=a, dtype=F32)
-        np.subtract(b8, b_zp, out=b, dtype=F32)
-        _acc_write(acc, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
-                                    lambda: _int8_max_abs(b8, b_zp)), accumulate)
-
-    mm = int_mm() if k <= INT_MM_K_MAX else None
-    if mm is None:
-        return step
-
-    def step_int(state: MachineState) -> None:
-        pool, sram = state.pool, state.sram
-        b8 = _view(sram, b_addr, (k, n), b_s, I8)
-        if not _uniform(b8):  # a batch's activations times activations: the float GEMMs
-            step_any(state)
-            return
-        a8 = _view(sram, a_addr, (m, k), a_s, I8)
-        ns = a8.shape[0]
-        ac = pool.get(("mm_a8", ns, m, k), (ns * m, k), I8)
-        np.copyto(ac.reshape(ns, m, k), a8)
-        bc = pool.get(("mm_b8", k, n), (k, n), I8)
-        np.copyto(bc, b8[0])
-        store(state, int8_gemm(mm, ac, bc, a_zp, b_zp, pool))
-    return _by_size(step, step_int, m * k * n)
-
-
 # ---- POOL ----------------------------------------------------------------------------------
 def _build_pool(op: Op, sram_bytes: int) -> Step | None:
     """POOL over a padded frame in the input's type (MAX: padding = the type's minimum, which
@@ -989,12 +920,10 @@ def _build_unary(op: Op) -> Step | None:
 
 
 # ---- the table -----------------------------------------------------------------------------
-def _fastvec() -> Any:
-    """``tessel.sim.fastvec`` (the ELTWISE closures), imported when first used: it builds on
-    this module's helpers."""
-    from tessel.sim import fastvec
-
-    return fastvec
+def _fastvec(name: str) -> Any:
+    """``tessel.sim.fastvec`` (ELTWISE) or ``tessel.sim.fastmatmul`` (MATMUL), imported when
+    first used: they build on this module's helpers."""
+    return importlib.import_module(f"tessel.sim.{name}")
 
 
 BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
@@ -1002,13 +931,13 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_STORE: lambda op, prep: _build_dma(op),
     Opcode.CONV: lambda op, prep: _build_conv(op, prep.arch.onchip.sram_bytes),
     Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes),
-    Opcode.MATMUL: lambda op, prep: _build_matmul(op),
+    Opcode.MATMUL: lambda op, prep: _fastvec("fastmatmul").build_matmul(op),
     Opcode.POOL: lambda op, prep: _build_pool(op, prep.arch.onchip.sram_bytes),
     Opcode.LUT: lambda op, prep: _build_lut(op, prep.cache.setdefault("lut_tables", {})),
     Opcode.COPY: lambda op, prep: _build_copy(op),
     Opcode.REDUCE: lambda op, prep: _build_reduce(op),
     Opcode.UNARY: lambda op, prep: _build_unary(op),
-    Opcode.ELTWISE: lambda op, prep: _fastvec().build_eltwise(
+    Opcode.ELTWISE: lambda op, prep: _fastvec("fastvec").build_eltwise(
         op, prep.cache.setdefault("elt_tables", {})),
     Opcode.REQUANT: lambda op, prep: _build_requant(
         op, prep.cache.setdefault("requant_plans", {}), prep.cache.setdefault("tiled", TiledPlans())),
