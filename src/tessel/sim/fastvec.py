@@ -124,6 +124,31 @@ def side_table(cache: dict, dt: np.dtype, op: EltOp, zp: int, left: int, mult: i
     return hit
 
 
+def linear_shift(table: np.ndarray, dt: np.dtype, op: EltOp, zp: int, left: int, mult: int,
+                 shift: int) -> int | None:
+    """``k`` if an int8 / int16 operand's contribution (its ``table``) is ``(x - zp) << k`` for
+    every value ``x`` (checked on all of them), else None: MUL's ``x - zp``, and the
+    multiplier ``2^30`` with a shift ``s >= 1`` where nothing saturates (``MBQM(v, 2^30, s) =
+    floor((2^s v + 1) / 2) = 2^(s-1) v``). Two int64 passes then cost less than a gather."""
+    k = 0 if op == EltOp.MUL else left + shift - 1 if mult == 1 << 30 and shift >= 1 else None
+    if k is None or k > 31:
+        return None
+    every = np.arange(1 << (8 * dt.itemsize), dtype=UNSIGNED[dt.itemsize]).view(dt)
+    return k if np.array_equal(table, (every.astype(I64) - zp) << k) else None
+
+
+def linear_fn(zp: int, k: int) -> Callable[[np.ndarray], np.ndarray]:
+    """``(x - zp) << k`` in int64 (``linear_shift``)."""
+    def linear(x: np.ndarray) -> np.ndarray:
+        t = x.astype(I64)
+        if zp:
+            t -= zp
+        if k:
+            t <<= k
+        return t
+    return linear
+
+
 def combined_bounds(op: EltOp, a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
     """Bounds of ``r`` before the reference's sat32, given bounds of both contributions."""
     (a0, a1), (b0, b1) = a, b
@@ -274,7 +299,7 @@ def build_eltwise(op: Op, cache: dict) -> Step | None:
             return _pair(f, eop, ops, out, tables, cache)
         r_lo, r_hi = (_sat(v) for v in combined_bounds(eop, bounds[0], bounds[1]))
         if r_hi - r_lo < LUT_RANGE_MAX:
-            return _out_table(f, eop, ops, out, tables, (r_lo, r_hi), cache)
+            return _out_table(f, eop, ops, out, tables, (r_lo, r_hi), cache, left, sides)
     return _general(f, eop, ops, out, tables, const, bounds, left, sides)
 
 
@@ -339,8 +364,9 @@ def _pair(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, table
 
 
 def _out_table(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, tables: list,
-               r_range: tuple[int, int], cache: dict) -> Step:
-    """Both operands tables, the combined values within LUT_RANGE_MAX: three gathers."""
+               r_range: tuple[int, int], cache: dict, left: int, sides: list) -> Step:
+    """Both operands int8 / int16, the combined values within LUT_RANGE_MAX: the output
+    stage one gather too."""
     r_lo, r_hi = r_range
     key = ("out", r_lo, r_hi, f["out_mult"], f["out_shift"], f["out_zp"], f["act_min"],
            f["act_max"], out.dt.str)
@@ -348,13 +374,13 @@ def _out_table(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, 
     if out_table is None:
         out_table = cache[key] = elt_out(np.arange(r_lo, r_hi + 1, dtype=I64), f, out.dt)
     combine = _COMBINE[eop]
+    (fa, fb), (ua, ub) = _side_fns(eop, ops, tables, [None, None], sides, left)
     (a, ta), (b, tb) = zip(ops, tables, strict=True)
-    ua, ub = UNSIGNED[a.dt.itemsize], UNSIGNED[b.dt.itemsize]
     raw = combined_bounds(eop, (int(ta.min()), int(ta.max())), (int(tb.min()), int(tb.max())))
     clamp = raw[0] < INT32_MIN or raw[1] > INT32_MAX  # MAX / MIN stay inside int32
 
     def step_table(state: MachineState) -> None:
-        r = combine(np.take(ta, a.view(state, ua)), np.take(tb, b.view(state, ub)))
+        r = combine(fa(a.view(state, ua)), fb(b.view(state, ub)))
         if clamp:
             np.maximum(r, INT32_MIN, out=r)
             np.minimum(r, INT32_MAX, out=r)
@@ -363,22 +389,33 @@ def _out_table(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, 
     return step_table
 
 
-def _general(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, tables: list,
-             const: list, bounds: list, left: int, sides: list) -> Step | None:
-    """``step``: int64 passes on the operands' distinct values, one OutStage."""
+def _side_fns(eop: EltOp, ops: list[Operand], tables: list, const: list, sides: list,
+              left: int) -> tuple[list, list]:
+    """Per operand: the function of its view giving its int64 contribution (None: the
+    constant ``const``), and the type it is viewed as (gathered: unsigned, the index)."""
     fns: list[Any] = []
+    udts = []
     for o, t, c, (zp, mu, sh) in zip(ops, tables, const, sides, strict=True):
+        k = None if t is None else linear_shift(t, o.dt, eop, zp, left, mu, sh)
         if c is not None:
             fns.append(None)
         elif t is None:
             fns.append(side_fn(o.dt, eop, zp, left, mu, sh))
+        elif k is not None:
+            fns.append(linear_fn(zp, k))
         else:
             fns.append(lambda x, t=t: np.take(t, x))
+        udts.append(UNSIGNED[o.dt.itemsize] if t is not None and k is None else o.dt)
+    return fns, udts
+
+
+def _general(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, tables: list,
+             const: list, bounds: list, left: int, sides: list) -> Step | None:
+    """``step``: int64 passes on the operands' distinct values, one OutStage."""
+    fns, udts = _side_fns(eop, ops, tables, const, sides, left)
     if fns[0] is None and fns[1] is None:
         return None  # a constant output: the reference
     a, b = ops
-    udts = [UNSIGNED[o.dt.itemsize] if t is not None else o.dt
-            for o, t in zip(ops, tables, strict=True)]
     r_lo, r_hi = combined_bounds(eop, bounds[0], bounds[1])
     if eop in (EltOp.MAX, EltOp.MIN):
         r_lo, r_hi = _sat(r_lo), _sat(r_hi)  # both contributions are inside int32

@@ -73,6 +73,15 @@ FORMS = {
     "int32_const_b": (EltOp.ADD, I32, I32, I16, dict(b_mult=0), "step"),
     "int16_left_shift": (EltOp.ADD, I16, I16, I16, dict(left_shift=15, a_shift=-3, b_shift=-4),
                          "step"),
+    "linear_a_mean_sub": (EltOp.SUB, I16, I32, I16, dict(
+        b_s=(1, 0), a_mult=ONE[0], a_shift=6, b_mult=ONE[0], b_shift=ONE[1]), "step"),
+    "linear_a_saturating": (EltOp.SUB, I16, I32, I16, dict(
+        b_s=(1, 0), a_mult=ONE[0], a_shift=17, a_zp=-5), "step"),  # not linear: a gather
+    "softmax_sub_max": (EltOp.SUB, I16, I16, I16, dict(
+        b_s=(1, 0), a_mult=ONE[0], a_shift=ONE[1], b_mult=ONE[0], b_shift=ONE[1],
+        out_zp=32767, act_min=-32768, act_max=32767), "step_table"),
+    "int8_int16_table_sub": (EltOp.SUB, I8, I16, I8, dict(b_s=(1, 0), a_shift=-3,
+                                                          b_shift=-2), "step_table"),
     "int32_min": (EltOp.MIN, I32, I16, I32, dict(b_s=(1, 0)), "step"),
     "int32_left_shift": (EltOp.SUB, I32, I32, I16, dict(left_shift=3, a_shift=2), "step"),
 }
