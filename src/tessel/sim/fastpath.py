@@ -32,8 +32,8 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
 * ELTWISE (``tessel.sim.fastvec``) reads int8 / int16 operands' contributions from tables of
   the reference steps over every value, the output too where one operand decides it or both
   are int8, and computes stride-0 operands on their distinct values only; LUT reads a table
-  of the reference over every input value; REDUCE, UNARY (small: Python integers) bind their
-  views and constants.
+  of the reference over every input value; REDUCE (exact float sums of int8 / int16) and
+  UNARY (int64 passes) keep their views (``tessel.sim.fastreduce``).
 
 A closure that raises re-runs the reference handler on the same state, so a trap carries the
 reference handler's message (and a fast-path fault that the reference does not reproduce is
@@ -47,20 +47,19 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Callable
-from math import isqrt
 from typing import Any
 
 import numpy as np
 
-from tessel.isa.fields import AccMode, AccSrc, LutMode, ParamMode, PoolOp, ReduceOp, UnaryOp
+from tessel.isa.fields import AccMode, AccSrc, LutMode, ParamMode, PoolOp
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT, rounding_div
+from tessel.quant.fixedpoint import MAX_SHIFT, MIN_SHIFT, rounding_div
 from tessel.sim.fastfix import LEFT, requant_into, requant_plan
 from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
-from tessel.sim.vector import _span, exec_lut, exec_requant
+from tessel.sim.vector import exec_lut, exec_requant
 from tessel.sim.window import Geometry
 
 Step = Callable[[MachineState], None]
@@ -776,7 +775,6 @@ def _build_pool(op: Op, sram_bytes: int) -> Step | None:
 # ---- LUT, COPY, REDUCE, UNARY ----------------------------------------------------------------
 _UNSIGNED: dict[int, np.dtype] = {1: np.dtype("<u1"), 2: np.dtype("<u2")}  # by item size
 LUT_TABLES_MAX = 64  # value tables kept per prepared program (one per distinct LUT content)
-UNARY_SCALAR_MAX = 64  # UNARY of up to this many elements: Python integers (exact, no numpy)
 
 
 def _build_lut(op: Op, cache: dict) -> Step | None:
@@ -852,77 +850,10 @@ def _build_copy(op: Op) -> Step | None:
     return step
 
 
-def _build_reduce(op: Op) -> Step | None:
-    f = op.f
-    dims = [f["d0"], f["d1"], f["d2"]]
-    if 0 in dims:
-        return None
-    dt = NP_DTYPE[f["dtype"]]
-    shape = (f["d2"], f["d1"], f["d0"])
-    src_addr, src_s = f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"])
-    axis = -1 - f["axis"]
-    rop, zp = ReduceOp(f["op"]), f["in_zp"]
-    lo, hi = [n for k, n in enumerate(dims) if k != f["axis"]]
-    summing = rop in (ReduceOp.SUM, ReduceOp.SUMSQ)
-    out_dt = I32 if summing else dt
-    dst_addr, dst_s = f["dst_addr"], (f["dst_s1"], f["dst_s0"])
-    count = dims[f["axis"]]
-    # SUMSQ: |x - zp| >= 2^16 squares above INT32_MAX (as the reference, clipped to 2^16)
-    clip_sq = _span(dt, zp) > 2**16
-
-    def step(state: MachineState) -> None:
-        x = _eview(state.sram, src_addr, shape, src_s, dt)
-        if rop == ReduceOp.SUM:  # sum(x - zp) = sum(x) - n zp, exact in int64
-            y = np.sum(x, axis=axis, dtype=I64)
-            if zp:
-                y -= count * zp
-        elif rop == ReduceOp.SUMSQ:
-            v = np.subtract(x, zp, dtype=I64)
-            if clip_sq:
-                np.clip(v, -(2**16), 2**16, out=v)
-            np.multiply(v, v, out=v)
-            y = v.sum(axis=axis)
-        else:
-            y = x.max(axis=axis) if rop == ReduceOp.MAX else x.min(axis=axis)
-        if summing:
-            np.maximum(y, INT32_MIN, out=y)
-            np.minimum(y, INT32_MAX, out=y)
-        _eview(state.sram, dst_addr, (hi, lo), dst_s, out_dt)[...] = y
-    return step
-
-
-def _build_unary(op: Op) -> Step | None:
-    """UNARY; up to UNARY_SCALAR_MAX elements in Python integers: ``RECIP`` is the rounding
-    division ``(2^fb + x // 2) // x`` and ``RSQRT`` is ``isqrt(2^(2 fb) // x)`` for ``x > 0``
-    (the definitions of docs/isa.md, that the reference reaches through float sqrt and two
-    corrections), INT32_MAX for ``x <= 0``, both capped at INT32_MAX."""
-    f = op.f
-    shape = (f["d2"], f["d1"], f["d0"])
-    size = shape[0] * shape[1] * shape[2]
-    if size == 0 or size > UNARY_SCALAR_MAX:
-        return None  # large: the reference's vectorised form
-    src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]))
-    dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]))
-    fb = f["frac_bits"]
-    one, two = 1 << fb, 1 << (2 * fb)
-    recip = f["op"] == UnaryOp.RECIP
-
-    def value(x: int) -> int:
-        if x <= 0:
-            return INT32_MAX
-        return min((one + x // 2) // x if recip else isqrt(two // x), INT32_MAX)
-
-    def step(state: MachineState) -> None:
-        x = _eview(state.sram, src[0], shape, src[1], I32)
-        y = np.array([value(v) for v in x.ravel().tolist()], np.int32)
-        _eview(state.sram, dst[0], shape, dst[1], I32)[...] = y.reshape(x.shape)
-    return step
-
-
 # ---- the table -----------------------------------------------------------------------------
 def _fastvec(name: str) -> Any:
-    """``tessel.sim.fastvec`` (ELTWISE) or ``tessel.sim.fastmatmul`` (MATMUL), imported when
-    first used: they build on this module's helpers."""
+    """``tessel.sim.fastvec`` (ELTWISE), ``fastmatmul`` (MATMUL) or ``fastreduce`` (REDUCE,
+    UNARY), imported when first used: they build on this module's helpers."""
     return importlib.import_module(f"tessel.sim.{name}")
 
 
@@ -935,8 +866,8 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.POOL: lambda op, prep: _build_pool(op, prep.arch.onchip.sram_bytes),
     Opcode.LUT: lambda op, prep: _build_lut(op, prep.cache.setdefault("lut_tables", {})),
     Opcode.COPY: lambda op, prep: _build_copy(op),
-    Opcode.REDUCE: lambda op, prep: _build_reduce(op),
-    Opcode.UNARY: lambda op, prep: _build_unary(op),
+    Opcode.REDUCE: lambda op, prep: _fastvec("fastreduce").build_reduce(op),
+    Opcode.UNARY: lambda op, prep: _fastvec("fastreduce").build_unary(op),
     Opcode.ELTWISE: lambda op, prep: _fastvec("fastvec").build_eltwise(
         op, prep.cache.setdefault("elt_tables", {})),
     Opcode.REQUANT: lambda op, prep: _build_requant(
