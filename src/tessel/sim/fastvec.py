@@ -13,7 +13,10 @@ every value (``_side_table``). Then, from the cheapest form down:
   output stage;
 * else (``step``) int64 passes: an operand broadcast along an axis (stride 0: a layer norm's
   mean or reciprocal square root per row, a bias per channel) is computed on its distinct
-  values only; an int32 operand with the multiplier 1 (``(2^30, 1)``) is a clip; the output
+  values only; an int8 / int16 contribution ``(x - zp) << k`` (``linear_shift``) is two
+  passes, not a gather; an int32 operand with the multiplier 1 (``(2^30, 1)``) is a clip; a
+  MUL by a stride-0 factor leaves out its sat32 when that run's factors are small enough
+  (``step_bounded``); the output
   stage ``clamp(MBQM(r, out_mult, out_shift) + out_zp)`` is one floor shift (``OutStage``),
   with the ``sat32`` of ``r`` folded into its clamp where int64 has the room, and clamps that
   the operands' value bounds show to be no-ops left out.
@@ -193,9 +196,12 @@ class OutStage:
     no correction). That formula is non-decreasing in ``r``, so for ``r`` beyond int32 (while
     int64 has the room) ``sat32`` is the clamp to the outputs at ``INT32_MIN`` / ``INT32_MAX``,
     and the composition of two clamps is one clamp to ``[L, H]``, each end clamped into
-    ``[act_min, act_max]``. The correction is left out when ``L >= zp`` (a negative SRDHM
-    value then rounds to at most ``zp`` either way) and the clamp when the outputs at the
-    bounds lie in ``[L, H]``. A left shift (``out_shift > 0``): the reference steps."""
+    ``[act_min, act_max]``. ``X < 0`` exactly when ``r + T < 0``, ``T = floor(2^30 / q)``
+    (``r q < -2^30``), so with ``r + T`` inside int32 the correction is ``(r + T) & -2^31``
+    (computed before the product, one pass fewer). The correction is left out when
+    ``L >= zp`` (a negative SRDHM value then rounds to at most ``zp`` either way) and the
+    clamp when the outputs at the bounds lie in ``[L, H]``. A left shift (``out_shift > 0``):
+    the reference steps."""
 
     def __init__(self, f: dict[str, Any], r_lo: int, r_hi: int) -> None:
         q, s, zp = f["out_mult"], f["out_shift"], f["out_zp"]
@@ -216,8 +222,12 @@ class OutStage:
         rl, rh = (_sat(r_lo), _sat(r_hi)) if self.sat else (r_lo, r_hi)
         low, high = (min(max(v, lo), hi) for v in (_ref_out(_sat(rl), f), _ref_out(_sat(rh), f)))
         self.q, self.total, self.lo_c, self.hi_c = q, 31 + e, low, high
-        self.sign = e > 0 and low < zp
-        self.add = 1 << 30 if self.sign else (1 << 30) + c2
+        self.sign = e > 0 and low < zp and q > 0  # q = 0: X = 2^30 is never negative
+        # X < 0 exactly when r + T < 0 (T = floor(2^30 / q)); with r + T inside int32 the
+        # correction is (r + T) & -2^31
+        self.t = (1 << 30) // q if q else 0
+        self.sign_r = self.sign and rl + self.t >= INT32_MIN and rh + self.t <= INT32_MAX
+        self.add = 1 << 30 if self.sign and not self.sign_r else (1 << 30) + c2
         self.c2 = c2
         ends = [self._fused_value(v) for v in (rl, rh)]
         self.clamp = ends[0] < low or ends[1] > high
@@ -242,13 +252,20 @@ class OutStage:
             np.maximum(r, f["act_min"], out=r)
             np.minimum(r, f["act_max"], out=r)
             return r
-        r *= self.q
-        r += self.add
-        if self.sign:  # the away-from-zero correction where X < 0
-            u = r >> 63
-            u &= -(1 << 31)
+        if self.sign_r:
+            u = r + self.t if self.t else r.copy()
+            u &= -(1 << 31)  # -2^31 where X < 0, else 0
+            r *= self.q
+            r += self.add
             r += u
-            r += self.c2
+        else:
+            r *= self.q
+            r += self.add
+            if self.sign:  # the away-from-zero correction where X < 0
+                u = r >> 63
+                u &= -(1 << 31)
+                r += u
+                r += self.c2
         r >>= self.total
         if self.clamp:
             np.maximum(r, self.lo_c, out=r)
@@ -427,6 +444,9 @@ def _general(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, ta
     into = 0 if fa is not None and a.full else 1 if fb is not None and b.full else None
     kept = Views(lambda state: (a.view(state, udts[0]), b.view(state, udts[1]),
                                 out.view(state)))
+    small = _small_factor(eop, ops, fns, bounds, stage)
+    if small is not None:
+        return _with_small_factor(f, combine, kept, fns, small, stage)
 
     def step(state: MachineState) -> None:
         va, vb, vo = kept.get(state)
@@ -438,4 +458,36 @@ def _general(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, ta
             r = combine(ra, rb, out=ra if into == 0 else rb)
         np.copyto(vo, stage(r), casting="unsafe")
     return step
+
+
+def _small_factor(eop: EltOp, ops: list[Operand], fns: list, bounds: list, stage: OutStage
+                  ) -> tuple[int, int, int] | None:
+    """(k, B, the other's largest size) for a MUL whose product may leave int32 (an explicit
+    sat32) where operand ``k`` is stride-0 (few distinct values, e.g. a reciprocal per row)
+    and the other dense: when
+    every distinct value of ``k`` is at most ``B = INT32_MAX // max |other|`` in size, the
+    product stays inside int32 and the sat32 is left out."""
+    if eop != EltOp.MUL or not stage.sat or None in fns:
+        return None
+    for k in (0, 1):
+        if not ops[k].full and ops[1 - k].full:
+            big = max(abs(v) for v in bounds[1 - k])
+            return (k, INT32_MAX // big, big) if big else None
+    return None
+
+
+def _with_small_factor(f: dict[str, Any], combine: Any, kept: Views, fns: list,
+                       small: tuple[int, int, int], outside: OutStage) -> Step:
+    """``step`` with the sat32 decided per run from the stride-0 factor (``_small_factor``)."""
+    k, bound, big = small
+    inside = OutStage(f, -big * bound, big * bound)  # |r| <= INT32_MAX: no sat32
+
+    def step_bounded(state: MachineState) -> None:
+        va, vb, vo = kept.get(state)
+        ra, rb = fns[0](va), fns[1](vb)
+        few = ra if k == 0 else rb
+        ok = -bound <= int(few.min()) and int(few.max()) <= bound
+        r = combine(ra, rb, out=rb if k == 0 else ra)
+        np.copyto(vo, (inside if ok else outside)(r), casting="unsafe")
+    return step_bounded
 

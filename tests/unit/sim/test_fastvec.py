@@ -59,8 +59,8 @@ FORMS = {
     "b_mult_zero_int16": (EltOp.MAX, I16, I16, I8, dict(b_mult=0), "step_single"),
     "row_mean_sub": (EltOp.SUB, I16, I32, I16, dict(b_s=(1, 0), b_mult=ONE[0],
                                                     b_shift=ONE[1]), "step"),
-    "row_recip_mul": (EltOp.MUL, I16, I32, I16, dict(b_s=(1, 0)), "step"),
-    "row_mul_int8": (EltOp.MUL, I8, I32, I8, dict(b_s=(1, 0), b_zp=0), "step"),
+    "row_recip_mul": (EltOp.MUL, I16, I32, I16, dict(b_s=(1, 0)), "step_bounded"),
+    "row_mul_int8": (EltOp.MUL, I8, I32, I8, dict(b_s=(1, 0), b_zp=0), "step_bounded"),
     "channel_bias_add_one": (EltOp.ADD, I32, I32, I8, dict(b_s=(0, None), a_mult=ONE[0],
                                                           a_shift=ONE[1], b_mult=ONE[0],
                                                           b_shift=ONE[1], a_zp=0), "step"),
@@ -134,3 +134,25 @@ def test_out_stage_equals_the_reference_steps(seed):
     r[:2] = r_lo, r_hi
     stage = OutStage(f, r_lo, r_hi)
     assert np.array_equal(stage(r.copy()), _out_ref(r, f))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_eltwise_mul_by_a_small_row_factor(seed):
+    """int16 x a per-row int32 factor (softmax's reciprocal): factors at the bound below which
+    the product stays inside int32 (no sat32), one past it, and mixed rows."""
+    rng = np.random.default_rng(seed)
+    bound = INT32_MAX // 32768  # a_zp = 0: the largest |a| is 32768
+    if seed % 2:  # an output multiplier just below 1: a saturated product shows
+        out = dict(out_dtype=I32, out_mult=2**31 - 1, out_shift=0, act_min=INT32_MIN,
+                   act_max=INT32_MAX)
+    else:
+        out = dict(out_dtype=I16, out_mult=1 << 30, out_shift=-14 - seed, act_min=-32768,
+                   act_max=32767)
+    streams = _elt(EltOp.MUL, I16, I32, out.pop("out_dtype"), b_s=(1, 0), rng=rng, a_zp=0,
+                   b_zp=0, out_zp=0, **out)
+    assert _kinds(streams) == {"step_bounded"}
+    a = _extremes(I16, A, rng)
+    for rows in ([bound, -bound, 3, 0, 1], [bound + 1, 2, 3, 4, 5], [-bound - 1] * 5,
+                 rng.integers(0, 32777, 5).tolist()):
+        b = [(B, np.array(rows, "<i4").tobytes())]
+        _same_both_ways(streams, seeds=(seed,), extra=a + b)
