@@ -29,11 +29,12 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
 * for one sample, REQUANT, CONV and MATMUL (float32), DWCONV (einsum) and ELTWISE (general)
   keep their numpy views and pooled buffers per (state, pool) (``Views``: the memories of
   ``NpuSession(reuse=True)`` persist between runs);
-* ELTWISE (``tessel.sim.fastvec``) reads int8 / int16 operands' contributions from tables of
-  the reference steps over every value, the output too where one operand decides it or both
-  are int8, and computes stride-0 operands on their distinct values only; LUT reads a table
-  of the reference over every input value; REDUCE (exact float sums of int8 / int16) and
-  UNARY (int64 passes) keep their views (``tessel.sim.fastreduce``).
+* ELTWISE and LUT (``tessel.sim.fastvec``): ELTWISE reads int8 / int16 operands'
+  contributions from tables of the reference steps over every value, the output too where
+  one operand decides it or both are int8, and computes stride-0 operands on their distinct
+  values only; LUT reads a table of the reference over every input value; REDUCE (exact
+  float sums of int8 / int16) and UNARY (int64 passes) keep their views
+  (``tessel.sim.fastreduce``).
 
 A closure that raises re-runs the reference handler on the same state, so a trap carries the
 reference handler's message (and a fast-path fault that the reference does not reproduce is
@@ -51,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from tessel.isa.fields import AccMode, AccSrc, LutMode, ParamMode, PoolOp
+from tessel.isa.fields import AccMode, AccSrc, ParamMode, PoolOp
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
 from tessel.quant.fixedpoint import MAX_SHIFT, MIN_SHIFT, rounding_div
@@ -59,7 +60,7 @@ from tessel.sim.fastfix import LEFT, requant_into, requant_plan
 from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
-from tessel.sim.vector import exec_lut, exec_requant
+from tessel.sim.vector import exec_requant
 from tessel.sim.window import Geometry
 
 Step = Callable[[MachineState], None]
@@ -772,57 +773,7 @@ def _build_pool(op: Op, sram_bytes: int) -> Step | None:
     return step
 
 
-# ---- LUT, COPY, REDUCE, UNARY ----------------------------------------------------------------
-_UNSIGNED: dict[int, np.dtype] = {1: np.dtype("<u1"), 2: np.dtype("<u2")}  # by item size
-LUT_TABLES_MAX = 64  # value tables kept per prepared program (one per distinct LUT content)
-
-
-def _build_lut(op: Op, cache: dict) -> Step | None:
-    """LUT through a table of its output for every input value (256 or 65536 entries) computed
-    by the reference handler from the LUT memory's entries; the table is keyed by those entries'
-    bytes, read on every call (LUT_LOAD may change them)."""
-    f = op.f
-    shape = (f["d2"], f["d1"], f["d0"])
-    if 0 in shape:
-        return None
-    wide = f["lut_mode"] != LutMode.I8_256
-    dt = np.dtype("<i2") if wide else I8
-    n_lut = 513 if wide else 256
-    base = f["lut_base"]
-    src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]))
-    dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]))
-    udt = _UNSIGNED[dt.itemsize]
-
-    def table(entries: np.ndarray) -> np.ndarray:
-        key = ("lut", wide, entries.tobytes())
-        hit = cache.get(key)
-        if hit is None:
-            one = MachineState.__new__(MachineState)  # the reference on every input value
-            one.lut_bytes = np.zeros(2 * (base + n_lut), np.uint8)
-            one.lut = one.lut_bytes.view("<i2")
-            one.lut[base:] = entries
-            n = 1 << (8 * dt.itemsize)
-            one.sram = np.zeros(2 * n * dt.itemsize, np.uint8)
-            one.sram[:n * dt.itemsize] = np.arange(n, dtype=udt).view(np.uint8)
-            g = dict(f, d0=n, d1=1, d2=1, src_addr=0, src_s0=dt.itemsize, src_s1=0, src_s2=0,
-                     dst_addr=n * dt.itemsize, dst_s0=dt.itemsize, dst_s1=0, dst_s2=0)
-            exec_lut(one, g)
-            if len(cache) >= LUT_TABLES_MAX:
-                cache.clear()
-            hit = cache[key] = one.sram[n * dt.itemsize:].view(dt).copy()
-        return hit
-
-    def step(state: MachineState) -> None:
-        entries = state.lut[..., base:base + n_lut]
-        if entries.ndim == 2:  # a batch
-            if not _uniform(entries):
-                exec_lut(state, f)
-                return
-            entries = entries[0]
-        t = table(entries)
-        x = _eview(state.sram, src[0], shape, src[1], udt)
-        _eview(state.sram, dst[0], shape, dst[1], dt)[...] = np.take(t, x)
-    return step
+# ---- COPY (ELTWISE, LUT: tessel.sim.fastvec; REDUCE, UNARY: tessel.sim.fastreduce) ------------
 
 
 def _build_copy(op: Op) -> Step | None:
@@ -852,8 +803,8 @@ def _build_copy(op: Op) -> Step | None:
 
 # ---- the table -----------------------------------------------------------------------------
 def _fastvec(name: str) -> Any:
-    """``tessel.sim.fastvec`` (ELTWISE), ``fastmatmul`` (MATMUL) or ``fastreduce`` (REDUCE,
-    UNARY), imported when first used: they build on this module's helpers."""
+    """``tessel.sim.fastvec`` (ELTWISE, LUT), ``fastmatmul`` (MATMUL) or ``fastreduce``
+    (REDUCE, UNARY), imported when first used: they build on this module's helpers."""
     return importlib.import_module(f"tessel.sim.{name}")
 
 
@@ -864,7 +815,8 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes),
     Opcode.MATMUL: lambda op, prep: _fastvec("fastmatmul").build_matmul(op),
     Opcode.POOL: lambda op, prep: _build_pool(op, prep.arch.onchip.sram_bytes),
-    Opcode.LUT: lambda op, prep: _build_lut(op, prep.cache.setdefault("lut_tables", {})),
+    Opcode.LUT: lambda op, prep: _fastvec("fastvec").build_lut(
+        op, prep.cache.setdefault("lut_tables", {})),
     Opcode.COPY: lambda op, prep: _build_copy(op),
     Opcode.REDUCE: lambda op, prep: _fastvec("fastreduce").build_reduce(op),
     Opcode.UNARY: lambda op, prep: _fastvec("fastreduce").build_unary(op),

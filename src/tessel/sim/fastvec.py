@@ -1,5 +1,7 @@
-"""The fast path's ELTWISE closures (``tessel.sim.fastpath`` explains how instructions become
-closures and the helpers they share): whole-tile numpy passes equal to ``vector.exec_eltwise``.
+"""The fast path's ELTWISE and LUT closures (``tessel.sim.fastpath`` explains how instructions
+become closures and the helpers they share): whole-tile numpy passes equal to
+``vector.exec_eltwise`` / ``vector.exec_lut`` (LUT: one gather from a table of the reference
+over every input value, kept per LUT content).
 
 An int8 / int16 operand's contribution (``x - zp``, or ``MBQM(sat32((x - zp) 2^left), mult,
 shift)``) depends on its value alone: one gather from a table of the reference steps over
@@ -32,17 +34,17 @@ from typing import Any
 
 import numpy as np
 
-from tessel.isa.fields import EltOp
+from tessel.isa.fields import EltOp, LutMode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim.fastfix import mbqm_inplace
-from tessel.sim.fastpath import _UNSIGNED as UNSIGNED
-from tessel.sim.fastpath import Step, Views, _eview
+from tessel.sim.fastpath import Step, Views, _eview, _uniform
 from tessel.sim.prepare import Op
 from tessel.sim.state import NP_DTYPE, MachineState
-from tessel.sim.vector import _rescaled, _span
+from tessel.sim.vector import _rescaled, _span, exec_lut
 
 I64 = np.int64
 LUT_RANGE_MAX = 1 << 18  # the longest range of combined values given an output table
+UNSIGNED: dict[int, np.dtype] = {1: np.dtype("<u1"), 2: np.dtype("<u2")}  # by item size
 _I64_LIMIT = 1 << 63
 ONE = (1 << 30, 1)  # the (multiplier, shift) of exactly 1
 
@@ -491,3 +493,56 @@ def _with_small_factor(f: dict[str, Any], combine: Any, kept: Views, fns: list,
         np.copyto(vo, (inside if ok else outside)(r), casting="unsafe")
     return step_bounded
 
+
+# ---- LUT ------------------------------------------------------------------------------------
+LUT_TABLES_MAX = 64  # value tables kept per prepared program (one per distinct LUT content)
+
+
+def build_lut(op: Op, cache: dict) -> Step | None:
+    """LUT through a table of its output for every input value (256 or 65536 entries) computed
+    by the reference handler from the LUT memory's entries; the table is keyed by those entries'
+    bytes, read on every call (LUT_LOAD may change them)."""
+    f = op.f
+    shape = (f["d2"], f["d1"], f["d0"])
+    if 0 in shape:
+        return None
+    wide = f["lut_mode"] != LutMode.I8_256
+    dt = np.dtype("<i2") if wide else np.dtype("<i1")
+    n_lut = 513 if wide else 256
+    base = f["lut_base"]
+    src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]))
+    dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]))
+    udt = UNSIGNED[dt.itemsize]
+    views = Views(lambda state: (_eview(state.sram, src[0], shape, src[1], udt),
+                                 _eview(state.sram, dst[0], shape, dst[1], dt)))
+
+    def table(entries: np.ndarray) -> np.ndarray:
+        key = ("lut", wide, entries.tobytes())
+        hit = cache.get(key)
+        if hit is None:
+            one = MachineState.__new__(MachineState)  # the reference on every input value
+            one.lut_bytes = np.zeros(2 * (base + n_lut), np.uint8)
+            one.lut = one.lut_bytes.view("<i2")
+            one.lut[base:] = entries
+            n = 1 << (8 * dt.itemsize)
+            one.sram = np.zeros(2 * n * dt.itemsize, np.uint8)
+            one.sram[:n * dt.itemsize] = np.arange(n, dtype=udt).view(np.uint8)
+            g = dict(f, d0=n, d1=1, d2=1, src_addr=0, src_s0=dt.itemsize, src_s1=0, src_s2=0,
+                     dst_addr=n * dt.itemsize, dst_s0=dt.itemsize, dst_s1=0, dst_s2=0)
+            exec_lut(one, g)
+            if len(cache) >= LUT_TABLES_MAX:
+                cache.clear()
+            hit = cache[key] = one.sram[n * dt.itemsize:].view(dt).copy()
+        return hit
+
+    def step(state: MachineState) -> None:
+        entries = state.lut[..., base:base + n_lut]
+        if entries.ndim == 2:  # a batch
+            if not _uniform(entries):
+                exec_lut(state, f)
+                return
+            entries = entries[0]
+        t = table(entries)
+        x, y = views.get(state)
+        y[...] = np.take(t, x)
+    return step
