@@ -6,8 +6,10 @@ at least ``INT_MM_MIN_MACS`` products is one int8 GEMM reading the SRAM operands
 when they are dense (else a pooled dense copy), writing the accumulator in place when it is
 dense and overwritten; the zero points' terms ``- a_zp colsum(b) - b_zp rowsum(a) + k a_zp
 b_zp`` are wrapping int32 corrections, the row sums from a column of ones appended to ``b``
-(one GEMM). Smaller tiles, a host without the int8 GEMM, and batches run the float32 GEMM of
-exact integers (``fastpath._exact_gemm``) or the batch's int8 GEMM as before.
+and, for an ``a`` of at most ``ONES_ROW_MAX`` bytes, the column sums from a row of ones
+appended to (a copy of) ``a``: one GEMM. Smaller tiles, a host without the int8 GEMM, and
+batches run the float32 GEMM of exact integers (``fastpath._exact_gemm``) or the batch's int8
+GEMM as before.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from tessel.sim.prepare import Op
 from tessel.sim.state import I32, MachineState
 
 I64 = np.int64
+ONES_ROW_MAX = 16384  # A of at most this many bytes: copied with a row of ones (no 2nd GEMM)
 INT_MM_MIN_MACS = 65536  # one sample: smaller tiles float32 (the int8 GEMM and its corrections: ~8 us)
 
 
@@ -163,10 +166,12 @@ def _one_sample_int8(f: dict[str, Any], mm: Any, store: AccStore) -> Step:
     b_addr, b_s, b_zp = f["b_addr"], (f["b_stride_k"], f["b_stride_n"]), f["b_zp"]
     a_dense, b_dense = _contiguous((m, k), a_s, 1), _contiguous((k, n), b_s, 1)
     ones_col = b_zp != 0  # b gets a column of ones: the GEMM's last column is rowsum(a)
-    nb = n + ones_col
+    # a small a gets a row of ones (a copy) when colsum(b) is needed: the GEMM's last row
+    ones_row = a_zp != 0 and m * k <= ONES_ROW_MAX
+    ma, nb = m + ones_row, n + ones_col
     acc_dense = _contiguous((m, n), store.strides, 4)
-    # the GEMM writes the accumulator itself: overwritten, dense, no row sums appended
-    direct = not store.accumulate and acc_dense and not ones_col
+    # the GEMM writes the accumulator itself: overwritten, dense, nothing appended
+    direct = not store.accumulate and acc_dense and not ones_col and not ones_row
     # k a_zp b_zp modulo 2^32 (with the row sums: both zero points non-zero)
     kab = np.int64((k * a_zp * b_zp + 2**31) % 2**32 - 2**31).astype(np.int32)
     za, zb = np.int32(a_zp), np.int32(b_zp)  # s32 fields: int32 products wrap as the ACC
@@ -175,32 +180,36 @@ def _one_sample_int8(f: dict[str, Any], mm: Any, store: AccStore) -> Step:
         pool, sram = state.pool, state.sram
         a8 = _view(sram, a_addr, (m, k), a_s, I8)[0]
         b8 = _view(sram, b_addr, (k, n), b_s, I8)[0]
-        ac = None if a_dense else pool.get(("mm1_a8", m, k), (m, k), I8)
-        # the ones column is written once: every user of the key writes only columns [0, n)
+        # the ones row / column is written once: every user of the key writes only the rest
+        ac = None if a_dense and not ones_row else pool.get(("mm1_a8", m, k, ones_row),
+                                                            (ma, k), I8, fill=1)
         bc = None if b_dense and not ones_col else pool.get(("mm1_b8", k, n, ones_col),
                                                             (k, nb), I8, fill=1)
         acc = store.view(state)[0]
-        out = acc if direct else pool.get(("mm1_out", m, nb), (m, nb), I32)
+        out = acc if direct else pool.get(("mm1_out", ma, nb), (ma, nb), I32)
         ones = pool.get(("ones8", 1, k), (1, k), I8, fill=1)
         col = pool.get(("mm1_col", nb), (1, nb), I32)
         row = pool.get(("mm1_row", m), (m, 1), I32)
         tb = torch.from_numpy(b8 if bc is None else bc)
-        return (a8, b8, ac, None if bc is None else bc[:, :n], torch.from_numpy(
-            a8 if ac is None else ac), tb, acc, out[:, :n], out[:, n:], torch.from_numpy(out),
-            (torch.from_numpy(ones), tb, torch.from_numpy(col)), col[:, :n], row)
+        return (a8, b8, None if ac is None else ac[:m], None if bc is None else bc[:, :n],
+                torch.from_numpy(a8 if ac is None else ac), tb, acc, out[:m, :n], out[:m, n:],
+                out[m:, :n], torch.from_numpy(out),
+                (torch.from_numpy(ones), tb, torch.from_numpy(col)), col[:, :n], row)
     views = Views(make)
     mode_acc = f["mode"] == AccMode.ACCUMULATE
 
     def step(state: MachineState) -> None:
-        a8, b8, ac, bn, ta, tb, acc, p, rs, tout, col_mm, col, row = views.get(state)
-        if ac is not None:
-            np.copyto(ac, a8)
+        a8, b8, am, bn, ta, tb, acc, p, rs, cs, tout, col_mm, col, row = views.get(state)
+        if am is not None:
+            np.copyto(am, a8)
         if bn is not None:
             np.copyto(bn, b8)
         mm(ta, tb, out=tout)
         if direct and not a_zp:
             return
-        if a_zp:  # a_zp colsum(b): a GEMM of a row of ones
+        if ones_row:  # a_zp colsum(b): the GEMM's last row
+            np.multiply(cs, za, out=col)
+        elif a_zp:  # a GEMM of a row of ones
             mm(*col_mm[:2], out=col_mm[2])
             col *= za
         if ones_col:  # b_zp rowsum(a) - k a_zp b_zp

@@ -44,7 +44,10 @@ ZPS = [(0, 0), (5, 0), (0, -7), (-256, 255), (255, -256), (-128, 127)]
 @pytest.mark.parametrize("dense", [(True, True, True), (False, True, True),
                                    (True, False, True), (True, True, False),
                                    (False, False, False)], ids=["dense", "a", "b", "acc", "all"])
-def test_matmul_int8_one_sample(zps, mode, dense, int8_gemm_only):
+@pytest.mark.parametrize("ones_row", [True, False], ids=["ones_row", "colsum_gemm"])
+def test_matmul_int8_one_sample(zps, mode, dense, ones_row, int8_gemm_only, monkeypatch):
+    if not ones_row:  # colsum(b) from its own GEMM, as for a large A
+        monkeypatch.setattr(fastmatmul, "ONES_ROW_MAX", 0)
     a_zp, b_zp = zps
     a_d, b_d, acc_d = dense
     m, k, n = 37, 300, 13  # above INT_MM_MIN_MACS; odd sizes
