@@ -133,10 +133,11 @@ def linear_shift(table: np.ndarray, dt: np.dtype, op: EltOp, zp: int, left: int,
                  shift: int) -> int | None:
     """``k`` if an int8 / int16 operand's contribution (its ``table``) is ``(x - zp) << k`` for
     every value ``x`` (checked on all of them), else None: MUL's ``x - zp``, and the
-    multiplier ``2^30`` with a shift ``s >= 1`` where nothing saturates (``MBQM(v, 2^30, s) =
-    floor((2^s v + 1) / 2) = 2^(s-1) v``). Two int64 passes then cost less than a gather."""
-    k = 0 if op == EltOp.MUL else left + shift - 1 if mult == 1 << 30 and shift >= 1 else None
-    if k is None or k > 31:
+    multiplier ``2^30`` where nothing saturates and ``k = left + shift - 1 >= 0``
+    (``MBQM(v, 2^30, s)`` halves ``2^s v``, exactly when ``v = (x - zp) 2^left`` has the
+    factors of two). Two int64 passes then cost less than a gather."""
+    k = 0 if op == EltOp.MUL else left + shift - 1 if mult == 1 << 30 else None
+    if k is None or not 0 <= k <= 31:
         return None
     every = np.arange(1 << (8 * dt.itemsize), dtype=UNSIGNED[dt.itemsize]).view(dt)
     return k if np.array_equal(table, (every.astype(I64) - zp) << k) else None

@@ -77,6 +77,10 @@ FORMS = {
         b_s=(1, 0), a_mult=ONE[0], a_shift=6, b_mult=ONE[0], b_shift=ONE[1]), "step"),
     "linear_a_saturating": (EltOp.SUB, I16, I32, I16, dict(
         b_s=(1, 0), a_mult=ONE[0], a_shift=17, a_zp=-5), "step"),  # not linear: a gather
+    "linear_b_left_shift": (EltOp.ADD, I16, I16, I16, dict(
+        left_shift=15, a_shift=-3, b_mult=ONE[0], b_shift=0), "step"),  # b: x << 14
+    "linear_b_right_shift": (EltOp.SUB, I8, I16, I16, dict(
+        left_shift=9, a_shift=-3, b_mult=ONE[0], b_shift=-4), "step"),  # b: x << 4
     "softmax_sub_max": (EltOp.SUB, I16, I16, I16, dict(
         b_s=(1, 0), a_mult=ONE[0], a_shift=ONE[1], b_mult=ONE[0], b_shift=ONE[1],
         out_zp=32767, act_min=-32768, act_max=32767), "step_table"),
