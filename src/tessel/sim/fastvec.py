@@ -378,7 +378,10 @@ def _pair(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, table
 
     def step_pair(state: MachineState) -> None:
         idx = np.left_shift(a.view(state, u8), 8, dtype=u16)
-        idx = idx | b.view(state, u8)  # broadcast: a stride-0 operand has its distinct values
+        if a.full:
+            idx |= b.view(state, u8)
+        else:  # broadcast: a stride-0 operand has its distinct values
+            idx = idx | b.view(state, u8)
         out.view(state)[...] = np.take(pair_table, idx)
     return step_pair
 
