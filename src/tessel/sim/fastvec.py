@@ -200,8 +200,8 @@ class OutStage:
     int64 has the room) ``sat32`` is the clamp to the outputs at ``INT32_MIN`` / ``INT32_MAX``,
     and the composition of two clamps is one clamp to ``[L, H]``, each end clamped into
     ``[act_min, act_max]``. ``X < 0`` exactly when ``r + T < 0``, ``T = floor(2^30 / q)``
-    (``r q < -2^30``), so with ``r + T`` inside int32 the correction is ``(r + T) & -2^31``
-    (computed before the product, one pass fewer). The correction is left out when
+    (``r q < -2^30``), so the correction ``((r + T) >> 63) & -2^31`` is computed before the
+    product and ``c 2^31`` joins the ``2^30`` (one pass fewer). The correction is left out when
     ``L >= zp`` (a negative SRDHM value then rounds to at most ``zp`` either way) and the
     clamp when the outputs at the bounds lie in ``[L, H]``. A left shift (``out_shift > 0``):
     the reference steps."""
@@ -226,11 +226,8 @@ class OutStage:
         low, high = (min(max(v, lo), hi) for v in (_ref_out(_sat(rl), f), _ref_out(_sat(rh), f)))
         self.q, self.total, self.lo_c, self.hi_c = q, 31 + e, low, high
         self.sign = e > 0 and low < zp and q > 0  # q = 0: X = 2^30 is never negative
-        # X < 0 exactly when r + T < 0 (T = floor(2^30 / q)); with r + T inside int32 the
-        # correction is (r + T) & -2^31
-        self.t = (1 << 30) // q if q else 0
-        self.sign_r = self.sign and rl + self.t >= INT32_MIN and rh + self.t <= INT32_MAX
-        self.add = 1 << 30 if self.sign and not self.sign_r else (1 << 30) + c2
+        self.t = (1 << 30) // q if q else 0  # X < 0 exactly when r + T < 0
+        self.add = (1 << 30) + c2
         self.c2 = c2
         ends = [self._fused_value(v) for v in (rl, rh)]
         self.clamp = ends[0] < low or ends[1] > high
@@ -255,20 +252,18 @@ class OutStage:
             np.maximum(r, f["act_min"], out=r)
             np.minimum(r, f["act_max"], out=r)
             return r
-        if self.sign_r:
-            u = r + self.t if self.t else r.copy()
-            u &= -(1 << 31)  # -2^31 where X < 0, else 0
-            r *= self.q
-            r += self.add
-            r += u
-        else:
-            r *= self.q
-            r += self.add
-            if self.sign:  # the away-from-zero correction where X < 0
+        u = None
+        if self.sign:  # the away-from-zero correction: -2^31 where X < 0, from r
+            if self.t:
+                u = r + self.t
+                u >>= 63
+            else:
                 u = r >> 63
-                u &= -(1 << 31)
-                r += u
-                r += self.c2
+            u &= -(1 << 31)
+        r *= self.q
+        r += self.add
+        if u is not None:
+            r += u
         r >>= self.total
         if self.clamp:
             np.maximum(r, self.lo_c, out=r)
