@@ -136,7 +136,7 @@ _INT_MM_OUT: list = []  # [int_mm() if its out= form is exact too, else None], o
 def int_mm_out() -> Any:
     """``int_mm()`` (already checked exact) if its ``out=`` form (which writes the
     accumulator in place) gives the exact sums too on worst-case operands, else None."""
-    fn = int_mm()
+    fn: Any = int_mm()
     if fn is None:
         return None
     if not _INT_MM_OUT:

@@ -322,7 +322,8 @@ _COMBINE = {EltOp.ADD: np.add, EltOp.SUB: np.subtract, EltOp.MUL: np.multiply,
             EltOp.MAX: np.maximum, EltOp.MIN: np.minimum}
 
 
-def _combine_sat(eop: EltOp, ra: np.ndarray, rb: np.ndarray) -> np.ndarray:
+def _combine_sat(eop: EltOp, ra: np.ndarray | np.integer, rb: np.ndarray | np.integer
+                 ) -> np.ndarray:
     """The reference's ``sat32(ra op rb)`` of int64 contributions (tables' entries)."""
     r = _COMBINE[eop](ra, rb)
     if eop in (EltOp.ADD, EltOp.SUB, EltOp.MUL):
