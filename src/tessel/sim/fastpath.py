@@ -17,10 +17,11 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
   border of a frame is written once and stays put because every user of a key writes the same
   interior); a 1x1 convolution without padding reads its input tile directly; a batch's CONV
   runs GEMMs of as many samples as keep the im2col matrix below ``BATCH_GEMM_BYTES``;
-* CONV / MATMUL tiles of at least ``INT_MM_MIN_MACS`` products (and every tile of a batch) are
-  int8 GEMMs (``torch._int_mm``, exact int32 sums, when a worst-case self-test passes on this
-  host: ``int_mm``) with the zero points as wrapping int32 corrections; smaller ones are
-  float32 GEMMs of exact integers (``_exact_gemm``);
+* CONV tiles of at least ``INT_MM_MIN_MACS`` products, MATMUL tiles of at least
+  ``fastmatmul.INT_MM_MIN_MACS`` (and every tile of a batch) are int8 GEMMs
+  (``torch._int_mm``, exact int32 sums, when a worst-case self-test passes on this host:
+  ``int_mm``) with the zero points as wrapping int32 corrections; smaller ones are float32
+  GEMMs of exact integers (``_exact_gemm``);
 * REQUANT keeps its checked parameter plans across runs (keyed by the parameter bytes, as in
   the reference handler, so a program that writes its parameters at run time stays exact;
   each closure also keeps its last bytes and plan) and runs pooled passes in rows of several
@@ -32,9 +33,12 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
 * for one sample, REQUANT, CONV and MATMUL (float32), DWCONV and ELTWISE (general)
   keep their numpy views and pooled buffers per (state, pool) (``Views``: the memories of
   ``NpuSession(reuse=True)`` persist between runs);
-* ELTWISE / LUT read values from tables of the reference steps over every input value (int8
-  with int8: one gather from a 256 x 256 table); REDUCE, UNARY (small: Python integers) bind
-  their views and constants.
+* ELTWISE and LUT (``tessel.sim.fastvec``): ELTWISE reads int8 / int16 operands'
+  contributions from tables of the reference steps over every value, the output too where
+  one operand decides it or both are int8, and computes stride-0 operands on their distinct
+  values only; LUT reads a table of the reference over every input value; REDUCE (exact
+  float sums of int8 / int16) and UNARY (int64 passes) keep their views
+  (``tessel.sim.fastreduce``).
 
 A closure that raises re-runs the reference handler on the same state, so a trap carries the
 reference handler's message (and a fast-path fault that the reference does not reproduce is
@@ -45,21 +49,20 @@ reference handler; LUT_LOAD and instructions with a static trap always do.
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable
-from math import isqrt
 from typing import Any
 
 import numpy as np
 
-from tessel.isa.fields import AccMode, AccSrc, EltOp, LutMode, ParamMode, PoolOp, ReduceOp, UnaryOp
+from tessel.isa.fields import AccMode, AccSrc, ParamMode, PoolOp
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT, rounding_div
+from tessel.quant.fixedpoint import MAX_SHIFT, MIN_SHIFT, rounding_div
 from tessel.sim.fastfix import (
     LEFT,
     float_plan,
-    mbqm_inplace,
     requant_into,
     requant_plan,
     work_buffers,
@@ -67,7 +70,7 @@ from tessel.sim.fastfix import (
 from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
-from tessel.sim.vector import _rescaled, _span, exec_lut, exec_requant
+from tessel.sim.vector import exec_requant
 from tessel.sim.window import Geometry, PhaseLayout
 
 Step = Callable[[MachineState], None]
@@ -825,276 +828,6 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
     return step_memo
 
 
-# ---- MATMUL -------------------------------------------------------------------------------
-def _build_matmul(op: Op) -> Step | None:
-    f = op.f
-    m, n, k = f["m"], f["n"], f["k"]
-    if 0 in (m, n, k):
-        return None
-    a_addr, a_s, a_zp = f["a_addr"], (f["a_stride_m"], f["a_stride_k"]), f["a_zp"]
-    b_addr, b_s, b_zp = f["b_addr"], (f["b_stride_k"], f["b_stride_n"]), f["b_zp"]
-    chunk = chunk_len(a_zp, b_zp)
-    store = AccStore(f, m, n)
-
-    def step_any(state: MachineState) -> None:
-        pool, sram = state.pool, state.sram
-        a8 = _view(sram, a_addr, (m, k), a_s, I8)
-        ns = a8.shape[0]
-        a = pool.get(("mm_a", ns, m, k), (ns, m, k), F32)
-        np.subtract(a8, a_zp, out=a, dtype=F32)
-        b8 = _view(sram, b_addr, (k, n), b_s, I8)
-        if _uniform(b8):  # one sample, or weights: one GEMM of every sample's rows
-            b8 = b8[0]
-            b = pool.get(("mm_b", k, n), (k, n), F32)
-            a = a.reshape(ns * m, k)
-            out = pool.get(("out", 1, ns * m, n), (ns * m, n), F32)
-        else:  # a batch's activations times activations: one GEMM per sample
-            b = pool.get(("mm_b", ns, k, n), (ns, k, n), F32)
-            out = pool.get(("mm_out", ns, m, n), (ns, m, n), F32)
-        np.subtract(b8, b_zp, out=b, dtype=F32)
-        store(state, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
-                                 lambda: _int8_max_abs(b8, b_zp)))
-
-    def make(state: MachineState) -> tuple:
-        pool, sram = state.pool, state.sram
-        return (_view(sram, a_addr, (m, k), a_s, I8)[0], _view(sram, b_addr, (k, n), b_s, I8)[0],
-                pool.get(("mm_a", 1, m, k), (1, m, k), F32).reshape(m, k),
-                pool.get(("mm_b", k, n), (k, n), F32),
-                pool.get(("out", 1, m, n), (m, n), F32), store.view(state)[0])
-    views = Views(make)
-    accumulate = store.accumulate
-
-    def step(state: MachineState) -> None:
-        """``step_any`` for one sample, its views kept (``Views``)."""
-        if state.batch is not None:
-            step_any(state)
-            return
-        a8, b8, a, b, out, acc = views.get(state)
-        pool = state.pool
-        np.subtract(a8, a_zp, out=a, dtype=F32)
-        np.subtract(b8, b_zp, out=b, dtype=F32)
-        _acc_write(acc, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
-                                    lambda: _int8_max_abs(b8, b_zp)), accumulate)
-
-    mm = int_mm() if k <= INT_MM_K_MAX else None
-    if mm is None:
-        return step
-
-    def step_int(state: MachineState) -> None:
-        pool, sram = state.pool, state.sram
-        b8 = _view(sram, b_addr, (k, n), b_s, I8)
-        if not _uniform(b8):  # a batch's activations times activations: the float GEMMs
-            step_any(state)
-            return
-        a8 = _view(sram, a_addr, (m, k), a_s, I8)
-        ns = a8.shape[0]
-        ac = pool.get(("mm_a8", ns, m, k), (ns * m, k), I8)
-        np.copyto(ac.reshape(ns, m, k), a8)
-        bc = pool.get(("mm_b8", k, n), (k, n), I8)
-        np.copyto(bc, b8[0])
-        store(state, int8_gemm(mm, ac, bc, a_zp, b_zp, pool))
-    return _by_size(step, step_int, m * k * n)
-
-
-# ---- ELTWISE -------------------------------------------------------------------------------
-LUT_RANGE_MAX = 1 << 18  # the longest range of combined values given an output table
-_UNSIGNED: dict[int, np.dtype] = {1: np.dtype("<u1"), 2: np.dtype("<u2")}
-
-
-def _elt_side(x: np.ndarray, op: EltOp, zp: int, left: int, mult: int, shift: int
-              ) -> np.ndarray:
-    """One operand's contribution, the reference steps of ``vector.exec_eltwise``: ``x - zp``
-    (clipped to +-2^31 where that cannot change the result) for MUL, else
-    ``MBQM(sat32((x - zp) * 2^left), mult, shift)``; int64."""
-    if op == EltOp.MUL:
-        t = np.subtract(x, zp, dtype=I64)
-        if _span(x.dtype, zp) > 2**31:
-            np.clip(t, -(2**31), 2**31, out=t)
-        return t
-    return mbqm_inplace(_rescaled(x, zp, left), mult, shift)
-
-
-def _side_fn(dt: np.dtype, op: EltOp, zp: int, left: int, mult: int, shift: int
-             ) -> Callable[[np.ndarray], np.ndarray]:
-    """``_elt_side`` for operands of type ``dt`` with the range tests (``_span``: np.iinfo, a
-    tenth of a MiniLM run when done per call) decided once: the same steps."""
-    span = _span(dt, zp)
-    # x.astype then an int64 subtraction: numpy's mixed-type loop (subtract with dtype=int64)
-    # costs about twice as much
-    if op == EltOp.MUL:
-        def mul_side(x: np.ndarray) -> np.ndarray:
-            t = x.astype(I64)
-            if zp:
-                t -= zp
-            if span > 2**31:
-                np.clip(t, -(2**31), 2**31, out=t)
-            return t
-        return mul_side
-    clip31 = span > 2**31  # as vector._rescaled
-    sat = (min(span, 2**31) << left) > INT32_MAX
-
-    def side(x: np.ndarray) -> np.ndarray:
-        t = x.astype(I64)
-        if zp:
-            t -= zp
-        if clip31:
-            np.maximum(t, -(2**31), out=t)
-            np.minimum(t, 2**31, out=t)
-        t <<= left
-        if sat:
-            np.maximum(t, INT32_MIN, out=t)
-            np.minimum(t, INT32_MAX, out=t)
-        return mbqm_inplace(t, mult, shift)
-    return side
-
-
-def _side_table(cache: dict, dt: np.dtype, op: EltOp, zp: int, left: int, mult: int,
-                shift: int) -> np.ndarray | None:
-    """For an int8 / int16 operand: its contribution for every bit pattern (indexed by the
-    unsigned view of the value), computed by the reference steps; None for int32."""
-    if dt.itemsize > 2:
-        return None
-    key = ("side", dt.str, op, zp, left, mult, shift)
-    hit = cache.get(key)
-    if hit is None:
-        every = np.arange(1 << (8 * dt.itemsize), dtype=_UNSIGNED[dt.itemsize]).view(dt)
-        hit = cache[key] = _elt_side(every, op, zp, left, mult, shift)
-    return hit
-
-
-def _combined_range(op: EltOp, ta: np.ndarray, tb: np.ndarray) -> tuple[int, int]:
-    """Bounds of ``r`` (after the reference's sat32) for every pair of table values."""
-    a0, a1, b0, b1 = int(ta.min()), int(ta.max()), int(tb.min()), int(tb.max())
-    if op == EltOp.MUL:
-        ends = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
-        lo, hi = min(ends), max(ends)
-    elif op == EltOp.ADD:
-        lo, hi = a0 + b0, a1 + b1
-    elif op == EltOp.SUB:
-        lo, hi = a0 - b1, a1 - b0
-    elif op == EltOp.MAX:
-        lo, hi = max(a0, b0), max(a1, b1)
-    else:
-        lo, hi = min(a0, b0), min(a1, b1)
-    def sat(v: int) -> int:  # monotone: the bounds of sat32(r) are sat32 of r's bounds
-        return min(max(v, INT32_MIN), INT32_MAX)
-    return sat(lo), sat(hi)
-
-
-def _elt_out(r: np.ndarray, f: dict[str, Any], dt: np.dtype) -> np.ndarray:
-    """``clamp(MBQM(r, out_mult, out_shift) + out_zp, act_min, act_max)`` as ``dt``, the
-    reference's steps (``r`` int64 inside int32; consumed)."""
-    y = mbqm_inplace(np.ascontiguousarray(r, dtype=I64), f["out_mult"], f["out_shift"])
-    y += f["out_zp"]
-    np.maximum(y, f["act_min"], out=y)
-    np.minimum(y, f["act_max"], out=y)
-    return y.astype(dt)
-
-
-def _build_eltwise(op: Op, cache: dict) -> Step | None:
-    """ELTWISE through tables: an int8 / int16 operand's rescaled value depends on its value
-    alone, so each is one gather from a table of the reference steps over every value; when
-    both are tables and the combined values span at most ``LUT_RANGE_MAX``, the output stage
-    is a third gather. Int32 operands and wide ranges run the reference steps."""
-    f = op.f
-    eop = EltOp(f["op"])
-    shape = (f["d2"], f["d1"], f["d0"])
-    if 0 in shape:
-        return None
-    dts = [NP_DTYPE[f["a_dtype"]], NP_DTYPE[f["b_dtype"]]]
-    out_dt = NP_DTYPE[f["out_dtype"]]
-    views = [(f[f"{p}_addr"], (f[f"{p}_s2"], f[f"{p}_s1"], f[f"{p}_s0"])) for p in "ab"]
-    out_addr, out_s = f["out_addr"], (f["out_s2"], f["out_s1"], f["out_s0"])
-    left = 0 if eop == EltOp.MUL else f["left_shift"]
-    sides = [(f["a_zp"], f["a_mult"], f["a_shift"]), (f["b_zp"], f["b_mult"], f["b_shift"])]
-    tables = [_side_table(cache, dt, eop, zp, left, mu, sh)
-              for dt, (zp, mu, sh) in zip(dts, sides, strict=True)]
-    out_table, r_lo, clamp_r = None, 0, True
-    if tables[0] is not None and tables[1] is not None:
-        r_lo, r_hi = _combined_range(eop, tables[0], tables[1])
-        clamp_r = _unclamped_exceeds(eop, tables[0], tables[1])
-        if r_hi - r_lo < LUT_RANGE_MAX:
-            key = ("out", r_lo, r_hi, f["out_mult"], f["out_shift"], f["out_zp"],
-                   f["act_min"], f["act_max"], out_dt.str)
-            out_table = cache.get(key)
-            if out_table is None:
-                out_table = cache[key] = _elt_out(np.arange(r_lo, r_hi + 1, dtype=I64), f,
-                                                  out_dt)
-    combine = {EltOp.ADD: np.add, EltOp.SUB: np.subtract, EltOp.MUL: np.multiply,
-               EltOp.MAX: np.maximum, EltOp.MIN: np.minimum}[eop]
-    saturates = eop in (EltOp.ADD, EltOp.SUB, EltOp.MUL)
-    if dts[0].itemsize == 1 and dts[1].itemsize == 1:
-        # int8 with int8: the output of every pair of values, one gather (a 256 x 256 table),
-        # the steps below (the reference's) applied to all pairs
-        key = ("pair", id(tables[0]), id(tables[1]), eop, f["out_mult"], f["out_shift"],
-               f["out_zp"], f["act_min"], f["act_max"], out_dt.str)
-        pair = cache.get(key)
-        if pair is None:
-            r = combine(tables[0][:, None], tables[1][None, :])
-            if saturates:
-                np.clip(r, INT32_MIN, INT32_MAX, out=r)
-            pair = cache[key] = (_elt_out(r, f, out_dt).reshape(-1), tables)
-        pair_table = pair[0]
-        (a_addr, a_s), (b_addr, b_s) = views
-        U8, U16 = _UNSIGNED[1], _UNSIGNED[2]
-
-        def step_pair(state: MachineState) -> None:
-            sram = state.sram
-            idx = np.left_shift(_eview(sram, a_addr, shape, a_s, U8), 8, dtype=U16)
-            idx |= _eview(sram, b_addr, shape, b_s, U8)
-            _eview(sram, out_addr, shape, out_s, out_dt)[...] = np.take(pair_table, idx)
-        return step_pair
-
-    # per operand: (address, strides, view type, its contribution from the view)
-    operands = []
-    for (addr, strides), dt, table, (zp, mu, sh) in zip(views, dts, tables, sides, strict=True):
-        if table is None:
-            operands.append((addr, strides, dt, _side_fn(dt, eop, zp, left, mu, sh)))
-        else:  # the unsigned view indexes the table
-            operands.append((addr, strides, _UNSIGNED[dt.itemsize],
-                             lambda x, table=table: np.take(table, x)))
-    (a_addr, a_s, a_dt, a_fn), (b_addr, b_s, b_dt, b_fn) = operands
-
-    kept = Views(lambda state: (_eview(state.sram, a_addr, shape, a_s, a_dt),
-                                _eview(state.sram, b_addr, shape, b_s, b_dt),
-                                _eview(state.sram, out_addr, shape, out_s, out_dt)))
-    out_mult, out_shift, out_zp = f["out_mult"], f["out_shift"], f["out_zp"]
-    act_min, act_max = f["act_min"], f["act_max"]
-
-    def step(state: MachineState) -> None:
-        va, vb, vo = kept.get(state)
-        ra = a_fn(va)  # a fresh int64 array
-        r = combine(ra, b_fn(vb), out=ra)
-        if saturates and clamp_r:
-            np.maximum(r, INT32_MIN, out=r)
-            np.minimum(r, INT32_MAX, out=r)
-        if out_table is not None:
-            r -= r_lo
-            vo[...] = np.take(out_table, r)
-            return
-        # _elt_out's steps, the clamped int64 values cast while being stored
-        y = mbqm_inplace(np.ascontiguousarray(r, dtype=I64), out_mult, out_shift)
-        y += out_zp
-        np.maximum(y, act_min, out=y)
-        np.minimum(y, act_max, out=y)
-        np.copyto(vo, y.reshape(vo.shape), casting="unsafe")
-    return step
-
-
-def _unclamped_exceeds(op: EltOp, ta: np.ndarray, tb: np.ndarray) -> bool:
-    """True if some pair of table values combines (before sat32) outside int32."""
-    a0, a1, b0, b1 = int(ta.min()), int(ta.max()), int(tb.min()), int(tb.max())
-    if op == EltOp.MUL:
-        ends = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
-    elif op == EltOp.ADD:
-        ends = [a0 + b0, a1 + b1]
-    elif op == EltOp.SUB:
-        ends = [a0 - b1, a1 - b0]
-    else:
-        return False
-    return min(ends) < INT32_MIN or max(ends) > INT32_MAX
-
-
 # ---- POOL ----------------------------------------------------------------------------------
 def _build_pool(op: Op, sram_bytes: int) -> Step | None:
     """POOL over a padded frame in the input's type (MAX: padding = the type's minimum, which
@@ -1151,57 +884,7 @@ def _build_pool(op: Op, sram_bytes: int) -> Step | None:
     return step
 
 
-# ---- LUT, COPY, REDUCE, UNARY ----------------------------------------------------------------
-LUT_TABLES_MAX = 64  # value tables kept per prepared program (one per distinct LUT content)
-UNARY_SCALAR_MAX = 64  # UNARY of up to this many elements: Python integers (exact, no numpy)
-
-
-def _build_lut(op: Op, cache: dict) -> Step | None:
-    """LUT through a table of its output for every input value (256 or 65536 entries) computed
-    by the reference handler from the LUT memory's entries; the table is keyed by those entries'
-    bytes, read on every call (LUT_LOAD may change them)."""
-    f = op.f
-    shape = (f["d2"], f["d1"], f["d0"])
-    if 0 in shape:
-        return None
-    wide = f["lut_mode"] != LutMode.I8_256
-    dt = np.dtype("<i2") if wide else I8
-    n_lut = 513 if wide else 256
-    base = f["lut_base"]
-    src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]))
-    dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]))
-    udt = _UNSIGNED[dt.itemsize]
-
-    def table(entries: np.ndarray) -> np.ndarray:
-        key = ("lut", wide, entries.tobytes())
-        hit = cache.get(key)
-        if hit is None:
-            one = MachineState.__new__(MachineState)  # the reference on every input value
-            one.lut_bytes = np.zeros(2 * (base + n_lut), np.uint8)
-            one.lut = one.lut_bytes.view("<i2")
-            one.lut[base:] = entries
-            n = 1 << (8 * dt.itemsize)
-            one.sram = np.zeros(2 * n * dt.itemsize, np.uint8)
-            one.sram[:n * dt.itemsize] = np.arange(n, dtype=udt).view(np.uint8)
-            g = dict(f, d0=n, d1=1, d2=1, src_addr=0, src_s0=dt.itemsize, src_s1=0, src_s2=0,
-                     dst_addr=n * dt.itemsize, dst_s0=dt.itemsize, dst_s1=0, dst_s2=0)
-            exec_lut(one, g)
-            if len(cache) >= LUT_TABLES_MAX:
-                cache.clear()
-            hit = cache[key] = one.sram[n * dt.itemsize:].view(dt).copy()
-        return hit
-
-    def step(state: MachineState) -> None:
-        entries = state.lut[..., base:base + n_lut]
-        if entries.ndim == 2:  # a batch
-            if not _uniform(entries):
-                exec_lut(state, f)
-                return
-            entries = entries[0]
-        t = table(entries)
-        x = _eview(state.sram, src[0], shape, src[1], udt)
-        _eview(state.sram, dst[0], shape, dst[1], dt)[...] = np.take(t, x)
-    return step
+# ---- COPY (ELTWISE, LUT: tessel.sim.fastvec; REDUCE, UNARY: tessel.sim.fastreduce) ------------
 
 
 def _build_copy(op: Op) -> Step | None:
@@ -1229,87 +912,28 @@ def _build_copy(op: Op) -> Step | None:
     return step
 
 
-def _build_reduce(op: Op) -> Step | None:
-    f = op.f
-    dims = [f["d0"], f["d1"], f["d2"]]
-    if 0 in dims:
-        return None
-    dt = NP_DTYPE[f["dtype"]]
-    shape = (f["d2"], f["d1"], f["d0"])
-    src_addr, src_s = f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"])
-    axis = -1 - f["axis"]
-    rop, zp = ReduceOp(f["op"]), f["in_zp"]
-    lo, hi = [n for k, n in enumerate(dims) if k != f["axis"]]
-    summing = rop in (ReduceOp.SUM, ReduceOp.SUMSQ)
-    out_dt = I32 if summing else dt
-    dst_addr, dst_s = f["dst_addr"], (f["dst_s1"], f["dst_s0"])
-    count = dims[f["axis"]]
-    # SUMSQ: |x - zp| >= 2^16 squares above INT32_MAX (as the reference, clipped to 2^16)
-    clip_sq = _span(dt, zp) > 2**16
-
-    def step(state: MachineState) -> None:
-        x = _eview(state.sram, src_addr, shape, src_s, dt)
-        if rop == ReduceOp.SUM:  # sum(x - zp) = sum(x) - n zp, exact in int64
-            y = np.sum(x, axis=axis, dtype=I64)
-            if zp:
-                y -= count * zp
-        elif rop == ReduceOp.SUMSQ:
-            v = np.subtract(x, zp, dtype=I64)
-            if clip_sq:
-                np.clip(v, -(2**16), 2**16, out=v)
-            np.multiply(v, v, out=v)
-            y = v.sum(axis=axis)
-        else:
-            y = x.max(axis=axis) if rop == ReduceOp.MAX else x.min(axis=axis)
-        if summing:
-            np.maximum(y, INT32_MIN, out=y)
-            np.minimum(y, INT32_MAX, out=y)
-        _eview(state.sram, dst_addr, (hi, lo), dst_s, out_dt)[...] = y
-    return step
-
-
-def _build_unary(op: Op) -> Step | None:
-    """UNARY; up to UNARY_SCALAR_MAX elements in Python integers: ``RECIP`` is the rounding
-    division ``(2^fb + x // 2) // x`` and ``RSQRT`` is ``isqrt(2^(2 fb) // x)`` for ``x > 0``
-    (the definitions of docs/isa.md, that the reference reaches through float sqrt and two
-    corrections), INT32_MAX for ``x <= 0``, both capped at INT32_MAX."""
-    f = op.f
-    shape = (f["d2"], f["d1"], f["d0"])
-    size = shape[0] * shape[1] * shape[2]
-    if size == 0 or size > UNARY_SCALAR_MAX:
-        return None  # large: the reference's vectorised form
-    src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]))
-    dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]))
-    fb = f["frac_bits"]
-    one, two = 1 << fb, 1 << (2 * fb)
-    recip = f["op"] == UnaryOp.RECIP
-
-    def value(x: int) -> int:
-        if x <= 0:
-            return INT32_MAX
-        return min((one + x // 2) // x if recip else isqrt(two // x), INT32_MAX)
-
-    def step(state: MachineState) -> None:
-        x = _eview(state.sram, src[0], shape, src[1], I32)
-        y = np.array([value(v) for v in x.ravel().tolist()], np.int32)
-        _eview(state.sram, dst[0], shape, dst[1], I32)[...] = y.reshape(x.shape)
-    return step
-
-
 # ---- the table -----------------------------------------------------------------------------
+def _fastvec(name: str) -> Any:
+    """``tessel.sim.fastvec`` (ELTWISE, LUT), ``fastmatmul`` (MATMUL) or ``fastreduce``
+    (REDUCE, UNARY), imported when first used: they build on this module's helpers."""
+    return importlib.import_module(f"tessel.sim.{name}")
+
+
 BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
     Opcode.DMA_STORE: lambda op, prep: _build_dma(op),
     Opcode.CONV: lambda op, prep: _build_conv(op, prep.arch.onchip.sram_bytes),
     Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes,
                                                   prep.cache.setdefault("dw_weights", {})),
-    Opcode.MATMUL: lambda op, prep: _build_matmul(op),
+    Opcode.MATMUL: lambda op, prep: _fastvec("fastmatmul").build_matmul(op),
     Opcode.POOL: lambda op, prep: _build_pool(op, prep.arch.onchip.sram_bytes),
-    Opcode.LUT: lambda op, prep: _build_lut(op, prep.cache.setdefault("lut_tables", {})),
+    Opcode.LUT: lambda op, prep: _fastvec("fastvec").build_lut(
+        op, prep.cache.setdefault("lut_tables", {})),
     Opcode.COPY: lambda op, prep: _build_copy(op),
-    Opcode.REDUCE: lambda op, prep: _build_reduce(op),
-    Opcode.UNARY: lambda op, prep: _build_unary(op),
-    Opcode.ELTWISE: lambda op, prep: _build_eltwise(op, prep.cache.setdefault("elt_tables", {})),
+    Opcode.REDUCE: lambda op, prep: _fastvec("fastreduce").build_reduce(op),
+    Opcode.UNARY: lambda op, prep: _fastvec("fastreduce").build_unary(op),
+    Opcode.ELTWISE: lambda op, prep: _fastvec("fastvec").build_eltwise(
+        op, prep.cache.setdefault("elt_tables", {})),
     Opcode.REQUANT: lambda op, prep: _build_requant(
         op, prep.cache.setdefault("requant_plans", {}), prep.cache.setdefault("tiled", TiledPlans())),
 }

@@ -1,0 +1,231 @@
+"""The fast path's MATMUL closure (``tessel.sim.fastpath`` explains how instructions become
+closures and the helpers they share), equal to ``matrix.exec_matmul``.
+
+One sample, with an exact ``torch._int_mm`` on this host (``fastpath.int_mm``): every tile of
+at least ``INT_MM_MIN_MACS`` products is one int8 GEMM reading the SRAM operands in place
+when they are dense (else a pooled dense copy), writing the accumulator in place when it is
+dense and overwritten; the zero points' terms ``- a_zp colsum(b) - b_zp rowsum(a) + k a_zp
+b_zp`` are wrapping int32 corrections, the row sums from a column of ones appended to ``b``
+and, for an ``a`` of at most ``ONES_ROW_MAX`` bytes, the column sums from a row of ones
+appended to (a copy of) ``a``: one GEMM. Smaller tiles, a host without the int8 GEMM, and
+batches run the float32 GEMM of exact integers (``fastpath._exact_gemm``) or the batch's int8
+GEMM as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tessel.isa.fields import AccMode
+from tessel.sim.fastpath import (
+    F32,
+    I8,
+    INT_MM_K_MAX,
+    AccStore,
+    Step,
+    Views,
+    _acc_write,
+    _by_size,
+    _contiguous,
+    _exact_gemm,
+    _int8_max_abs,
+    _row_l1_max,
+    _uniform,
+    _view,
+    int8_gemm,
+    int_mm,
+)
+from tessel.sim.matrix import chunk_len
+from tessel.sim.prepare import Op
+from tessel.sim.state import I32, MachineState
+
+I64 = np.int64
+ONES_ROW_MAX = 16384  # A of at most this many bytes: copied with a row of ones (no 2nd GEMM)
+INT_MM_MIN_MACS = 65536  # one sample: smaller tiles float32 (the int8 GEMM and its corrections: ~8 us)
+
+
+def build_matmul(op: Op) -> Step | None:
+    f = op.f
+    m, n, k = f["m"], f["n"], f["k"]
+    if 0 in (m, n, k):
+        return None
+    a_addr, a_s, a_zp = f["a_addr"], (f["a_stride_m"], f["a_stride_k"]), f["a_zp"]
+    b_addr, b_s, b_zp = f["b_addr"], (f["b_stride_k"], f["b_stride_n"]), f["b_zp"]
+    chunk = chunk_len(a_zp, b_zp)
+    store = AccStore(f, m, n)
+
+    def step_any(state: MachineState) -> None:
+        pool, sram = state.pool, state.sram
+        a8 = _view(sram, a_addr, (m, k), a_s, I8)
+        ns = a8.shape[0]
+        a = pool.get(("mm_a", ns, m, k), (ns, m, k), F32)
+        np.subtract(a8, a_zp, out=a, dtype=F32)
+        b8 = _view(sram, b_addr, (k, n), b_s, I8)
+        if _uniform(b8):  # one sample, or weights: one GEMM of every sample's rows
+            b8 = b8[0]
+            b = pool.get(("mm_b", k, n), (k, n), F32)
+            a = a.reshape(ns * m, k)
+            out = pool.get(("out", 1, ns * m, n), (ns * m, n), F32)
+        else:  # a batch's activations times activations: one GEMM per sample
+            b = pool.get(("mm_b", ns, k, n), (ns, k, n), F32)
+            out = pool.get(("mm_out", ns, m, n), (ns, m, n), F32)
+        np.subtract(b8, b_zp, out=b, dtype=F32)
+        store(state, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
+                                 lambda: _int8_max_abs(b8, b_zp)))
+
+    def make(state: MachineState) -> tuple:
+        pool, sram = state.pool, state.sram
+        return (_view(sram, a_addr, (m, k), a_s, I8)[0], _view(sram, b_addr, (k, n), b_s, I8)[0],
+                pool.get(("mm_a", 1, m, k), (1, m, k), F32).reshape(m, k),
+                pool.get(("mm_b", k, n), (k, n), F32),
+                pool.get(("out", 1, m, n), (m, n), F32), store.view(state)[0])
+    views = Views(make)
+    accumulate = store.accumulate
+
+    def step(state: MachineState) -> None:
+        """``step_any`` for one sample, its views kept (``Views``)."""
+        if state.batch is not None:
+            step_any(state)
+            return
+        a8, b8, a, b, out, acc = views.get(state)
+        pool = state.pool
+        np.subtract(a8, a_zp, out=a, dtype=F32)
+        np.subtract(b8, b_zp, out=b, dtype=F32)
+        _acc_write(acc, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
+                                    lambda: _int8_max_abs(b8, b_zp)), accumulate)
+
+    mm = int_mm() if k <= INT_MM_K_MAX else None
+    if mm is None:
+        return step
+    mm_out = int_mm_out()
+
+    def step_int(state: MachineState) -> None:
+        pool, sram = state.pool, state.sram
+        b8 = _view(sram, b_addr, (k, n), b_s, I8)
+        if not _uniform(b8):  # a batch's activations times activations: the float GEMMs
+            step_any(state)
+            return
+        a8 = _view(sram, a_addr, (m, k), a_s, I8)
+        ns = a8.shape[0]
+        ac = pool.get(("mm_a8", ns, m, k), (ns * m, k), I8)
+        np.copyto(ac.reshape(ns, m, k), a8)
+        bc = pool.get(("mm_b8", k, n), (k, n), I8)
+        np.copyto(bc, b8[0])
+        store(state, int8_gemm(mm, ac, bc, a_zp, b_zp, pool))
+
+    if mm_out is None:
+        return _by_size(step, step_int, m * k * n)
+    one = _one_sample_int8(f, mm_out, store)
+
+    def step_int1(state: MachineState) -> None:
+        """``step_int`` for one sample (``_one_sample_int8``), a batch as before."""
+        if state.batch is not None:
+            step_int(state)
+        else:
+            one(state)
+    if m * k * n >= INT_MM_MIN_MACS:
+        return step_int1
+    return _by_size(step, step_int, m * k * n)
+
+
+_INT_MM_OUT: list = []  # [int_mm() if its out= form is exact too, else None], once per process
+
+
+def int_mm_out() -> Any:
+    """``int_mm()`` (already checked exact) if its ``out=`` form (which writes the
+    accumulator in place) gives the exact sums too on worst-case operands, else None."""
+    fn: Any = int_mm()
+    if fn is None:
+        return None
+    if not _INT_MM_OUT:
+        import torch
+
+        ok = True
+        try:
+            for m, k, n in ((1, 8, 1), (37, 4099, 19), (130, 577, 33)):
+                for v in (-128, 127):
+                    a = torch.full((m, k), v, dtype=torch.int8)
+                    b = torch.full((k, n), -128, dtype=torch.int8)
+                    out = torch.zeros((m, n), dtype=torch.int32)
+                    fn(a, b, out=out)
+                    ok &= bool((out == v * -128 * k).all())
+        except Exception:  # a kernel without the out= form
+            ok = False
+        _INT_MM_OUT.append(fn if ok else None)
+    return _INT_MM_OUT[0]
+
+
+def _one_sample_int8(f: dict[str, Any], mm: Any, store: AccStore) -> Step:
+    """One sample's int8 GEMM (the module docstring), its tensors kept (``Views``)."""
+    import torch
+
+    m, n, k = f["m"], f["n"], f["k"]
+    a_addr, a_s, a_zp = f["a_addr"], (f["a_stride_m"], f["a_stride_k"]), f["a_zp"]
+    b_addr, b_s, b_zp = f["b_addr"], (f["b_stride_k"], f["b_stride_n"]), f["b_zp"]
+    a_dense, b_dense = _contiguous((m, k), a_s, 1), _contiguous((k, n), b_s, 1)
+    ones_col = b_zp != 0  # b gets a column of ones: the GEMM's last column is rowsum(a)
+    # a small a gets a row of ones (a copy) when colsum(b) is needed: the GEMM's last row
+    ones_row = a_zp != 0 and m * k <= ONES_ROW_MAX
+    ma, nb = m + ones_row, n + ones_col
+    acc_dense = _contiguous((m, n), store.strides, 4)
+    # the GEMM writes the accumulator itself: overwritten, dense, nothing appended
+    direct = not store.accumulate and acc_dense and not ones_col and not ones_row
+    # k a_zp b_zp modulo 2^32 (with the row sums: both zero points non-zero)
+    kab = np.int64((k * a_zp * b_zp + 2**31) % 2**32 - 2**31).astype(np.int32)
+    za, zb = np.int32(a_zp), np.int32(b_zp)  # s32 fields: int32 products wrap as the ACC
+
+    def make(state: MachineState) -> tuple:
+        pool, sram = state.pool, state.sram
+        a8 = _view(sram, a_addr, (m, k), a_s, I8)[0]
+        b8 = _view(sram, b_addr, (k, n), b_s, I8)[0]
+        # the ones row / column is written once: every user of the key writes only the rest
+        ac = None if a_dense and not ones_row else pool.get(("mm1_a8", m, k, ones_row),
+                                                            (ma, k), I8, fill=1)
+        bc = None if b_dense and not ones_col else pool.get(("mm1_b8", k, n, ones_col),
+                                                            (k, nb), I8, fill=1)
+        acc = store.view(state)[0]
+        out = acc if direct else pool.get(("mm1_out", ma, nb), (ma, nb), I32)
+        ones = pool.get(("ones8", 1, k), (1, k), I8, fill=1)
+        col = pool.get(("mm1_col", nb), (1, nb), I32)
+        row = pool.get(("mm1_row", m), (m, 1), I32)
+        tb = torch.from_numpy(b8 if bc is None else bc)
+        return (a8, b8, None if ac is None else ac[:m], None if bc is None else bc[:, :n],
+                torch.from_numpy(a8 if ac is None else ac), tb, acc, out[:m, :n], out[:m, n:],
+                out[m:, :n], torch.from_numpy(out),
+                (torch.from_numpy(ones), tb, torch.from_numpy(col)), col[:, :n], row)
+    views = Views(make)
+    mode_acc = f["mode"] == AccMode.ACCUMULATE
+
+    def step(state: MachineState) -> None:
+        a8, b8, am, bn, ta, tb, acc, p, rs, cs, tout, col_mm, col, row = views.get(state)
+        if am is not None:
+            np.copyto(am, a8)
+        if bn is not None:
+            np.copyto(bn, b8)
+        mm(ta, tb, out=tout)
+        if direct and not a_zp:
+            return
+        if ones_row:  # a_zp colsum(b): the GEMM's last row
+            np.multiply(cs, za, out=col)
+        elif a_zp:  # a GEMM of a row of ones
+            mm(*col_mm[:2], out=col_mm[2])
+            col *= za
+        if ones_col:  # b_zp rowsum(a) - k a_zp b_zp
+            np.multiply(rs, zb, out=row)
+            row -= kab
+        if direct:  # the GEMM wrote the accumulator
+            acc -= col
+            return
+        if mode_acc:
+            acc += p
+        elif a_zp:
+            np.subtract(p, col, out=acc)
+        else:
+            acc[...] = p
+        if mode_acc and a_zp:
+            acc -= col
+        if ones_col:
+            acc -= row
+    return step
