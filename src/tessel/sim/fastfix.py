@@ -107,8 +107,10 @@ def requant_plan(bias: np.ndarray, q31: np.ndarray, shift: np.ndarray, zp: int, 
         return (LEFT, bias, q31, shift, zp, lo, hi)
     right = -shift
     ends = mbqm_inplace(np.array([[INT32_MIN], [INT32_MAX]], I64).repeat(len(q31), 1), q31, shift)
-    lo_c = np.maximum(ends[0] + zp, lo)
-    hi_c = np.minimum(ends[1] + zp, hi)
+    # each end inside [lo, hi]: when [y(INT32_MIN), y(INT32_MAX)] + zp misses the clamp range
+    # the output is the nearer clamp bound (lo_c = hi_c), never outside [lo, hi]
+    lo_c = np.minimum(np.maximum(ends[0] + zp, lo), hi)
+    hi_c = np.maximum(np.minimum(ends[1] + zp, hi), lo)
     add = bias * q31 + (1 << 30)
     any_right = bool(right.any())
     zero_right = None if not any_right or right.all() else (right == 0).astype(I64)

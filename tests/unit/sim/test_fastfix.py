@@ -275,3 +275,24 @@ def test_float_form_every_accumulator_of_its_range(right, zp):
         got = requant_apply(acc, one, np.dtype(np.int8))
         want = requantize(acc, bias[c], q[c], shift[c], zp, zp, 127, -1, np.int8)
         assert np.array_equal(got, want), c
+
+
+@pytest.mark.parametrize(("q", "shift", "zp", "lo", "hi"), [
+    (1, -31, 0, 10, 20),  # every MBQM value is 0 or -1: below the clamp range
+    (1, -31, 0, -20, -10),  # above it
+    (1, -31, 100, -128, 50),  # the zero point alone lifts every output above act_max
+    (1, -31, -100, -50, 127),  # ... or below act_min
+    (2**30, -31, 0, 1, 1),  # a one-value clamp range
+    (2**30, 0, 0, 5, 6),  # no right shift, values on both sides
+])
+def test_requantize_fast_clamps_when_the_outputs_miss_the_clamp_range(q, shift, zp, lo, hi):
+    """Parameters whose MBQM range [y(INT32_MIN), y(INT32_MAX)] + zp lies partly or wholly
+    outside [act_min, act_max]: the output is still inside [act_min, act_max], as the golden
+    model's clamp gives (the folded bounds must not escape the clamp range)."""
+    acc = np.array([[INT32_MIN], [-5], [0], [5], [INT32_MAX]], np.int32)
+    bias = np.array([0], np.int64)
+    got = requantize_fast(acc, bias, np.array([q]), np.array([shift]), zp, lo, hi,
+                          np.dtype(np.int8))
+    want = requantize(acc, bias, q, shift, zp, lo, hi, -1, np.int8)
+    assert got.tolist() == want.tolist()
+    assert all(lo <= int(v) <= hi for v in got.ravel())
