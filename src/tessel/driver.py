@@ -247,10 +247,16 @@ def partition_text(part: Partition) -> str:
 
 
 def streams_text(program: TslProgram) -> str:
-    """Every engine's instruction stream, disassembled."""
+    """Every engine's instruction stream, disassembled (a stream held as encoded bytes is
+    decoded first)."""
     from tessel.isa import Engine, disassemble
+    from tessel.isa.codec import decode_stream
 
-    return "".join(f".engine {e.name}\n{disassemble(program.streams[e])}" for e in Engine
+    def instructions(e: Engine) -> Sequence[Any]:
+        stream = program.streams[e]
+        return decode_stream(e, stream) if isinstance(stream, bytes) else stream
+
+    return "".join(f".engine {e.name}\n{disassemble(instructions(e))}" for e in Engine
                    if e in program.streams)
 
 
