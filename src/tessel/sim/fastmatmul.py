@@ -24,6 +24,8 @@ from tessel.sim.fastpath import (
     I8,
     INT_MM_K_MAX,
     AccStore,
+    Pool,
+    PoolKept,
     Step,
     Views,
     _acc_write,
@@ -75,12 +77,14 @@ def build_matmul(op: Op) -> Step | None:
         store(state, _exact_gemm(a, b, out, chunk, lambda: _row_l1_max(a, pool),
                                  lambda: _int8_max_abs(b8, b_zp)))
 
+    pooled = PoolKept(lambda pool: (pool.get(("mm_a", 1, m, k), (1, m, k), F32).reshape(m, k),
+                                    pool.get(("mm_b", k, n), (k, n), F32),
+                                    pool.get(("out", 1, m, n), (m, n), F32)))
+
     def make(state: MachineState) -> tuple:
-        pool, sram = state.pool, state.sram
+        sram = state.sram
         return (_view(sram, a_addr, (m, k), a_s, I8)[0], _view(sram, b_addr, (k, n), b_s, I8)[0],
-                pool.get(("mm_a", 1, m, k), (1, m, k), F32).reshape(m, k),
-                pool.get(("mm_b", k, n), (k, n), F32),
-                pool.get(("out", 1, m, n), (m, n), F32), store.view(state)[0])
+                *pooled.get(state.pool), store.view(state)[0])
     views = Views(make)
     accumulate = store.accumulate
 
@@ -176,25 +180,35 @@ def _one_sample_int8(f: dict[str, Any], mm: Any, store: AccStore) -> Step:
     kab = np.int64((k * a_zp * b_zp + 2**31) % 2**32 - 2**31).astype(np.int32)
     za, zb = np.int32(a_zp), np.int32(b_zp)  # s32 fields: int32 products wrap as the ACC
 
-    def make(state: MachineState) -> tuple:
-        pool, sram = state.pool, state.sram
-        a8 = _view(sram, a_addr, (m, k), a_s, I8)[0]
-        b8 = _view(sram, b_addr, (k, n), b_s, I8)[0]
+    def make_pooled(pool: Pool) -> tuple:
+        """The buffers (and their torch wrappers) that depend on the pool alone."""
         # the ones row / column is written once: every user of the key writes only the rest
         ac = None if a_dense and not ones_row else pool.get(("mm1_a8", m, k, ones_row),
                                                             (ma, k), I8, fill=1)
         bc = None if b_dense and not ones_col else pool.get(("mm1_b8", k, n, ones_col),
                                                             (k, nb), I8, fill=1)
-        acc = store.view(state)[0]
-        out = acc if direct else pool.get(("mm1_out", ma, nb), (ma, nb), I32)
+        out = None if direct else pool.get(("mm1_out", ma, nb), (ma, nb), I32)
         ones = pool.get(("ones8", 1, k), (1, k), I8, fill=1)
         col = pool.get(("mm1_col", nb), (1, nb), I32)
         row = pool.get(("mm1_row", m), (m, 1), I32)
-        tb = torch.from_numpy(b8 if bc is None else bc)
-        return (a8, b8, None if ac is None else ac[:m], None if bc is None else bc[:, :n],
-                torch.from_numpy(a8 if ac is None else ac), tb, acc, out[:m, :n], out[:m, n:],
-                out[m:, :n], torch.from_numpy(out),
-                (torch.from_numpy(ones), tb, torch.from_numpy(col)), col[:, :n], row)
+
+        def wrap(x: np.ndarray | None) -> Any:
+            return None if x is None else torch.from_numpy(x)
+        parts = (None, None, None) if out is None else (out[:m, :n], out[:m, n:], out[m:, :n])
+        return (None if ac is None else ac[:m], None if bc is None else bc[:, :n], wrap(ac),
+                wrap(bc), wrap(out), parts, torch.from_numpy(ones), torch.from_numpy(col),
+                col[:, :n], row)
+    pooled = PoolKept(make_pooled)
+
+    def make(state: MachineState) -> tuple:
+        am, bn, tac, tbc, tout, parts, tones, tcol, col, row = pooled.get(state.pool)
+        sram = state.sram
+        a8 = _view(sram, a_addr, (m, k), a_s, I8)[0]
+        b8 = _view(sram, b_addr, (k, n), b_s, I8)[0]
+        acc = store.view(state)[0]
+        tb = torch.from_numpy(b8) if tbc is None else tbc
+        return (a8, b8, am, bn, torch.from_numpy(a8) if tac is None else tac, tb, acc, *parts,
+                torch.from_numpy(acc) if tout is None else tout, (tones, tb, tcol), col, row)
     views = Views(make)
     mode_acc = f["mode"] == AccMode.ACCUMULATE
 

@@ -62,6 +62,7 @@ from tessel.isa.table import Opcode
 from tessel.quant.fixedpoint import MAX_SHIFT, MIN_SHIFT, rounding_div
 from tessel.sim.fastfix import (
     LEFT,
+    Work,
     float_plan,
     requant_into,
     requant_plan,
@@ -189,6 +190,29 @@ class Views:
         val = self.make(state)
         if state.batch is None:
             self.kept = (state.sram, state.pool, val)
+        return val
+
+
+class PoolKept:
+    """The part of a closure's ``Views`` made from the pool alone (pooled buffers, their
+    reshapes and torch wrappers), made once per pool: ``simulate`` builds a new state on
+    every call but reuses the prepared program's pool, so a fresh state remakes only its
+    memory views. Kept only for a pool that never drops its buffers (``limit`` None: one
+    sample's pools, ``pool_for``); a batch's pool makes them on every call."""
+
+    __slots__ = ("make", "kept")
+
+    def __init__(self, make: Callable[[Pool], Any]) -> None:
+        self.make = make
+        self.kept: tuple[Any, Any] = (None, None)  # (pool, made): replaced whole
+
+    def get(self, pool: Pool) -> Any:
+        kept_pool, val = self.kept
+        if pool is kept_pool:
+            return val
+        val = self.make(pool)
+        if pool.limit is None:
+            self.kept = (pool, val)
         return val
 
 
@@ -804,14 +828,19 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
         x, dst, work = views.get(state)
         requant_into(x, dst, work, tiled)
 
+    def make_work(pool: Pool, shape: tuple[int, int]) -> Work:
+        return work_buffers(pool.get(("rq", shape), shape, I64),
+                            pool.get(("rq2", shape), shape, I64))
+    one_shape = (rows * ch // row_len, row_len)  # work rows of tile_rows tile rows
+    one_work = PoolKept(lambda pool: make_work(pool, one_shape))  # one sample's work buffers
+
     def make(state: MachineState) -> tuple:
         sram, pool = state.sram, state.pool
         x = _eview(state.acc_bytes if from_acc else sram, src_off, (rows, ch), src_s, I32)
-        shape = (x.size // row_len, row_len)  # work rows of tile_rows tile rows
+        shape = (x.size // row_len, row_len)
         if x.flags.c_contiguous:
             x = x.reshape(shape)  # a view: no copy into the work shape
-        work = work_buffers(pool.get(("rq", shape), shape, I64),
-                            pool.get(("rq2", shape), shape, I64))
+        work = one_work.get(pool) if shape == one_shape else make_work(pool, shape)
         return (x, _eview(sram, dst_addr, (rows, ch), dst_s, dt), work)
     views = Views(make)
     memo: list = [(None, None)]  # (the last parameter bytes, their tiled plan)

@@ -630,3 +630,59 @@ def test_threads_sharing_a_program_keep_their_own_views():
     for t in threads:
         t.join()
     assert not bad
+
+
+def test_pool_kept_once_per_pool_that_keeps_its_buffers():
+    """``PoolKept``: made once per pool without a limit (a new state on the same pool reuses
+    it), made on every call for a pool that may drop its buffers (a batch's)."""
+    from tessel.sim.fastpath import Pool, PoolKept
+
+    calls: list = []
+    kept = PoolKept(lambda pool: calls.append(pool) or len(calls))
+    one, other, limited = Pool(), Pool(), Pool(limit=1 << 20)
+    assert [kept.get(one), kept.get(one), kept.get(other), kept.get(one)] == [1, 1, 2, 3]
+    assert [kept.get(limited), kept.get(limited)] == [4, 5]
+    assert kept.get(one) == 3  # a limited pool's calls left the kept one in place
+
+
+@pytest.mark.parametrize("case", ["requant", "matmul_int8", "matmul_float"])
+def test_fresh_states_remake_only_memory_views(case, monkeypatch):
+    """A new state per run (``simulate``) on the program's pool: the pooled part of REQUANT /
+    MATMUL views is made once, the memory views every run, and fresh states alternating
+    with a reused one all equal the reference."""
+    from test_fastmatmul import _matmul
+
+    from tessel.sim import fastmatmul
+    from tessel.sim import fastpath as fp
+
+    streams = {"requant": CASES["requant"], "matmul_int8": _matmul(37, 300, 13, a_zp=5),
+               "matmul_float": _matmul(8, 32, 16, a_zp=9, b_zp=-2)}[case]
+    if case == "matmul_int8" and fastmatmul.int_mm_out() is None:
+        pytest.skip("torch._int_mm is not exact / not available on this host")
+    made = {"pool": 0, "views": 0}
+    real_pool_get, real_views_get = fp.PoolKept.get, fp.Views.get
+
+    def pool_get(self, pool):
+        if self.kept[0] is not pool:
+            made["pool"] += 1
+        return real_pool_get(self, pool)
+
+    def views_get(self, state):
+        if self.kept[0] is not state.sram:
+            made["views"] += 1
+        return real_views_get(self, state)
+    monkeypatch.setattr(fp.PoolKept, "get", pool_get)
+    monkeypatch.setattr(fp.Views, "get", views_get)
+    prep = prepare(program(streams), ARCH)
+    reused = MachineState(ARCH)
+    for seed in (0, 1, 2, 3):
+        fast = reused if seed % 2 else _state(seed)
+        if seed % 2:
+            _refill(reused, _state(seed))
+        ref = _state(seed)
+        run_functional(prep, fast, fast=True)
+        run_functional(prep, ref, fast=False)
+        for name in ("sram", "acc_bytes", "lut_bytes"):
+            assert np.array_equal(getattr(fast, name), getattr(ref, name)), (name, seed)
+    assert made["views"] == 4 * len([s for q in fast_steps(prep) for s in q if s is not None])
+    assert made["pool"] >= 1 and made["pool"] <= made["views"] // 4
