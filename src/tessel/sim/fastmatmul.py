@@ -38,6 +38,8 @@ from tessel.sim.fastpath import (
     _view,
     int8_gemm,
     int_mm,
+    memory_tensor,
+    memory_view,
 )
 from tessel.sim.matrix import chunk_len
 from tessel.sim.prepare import Op
@@ -81,10 +83,11 @@ def build_matmul(op: Op) -> Step | None:
                                     pool.get(("mm_b", k, n), (k, n), F32),
                                     pool.get(("out", 1, m, n), (m, n), F32)))
 
-    def make(state: MachineState) -> tuple:
-        sram = state.sram
-        return (_view(sram, a_addr, (m, k), a_s, I8)[0], _view(sram, b_addr, (k, n), b_s, I8)[0],
-                *pooled.get(state.pool), store.view(state)[0])
+    def make(state: MachineState) -> tuple:  # one sample (step_any runs a batch)
+        return (memory_view(state, ("sram", a_addr, (m, k), a_s, I8)),
+                memory_view(state, ("sram", b_addr, (k, n), b_s, I8)),
+                *pooled.get(state.pool),
+                memory_view(state, ("acc_bytes", store.offset, store.shape, store.strides, I32)))
     views = Views(make)
     accumulate = store.accumulate
 
@@ -200,15 +203,18 @@ def _one_sample_int8(f: dict[str, Any], mm: Any, store: AccStore) -> Step:
                 col[:, :n], row)
     pooled = PoolKept(make_pooled)
 
+    a_key, b_key = ("sram", a_addr, (m, k), a_s, I8), ("sram", b_addr, (k, n), b_s, I8)
+    acc_key = ("acc_bytes", store.offset, store.shape, store.strides, I32)
+
     def make(state: MachineState) -> tuple:
+        """One sample's views: the memory ones shared per state (``memory_view``)."""
         am, bn, tac, tbc, tout, parts, tones, tcol, col, row = pooled.get(state.pool)
-        sram = state.sram
-        a8 = _view(sram, a_addr, (m, k), a_s, I8)[0]
-        b8 = _view(sram, b_addr, (k, n), b_s, I8)[0]
-        acc = store.view(state)[0]
-        tb = torch.from_numpy(b8) if tbc is None else tbc
-        return (a8, b8, am, bn, torch.from_numpy(a8) if tac is None else tac, tb, acc, *parts,
-                torch.from_numpy(acc) if tout is None else tout, (tones, tb, tcol), col, row)
+        tb = memory_tensor(state, b_key) if tbc is None else tbc
+        return (memory_view(state, a_key), memory_view(state, b_key), am, bn,
+                memory_tensor(state, a_key) if tac is None else tac, tb,
+                memory_view(state, acc_key), *parts,
+                memory_tensor(state, acc_key) if tout is None else tout, (tones, tb, tcol),
+                col, row)
     views = Views(make)
     mode_acc = f["mode"] == AccMode.ACCUMULATE
 

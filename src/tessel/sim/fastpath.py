@@ -32,7 +32,10 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
   column stride (``_dw_wide``), small tiles of >= 64 channels one einsum;
 * for one sample, REQUANT, CONV and MATMUL (float32), DWCONV and ELTWISE (general)
   keep their numpy views and pooled buffers per (state, pool) (``Views``: the memories of
-  ``NpuSession(reuse=True)`` persist between runs);
+  ``NpuSession(reuse=True)`` persist between runs); REQUANT and MATMUL make a new state's
+  views cheaply (``simulate`` builds one per call): their pooled part kept per pool
+  (``PoolKept``), their memory views shared per state by every closure reading the same
+  operand (``memory_view``, ``memory_tensor``);
 * ELTWISE and LUT (``tessel.sim.fastvec``): ELTWISE reads int8 / int16 operands'
   contributions from tables of the reference steps over every value, the output too where
   one operand decides it or both are int8, and computes stride-0 operands on their distinct
@@ -191,6 +194,34 @@ class Views:
         if state.batch is None:
             self.kept = (state.sram, state.pool, val)
         return val
+
+
+def memory_view(state: MachineState, key: tuple) -> np.ndarray:
+    """``_eview(getattr(state, memory), offset, shape, strides, dtype)`` for ``key`` = those
+    five, made once per state and key: the closures reading the same operand (a loop's tiles
+    alternate between a few buffers) share one view, so a fresh state (``simulate``) makes
+    each distinct view once rather than once per instruction. Shared: callers never change a
+    view's shape in place."""
+    memo = state.views
+    if memo is None:
+        memo = state.views = {}
+    view = memo.get(key)
+    if view is None:
+        view = memo[key] = _eview(getattr(state, key[0]), *key[1:])
+    return view
+
+
+def memory_tensor(state: MachineState, key: tuple) -> Any:
+    """``torch.from_numpy(memory_view(state, key))``, kept the same way."""
+    memo = state.views
+    tkey = ("torch", key)
+    tensor = None if memo is None else memo.get(tkey)
+    if tensor is None:
+        import torch
+
+        view = memory_view(state, key)
+        tensor = state.views[tkey] = torch.from_numpy(view)  # type: ignore[index]
+    return tensor
 
 
 class PoolKept:
@@ -834,14 +865,17 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
     one_shape = (rows * ch // row_len, row_len)  # work rows of tile_rows tile rows
     one_work = PoolKept(lambda pool: make_work(pool, one_shape))  # one sample's work buffers
 
+    x_key = ("acc_bytes" if from_acc else "sram", src_off, (rows, ch), src_s, I32)
+    dst_key = ("sram", dst_addr, (rows, ch), dst_s, dt)
+
     def make(state: MachineState) -> tuple:
-        sram, pool = state.sram, state.pool
-        x = _eview(state.acc_bytes if from_acc else sram, src_off, (rows, ch), src_s, I32)
+        pool = state.pool
+        x = memory_view(state, x_key)
         shape = (x.size // row_len, row_len)
         if x.flags.c_contiguous:
             x = x.reshape(shape)  # a view: no copy into the work shape
         work = one_work.get(pool) if shape == one_shape else make_work(pool, shape)
-        return (x, _eview(sram, dst_addr, (rows, ch), dst_s, dt), work)
+        return (x, memory_view(state, dst_key), work)
     views = Views(make)
     memo: list = [(None, None)]  # (the last parameter bytes, their tiled plan)
 

@@ -63,6 +63,7 @@ class MachineState:
     shared: tuple[int, int, int, np.ndarray] | None = None
     requant_cache: dict | None = None  # REQUANT parameter block -> checked plan (vector.py)
     pool: Any = None  # host buffers of the fast path (tessel.sim.fastpath.Pool)
+    views: dict | None = None  # operand views shared by the fast path's closures (memory_view)
 
     def ext_buffer(self, mem: int, lo: int, hi: int) -> np.ndarray:
         """The off-chip memory a DMA reads bytes [lo, hi) of (BatchState: maybe shared)."""

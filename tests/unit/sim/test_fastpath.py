@@ -686,3 +686,25 @@ def test_fresh_states_remake_only_memory_views(case, monkeypatch):
             assert np.array_equal(getattr(fast, name), getattr(ref, name)), (name, seed)
     assert made["views"] == 4 * len([s for q in fast_steps(prep) for s in q if s is not None])
     assert made["pool"] >= 1 and made["pool"] <= made["views"] // 4
+
+
+def test_memory_views_shared_per_state_by_closures_reading_one_operand():
+    """``memory_view`` / ``memory_tensor``: one object per (state, key), another state's own;
+    MATMULs (int8 and float32 closures) reading and writing the same A, B and accumulator
+    through the shared views equal the reference on fresh states."""
+    from test_fastmatmul import _matmul
+
+    from tessel.sim.fastpath import memory_tensor, memory_view
+
+    one, two = MachineState(ARCH), MachineState(ARCH)
+    key = ("sram", 64, (3, 5), (7, 1), np.dtype(np.int8))
+    assert memory_view(one, key) is memory_view(one, key)
+    assert memory_view(two, key) is not memory_view(one, key)
+    assert memory_tensor(one, key) is memory_tensor(one, key)
+    one.sram[64 + 7 * 2 + 4] = 0xFF
+    assert memory_view(one, key)[2, 4] == -1 and int(memory_tensor(one, key)[2, 4]) == -1
+    assert memory_view(two, key)[2, 4] == 0
+    big = _matmul(37, 300, 13, a_zp=5, b_zp=-3)[MX]
+    acc = _matmul(37, 300, 13, a_zp=5, b_zp=-3, mode=AccMode.ACCUMULATE)[MX]
+    small = _matmul(8, 32, 16, a_zp=9, mode=AccMode.ACCUMULATE)[MX]
+    _same_both_ways({MX: big + acc + small + acc + big}, seeds=(0, 1, 2))
