@@ -143,10 +143,11 @@ class Instruction:
 
 # per opcode: the field values of make() before the given ones (each default as stored,
 # _ABSENT where the field has none) and the positions of the fields without a default
-_TEMPLATE = {op: ([_ABSENT if d is None else _checked(op, c, d)
-                   for d, c in zip(_MAKE[op][1], _CHECKS[op], strict=True)],
-                  tuple(k for k, d in enumerate(_MAKE[op][1]) if d is None))
-             for op in SPECS}
+_TEMPLATE: dict[Opcode, tuple[list[Any], tuple[int, ...]]] = {
+    op: ([_ABSENT if d is None else _checked(op, c, d)
+          for d, c in zip(_MAKE[op][1], _CHECKS[op], strict=True)],
+         tuple(k for k, d in enumerate(_MAKE[op][1]) if d is None))
+    for op in SPECS}
 
 
 def _unchecked(op: Opcode, args: list) -> Instruction:

@@ -54,6 +54,8 @@ def test_tiles_with_shared_computes_equal_tiles_built_alone(preset, case):
                                                               m)) > 1 and not m.order.input_resident)
         w = ops_conv.step(node, m, est_ctx)
         a, b = (w.tile_fn(j, 0, Slots()) for j in (0, 1))
-        ins = lambda tile: [i.in_addr for i in itertools.chain(tile.matrix, tile.vector)
-                            if i.opcode is Opcode.CONV]
-        assert ins(a) != ins(b)
+        assert _conv_inputs(a) != _conv_inputs(b)
+
+
+def _conv_inputs(tile) -> list[int]:
+    return [i.in_addr for i in itertools.chain(tile.matrix, tile.vector) if i.opcode is Opcode.CONV]
