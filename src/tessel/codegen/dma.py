@@ -8,6 +8,7 @@ from tessel.isa import Instruction, Opcode
 
 MAX_DIM = 65535
 _CHUNK = 32768
+_DIM_FIELDS = tuple((f"d{k}", f"ext_s{k}", f"sram_s{k}") for k in range(4))
 
 
 def contiguous(op: Opcode, mem: int, ext: int, sram: int, nbytes: int) -> list[Instruction]:
@@ -32,9 +33,9 @@ def pattern(op: Opcode, t: DramTensor, ext_offset: int, sram: int,
     assert 1 <= len(dims) <= 4
     isz = t.itemsize
     fields: dict[str, int] = {}
-    for k, (count, es, ss) in enumerate(dims):
-        fields[f"d{k}"] = count
-        fields[f"ext_s{k}"] = es * isz
-        fields[f"sram_s{k}"] = ss * isz
+    for (d, e, r), (count, es, ss) in zip(_DIM_FIELDS, dims):  # noqa: B905 - at most four
+        fields[d] = count
+        fields[e] = es * isz
+        fields[r] = ss * isz
     return Instruction.make(op, mem=t.memory, dtype=ISA_DTYPE[t.dtype],
                             ext_addr=t.address + ext_offset * isz, sram_addr=sram, **fields)

@@ -358,8 +358,10 @@ def step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedConstant
             alike[slot, cn] = group
         return group
 
+    computes: dict[tuple, tuple] = {}  # the tiles' CONV / DWCONV and REQUANT (_compute)
+
     def tile_fn(j: int, t: int, s: Slots) -> TileWork:
-        return _tile(node, g, lay, chunks[j], row_tiles[t], s, ctx, on_vector(g, m))
+        return _tile(node, g, lay, chunks[j], row_tiles[t], s, ctx, on_vector(g, m), computes)
 
     vec = on_vector(g, m)
 
@@ -399,6 +401,8 @@ def _in_step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedCons
             params = dma.contiguous(Opcode.DMA_LOAD, mem, paddr, lay.params, 12 * g.cout)
         return GroupWork(loads, params, [], len(chunks))
 
+    computes: dict[tuple, tuple] = {}  # the tiles' CONV and REQUANT (_compute)
+
     def tile_fn(j: int, t: int, s: Slots) -> TileWork:
         c0, cn = chunks[t]
         iaddr = lay.stripe + s.group * lay.stripe_stride
@@ -411,7 +415,7 @@ def _in_step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedCons
         oaddr = lay.out + s.out * lay.out_stride
         acc_addr = lay.acc + s.acc * lay.acc_stride
         matrix, vector, stores = _compute(node, g, chunks[t], stripes[j], iaddr, gaddr,
-                                          lay.params + 12 * c0, acc_addr, oaddr, ctx)
+                                          lay.params + 12 * c0, acc_addr, oaddr, ctx, computes)
         return TileWork(loads, matrix, vector, stores)
 
     def tile_key(j: int, t: int) -> tuple:
@@ -435,7 +439,8 @@ def _input_load(node: Node, g: ConvGeometry, chans: tuple[int, int],
 
 
 def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
-          rows_tile: tuple[int, int, int], s: Slots, ctx: CodegenContext, vector: bool) -> TileWork:
+          rows_tile: tuple[int, int, int], s: Slots, ctx: CodegenContext, vector: bool,
+          computes: dict[tuple, tuple] | None = None) -> TileWork:
     c0, cn = chunk
     gaddr = lay.group + s.group * lay.group_stride
     iaddr = lay.inp + s.inp * lay.inp_stride
@@ -443,21 +448,41 @@ def _tile(node: Node, g: ConvGeometry, lay: _Layout, chunk: tuple[int, int],
     acc_addr = lay.acc + (0 if vector else s.acc * lay.acc_stride)
     oaddr = lay.out + s.out * lay.out_stride
     matrix, vec, stores = _compute(node, g, chunk, rows_tile, iaddr, gaddr,
-                                   gaddr + g.weight_bytes(cn), acc_addr, oaddr, ctx)
+                                   gaddr + g.weight_bytes(cn), acc_addr, oaddr, ctx, computes)
     if vector:
         return TileWork([load], [], matrix + vec, stores)
     return TileWork([load], matrix, vec, stores)
 
 
 def _compute(node: Node, g: ConvGeometry, chunk: tuple[int, int], rows_tile: tuple[int, int, int],
-             iaddr: int, gaddr: int, paddr: int, acc_addr: int, oaddr: int, ctx: CodegenContext
+             iaddr: int, gaddr: int, paddr: int, acc_addr: int, oaddr: int, ctx: CodegenContext,
+             computes: dict[tuple, tuple] | None = None
              ) -> tuple[list[Instruction], list[Instruction], list[Instruction]]:
     """A tile's CONV / DWCONV instructions, its REQUANT and its store: input rows at `iaddr`,
-    weights at `gaddr`, parameters at `paddr`."""
-    a = node.attr_map
+    weights at `gaddr`, parameters at `paddr`. `computes` (one step's): the CONV / DWCONV and
+    REQUANT of the tiles built so far, by what they read (only the store names the tile's
+    place in the tensor; a grouped conv's CONVs also its first channel)."""
     (c0, cn), (b, oy0, rows) = chunk, rows_tile
     y = ctx.tensor(node.name)
     _, in_rows, pad_top = g.in_rows(oy0, rows)
+    store = dma.pattern(Opcode.DMA_STORE, y, (b * g.oh + oy0) * g.ow * g.cout + c0, oaddr,
+                        ((cn, 1, 1), (rows * g.ow, g.cout, cn)))
+    key = (c0 if g.groups != 1 and not g.depthwise else -1, cn, rows, in_rows, pad_top, iaddr,
+           gaddr, paddr, acc_addr, oaddr)
+    hit = computes.get(key) if computes is not None else None
+    if hit is None:
+        hit = _compute_instrs(node, g, c0, cn, rows, in_rows, pad_top, iaddr, gaddr, paddr,
+                              acc_addr, oaddr, y.itemsize)
+        if computes is not None:
+            computes[key] = hit
+    return list(hit[0]), [hit[1]], [store]
+
+
+def _compute_instrs(node: Node, g: ConvGeometry, c0: int, cn: int, rows: int, in_rows: int,
+                    pad_top: int, iaddr: int, gaddr: int, paddr: int, acc_addr: int, oaddr: int,
+                    itemsize: int) -> tuple[list[Instruction], Instruction]:
+    """_compute's CONV / DWCONV instructions and REQUANT."""
+    a = node.attr_map
     common = dict(in_h=in_rows, in_w=g.w, in_zp=a["in_zp"], kh=g.kh, kw=g.kw, stride_h=g.sh,
                   stride_w=g.sw, dil_h=g.dh, dil_w=g.dw, pad_top=pad_top, pad_left=g.pl,
                   out_h=rows, out_w=g.ow, mode=AccMode.OVERWRITE)
@@ -470,12 +495,10 @@ def _compute(node: Node, g: ConvGeometry, chunk: tuple[int, int], rows_tile: tup
     dt = ISA_DTYPE[node.type.dtype]
     req = Instruction.make(
         Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc_addr, src_stride=cn, rows=rows * g.ow,
-        ch=cn, out_dtype=dt, dst_addr=oaddr, dst_stride=cn * y.itemsize,
+        ch=cn, out_dtype=dt, dst_addr=oaddr, dst_stride=cn * itemsize,
         param_addr=paddr, param_mode=ParamMode.PER_CHANNEL,
         out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"])
-    store = dma.pattern(Opcode.DMA_STORE, y, (b * g.oh + oy0) * g.ow * g.cout + c0, oaddr,
-                        ((cn, 1, 1), (rows * g.ow, g.cout, cn)))
-    return compute, [req], [store]
+    return compute, req
 
 
 MAX_KERNEL = 15  # CONV's kh / kw / stride fields (4 bits)

@@ -20,8 +20,6 @@ _CHECKS = {op: tuple((f, f.min if f.enum is None else 0, f.max if f.enum is None
                      for f in spec.fields) for op, spec in SPECS.items()}
 _MAKE = {op: (tuple(f.name for f in spec.fields), tuple(f.default for f in spec.fields))
          for op, spec in SPECS.items()}
-# per opcode: (name, default, check) per field, in table order (make's single pass)
-_BUILD = {op: tuple(zip(_MAKE[op][0], _MAKE[op][1], _CHECKS[op], strict=True)) for op in SPECS}
 _ABSENT = object()
 
 
@@ -77,23 +75,21 @@ class Instruction:
     def make(cls, opcode: Opcode, **values: Any) -> Instruction:
         """Build from keyword values; omitted fields take their table default."""
         op = opcode if type(opcode) is Opcode else Opcode(opcode)
-        args = []
-        given = 0
-        for name, default, check in _BUILD[op]:  # one pass: defaults and checks
-            v = values.get(name, _ABSENT)
-            if v is _ABSENT:
-                v = default
-            else:
-                given += 1
-            _, lo, hi, en = check
-            if (en is None and type(v) is int and lo <= v <= hi) or (
-                    en is not None and type(v) is en):
-                args.append(v)
-            else:
-                args.append(_checked(op, check, v))
-        if given != len(values):
-            unknown = next(k for k in values if k not in _FIELD_INDEX[op])
-            raise TesselFormatError(f"{op.name} has no field {unknown!r}")
+        template, required = _TEMPLATE[op]
+        index, checks = _FIELD_INDEX[op], _CHECKS[op]
+        args = template.copy()  # the defaults, checked once (_TEMPLATE); given values over them
+        for name, v in values.items():
+            k = index.get(name)
+            if k is None:
+                raise TesselFormatError(f"{op.name} has no field {name!r}")
+            _, lo, hi, en = checks[k]
+            if not ((en is None and type(v) is int and lo <= v <= hi)
+                    or (en is not None and type(v) is en)):
+                v = _checked(op, checks[k], v)
+            args[k] = v
+        for k in required:  # fields without a default must be given
+            if args[k] is _ABSENT:
+                _checked(op, checks[k], None)
         if cls is not Instruction:
             return cls(op, tuple(args))
         return _unchecked(op, args)  # checked above: __post_init__ would repeat it
@@ -143,6 +139,15 @@ class Instruction:
             else:
                 parts.append(f"{f.name}={v}")
         return " ".join(parts)
+
+
+# per opcode: the field values of make() before the given ones (each default as stored,
+# _ABSENT where the field has none) and the positions of the fields without a default
+_TEMPLATE: dict[Opcode, tuple[list[Any], tuple[int, ...]]] = {
+    op: ([_ABSENT if d is None else _checked(op, c, d)
+          for d, c in zip(_MAKE[op][1], _CHECKS[op], strict=True)],
+         tuple(k for k, d in enumerate(_MAKE[op][1]) if d is None))
+    for op in SPECS}
 
 
 def _unchecked(op: Opcode, args: list) -> Instruction:

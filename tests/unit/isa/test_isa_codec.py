@@ -150,3 +150,27 @@ def test_opcodes_of_engines_partition_the_table() -> None:
     assert seen | control == set(Opcode)
     assert Opcode.DWCONV in opcodes_of(Engine.MATRIX) and Opcode.DWCONV in opcodes_of(Engine.VECTOR)
     assert set(opcodes_of(Engine.DMA_OUT)) - control == {Opcode.DMA_STORE}
+
+
+def test_make_equals_the_checked_constructor() -> None:
+    """make() (defaults checked once, only the given values checked) builds what the checked
+    constructor builds from the full field list, for every opcode with only its required
+    fields and with every field given; a missing required field or a bad value is refused."""
+    from tessel.isa.table import SPECS
+
+    for op, spec in SPECS.items():
+        values = {f.name: (f.enum(next(iter(f.enum))) if f.enum is not None else f.min)
+                  for f in spec.fields}
+        required = {f.name: values[f.name] for f in spec.fields if f.default is None}
+        full = Instruction(op, tuple(values.values()))
+        assert Instruction.make(op, **values) == full
+        defaults = tuple(values[f.name] if f.default is None else f.default
+                         for f in spec.fields)
+        assert Instruction.make(op, **required) == Instruction(op, defaults)
+        for name in required:
+            with pytest.raises(TesselFormatError, match=f"{op.name}.{name} is required"):
+                Instruction.make(op, **{k: v for k, v in required.items() if k != name})
+        ints = [f for f in spec.fields if f.enum is None and f.max < 2**40]
+        if ints:
+            with pytest.raises(TesselFormatError, match=f"{op.name}.{ints[0].name} must be"):
+                Instruction.make(op, **{**required, ints[0].name: ints[0].max + 1})
