@@ -76,17 +76,9 @@ class Instruction:
         """Build from keyword values; omitted fields take their table default."""
         op = opcode if type(opcode) is Opcode else Opcode(opcode)
         template, required = _TEMPLATE[op]
-        index, checks = _FIELD_INDEX[op], _CHECKS[op]
+        checks = _CHECKS[op]
         args = template.copy()  # the defaults, checked once (_TEMPLATE); given values over them
-        for name, v in values.items():
-            k = index.get(name)
-            if k is None:
-                raise TesselFormatError(f"{op.name} has no field {name!r}")
-            _, lo, hi, en = checks[k]
-            if not ((en is None and type(v) is int and lo <= v <= hi)
-                    or (en is not None and type(v) is en)):
-                v = _checked(op, checks[k], v)
-            args[k] = v
+        _set_given(op, args, values)
         for k in required:  # fields without a default must be given
             if args[k] is _ABSENT:
                 _checked(op, checks[k], None)
@@ -106,17 +98,8 @@ class Instruction:
         """A copy with some fields changed (only the changed values are checked: the others
         were when this instruction was built)."""
         op = self.opcode
-        index, checks = _FIELD_INDEX[op], _CHECKS[op]
         args = list(self.args)
-        for name, v in values.items():
-            k = index.get(name)
-            if k is None:
-                raise TesselFormatError(f"{op.name} has no field {name!r}")
-            _, lo, hi, en = checks[k]
-            if not ((en is None and type(v) is int and lo <= v <= hi)
-                    or (en is not None and type(v) is en)):
-                v = _checked(op, checks[k], v)
-            args[k] = v
+        _set_given(op, args, values)
         return _unchecked(op, args)
 
     def __getattr__(self, name: str) -> Any:
@@ -148,6 +131,21 @@ _TEMPLATE: dict[Opcode, tuple[list[Any], tuple[int, ...]]] = {
           for d, c in zip(_MAKE[op][1], _CHECKS[op], strict=True)],
          tuple(k for k, d in enumerate(_MAKE[op][1]) if d is None))
     for op in SPECS}
+
+
+def _set_given(op: Opcode, args: list[Any], values: dict[str, Any]) -> None:
+    """``args[k] = value`` for each given field, checked (the in-range int or enum member of
+    the right type passes without ``_checked``'s conversion)."""
+    index, checks = _FIELD_INDEX[op], _CHECKS[op]
+    for name, v in values.items():
+        k = index.get(name)
+        if k is None:
+            raise TesselFormatError(f"{op.name} has no field {name!r}")
+        _, lo, hi, en = checks[k]
+        if not ((en is None and type(v) is int and lo <= v <= hi)
+                or (en is not None and type(v) is en)):
+            v = _checked(op, checks[k], v)
+        args[k] = v
 
 
 def _unchecked(op: Opcode, args: list) -> Instruction:
