@@ -308,10 +308,17 @@ def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True,
     """The mapping with the fewest estimated cycles: every candidate ranked on a sampled
     estimate, the best few estimated in full (ties: first candidate, deterministic); the
     search, its closed-form pruning and its cache: tessel.schedule.search_cache."""
-    est_ctx = CodegenContext(ctx.arch, ctx.graph, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
-    return search_cache.choose(node, ctx, _emitter(node), est_ctx, required=required,
+    return search_cache.choose(node, ctx, _emitter(node), estimation_context(ctx),
+                               required=required,
                                cost_model=cost_model,
                                input_resident_orders=input_resident_orders)
+
+
+def estimation_context(ctx: CodegenContext) -> CodegenContext:
+    """The context the mapping search estimates candidates in: `ctx`'s NPU, graph and
+    constant pool, with every tensor not placed yet at address 0 of the activation memory
+    (`_DummyTensors`; addresses do not change costs)."""
+    return CodegenContext(ctx.arch, ctx.graph, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
 
 
 class _DummyTensors(dict):

@@ -15,7 +15,7 @@ from tessel.codegen import ops_conv
 from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.step import Slots
 from tessel.isa import Opcode
-from tessel.schedule.plan import _DummyTensors
+from tessel.schedule.plan import estimation_context
 
 _CASES = [dict(h=20, w=20, c=16, cout=40, k=1, p=0),  # pointwise
           dict(h=19, w=17, c=24, cout=24, k=3, s=2, groups=24),  # depthwise
@@ -31,7 +31,7 @@ def test_tiles_with_shared_computes_equal_tiles_built_alone(preset, case):
     node = g.nodes[-1]
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
-    est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, amem)
+    est_ctx = estimation_context(ctx)
     cands = ops_conv.candidates(node, est_ctx)
     assert cands
     checked = 0

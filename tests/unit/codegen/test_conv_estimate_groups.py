@@ -12,7 +12,7 @@ from tessel.codegen import ops_conv
 from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.step import estimate_step
 from tessel.driver import compile_region
-from tessel.schedule.plan import _DummyTensors
+from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate
 
 
@@ -25,7 +25,7 @@ def test_single_buffered_groups_on_u55(double_buffer):
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
     m = ops_conv.ConvMapping(rows=8, chunk=16, double_buffer=double_buffer)
-    est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, amem)
+    est_ctx = estimation_context(ctx)
     est = estimate_step(ops_conv.step(node, m, est_ctx), arch)
     rp = compile_region(g, [node], ["x"], [node.name], arch, {"model": "t"},
                         units=[(node, m, est)])

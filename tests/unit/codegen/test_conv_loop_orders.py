@@ -22,7 +22,7 @@ from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, 
 from tessel.isa import Engine, Opcode
 from tessel.isa.footprint import accesses
 from tessel.schedule import prerank
-from tessel.schedule.plan import _DummyTensors
+from tessel.schedule.plan import estimation_context
 from tessel.schedule.search_cache import SAMPLE_TILES
 from tessel.sim import simulate
 
@@ -32,7 +32,7 @@ ORDERS = list(ops_conv.ConvOrder)
 def _contexts(g, arch):
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
-    return ctx, CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, amem)
+    return ctx, estimation_context(ctx)
 
 
 def _fitting(node, est_ctx, order, chunk, rows_options):

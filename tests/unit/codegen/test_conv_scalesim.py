@@ -17,7 +17,7 @@ from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.step import estimate_step
 from tessel.driver import compile_region
 from tessel.isa import Engine, Opcode
-from tessel.schedule.plan import _DummyTensors
+from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate
 from tessel.sim.prepare import prepared
 from tessel.sim.timing import schedule
@@ -56,7 +56,7 @@ def test_one_tile_conv_layer_matches_scalesim(row):
     node = g.nodes[-1]
     ctx = CodegenContext(arch, g, {}, ConstPool(0), 0)
     one_tile = ops_conv.ConvMapping(rows=node.type.shape[1], chunk=row["cout"])
-    est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, 0)
+    est_ctx = estimation_context(ctx)
     est = estimate_step(ops_conv.step(node, one_tile, est_ctx), arch)
     rp = compile_region(g, [node], ["x"], [node.name], arch, {"model": "t"},
                         units=[(node, one_tile, est)])

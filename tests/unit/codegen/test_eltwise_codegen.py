@@ -20,7 +20,7 @@ from tessel.isa.fields import EltOp
 from tessel.quant import fixedpoint as fp
 from tessel.quant import intops
 from tessel.quant.golden import GOLDEN_KERNELS
-from tessel.schedule.plan import _DummyTensors
+from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate
 
 Q = QuantParams((0.05,), (3,))
@@ -170,7 +170,7 @@ def test_tiles_keyed_by_their_dims_estimate_as_every_tile_built(preset, ashape, 
     node = g.nodes[-1]
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
-    est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, amem)
+    est_ctx = estimation_context(ctx)
     cands = ops_eltwise.candidates(node, est_ctx)
     assert cands
     for m in cands:

@@ -17,7 +17,7 @@ from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.step import estimate_step
 from tessel.driver import compile_region
 from tessel.ir import Op
-from tessel.schedule.plan import _DummyTensors
+from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate
 
 GOAL = 0.05  # per-layer |estimate - simulated| / simulated
@@ -27,7 +27,7 @@ def _check_all(g, em, arch, feeds, pick=lambda m: True, limit=4):
     node = g.nodes[-1]
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
-    est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, amem)
+    est_ctx = estimation_context(ctx)
     mappings = [m for m in em.candidates(node, est_ctx) if pick(m)][:limit]
     assert mappings
     for m in mappings:

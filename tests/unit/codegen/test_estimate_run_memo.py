@@ -12,7 +12,7 @@ from tessel.codegen import ops_eltwise
 from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.step import CostCache, _run, _StepProgram, estimate_step
 from tessel.ir import Op
-from tessel.schedule.plan import _DummyTensors
+from tessel.schedule.plan import estimation_context
 
 
 @pytest.mark.parametrize("preset", ["tnpu-s", "u55-256"])
@@ -22,7 +22,7 @@ def test_memoised_run_equals_a_fresh_run(preset):
     node = g.nodes[-1]
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
-    est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, amem)
+    est_ctx = estimation_context(ctx)
     cands = ops_eltwise.candidates(node, est_ctx)
     assert len(cands) > 1
     shared = CostCache(arch)
@@ -45,7 +45,7 @@ def test_the_memo_is_bounded(monkeypatch):
     node = g.nodes[-1]
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
-    est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, amem)
+    est_ctx = estimation_context(ctx)
     monkeypatch.setattr(CostCache, "RUNS", 1)
     cache = CostCache(arch)
     for m in ops_eltwise.candidates(node, est_ctx)[:3]:

@@ -20,7 +20,7 @@ from tessel.isa import Engine, Opcode
 from tessel.quant import fixedpoint as fp
 from tessel.quant.golden import run_golden
 from tessel.schedule import prerank, search_cache
-from tessel.schedule.plan import _DummyTensors, plan_dram, plan_units
+from tessel.schedule.plan import estimation_context, plan_dram, plan_units
 from tessel.sim import simulate
 
 
@@ -88,7 +88,7 @@ def check_mappings(g, chain, preset, rng, every=6):
     xshape = g.type_of("x").shape
     x = rng.integers(-128, 128, xshape).astype(np.int8)
     want = run_golden(g, {"x": x})[0]
-    est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
+    est_ctx = estimation_context(ctx)
     out = chain.last.name
     for m in mappings[:: max(1, len(mappings) // every)]:
         est = estimate_step(ops_fused.step(chain, m, est_ctx), arch)
@@ -226,7 +226,7 @@ def test_line_buffer_rebases_are_bit_exact(engine, line, rows, depth):
     m = ops_fused.FusedMapping(rows, 16, engine, line, depth)
     geo = ops_fused.ChainGeometry(chain, m, ctx)
     assert sum(s.moved >= 0 for s in geo.stripes) >= (2 if line < 4 else 1)
-    est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
+    est_ctx = estimation_context(ctx)
     est = estimate_step(ops_fused.step(chain, m, est_ctx), arch)
     rp = compile_region(g, nodes, ["x"], [chain.last.name], arch, {}, units=[(chain, m, est)])
     x = rng.integers(-128, 128, (1, 30, 6, 8)).astype(np.int8)
@@ -321,7 +321,7 @@ def test_chain_bounds_below_every_estimate(preset):
     ratios = []
     for g in graphs:
         ctx = context(arch, g)
-        est_ctx = CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, ctx.act_memory)
+        est_ctx = estimation_context(ctx)
         for chain in ops_fused.fusible_chain(g, npu_nodes(g), 0):
             for m in ops_fused.candidates(chain, est_ctx):
                 for sample in (search_cache.SAMPLE_TILES, None):

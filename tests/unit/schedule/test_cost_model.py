@@ -28,7 +28,7 @@ from tessel.schedule.cost_model import (
     SimulatedCostModel,
     simulate_step,
 )
-from tessel.schedule.plan import _DummyTensors, plan
+from tessel.schedule.plan import estimation_context, plan
 
 PRESETS = ["tnpu-s", "u55-256"]
 Q = QuantParams((0.05,), (3,))
@@ -107,7 +107,7 @@ GRAPHS = _graphs()
 def _contexts(g, arch):
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
-    return ctx, CodegenContext(arch, g, _DummyTensors(ctx), ctx.consts, amem)
+    return ctx, estimation_context(ctx)
 
 
 def _npu_nodes(g):

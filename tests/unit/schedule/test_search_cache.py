@@ -153,8 +153,7 @@ def _check_bounds(graph, arch, monkeypatch, chains_only=False, kinds=None) -> li
 
     def spy(node, ctx, *, required=True, cost_model=None, input_resident_orders=True):
         em = program._emitter(node)
-        est_ctx = CodegenContext(ctx.arch, ctx.graph, program._DummyTensors(ctx), ctx.consts,
-                                 ctx.act_memory)
+        est_ctx = program.estimation_context(ctx)
         bounds = prerank.Bounds(node, est_ctx)
         chain = isinstance(node, FusedChain)
         if chain and kinds is not None:

@@ -11,7 +11,6 @@ import pytest
 from tessel.analysis.estimate import estimate_graph
 from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
-from tessel.codegen.context import CodegenContext
 from tessel.codegen.step import CostCache, estimate_step
 from tessel.schedule import plan as program
 from tessel.schedule import search_cache
@@ -37,8 +36,7 @@ def _check(graph, arch, monkeypatch) -> tuple[int, int]:
     def spy(node, ctx, *, required=True, cost_model=None, input_resident_orders=True):
         nonlocal checked, reused
         em = program._emitter(node)
-        est_ctx = CodegenContext(ctx.arch, ctx.graph, program._DummyTensors(ctx), ctx.consts,
-                                 ctx.act_memory)
+        est_ctx = program.estimation_context(ctx)
         sig = search_cache.unit_signature(node, est_ctx)
         cands = [] if sig in seen else list(em.candidates(node, est_ctx))
         seen.add(sig)
