@@ -83,7 +83,8 @@ F32 = np.dtype(np.float32)
 I64 = np.int64
 REQUANT_PLANS_MAX = 4096  # distinct parameter blocks kept per prepared program
 DW_EINSUM_MAX = 5000  # DWCONV outputs up to this many elements: one einsum (measured faster)
-DW_EINSUM_MIN_CH = 64  # ... with at least this many channels; else ``_dw_wide`` (measured)
+DW_EINSUM_MIN_CH = 64  # ... with at least this many channels and a column stride above 1;
+# else ``_dw_wide`` (measured: its one einsum over wide rows wins at a column stride of 1)
 DW_WEIGHTS_MAX = 256  # DWCONV weight blocks repeated for ``_dw_wide``, per prepared program
 BATCH_GEMM_BYTES = 8 << 20  # a batch's CONV: samples per GEMM, by their im2col bytes
 BATCH_POOL_BYTES = 512 << 20  # a batch's host buffers (per session) above this: dropped
@@ -685,7 +686,7 @@ def _build_dwconv(op: Op, sram_bytes: int, cache: dict) -> Step | None:
         np.subtract(src, in_zp, out=dst, dtype=F32)
         np.einsum("nyxijc,nijc->nyxc", win, wb, out=out)
         _acc_write(acc, out, accumulate)
-    if size <= DW_EINSUM_MAX and ch >= DW_EINSUM_MIN_CH:
+    if size <= DW_EINSUM_MAX and ch >= DW_EINSUM_MIN_CH and g.sw > 1:
         return step
     return _dw_wide(f, g, parts, store, step_any, cache)
 
@@ -696,11 +697,15 @@ def _dw_wide(f: dict[str, Any], g: Geometry, parts: tuple, store: AccStore, step
     (minus its zero point, float32) goes into the phases of a ``PhaseLayout`` (its padding
     stays 0), each kernel position is then one ``(oh, pc * ch)`` view of a phase times that
     position's weights repeated over ``pc`` columns (kept in ``cache`` per weight bytes), and
-    the valid columns of the sum go to the accumulator. With a column stride of 1 every
-    position is one slice of a single 4-D view: one multiply into a pooled product and one
-    sum over the positions (measured faster than the loop). Exact: every partial sum is an
-    integer below 2^24 (matrix.py), so the order of the additions does not matter. A batch
-    runs ``step_any``."""
+    the valid columns of the sum go to the accumulator. With a column stride of 1, or a
+    dilation of 1, every position is one slice of a single 5-D view (``PhaseLayout.grouped``,
+    the padded positions of a stride not dividing ``kw`` weighted by 0): one einsum, whose
+    multiply-add inner loops over the wide rows cost about half of a multiply into a pooled
+    product and a sum over the positions, and a third of the loop (measured; a column
+    stride and a dilation both above 1 keep the loop). Exact: every partial sum is an
+    integer below 2^24 (matrix.py), so the order of the additions does not matter (a
+    product with a 0 weight is 0: the frame holds finite values only). A batch runs
+    ``step_any``."""
     ch = f["ch"]
     _, _, dr, dc, tr, tc = parts
     lay = PhaseLayout.of(g, ch, dc, tc)
@@ -710,7 +715,7 @@ def _dw_wide(f: dict[str, Any], g: Geometry, parts: tuple, store: AccStore, step
     in_addr, in_zp, w_addr = f["in_addr"], f["in_zp"], f["w_addr"]
     tile_shape, tile_s = (g.in_h, g.in_w, ch), (f["in_stride_h"], f["in_stride_w"], 1)
     w_shape, w_s = (g.kh, g.kw, ch), (g.kw * f["w_stride_k"], f["w_stride_k"], 1)
-    accumulate, stacked = store.accumulate, lay.sw == 1
+    accumulate, grouping = store.accumulate, lay.groups(g)
 
     def make(state: MachineState) -> tuple:
         pool, sram = state.pool, state.sram
@@ -718,11 +723,9 @@ def _dw_wide(f: dict[str, Any], g: Geometry, parts: tuple, store: AccStore, step
         tile = _view(sram, in_addr, tile_shape, tile_s, I8)[0]
         writes = [(tile[tr, cs], lay.phase(buf, p)[dr, ps]) for p, cs, ps in lay.writes]
         out = pool.get(("dw_o", g.oh, wide), (g.oh, wide), F32)
-        if stacked:  # (kh, kw, oh, wide): position (ky, kx) at (ky dh pc + kx dw) ch
-            it = buf.itemsize
-            taps = np.ndarray((g.kh, g.kw, g.oh, wide), F32, buffer=buf, strides=(
-                g.dh * wide * it, g.dw * ch * it, g.sh * wide * it, it))
-            tmp = pool.get(("dw_p", kk, g.oh, wide), (g.kh, g.kw, g.oh, wide), F32)
+        if grouping is not None:  # (groups, kh, per_group, oh, wide)
+            taps: Any = lay.grouped(buf, g)
+            tmp = None
         else:
             taps = [lay.tap(buf, k, g.oh, g.sh) for k in range(kk)]
             tmp = pool.get(("dw_t", g.oh, wide), (g.oh, wide), F32)
@@ -733,15 +736,27 @@ def _dw_wide(f: dict[str, Any], g: Geometry, parts: tuple, store: AccStore, step
     memo: list = [(None, None)]  # (the last weight bytes, their repeated rows)
 
     def weights(raw: bytes, w8: np.ndarray) -> np.ndarray:
-        """``(kh, kw, 1, pc * ch)``: each position's weights repeated over ``pc`` columns."""
-        wkey = (raw, kk, ch, lay.pc)
+        """Each position's weights repeated over ``pc`` columns: ``(kh * kw, pc * ch)`` for
+        the loop, ``(groups, kh, per_group, pc * ch)`` for the einsum (0 where ``kx >= kw``)."""
+        wkey = (raw, kk, ch, lay.pc, grouping)
         wt = cache.get(wkey)
         if wt is None:
             if len(cache) >= DW_WEIGHTS_MAX:
                 cache.clear()
-            wt = np.empty((g.kh, g.kw, lay.pc, ch), F32)
-            wt[...] = w8[:, :, None, :]
-            wt = cache[wkey] = wt.reshape(g.kh, g.kw, 1, wide)
+            rep = np.empty((g.kh, g.kw, lay.pc, ch), F32)
+            rep[...] = w8[:, :, None, :]
+            rep = rep.reshape(g.kh, g.kw, wide)
+            if grouping is None:
+                wt = rep.reshape(kk, wide)
+            else:
+                n, per = grouping
+                wt = np.zeros((n, g.kh, per, wide), F32)
+                for r in range(n):
+                    for j in range(per):
+                        kx = j if n == 1 else r + j * n
+                        if kx < g.kw:
+                            wt[r, :, j] = rep[:, kx]
+            wt = cache[wkey] = wt
         return wt
 
     def step(state: MachineState) -> None:
@@ -756,14 +771,12 @@ def _dw_wide(f: dict[str, Any], g: Geometry, parts: tuple, store: AccStore, step
             memo[0] = (raw, wt)  # one store: a thread reads bytes and rows together
         for src, dst in writes:
             np.subtract(src, in_zp, out=dst, dtype=F32)
-        if stacked:
-            np.multiply(taps, wt, out=tmp)
-            np.add.reduce(tmp.reshape(kk, g.oh, wide), axis=0, out=out)
+        if grouping is not None:
+            np.einsum("rijyw,rijw->yw", taps, wt, out=out)
         else:
-            rows = wt.reshape(kk, wide)
-            np.multiply(taps[0], rows[0], out=out)
+            np.multiply(taps[0], wt[0], out=out)
             for k in range(1, kk):
-                np.multiply(taps[k], rows[k], out=tmp)
+                np.multiply(taps[k], wt[k], out=tmp)
                 out += tmp
         if accumulate:
             acc += valid.astype(np.int32)  # int32 addition wraps

@@ -155,6 +155,29 @@ class PhaseLayout:
         lo = p * self.phase_len
         return buf[lo:lo + self.rows * self.pc * self.ch].reshape(self.rows, self.pc, self.ch)
 
+    def groups(self, g: Geometry) -> tuple[int, int] | None:
+        """``(groups, per_group)`` of ``grouped``, or None when the kernel columns of a phase
+        are not evenly spaced in it (a column stride and a dilation both above 1)."""
+        if self.sw == 1:
+            return 1, g.kw
+        if g.dw == 1:
+            return self.sw, -(-g.kw // self.sw)
+        return None
+
+    def grouped(self, buf: np.ndarray, g: Geometry) -> np.ndarray:
+        """Every kernel position's ``(oh, pc * C)`` wide rows of the flat buffer as one view
+        ``(groups, kh, per_group, oh, pc * C)`` (``groups``): group ``r``, entry ``j`` is
+        kernel column ``kx = r + j sw`` (dilation 1, phase ``r``, element offset ``j C`` in it)
+        or, for a column stride of 1, ``kx = j`` (offset ``j dw C``). Entries with ``kx >= kw``
+        (``sw`` not dividing ``kw``) are views that the caller weights by 0: they stay inside
+        the buffer, since ``(per_group - 1) C <= (kw - 1) // sw * C``, the tail less ``C``."""
+        n = self.groups(g)
+        assert n is not None
+        it, wide = buf.itemsize, self.pc * self.ch
+        step = g.dw * self.ch if self.sw == 1 else self.ch
+        return np.ndarray((n[0], g.kh, n[1], g.oh, wide), buf.dtype, buffer=buf, strides=(
+            self.phase_len * it, g.dh * wide * it, step * it, g.sh * wide * it, it))
+
     def tap(self, buf: np.ndarray, k: int, oh: int, sh: int) -> np.ndarray:
         """Kernel position ``k``'s ``(oh, pc * C)`` wide rows of the flat buffer."""
         it = buf.itemsize

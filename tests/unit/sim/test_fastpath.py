@@ -118,7 +118,11 @@ def _dw(ch, in_h, in_w, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, **kw_):
     _dw(24, 3, 9, 5, 5, 1, 1, 1, 1, 2, 2, 3, 9),  # 5x5
     _dw(32, 4, 10, 3, 3, 1, 1, 1, 1, 1, 1, 4, 10, mode=AccMode.ACCUMULATE),
     _dw(16, 3, 7, 1, 1, 1, 1, 1, 1, 0, 0, 3, 7),  # 1x1
-    _dw(64, 2, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2, 8),  # 64 channels, small: the einsum
+    _dw(64, 2, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2, 8),  # 64 channels, small, stride 1: wide rows
+    _dw(64, 3, 9, 3, 3, 2, 2, 1, 1, 1, 1, 2, 5),  # 64 channels, small, stride 2: the einsum
+    _dw(8, 9, 15, 5, 5, 2, 2, 1, 1, 2, 2, 5, 8),  # 5x5, stride 2: a 0-weighted position
+    _dw(8, 5, 17, 3, 3, 1, 4, 1, 1, 1, 1, 5, 5),  # stride 4 > kw: a phase without positions
+    _dw(8, 4, 12, 2, 2, 1, 2, 1, 1, 0, 0, 3, 6),  # 2x2, stride 2: one position per phase
     _dw(64, 8, 14, 3, 3, 1, 1, 1, 1, 1, 1, 8, 14),  # 64 channels, large: wide rows
 ])
 def test_dwconv_wide_rows(f):
