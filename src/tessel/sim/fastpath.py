@@ -787,7 +787,7 @@ def _dw_wide(f: dict[str, Any], g: Geometry, parts: tuple, store: AccStore, step
 
 # ---- REQUANT -------------------------------------------------------------------------------
 TILED_BYTES_MAX = 128 << 20  # requantisation plans tiled to whole tiles, per prepared program
-TILE_ELEMS_MAX = 1024  # a tiled plan array: at most this many elements (8 KiB, stays cached)
+TILE_ELEMS_MAX = 16384  # a tiled plan array: at most this many elements (384 KiB a plan)
 
 
 def tile_rows(rows: int, ch: int) -> int:
@@ -801,13 +801,15 @@ def tile_rows(rows: int, ch: int) -> int:
 
 
 class TiledPlans:
-    """Requantisation plans with their per-channel arrays repeated over ``tile_rows`` rows:
-    every pass of ``requant_into`` (on the tile, or a contiguous copy, reshaped to rows of
-    that many tile rows) is then a few long inner loops instead of ``rows`` loops of
-    ``ch`` elements, with plan arrays small enough to stay in cache (tiling to the whole tile,
-    as before, was faster alone but not inside a run, where every tile's plan arrays came
-    from memory); same values, same result. Keyed by (parameter key, rows); emptied when it
-    would hold more than TILED_BYTES_MAX."""
+    """Requantisation plans with their per-channel arrays repeated over ``tile_rows`` rows,
+    for one sample the whole tile (up to TILE_ELEMS_MAX elements): every pass of
+    ``requant_into`` then runs on 1-D operands of one shape (the tile, or a contiguous copy,
+    flattened), numpy's trivial loop without its broadcasting iterator, ~0.5-1 us less per
+    pass than rows of a few tile rows against a shorter plan (measured alone and inside
+    runs: the plan arrays streaming from memory cost less than the iterator); a larger tile,
+    or a batch, works in rows of ``tile_rows`` tile rows. Per-tensor arrays (length 1 over
+    more channels) become numpy scalars, for the same reason. Same values, same result.
+    Keyed by (parameter key, rows); emptied when it would hold more than TILED_BYTES_MAX."""
 
     def __init__(self) -> None:
         self.plans: dict[tuple, tuple] = {}
@@ -821,8 +823,7 @@ class TiledPlans:
             tiled = plan  # the left-shift form: not tiled
         else:
             n = tile_rows(rows, ch) * ch
-            tiled = tuple(np.tile(v, n // ch) if isinstance(v, np.ndarray) and v.shape == (ch,)
-                          else v for v in plan)
+            tiled = tuple(_tiled(v, ch, n) for v in plan)
         size = sum(v.nbytes for v in tiled if isinstance(v, np.ndarray))
         if self.nbytes + size > TILED_BYTES_MAX:
             self.plans.clear()
@@ -830,6 +831,16 @@ class TiledPlans:
         self.plans[key] = tiled
         self.nbytes += size
         return tiled
+
+
+def _tiled(v: Any, ch: int, n: int) -> Any:
+    """A plan entry for ``TiledPlans``: a per-channel array repeated to ``n`` elements, a
+    per-tensor one (length 1) as its numpy scalar, anything else as it is."""
+    if not isinstance(v, np.ndarray) or v.ndim != 1:
+        return v
+    if v.shape == (1,):
+        return v[0]
+    return np.tile(v, n // ch) if v.shape == (ch,) else v
 
 
 def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
@@ -872,10 +883,11 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
         x, dst, work = views.get(state)
         requant_into(x, dst, work, tiled)
 
-    def make_work(pool: Pool, shape: tuple[int, int]) -> Work:
+    def make_work(pool: Pool, shape: tuple[int, ...]) -> Work:
         return work_buffers(pool.get(("rq", shape), shape, I64),
                             pool.get(("rq2", shape), shape, I64))
-    one_shape = (rows * ch // row_len, row_len)  # work rows of tile_rows tile rows
+    # one sample's work: the tile flattened, or rows of tile_rows tile rows
+    one_shape = (row_len,) if row_len == rows * ch else (rows * ch // row_len, row_len)
     one_work = PoolKept(lambda pool: make_work(pool, one_shape))  # one sample's work buffers
 
     x_key = ("acc_bytes" if from_acc else "sram", src_off, (rows, ch), src_s, I32)
@@ -884,7 +896,7 @@ def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
     def make(state: MachineState) -> tuple:
         pool = state.pool
         x = memory_view(state, x_key)
-        shape = (x.size // row_len, row_len)
+        shape = (row_len,) if x.size == row_len else (x.size // row_len, row_len)
         if x.flags.c_contiguous:
             x = x.reshape(shape)  # a view: no copy into the work shape
         work = one_work.get(pool) if shape == one_shape else make_work(pool, shape)

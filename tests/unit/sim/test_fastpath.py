@@ -162,6 +162,45 @@ def test_requant_random(seed):
     _same_both_ways({V: [rq, rq]}, extra=[(2900, one)])
 
 
+@pytest.mark.parametrize(("limit", "rows"), [(64, 5), (128, 4), (192, 6), (100_000, 6)])
+def test_requant_tiled_rows(monkeypatch, limit, rows):
+    """REQUANT tiles above TILE_ELEMS_MAX work in rows of ``tile_rows`` tile rows (2-D, the
+    plan broadcast over them), smaller ones flattened against a whole-tile plan: both equal
+    to the reference on accumulators mostly inside the unsaturated range, per channel and per
+    tensor (the plan's scalars), the FLOAT form (a relu floor) and the FUSED one, from the
+    accumulator (contiguous) and from strided SRAM rows."""
+    from tessel.sim import fastpath
+
+    monkeypatch.setattr(fastpath, "TILE_ELEMS_MAX", limit)
+    for k in range(6):
+        rng = np.random.default_rng(40 + k)
+        dt, per_tensor, relu, src = DType.I8 if k % 3 else DType.I16, k % 2 == 1, k < 3, k % 2
+        p, ch = (1 if per_tensor else 64), 64
+        params = np.stack([rng.integers(-5000, 5000, p), rng.integers(2**30, 2**31, p),
+                           -rng.integers(1, 4 if dt == DType.I16 else 9, p)]).astype(np.int32)
+        zp = int(rng.integers(-100, 100))
+        stride = ch if src == 0 else ch + 3
+        top = 127 if dt == DType.I8 else 32767
+        rq = I(Opcode.REQUANT, src=src, src_addr=0 if src == 0 else 20_000, src_stride=stride,
+               rows=rows, ch=ch, out_dtype=dt, dst_addr=8000, dst_stride=130, param_addr=2000,
+               param_mode=[ParamMode.PER_CHANNEL, ParamMode.PER_TENSOR][per_tensor],
+               out_zp=zp, act_min=zp if relu else -100, act_max=top)
+        prep = prepare(program({V: [rq, rq]}), ARCH)
+        acc = rng.integers(-(1 << 14), 1 << 14, rows * stride).astype(np.int32)
+        acc[rng.random(acc.size) < 0.1] = rng.integers(-(2**31), 2**31, 1)  # a few saturate
+        states = []
+        for fast in (True, False):
+            st = _state(k)
+            st.sram[2000:2000 + params.nbytes] = params.view(np.uint8).reshape(-1)
+            if src == 0:
+                st.acc_bytes[:acc.nbytes] = acc.view(np.uint8)
+            else:
+                st.sram[20_000:20_000 + acc.nbytes] = acc.view(np.uint8)
+            run_functional(prep, st, fast=fast)
+            states.append(st)
+        assert np.array_equal(states[0].sram, states[1].sram), k
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_requant_float_form(seed):
     """REQUANT with relu-floor parameters (the FLOAT form: int32 clamp, float64 multiply-add)
