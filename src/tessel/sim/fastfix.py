@@ -165,9 +165,12 @@ def float_plan(plan: tuple) -> tuple | None:
     ``y(a_lo) = lo_c`` (or ``a_lo = INT32_MIN``) and ``y(a_hi) = hi_c`` (or ``a_hi =
     INT32_MAX``): a clamped accumulator gets its bound's output, any other keeps its own. On
     ``[a_lo, a_hi]`` the float64 steps ``floor(acc Q + A)``, ``Q = q31 2^-T``, ``A = B 2^-T``
-    are exact when ``max |acc| q31 + |B| < 2^53``: the product and the sum are integer
-    multiples of ``2^-T`` below ``2^(53 - T)`` in magnitude (scaling by a power of two is
-    exact), so nothing rounds before the floor; the outputs lie in ``[lo_c, hi_c]``, inside
+    are exact when ``|B|``, ``|acc q31|`` and ``|acc q31 + B|`` are below ``2^53`` there
+    (checked at ``a_lo`` and ``a_hi``: the product's magnitude and the affine sum take their
+    extremes at the ends): ``A``, the product and the sum are integer multiples of ``2^-T``
+    below ``2^(53 - T)`` in magnitude (scaling by a power of two is exact), so nothing rounds
+    before the floor (a bias of the other sign no longer counts twice, as it did in the
+    bound ``max |acc| q31 + |B|``); the outputs lie in ``[lo_c, hi_c]``, inside
     the output type, so the final clamp is gone as well. (The correction as a masked float64
     pass cost more than the FUSED form's four int64 passes: not done.)
     """
@@ -185,7 +188,8 @@ def float_plan(plan: tuple) -> tuple | None:
         return None
     for lo, hi, q, b in zip(a_lo.tolist(), a_hi.tolist(), q31.tolist(), add.tolist(),
                             strict=True):
-        if max(abs(lo), abs(hi)) * q + abs(b) >= _F64_EXACT:
+        ends = (abs(lo) * q, abs(hi) * q, abs(lo * q + b), abs(hi * q + b), abs(b))
+        if max(ends) >= _F64_EXACT:
             return None
     scale = np.ldexp(1.0, -total)  # 2^-T per channel, exact
     i32 = np.dtype(np.int32)

@@ -254,6 +254,43 @@ def test_float_form_refused_without_proof():
                                    0, 0, 127)) is None
 
 
+@pytest.mark.parametrize("sign", [1, -1])
+def test_float_form_bound_counts_a_bias_of_the_other_sign_once(sign):
+    """A ResNet-18 channel (bias -652178, a multiplier near 2^31, a right shift of 13, the
+    floor at -128) whose accumulators near 2.9M times the multiplier come within 2^52.4 of
+    2^53 while ``max |acc| q + |B|`` exceeds it: exact, since the bias pulls the sum back; the
+    FLOAT form is taken and equals the reference on every accumulator of its range and a few
+    beyond. With the bias's sign flipped the range moves towards zero: taken as well."""
+    from tessel.sim.fastfix import FLOAT, float_plan, requant_apply, requant_plan
+
+    bias, q, shift = np.array([sign * -652178]), np.array([2007207985]), np.array([-13])
+    plan = requant_plan(bias, q, shift, -128, -128, 127)
+    fplan = float_plan(plan)
+    assert fplan is not None and fplan[0] == FLOAT
+    a_lo, a_hi = int(fplan[1][0]), int(fplan[2][0])
+    if sign == 1:  # the looser bound would have refused it
+        assert max(abs(a_lo), abs(a_hi)) * int(q[0]) + abs(int(plan[2][0])) >= 2**53
+    acc = np.arange(a_lo - 5, a_hi + 6, dtype=np.int32)[:, None]
+    got = requant_apply(acc, fplan, np.dtype(np.int8))
+    assert np.array_equal(got, requantize(acc, bias, q, shift, -128, -128, 127, -1, np.int8))
+
+
+def test_float_form_refused_when_the_product_leaves_float64():
+    """``|B|`` and ``|acc q + B|`` below 2^53 but ``|acc q|`` above it inside the range (a
+    bias of -(2^22 - 2^18), a multiplier of 2^31 - 1, a right shift of 12, a relu
+    floor): the product would round, so the FLOAT form is refused."""
+    from tessel.sim.fastfix import FUSED, float_plan, requant_plan
+
+    bias, q, shift = np.array([-(2**22 - 2**18)]), np.array([2**31 - 1]), np.array([-12])
+    plan = requant_plan(bias, q, shift, 0, 0, 127)
+    assert plan[0] == FUSED and plan[5] is None
+    acc, b = 2**22 + 1, int(plan[2][0])  # an unsaturated accumulator, the folded constant
+    assert 0 < int(requantize(np.array([[acc]], np.int32), bias, q, shift, 0, 0, 127, -1,
+                              np.int8)[0, 0]) < 127
+    assert abs(b) < 2**53 and abs(acc * int(q[0]) + b) < 2**53 <= acc * int(q[0])
+    assert float_plan(plan) is None
+
+
 @pytest.mark.parametrize("right", [0, 1, 2, 3])
 @pytest.mark.parametrize("zp", [-128, -3, 60])
 def test_float_form_every_accumulator_of_its_range(right, zp):
