@@ -342,6 +342,15 @@ def _row_l1_max(x: np.ndarray, pool: Pool) -> float:
     return float((ab.reshape(-1, k) @ ones).max(initial=0.0))
 
 
+def _minus_zp(src: np.ndarray, zp: int, out: np.ndarray) -> None:
+    """``out[...] = src - zp`` as float32 (int8 ``src``, exact): a plain cast where ``zp`` is 0
+    (symmetric weights), ~2x faster than the subtraction with its dtype conversion."""
+    if zp:
+        np.subtract(src, zp, out=out, dtype=F32)
+    else:
+        np.copyto(out, src)
+
+
 def _exact_gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, chunk: int,
                 l1: Callable[[], float], bmax: Callable[[], float]) -> np.ndarray:
     """``matrix.exact_matmul``: one float32 GEMM written into ``out`` when every partial sum is
@@ -495,7 +504,7 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
             return
         w8 = w8[0]
         wb = pool.get(("w", k, cout), (kk, cin, cout), F32)
-        np.subtract(w8, w_zp, out=wb, dtype=F32)
+        _minus_zp(w8, w_zp, wb)
         wf = wb.reshape(k, cout)
         tile = _view(sram, in_addr, tile_shape, tile_s, I8)
         ns = tile.shape[0]
@@ -514,7 +523,7 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
                 l1 = lambda a=a: _row_l1_max(a, pool)  # noqa: E731
             else:
                 frame = frame_all[:hi - lo]
-                np.subtract(tile[lo:hi, tr, tc], in_zp, out=frame[:, dr, dc], dtype=F32)
+                _minus_zp(tile[lo:hi, tr, tc], in_zp, frame[:, dr, dc])
                 s0, s1, s2, s3 = frame.strides
                 win = np.ndarray((hi - lo, *win_shape), F32, buffer=frame_all,
                                  strides=(s0, g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
@@ -555,8 +564,8 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
             batch_step[0](state)
             return
         w8, wb, src, dst, frame_parts, a, out, acc = views.get(state)
-        np.subtract(w8, w_zp, out=wb, dtype=F32)
-        np.subtract(src, in_zp, out=dst, dtype=F32)
+        _minus_zp(w8, w_zp, wb)
+        _minus_zp(src, in_zp, dst)
         if frame_parts is not None:
             np.copyto(frame_parts[1], frame_parts[0])
         if plain:
@@ -636,7 +645,7 @@ def _build_dwconv(op: Op, sram_bytes: int, cache: dict) -> Step | None:
         tile = _view(state.sram, in_addr, tile_shape, tile_s, I8)
         ns = tile.shape[0]
         frame = pool.get((*frame_key, ns), (ns, rows, cols, ch), F32)
-        np.subtract(tile[:, tr, tc], in_zp, out=frame[:, dr, dc], dtype=F32)
+        _minus_zp(tile[:, tr, tc], in_zp, frame[:, dr, dc])
         s0, s1, s2, s3 = frame.strides
         s = pool.get(("dw_s", ns, *out_shape), (ns, *out_shape), F32)
         # every sum of <= 225 products |x - zp| * |w| <= 383 * 128 is exact in float32 in any
@@ -683,7 +692,7 @@ def _build_dwconv(op: Op, sram_bytes: int, cache: dict) -> Step | None:
             return
         w8, wb, src, dst, win, out, acc = views.get(state)
         np.copyto(wb, w8)
-        np.subtract(src, in_zp, out=dst, dtype=F32)
+        _minus_zp(src, in_zp, dst)
         np.einsum("nyxijc,nijc->nyxc", win, wb, out=out)
         _acc_write(acc, out, accumulate)
     if size <= DW_EINSUM_MAX and ch >= DW_EINSUM_MIN_CH and g.sw > 1:
@@ -770,7 +779,7 @@ def _dw_wide(f: dict[str, Any], g: Geometry, parts: tuple, store: AccStore, step
             wt = weights(raw, w8)
             memo[0] = (raw, wt)  # one store: a thread reads bytes and rows together
         for src, dst in writes:
-            np.subtract(src, in_zp, out=dst, dtype=F32)
+            _minus_zp(src, in_zp, dst)
         if grouping is not None:
             np.einsum("rijyw,rijw->yw", taps, wt, out=out)
         else:
