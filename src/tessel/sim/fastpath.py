@@ -24,12 +24,14 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
   GEMMs of exact integers (``_exact_gemm``);
 * REQUANT keeps its checked parameter plans across runs (keyed by the parameter bytes, as in
   the reference handler, so a program that writes its parameters at run time stays exact;
-  each closure also keeps its last bytes and plan) and runs pooled passes in rows of several
-  tile rows (``fastfix``: the FLOAT form, the accumulator clamped in int32 and one exact
-  float64 multiply-add and floor, where its bound is proved; else the FUSED form's int64
-  passes, one floor shift);
-* DWCONV for one sample is ``kh * kw`` multiply-adds over long rows of a frame split by the
-  column stride (``_dw_wide``), small tiles of >= 64 channels one einsum;
+  each closure also keeps its last bytes and plan) and runs pooled passes over the tile
+  flattened against a plan tiled to the whole tile (larger tiles and batches: rows of several
+  tile rows; ``TiledPlans``) (``fastfix``: the FLOAT form, the accumulator clamped in int32
+  and one exact float64 multiply-add and floor, where its bound is proved; else the FUSED
+  form's int64 passes, one floor shift);
+* DWCONV for one sample is one einsum over long rows of a frame split by the column stride
+  (``_dw_wide``; ``kh * kw`` multiply-adds when a column stride and a dilation are both
+  above 1), small strided tiles of >= 64 channels one einsum over the window;
 * for one sample, REQUANT, CONV and MATMUL (float32), DWCONV and ELTWISE (general)
   keep their numpy views and pooled buffers per (state, pool) (``Views``: the memories of
   ``NpuSession(reuse=True)`` persist between runs); REQUANT and MATMUL make a new state's
@@ -59,33 +61,19 @@ from typing import Any
 
 import numpy as np
 
-from tessel.isa.fields import AccMode, AccSrc, ParamMode, PoolOp
+from tessel.isa.fields import AccMode, PoolOp
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
-from tessel.quant.fixedpoint import MAX_SHIFT, MIN_SHIFT, rounding_div
-from tessel.sim.fastfix import (
-    LEFT,
-    Work,
-    float_plan,
-    requant_into,
-    requant_plan,
-    work_buffers,
-)
+from tessel.quant.fixedpoint import rounding_div
 from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
-from tessel.sim.vector import exec_requant
-from tessel.sim.window import Geometry, PhaseLayout
+from tessel.sim.window import Geometry
 
 Step = Callable[[MachineState], None]
 I8 = np.dtype("<i1")
 F32 = np.dtype(np.float32)
 I64 = np.int64
-REQUANT_PLANS_MAX = 4096  # distinct parameter blocks kept per prepared program
-DW_EINSUM_MAX = 5000  # DWCONV outputs up to this many elements: one einsum (measured faster)
-DW_EINSUM_MIN_CH = 64  # ... with at least this many channels and a column stride above 1;
-# else ``_dw_wide`` (measured: its one einsum over wide rows wins at a column stride of 1)
-DW_WEIGHTS_MAX = 256  # DWCONV weight blocks repeated for ``_dw_wide``, per prepared program
 BATCH_GEMM_BYTES = 8 << 20  # a batch's CONV: samples per GEMM, by their im2col bytes
 BATCH_POOL_BYTES = 512 << 20  # a batch's host buffers (per session) above this: dropped
 
@@ -522,6 +510,7 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
                             out=a.reshape(hi - lo, g.oh, g.ow, cin), dtype=F32)
                 l1 = lambda a=a: _row_l1_max(a, pool)  # noqa: E731
             else:
+                assert frame_all is not None  # not direct: a pooled frame
                 frame = frame_all[:hi - lo]
                 _minus_zp(tile[lo:hi, tr, tc], in_zp, frame[:, dr, dc])
                 s0, s1, s2, s3 = frame.strides
@@ -606,6 +595,7 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
             if direct:
                 np.copyto(a.reshape(hi - lo, g.oh, g.ow, cin), tile[lo:hi, sub_h, sub_w])
             else:
+                assert frame_all is not None  # not direct: a pooled frame
                 frame = frame_all[:hi - lo]
                 np.copyto(frame[:, dr, dc], tile[lo:hi, tr, tc])
                 s0, s1, s2, s3 = frame.strides
@@ -615,314 +605,6 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
             store(state, int8_gemm(mm, a, wc, in_zp, w_zp, pool), slice(lo, hi))
     batch_step[0] = step_int
     return step_int if m * k * cout >= INT_MM_MIN_MACS else step
-
-
-# ---- DWCONV --------------------------------------------------------------------------------
-def _build_dwconv(op: Op, sram_bytes: int, cache: dict) -> Step | None:
-    f = op.f
-    g = Geometry.of(f)
-    ch = f["ch"]
-    rows, cols = g.needed()
-    parts = _frame_parts(g)
-    if rows * cols * ch > WINDOW_FACTOR * sram_bytes or parts is None or 0 in (g.oh, g.ow):
-        return None
-    tile_shape, tile_s = (g.in_h, g.in_w, ch), (f["in_stride_h"], f["in_stride_w"], 1)
-    in_addr, in_zp = f["in_addr"], f["in_zp"]
-    w_shape, w_s, w_addr = (g.kh, g.kw, ch), (g.kw * f["w_stride_k"], f["w_stride_k"], 1), \
-        f["w_addr"]
-    _, _, dr, dc, tr, tc = parts
-    frame_key = ("frame", rows, cols, ch, dr.start, dr.stop, dc.start, dc.stop)
-    store = AccStore(f, g.oh * g.ow, ch)
-    positions = [(ky, kx) for ky in range(g.kh) for kx in range(g.kw)]
-    out_shape = (g.oh, g.ow, ch)
-    win_shape = (g.oh, g.ow, g.kh, g.kw, ch)
-    size = g.oh * g.ow * ch
-
-    def step_any(state: MachineState) -> None:
-        pool = state.pool
-        w8 = _view(state.sram, w_addr, w_shape, w_s, I8)
-        w = (w8[:1] if _uniform(w8) else w8).astype(F32)  # (1 or samples, kh, kw, ch)
-        tile = _view(state.sram, in_addr, tile_shape, tile_s, I8)
-        ns = tile.shape[0]
-        frame = pool.get((*frame_key, ns), (ns, rows, cols, ch), F32)
-        _minus_zp(tile[:, tr, tc], in_zp, frame[:, dr, dc])
-        s0, s1, s2, s3 = frame.strides
-        s = pool.get(("dw_s", ns, *out_shape), (ns, *out_shape), F32)
-        # every sum of <= 225 products |x - zp| * |w| <= 383 * 128 is exact in float32 in any
-        # order (matrix.py), so the einsum and the loop give the same integers
-        if ns * size <= DW_EINSUM_MAX:  # one einsum call: the loop's numpy calls cost more
-            win = np.ndarray((ns, *win_shape), F32, buffer=frame,
-                             strides=(s0, g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
-            np.einsum("nyxijc,nijc->nyxc", win, w, out=s)
-            store(state, s)
-            return
-        tmp = pool.get(("dw_t", ns, *out_shape), (ns, *out_shape), F32)
-        wr = w.reshape(w.shape[0], g.kh, g.kw, 1, 1, ch)
-        first = True
-        for ky, kx in positions:  # the reference's order: exact float32 sums either way
-            win = np.ndarray((ns, *out_shape), F32, buffer=frame,
-                             offset=ky * g.dh * s1 + kx * g.dw * s2,
-                             strides=(s0, g.sh * s1, g.sw * s2, s3))
-            if first:
-                np.multiply(win, wr[:, ky, kx], out=s)
-                first = False
-            else:
-                np.multiply(win, wr[:, ky, kx], out=tmp)
-                s += tmp
-        store(state, s)
-
-    def make(state: MachineState) -> tuple:
-        pool = state.pool
-        frame = pool.get((*frame_key, 1), (1, rows, cols, ch), F32)
-        s0, s1, s2, s3 = frame.strides
-        win = np.ndarray((1, *win_shape), F32, buffer=frame,
-                         strides=(s0, g.sh * s1, g.sw * s2, g.dh * s1, g.dw * s2, s3))
-        return (_view(state.sram, w_addr, w_shape, w_s, I8),
-                pool.get(("dw_w", *w_shape), (1, *w_shape), F32),
-                _view(state.sram, in_addr, tile_shape, tile_s, I8)[:, tr, tc],
-                frame[:, dr, dc], win, pool.get(("dw_s", 1, *out_shape), (1, *out_shape), F32),
-                store.view(state))
-    views = Views(make)
-    accumulate = store.accumulate
-
-    def step(state: MachineState) -> None:
-        """``step``'s einsum for one sample, its views kept (``Views``)."""
-        if state.batch is not None or size > DW_EINSUM_MAX:
-            step_any(state)
-            return
-        w8, wb, src, dst, win, out, acc = views.get(state)
-        np.copyto(wb, w8)
-        _minus_zp(src, in_zp, dst)
-        np.einsum("nyxijc,nijc->nyxc", win, wb, out=out)
-        _acc_write(acc, out, accumulate)
-    if size <= DW_EINSUM_MAX and ch >= DW_EINSUM_MIN_CH and g.sw > 1:
-        return step
-    return _dw_wide(f, g, parts, store, step_any, cache)
-
-
-def _dw_wide(f: dict[str, Any], g: Geometry, parts: tuple, store: AccStore, step_any: Step,
-             cache: dict) -> Step:
-    """DWCONV for one sample as ``kh * kw`` multiply-adds over long rows: the input tile
-    (minus its zero point, float32) goes into the phases of a ``PhaseLayout`` (its padding
-    stays 0), each kernel position is then one ``(oh, pc * ch)`` view of a phase times that
-    position's weights repeated over ``pc`` columns (kept in ``cache`` per weight bytes), and
-    the valid columns of the sum go to the accumulator. With a column stride of 1, or a
-    dilation of 1, every position is one slice of a single 5-D view (``PhaseLayout.grouped``,
-    the padded positions of a stride not dividing ``kw`` weighted by 0): one einsum, whose
-    multiply-add inner loops over the wide rows cost about half of a multiply into a pooled
-    product and a sum over the positions, and a third of the loop (measured; a column
-    stride and a dilation both above 1 keep the loop). Exact: every partial sum is an
-    integer below 2^24 (matrix.py), so the order of the additions does not matter (a
-    product with a 0 weight is 0: the frame holds finite values only). A batch runs
-    ``step_any``."""
-    ch = f["ch"]
-    _, _, dr, dc, tr, tc = parts
-    lay = PhaseLayout.of(g, ch, dc, tc)
-    key = ("dwph", lay.sw, lay.rows, lay.pc, ch, lay.phase_len, dr.start, dr.stop, dc.start,
-           dc.stop)
-    kk, wide = g.kh * g.kw, lay.pc * ch
-    in_addr, in_zp, w_addr = f["in_addr"], f["in_zp"], f["w_addr"]
-    tile_shape, tile_s = (g.in_h, g.in_w, ch), (f["in_stride_h"], f["in_stride_w"], 1)
-    w_shape, w_s = (g.kh, g.kw, ch), (g.kw * f["w_stride_k"], f["w_stride_k"], 1)
-    accumulate, grouping = store.accumulate, lay.groups(g)
-
-    def make(state: MachineState) -> tuple:
-        pool, sram = state.pool, state.sram
-        buf = pool.get(key, (lay.size,), F32)
-        tile = _view(sram, in_addr, tile_shape, tile_s, I8)[0]
-        writes = [(tile[tr, cs], lay.phase(buf, p)[dr, ps]) for p, cs, ps in lay.writes]
-        out = pool.get(("dw_o", g.oh, wide), (g.oh, wide), F32)
-        if grouping is not None:  # (groups, kh, per_group, oh, wide)
-            taps: Any = lay.grouped(buf, g)
-            tmp = None
-        else:
-            taps = [lay.tap(buf, k, g.oh, g.sh) for k in range(kk)]
-            tmp = pool.get(("dw_t", g.oh, wide), (g.oh, wide), F32)
-        valid = out.reshape(g.oh, lay.pc, ch)[:, :g.ow]
-        acc = store.view(state)[0].reshape(g.oh, g.ow, ch)
-        return _view(sram, w_addr, w_shape, w_s, I8)[0], writes, taps, out, tmp, valid, acc
-    views = Views(make)
-    memo: list = [(None, None)]  # (the last weight bytes, their repeated rows)
-
-    def weights(raw: bytes, w8: np.ndarray) -> np.ndarray:
-        """Each position's weights repeated over ``pc`` columns: ``(kh * kw, pc * ch)`` for
-        the loop, ``(groups, kh, per_group, pc * ch)`` for the einsum (0 where ``kx >= kw``)."""
-        wkey = (raw, kk, ch, lay.pc, grouping)
-        wt = cache.get(wkey)
-        if wt is None:
-            if len(cache) >= DW_WEIGHTS_MAX:
-                cache.clear()
-            rep = np.empty((g.kh, g.kw, lay.pc, ch), F32)
-            rep[...] = w8[:, :, None, :]
-            rep = rep.reshape(g.kh, g.kw, wide)
-            if grouping is None:
-                wt = rep.reshape(kk, wide)
-            else:
-                n, per = grouping
-                wt = np.zeros((n, g.kh, per, wide), F32)
-                for r in range(n):
-                    for j in range(per):
-                        kx = j if n == 1 else r + j * n
-                        if kx < g.kw:
-                            wt[r, :, j] = rep[:, kx]
-            wt = cache[wkey] = wt
-        return wt
-
-    def step(state: MachineState) -> None:
-        if state.batch is not None:
-            step_any(state)
-            return
-        w8, writes, taps, out, tmp, valid, acc = views.get(state)
-        raw = w8.tobytes()
-        last, wt = memo[0]
-        if raw != last:
-            wt = weights(raw, w8)
-            memo[0] = (raw, wt)  # one store: a thread reads bytes and rows together
-        for src, dst in writes:
-            _minus_zp(src, in_zp, dst)
-        if grouping is not None:
-            np.einsum("rijyw,rijw->yw", taps, wt, out=out)
-        else:
-            np.multiply(taps[0], wt[0], out=out)
-            for k in range(1, kk):
-                np.multiply(taps[k], wt[k], out=tmp)
-                out += tmp
-        if accumulate:
-            acc += valid.astype(np.int32)  # int32 addition wraps
-        else:
-            np.copyto(acc, valid, casting="unsafe")  # exact integers below 2^24
-    return step
-
-
-# ---- REQUANT -------------------------------------------------------------------------------
-TILED_BYTES_MAX = 128 << 20  # requantisation plans tiled to whole tiles, per prepared program
-TILE_ELEMS_MAX = 16384  # a tiled plan array: at most this many elements (384 KiB a plan)
-
-
-def tile_rows(rows: int, ch: int) -> int:
-    """Rows of a tiled plan: the largest divisor of ``rows`` with at most TILE_ELEMS_MAX
-    elements (1 when even one row is longer)."""
-    best = 1
-    for d in range(1, rows + 1):
-        if rows % d == 0 and d * ch <= TILE_ELEMS_MAX:
-            best = d
-    return best
-
-
-class TiledPlans:
-    """Requantisation plans with their per-channel arrays repeated over ``tile_rows`` rows,
-    for one sample the whole tile (up to TILE_ELEMS_MAX elements): every pass of
-    ``requant_into`` then runs on 1-D operands of one shape (the tile, or a contiguous copy,
-    flattened), numpy's trivial loop without its broadcasting iterator, ~0.5-1 us less per
-    pass than rows of a few tile rows against a shorter plan (measured alone and inside
-    runs: the plan arrays streaming from memory cost less than the iterator); a larger tile,
-    or a batch, works in rows of ``tile_rows`` tile rows. Per-tensor arrays (length 1 over
-    more channels) become numpy scalars, for the same reason. Same values, same result.
-    Keyed by (parameter key, rows); emptied when it would hold more than TILED_BYTES_MAX."""
-
-    def __init__(self) -> None:
-        self.plans: dict[tuple, tuple] = {}
-        self.nbytes = 0
-
-    def get(self, key: tuple, plan: tuple, rows: int, ch: int) -> tuple:
-        hit = self.plans.get(key)
-        if hit is not None:
-            return hit
-        if plan[0] == LEFT:
-            tiled = plan  # the left-shift form: not tiled
-        else:
-            n = tile_rows(rows, ch) * ch
-            tiled = tuple(_tiled(v, ch, n) for v in plan)
-        size = sum(v.nbytes for v in tiled if isinstance(v, np.ndarray))
-        if self.nbytes + size > TILED_BYTES_MAX:
-            self.plans.clear()
-            self.nbytes = 0
-        self.plans[key] = tiled
-        self.nbytes += size
-        return tiled
-
-
-def _tiled(v: Any, ch: int, n: int) -> Any:
-    """A plan entry for ``TiledPlans``: a per-channel array repeated to ``n`` elements, a
-    per-tensor one (length 1) as its numpy scalar, anything else as it is."""
-    if not isinstance(v, np.ndarray) or v.ndim != 1:
-        return v
-    if v.shape == (1,):
-        return v[0]
-    return np.tile(v, n // ch) if v.shape == (ch,) else v
-
-
-def _build_requant(op: Op, plans: dict, tiled_plans: TiledPlans) -> Step | None:
-    f = op.f
-    rows, ch = f["rows"], f["ch"]
-    p = ch if f["param_mode"] == ParamMode.PER_CHANNEL else 1
-    p_addr = f["param_addr"]
-    dt = NP_DTYPE[f["out_dtype"]]
-    extra = (f["out_zp"], f["act_min"], f["act_max"])
-    from_acc = f["src"] == AccSrc.ACC
-    src_off = 4 * f["src_addr"] if from_acc else f["src_addr"]
-    src_s = (4 * f["src_stride"], 4) if from_acc else (f["src_stride"], 4)
-    dst_addr, dst_s = f["dst_addr"], (f["dst_stride"], dt.itemsize)
-    nbytes = 12 * p
-    row_len = tile_rows(rows, ch) * ch
-
-    def step(state: MachineState) -> None:
-        sram = state.sram
-        if p_addr + nbytes > sram.shape[-1]:
-            raise Trap("parameters outside the SRAM")
-        blk = sram[..., p_addr:p_addr + nbytes]
-        if blk.ndim == 2:  # a batch: parameters differing between samples run the reference
-            if not _uniform(blk):
-                exec_requant(state, f)
-                return
-            blk = blk[0]
-        raw = blk.tobytes()
-        key = (raw, *extra)
-        plan = plans.get(key)
-        if plan is None:
-            bias, q31, shift = np.frombuffer(key[0], I32).reshape(3, p).astype(I64)
-            if (q31 < 0).any() or (shift < MIN_SHIFT).any() or (shift > MAX_SHIFT).any():
-                raise Trap("bad parameters")  # the reference handler names the entry
-            if len(plans) >= REQUANT_PLANS_MAX:
-                plans.clear()
-            plan = requant_plan(bias, q31, shift, *extra)
-            plan = plans[key] = float_plan(plan) or plan
-        tiled = tiled_plans.get((key, rows, ch), plan, rows, ch)
-        memo[0] = (raw, tiled)  # one store: a thread reads bytes and plan together
-        x, dst, work = views.get(state)
-        requant_into(x, dst, work, tiled)
-
-    def make_work(pool: Pool, shape: tuple[int, ...]) -> Work:
-        return work_buffers(pool.get(("rq", shape), shape, I64),
-                            pool.get(("rq2", shape), shape, I64))
-    # one sample's work: the tile flattened, or rows of tile_rows tile rows
-    one_shape = (row_len,) if row_len == rows * ch else (rows * ch // row_len, row_len)
-    one_work = PoolKept(lambda pool: make_work(pool, one_shape))  # one sample's work buffers
-
-    x_key = ("acc_bytes" if from_acc else "sram", src_off, (rows, ch), src_s, I32)
-    dst_key = ("sram", dst_addr, (rows, ch), dst_s, dt)
-
-    def make(state: MachineState) -> tuple:
-        pool = state.pool
-        x = memory_view(state, x_key)
-        shape = (row_len,) if x.size == row_len else (x.size // row_len, row_len)
-        if x.flags.c_contiguous:
-            x = x.reshape(shape)  # a view: no copy into the work shape
-        work = one_work.get(pool) if shape == one_shape else make_work(pool, shape)
-        return (x, memory_view(state, dst_key), work)
-    views = Views(make)
-    memo: list = [(None, None)]  # (the last parameter bytes, their tiled plan)
-
-    def step_memo(state: MachineState) -> None:
-        sram = state.sram
-        last, plan = memo[0]
-        if sram.ndim == 1 and p_addr + nbytes <= sram.shape[0] and \
-                sram[p_addr:p_addr + nbytes].tobytes() == last:
-            x, dst, work = views.get(state)
-            requant_into(x, dst, work, plan)
-            return
-        step(state)
-    return step_memo
 
 
 # ---- POOL ----------------------------------------------------------------------------------
@@ -1011,8 +693,9 @@ def _build_copy(op: Op) -> Step | None:
 
 # ---- the table -----------------------------------------------------------------------------
 def _fastvec(name: str) -> Any:
-    """``tessel.sim.fastvec`` (ELTWISE, LUT), ``fastmatmul`` (MATMUL) or ``fastreduce``
-    (REDUCE, UNARY), imported when first used: they build on this module's helpers."""
+    """``tessel.sim.fastvec`` (ELTWISE, LUT), ``fastmatmul`` (MATMUL), ``fastreduce``
+    (REDUCE, UNARY), ``fastdw`` (DWCONV) or ``fastrq`` (REQUANT), imported when first used:
+    they build on this module's helpers."""
     return importlib.import_module(f"tessel.sim.{name}")
 
 
@@ -1020,8 +703,8 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
     Opcode.DMA_STORE: lambda op, prep: _build_dma(op),
     Opcode.CONV: lambda op, prep: _build_conv(op, prep.arch.onchip.sram_bytes),
-    Opcode.DWCONV: lambda op, prep: _build_dwconv(op, prep.arch.onchip.sram_bytes,
-                                                  prep.cache.setdefault("dw_weights", {})),
+    Opcode.DWCONV: lambda op, prep: _fastvec("fastdw").build_dwconv(
+        op, prep.arch.onchip.sram_bytes, prep.cache.setdefault("dw_weights", {})),
     Opcode.MATMUL: lambda op, prep: _fastvec("fastmatmul").build_matmul(op),
     Opcode.POOL: lambda op, prep: _build_pool(op, prep.arch.onchip.sram_bytes),
     Opcode.LUT: lambda op, prep: _fastvec("fastvec").build_lut(
@@ -1031,8 +714,8 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.UNARY: lambda op, prep: _fastvec("fastreduce").build_unary(op),
     Opcode.ELTWISE: lambda op, prep: _fastvec("fastvec").build_eltwise(
         op, prep.cache.setdefault("elt_tables", {})),
-    Opcode.REQUANT: lambda op, prep: _build_requant(
-        op, prep.cache.setdefault("requant_plans", {}), prep.cache.setdefault("tiled", TiledPlans())),
+    Opcode.REQUANT: lambda op, prep: _fastvec("fastrq").build_requant(
+        op, prep.cache.setdefault("requant_plans", {}), prep.cache),
 }
 
 

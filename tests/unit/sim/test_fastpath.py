@@ -169,9 +169,9 @@ def test_requant_tiled_rows(monkeypatch, limit, rows):
     to the reference on accumulators mostly inside the unsaturated range, per channel and per
     tensor (the plan's scalars), the FLOAT form (a relu floor) and the FUSED one, from the
     accumulator (contiguous) and from strided SRAM rows."""
-    from tessel.sim import fastpath
+    from tessel.sim import fastrq
 
-    monkeypatch.setattr(fastpath, "TILE_ELEMS_MAX", limit)
+    monkeypatch.setattr(fastrq, "TILE_ELEMS_MAX", limit)
     for k in range(6):
         rng = np.random.default_rng(40 + k)
         dt, per_tensor, relu, src = DType.I8 if k % 3 else DType.I16, k % 2 == 1, k < 3, k % 2
