@@ -26,11 +26,11 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
   the reference handler, so a program that writes its parameters at run time stays exact;
   each closure also keeps its last bytes and plan) and runs pooled passes over the tile
   flattened against a plan tiled to the whole tile (larger tiles and batches: rows of several
-  tile rows; ``TiledPlans``) (``fastfix``: the FLOAT form, the accumulator clamped in int32
+  tile rows; ``fastrq.TiledPlans``) (``fastfix``: the FLOAT form, the accumulator clamped in int32
   and one exact float64 multiply-add and floor, where its bound is proved; else the FUSED
   form's int64 passes, one floor shift);
 * DWCONV for one sample is one einsum over long rows of a frame split by the column stride
-  (``_dw_wide``; ``kh * kw`` multiply-adds when a column stride and a dilation are both
+  (``fastdw._dw_wide``; ``kh * kw`` multiply-adds when a column stride and a dilation are both
   above 1), small strided tiles of >= 64 channels one einsum over the window;
 * for one sample, REQUANT, CONV and MATMUL (float32), DWCONV and ELTWISE (general)
   keep their numpy views and pooled buffers per (state, pool) (``Views``: the memories of
