@@ -38,6 +38,7 @@ from tessel.isa.fields import EltOp, LutMode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim.fastfix import mbqm_inplace
 from tessel.sim.fastpath import Step, Views, _eview, _uniform
+from tessel.sim.fastscale import FloatScale, build_scale
 from tessel.sim.prepare import Op
 from tessel.sim.state import NP_DTYPE, MachineState
 from tessel.sim.vector import _rescaled, _span, exec_lut
@@ -448,7 +449,10 @@ def _general(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, ta
                                 out.view(state)))
     small = _small_factor(eop, ops, fns, bounds, stage)
     if small is not None:
-        return _with_small_factor(f, combine, kept, fns, small, stage)
+        linear = [None if t is None else linear_shift(t, o.dt, eop, zp, left, mu, sh)
+                  for o, t, (zp, mu, sh) in zip(ops, tables, sides, strict=True)]
+        scale = build_scale(f, eop, ops, linear, small[0])
+        return _with_small_factor(f, combine, kept, fns, small, stage, scale)
 
     def step(state: MachineState) -> None:
         va, vb, vo = kept.get(state)
@@ -479,17 +483,24 @@ def _small_factor(eop: EltOp, ops: list[Operand], fns: list, bounds: list, stage
 
 
 def _with_small_factor(f: dict[str, Any], combine: Any, kept: Views, fns: list,
-                       small: tuple[int, int, int], outside: OutStage) -> Step:
-    """``step`` with the sat32 decided per run from the stride-0 factor (``_small_factor``)."""
+                       small: tuple[int, int, int], outside: OutStage,
+                       scale: FloatScale | None) -> Step:
+    """``step`` with the sat32 decided per run from the stride-0 factor (``_small_factor``);
+    first ``fastscale``'s float form (``scale``) where this run's factors meet its bound."""
     k, bound, big = small
     inside = OutStage(f, -big * bound, big * bound)  # |r| <= INT32_MAX: no sat32
+    few_fn, dense_fn = fns[k], fns[1 - k]
 
     def step_bounded(state: MachineState) -> None:
         va, vb, vo = kept.get(state)
-        ra, rb = fns[0](va), fns[1](vb)
-        few = ra if k == 0 else rb
-        ok = -bound <= int(few.min()) and int(few.max()) <= bound
-        r = combine(ra, rb, out=rb if k == 0 else ra)
+        vf, vd = (va, vb) if k == 0 else (vb, va)
+        few = few_fn(vf)
+        lo, hi = int(few.min()), int(few.max())
+        if scale is not None and scale(vd, few, lo, hi, vo):
+            return
+        ok = -bound <= lo and hi <= bound
+        dense = dense_fn(vd)
+        r = combine(dense, few, out=dense)  # MUL: the product into the dense contribution
         np.copyto(vo, (inside if ok else outside)(r), casting="unsafe")
     return step_bounded
 
