@@ -10,7 +10,8 @@ every value (``_side_table``). Then, from the cheapest form down:
 * one operand decides the output (the other's contribution is a constant, e.g. a multiplier of
   0 as in ``requantize`` = ADD with a zero second operand, or both are the same view): one
   gather from a table of the output for every value of it (``step_single``);
-* int8 with int8: one gather from a 256 x 256 table of outputs (``step_pair``);
+* int8 with int8: one gather from a 256 x 256 table of outputs (``step_pair``; one operand a
+  single element: its row of the table, gathered by the other, ``step_pair_one``);
 * both tables and the combined values within ``LUT_RANGE_MAX``: a third gather for the
   output stage;
 * else (``step``) int64 passes: an operand broadcast along an axis (stride 0: a layer norm's
@@ -380,7 +381,21 @@ def _pair(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, table
         else:  # broadcast: a stride-0 operand has its distinct values
             idx = idx | b.view(state, u8)
         out.view(state)[...] = np.take(pair_table, idx)
-    return step_pair
+    k = next((k for k in (0, 1) if ops[k].shape == (1, 1, 1) and ops[1 - k].full), None)
+    if k is None:
+        return step_pair
+    # one operand a single element (every stride 0): its row (or column) of the pair table,
+    # 256 entries, gathered by the other (no index to build)
+    pairs = pair_table.reshape(256, 256)
+    one, other = ops[k], ops[1 - k]
+
+    def step_pair_one(state: MachineState) -> None:
+        if state.batch is not None:  # the element may differ between the samples
+            step_pair(state)
+            return
+        v = int(one.view(state, u8)[0, 0, 0])
+        out.view(state)[...] = np.take(pairs[v] if k == 0 else pairs[:, v], other.view(state, u8))
+    return step_pair_one
 
 
 def _out_table(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, tables: list,

@@ -89,6 +89,14 @@ FORMS = {
                                                           b_shift=-2), "step_table"),
     "int32_min": (EltOp.MIN, I32, I16, I32, dict(b_s=(1, 0)), "step"),
     "int32_left_shift": (EltOp.SUB, I32, I32, I16, dict(left_shift=3, a_shift=2), "step"),
+    "int8_pair": (EltOp.ADD, I8, I8, I16, dict(left_shift=9, a_shift=-3, b_shift=-2),
+                  "step_pair"),
+    # one operand a single element (its row of the pair table); outputs that vary
+    "int8_times_one_element": (EltOp.MUL, I8, I8, I16, dict(
+        b_s=(0, 0), out_shift=-1, act_min=-32768, act_max=32767), "step_pair_one"),
+    "one_element_minus_int8": (EltOp.SUB, I8, I8, I16, dict(
+        a_s=(0, 0), left_shift=12, a_shift=-3, b_shift=-5, out_shift=-2, act_min=-32768,
+        act_max=32767), "step_pair_one"),
 }
 
 
