@@ -355,9 +355,11 @@ def _single(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand,
         hit = cache[key] = (elt_out(make(), f, out.dt), tables)
     table, src = hit[0], ops[k]
     udt = UNSIGNED[src.dt.itemsize]
+    kept = Views(lambda state: (src.view(state, udt), out.view(state)))
 
     def step_single(state: MachineState) -> None:
-        out.view(state)[...] = np.take(table, src.view(state, udt))
+        x, y = kept.get(state)
+        y[...] = np.take(table, x)
     return step_single
 
 
@@ -374,27 +376,30 @@ def _pair(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, table
     a, b = ops
     u8, u16 = UNSIGNED[1], UNSIGNED[2]
 
+    kept = Views(lambda state: (a.view(state, u8), b.view(state, u8), out.view(state)))
+
     def step_pair(state: MachineState) -> None:
-        idx = np.left_shift(a.view(state, u8), 8, dtype=u16)
+        va, vb, vo = kept.get(state)
+        idx = np.left_shift(va, 8, dtype=u16)
         if a.full:
-            idx |= b.view(state, u8)
+            idx |= vb
         else:  # broadcast: a stride-0 operand has its distinct values
-            idx = idx | b.view(state, u8)
-        out.view(state)[...] = np.take(pair_table, idx)
+            idx = idx | vb
+        vo[...] = np.take(pair_table, idx)
     k = next((k for k in (0, 1) if ops[k].shape == (1, 1, 1) and ops[1 - k].full), None)
     if k is None:
         return step_pair
     # one operand a single element (every stride 0): its row (or column) of the pair table,
     # 256 entries, gathered by the other (no index to build)
     pairs = pair_table.reshape(256, 256)
-    one, other = ops[k], ops[1 - k]
 
     def step_pair_one(state: MachineState) -> None:
         if state.batch is not None:  # the element may differ between the samples
             step_pair(state)
             return
-        v = int(one.view(state, u8)[0, 0, 0])
-        out.view(state)[...] = np.take(pairs[v] if k == 0 else pairs[:, v], other.view(state, u8))
+        va, vb, vo = kept.get(state)
+        v = int((va if k == 0 else vb)[0, 0, 0])
+        vo[...] = np.take(pairs[v] if k == 0 else pairs[:, v], vb if k == 0 else va)
     return step_pair_one
 
 
