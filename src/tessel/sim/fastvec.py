@@ -19,7 +19,8 @@ every value (``_side_table``). Then, from the cheapest form down:
   values only; an int8 / int16 contribution ``(x - zp) << k`` (``linear_shift``) is two
   passes, not a gather; an int32 operand with the multiplier 1 (``(2^30, 1)``) is a clip; a
   MUL by a stride-0 factor leaves out its sat32 when that run's factors are small enough
-  (``step_bounded``); the output
+  (``step_bounded``), and where they also meet a float64 bound (softmax's reciprocal) runs six
+  float64 passes instead (``fastscale``); the output
   stage ``clamp(MBQM(r, out_mult, out_shift) + out_zp)`` is one floor shift (``OutStage``),
   with the ``sat32`` of ``r`` folded into its clamp where int64 has the room, and clamps that
   the operands' value bounds show to be no-ops left out.
