@@ -10,7 +10,8 @@ every value (``_side_table``). Then, from the cheapest form down:
 * one operand decides the output (the other's contribution is a constant, e.g. a multiplier of
   0 as in ``requantize`` = ADD with a zero second operand, or both are the same view): one
   gather from a table of the output for every value of it (``step_single``);
-* int8 with int8: one gather from a 256 x 256 table of outputs (``step_pair``);
+* int8 with int8: one gather from a 256 x 256 table of outputs (``step_pair``; one operand a
+  single element: its row of the table, gathered by the other, ``step_pair_one``);
 * both tables and the combined values within ``LUT_RANGE_MAX``: a third gather for the
   output stage;
 * else (``step``) int64 passes: an operand broadcast along an axis (stride 0: a layer norm's
@@ -18,7 +19,8 @@ every value (``_side_table``). Then, from the cheapest form down:
   values only; an int8 / int16 contribution ``(x - zp) << k`` (``linear_shift``) is two
   passes, not a gather; an int32 operand with the multiplier 1 (``(2^30, 1)``) is a clip; a
   MUL by a stride-0 factor leaves out its sat32 when that run's factors are small enough
-  (``step_bounded``); the output
+  (``step_bounded``), and where they also meet a float64 bound (softmax's reciprocal) runs six
+  float64 passes instead (``fastscale``); the output
   stage ``clamp(MBQM(r, out_mult, out_shift) + out_zp)`` is one floor shift (``OutStage``),
   with the ``sat32`` of ``r`` folded into its clamp where int64 has the room, and clamps that
   the operands' value bounds show to be no-ops left out.
@@ -38,6 +40,7 @@ from tessel.isa.fields import EltOp, LutMode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim.fastfix import mbqm_inplace
 from tessel.sim.fastpath import Step, Views, _eview, _uniform
+from tessel.sim.fastscale import FloatScale, build_scale
 from tessel.sim.prepare import Op
 from tessel.sim.state import NP_DTYPE, MachineState
 from tessel.sim.vector import _rescaled, _span, exec_lut
@@ -353,9 +356,11 @@ def _single(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand,
         hit = cache[key] = (elt_out(make(), f, out.dt), tables)
     table, src = hit[0], ops[k]
     udt = UNSIGNED[src.dt.itemsize]
+    kept = Views(lambda state: (src.view(state, udt), out.view(state)))
 
     def step_single(state: MachineState) -> None:
-        out.view(state)[...] = np.take(table, src.view(state, udt))
+        x, y = kept.get(state)
+        y[...] = np.take(table, x)
     return step_single
 
 
@@ -372,14 +377,31 @@ def _pair(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, table
     a, b = ops
     u8, u16 = UNSIGNED[1], UNSIGNED[2]
 
+    kept = Views(lambda state: (a.view(state, u8), b.view(state, u8), out.view(state)))
+
     def step_pair(state: MachineState) -> None:
-        idx = np.left_shift(a.view(state, u8), 8, dtype=u16)
+        va, vb, vo = kept.get(state)
+        idx = np.left_shift(va, 8, dtype=u16)
         if a.full:
-            idx |= b.view(state, u8)
+            idx |= vb
         else:  # broadcast: a stride-0 operand has its distinct values
-            idx = idx | b.view(state, u8)
-        out.view(state)[...] = np.take(pair_table, idx)
-    return step_pair
+            idx = idx | vb
+        vo[...] = np.take(pair_table, idx)
+    k = next((k for k in (0, 1) if ops[k].shape == (1, 1, 1) and ops[1 - k].full), None)
+    if k is None:
+        return step_pair
+    # one operand a single element (every stride 0): its row (or column) of the pair table,
+    # 256 entries, gathered by the other (no index to build)
+    pairs = pair_table.reshape(256, 256)
+
+    def step_pair_one(state: MachineState) -> None:
+        if state.batch is not None:  # the element may differ between the samples
+            step_pair(state)
+            return
+        va, vb, vo = kept.get(state)
+        v = int((va if k == 0 else vb)[0, 0, 0])
+        vo[...] = np.take(pairs[v] if k == 0 else pairs[:, v], vb if k == 0 else va)
+    return step_pair_one
 
 
 def _out_table(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, tables: list,
@@ -448,7 +470,10 @@ def _general(f: dict[str, Any], eop: EltOp, ops: list[Operand], out: Operand, ta
                                 out.view(state)))
     small = _small_factor(eop, ops, fns, bounds, stage)
     if small is not None:
-        return _with_small_factor(f, combine, kept, fns, small, stage)
+        linear = [None if t is None else linear_shift(t, o.dt, eop, zp, left, mu, sh)
+                  for o, t, (zp, mu, sh) in zip(ops, tables, sides, strict=True)]
+        scale = build_scale(f, eop, ops, linear, small[0])
+        return _with_small_factor(f, combine, kept, fns, small, stage, scale)
 
     def step(state: MachineState) -> None:
         va, vb, vo = kept.get(state)
@@ -479,17 +504,24 @@ def _small_factor(eop: EltOp, ops: list[Operand], fns: list, bounds: list, stage
 
 
 def _with_small_factor(f: dict[str, Any], combine: Any, kept: Views, fns: list,
-                       small: tuple[int, int, int], outside: OutStage) -> Step:
-    """``step`` with the sat32 decided per run from the stride-0 factor (``_small_factor``)."""
+                       small: tuple[int, int, int], outside: OutStage,
+                       scale: FloatScale | None) -> Step:
+    """``step`` with the sat32 decided per run from the stride-0 factor (``_small_factor``);
+    first ``fastscale``'s float form (``scale``) where this run's factors meet its bound."""
     k, bound, big = small
     inside = OutStage(f, -big * bound, big * bound)  # |r| <= INT32_MAX: no sat32
+    few_fn, dense_fn = fns[k], fns[1 - k]
 
     def step_bounded(state: MachineState) -> None:
         va, vb, vo = kept.get(state)
-        ra, rb = fns[0](va), fns[1](vb)
-        few = ra if k == 0 else rb
-        ok = -bound <= int(few.min()) and int(few.max()) <= bound
-        r = combine(ra, rb, out=rb if k == 0 else ra)
+        vf, vd = (va, vb) if k == 0 else (vb, va)
+        few = few_fn(vf)
+        lo, hi = int(few.min()), int(few.max())
+        if scale is not None and scale(vd, few, lo, hi, vo):
+            return
+        ok = -bound <= lo and hi <= bound
+        dense = dense_fn(vd)
+        r = combine(dense, few, out=dense)  # MUL: the product into the dense contribution
         np.copyto(vo, (inside if ok else outside)(r), casting="unsafe")
     return step_bounded
 

@@ -61,6 +61,22 @@ def test_matmul_int8_one_sample(zps, mode, dense, ones_row, int8_gemm_only, monk
     _batch_same_both_ways(streams, same=(0, 60_000))
 
 
+@pytest.mark.parametrize("b_zp", [0, -7])
+def test_matmul_colsum_kept_with_the_weights(b_zp, int8_gemm_only, monkeypatch):
+    """The column sums' GEMM kept with b's bytes: the same b with other a's (kept), then
+    other b's (remade; test_matmul_int8_one_sample runs a new b on every seed)."""
+    monkeypatch.setattr(fastmatmul, "ONES_ROW_MAX", 0)
+    m, k, n = 37, 300, 13
+    streams = _matmul(m, k, n, a_zp=5, b_zp=b_zp)
+    # a second MATMUL of the same shape (the same pooled buffers), its own b and accumulator
+    second = _matmul(m, k, n, a_zp=-9, b_zp=b_zp)[MX][0].replace(b_addr=40_000,
+                                                                  acc_addr=600)
+    streams[MX].append(second)
+    rng = np.random.default_rng(7)
+    b1, b2 = (rng.integers(-128, 128, k * n, dtype=np.int8).tobytes() for _ in range(2))
+    _same_both_ways(streams, seeds=(0, 1, 2), extra=[(30_000, b1), (40_000, b2)])
+
+
 @pytest.mark.parametrize("shape", [(1, 300, 300), (300, 300, 1), (16, 384, 64)])
 def test_matmul_int8_thin_shapes(shape, int8_gemm_only):
     m, k, n = shape

@@ -13,6 +13,7 @@ from test_fastpath import V, _batch_same_both_ways, _kinds, _same_both_ways
 from tessel.isa import DType, Opcode
 from tessel.isa.fields import EltOp
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.sim import fastvec
 from tessel.sim.fastvec import ONE, OutStage, elt_out
 
 W = {DType.I8: 1, DType.I16: 2, DType.I32: 4}
@@ -88,12 +89,28 @@ FORMS = {
                                                           b_shift=-2), "step_table"),
     "int32_min": (EltOp.MIN, I32, I16, I32, dict(b_s=(1, 0)), "step"),
     "int32_left_shift": (EltOp.SUB, I32, I32, I16, dict(left_shift=3, a_shift=2), "step"),
+    "int8_pair": (EltOp.ADD, I8, I8, I16, dict(left_shift=9, a_shift=-3, b_shift=-2),
+                  "step_pair"),
+    # one operand a single element (its row of the pair table); outputs that vary
+    "int8_times_one_element": (EltOp.MUL, I8, I8, I16, dict(
+        b_s=(0, 0), out_shift=-1, act_min=-32768, act_max=32767), "step_pair_one"),
+    "one_element_minus_int8": (EltOp.SUB, I8, I8, I16, dict(
+        a_s=(0, 0), left_shift=12, a_shift=-3, b_shift=-5, out_shift=-2, act_min=-32768,
+        act_max=32767), "step_pair_one"),
 }
+
+
+@pytest.fixture(params=[True, False], ids=["float", "int64"])
+def scale(request, monkeypatch):
+    """Both ways: with ``fastscale``'s float form, and without it (the int64 forms)."""
+    if not request.param:
+        monkeypatch.setattr(fastvec, "build_scale", lambda *args: None)
+    return request.param
 
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("name", sorted(FORMS))
-def test_eltwise_form(name, seed):
+def test_eltwise_form(name, seed, scale):
     rng = np.random.default_rng(seed + 10 * sorted(FORMS).index(name))
     op, da, db, do, kw, kind = FORMS[name]
     kw = dict(kw)
@@ -141,9 +158,12 @@ def test_out_stage_equals_the_reference_steps(seed):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_eltwise_mul_by_a_small_row_factor(seed):
+def test_eltwise_mul_by_a_small_row_factor(seed, scale):
     """int16 x a per-row int32 factor (softmax's reciprocal): factors at the bound below which
-    the product stays inside int32 (no sat32), one past it, and mixed rows."""
+    the product stays inside int32 (no sat32), one past it, and mixed rows; for the float form
+    (``fastscale``, its fallback the int64 form) also factors around its bounds (at least
+    ``2^30 // q + 1``, at most 65535 for the multiplier 2^30 and 64 for 2^31 - 1: its float64
+    bound), with and without an output zero point."""
     rng = np.random.default_rng(seed)
     bound = INT32_MAX // 32768  # a_zp = 0: the largest |a| is 32768
     if seed % 2:  # an output multiplier just below 1: a saturated product shows
@@ -153,10 +173,11 @@ def test_eltwise_mul_by_a_small_row_factor(seed):
         out = dict(out_dtype=I16, out_mult=1 << 30, out_shift=-14 - seed, act_min=-32768,
                    act_max=32767)
     streams = _elt(EltOp.MUL, I16, I32, out.pop("out_dtype"), b_s=(1, 0), rng=rng, a_zp=0,
-                   b_zp=0, out_zp=0, **out)
+                   b_zp=0, out_zp=[0, 0, 5, -9][seed], **out)
     assert _kinds(streams) == {"step_bounded"}
     a = _extremes(I16, A, rng)
     for rows in ([bound, -bound, 3, 0, 1], [bound + 1, 2, 3, 4, 5], [-bound - 1] * 5,
-                 rng.integers(0, 32777, 5).tolist()):
+                 rng.integers(0, 32777, 5).tolist(), [bound, 2, 3, 4, 5], [1, 2, 3, 4, 5],
+                 [2] * 5, [64, 63, 1, 2, 64], [65, 64, 2, 3, 4], rng.integers(2, 65, 5).tolist()):
         b = [(B, np.array(rows, "<i4").tobytes())]
         _same_both_ways(streams, seeds=(seed,), extra=a + b)
