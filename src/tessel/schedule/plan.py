@@ -402,6 +402,6 @@ class _EventSum:
                 acc[m] += x * times
 
     def events(self) -> Events:
-        return Events(**dict(zip(_COUNTS, self.counts, strict=True)),
-                      **{n: tuple(a) for n, a in zip(_PER_MEMORY, self.per_memory,
-                                                     strict=True)})
+        values: dict[str, Any] = dict(zip(_COUNTS, self.counts, strict=True))
+        values.update((n, tuple(a)) for n, a in zip(_PER_MEMORY, self.per_memory, strict=True))
+        return Events(**values)
