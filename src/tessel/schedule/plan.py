@@ -10,6 +10,7 @@ the constant layout (each step's constants packed once, in program order), the D
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -339,25 +340,68 @@ class _DummyTensors(dict):
 
 def step_events(work: StepWork, arch: NpuArch) -> Events:
     """Energy events of every instruction of a step (the chosen mapping, all tiles); tiles
-    with the same `tile_key` have the same instructions up to addresses, so the same events."""
-    total = Events()
-    memo: dict = {}
+    with the same `tile_key` have the same instructions up to addresses, so the same events
+    (each key's are added up once, then counted once per tile: events are integers)."""
+    total = _EventSum()
+    memo: dict = {}  # tile key -> (its events, how many tiles have it)
     for g in range(work.group_count):
         group = work.group_fn(g, 0)
         for ins in group.weight_loads + group.param_loads:
-            total = total + instruction_cost(ins, arch).events
+            total.add(instruction_cost(ins, arch).events)
         for ins in group.vector_setup:
-            total = total + instruction_cost(ins, arch, Engine.VECTOR).events
+            total.add(instruction_cost(ins, arch, Engine.VECTOR).events)
         for t in range(group.tile_count):
             key = work.tile_key(g, t) if work.tile_key is not None else (g, t)
-            ev = memo.get(key)
-            if ev is None:
-                tile = work.tile_fn(g, t, top_slots(work.shape))
-                ev = Events()
-                for ins in tile.loads + tile.matrix + tile.stores:
-                    ev = ev + instruction_cost(ins, arch).events
-                for ins in tile.vector:
-                    ev = ev + instruction_cost(ins, arch, Engine.VECTOR).events
-                memo[key] = ev
-            total = total + ev
-    return total
+            got = memo.get(key)
+            if got is not None:
+                got[1] += 1
+                continue
+            tile = work.tile_fn(g, t, top_slots(work.shape))
+            ev = _EventSum()
+            for ins in tile.loads + tile.matrix + tile.stores:
+                ev.add(instruction_cost(ins, arch).events)
+            for ins in tile.vector:
+                ev.add(instruction_cost(ins, arch, Engine.VECTOR).events)
+            memo[key] = [ev, 1]
+    for ev, n in memo.values():
+        total.add_sum(ev, n)
+    return total.events()
+
+
+_COUNTS = tuple(f.name for f in dataclasses.fields(Events)
+                if not isinstance(getattr(Events(), f.name), tuple))
+_PER_MEMORY = tuple(f.name for f in dataclasses.fields(Events)
+                    if isinstance(getattr(Events(), f.name), tuple))
+
+
+class _EventSum:
+    """Events added up in place (Events + Events builds a new value per addition)."""
+
+    def __init__(self) -> None:
+        self.counts = [0] * len(_COUNTS)
+        self.per_memory: list[list[int]] = [[] for _ in _PER_MEMORY]
+
+    def add(self, ev: Events) -> None:
+        counts = self.counts
+        for i, name in enumerate(_COUNTS):
+            counts[i] += getattr(ev, name)
+        for acc, name in zip(self.per_memory, _PER_MEMORY, strict=True):
+            for m, x in enumerate(getattr(ev, name)):
+                if m == len(acc):
+                    acc.append(0)
+                acc[m] += x
+
+    def add_sum(self, other: _EventSum, times: int) -> None:
+        """`times` x the events of `other`."""
+        for i, x in enumerate(other.counts):
+            self.counts[i] += x * times
+        for acc, more in zip(self.per_memory, other.per_memory, strict=True):
+            for m, x in enumerate(more):
+                if m == len(acc):
+                    acc.append(0)
+                acc[m] += x * times
+
+    def events(self) -> Events:
+        values: dict[str, Any] = dict(zip(_COUNTS, self.counts, strict=True))
+        values.update((n, tuple(a)) for n, a in zip(_PER_MEMORY, self.per_memory, strict=True))
+        return Events(**values)
