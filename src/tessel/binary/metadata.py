@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tessel.errors import TesselError, TesselFormatError
+from tessel.errors import TesselFormatError
 
 METADATA_VERSION = 1
 
@@ -213,12 +213,3 @@ def _show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
-
-def parse_host_graphs(texts: Mapping[str, str]) -> dict[str, Any]:
-    """The host graphs parsed (the reader has already checked that they parse and verify)."""
-    from tessel.ir import parse_graph
-
-    try:
-        return {k: parse_graph(t, source=f"host graph {k!r}") for k, t in texts.items()}
-    except TesselError as exc:  # cannot happen after read_host_graphs; kept for the contract
-        raise _fail(str(exc)) from None

@@ -117,6 +117,11 @@ class TslProgram:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     # Host (CPU) parts of the model as Graph IR text, keyed by HOST_GRAPH_KEYS
     host_graphs: Mapping[str, str] = field(default_factory=dict)
+    # the reader's parsed and verified host graphs: key -> (the IR text, its tessel.ir.Graph),
+    # for the runtime to use instead of parsing the text again while `host_graphs` still holds
+    # that text (a `dataclasses.replace` may change it); not part of the program's value
+    parsed_host: Mapping[str, tuple[str, Any]] | None = field(default=None, compare=False,
+                                                              repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arch_hash", normalize_arch_hash(self.arch_hash))

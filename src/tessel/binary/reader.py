@@ -32,7 +32,7 @@ from tessel.binary.layout import (
     kind_of_engine,
 )
 from tessel.binary.memory import check_placements
-from tessel.binary.metadata import check_metadata, parse_host_graphs
+from tessel.binary.metadata import check_metadata
 from tessel.binary.program import TslProgram, normalize_arch_hash
 from tessel.binary.sections import (
     read_constants,
@@ -88,16 +88,17 @@ def read_tsl(data: bytes | bytearray | memoryview, *, arch: Any = None,
     inputs, outputs = read_io(data, by_kind[SectionKind.IO])
     metadata = read_metadata(data, by_kind[SectionKind.METADATA])
     host = by_kind.get(SectionKind.HOST_GRAPHS)
-    host_graphs = read_host_graphs(data, host) if host is not None else {}
+    host_graphs, parsed = read_host_graphs(data, host) if host is not None else ({}, {})
     where = by_kind[SectionKind.METADATA]
     try:
         check_metadata(metadata, {e.name: len(streams.get(e, ())) for e in codec.engine_type},
                        [d.name for d in inputs], [d.name for d in outputs],
-                       parse_host_graphs(host_graphs))
+                       parsed)
     except TesselFormatError as exc:
         raise TesselFormatError(f"{where.label} at offset {where.offset}: {exc}") from None
     program = TslProgram(header.arch_hash, streams, constants, memory, address, tuple(inputs),
-                         tuple(outputs), metadata, host_graphs)
+                         tuple(outputs), metadata, host_graphs,
+                         parsed_host={k: (host_graphs[k], g) for k, g in parsed.items()})
     if arch is not None:
         check_placements(program, arch)
     return program

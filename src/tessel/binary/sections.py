@@ -86,24 +86,28 @@ def read_metadata(data: bytes, entry: SectionEntry) -> dict[str, Any]:
     return value
 
 
-def read_host_graphs(data: bytes, entry: SectionEntry) -> dict[str, str]:
+def read_host_graphs(data: bytes, entry: SectionEntry) -> tuple[dict[str, str], dict[str, Any]]:
     """The HOST_GRAPHS section: a JSON object mapping "prologue"/"host_K"/"epilogue" to IR text that
-    parses and verifies (the runtime runs these graphs on the CPU)."""
+    parses and verifies (the runtime runs these graphs on the CPU); returned with the graphs
+    parsed, so that nothing parses them again (a host part holding an embedding table is tens
+    of MB of base64: MiniLM's prologue, 62 MB, took ~0.4 s per parse)."""
     from tessel.binary.program import is_host_graph_key
     from tessel.errors import TesselError
     from tessel.ir import parse_graph, verify
 
     value = read_metadata(data, entry)
     where = f"{entry.label} at offset {entry.offset}"
+    graphs = {}
     for key, text in value.items():
         if not is_host_graph_key(key) or not isinstance(text, str):
             raise _fail(where, f"entry {key!r} is not 'prologue', 'epilogue' or 'host_K' "
                         "with IR text")
         try:
-            verify(parse_graph(text, source=f"host graph {key!r}"))
+            graphs[key] = graph = parse_graph(text, source=f"host graph {key!r}")
+            verify(graph)
         except TesselError as exc:  # parse_graph and verify raise only TesselErrors
             raise _fail(where, f"host graph {key!r} is not valid IR: {str(exc)[:300]}") from None
-    return value
+    return value, graphs
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

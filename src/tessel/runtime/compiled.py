@@ -63,7 +63,16 @@ class CompiledModel:
         if extra:
             raise TesselFormatError(f"host graphs {extra} do not fit {len(self.regions)} NPU "
                                     "region(s)")
-        return tuple(parse_graph(texts[k], k) if texts.get(k) else None for k in keys)
+        return tuple(self._host_graph(k) if texts.get(k) else None for k in keys)
+
+    def _host_graph(self, key: str) -> Graph:
+        """Host part `key`'s graph: the reader's (it parsed the text to check it) while the
+        program still holds that text, else parsed here."""
+        text = self.program.host_graphs[key]
+        text_graph = (self.program.parsed_host or {}).get(key)
+        if text_graph is not None and text_graph[0] == text:  # identity first: the same str
+            return text_graph[1]
+        return parse_graph(text, key)
 
     @property
     def prologue(self) -> Graph | None:

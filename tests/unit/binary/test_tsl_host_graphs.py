@@ -46,3 +46,25 @@ def test_unknown_host_graph_key_is_refused():
     codec, programs = codec_and_programs()
     with pytest.raises(TesselFormatError, match="unknown keys"):
         dataclasses.replace(programs[0], host_graphs={"middle": TEXT})
+
+
+def test_the_reader_parses_host_graphs_once_and_the_runtime_uses_them():
+    """The reader parses each host graph to check it and hands the graphs on: the runtime uses
+    them (no second parse of what may be tens of MB of base64) while the program holds their
+    text, and parses again after a `replace` changed the text."""
+    from tessel.ir import parse_graph, print_graph
+    from tessel.runtime.compiled import CompiledModel
+
+    codec, programs = codec_and_programs()
+    with_host = dataclasses.replace(_with_model_input_x(programs[0]),
+                                    host_graphs={"prologue": TEXT, "epilogue": TEXT})
+    read = read_tsl(write_tsl(with_host, codec=codec), codec=codec)
+    assert set(read.parsed_host) == {"prologue", "epilogue"}
+    text, graph = read.parsed_host["prologue"]
+    assert text == TEXT and print_graph(graph) == print_graph(parse_graph(TEXT))
+    cm = CompiledModel(read, None)  # host_parts needs no arch
+    assert cm._host_graph("prologue") is graph
+    other = TEXT.replace("relu", "sigmoid")
+    changed = CompiledModel(dataclasses.replace(read, host_graphs={"prologue": other}), None)
+    assert print_graph(changed._host_graph("prologue")) == print_graph(parse_graph(other))
+    assert read == with_host  # the parsed graphs are not part of the program's value
