@@ -1,0 +1,78 @@
+"""Compiled kernels for the simulator's fast path (numba), and the switch that turns them off.
+
+Why: after ``tessel.sim.fastpath`` what a run costs is numpy's per-call floor, about 1-2.5 us
+per pass on the 1.5k-8k elements of a tile, times the 5-14 passes of a REQUANT or ELTWISE
+form (docs/architecture.md, "Where the time goes"). One compiled loop does such a form in one
+pass over the tile, in the integer arithmetic of docs/numerics.md itself (int64, exact: no
+float shortcut with a bound to prove), for one call's floor.
+
+A kernel is a plain Python function of numpy arrays and ints, module level, decorated with
+``kernel``. It is compiled by numba (nopython, without the GIL, ``error_model="numpy"`` so an
+integer division by zero does not raise, ``fastmath`` off) on its first use and cached on disk
+by numba (beside the module, or in the user's cache directory when that is read-only), so a
+later process loads it instead of compiling it. Nothing here imports numba until a fast-path
+plan asks for a kernel: ``import tessel`` and ``tessel --help`` do not pay numba's ~0.3 s.
+
+``TESSEL_SIM_KERNELS=0`` (or numba not importable) turns kernels off: the fast path then uses
+its numpy forms, which stay as a second implementation the tests compare the kernels with
+(``enabled`` is read when a program is prepared, so a test can switch per program).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+ENV = "TESSEL_SIM_KERNELS"
+_OFF = ("0", "off", "no", "false")
+
+
+def enabled() -> bool:
+    """Whether the fast path should use compiled kernels now (env switch, numba present)."""
+    if os.environ.get(ENV, "1").strip().lower() in _OFF:
+        return False
+    return _numba() is not None
+
+
+@functools.cache
+def _numba() -> Any:
+    try:
+        import numba
+    except ImportError:  # pragma: no cover - numba is a dependency; a broken install falls back
+        return None
+    return numba
+
+
+class Kernel:
+    """A kernel's Python source function (``py``: runs uncompiled, for tests and debugging) and
+    its compiled form, made once on first request (``compiled``)."""
+
+    def __init__(self, fn: Callable[..., Any]):
+        self.py = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self._compiled: Callable[..., Any] | None = None
+
+    @property
+    def compiled(self) -> Callable[..., Any]:
+        if self._compiled is None:
+            numba = _numba()
+            if numba is None:
+                raise RuntimeError(f"kernel {self.__name__}: numba is not installed")
+            self._compiled = numba.njit(cache=True, nogil=True, fastmath=False,
+                                        error_model="numpy")(self.py)
+        return self._compiled
+
+    def __call__(self, *args: Any) -> Any:
+        """The compiled kernel (plans should hold ``compiled`` itself: one call less)."""
+        return self.compiled(*args)
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.__name__})"
+
+
+def kernel(fn: Callable[..., Any]) -> Kernel:
+    """Declare `fn` a compiled kernel (see the module docstring)."""
+    return Kernel(fn)

@@ -1,0 +1,40 @@
+"""tessel.sim.jit: kernels compile lazily, compute what their Python source computes, and the
+environment switch turns them off."""
+
+import numpy as np
+import pytest
+
+from tessel.sim import jit
+
+
+@jit.kernel
+def _rounding_shift(acc, mult, shift, out):
+    for i in range(acc.shape[0]):
+        v = np.int64(acc[i]) * mult
+        out[i] = (v + (np.int64(1) << (shift - 1))) >> shift
+
+
+def test_a_kernel_computes_what_its_python_source_computes():
+    rng = np.random.default_rng(0)
+    acc = rng.integers(-2**31, 2**31, 4096, dtype=np.int64).astype(np.int32)
+    want = np.empty(acc.shape, np.int64)
+    got = np.empty(acc.shape, np.int64)
+    _rounding_shift.py(acc, np.int64(1 << 30), np.int64(31), want)
+    _rounding_shift(acc, np.int64(1 << 30), np.int64(31), got)
+    np.testing.assert_array_equal(got, want)
+    exact = (acc.astype(object) * (1 << 30) + (1 << 30)) >> 31  # Python ints: no wrap-around
+    np.testing.assert_array_equal(got, exact.astype(np.int64))
+
+
+def test_kernels_are_compiled_once_and_lazily():
+    k = jit.kernel(_rounding_shift.py)
+    assert k._compiled is None
+    assert k.compiled is k.compiled
+
+
+@pytest.mark.parametrize("value", ["0", "off", "False"])
+def test_the_environment_switch_turns_kernels_off(monkeypatch, value):
+    monkeypatch.setenv(jit.ENV, value)
+    assert not jit.enabled()
+    monkeypatch.setenv(jit.ENV, "1")
+    assert jit.enabled()
