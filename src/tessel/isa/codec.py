@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from tessel.errors import TesselFormatError
 from tessel.isa.fields import Engine
-from tessel.isa.instruction import Instruction
+from tessel.isa.instruction import Instruction, _unchecked
 from tessel.isa.table import OPCODE_BITS, SPECS, Opcode
 
 
@@ -96,26 +96,86 @@ def check_stream(engine: Engine, instrs: list[Instruction]) -> None:
             raise TesselFormatError(f"{where}: instruction {i} is END but is not the last")
 
 
+def _stream_decoder(op: Opcode) -> tuple:
+    """What ``decode_stream`` needs of an opcode, from the table: (opcode, size in bytes, the
+    bit where padding starts, per field (shift, mask, sign bit or 0, lo, hi, enum members by
+    value or None))."""
+    spec, at, fields = SPECS[op], OPCODE_BITS, []
+    for f in spec.fields:
+        members = None if f.enum is None else {int(m): m for m in f.enum}
+        fields.append((at, (1 << f.bits) - 1, 1 << (f.bits - 1) if f.signed else 0,
+                       f.min, f.max, members))
+        at += f.bits
+    return op, spec.size, at, tuple(fields)
+
+
+_DECODERS = {int(op): _stream_decoder(op) for op in SPECS}
+
+
+def _decode_checked(raw: bytes, decoder: tuple) -> Instruction | None:
+    """The instruction of `raw` (one whole encoding of `decoder`'s opcode), or None if a field
+    is out of its legal range, an enum value unknown or a padding bit set (``decode`` then says
+    which): the same checks as ``decode``, inline."""
+    op, _, pad, fields = decoder
+    word = int.from_bytes(raw, "little")
+    if word >> pad:
+        return None
+    args = []
+    for at, mask, sign, lo, hi, members in fields:
+        v = (word >> at) & mask
+        if members is not None:
+            m = members.get(v)
+            if m is None:
+                return None
+            args.append(m)
+            continue
+        if v & sign:
+            v -= sign << 1
+        if not lo <= v <= hi:
+            return None
+        args.append(v)
+    return _unchecked(op, args)
+
+
 def decode_stream(engine: Engine, data: bytes) -> list[Instruction]:
     """Decode a whole queue for ``engine`` and check it with ``check_stream``.
 
-    Errors name the instruction index and byte offset.
+    Errors name the instruction index and byte offset. Each distinct encoding is decoded and
+    checked once (a queue repeats its tiles' instructions: equal bytes give the same, immutable
+    Instruction); a bad one is decoded again by ``decode``, whose error is the message.
     """
     engine = Engine(engine)
     out: list[Instruction] = []
-    offset = 0
-    while offset < len(data):
-        try:
-            ins, nxt = decode(data, offset)
-        except TesselFormatError as exc:
-            raise TesselFormatError(f"{engine.name} queue, instruction {len(out)}: {exc}") from None
-        owner = ins.spec.engine
-        if not ins.spec.runs_on(engine):
+    seen: dict[bytes, Instruction] = {}
+    allowed: dict[Opcode, bool] = {}
+    offset, n = 0, len(data)
+    while offset < n:
+        decoder = _DECODERS.get(data[offset])
+        end = offset + decoder[1] if decoder is not None else n + 1
+        ins = None
+        if end <= n:
+            raw = bytes(data[offset:end])
+            ins = seen.get(raw)
+            if ins is None:
+                ins = _decode_checked(raw, decoder)  # type: ignore[arg-type]
+                if ins is not None:
+                    seen[raw] = ins
+        if ins is None:  # the reason, from the one-instruction decoder
+            try:
+                decode(data, offset)
+            except TesselFormatError as exc:
+                raise TesselFormatError(
+                    f"{engine.name} queue, instruction {len(out)}: {exc}") from None
+            raise AssertionError(f"decode_stream: offset {offset} decodes alone")  # pragma: no cover
+        ok = allowed.get(ins.opcode)
+        if ok is None:
+            ok = allowed[ins.opcode] = ins.spec.runs_on(engine)
+        if not ok:
             raise TesselFormatError(
                 f"{engine.name} queue, instruction {len(out)} at offset {offset}: "
-                f"{ins.opcode.name} belongs to the {owner.name} engine"
+                f"{ins.opcode.name} belongs to the {ins.spec.engine.name} engine"
             )
         out.append(ins)
-        offset = nxt
+        offset = end
     check_stream(engine, out)
     return out

@@ -174,3 +174,98 @@ def test_make_equals_the_checked_constructor() -> None:
         if ints:
             with pytest.raises(TesselFormatError, match=f"{op.name}.{ints[0].name} must be"):
                 Instruction.make(op, **{**required, ints[0].name: ints[0].max + 1})
+
+
+def _decode_one_by_one(engine: Engine, data: bytes) -> list[Instruction]:
+    """The oracle for decode_stream: ``decode`` at each offset, then the queue's rules."""
+    out, offset = [], 0
+    while offset < len(data):
+        try:
+            ins, offset_next = decode(data, offset)
+        except TesselFormatError as exc:
+            raise TesselFormatError(f"{engine.name} queue, instruction {len(out)}: {exc}") from None
+        if not ins.spec.runs_on(engine):
+            raise TesselFormatError(f"{engine.name} queue, instruction {len(out)} at offset "
+                                    f"{offset}: {ins.opcode.name} belongs to the "
+                                    f"{ins.spec.engine.name} engine")
+        out.append(ins)
+        offset = offset_next
+    check_stream(engine, out)
+    return out
+
+
+def test_stream_decoding_equals_decoding_each_instruction_on_corrupted_queues() -> None:
+    """decode_stream decodes each distinct encoding once with inline checks: on queues with
+    repeated instructions and random byte corruptions (bad opcodes, fields out of range, enum
+    values, padding, truncation) it gives the instructions or the error the one-by-one decoder
+    gives."""
+    import random
+
+    from tests.unit.isa.isa_samples import SAMPLES
+
+    rng = random.Random(7)
+    outcomes = set()
+    for engine in Engine:
+        body = [i for i in SAMPLES.values() if i.spec.runs_on(engine) and i.opcode is not
+                Opcode.END and not (i.opcode in (Opcode.WAIT, Opcode.SIGNAL)
+                                    and i.engine == engine)]
+        queue = [rng.choice(body) for _ in range(40)] + [END]
+        clean = encode_stream(queue)
+        assert decode_stream(engine, clean) == queue
+        for _ in range(400):
+            data = bytearray(clean)
+            for _ in range(rng.randint(1, 3)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+            if rng.random() < 0.1:
+                data = data[:rng.randrange(len(data))]
+            data = bytes(data)
+            try:
+                want: object = _decode_one_by_one(engine, data)
+            except TesselFormatError as exc:
+                want = str(exc)
+            try:
+                got: object = decode_stream(engine, data)
+            except TesselFormatError as exc:
+                got = str(exc)
+            assert got == want
+            outcomes.add(type(want).__name__ if not isinstance(want, str) else want.split(":")[-2])
+    assert len(outcomes) > 5  # the corruptions reach several kinds of error, and valid queues
+
+
+def test_stream_decoding_checks_every_field_at_the_edges_of_its_range() -> None:
+    """Every field of every opcode set (in the encoded word) to min - 1, min, max and max + 1
+    where its bits can hold them, and every enum value the bits can hold: decode_stream agrees
+    with the one-by-one decoder."""
+    from tests.unit.isa.isa_samples import SAMPLES
+
+    checked = 0
+    for op, sample in SAMPLES.items():
+        if op is Opcode.END:
+            continue
+        engine = next(e for e in Engine if sample.spec.runs_on(e) and not (
+            op in (Opcode.WAIT, Opcode.SIGNAL) and sample.engine == e))
+        word = int.from_bytes(encode(sample), "little")
+        at = 8
+        for f in SPECS[op].fields:
+            mask = (1 << f.bits) - 1
+            values = range(1 << f.bits) if f.enum is not None and f.bits <= 8 else \
+                (f.min - 1, f.min, f.max, f.max + 1)
+            for v in values:
+                raw = v & mask
+                if f.enum is None and (raw - (1 << f.bits) if f.signed and raw >> (f.bits - 1)
+                                       else raw) != v:
+                    continue  # the bits cannot hold v
+                w = (word & ~(mask << at)) | (raw << at)
+                data = w.to_bytes(SPECS[op].size, "little") + encode(END)
+                try:
+                    want: object = _decode_one_by_one(engine, data)
+                except TesselFormatError as exc:
+                    want = str(exc)
+                try:
+                    got: object = decode_stream(engine, data)
+                except TesselFormatError as exc:
+                    got = str(exc)
+                assert got == want, (op, f.name, v)
+                checked += 1
+            at += f.bits
+    assert checked > 500
