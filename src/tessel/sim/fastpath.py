@@ -714,8 +714,7 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.UNARY: lambda op, prep: _fastvec("fastreduce").build_unary(op),
     Opcode.ELTWISE: lambda op, prep: _fastvec("fastvec").build_eltwise(
         op, prep.cache.setdefault("elt_tables", {})),
-    Opcode.REQUANT: lambda op, prep: _fastvec("fastrq").build_requant(
-        op, prep.cache.setdefault("requant_plans", {}), prep.cache),
+    Opcode.REQUANT: lambda op, prep: _fastvec("kern_rq").build_requant(op, prep.cache),
 }
 
 
