@@ -703,7 +703,7 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
     Opcode.DMA_STORE: lambda op, prep: _build_dma(op),
     Opcode.CONV: lambda op, prep: _build_conv(op, prep.arch.onchip.sram_bytes),
-    Opcode.DWCONV: lambda op, prep: _fastvec("fastdw").build_dwconv(
+    Opcode.DWCONV: lambda op, prep: _fastvec("kern_dw").build_dwconv(
         op, prep.arch.onchip.sram_bytes, prep.cache.setdefault("dw_weights", {})),
     Opcode.MATMUL: lambda op, prep: _fastvec("fastmatmul").build_matmul(op),
     Opcode.POOL: lambda op, prep: _build_pool(op, prep.arch.onchip.sram_bytes),
