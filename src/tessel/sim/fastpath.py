@@ -694,8 +694,9 @@ def _build_copy(op: Op) -> Step | None:
 # ---- the table -----------------------------------------------------------------------------
 def _fastvec(name: str) -> Any:
     """``tessel.sim.fastvec`` (ELTWISE, LUT), ``fastmatmul`` (MATMUL), ``fastreduce``
-    (REDUCE, UNARY), ``fastdw`` (DWCONV) or ``fastrq`` (REQUANT), imported when first used:
-    they build on this module's helpers."""
+    (REDUCE, UNARY), ``kern_dw`` (DWCONV), ``kern_rq`` (REQUANT) or ``kern_pool`` (POOL),
+    imported when first used: they build on this module's helpers (the ``kern_*`` ones run
+    compiled kernels, or ``fastdw`` / ``fastrq`` / ``_build_pool`` when kernels are off)."""
     return importlib.import_module(f"tessel.sim.{name}")
 
 
@@ -706,7 +707,7 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DWCONV: lambda op, prep: _fastvec("kern_dw").build_dwconv(
         op, prep.arch.onchip.sram_bytes, prep.cache.setdefault("dw_weights", {})),
     Opcode.MATMUL: lambda op, prep: _fastvec("fastmatmul").build_matmul(op),
-    Opcode.POOL: lambda op, prep: _build_pool(op, prep.arch.onchip.sram_bytes),
+    Opcode.POOL: lambda op, prep: _fastvec("kern_pool").build_pool(op, prep),
     Opcode.LUT: lambda op, prep: _fastvec("fastvec").build_lut(
         op, prep.cache.setdefault("lut_tables", {})),
     Opcode.COPY: lambda op, prep: _build_copy(op),
