@@ -110,12 +110,13 @@ def build_dwconv(op: Op, sram_bytes: int, cache: dict) -> Step | None:
                 sh=g.sh, sw=g.sw, dh=g.dh, dw=g.dw, pt=g.pt, pl=g.pl, oh=g.oh, ow=g.ow,
                 zp=f["in_zp"], accumulate=int(f["mode"] == AccMode.ACCUMULATE))
     geo = np.array([vals[k] for k in GEO], I64)
-    x_end = extent(in_addr, (g.in_h, g.in_w, ch), (vals["xsh"], vals["xsw"], 1), 1)[1]
-    w_end = extent(w_addr, (g.kh, g.kw, ch), (vals["wsh"], vals["wsw"], 1), 1)[1]
-    acc_end = extent(acc_addr, (g.oh * g.ow, ch), (4 * vals["asr"], 4), 4)[1]
+    x_lo, x_end = extent(in_addr, (g.in_h, g.in_w, ch), (vals["xsh"], vals["xsw"], 1), 1)
+    w_lo, w_end = extent(w_addr, (g.kh, g.kw, ch), (vals["wsh"], vals["wsw"], 1), 1)
+    acc_lo, acc_end = extent(acc_addr, (g.oh * g.ow, ch), (4 * vals["asr"], 4), 4)
 
     def operands(state: MachineState, sample: int | None = None) -> tuple:
-        if max(x_end, w_end) > state.sram.shape[-1] or acc_end > state.acc_bytes.shape[-1]:
+        if min(x_lo, w_lo, acc_lo) < 0 or max(x_end, w_end) > state.sram.shape[-1] or \
+                acc_end > state.acc_bytes.shape[-1]:
             raise Trap("operand outside its memory")  # the reference handler says which
         x = flat(state, "sram", 0, I8, sample)
         return x, x, flat(state, "acc_bytes", 0, I32, sample)

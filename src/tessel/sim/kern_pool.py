@@ -106,7 +106,7 @@ def build_pool(op: Op, prep: PreparedProgram) -> Step | None:
     addr = f["in_addr"]
 
     def operands(state: MachineState, sample: int | None = None) -> np.ndarray:
-        if max(x_end, o_end) > state.sram.shape[-1]:
+        if min(x_lo, o_lo) < 0 or max(x_end, o_end) > state.sram.shape[-1]:
             raise Trap("operand outside the SRAM")  # the reference handler says which
         return flat(state, "sram", addr, dt, sample)
     views = Views(operands)

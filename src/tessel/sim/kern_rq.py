@@ -131,7 +131,8 @@ def build_requant(op: Op, cache: dict) -> Step | None:
         return prm
 
     def operands(state: MachineState, sample: int | None = None) -> tuple:
-        if x_end > getattr(state, x_mem).shape[-1] or dst_end > state.sram.shape[-1]:
+        if min(x_lo, dst_lo) < 0 or x_end > getattr(state, x_mem).shape[-1] or \
+                dst_end > state.sram.shape[-1]:
             raise Trap("operand outside its memory")  # the reference handler says which
         return flat(state, x_mem, x_addr, I32, sample), flat(state, "sram", dst_addr, dt, sample)
     views = Views(operands)
