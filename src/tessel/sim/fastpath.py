@@ -22,16 +22,14 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
   (``torch._int_mm``, exact int32 sums, when a worst-case self-test passes on this host:
   ``int_mm``) with the zero points as wrapping int32 corrections; smaller ones are float32
   GEMMs of exact integers (``_exact_gemm``);
-* REQUANT keeps its checked parameter plans across runs (keyed by the parameter bytes, as in
-  the reference handler, so a program that writes its parameters at run time stays exact;
-  each closure also keeps its last bytes and plan) and runs pooled passes over the tile
-  flattened against a plan tiled to the whole tile (larger tiles and batches: rows of several
-  tile rows; ``fastrq.TiledPlans``) (``fastfix``: the FLOAT form, the accumulator clamped in int32
-  and one exact float64 multiply-add and floor, where its bound is proved; else the FUSED
-  form's int64 passes, one floor shift);
-* DWCONV for one sample is one einsum over long rows of a frame split by the column stride
-  (``fastdw._dw_wide``; ``kh * kw`` multiply-adds when a column stride and a dilation are both
-  above 1), small strided tiles of >= 64 channels one einsum over the window;
+* REQUANT, DWCONV and POOL are compiled loops (numba: ``kern_rq``, ``kern_dw``, ``kern_pool``)
+  unless ``TESSEL_SIM_KERNELS=0``; their numpy forms: REQUANT keeps its checked parameter
+  plans across runs (keyed by the parameter bytes, as in the reference handler, so a program
+  that writes its parameters at run time stays exact; each closure also keeps its last bytes
+  and plan; the kernel likewise) and runs pooled passes over the tile flattened against a
+  plan tiled to the whole tile (``fastrq.TiledPlans``; ``fastfix``'s FLOAT form where its
+  bound is proved, else the FUSED form's int64 passes), DWCONV for one sample one einsum over
+  long rows of a frame split by the column stride (``fastdw._dw_wide``);
 * for one sample, REQUANT, CONV and MATMUL (float32), DWCONV and ELTWISE (general)
   keep their numpy views and pooled buffers per (state, pool) (``Views``: the memories of
   ``NpuSession(reuse=True)`` persist between runs); REQUANT and MATMUL make a new state's
