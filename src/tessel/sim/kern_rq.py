@@ -7,9 +7,9 @@ The kernel is docs/numerics.md's requantisation written out per element in exact
     MBQM(t) = RDBPOT(SRDHM(sat32(t << max(shift, 0)), q31), max(-shift, 0))
 
 with ``SRDHM(t, q) = (t q + 2^30) >> 31`` and ``RDBPOT(t, e) = (t + 2^(e-1) - [t < 0]) >> e``
-(floor shifts, ``fastfix``'s identities; ``e = 0``: ``t``), branch-free: a channel's row of
-``params`` holds its bias, multiplier, left and right shift, rounding term and sign mask, so a
-shift of 0 is the identity of the same steps. No plan form, no bound to prove; the closure
+(floor shifts, ``fastfix``'s identities; ``e = 0``: ``t``), branch-free: a channel's column
+of ``params`` holds its bias, multiplier, left and right shift, rounding term and sign mask,
+so a shift of 0 is the identity of the same steps. No plan form, no bound to prove; the closure
 keeps the checked parameter rows by the parameter bytes, as ``fastrq`` keeps its plans, and
 runs the kernel on flat views of the memories (row strides in elements: one signature per
 output type, and unit-stride rows numba vectorises).
