@@ -22,16 +22,14 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
   (``torch._int_mm``, exact int32 sums, when a worst-case self-test passes on this host:
   ``int_mm``) with the zero points as wrapping int32 corrections; smaller ones are float32
   GEMMs of exact integers (``_exact_gemm``);
-* REQUANT keeps its checked parameter plans across runs (keyed by the parameter bytes, as in
-  the reference handler, so a program that writes its parameters at run time stays exact;
-  each closure also keeps its last bytes and plan) and runs pooled passes over the tile
-  flattened against a plan tiled to the whole tile (larger tiles and batches: rows of several
-  tile rows; ``fastrq.TiledPlans``) (``fastfix``: the FLOAT form, the accumulator clamped in int32
-  and one exact float64 multiply-add and floor, where its bound is proved; else the FUSED
-  form's int64 passes, one floor shift);
-* DWCONV for one sample is one einsum over long rows of a frame split by the column stride
-  (``fastdw._dw_wide``; ``kh * kw`` multiply-adds when a column stride and a dilation are both
-  above 1), small strided tiles of >= 64 channels one einsum over the window;
+* REQUANT, DWCONV and POOL are compiled loops (numba: ``kern_rq``, ``kern_dw``, ``kern_pool``)
+  unless ``TESSEL_SIM_KERNELS=0``; their numpy forms: REQUANT keeps its checked parameter
+  plans across runs (keyed by the parameter bytes, as in the reference handler, so a program
+  that writes its parameters at run time stays exact; each closure also keeps its last bytes
+  and plan; the kernel likewise) and runs pooled passes over the tile flattened against a
+  plan tiled to the whole tile (``fastrq.TiledPlans``; ``fastfix``'s FLOAT form where its
+  bound is proved, else the FUSED form's int64 passes), DWCONV for one sample one einsum over
+  long rows of a frame split by the column stride (``fastdw._dw_wide``);
 * for one sample, REQUANT, CONV and MATMUL (float32), DWCONV and ELTWISE (general)
   keep their numpy views and pooled buffers per (state, pool) (``Views``: the memories of
   ``NpuSession(reuse=True)`` persist between runs); REQUANT and MATMUL make a new state's
@@ -694,8 +692,9 @@ def _build_copy(op: Op) -> Step | None:
 # ---- the table -----------------------------------------------------------------------------
 def _fastvec(name: str) -> Any:
     """``tessel.sim.fastvec`` (ELTWISE, LUT), ``fastmatmul`` (MATMUL), ``fastreduce``
-    (REDUCE, UNARY), ``fastdw`` (DWCONV) or ``fastrq`` (REQUANT), imported when first used:
-    they build on this module's helpers."""
+    (REDUCE, UNARY), ``kern_dw`` (DWCONV), ``kern_rq`` (REQUANT) or ``kern_pool`` (POOL),
+    imported when first used: they build on this module's helpers (the ``kern_*`` ones run
+    compiled kernels, or ``fastdw`` / ``fastrq`` / ``_build_pool`` when kernels are off)."""
     return importlib.import_module(f"tessel.sim.{name}")
 
 
@@ -703,10 +702,10 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
     Opcode.DMA_STORE: lambda op, prep: _build_dma(op),
     Opcode.CONV: lambda op, prep: _build_conv(op, prep.arch.onchip.sram_bytes),
-    Opcode.DWCONV: lambda op, prep: _fastvec("fastdw").build_dwconv(
+    Opcode.DWCONV: lambda op, prep: _fastvec("kern_dw").build_dwconv(
         op, prep.arch.onchip.sram_bytes, prep.cache.setdefault("dw_weights", {})),
     Opcode.MATMUL: lambda op, prep: _fastvec("fastmatmul").build_matmul(op),
-    Opcode.POOL: lambda op, prep: _build_pool(op, prep.arch.onchip.sram_bytes),
+    Opcode.POOL: lambda op, prep: _fastvec("kern_pool").build_pool(op, prep),
     Opcode.LUT: lambda op, prep: _fastvec("fastvec").build_lut(
         op, prep.cache.setdefault("lut_tables", {})),
     Opcode.COPY: lambda op, prep: _build_copy(op),
@@ -714,8 +713,7 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.UNARY: lambda op, prep: _fastvec("fastreduce").build_unary(op),
     Opcode.ELTWISE: lambda op, prep: _fastvec("fastvec").build_eltwise(
         op, prep.cache.setdefault("elt_tables", {})),
-    Opcode.REQUANT: lambda op, prep: _fastvec("fastrq").build_requant(
-        op, prep.cache.setdefault("requant_plans", {}), prep.cache),
+    Opcode.REQUANT: lambda op, prep: _fastvec("kern_rq").build_requant(op, prep.cache),
 }
 
 
