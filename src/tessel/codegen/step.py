@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from tessel.arch import NpuArch
 from tessel.isa import Engine, Instruction
-from tessel.isa.costs import instruction_cost
+from tessel.isa.costs import cost_key, instruction_cost
 
 
 class Bound(enum.Enum):
@@ -481,17 +481,38 @@ def limit(busy: dict[Engine, int], total: int) -> Bound:
     return {Engine.MATRIX: Bound.COMPUTE, Engine.VECTOR: Bound.VECTOR}.get(top, Bound.DRAM)
 
 
+# equal NpuArchs -> one map cost_key -> cycles: every CostCache of an equal arch (the mapping
+# searches of a compile, repeated compiles, explore's points that repeat an arch) shares it
+_CYCLE_MEMOS: dict[NpuArch, dict[tuple, int]] = {}
+_CYCLE_MEMO_ARCHS = 16  # arches whose memo is kept (the registry is emptied when full)
+_CYCLE_MEMO_ENTRIES = 1 << 18  # cost keys per arch (its memo is emptied when full)
+
+
+def cycle_memo(arch: NpuArch) -> dict[tuple, int]:
+    """The instruction-cycle memo (`isa.costs.cost_key(i, engine)` -> cycles) of `arch`, shared
+    by equal arches (an NpuArch is equal to another iff its parameters are)."""
+    memo = _CYCLE_MEMOS.get(arch)
+    if memo is None:
+        if len(_CYCLE_MEMOS) >= _CYCLE_MEMO_ARCHS:
+            _CYCLE_MEMOS.clear()
+        memo = _CYCLE_MEMOS[arch] = {}
+    elif len(memo) >= _CYCLE_MEMO_ENTRIES:
+        memo.clear()
+    return memo
+
+
 class CostCache:
-    """Per-instruction cycles on an engine, memoised (tiles repeat the same shapes);
-    `tiles`: (cost scope, tile key) -> a tile's ops in `_StepProgram` (their cycles), shared by
-    the estimates of works with a `cost_scope`; and the timings of programs already run (a
-    search's candidates often give the same program: a third of MobileNetV2's)."""
+    """Per-instruction cycles on an engine, memoised by the fields the cost reads (tiles repeat
+    the same shapes at other addresses; `cycle_memo`: shared by every CostCache of an equal
+    arch); `tiles`: (cost scope, tile key) -> a tile's ops in `_StepProgram` (their cycles),
+    shared by the estimates of works with a `cost_scope`; and the timings of programs already
+    run (a search's candidates often give the same program: a third of MobileNetV2's)."""
 
     RUNS = 4096  # programs whose timing is kept (the map is emptied when full)
 
     def __init__(self, arch: NpuArch):
         self.arch = arch
-        self._cycles: dict[tuple[Instruction, Engine | None], int] = {}
+        self._cycles = cycle_memo(arch)
         self.tiles: dict[tuple[Hashable, Hashable], tuple] = {}
         self._runs: dict[tuple, tuple[int, dict[Engine, int]]] = {}
 
@@ -507,10 +528,10 @@ class CostCache:
         return out[0], dict(out[1])
 
     def cycles(self, ins: Instruction, engine: Engine | None = None) -> int:
-        c = self._cycles.get((ins, engine))
+        key = cost_key(ins, engine)
+        c = self._cycles.get(key)
         if c is None:
-            c = instruction_cost(ins, self.arch, engine).cycles
-            self._cycles[(ins, engine)] = c
+            c = self._cycles[key] = instruction_cost(ins, self.arch, engine).cycles
         return c
 
     def sum(self, instrs: Sequence[Instruction], engine: Engine | None = None) -> int:
