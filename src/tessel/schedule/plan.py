@@ -31,7 +31,7 @@ from tessel.isa import Engine
 from tessel.isa.costs import Events, instruction_cost
 from tessel.progress import task
 from tessel.schedule import search_cache
-from tessel.schedule.cost_model import CostModel
+from tessel.schedule.cost_model import AnalyticalCostModel, CostModel
 from tessel.schedule.memory import ArenaPlan, plan_arena
 from tessel.schedule.residency import plan_step_residents
 
@@ -59,6 +59,9 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     prefetch, so the region is also planned without chains and with weight-stationary convs
     only, and the schedule with fewer estimated cycles is kept (ties: the first). The second
     plan reuses the first's per-op searches (a search cache)."""
+    # one analytical model for every search of the schedule: its CostCache (instruction costs,
+    # tiles, program timings) is shared by them, and by the residency and prefetch estimates
+    cost_model = cost_model if cost_model is not None else AnalyticalCostModel()
     if units is not None or not on_chip_residency:
         return _plan(graph, nodes, inputs, outputs, arch, region_sizes, on_chip_residency,
                      prefetch, units, True, cost_model)
@@ -111,7 +114,9 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
     arena = plan_dram(graph, nodes, inputs, outputs, arch, choices, len(consts.blob))
     dram.bind(arena.tensors)
     per_step, spilled, rewritten = ([[] for _ in choices], None, list(works))
-    cost = CostCache(arch)  # the instruction costs of the residency and prefetch estimates
+    # the instruction costs of the residency and prefetch estimates (the search's, if analytical)
+    cost = (cost_model.cost_cache(arch) if isinstance(cost_model, AnalyticalCostModel)
+            else CostCache(arch))
     if on_chip_residency:
         per_step, spilled, rewritten = _plan_residents(graph, nodes, inputs, outputs,
                                                        per_region, works, ctx, cost)
