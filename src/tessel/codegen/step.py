@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from tessel.arch import NpuArch
 from tessel.isa import Engine, Instruction
-from tessel.isa.costs import cost_key, instruction_cost
+from tessel.isa.costs import Cost, cost_key, instruction_cost
 
 
 class Bound(enum.Enum):
@@ -481,29 +481,30 @@ def limit(busy: dict[Engine, int], total: int) -> Bound:
     return {Engine.MATRIX: Bound.COMPUTE, Engine.VECTOR: Bound.VECTOR}.get(top, Bound.DRAM)
 
 
-# equal NpuArchs -> one map cost_key -> cycles: every CostCache of an equal arch (the mapping
-# searches of a compile, repeated compiles, explore's points that repeat an arch) shares it
-_CYCLE_MEMOS: dict[NpuArch, dict[tuple, int]] = {}
-_CYCLE_MEMO_ARCHS = 16  # arches whose memo is kept (the registry is emptied when full)
-_CYCLE_MEMO_ENTRIES = 1 << 18  # cost keys per arch (its memo is emptied when full)
+# equal NpuArchs -> one map cost_key -> Cost: every CostCache of an equal arch (the mapping
+# searches of a compile, its energy events, repeated compiles, explore's points that repeat an
+# arch) shares it
+_COST_MEMOS: dict[NpuArch, dict[tuple, Cost]] = {}
+_COST_MEMO_ARCHS = 16  # arches whose memo is kept (the registry is emptied when full)
+_COST_MEMO_ENTRIES = 1 << 18  # cost keys per arch (its memo is emptied when full)
 
 
-def cycle_memo(arch: NpuArch) -> dict[tuple, int]:
-    """The instruction-cycle memo (`isa.costs.cost_key(i, engine)` -> cycles) of `arch`, shared
-    by equal arches (an NpuArch is equal to another iff its parameters are)."""
-    memo = _CYCLE_MEMOS.get(arch)
+def cost_memo(arch: NpuArch) -> dict[tuple, Cost]:
+    """The instruction-cost memo (`isa.costs.cost_key(i, engine)` -> `instruction_cost(i, arch,
+    engine)`) of `arch`, shared by equal arches (NpuArchs are equal iff their parameters are)."""
+    memo = _COST_MEMOS.get(arch)
     if memo is None:
-        if len(_CYCLE_MEMOS) >= _CYCLE_MEMO_ARCHS:
-            _CYCLE_MEMOS.clear()
-        memo = _CYCLE_MEMOS[arch] = {}
-    elif len(memo) >= _CYCLE_MEMO_ENTRIES:
+        if len(_COST_MEMOS) >= _COST_MEMO_ARCHS:
+            _COST_MEMOS.clear()
+        memo = _COST_MEMOS[arch] = {}
+    elif len(memo) >= _COST_MEMO_ENTRIES:
         memo.clear()
     return memo
 
 
 class CostCache:
-    """Per-instruction cycles on an engine, memoised by the fields the cost reads (tiles repeat
-    the same shapes at other addresses; `cycle_memo`: shared by every CostCache of an equal
+    """Per-instruction costs on an engine, memoised by the fields the cost reads (tiles repeat
+    the same shapes at other addresses; `cost_memo`: shared by every CostCache of an equal
     arch); `tiles`: (cost scope, tile key) -> a tile's ops in `_StepProgram` (their cycles),
     shared by the estimates of works with a `cost_scope`; and the timings of programs already
     run (a search's candidates often give the same program: a third of MobileNetV2's)."""
@@ -512,7 +513,7 @@ class CostCache:
 
     def __init__(self, arch: NpuArch):
         self.arch = arch
-        self._cycles = cycle_memo(arch)
+        self._costs = cost_memo(arch)
         self.tiles: dict[tuple[Hashable, Hashable], tuple] = {}
         self._runs: dict[tuple, tuple[int, dict[Engine, int]]] = {}
 
@@ -527,12 +528,20 @@ class CostCache:
             out = self._runs[key] = _run(prog, self.arch)
         return out[0], dict(out[1])
 
-    def cycles(self, ins: Instruction, engine: Engine | None = None) -> int:
+    def cost(self, ins: Instruction, engine: Engine | None = None) -> Cost:
+        """`instruction_cost(ins, self.arch, engine)`, memoised."""
         key = cost_key(ins, engine)
-        c = self._cycles.get(key)
+        c = self._costs.get(key)
         if c is None:
-            c = self._cycles[key] = instruction_cost(ins, self.arch, engine).cycles
+            c = self._costs[key] = instruction_cost(ins, self.arch, engine)
         return c
+
+    def cycles(self, ins: Instruction, engine: Engine | None = None) -> int:
+        key = cost_key(ins, engine)  # (cost(), inlined: on the estimate's hot path)
+        c = self._costs.get(key)
+        if c is None:
+            c = self._costs[key] = instruction_cost(ins, self.arch, engine)
+        return c.cycles
 
     def sum(self, instrs: Sequence[Instruction], engine: Engine | None = None) -> int:
         return sum(self.cycles(i, engine) for i in instrs)

@@ -28,7 +28,7 @@ from tessel.collector import few_collections
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node
 from tessel.isa import Engine
-from tessel.isa.costs import Events, instruction_cost
+from tessel.isa.costs import Events
 from tessel.progress import task
 from tessel.schedule import search_cache
 from tessel.schedule.cost_model import AnalyticalCostModel, CostModel
@@ -348,13 +348,14 @@ def step_events(work: StepWork, arch: NpuArch) -> Events:
     with the same `tile_key` have the same instructions up to addresses, so the same events
     (each key's are added up once, then counted once per tile: events are integers)."""
     total = _EventSum()
+    cost = CostCache(arch).cost  # (instruction costs memoised by their fields, per arch)
     memo: dict = {}  # tile key -> (its events, how many tiles have it)
     for g in range(work.group_count):
         group = work.group_fn(g, 0)
         for ins in group.weight_loads + group.param_loads:
-            total.add(instruction_cost(ins, arch).events)
+            total.add(cost(ins).events)
         for ins in group.vector_setup:
-            total.add(instruction_cost(ins, arch, Engine.VECTOR).events)
+            total.add(cost(ins, Engine.VECTOR).events)
         for t in range(group.tile_count):
             key = work.tile_key(g, t) if work.tile_key is not None else (g, t)
             got = memo.get(key)
@@ -364,9 +365,9 @@ def step_events(work: StepWork, arch: NpuArch) -> Events:
             tile = work.tile_fn(g, t, top_slots(work.shape))
             ev = _EventSum()
             for ins in tile.loads + tile.matrix + tile.stores:
-                ev.add(instruction_cost(ins, arch).events)
+                ev.add(cost(ins).events)
             for ins in tile.vector:
-                ev.add(instruction_cost(ins, arch, Engine.VECTOR).events)
+                ev.add(cost(ins, Engine.VECTOR).events)
             memo[key] = [ev, 1]
     for ev, n in memo.values():
         total.add_sum(ev, n)

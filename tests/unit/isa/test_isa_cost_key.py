@@ -1,5 +1,5 @@
 """The instruction-cost memo: `costs.cost_key` names what `instruction_cost` reads of an
-instruction (COST_FIELDS), and `codegen.step.cycle_memo` shares cycles between equal arches
+instruction (COST_FIELDS), and `codegen.step.cost_memo` shares cycles between equal arches
 only; a memoised cost equals a fresh `instruction_cost`."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from isa_samples import SAMPLES
 
 from tessel.arch import NpuArch, list_presets, load_preset
 from tessel.codegen import step
-from tessel.codegen.step import CostCache, cycle_memo
+from tessel.codegen.step import CostCache, cost_memo
 from tessel.isa import SPECS, Engine, Field, Instruction, Opcode
 from tessel.isa.costs import COST_FIELDS, cost_key, instruction_cost
 
@@ -101,20 +101,21 @@ def test_dwconv_key_tells_the_engine_apart() -> None:
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(cases, min_size=1, max_size=6))
-def test_memoised_cycles_equal_a_fresh_cost(batch) -> None:
+def test_memoised_costs_equal_a_fresh_cost(batch) -> None:
     # twice through the arch's shared memo (a miss, then a hit), in any order of arches
     for _ in range(2):
         for arch, ins, engine in batch:
-            assert (CostCache(arch).cycles(ins, engine)
-                    == instruction_cost(ins, arch, engine).cycles)
+            fresh = instruction_cost(ins, arch, engine)
+            assert CostCache(arch).cycles(ins, engine) == fresh.cycles
+            assert CostCache(arch).cost(ins, engine) == fresh  # the events too
 
 
 def test_equal_arches_share_a_memo_and_others_do_not() -> None:
     a, b = load_preset("tnpu-s"), load_preset("tnpu-s")
-    assert a is not b and cycle_memo(a) is cycle_memo(b)
-    assert CostCache(a)._cycles is CostCache(b)._cycles
-    memos = [cycle_memo(x) for x in VARIANTS]
-    assert len({id(m) for m in memos + [cycle_memo(a)]}) == len(VARIANTS) + 1
+    assert a is not b and cost_memo(a) is cost_memo(b)
+    assert CostCache(a)._costs is CostCache(b)._costs
+    memos = [cost_memo(x) for x in VARIANTS]
+    assert len({id(m) for m in memos + [cost_memo(a)]}) == len(VARIANTS) + 1
 
 
 @pytest.mark.parametrize("param,value,op", [
@@ -130,17 +131,17 @@ def test_an_arch_differing_in_a_cost_field_gets_its_own_cycles(param, value, op)
 
 
 def test_the_memo_is_bounded(monkeypatch) -> None:
-    monkeypatch.setattr(step, "_CYCLE_MEMOS", {})
-    monkeypatch.setattr(step, "_CYCLE_MEMO_ARCHS", 2)
-    monkeypatch.setattr(step, "_CYCLE_MEMO_ENTRIES", 3)
+    monkeypatch.setattr(step, "_COST_MEMOS", {})
+    monkeypatch.setattr(step, "_COST_MEMO_ARCHS", 2)
+    monkeypatch.setattr(step, "_COST_MEMO_ENTRIES", 3)
     for lanes in (8, 16, 32):
-        cycle_memo(PRESETS[0].with_param("vector.lanes", lanes))
-    assert len(step._CYCLE_MEMOS) == 1  # emptied when full, then the new arch's
+        cost_memo(PRESETS[0].with_param("vector.lanes", lanes))
+    assert len(step._COST_MEMOS) == 1  # emptied when full, then the new arch's
     cache = CostCache(PRESETS[0])
     ins = [Instruction.make(Opcode.LUT_LOAD, lut_base=0, count=c, src_addr=0) for c in (1, 2, 3)]
     for i in ins:
         cache.cycles(i)
-    assert len(cache._cycles) == 3
+    assert len(cache._costs) == 3
     again = CostCache(PRESETS[0])  # a full memo is emptied when a cache takes it
-    assert len(again._cycles) == 0
+    assert len(again._costs) == 0
     assert again.cycles(ins[0]) == instruction_cost(ins[0], PRESETS[0]).cycles
