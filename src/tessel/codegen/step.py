@@ -502,12 +502,18 @@ def cost_memo(arch: NpuArch) -> dict[tuple, Cost]:
     return memo
 
 
+# (DMA channels, off-chip memories, a step program's queues) -> its timing by _run, for every
+# CostCache (bounded by CostCache.RUNS, as one cache's was)
+_RUNS: dict[tuple, tuple[int, dict[Engine, int]]] = {}
+
+
 class CostCache:
     """Per-instruction costs on an engine, memoised by the fields the cost reads (tiles repeat
     the same shapes at other addresses; `cost_memo`: shared by every CostCache of an equal
     arch); `tiles`: (cost scope, tile key) -> a tile's ops in `_StepProgram` (their cycles),
     shared by the estimates of works with a `cost_scope`; and the timings of programs already
-    run (a search's candidates often give the same program: a third of MobileNetV2's)."""
+    run (a search's candidates often give the same program: a third of MobileNetV2's; shared by
+    every CostCache, as the same program on arches alike in what `_run` reads times alike)."""
 
     RUNS = 4096  # programs whose timing is kept (the map is emptied when full)
 
@@ -515,12 +521,14 @@ class CostCache:
         self.arch = arch
         self._costs = cost_memo(arch)
         self.tiles: dict[tuple[Hashable, Hashable], tuple] = {}
-        self._runs: dict[tuple, tuple[int, dict[Engine, int]]] = {}
+        self._runs = _RUNS  # shared by every CostCache: the key holds what _run reads of arch
 
     def run(self, prog: _StepProgram) -> tuple[int, dict[Engine, int]]:
         """`_run(prog, self.arch)`, memoised by the program's queues (its ops are plain
-        tuples of ints: equal queues are timed alike)."""
-        key = (prog.keys, *(tuple(q) for q in prog.queues))
+        tuples of ints: equal queues are timed alike) and the two figures `_run` reads of the
+        arch (DMA channels, off-chip memories), so arches differing elsewhere share timings."""
+        arch = self.arch
+        key = (arch.dma_channels, len(arch.offchip), prog.keys, *(tuple(q) for q in prog.queues))
         out = self._runs.get(key)
         if out is None:
             if len(self._runs) >= self.RUNS:
