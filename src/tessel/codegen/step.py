@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from tessel.arch import NpuArch
 from tessel.isa import Engine, Instruction
-from tessel.isa.costs import instruction_cost
+from tessel.isa.costs import Cost, cost_key, instruction_cost
 
 
 class Bound(enum.Enum):
@@ -481,24 +481,54 @@ def limit(busy: dict[Engine, int], total: int) -> Bound:
     return {Engine.MATRIX: Bound.COMPUTE, Engine.VECTOR: Bound.VECTOR}.get(top, Bound.DRAM)
 
 
+# equal NpuArchs -> one map cost_key -> Cost: every CostCache of an equal arch (the mapping
+# searches of a compile, its energy events, repeated compiles, explore's points that repeat an
+# arch) shares it
+_COST_MEMOS: dict[NpuArch, dict[tuple, Cost]] = {}
+_COST_MEMO_ARCHS = 16  # arches whose memo is kept (the registry is emptied when full)
+_COST_MEMO_ENTRIES = 1 << 18  # cost keys per arch (its memo is emptied when full)
+
+
+def cost_memo(arch: NpuArch) -> dict[tuple, Cost]:
+    """The instruction-cost memo (`isa.costs.cost_key(i, engine)` -> `instruction_cost(i, arch,
+    engine)`) of `arch`, shared by equal arches (NpuArchs are equal iff their parameters are)."""
+    memo = _COST_MEMOS.get(arch)
+    if memo is None:
+        if len(_COST_MEMOS) >= _COST_MEMO_ARCHS:
+            _COST_MEMOS.clear()
+        memo = _COST_MEMOS[arch] = {}
+    elif len(memo) >= _COST_MEMO_ENTRIES:
+        memo.clear()
+    return memo
+
+
+# (DMA channels, off-chip memories, a step program's queues) -> its timing by _run, for every
+# CostCache (bounded by CostCache.RUNS, as one cache's was)
+_RUNS: dict[tuple, tuple[int, dict[Engine, int]]] = {}
+
+
 class CostCache:
-    """Per-instruction cycles on an engine, memoised (tiles repeat the same shapes);
-    `tiles`: (cost scope, tile key) -> a tile's ops in `_StepProgram` (their cycles), shared by
-    the estimates of works with a `cost_scope`; and the timings of programs already run (a
-    search's candidates often give the same program: a third of MobileNetV2's)."""
+    """Per-instruction costs on an engine, memoised by the fields the cost reads (tiles repeat
+    the same shapes at other addresses; `cost_memo`: shared by every CostCache of an equal
+    arch); `tiles`: (cost scope, tile key) -> a tile's ops in `_StepProgram` (their cycles),
+    shared by the estimates of works with a `cost_scope`; and the timings of programs already
+    run (a search's candidates often give the same program: a third of MobileNetV2's; shared by
+    every CostCache, as the same program on arches alike in what `_run` reads times alike)."""
 
     RUNS = 4096  # programs whose timing is kept (the map is emptied when full)
 
     def __init__(self, arch: NpuArch):
         self.arch = arch
-        self._cycles: dict[tuple[Instruction, Engine | None], int] = {}
+        self._costs = cost_memo(arch)
         self.tiles: dict[tuple[Hashable, Hashable], tuple] = {}
-        self._runs: dict[tuple, tuple[int, dict[Engine, int]]] = {}
+        self._runs = _RUNS  # shared by every CostCache: the key holds what _run reads of arch
 
     def run(self, prog: _StepProgram) -> tuple[int, dict[Engine, int]]:
         """`_run(prog, self.arch)`, memoised by the program's queues (its ops are plain
-        tuples of ints: equal queues are timed alike)."""
-        key = (prog.keys, *(tuple(q) for q in prog.queues))
+        tuples of ints: equal queues are timed alike) and the two figures `_run` reads of the
+        arch (DMA channels, off-chip memories), so arches differing elsewhere share timings."""
+        arch = self.arch
+        key = (arch.dma_channels, len(arch.offchip), prog.keys, *(tuple(q) for q in prog.queues))
         out = self._runs.get(key)
         if out is None:
             if len(self._runs) >= self.RUNS:
@@ -506,12 +536,20 @@ class CostCache:
             out = self._runs[key] = _run(prog, self.arch)
         return out[0], dict(out[1])
 
-    def cycles(self, ins: Instruction, engine: Engine | None = None) -> int:
-        c = self._cycles.get((ins, engine))
+    def cost(self, ins: Instruction, engine: Engine | None = None) -> Cost:
+        """`instruction_cost(ins, self.arch, engine)`, memoised."""
+        key = cost_key(ins, engine)
+        c = self._costs.get(key)
         if c is None:
-            c = instruction_cost(ins, self.arch, engine).cycles
-            self._cycles[(ins, engine)] = c
+            c = self._costs[key] = instruction_cost(ins, self.arch, engine)
         return c
+
+    def cycles(self, ins: Instruction, engine: Engine | None = None) -> int:
+        key = cost_key(ins, engine)  # (cost(), inlined: on the estimate's hot path)
+        c = self._costs.get(key)
+        if c is None:
+            c = self._costs[key] = instruction_cost(ins, self.arch, engine)
+        return c.cycles
 
     def sum(self, instrs: Sequence[Instruction], engine: Engine | None = None) -> int:
         return sum(self.cycles(i, engine) for i in instrs)

@@ -34,7 +34,7 @@ class DType(enum.Enum):
 
     @property
     def itemsize(self) -> int:
-        return self.numpy.itemsize
+        return _ITEMSIZE[self]  # (np.dtype per call was on the codegen's hot paths)
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -59,6 +59,7 @@ _NUMPY = {
     DType.U8: "uint8",
     DType.BOOL: "bool",
 }
+_ITEMSIZE = {member: np.dtype(name).itemsize for member, name in _NUMPY.items()}
 
 
 class Layout(enum.Enum):

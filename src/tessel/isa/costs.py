@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from operator import itemgetter
 
 from tessel.arch.types import Dataflow, NpuArch
 from tessel.isa.fields import AccMode, AccSrc, Engine, LutMode, ParamMode, ReduceOp
 from tessel.isa.instruction import Instruction
-from tessel.isa.table import Opcode
+from tessel.isa.table import SPECS, Opcode
 
 CONTROL_CYCLES = 1  # WAIT (when the token is there), SIGNAL, END
 UNARY_STEPS = 8  # RECIP / RSQRT: iterative radix-16 divider, 8 steps per 32-bit element
@@ -52,6 +53,10 @@ class Events:
 class Cost:
     cycles: int
     events: Events
+
+
+def _field_names(op: Opcode) -> list[str]:
+    return [f.name for f in SPECS[op].fields]
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -249,6 +254,41 @@ def instruction_cost(i: Instruction, arch: NpuArch, engine: Engine | None = None
     if i.opcode in _VECTOR:
         return vector_cost(i, arch)
     return control_cost(i, arch)
+
+
+# ---- memo key ---------------------------------------------------------------------------------
+# per opcode: the fields instruction_cost reads (its cycles and events); addresses, strides, zero
+# points and the like are not among them, so tiles at other addresses share one cost
+# (tests/unit/isa/test_isa_cost_key.py checks this against the fields the functions above read)
+COST_FIELDS: dict[Opcode, tuple[str, ...]] = {
+    Opcode.DMA_LOAD: ("mem", "dtype", "d0", "d1", "d2", "d3"),
+    Opcode.DMA_STORE: ("mem", "dtype", "d0", "d1", "d2", "d3"),
+    Opcode.CONV: ("in_h", "in_w", "cin", "kh", "kw", "out_h", "out_w", "cout", "mode"),
+    Opcode.DWCONV: ("in_h", "in_w", "ch", "kh", "kw", "out_h", "out_w", "mode"),
+    Opcode.MATMUL: ("m", "n", "k", "mode"),
+    Opcode.REQUANT: ("src", "rows", "ch", "out_dtype", "param_mode"),
+    Opcode.ELTWISE: ("a_dtype", "b_dtype", "out_dtype", "d0", "d1", "d2"),
+    Opcode.LUT: ("lut_mode", "d0", "d1", "d2"),
+    Opcode.LUT_LOAD: ("count",),
+    Opcode.POOL: ("dtype", "ch", "kh", "kw", "out_h", "out_w"),
+    Opcode.REDUCE: ("op", "dtype", "axis", "d0", "d1", "d2"),
+    Opcode.COPY: ("dtype", "d0", "d1", "d2", "d3"),
+    Opcode.UNARY: ("d0", "d1", "d2"),
+    Opcode.WAIT: (), Opcode.SIGNAL: (), Opcode.END: (),
+}
+_COST_GET = {op: itemgetter(*(_field_names(op).index(name) for name in names)) if names
+             else (lambda args: ()) for op, names in COST_FIELDS.items()}
+
+
+def cost_key(i: Instruction, engine: Engine | None = None) -> tuple:
+    """A key equal for instructions whose `instruction_cost(i, arch, engine)` is equal on every
+    arch: the opcode, whether a DWCONV runs on the vector engine, and the COST_FIELDS values.
+    (Plain ints where it can: an enum member hashes in Python, the key is on hot paths.)"""
+    op = i.opcode
+    return (int(op), op == _DWCONV and engine == _VECTOR_ENGINE, _COST_GET[op](i.args))
+
+
+_DWCONV, _VECTOR_ENGINE = Opcode.DWCONV, Engine.VECTOR
 
 
 # ---- energy -------------------------------------------------------------------------------------

@@ -74,12 +74,16 @@ class AnalyticalCostModel:
     def __init__(self) -> None:
         self._cost: CostCache | None = None
 
+    def cost_cache(self, arch: NpuArch) -> CostCache:
+        """The memo of the estimates on `arch` (a new one when the NPU changes)."""
+        if self._cost is None or self._cost.arch is not arch:
+            self._cost = CostCache(arch)
+        return self._cost
+
     def estimate(self, work: StepWork, arch: NpuArch, *, sample: int | None = None,
                  prefetched: bool = False, prefetch: Sequence[Instruction] = ()
                  ) -> Estimate:
-        if self._cost is None or self._cost.arch is not arch:
-            self._cost = CostCache(arch)
-        return estimate_step(work, arch, sample=sample, cache=self._cost,
+        return estimate_step(work, arch, sample=sample, cache=self.cost_cache(arch),
                              prefetched=prefetched, prefetch=prefetch)
 
 

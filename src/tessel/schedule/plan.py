@@ -28,10 +28,10 @@ from tessel.collector import few_collections
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node
 from tessel.isa import Engine
-from tessel.isa.costs import Events, instruction_cost
+from tessel.isa.costs import Events
 from tessel.progress import task
 from tessel.schedule import search_cache
-from tessel.schedule.cost_model import CostModel
+from tessel.schedule.cost_model import AnalyticalCostModel, CostModel
 from tessel.schedule.memory import ArenaPlan, plan_arena
 from tessel.schedule.residency import plan_step_residents
 
@@ -59,6 +59,9 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     prefetch, so the region is also planned without chains and with weight-stationary convs
     only, and the schedule with fewer estimated cycles is kept (ties: the first). The second
     plan reuses the first's per-op searches (a search cache)."""
+    # one analytical model for every search of the schedule: its CostCache (instruction costs,
+    # tiles, program timings) is shared by them, and by the residency and prefetch estimates
+    cost_model = cost_model if cost_model is not None else AnalyticalCostModel()
     if units is not None or not on_chip_residency:
         return _plan(graph, nodes, inputs, outputs, arch, region_sizes, on_chip_residency,
                      prefetch, units, True, cost_model)
@@ -111,7 +114,9 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
     arena = plan_dram(graph, nodes, inputs, outputs, arch, choices, len(consts.blob))
     dram.bind(arena.tensors)
     per_step, spilled, rewritten = ([[] for _ in choices], None, list(works))
-    cost = CostCache(arch)  # the instruction costs of the residency and prefetch estimates
+    # the instruction costs of the residency and prefetch estimates (the search's, if analytical)
+    cost = (cost_model.cost_cache(arch) if isinstance(cost_model, AnalyticalCostModel)
+            else CostCache(arch))
     if on_chip_residency:
         per_step, spilled, rewritten = _plan_residents(graph, nodes, inputs, outputs,
                                                        per_region, works, ctx, cost)
@@ -343,13 +348,14 @@ def step_events(work: StepWork, arch: NpuArch) -> Events:
     with the same `tile_key` have the same instructions up to addresses, so the same events
     (each key's are added up once, then counted once per tile: events are integers)."""
     total = _EventSum()
+    cost = CostCache(arch).cost  # (instruction costs memoised by their fields, per arch)
     memo: dict = {}  # tile key -> (its events, how many tiles have it)
     for g in range(work.group_count):
         group = work.group_fn(g, 0)
         for ins in group.weight_loads + group.param_loads:
-            total.add(instruction_cost(ins, arch).events)
+            total.add(cost(ins).events)
         for ins in group.vector_setup:
-            total.add(instruction_cost(ins, arch, Engine.VECTOR).events)
+            total.add(cost(ins, Engine.VECTOR).events)
         for t in range(group.tile_count):
             key = work.tile_key(g, t) if work.tile_key is not None else (g, t)
             got = memo.get(key)
@@ -359,9 +365,9 @@ def step_events(work: StepWork, arch: NpuArch) -> Events:
             tile = work.tile_fn(g, t, top_slots(work.shape))
             ev = _EventSum()
             for ins in tile.loads + tile.matrix + tile.stores:
-                ev.add(instruction_cost(ins, arch).events)
+                ev.add(cost(ins).events)
             for ins in tile.vector:
-                ev.add(instruction_cost(ins, arch, Engine.VECTOR).events)
+                ev.add(cost(ins, Engine.VECTOR).events)
             memo[key] = [ev, 1]
     for ev, n in memo.values():
         total.add_sum(ev, n)

@@ -1,5 +1,7 @@
-"""CostCache.run: the timing of a step's program is memoised by its queues; an estimate
-served from the memo equals the one that runs the program, and its busy map is its own."""
+"""CostCache.run: the timing of a step's program is memoised by its queues (and the DMA
+channels and off-chip memory count, all `_run` reads of the arch; one memo for every
+CostCache); an estimate served from the memo equals the one that runs the program, and its
+busy map is its own."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import pytest
 from test_eltwise_codegen import binary_graph
 
 from tessel.arch import load_preset
-from tessel.codegen import ops_eltwise
+from tessel.codegen import ops_eltwise, step
 from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.step import CostCache, _run, _StepProgram, estimate_step
 from tessel.ir import Op
@@ -16,7 +18,8 @@ from tessel.schedule.plan import estimation_context
 
 
 @pytest.mark.parametrize("preset", ["tnpu-s", "u55-256"])
-def test_memoised_run_equals_a_fresh_run(preset):
+def test_memoised_run_equals_a_fresh_run(preset, monkeypatch):
+    monkeypatch.setattr(step, "_RUNS", {})
     arch = load_preset(preset)
     g = binary_graph(np.random.default_rng(5), Op.QADD, (1, 28, 28, 40), (1, 28, 28, 40))
     node = g.nodes[-1]
@@ -40,6 +43,7 @@ def test_memoised_run_equals_a_fresh_run(preset):
 
 
 def test_the_memo_is_bounded(monkeypatch):
+    monkeypatch.setattr(step, "_RUNS", {})
     arch = load_preset("tnpu-s")
     g = binary_graph(np.random.default_rng(5), Op.QADD, (1, 28, 28, 40), (1, 28, 28, 40))
     node = g.nodes[-1]
@@ -51,3 +55,22 @@ def test_the_memo_is_bounded(monkeypatch):
     for m in ops_eltwise.candidates(node, est_ctx)[:3]:
         estimate_step(ops_eltwise.step(node, m, est_ctx), arch, cache=cache)
         assert len(cache._runs) == 1
+
+
+@pytest.mark.parametrize("param,value,shared", [
+    ("vector.lanes", 8, True), ("matrix.rows", 8, True), ("offchip.lpddr.latency_cycles", 7, True),
+    ("dma.channels", 1, False)])
+def test_arches_alike_in_what_run_reads_share_timings(param, value, shared, monkeypatch):
+    # a program timed on one arch is served to another only if _run would time it alike
+    monkeypatch.setattr(step, "_RUNS", {})
+    a = load_preset("tnpu-s")
+    b = a.with_param(param, value)
+    g = binary_graph(np.random.default_rng(5), Op.QADD, (1, 28, 28, 40), (1, 28, 28, 40))
+    node = g.nodes[-1]
+    wmem, amem = (a.memory_index(n) for n in (a.weights_memory, a.activations_memory))
+    est_ctx = estimation_context(CodegenContext(a, g, {}, ConstPool(wmem), amem))
+    work = ops_eltwise.step(node, ops_eltwise.candidates(node, est_ctx)[0], est_ctx)
+    prog = _StepProgram(work, CostCache(a), None)
+    assert CostCache(a).run(prog) == _run(prog, a)
+    assert CostCache(b).run(prog) == _run(prog, b)
+    assert len(step._RUNS) == (1 if shared else 2)
