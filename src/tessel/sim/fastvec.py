@@ -2,9 +2,10 @@
 become closures and the helpers they share): whole-tile numpy passes equal to
 ``vector.exec_eltwise`` / ``vector.exec_lut`` (LUT: one gather from a table of the reference
 over every input value, kept per LUT content). With compiled kernels on (``tessel.sim.jit``)
-one sample's ELTWISE is instead one compiled loop over the tile (``tessel.sim.kern_vec``,
-4-6x faster than the forms below on ViT / MiniLM tiles); the numpy forms stay as the second
-implementation the tests compare it with, and run batches.
+one sample's ELTWISE and LUT are instead one compiled loop over the tile each
+(``tessel.sim.kern_vec``; ELTWISE 3-6x faster than the forms below on ViT / MiniLM tiles);
+the numpy forms stay as the second implementation the tests compare them with, and run
+batches.
 
 An int8 / int16 operand's contribution (``x - zp``, or ``MBQM(sat32((x - zp) 2^left), mult,
 shift)``) depends on its value alone: one gather from a table of the reference steps over
@@ -544,6 +545,14 @@ LUT_TABLES_MAX = 64  # value tables kept per prepared program (one per distinct 
 
 
 def build_lut(op: Op, cache: dict) -> Step | None:
+    """The LUT closure: ``kern_vec``'s compiled loop with kernels on (batches: ``numpy_lut``),
+    else ``numpy_lut``."""
+    if jit.enabled():
+        return kern_vec.build_lut(op, lambda: numpy_lut(op, cache))
+    return numpy_lut(op, cache)
+
+
+def numpy_lut(op: Op, cache: dict) -> Step | None:
     """LUT through a table of its output for every input value (256 or 65536 entries) computed
     by the reference handler from the LUT memory's entries; the table is keyed by those entries'
     bytes, read on every call (LUT_LOAD may change them)."""

@@ -1,6 +1,7 @@
-"""ELTWISE as one compiled loop over the tile (``tessel.sim.jit``), for the simulator's fast
-path when kernels are on; ``tessel.sim.fastvec``'s numpy forms when they are off (and for
-batches).
+"""ELTWISE and LUT as one compiled loop over the tile each (``tessel.sim.jit``), for the
+simulator's fast path when kernels are on; ``tessel.sim.fastvec``'s numpy forms when they are
+off (and for batches). LUT (``lut_i8`` / ``lut_i16``) reads the LUT memory's entries directly,
+``exec_lut``'s steps per element (no table of every input value, no key to build per call).
 
 The kernel is ``vector.exec_eltwise`` written out per element in exact int64 (docs/numerics.md):
 
@@ -29,13 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from tessel.isa.fields import EltOp
+from tessel.isa.fields import EltOp, LutMode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import jit
 from tessel.sim.fastpath import Step, Views, _eview
 from tessel.sim.prepare import Op
 from tessel.sim.state import NP_DTYPE, MachineState, extent
-from tessel.sim.vector import exec_eltwise
+from tessel.sim.vector import exec_eltwise, exec_lut
 
 I64 = np.int64
 CLIP = 1 << 31  # |x - zp| is clipped to this (the reference's _rescaled)
@@ -197,4 +198,75 @@ def build_eltwise(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
             y = np.empty(shape, out.dtype)
             run(a, b, y, p)
             out[...] = y
+    return step_kernel
+
+
+# ---- LUT ------------------------------------------------------------------------------------
+@jit.kernel
+def lut_i8(x, lut, base, y):
+    """``y = wrap8(lut[x + base + 128])`` (``exec_lut``, I8_256); ``x`` / ``y`` int8, C order."""
+    n2, n1, n0 = x.shape
+    for i2 in range(n2):
+        for i1 in range(n1):
+            for i0 in range(n0):
+                v = np.int64(lut[np.int64(x[i2, i1, i0]) + base + 128])
+                y[i2, i1, i0] = ((v + 128) & 0xFF) - 128
+
+
+@jit.kernel
+def lut_i16(x, lut, base, y):
+    """``exec_lut``'s I16_513 interpolation: entry ``(x >> 7) + 256 + base`` and the wrapped
+    slope to the next, ``wrap16(lo + ((slope (x & 127) + 64) >> 7))``; int16, C order."""
+    n2, n1, n0 = x.shape
+    for i2 in range(n2):
+        for i1 in range(n1):
+            for i0 in range(n0):
+                v = np.int64(x[i2, i1, i0])
+                k = (v >> 7) + 256 + base
+                lo = np.int64(lut[k])
+                slope = ((np.int64(lut[k + 1]) - lo + 32768) & 0xFFFF) - 32768
+                r = lo + ((slope * (v & 0x7F) + 64) >> 7)
+                y[i2, i1, i0] = ((r + 32768) & 0xFFFF) - 32768
+
+
+def build_lut(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
+    """The LUT closure running ``lut_i8`` / ``lut_i16`` on one sample (the source copied first
+    where it is not C-ordered or shares bytes with the destination but is not its pattern:
+    the loop reads each element just before writing it); a batch runs ``numpy_step()``."""
+    f = op.f
+    shape = (f["d2"], f["d1"], f["d0"])
+    if 0 in shape:
+        return None
+    wide = f["lut_mode"] != LutMode.I8_256
+    dt = np.dtype("<i2") if wide else np.dtype("<i1")
+    run = (lut_i16 if wide else lut_i8).compiled
+    base = I64(f["lut_base"])
+    src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]), dt.itemsize)
+    dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]), dt.itemsize)
+    lo, hi = extent(src[0], shape, src[1], src[2])
+    dlo, dhi = extent(dst[0], shape, dst[1], dst[2])
+    safe = src == dst or hi <= dlo or dhi <= lo
+
+    def make(state: MachineState) -> tuple:
+        x = _eview(state.sram, src[0], shape, src[1], dt)
+        y = _eview(state.sram, dst[0], shape, dst[1], dt)
+        return x, not (x.flags.c_contiguous and safe), y, y.flags.c_contiguous
+    kept = Views(make)
+    numpy: list = []
+
+    def step_kernel(state: MachineState) -> None:
+        if state.batch is not None:
+            if not numpy:
+                numpy.append(numpy_step() or (lambda s: exec_lut(s, f)))
+            numpy[0](state)
+            return
+        x, copy, y, direct = kept.get(state)
+        if copy:
+            x = x.copy()
+        if direct:
+            run(x, state.lut, base, y)
+        else:
+            out = np.empty(shape, dt)
+            run(x, state.lut, base, out)
+            y[...] = out
     return step_kernel

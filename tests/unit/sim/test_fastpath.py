@@ -522,8 +522,9 @@ def test_eltwise_tflite_add_is_one_pair_gather(kernels):
 
 
 # ---- LUT, COPY, REDUCE, UNARY --------------------------------------------------------------
-def test_lut_tables_follow_lut_loads():
-    """Both modes, with LUT_LOADs changing the entries between lookups (a new value table)."""
+def test_lut_tables_follow_lut_loads(kernels):
+    """Both modes, with LUT_LOADs changing the entries between lookups (a new value table),
+    kernels off (the numpy tables) and on (``kern_vec``, reading the entries)."""
     from tessel.isa.fields import LutMode
 
     look = [I(Opcode.LUT, lut_mode=LutMode.I16_513, lut_base=100, d0=8, d1=8, src_addr=0,
@@ -532,7 +533,7 @@ def test_lut_tables_follow_lut_loads():
               src_s0=1, src_s1=64, dst_addr=9500, dst_s0=1, dst_s1=64)]
     streams = {V: look + [I(Opcode.LUT_LOAD, lut_base=0, count=700, src_addr=1000)] + look}
     streams[V] += [I(Opcode.LUT_LOAD, lut_base=50, count=600, src_addr=3000)] + look
-    assert _kinds(streams) == {"step"}
+    assert _kinds(streams) == {"step_kernel" if kernels else "step"}
     _same_both_ways(streams)
     _batch_same_both_ways(streams)
     _batch_same_both_ways(streams, same=(0, 60_000))

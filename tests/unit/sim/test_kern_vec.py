@@ -1,10 +1,12 @@
-"""``tessel.sim.kern_vec``'s ELTWISE kernel equals the reference handler
-(``vector.exec_eltwise``) bit for bit, uncompiled (``.py``) and compiled, on Hypothesis-drawn
+"""``tessel.sim.kern_vec``'s kernels equal their reference handlers bit for bit. ELTWISE
+against ``vector.exec_eltwise``, uncompiled (``.py``) and compiled, on Hypothesis-drawn
 instructions: every EltOp, operands dense or stride-0 along any axis (a value per row, per
 column, one element), zero points, multipliers and shifts at their extremes, outputs that
 saturate, operands overlapping the output (copied first) and operand values at their types'
 extremes. The compiled kernel runs a few dtype triples (one signature each, ~0.5-1 s to compile
-once; together they put every type in every position); the uncompiled one runs all."""
+once; together they put every type in every position); the uncompiled one runs all. LUT
+against ``vector.exec_lut`` on random entries (int16 extremes: the wrapped slope and result)
+and every input value, through the fast path's closure, in place and not."""
 
 from __future__ import annotations
 
@@ -15,11 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tessel.isa.fields import DType, EltOp
+from tessel.isa import Opcode
+from tessel.isa.fields import DType, EltOp, LutMode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import kern_vec
+from tessel.sim.prepare import Op
 from tessel.sim.state import MachineState
-from tessel.sim.vector import exec_eltwise
+from tessel.sim.vector import exec_eltwise, exec_lut
 
 W = {DType.I8: 1, DType.I16: 2, DType.I32: 4}
 RANGE = {DType.I8: (-128, 127), DType.I16: (-32768, 32767), DType.I32: (INT32_MIN, INT32_MAX)}
@@ -128,3 +132,40 @@ def test_extremes_every_op(op):
         want = _reference(f, sram)
         for run in (kern_vec.eltwise.py, kern_vec.eltwise.compiled):
             assert np.array_equal(_kernel(run, f, sram), want), (a_zp, b_zp, left, m, sh)
+
+
+@settings(max_examples=40, deadline=None)
+@given(wide=st.booleans(), base=st.integers(0, 200), in_place=st.booleans(),
+       entries=st.lists(st.one_of(st.sampled_from([-32768, 32767, 0, -1]),
+                                  st.integers(-32768, 32767)), min_size=513, max_size=513))
+def test_lut_kernels_equal_the_reference(wide, base, in_place, entries):
+    """Every input value of the type (int8: 256 as 16 x 16; int16: 65536 as 4 x 128 x 128)
+    through ``build_lut``'s closure (compiled); the uncompiled kernel on int8's every value,
+    int16's every entry at offsets 0, 1, 63, 64 and 127."""
+    dt, n = (np.dtype("<i2"), 1 << 16) if wide else (np.dtype("<i1"), 1 << 8)
+    shape = (4, 128, 128) if wide else (1, 16, 16)
+    w = dt.itemsize
+    f = dict(lut_mode=LutMode.I16_513 if wide else LutMode.I8_256, lut_base=base,
+             d2=shape[0], d1=shape[1], d0=shape[2], src_addr=0, src_s2=shape[1] * shape[2] * w,
+             src_s1=shape[2] * w, src_s0=w, dst_addr=0 if in_place else n * w,
+             dst_s2=shape[1] * shape[2] * w, dst_s1=shape[2] * w, dst_s0=w)
+
+    def state() -> MachineState:
+        s = MachineState.__new__(MachineState)
+        s.sram = np.zeros(2 * n * w, np.uint8)
+        s.sram[:n * w] = np.arange(n, dtype=f"<u{w}").view(np.uint8)
+        s.lut_bytes = np.zeros(2 * (base + 513), np.uint8)
+        s.lut = s.lut_bytes.view("<i2")
+        s.lut[base:] = entries
+        return s
+    ref, fast = state(), state()
+    exec_lut(ref, f)
+    kern_vec.build_lut(Op(None, 0, Opcode.LUT, None, f, None), lambda: None)(fast)
+    assert np.array_equal(fast.sram, ref.sram)
+    every = np.arange(n, dtype=f"<u{w}").view(dt)  # the reference's output for x: want[x]
+    want = ref.sram[f["dst_addr"]:][:n * w].view(dt)
+    x = every.reshape(1, 16, 16) if not wide else \
+        (every.reshape(512, 128)[:, [0, 1, 63, 64, 127]]).reshape(1, 512, 5).copy()
+    out = np.empty(x.shape, dt)
+    (kern_vec.lut_i16 if wide else kern_vec.lut_i8).py(x, ref.lut, np.int64(base), out)
+    assert np.array_equal(out, want[x.view(f"<u{w}")])
