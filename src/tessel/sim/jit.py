@@ -13,6 +13,10 @@ by numba (beside the module, or in the user's cache directory when that is read-
 later process loads it instead of compiling it. Nothing here imports numba until a fast-path
 plan asks for a kernel: ``import tessel`` and ``tessel --help`` do not pay numba's ~0.3 s.
 
+A kernel may call ``helper`` functions (plain Python, module level): uncompiled they run as they
+are, and a kernel's compilation compiles them into it (numba's ``register_jitable``), so a step
+written once (a requantisation, say) serves several loops.
+
 ``TESSEL_SIM_KERNELS=0`` (or numba not importable) turns kernels off: the fast path then uses
 its numpy forms, which stay as a second implementation the tests compare the kernels with
 (``enabled`` is read when a program is prepared, so a test can switch per program).
@@ -40,6 +44,7 @@ def enabled() -> bool:
 def _numba() -> Any:
     try:
         import numba
+        import numba.extending
     except ImportError:  # pragma: no cover - numba is a dependency; a broken install falls back
         return None
     return numba
@@ -61,6 +66,10 @@ class Kernel:
             numba = _numba()
             if numba is None:
                 raise RuntimeError(f"kernel {self.__name__}: numba is not installed")
+            for g in list(self.py.__globals__.values()):
+                if getattr(g, HELPER, False) is True:  # each once: the first kernel compiled
+                    setattr(g, HELPER, "registered")
+                    numba.extending.register_jitable(g)
             self._compiled = numba.njit(cache=True, nogil=True, fastmath=False,
                                         error_model="numpy")(self.py)
         return self._compiled
@@ -71,6 +80,16 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"Kernel({self.__name__})"
+
+
+HELPER = "_tessel_jit_helper"  # the mark ``helper`` sets on a function
+
+
+def helper(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Declare `fn` callable from kernels of its module (see the module docstring); returns it
+    unchanged."""
+    setattr(fn, HELPER, True)
+    return fn
 
 
 def kernel(fn: Callable[..., Any]) -> Kernel:

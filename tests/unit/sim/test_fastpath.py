@@ -504,7 +504,7 @@ def test_pool_cases_use_the_closure(case):
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_eltwise_int8_pair_table(seed):
+def test_eltwise_int8_pair_table(seed, kernels):
     rng = np.random.default_rng(700 + seed)
     op = EltOp(int(rng.integers(0, 5)))
     do = [DType.I8, DType.I16, DType.I32][seed % 3]
@@ -520,22 +520,23 @@ def test_eltwise_int8_pair_table(seed):
            out_shift=int(rng.integers(-25, 0)), out_zp=int(rng.integers(-20, 20)),
            act_min=lo, act_max=hi)
     streams = {V: [el]}
-    assert _kinds(streams) == {"step_pair"}
+    assert _kinds(streams) == {"step_kernel" if kernels else "step_pair"}
     _same_both_ways(streams)
     _batch_same_both_ways(streams)
     _batch_same_both_ways(streams, same=(0, 60_000))
 
 
-def test_eltwise_tflite_add_is_one_pair_gather():
+def test_eltwise_tflite_add_is_one_pair_gather(kernels):
     el = {k: v for k, v in CASES["eltwise"][V][0].as_dict().items() if k != "opcode"}
     el.update(b_dtype=DType.I8, b_s0=1, left_shift=20, a_mult=1 << 30, a_shift=1,
               b_mult=1 << 30, b_shift=1)
-    assert _kinds({V: [I(Opcode.ELTWISE, **el)]}) == {"step_pair"}
+    assert _kinds({V: [I(Opcode.ELTWISE, **el)]}) == {"step_kernel" if kernels else "step_pair"}
 
 
 # ---- LUT, COPY, REDUCE, UNARY --------------------------------------------------------------
-def test_lut_tables_follow_lut_loads():
-    """Both modes, with LUT_LOADs changing the entries between lookups (a new value table)."""
+def test_lut_tables_follow_lut_loads(kernels):
+    """Both modes, with LUT_LOADs changing the entries between lookups (a new value table),
+    kernels off (the numpy tables) and on (``kern_vec``, reading the entries)."""
     from tessel.isa.fields import LutMode
 
     look = [I(Opcode.LUT, lut_mode=LutMode.I16_513, lut_base=100, d0=8, d1=8, src_addr=0,
@@ -544,7 +545,7 @@ def test_lut_tables_follow_lut_loads():
               src_s0=1, src_s1=64, dst_addr=9500, dst_s0=1, dst_s1=64)]
     streams = {V: look + [I(Opcode.LUT_LOAD, lut_base=0, count=700, src_addr=1000)] + look}
     streams[V] += [I(Opcode.LUT_LOAD, lut_base=50, count=600, src_addr=3000)] + look
-    assert _kinds(streams) == {"step"}
+    assert _kinds(streams) == {"step_kernel" if kernels else "step"}
     _same_both_ways(streams)
     _batch_same_both_ways(streams)
     _batch_same_both_ways(streams, same=(0, 60_000))

@@ -1,7 +1,9 @@
 """The ELTWISE closures of ``tessel.sim.fastvec`` equal the reference handler bit for bit: each
 form (one-operand tables, stride-0 operands computed on their distinct values, the multiplier
 1 as a clip, the fused output stage) on random memories with int32 extremes written into the
-operands, one sample and batches; ``OutStage`` against the reference steps directly."""
+operands, one sample and batches, and the same instructions through ``kern_vec``'s compiled
+loop (kernels on: every form is ``step_kernel``, its batches the numpy forms); ``OutStage``
+against the reference steps directly."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from test_fastpath import V, _batch_same_both_ways, _kinds, _same_both_ways
 from tessel.isa import DType, Opcode
 from tessel.isa.fields import EltOp
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
-from tessel.sim import fastvec
+from tessel.sim import fastvec, jit
 from tessel.sim.fastvec import ONE, OutStage, elt_out
 
 W = {DType.I8: 1, DType.I16: 2, DType.I32: 4}
@@ -100,12 +102,19 @@ FORMS = {
 }
 
 
-@pytest.fixture(params=[True, False], ids=["float", "int64"])
-def scale(request, monkeypatch):
-    """Both ways: with ``fastscale``'s float form, and without it (the int64 forms)."""
-    if not request.param:
+@pytest.fixture(params=["float", "int64", "kernel"])
+def scale(request, monkeypatch) -> str:
+    """Three ways: the numpy forms with ``fastscale``'s float form and without it (the int64
+    forms), and ``kern_vec``'s compiled loop (kernels on)."""
+    monkeypatch.setenv(jit.ENV, "1" if request.param == "kernel" else "0")
+    if request.param == "int64":
         monkeypatch.setattr(fastvec, "build_scale", lambda *args: None)
     return request.param
+
+
+def _kind(kind: str, scale: str) -> str:
+    """The closure expected: ``kind``, or the kernel's with kernels on."""
+    return "step_kernel" if scale == "kernel" else kind
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -116,7 +125,7 @@ def test_eltwise_form(name, seed, scale):
     kw = dict(kw)
     streams = _elt(op, da, db, do, a_s=kw.pop("a_s", (None, None)),
                    b_s=kw.pop("b_s", (None, None)), rng=rng, **kw)
-    assert _kinds(streams) == {kind}
+    assert _kinds(streams) == {_kind(kind, scale)}
     extra = _extremes(da, A, rng) + _extremes(db, B, rng)
     _same_both_ways(streams, seeds=(seed, seed + 3), extra=extra)
     _batch_same_both_ways(streams)
@@ -124,8 +133,9 @@ def test_eltwise_form(name, seed, scale):
 
 
 @pytest.mark.parametrize("shift", range(-31, 31))
-def test_eltwise_every_output_shift(shift):
-    """int32 ADD (the int64 passes), every out_shift, zero points and clamps at random."""
+def test_eltwise_every_output_shift(shift, kernels):
+    """int32 ADD (the int64 passes, or the kernel), every out_shift, zero points and clamps at
+    random."""
     rng = np.random.default_rng(5000 + shift)
     for do in (I8, I16, I32):
         streams = _elt(EltOp.ADD, I32, I32, do, b_s=(1, 0), rng=rng, out_shift=shift,
@@ -174,7 +184,7 @@ def test_eltwise_mul_by_a_small_row_factor(seed, scale):
                    act_max=32767)
     streams = _elt(EltOp.MUL, I16, I32, out.pop("out_dtype"), b_s=(1, 0), rng=rng, a_zp=0,
                    b_zp=0, out_zp=[0, 0, 5, -9][seed], **out)
-    assert _kinds(streams) == {"step_bounded"}
+    assert _kinds(streams) == {_kind("step_bounded", scale)}
     a = _extremes(I16, A, rng)
     for rows in ([bound, -bound, 3, 0, 1], [bound + 1, 2, 3, 4, 5], [-bound - 1] * 5,
                  rng.integers(0, 32777, 5).tolist(), [bound, 2, 3, 4, 5], [1, 2, 3, 4, 5],

@@ -26,6 +26,27 @@ def test_a_kernel_computes_what_its_python_source_computes():
     np.testing.assert_array_equal(got, exact.astype(np.int64))
 
 
+@jit.helper
+def _halve(v):
+    return v >> 1
+
+
+@jit.kernel
+def _halves(x, out):
+    for i in range(x.shape[0]):
+        out[i] = _halve(x[i])
+
+
+def test_a_kernel_calls_its_helpers_compiled_and_uncompiled():
+    x = np.arange(-5, 6, dtype=np.int64)
+    want, got = np.empty_like(x), np.empty_like(x)
+    _halves.py(x, want)
+    _halves(x, got)
+    np.testing.assert_array_equal(want, x >> 1)
+    np.testing.assert_array_equal(got, x >> 1)
+    assert _halve(np.int64(7)) == 3  # still the plain function
+
+
 def test_kernels_are_compiled_once_and_lazily():
     k = jit.kernel(_rounding_shift.py)
     assert k._compiled is None

@@ -1,0 +1,272 @@
+"""ELTWISE and LUT as one compiled loop over the tile each (``tessel.sim.jit``), for the
+simulator's fast path when kernels are on; ``tessel.sim.fastvec``'s numpy forms when they are
+off (and for batches). LUT (``lut_i8`` / ``lut_i16``) reads the LUT memory's entries directly,
+``exec_lut``'s steps per element (no table of every input value, no key to build per call).
+
+The kernel is ``vector.exec_eltwise`` written out per element in exact int64 (docs/numerics.md):
+
+    MUL:   r = sat32(clip(a - a_zp) * clip(b - b_zp))            clip: to [-2^31, 2^31]
+    else:  r = sat32(A op B),  A = MBQM(sat32(clip(a - a_zp) << left), a_mult, a_shift)
+    out  = clamp(MBQM(r, out_mult, out_shift) + out_zp, act_min, act_max)
+
+with ``MBQM(t) = RDBPOT(SRDHM(sat32(t << max(shift, 0)), q), max(-shift, 0))``,
+``SRDHM(t, q) = (t q + 2^30) >> 31`` and ``RDBPOT(t, e) = (t + 2^(e-1) - [t < 0]) >> e``
+(floor shifts, ``fastfix``'s identities; ``e = 0``: ``t``), branch-free: a shift of 0 is the
+identity of the same steps. Every clip and sat32 of the reference is applied unconditionally
+(where the reference leaves one out, its operand is inside the range already), so there is no
+bound to prove; MAX / MIN take no sat32 (both contributions are inside int32). No intermediate
+leaves int64: ``|clip(.) << left| <= 2^62``, ``|sat32(.) q| < 2^62``, ``|A + B| <= 2^32``.
+
+An operand is passed as the C-ordered array of its distinct values (a stride-0 axis of length
+1, ``fastvec.Operand.shape``); one whose last axis is 1 (a value per row) has its contribution
+computed once per row. The output array is written element by element, so the caller passes
+operands that do not overlap it (``disjoint``; else copies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tessel.isa.fields import EltOp, LutMode
+from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.sim import jit
+from tessel.sim.fastpath import Step, Views, _eview
+from tessel.sim.prepare import Op
+from tessel.sim.state import NP_DTYPE, MachineState, extent
+from tessel.sim.vector import exec_eltwise, exec_lut
+
+I64 = np.int64
+CLIP = 1 << 31  # |x - zp| is clipped to this (the reference's _rescaled)
+HALF = 1 << 30  # SRDHM's rounding term
+_ADD, _SUB, _MUL, _MAX = int(EltOp.ADD), int(EltOp.SUB), int(EltOp.MUL), int(EltOp.MAX)
+# ``params``: op, left shift, then per side (a, b, out) zero point and ``mbqm_row``'s five
+# constants, then act_min, act_max
+OP, LEFT, SIDE_A, SIDE_B, STAGE, ACT = 0, 1, 2, 8, 14, 20
+SIZE = 22
+
+
+@jit.helper
+def mbqm(t, q, left, e, rnd, sgn):
+    """``MultiplyByQuantizedMultiplier(t, q, shift)`` of ``|t| <= 2^31`` (``mbqm_row``)."""
+    t = min(max(t << left, INT32_MIN), INT32_MAX)
+    t = (t * q + HALF) >> 31
+    return (t + rnd - ((t >> 63) & sgn)) >> e
+
+
+@jit.helper
+def side(x, zp, q, left, e, rnd, sgn, mul, pre):
+    """An operand's contribution: ``clip(x - zp)`` for MUL, else
+    ``MBQM(sat32(clip(x - zp) << pre), q, shift)`` (``mbqm_row``'s constants); computed both
+    ways and one selected (no branch in the loop)."""
+    t = min(max(np.int64(x) - zp, -CLIP), CLIP)
+    m = mbqm(min(max(t << pre, INT32_MIN), INT32_MAX), q, left, e, rnd, sgn)
+    return t if mul else m
+
+
+@jit.helper
+def combine(op, ra, rb):
+    """``r``: the contributions combined, saturated to int32 (MAX / MIN: inside already);
+    every form computed and one selected."""
+    r = ra * rb if op == _MUL else ra + rb if op == _ADD else ra - rb
+    r = min(max(r, INT32_MIN), INT32_MAX)
+    return max(ra, rb) if op == _MAX else min(ra, rb) if op > _MAX else r
+
+
+@jit.kernel
+def eltwise(a, b, out, p):
+    """``out[i2, i1, i0] = ELTWISE(a[..], b[..])`` with the fields of ``params`` (``p``);
+    ``a`` / ``b`` of shape ``(n2 or 1, n1 or 1, n0 or 1)``, C order."""
+    op, pre = p[OP], p[LEFT]
+    mul = op == _MUL
+    za, qa, la, ea, ra_, sa = p[SIDE_A], p[SIDE_A + 1], p[SIDE_A + 2], p[SIDE_A + 3], \
+        p[SIDE_A + 4], p[SIDE_A + 5]
+    zb, qb, lb, eb, rb_, sb = p[SIDE_B], p[SIDE_B + 1], p[SIDE_B + 2], p[SIDE_B + 3], \
+        p[SIDE_B + 4], p[SIDE_B + 5]
+    zo, qo, lo_, eo, ro, so = p[STAGE], p[STAGE + 1], p[STAGE + 2], p[STAGE + 3], \
+        p[STAGE + 4], p[STAGE + 5]
+    lo, hi = p[ACT], p[ACT + 1]
+    n2, n1, n0 = out.shape
+    va, vb = a.shape[2] > 1, b.shape[2] > 1  # varying along the last axis
+    for i2 in range(n2):
+        for i1 in range(n1):
+            xa = a[min(i2, a.shape[0] - 1), min(i1, a.shape[1] - 1)]
+            xb = b[min(i2, b.shape[0] - 1), min(i1, b.shape[1] - 1)]
+            y = out[i2, i1]
+            ca = side(xa[0], za, qa, la, ea, ra_, sa, mul, pre)
+            cb = side(xb[0], zb, qb, lb, eb, rb_, sb, mul, pre)
+            if va and vb:
+                for i in range(n0):
+                    r = combine(op, side(xa[i], za, qa, la, ea, ra_, sa, mul, pre),
+                                side(xb[i], zb, qb, lb, eb, rb_, sb, mul, pre))
+                    y[i] = min(max(mbqm(r, qo, lo_, eo, ro, so) + zo, lo), hi)
+            elif va:
+                for i in range(n0):
+                    r = combine(op, side(xa[i], za, qa, la, ea, ra_, sa, mul, pre), cb)
+                    y[i] = min(max(mbqm(r, qo, lo_, eo, ro, so) + zo, lo), hi)
+            elif vb:
+                for i in range(n0):
+                    r = combine(op, ca, side(xb[i], zb, qb, lb, eb, rb_, sb, mul, pre))
+                    y[i] = min(max(mbqm(r, qo, lo_, eo, ro, so) + zo, lo), hi)
+            else:
+                y[:] = min(max(mbqm(combine(op, ca, cb), qo, lo_, eo, ro, so) + zo, lo), hi)
+
+
+def mbqm_row(zp: int, mult: int, shift: int) -> list[int]:
+    """``zp``, then ``mbqm``'s constants: the multiplier, the left shift, the right shift
+    ``e``, ``2^(e-1)`` (0 for ``e = 0``) and the sign mask (1 where ``e > 0``)."""
+    e = max(-shift, 0)
+    return [zp, mult, max(shift, 0), e, (1 << e) >> 1, 1 if e else 0]
+
+
+def params(f: dict[str, Any]) -> np.ndarray:
+    """``eltwise``'s parameter vector of an ELTWISE's fields (the layout above)."""
+    mul = f["op"] == EltOp.MUL
+    v = [int(f["op"]), 0 if mul else f["left_shift"],
+         *mbqm_row(f["a_zp"], f["a_mult"], f["a_shift"]),
+         *mbqm_row(f["b_zp"], f["b_mult"], f["b_shift"]),
+         *mbqm_row(f["out_zp"], f["out_mult"], f["out_shift"]), f["act_min"], f["act_max"]]
+    assert len(v) == SIZE
+    return np.array(v, I64)
+
+
+def _pattern(f: dict[str, Any], p: str) -> tuple[int, tuple[int, ...], int]:
+    """An operand's byte address, strides (outermost first) and element size."""
+    return (f[f"{p}_addr"], (f[f"{p}_s2"], f[f"{p}_s1"], f[f"{p}_s0"]),
+            NP_DTYPE[f[f"{p}_dtype"]].itemsize)
+
+
+def disjoint(f: dict[str, Any], p: str) -> bool:
+    """Whether operand ``p``'s bytes ("a" / "b") miss the output's. (The output in place of
+    its operand would be exact too, element by element, but then the compiled loop's
+    vectorised form fails its run-time aliasing test: its scalar form is ~6x slower than a
+    copy of the operand and the vectorised loop.)"""
+    shape = (f["d2"], f["d1"], f["d0"])
+    (oa, os, ow), (pa, ps, pw) = _pattern(f, "out"), _pattern(f, p)
+    olo, ohi = extent(oa, shape, os, ow)
+    lo, hi = extent(pa, shape, ps, pw)
+    return hi <= olo or ohi <= lo
+
+
+def operands(f: dict[str, Any], sram: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``eltwise``'s arrays in one sample's SRAM: a and b (their distinct values) and the
+    output, as views (an operand may need a copy first: ``build_eltwise``)."""
+    shape = (f["d2"], f["d1"], f["d0"])
+    views = []
+    for name in ("a", "b", "out"):
+        addr, strides, _ = _pattern(f, name)
+        distinct = tuple(1 if s == 0 else n for n, s in zip(shape, strides, strict=True))
+        views.append(_eview(sram, addr, distinct, strides, NP_DTYPE[f[f"{name}_dtype"]]))
+    return tuple(views)
+
+
+def build_eltwise(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
+    """The ELTWISE closure running ``eltwise`` on one sample; a batch runs ``numpy_step()``
+    (made on its first use; None: the reference handler). None for an empty tile."""
+    f = op.f
+    shape = (f["d2"], f["d1"], f["d0"])
+    if 0 in shape:
+        return None
+    p = params(f)
+    run = eltwise.compiled
+    safe = (disjoint(f, "a"), disjoint(f, "b"))
+
+    def make(state: MachineState) -> tuple:
+        a, b, out = operands(f, state.sram)
+        # an operand is copied first where it is not C-ordered or may share the output's bytes
+        return (a, not (a.flags.c_contiguous and safe[0]), b,
+                not (b.flags.c_contiguous and safe[1]), out, out.flags.c_contiguous)
+    kept = Views(make)
+    numpy: list = []
+
+    def step_kernel(state: MachineState) -> None:
+        if state.batch is not None:
+            if not numpy:
+                numpy.append(numpy_step() or (lambda s: exec_eltwise(s, f)))
+            numpy[0](state)
+            return
+        a, copy_a, b, copy_b, out, direct = kept.get(state)
+        if copy_a:
+            a = a.copy()
+        if copy_b:
+            b = b.copy()
+        if direct:
+            run(a, b, out, p)
+        else:
+            y = np.empty(shape, out.dtype)
+            run(a, b, y, p)
+            out[...] = y
+    return step_kernel
+
+
+# ---- LUT ------------------------------------------------------------------------------------
+@jit.kernel
+def lut_i8(x, lut, base, y):
+    """``y = wrap8(lut[x + base + 128])`` (``exec_lut``, I8_256); ``x`` / ``y`` int8, C order."""
+    n2, n1, n0 = x.shape
+    for i2 in range(n2):
+        for i1 in range(n1):
+            for i0 in range(n0):
+                v = np.int64(lut[np.int64(x[i2, i1, i0]) + base + 128])
+                y[i2, i1, i0] = ((v + 128) & 0xFF) - 128
+
+
+@jit.kernel
+def lut_i16(x, lut, base, y):
+    """``exec_lut``'s I16_513 interpolation: entry ``(x >> 7) + 256 + base`` and the wrapped
+    slope to the next, ``wrap16(lo + ((slope (x & 127) + 64) >> 7))``; int16, C order."""
+    n2, n1, n0 = x.shape
+    for i2 in range(n2):
+        for i1 in range(n1):
+            for i0 in range(n0):
+                v = np.int64(x[i2, i1, i0])
+                k = (v >> 7) + 256 + base
+                lo = np.int64(lut[k])
+                slope = ((np.int64(lut[k + 1]) - lo + 32768) & 0xFFFF) - 32768
+                r = lo + ((slope * (v & 0x7F) + 64) >> 7)
+                y[i2, i1, i0] = ((r + 32768) & 0xFFFF) - 32768
+
+
+def build_lut(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
+    """The LUT closure running ``lut_i8`` / ``lut_i16`` on one sample (the source copied first
+    where it is not C-ordered or shares bytes with the destination but is not its pattern:
+    the loop reads each element just before writing it); a batch runs ``numpy_step()``."""
+    f = op.f
+    shape = (f["d2"], f["d1"], f["d0"])
+    if 0 in shape:
+        return None
+    wide = f["lut_mode"] != LutMode.I8_256
+    dt = np.dtype("<i2") if wide else np.dtype("<i1")
+    run = (lut_i16 if wide else lut_i8).compiled
+    base = I64(f["lut_base"])
+    src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]), dt.itemsize)
+    dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]), dt.itemsize)
+    lo, hi = extent(src[0], shape, src[1], src[2])
+    dlo, dhi = extent(dst[0], shape, dst[1], dst[2])
+    safe = src == dst or hi <= dlo or dhi <= lo
+
+    def make(state: MachineState) -> tuple:
+        x = _eview(state.sram, src[0], shape, src[1], dt)
+        y = _eview(state.sram, dst[0], shape, dst[1], dt)
+        return x, not (x.flags.c_contiguous and safe), y, y.flags.c_contiguous
+    kept = Views(make)
+    numpy: list = []
+
+    def step_kernel(state: MachineState) -> None:
+        if state.batch is not None:
+            if not numpy:
+                numpy.append(numpy_step() or (lambda s: exec_lut(s, f)))
+            numpy[0](state)
+            return
+        x, copy, y, direct = kept.get(state)
+        if copy:
+            x = x.copy()
+        if direct:
+            run(x, state.lut, base, y)
+        else:
+            out = np.empty(shape, dt)
+            run(x, state.lut, base, out)
+            y[...] = out
+    return step_kernel
