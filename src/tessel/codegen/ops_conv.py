@@ -24,7 +24,7 @@ depthwise chunk reads only its own channels: WEIGHTS already reads its input onc
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -99,10 +99,15 @@ class ConvGeometry:
     pl: int
     groups: int
     n: int = 1  # batch: images are independent, each tile belongs to one
+    # derived once (the mapping search and its bounds read them hundreds of thousands of times)
+    depthwise: bool = field(init=False, repr=False, compare=False)
+    _weights_per_channel: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def depthwise(self) -> bool:
-        return self.groups > 1 and self.groups == self.c == self.cout
+    def __post_init__(self) -> None:
+        dw = self.groups > 1 and self.groups == self.c == self.cout
+        object.__setattr__(self, "depthwise", dw)
+        object.__setattr__(self, "_weights_per_channel",
+                           self.kh * self.kw * (1 if dw else self.c // self.groups))
 
     @property
     def cin_g(self) -> int:
@@ -116,7 +121,7 @@ class ConvGeometry:
         return window_rows(self, oy0, rows)
 
     def weight_bytes(self, chunk: int) -> int:
-        return self.kh * self.kw * (1 if self.depthwise else self.cin_g) * chunk
+        return self._weights_per_channel * chunk
 
 
 def refusal(node: Node, graph) -> str | None:

@@ -319,8 +319,14 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
     def mem_of(name: str) -> int:
         return ctx.tensor(name).memory
 
+    loads_of: dict[tuple[int, int], tuple[int, int]] = {}  # (member, chunk) -> its load
+
     def wl(g, cn: int) -> tuple[int, int]:
-        return wmem, acc.cycles(wmem, g.weight_bytes(cn) + 12 * cn)
+        key = (id(g), cn)  # (g1, g2, g3 live for the whole call)
+        got = loads_of.get(key)
+        if got is None:
+            got = loads_of[key] = (wmem, acc.cycles(wmem, g.weight_bytes(cn) + 12 * cn))
+        return got
 
     xmem = mem_of((chain.conv if chain.conv is not None else chain.dw).inputs[0])
     ymem = mem_of(chain.last.name)
