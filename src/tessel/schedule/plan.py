@@ -11,7 +11,7 @@ the constant layout (each step's constants packed once, in program order), the D
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -58,23 +58,37 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     neither prefetched nor resident): the per-step search compares them without residency and
     prefetch, so the region is also planned without chains and with weight-stationary convs
     only, and the schedule with fewer estimated cycles is kept (ties: the first). The second
-    plan reuses the first's per-op searches (a search cache)."""
+    plan reuses the first's per-op searches (a search cache), and stops after them when
+    their compute alone cannot beat the first (`compute_floor`)."""
     # one analytical model for every search of the schedule: its CostCache (instruction costs,
     # tiles, program timings) is shared by them, and by the residency and prefetch estimates
     cost_model = cost_model if cost_model is not None else AnalyticalCostModel()
     if units is not None or not on_chip_residency:
-        return _plan(graph, nodes, inputs, outputs, arch, region_sizes, on_chip_residency,
+        only = _plan(graph, nodes, inputs, outputs, arch, region_sizes, on_chip_residency,
                      prefetch, units, True, cost_model)
+        assert only is not None  # (nothing to beat: a schedule)
+        return only
     cache = search_cache.active()  # (an empty cache is falsy: test for None)
     with search_cache.use(cache if cache is not None else search_cache.SearchCache()):
         chained = _plan(graph, nodes, inputs, outputs, arch, region_sizes, True, prefetch,
                         None, True, cost_model)
+        assert chained is not None
         if not any(isinstance(s.unit, FusedChain) or _input_resident(s.mapping)
                    for s in chained.steps):
             return chained
         alone = _plan(graph, nodes, inputs, outputs, arch, region_sizes, True, prefetch, None,
-                      False, cost_model)
-    return alone if alone.cycles < chained.cycles else chained
+                      False, cost_model, chained.cycles)
+    return alone if alone is not None and alone.cycles < chained.cycles else chained
+
+
+def compute_floor(estimates: Iterable[Estimate]) -> int:
+    """At most the cycles of a schedule of steps with these estimates (the search's, without
+    residents or prefetch), whatever residency and prefetch make of them: a step's cycles are at
+    least each compute engine's busy cycles, and neither changes those (a rewrite for residents
+    re-bases instructions or adds COPYs, a prefetch moves DMA loads; instruction costs do not
+    read addresses or strides: isa.costs.COST_FIELDS)."""
+    return sum(max(e.busy.get(Engine.MATRIX, 0), e.busy.get(Engine.VECTOR, 0))
+               for e in estimates)
 
 
 def _input_resident(mapping: Any) -> bool:
@@ -84,7 +98,9 @@ def _input_resident(mapping: Any) -> bool:
 def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str],
           arch: NpuArch, region_sizes: Sequence[int] | None, on_chip_residency: bool,
           prefetch: bool, units: list | None, chains: bool,
-          cost_model: CostModel | None) -> Schedule:
+          cost_model: CostModel | None, beat: int | None = None) -> Schedule | None:
+    """The schedule (see `plan`); `beat`: None once its steps' `compute_floor` is not below
+    these cycles (it could not have fewer), before residency, prefetch and the arena."""
     wmem = arch.memory_index(arch.weights_memory)
     amem = arch.memory_index(arch.activations_memory)
     consts = ConstPool(wmem)
@@ -102,6 +118,8 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
                                  chains=chains, input_resident_orders=chains,
                                  cost_model=cost_model) for group in groups]
     choices = [c for group in per_region for c in group]
+    if beat is not None and compute_floor(est for _, _, est in choices) >= beat:
+        return None
     # each step's constants (the emitter's pure `constants`) placed once, in program order;
     # its work reads those addresses, and the DRAM placement when codegen (or the residency
     # planner) asks for its instructions
