@@ -100,7 +100,9 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
           prefetch: bool, units: list | None, chains: bool,
           cost_model: CostModel | None, beat: int | None = None) -> Schedule | None:
     """The schedule (see `plan`); `beat`: None once its steps' `compute_floor` is not below
-    these cycles (it could not have fewer), before residency, prefetch and the arena."""
+    these cycles (it could not have fewer), before residency, prefetch and the arena (with the
+    analytical model only: residency and prefetch re-estimate steps analytically, and the
+    floor of a simulated estimate is not assumed to bound those)."""
     wmem = arch.memory_index(arch.weights_memory)
     amem = arch.memory_index(arch.activations_memory)
     consts = ConstPool(wmem)
@@ -118,7 +120,8 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
                                  chains=chains, input_resident_orders=chains,
                                  cost_model=cost_model) for group in groups]
     choices = [c for group in per_region for c in group]
-    if beat is not None and compute_floor(est for _, _, est in choices) >= beat:
+    if (beat is not None and isinstance(cost_model, AnalyticalCostModel)
+            and compute_floor(est for _, _, est in choices) >= beat):
         return None
     # each step's constants (the emitter's pure `constants`) placed once, in program order;
     # its work reads those addresses, and the DRAM placement when codegen (or the residency
