@@ -701,7 +701,7 @@ def _fastvec(name: str) -> Any:
 BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
     Opcode.DMA_STORE: lambda op, prep: _build_dma(op),
-    Opcode.CONV: lambda op, prep: _build_conv(op, prep.arch.onchip.sram_bytes),
+    Opcode.CONV: lambda op, prep: _fastvec("kern_conv").build(op, prep.arch.onchip.sram_bytes),
     Opcode.DWCONV: lambda op, prep: _fastvec("kern_dw").build_dwconv(
         op, prep.arch.onchip.sram_bytes, prep.cache.setdefault("dw_weights", {})),
     Opcode.MATMUL: lambda op, prep: _fastvec("fastmatmul").build_matmul(op),

@@ -1,0 +1,183 @@
+"""CONV for one sample as two compiled loops around one BLAS GEMM (``tessel.sim.jit``), for
+the simulator's fast path when kernels are on; ``fastpath._build_conv`` otherwise, for a batch
+and for tiles of KERNEL_MAX_MACS products or more (its int8 GEMM).
+
+Why: most CONV tiles of a mobile network are small 1x1 GEMMs (10^5-10^6 products), where
+``_build_conv``'s numpy passes (zero points into float32 operands, the exactness bound's
+row sums, the store: ~1-2 us each) cost as much as the GEMM. Here ``conv_pack`` writes the
+float32 im2col matrix of ``x - in_zp`` (0 in the padding) and the weights minus ``w_zp`` in
+one pass and proves the bound on the way; numpy's ``dot`` (its BLAS, limited to one thread by
+``tessel.threads``) multiplies them into a pooled buffer; ``acc_store`` writes or adds the
+results into the accumulator rows. (Integer loops in numba, tried first, ran at 5-15 GMAC/s
+against BLAS's 40-60: the accumulators of a short output-channel row do not stay in
+registers. numba's own ``np.dot`` calls scipy's BLAS, which ``tessel.threads`` may not know
+about: 12 ms per tile on a shared machine; not used.)
+
+Exactness: every value is an integer with ``|x - in_zp| <= 383`` and ``|w - w_zp| <= 383``.
+One float32 GEMM is exact when ``max_p sum_k |a[p, k]| * max |b| < 2^24`` (``conv_pack``'s
+return: then every partial sum, in any summation order or with FMA, is an integer below
+2^24); else K is split into chunks short enough for the static bound
+(``matrix.chunk_len``), each exact, their int32 conversions added in wrapping int32: the
+accumulator keeps sums modulo 2^32 (OVERWRITE ``wrap32(s)``, ACCUMULATE ``wrap32(ACC + s)``)
+and wrapping additions are exact modulo 2^32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tessel.isa.fields import AccMode
+from tessel.isa.footprint import WINDOW_FACTOR
+from tessel.sim import jit
+from tessel.sim.fastpath import F32, I8, Step, Views, _build_conv, _frame_parts
+from tessel.sim.kern_rq import flat
+from tessel.sim.matrix import chunk_len
+from tessel.sim.prepare import Op
+from tessel.sim.state import I32, MachineState, Trap, extent
+from tessel.sim.window import Geometry
+
+I64 = np.int64
+F32_EXACT = 2**24
+# larger tiles: the BLAS closure (its int8 GEMM); every MobileNetV2 tile (<= 1.4M) is faster here
+KERNEL_MAX_MACS = 2_000_000
+# the fields of ``conv_pack``'s ``geo``, in order
+GEO = ("x0", "xsh", "xsw", "w0", "wsk", "wsci", "wsco", "a0", "asr", "in_h", "in_w", "cin",
+       "cout", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "oh", "ow", "in_zp", "w_zp",
+       "accumulate")
+
+
+@jit.kernel
+def conv_pack(x, w, geo, a, b):
+    """``a`` (m, k): the im2col matrix of ``x - in_zp`` (0 in the padding); ``b`` (k, cout):
+    ``w - w_zp``, both float32 (exact: |values| <= 383). Returns ``max_p sum_k |a[p, k]|``
+    times ``max |b|`` (int64, exact): below 2^24, every partial sum of ``a @ b`` is an
+    integer below 2^24, exact in float32 in any summation order."""
+    x0, xsh, xsw, w0, wsk, wsci, wsco = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], \
+        geo[6]
+    in_h, in_w, cin, cout, kh, kw, sh, sw = geo[9], geo[10], geo[11], geo[12], geo[13], \
+        geo[14], geo[15], geo[16]
+    dh, dw, pt, pl, oh, ow, xzp, wzp = geo[17], geo[18], geo[19], geo[20], geo[21], geo[22], \
+        geo[23], geo[24]
+    l1 = 0
+    for oy in range(oh):
+        for ox in range(ow):
+            ar = a[oy * ow + ox]
+            s = 0
+            for ky in range(kh):
+                iy = oy * sh - pt + ky * dh
+                for kx in range(kw):
+                    ix = ox * sw - pl + kx * dw
+                    dst = ar[(ky * kw + kx) * cin:(ky * kw + kx + 1) * cin]
+                    if iy < 0 or iy >= in_h or ix < 0 or ix >= in_w:
+                        dst[:] = 0
+                        continue
+                    base = x0 + iy * xsh + ix * xsw
+                    xr = x[base:base + cin]
+                    t = np.int32(0)
+                    for ci in range(cin):
+                        v = np.int32(xr[ci]) - np.int32(xzp)
+                        dst[ci] = v
+                        t += abs(v)
+                    s += t
+            l1 = max(l1, s)
+    bm = 0
+    for t in range(kh * kw):
+        for ci in range(cin):
+            br = b[t * cin + ci]
+            base = w0 + t * wsk + ci * wsci
+            u = np.int32(0)
+            if wsco == 1:  # a contiguous row: vectorised
+                wr = w[base:base + cout]
+                for c in range(cout):
+                    v = np.int32(wr[c]) - np.int32(wzp)
+                    br[c] = v
+                    u = max(u, abs(v))
+            else:
+                for c in range(cout):
+                    v = np.int32(w[base + c * wsco]) - np.int32(wzp)
+                    br[c] = v
+                    u = max(u, abs(v))
+            bm = max(bm, np.int64(u))
+    return l1 * bm
+
+
+@jit.kernel
+def acc_store(acc, r, a0, asr, add):
+    """Write the exact integers ``r`` (m, cout; float32 below 2^24) into the accumulator rows
+    ``a0 + p * asr`` (``add``: ACC = wrap32(ACC + r), else ACC = r)."""
+    cout = r.shape[1]
+    for p in range(r.shape[0]):
+        ar = acc[a0 + p * asr:a0 + p * asr + cout]
+        rr = r[p]
+        if add:
+            for c in range(cout):
+                ar[c] = np.int32(np.int64(ar[c]) + np.int64(rr[c]))  # wraps
+        else:
+            for c in range(cout):
+                ar[c] = np.int32(rr[c])
+
+
+def build(op: Op, sram_bytes: int) -> Step | None:
+    """The CONV closure: the kernels' for one sample when kernels are on (``jit.enabled``,
+    read as the program's closures are built) and the tile has fewer than KERNEL_MAX_MACS
+    products, else (and for a batch) ``fastpath._build_conv``'s; None for the reference."""
+    blas = _build_conv(op, sram_bytes)
+    f = op.f
+    macs = f["out_h"] * f["out_w"] * f["kh"] * f["kw"] * f["cin"] * f["cout"]
+    if blas is None or not jit.enabled() or macs >= KERNEL_MAX_MACS:
+        return blas
+    return build_conv(op, sram_bytes, blas)
+
+
+def build_conv(op: Op, sram_bytes: int, blas: Step) -> Step | None:
+    """The kernels' CONV closure; ``blas``: the closure a batch runs (one GEMM of every
+    sample's rows). None for the reference handler (a trap, an all-padding tile, no
+    outputs)."""
+    f = op.f
+    g = Geometry.of(f)
+    cin, cout = f["cin"], f["cout"]
+    rows, cols = g.needed()
+    if rows * cols * cin > WINDOW_FACTOR * sram_bytes or _frame_parts(g) is None or \
+            0 in (g.oh, g.ow, cin, cout):
+        return None
+    pack, store = conv_pack.compiled, acc_store.compiled
+    in_addr, w_addr, acc_addr = f["in_addr"], f["w_addr"], 4 * f["acc_addr"]
+    vals = dict(x0=in_addr, xsh=f["in_stride_h"], xsw=f["in_stride_w"], w0=w_addr,
+                wsk=f["w_stride_k"], wsci=f["w_stride_ci"], wsco=f["w_stride_co"],
+                a0=f["acc_addr"], asr=f["acc_stride"], in_h=g.in_h, in_w=g.in_w, cin=cin,
+                cout=cout, kh=g.kh, kw=g.kw, sh=g.sh, sw=g.sw, dh=g.dh, dw=g.dw, pt=g.pt,
+                pl=g.pl, oh=g.oh, ow=g.ow, in_zp=f["in_zp"], w_zp=f["w_zp"],
+                accumulate=int(f["mode"] == AccMode.ACCUMULATE))
+    geo = np.array([vals[k] for k in GEO], I64)
+    m, k = g.oh * g.ow, g.kh * g.kw * cin
+    x_lo, x_end = extent(in_addr, (g.in_h, g.in_w, cin), (vals["xsh"], vals["xsw"], 1), 1)
+    w_lo, w_end = extent(w_addr, (g.kh * g.kw, cin, cout),
+                         (vals["wsk"], vals["wsci"], vals["wsco"]), 1)
+    acc_lo, acc_end = extent(acc_addr, (m, cout), (4 * vals["asr"], 4), 4)
+
+    a0, asr, accumulate = vals["a0"], vals["asr"], vals["accumulate"]
+    chunk = chunk_len(f["in_zp"], f["w_zp"])
+
+    def operands(state: MachineState) -> tuple:
+        if min(x_lo, w_lo, acc_lo) < 0 or max(x_end, w_end) > state.sram.shape[-1] or \
+                acc_end > state.acc_bytes.shape[-1]:
+            raise Trap("operand outside its memory")  # the reference handler says which
+        pool = state.pool
+        return (flat(state, "sram", 0, I8), flat(state, "acc_bytes", 0, I32),
+                pool.get(("kconv_a", m, k), (m, k), F32),
+                pool.get(("kconv_b", k, cout), (k, cout), F32),
+                pool.get(("kconv_r", m, cout), (m, cout), F32))
+    views = Views(operands)
+
+    def step(state: MachineState) -> None:
+        if state.batch is not None:  # a batch: one BLAS GEMM of every sample's rows
+            blas(state)
+            return
+        x, acc, a, b, r = views.get(state)
+        if pack(x, x, geo, a, b) < F32_EXACT:
+            store(acc, np.dot(a, b, out=r), a0, asr, accumulate)
+            return
+        for lo in range(0, k, chunk):  # each chunk exact by the static bound (chunk_len)
+            store(acc, np.dot(a[:, lo:lo + chunk], b[lo:lo + chunk], out=r), a0, asr,
+                  accumulate or lo > 0)
+    return step
