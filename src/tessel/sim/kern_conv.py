@@ -43,15 +43,43 @@ KERNEL_MAX_MACS = 2_000_000
 # the fields of ``conv_pack``'s ``geo``, in order
 GEO = ("x0", "xsh", "xsw", "w0", "wsk", "wsci", "wsco", "a0", "asr", "in_h", "in_w", "cin",
        "cout", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "oh", "ow", "in_zp", "w_zp",
-       "accumulate")
+       "accumulate", "proved")
+
+
+@jit.helper
+def _pointwise(x, geo, af):
+    """``conv_pack``'s ``a`` of a 1x1 kernel without padding whose samples lie inside the
+    tile's columns (``proved``: no bound to compute), ``af``: ``a`` flat; dense input rows
+    (unit stride, ``xsw == cin``) as one run of ``ow * cin`` values per output row."""
+    x0, xsh, xsw, cin, sh, sw, in_h, oh, ow = geo[0], geo[1], geo[2], geo[11], geo[15], \
+        geo[16], geo[9], geo[21], geo[22]
+    zp = np.float32(geo[23])
+    n = ow * cin
+    for oy in range(oh):
+        dst = af[oy * n:oy * n + n]
+        if oy * sh >= in_h:
+            dst[:] = 0
+            continue
+        row = x0 + oy * sh * xsh
+        if sw == 1 and xsw == cin:
+            src = x[row:row + n]
+            for j in range(n):
+                dst[j] = np.float32(src[j]) - zp  # exact: integers, |difference| <= 383
+            continue
+        for ox in range(ow):
+            src = x[row + ox * sw * xsw:row + ox * sw * xsw + cin]
+            d = dst[ox * cin:ox * cin + cin]
+            for ci in range(cin):
+                d[ci] = np.float32(src[ci]) - zp
 
 
 @jit.kernel
-def conv_pack(x, w, geo, a, b):
-    """``a`` (m, k): the im2col matrix of ``x - in_zp`` (0 in the padding); ``b`` (k, cout):
-    ``w - w_zp``, both float32 (exact: |values| <= 383). Returns ``max_p sum_k |a[p, k]|``
-    times ``max |b|`` (int64, exact): below 2^24, every partial sum of ``a @ b`` is an
-    integer below 2^24, exact in float32 in any summation order."""
+def conv_pack(x, w, geo, a, af, b):
+    """``a`` (m, k): the im2col matrix of ``x - in_zp`` (0 in the padding; ``af``: the same
+    buffer flat); ``b`` (k, cout): ``w - w_zp``, both float32 (exact: |values| <= 383).
+    Returns ``max_p sum_k |a[p, k]|`` times ``max |b|`` (int64, exact; ``proved``, K within
+    ``matrix.chunk_len``: 0): below 2^24, every partial sum of ``a @ b`` is an integer below
+    2^24, exact in float32 in any summation order."""
     x0, xsh, xsw, w0, wsk, wsci, wsco = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], \
         geo[6]
     in_h, in_w, cin, cout, kh, kw, sh, sw = geo[9], geo[10], geo[11], geo[12], geo[13], \
@@ -59,12 +87,29 @@ def conv_pack(x, w, geo, a, b):
     dh, dw, pt, pl, oh, ow, xzp, wzp = geo[17], geo[18], geo[19], geo[20], geo[21], geo[22], \
         geo[23], geo[24]
     l1 = 0
+    proved = geo[26]
+    if proved and kh == 1 and kw == 1 and pt == 0 and pl == 0 and (ow - 1) * sw < in_w:
+        _pointwise(x, geo, af)
+        oh = 0  # no rows left for the general loop
     for oy in range(oh):
         for ox in range(ow):
             ar = a[oy * ow + ox]
             s = 0
+            ix0 = ox * sw - pl
             for ky in range(kh):
                 iy = oy * sh - pt + ky * dh
+                if dw == 1 and xsw == cin and ix0 >= 0 and ix0 + kw <= in_w and 0 <= iy < in_h:
+                    # the window's row: kw * cin contiguous values, in a as in x
+                    base = x0 + iy * xsh + ix0 * cin
+                    xr = x[base:base + kw * cin]
+                    dst = ar[ky * kw * cin:(ky + 1) * kw * cin]
+                    t = np.int32(0)
+                    for j in range(kw * cin):
+                        v = np.int32(xr[j]) - np.int32(xzp)
+                        dst[j] = v
+                        t += abs(v)
+                    s += t
+                    continue
                 for kx in range(kw):
                     ix = ox * sw - pl + kx * dw
                     dst = ar[(ky * kw + kx) * cin:(ky * kw + kx + 1) * cin]
@@ -80,6 +125,14 @@ def conv_pack(x, w, geo, a, b):
                         t += abs(v)
                     s += t
             l1 = max(l1, s)
+    k = kh * kw * cin
+    if proved and wsco == 1 and wsci == cout and (kh * kw == 1 or wsk == cin * cout):
+        # dense weights, no bound: one run of k * cout values
+        src, bf = w[w0:w0 + k * cout], b.reshape(k * cout)
+        zf = np.float32(wzp)
+        for j in range(k * cout):
+            bf[j] = np.float32(src[j]) - zf
+        return 0
     bm = 0
     for t in range(kh * kw):
         for ci in range(cin):
@@ -98,7 +151,7 @@ def conv_pack(x, w, geo, a, b):
                     br[c] = v
                     u = max(u, abs(v))
             bm = max(bm, np.int64(u))
-    return l1 * bm
+    return 0 if proved else l1 * bm
 
 
 @jit.kernel
@@ -148,33 +201,41 @@ def build_conv(op: Op, sram_bytes: int, blas: Step) -> Step | None:
                 cout=cout, kh=g.kh, kw=g.kw, sh=g.sh, sw=g.sw, dh=g.dh, dw=g.dw, pt=g.pt,
                 pl=g.pl, oh=g.oh, ow=g.ow, in_zp=f["in_zp"], w_zp=f["w_zp"],
                 accumulate=int(f["mode"] == AccMode.ACCUMULATE))
-    geo = np.array([vals[k] for k in GEO], I64)
     m, k = g.oh * g.ow, g.kh * g.kw * cin
+    chunk = chunk_len(f["in_zp"], f["w_zp"])
+    vals["proved"] = int(k <= chunk)  # every partial sum below 2^24 whatever the data
+    geo = np.array([vals[name] for name in GEO], I64)
     x_lo, x_end = extent(in_addr, (g.in_h, g.in_w, cin), (vals["xsh"], vals["xsw"], 1), 1)
     w_lo, w_end = extent(w_addr, (g.kh * g.kw, cin, cout),
                          (vals["wsk"], vals["wsci"], vals["wsco"]), 1)
     acc_lo, acc_end = extent(acc_addr, (m, cout), (4 * vals["asr"], 4), 4)
 
     a0, asr, accumulate = vals["a0"], vals["asr"], vals["accumulate"]
-    chunk = chunk_len(f["in_zp"], f["w_zp"])
+
+    sizes = (m * k, k * cout, m * cout)
+    size = 1 << (sum(sizes) - 1).bit_length()
+    ends = np.cumsum((0, *sizes)).tolist()
+    parts = [(ends[j], ends[j + 1], shape) for j, shape in enumerate(((m, k), (k, cout),
+                                                                     (m, cout)))]
 
     def operands(state: MachineState) -> tuple:
         if min(x_lo, w_lo, acc_lo) < 0 or max(x_end, w_end) > state.sram.shape[-1] or \
                 acc_end > state.acc_bytes.shape[-1]:
             raise Trap("operand outside its memory")  # the reference handler says which
-        pool = state.pool
-        return (flat(state, "sram", 0, I8), flat(state, "acc_bytes", 0, I32),
-                pool.get(("kconv_a", m, k), (m, k), F32),
-                pool.get(("kconv_b", k, cout), (k, cout), F32),
-                pool.get(("kconv_r", m, cout), (m, cout), F32))
+        # a, b and the GEMM's result in one scratch buffer per power-of-two size, shared by
+        # every CONV of that size class: a few buffers, warm in the caches (not one per shape)
+        scratch = state.pool.get(("kconv", size), (size,), F32)
+        a, b, r = (scratch[lo:hi].reshape(shape) for lo, hi, shape in parts)
+        return (flat(state, "sram", 0, I8), flat(state, "acc_bytes", 0, I32), a,
+                scratch[:m * k], b, r)
     views = Views(operands)
 
     def step(state: MachineState) -> None:
         if state.batch is not None:  # a batch: one BLAS GEMM of every sample's rows
             blas(state)
             return
-        x, acc, a, b, r = views.get(state)
-        if pack(x, x, geo, a, b) < F32_EXACT:
+        x, acc, a, af, b, r = views.get(state)
+        if pack(x, x, geo, a, af, b) < F32_EXACT:
             store(acc, np.dot(a, b, out=r), a0, asr, accumulate)
             return
         for lo in range(0, k, chunk):  # each chunk exact by the static bound (chunk_len)

@@ -45,15 +45,19 @@ def _sign(draw) -> int:
 
 
 @st.composite
-def conv_case(draw):
+def conv_case(draw, pointwise: bool = False):
+    """A CONV and its memories; ``pointwise``: a 1x1 kernel without padding, its samples
+    inside the tile's columns, often over dense input rows (``kern_conv._pointwise``)."""
     cin, cout = draw(st.integers(1, 40)), draw(st.integers(1, 20))
     in_h, in_w = draw(st.integers(1, 5)), draw(st.integers(1, 6))
-    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    kh, kw = (1, 1) if pointwise else (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
     sh, sw, dh, dw = (draw(st.integers(1, 3)) for _ in range(4))
-    pt, pl = draw(st.integers(0, 3)), draw(st.integers(0, 3))
+    pt, pl = (0, 0) if pointwise else (draw(st.integers(0, 3)), draw(st.integers(0, 3)))
+    sw = draw(st.sampled_from([1, 1, sw])) if pointwise else sw
     oh = draw(st.integers(1, _out_size(in_h, pt, kh, dh, sh) + 1))
-    ow = draw(st.integers(1, _out_size(in_w, pl, kw, dw, sw) + 1))
+    ow = draw(st.integers(1, _out_size(in_w, pl, kw, dw, sw) + (0 if pointwise else 1)))
     xsw = _sign(draw) * (cin + draw(st.integers(0, 2)))
+    xsw = draw(st.sampled_from([cin, xsw])) if pointwise else xsw
     xsh = _sign(draw) * (in_w * abs(xsw) + draw(st.integers(0, 3)))
     wsco = _sign(draw) * draw(st.integers(1, 2))
     wsci = _sign(draw) * (cout * abs(wsco) + draw(st.integers(0, 2)))
@@ -73,7 +77,7 @@ def conv_case(draw):
 
 
 @SETTINGS
-@given(case=conv_case())
+@given(case=st.one_of(conv_case(), conv_case(pointwise=True)))
 def test_conv_kernel_equals_the_reference(impl, case):
     instr, sram, acc = case
     try:
