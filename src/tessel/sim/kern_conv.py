@@ -1,6 +1,6 @@
 """CONV for one sample as two compiled loops around one BLAS GEMM (``tessel.sim.jit``), for
 the simulator's fast path when kernels are on; ``fastpath._build_conv`` otherwise, for a batch
-and for tiles of KERNEL_MAX_MACS products or more (its int8 GEMM).
+and for the large tiles its int8 GEMM does faster (``kernel_wins``).
 
 Why: most CONV tiles of a mobile network are small 1x1 GEMMs (10^5-10^6 products), where
 ``_build_conv``'s numpy passes (zero points into float32 operands, the exactness bound's
@@ -28,7 +28,7 @@ import numpy as np
 
 from tessel.isa.fields import AccMode
 from tessel.isa.footprint import WINDOW_FACTOR
-from tessel.sim import jit
+from tessel.sim import fastpath, jit
 from tessel.sim.fastpath import F32, I8, Step, Views, _build_conv, _frame_parts
 from tessel.sim.kern_rq import flat
 from tessel.sim.matrix import chunk_len
@@ -38,8 +38,7 @@ from tessel.sim.window import Geometry
 
 I64 = np.int64
 F32_EXACT = 2**24
-# larger tiles: the BLAS closure (its int8 GEMM); every MobileNetV2 tile (<= 1.4M) is faster here
-KERNEL_MAX_MACS = 2_000_000
+KERNEL_MAX_MACS = 2_000_000  # 1x1 tiles from here on: the int8 GEMM (``kernel_wins``)
 # the fields of ``conv_pack``'s ``geo``, in order
 GEO = ("x0", "xsh", "xsw", "w0", "wsk", "wsci", "wsco", "a0", "asr", "in_h", "in_w", "cin",
        "cout", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "oh", "ow", "in_zp", "w_zp",
@@ -172,14 +171,24 @@ def acc_store(acc, r, a0, asr, add):
 
 def build(op: Op, sram_bytes: int) -> Step | None:
     """The CONV closure: the kernels' for one sample when kernels are on (``jit.enabled``,
-    read as the program's closures are built) and the tile has fewer than KERNEL_MAX_MACS
-    products, else (and for a batch) ``fastpath._build_conv``'s; None for the reference."""
+    read as the program's closures are built) and ``kernel_wins``, else (and for a batch)
+    ``fastpath._build_conv``'s; None for the reference handler."""
     blas = _build_conv(op, sram_bytes)
-    f = op.f
-    macs = f["out_h"] * f["out_w"] * f["kh"] * f["kw"] * f["cin"] * f["cout"]
-    if blas is None or not jit.enabled() or macs >= KERNEL_MAX_MACS:
+    if blas is None or not jit.enabled() or not kernel_wins(op.f):
         return blas
     return build_conv(op, sram_bytes, blas)
+
+
+def kernel_wins(f: dict) -> bool:
+    """Whether the kernels beat ``_build_conv`` on this tile (measured on the MobileNetV2 and
+    ResNet-18 tiles of tnpu-s): every tile its float32 GEMMs would take (below
+    ``fastpath.INT_MM_MIN_MACS``, or no exact int8 GEMM on this host: the same GEMM with
+    fewer passes around it), and 1x1 tiles below KERNEL_MAX_MACS (a cheap pack). Larger
+    KxK tiles keep the int8 GEMM: packing their im2col here costs more than it saves."""
+    macs = f["out_h"] * f["out_w"] * f["kh"] * f["kw"] * f["cin"] * f["cout"]
+    if macs < fastpath.INT_MM_MIN_MACS or fastpath.int_mm() is None:
+        return True
+    return f["kh"] * f["kw"] == 1 and macs < KERNEL_MAX_MACS
 
 
 def build_conv(op: Op, sram_bytes: int, blas: Step) -> Step | None:
