@@ -22,6 +22,9 @@ golden model). Every closure works on a leading axis of samples (``_view``: 1 fo
   (``torch._int_mm``, exact int32 sums, when a worst-case self-test passes on this host:
   ``int_mm``) with the zero points as wrapping int32 corrections; smaller ones are float32
   GEMMs of exact integers (``_exact_gemm``);
+* with kernels on, one sample's CONV below those sizes (1x1: below
+  ``kern_conv.KERNEL_MAX_MACS``) packs its operands and stores its results in compiled loops
+  around one float32 GEMM (``kern_conv``);
 * REQUANT, DWCONV and POOL are compiled loops (numba: ``kern_rq``, ``kern_dw``, ``kern_pool``)
   unless ``TESSEL_SIM_KERNELS=0``; their numpy forms: REQUANT keeps its checked parameter
   plans across runs (keyed by the parameter bytes, as in the reference handler, so a program
@@ -692,16 +695,17 @@ def _build_copy(op: Op) -> Step | None:
 # ---- the table -----------------------------------------------------------------------------
 def _fastvec(name: str) -> Any:
     """``tessel.sim.fastvec`` (ELTWISE, LUT), ``fastmatmul`` (MATMUL), ``fastreduce``
-    (REDUCE, UNARY), ``kern_dw`` (DWCONV), ``kern_rq`` (REQUANT) or ``kern_pool`` (POOL),
-    imported when first used: they build on this module's helpers (the ``kern_*`` ones run
-    compiled kernels, or ``fastdw`` / ``fastrq`` / ``_build_pool`` when kernels are off)."""
+    (REDUCE, UNARY), ``kern_conv`` (CONV), ``kern_dw`` (DWCONV), ``kern_rq`` (REQUANT) or
+    ``kern_pool`` (POOL), imported when first used: they build on this module's helpers (the
+    ``kern_*`` ones run compiled kernels, or ``_build_conv`` / ``fastdw`` / ``fastrq`` /
+    ``_build_pool`` when kernels are off)."""
     return importlib.import_module(f"tessel.sim.{name}")
 
 
 BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step | None]] = {
     Opcode.DMA_LOAD: lambda op, prep: _build_dma(op),
     Opcode.DMA_STORE: lambda op, prep: _build_dma(op),
-    Opcode.CONV: lambda op, prep: _build_conv(op, prep.arch.onchip.sram_bytes),
+    Opcode.CONV: lambda op, prep: _fastvec("kern_conv").build(op, prep.arch.onchip.sram_bytes),
     Opcode.DWCONV: lambda op, prep: _fastvec("kern_dw").build_dwconv(
         op, prep.arch.onchip.sram_bytes, prep.cache.setdefault("dw_weights", {})),
     Opcode.MATMUL: lambda op, prep: _fastvec("fastmatmul").build_matmul(op),

@@ -135,7 +135,12 @@ def build_requant(op: Op, cache: dict) -> Step | None:
                 dst_end > state.sram.shape[-1]:
             raise Trap("operand outside its memory")  # the reference handler says which
         return flat(state, x_mem, x_addr, I32, sample), flat(state, "sram", dst_addr, dt, sample)
-    views = Views(operands)
+
+    def one(state: MachineState) -> tuple:
+        """``operands`` and the parameter block as a live memoryview (compared with the last
+        bytes in place: 0.15 us, against 0.5 us for a ``tobytes`` copy per call)."""
+        return (*operands(state), memoryview(state.sram)[p_addr:p_addr + nbytes])
+    views = Views(one)
     memo: list = [(None, None)]  # (the last parameter bytes, their rows): replaced whole
 
     def step_batch(state: MachineState) -> None:
@@ -155,11 +160,11 @@ def build_requant(op: Op, cache: dict) -> Step | None:
         if sram.ndim == 2:
             step_batch(state)
             return
-        raw = sram[p_addr:p_addr + nbytes].tobytes()
+        x, dst, block = views.get(state)
         last, prm = memo[0]
-        if raw != last:
+        if block != last:  # the parameter bytes changed (or the first call)
+            raw = block.tobytes()
             prm = checked(raw)
             memo[0] = (raw, prm)
-        x, dst = views.get(state)
         run(x, x0, xs, dst, d0, ds, kernel_rows, prm, zp, lo, hi)
     return step
