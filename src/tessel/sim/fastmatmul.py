@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tessel.isa.fields import AccMode
+from tessel.sim import jit, kern_mm
 from tessel.sim.fastpath import (
     F32,
     I8,
@@ -126,7 +127,7 @@ def build_matmul(op: Op) -> Step | None:
 
     if mm_out is None:
         return _by_size(step, step_int, m * k * n)
-    one = _one_sample_int8(f, mm_out, store)
+    one = (kern_mm.one_sample if jit.enabled() else _one_sample_int8)(f, mm_out, store)
 
     def step_int1(state: MachineState) -> None:
         """``step_int`` for one sample (``_one_sample_int8``), a batch as before."""
