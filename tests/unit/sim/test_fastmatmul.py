@@ -87,7 +87,11 @@ def test_matmul_int8_thin_shapes(shape, int8_gemm_only):
     _same_both_ways(streams, seeds=(0,))
 
 
-def test_matmul_small_tiles_stay_float():
+def test_matmul_small_tiles_stay_float(kernels):
+    """Kernels off: a small tile's float32 GEMM; on: ``kern_mm`` at every size."""
     streams = _matmul(8, 32, 16, a_zp=9, b_zp=-2)
-    assert _kinds(streams) <= {"step", "step_small"}
+    if kernels and fastmatmul.int_mm_out() is not None:
+        assert _kinds(streams) == {"step_int1"}
+    else:
+        assert _kinds(streams) <= {"step", "step_small"}
     _same_both_ways(streams, seeds=(0,))
