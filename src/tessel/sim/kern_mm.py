@@ -53,21 +53,26 @@ def zero_point_pass(p, a, b, za, zb, kab, acc, accumulate):
     int64 sums, each store wrapped to int32 (the module docstring)."""
     m, n = acc.shape
     k = a.shape[1]
-    col = np.zeros(n, I64)
-    if za != 0:
-        for kk in range(k):
+    sums = np.zeros(n, I32)  # int8 sums of at most 65535 terms: exact in int32
+    if za != 0:  # four rows a pass: a row of B is short (16-64), its loop's overhead is not
+        k4 = k - k % 4
+        for kk in range(0, k4, 4):
+            b0, b1, b2, b3 = b[kk], b[kk + 1], b[kk + 2], b[kk + 3]
+            for j in range(n):
+                sums[j] += np.int32(b0[j]) + np.int32(b1[j]) + np.int32(b2[j]) + np.int32(b3[j])
+        for kk in range(k4, k):
             br = b[kk]
             for j in range(n):
-                col[j] += br[j]
-        for j in range(n):
-            col[j] *= za
+                sums[j] += br[j]
+    col = sums.astype(I64) * za
     for i in range(m):
         row = np.int64(0)
         if zb != 0:
             ar = a[i]
+            s = np.int32(0)
             for kk in range(k):
-                row += ar[kk]
-            row = row * zb - kab
+                s += ar[kk]
+            row = np.int64(s) * zb - kab
         pr, yr = p[i], acc[i]
         if accumulate:
             for j in range(n):
