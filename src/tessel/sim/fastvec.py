@@ -548,7 +548,7 @@ def build_lut(op: Op, cache: dict) -> Step | None:
     """The LUT closure: ``kern_vec``'s compiled loop with kernels on (batches: ``numpy_lut``),
     else ``numpy_lut``."""
     if jit.enabled():
-        return kern_vec.build_lut(op, lambda: numpy_lut(op, cache))
+        return kern_vec.build_lut(op, lambda: numpy_lut(op, cache), cache)
     return numpy_lut(op, cache)
 
 

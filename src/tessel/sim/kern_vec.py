@@ -1,7 +1,8 @@
 """ELTWISE and LUT as one compiled loop over the tile each (``tessel.sim.jit``), for the
 simulator's fast path when kernels are on; ``tessel.sim.fastvec``'s numpy forms when they are
-off (and for batches). LUT (``lut_i8`` / ``lut_i16``) reads the LUT memory's entries directly,
-``exec_lut``'s steps per element (no table of every input value, no key to build per call).
+off (and for batches). LUT int8 (``lut_i8``) reads the LUT memory's entries directly,
+``exec_lut``'s steps per element; int16 (``lut_i16``, the interpolation) is run once per LUT
+content on every input value, and a tile is one gather from that table (``gather_i16``).
 
 The kernel is ``vector.exec_eltwise`` written out per element in exact int64 (docs/numerics.md):
 
@@ -276,20 +277,66 @@ def lut_fields(f: dict[str, Any]) -> LutFields:
                      (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"])))
 
 
-def build_lut(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
-    """The LUT closure running ``lut_i8`` / ``lut_i16`` on one sample (the source copied first
-    where it is not C-ordered or shares bytes with the destination but is not its pattern:
-    the loop reads each element just before writing it); a batch runs ``numpy_step()``."""
+@jit.kernel
+def gather_i16(x, table, base, y):
+    """``y = table[x + 32768]``: ``table`` is ``lut_i16``'s output for every int16 input
+    (``i16_table``); ``base`` unused (``lut_i8``'s signature)."""
+    n2, n1, n0 = x.shape
+    for i2 in range(n2):
+        for i1 in range(n1):
+            for i0 in range(n0):
+                y[i2, i1, i0] = table[np.int64(x[i2, i1, i0]) + 32768]
+
+
+I16_TABLES_MAX = 64  # int16 LUT tables kept per prepared program (one per LUT content)
+
+
+def i16_table(lut: np.ndarray, base: np.int64, raw: bytes, cache: dict) -> np.ndarray:
+    """``lut_i16``'s output for every int16 input in order (``gather_i16``'s table) for the
+    LUT entries ``lut[base:base + 513]`` whose bytes are ``raw``; kept in ``cache`` by them.
+    Why: one gather per element instead of two dependent ones and the interpolation, 4x
+    faster on a softmax's 40 x 197 tile, for a 1 KiB comparison per call."""
+    key = ("lut_i16", raw)
+    table = cache.get(key)
+    if table is None:
+        every = np.arange(-32768, 32768, dtype=np.int16).reshape(1, 1, -1)
+        out = np.empty_like(every)
+        lut_i16.compiled(every, lut, base, out)
+        if len(cache) >= I16_TABLES_MAX:
+            cache.clear()
+        table = cache[key] = out.reshape(-1)
+    return table
+
+
+def build_lut(op: Op, numpy_step: Callable[[], Step | None], cache: dict | None = None
+              ) -> Step | None:
+    """The LUT closure running ``lut_i8`` / ``gather_i16`` (its table from ``i16_table``,
+    kept while the entries' bytes match) on one sample (the source copied first where it is
+    not C-ordered or shares bytes with the destination but is not its pattern: the loop reads
+    each element just before writing it); a batch runs ``numpy_step()``."""
     f = op.f
     shape, wide, dt, base, src, dst = lut_fields(f)
     if 0 in shape:
         return None
-    run = (lut_i16 if wide else lut_i8).compiled
+    run = (gather_i16 if wide else lut_i8).compiled
     base = I64(base)
     src, dst = (*src, dt.itemsize), (*dst, dt.itemsize)
     lo, hi = extent(src[0], shape, src[1], src[2])
     dlo, dhi = extent(dst[0], shape, dst[1], dst[2])
     safe = src == dst or hi <= dlo or dhi <= lo
+    tables = {} if cache is None else cache
+    last: list = [(None, None)]  # [(the entries' bytes, their table)], replaced whole
+
+    def table(state: MachineState) -> np.ndarray:
+        """What ``run`` reads: the LUT memory (int8), or the entries' table (int16)."""
+        if not wide:
+            return state.lut
+        raw = state.lut[base:base + 513].tobytes()
+        kept_raw, t = last[0]
+        if raw != kept_raw:
+            t = i16_table(state.lut, base, raw, tables)
+            last[0] = (raw, t)
+        return t
 
     def make(state: MachineState) -> tuple:
         x = _eview(state.sram, src[0], shape, src[1], dt)
@@ -308,9 +355,9 @@ def build_lut(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
         if copy:
             x = x.copy()
         if direct:
-            run(x, state.lut, base, y)
+            run(x, table(state), base, y)
         else:
             out = np.empty(shape, dt)
-            run(x, state.lut, base, out)
+            run(x, table(state), base, out)
             y[...] = out
     return step_kernel
