@@ -10,10 +10,12 @@ passes: 20-40 us a call where both zero points are non-zero). Here they are one 
     ACC[i, j] (=, or += for ACCUMULATE) p[i, j] - a_zp colsum(b)[j] - (b_zp rowsum(a)[i] - kab)
 
 with ``p = a @ b`` (int32, exact: ``k <= INT_MM_K_MAX``), ``kab = k a_zp b_zp`` modulo 2^32,
-the sums in int64 and the result wrapped to int32 on its store: every term is exact in int64
-(``|a_zp colsum| <= 2^31 * 65535 * 128 < 2^55``), so the store is the exact sum modulo 2^32,
-which is all the accumulator keeps (the reference's wrap32). The GEMM writes the accumulator
-itself when it is dense, overwritten and both zero points are 0 (no pass).
+the row and column sums in int32 (exact: at most 65535 int8 terms), the terms in int64 and the
+result wrapped to int32 on its store: every term is exact in int64 (``|a_zp colsum| <= 2^31 *
+65535 * 128 < 2^55``), so the store is the exact sum modulo 2^32, which is all the accumulator
+keeps (the reference's wrap32). The GEMM writes the accumulator itself when it is dense,
+overwritten and both zero points are 0 (no pass). With kernels on, ``fastmatmul`` runs this
+for one sample's tiles of every size (1-4x faster than its float32 closure even at 8 x 8 x 8).
 """
 
 from __future__ import annotations
