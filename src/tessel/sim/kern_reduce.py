@@ -33,6 +33,7 @@ from tessel.sim import jit
 from tessel.sim.fastpath import Step, Views, _eview
 from tessel.sim.prepare import Op
 from tessel.sim.state import I32, NP_DTYPE, MachineState, extent
+from tessel.sim.vector import exec_reduce, exec_unary
 
 I64 = np.int64
 _SUM, _SUMSQ, _MAX = int(ReduceOp.SUM), int(ReduceOp.SUMSQ), int(ReduceOp.MAX)
@@ -120,8 +121,6 @@ def build_reduce(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
     shape = (f["d2"], f["d1"], f["d0"])
     if 0 in shape or f["axis"] != 0:
         return None
-    from tessel.sim.vector import exec_reduce
-
     dt = NP_DTYPE[f["dtype"]]
     out_dt = I32 if f["op"] in (ReduceOp.SUM, ReduceOp.SUMSQ) else dt
     src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]))
@@ -147,8 +146,6 @@ def build_unary(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
     shape = (f["d2"], f["d1"], f["d0"])
     if 0 in shape:
         return None
-    from tessel.sim.vector import exec_unary
-
     src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]))
     dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]))
     lo, hi = extent(src[0], shape, src[1], 4)
