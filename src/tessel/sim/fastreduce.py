@@ -11,7 +11,9 @@ passes as the reference. UNARY: numpy int64 passes, ``RECIP`` the rounding divis
 ``(2^fb + x // 2) // x`` and ``RSQRT`` ``isqrt(2^(2 fb) // x)`` (float sqrt then one
 correction each way: its error is far below one; up to RSQRT_SCALAR_MAX elements Python's
 ``isqrt``), both INT32_MAX for ``x <= 0`` and capped at INT32_MAX (docs/isa.md). Views are
-kept per state (``Views``).
+kept per state (``Views``). With compiled kernels on (``tessel.sim.jit``) one sample's REDUCE
+along d0 and UNARY are instead one compiled loop each (``tessel.sim.kern_reduce``); the forms
+here run batches, other axes, and every tile with kernels off.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from tessel.isa.fields import ReduceOp, UnaryOp
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.sim import jit, kern_reduce
 from tessel.sim.fastpath import Step, Views, _eview
 from tessel.sim.matrix import F32_EXACT
 from tessel.sim.prepare import Op
@@ -34,6 +37,16 @@ F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 def build_reduce(op: Op) -> Step | None:
+    """The REDUCE closure (kernels on: ``kern_reduce``'s where it applies), or None."""
+    if jit.enabled():
+        step = kern_reduce.build_reduce(op, lambda: numpy_reduce(op))
+        if step is not None:
+            return step
+    return numpy_reduce(op)
+
+
+def numpy_reduce(op: Op) -> Step | None:
+    """The REDUCE closure of numpy passes (the module docstring), or None."""
     f = op.f
     dims = [f["d0"], f["d1"], f["d2"]]
     if 0 in dims:
@@ -102,6 +115,16 @@ def build_reduce(op: Op) -> Step | None:
 
 
 def build_unary(op: Op) -> Step | None:
+    """The UNARY closure (kernels on: ``kern_reduce``'s where it applies), or None."""
+    if jit.enabled():
+        step = kern_reduce.build_unary(op, lambda: numpy_unary(op))
+        if step is not None:
+            return step
+    return numpy_unary(op)
+
+
+def numpy_unary(op: Op) -> Step | None:
+    """The UNARY closure of numpy passes (the module docstring), or None."""
     f = op.f
     shape = (f["d2"], f["d1"], f["d0"])
     if 0 in shape:

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from tessel.isa.fields import EltOp, LutMode
+from tessel.isa.fields import EltOp
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import jit, kern_vec
 from tessel.sim.fastfix import mbqm_inplace
@@ -548,7 +548,7 @@ def build_lut(op: Op, cache: dict) -> Step | None:
     """The LUT closure: ``kern_vec``'s compiled loop with kernels on (batches: ``numpy_lut``),
     else ``numpy_lut``."""
     if jit.enabled():
-        return kern_vec.build_lut(op, lambda: numpy_lut(op, cache))
+        return kern_vec.build_lut(op, lambda: numpy_lut(op, cache), cache)
     return numpy_lut(op, cache)
 
 
@@ -557,15 +557,10 @@ def numpy_lut(op: Op, cache: dict) -> Step | None:
     by the reference handler from the LUT memory's entries; the table is keyed by those entries'
     bytes, read on every call (LUT_LOAD may change them)."""
     f = op.f
-    shape = (f["d2"], f["d1"], f["d0"])
+    shape, wide, dt, base, src, dst = kern_vec.lut_fields(f)
     if 0 in shape:
         return None
-    wide = f["lut_mode"] != LutMode.I8_256
-    dt = np.dtype("<i2") if wide else np.dtype("<i1")
     n_lut = 513 if wide else 256
-    base = f["lut_base"]
-    src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]))
-    dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]))
     udt = UNSIGNED[dt.itemsize]
     views = Views(lambda state: (_eview(state.sram, src[0], shape, src[1], udt),
                                  _eview(state.sram, dst[0], shape, dst[1], dt)))

@@ -1,7 +1,8 @@
 """ELTWISE and LUT as one compiled loop over the tile each (``tessel.sim.jit``), for the
 simulator's fast path when kernels are on; ``tessel.sim.fastvec``'s numpy forms when they are
-off (and for batches). LUT (``lut_i8`` / ``lut_i16``) reads the LUT memory's entries directly,
-``exec_lut``'s steps per element (no table of every input value, no key to build per call).
+off (and for batches). LUT int8 (``lut_i8``) reads the LUT memory's entries directly,
+``exec_lut``'s steps per element; int16 (``lut_i16``, the interpolation) is run once per LUT
+content on every input value, and a tile is one gather from that table (``gather_i16``).
 
 The kernel is ``vector.exec_eltwise`` written out per element in exact int64 (docs/numerics.md):
 
@@ -11,11 +12,14 @@ The kernel is ``vector.exec_eltwise`` written out per element in exact int64 (do
 
 with ``MBQM(t) = RDBPOT(SRDHM(sat32(t << max(shift, 0)), q), max(-shift, 0))``,
 ``SRDHM(t, q) = (t q + 2^30) >> 31`` and ``RDBPOT(t, e) = (t + 2^(e-1) - [t < 0]) >> e``
-(floor shifts, ``fastfix``'s identities; ``e = 0``: ``t``), branch-free: a shift of 0 is the
-identity of the same steps. Every clip and sat32 of the reference is applied unconditionally
-(where the reference leaves one out, its operand is inside the range already), so there is no
-bound to prove; MAX / MIN take no sat32 (both contributions are inside int32). No intermediate
-leaves int64: ``|clip(.) << left| <= 2^62``, ``|sat32(.) q| < 2^62``, ``|A + B| <= 2^32``.
+(floor shifts, ``fastfix``'s identities; ``e = 0``: ``t``), without a branch on the shifts: a
+shift of 0 is the identity of the same steps. The op and the operand forms are the same over a
+tile, so each is one loop chosen per row (``contributions``, ``combine``), not a select per
+element: 1.3-2.5x faster than one loop computing every form. Every clip and sat32 of the
+reference is applied unconditionally (where the reference leaves one out, its operand is
+inside the range already), so there is no bound to prove; MAX / MIN take no sat32 (both
+contributions are inside int32). No intermediate leaves int64: ``|clip(.) << left| <= 2^62``,
+``|sat32(.) q| < 2^62``, ``|A + B| <= 2^32``.
 
 An operand is passed as the C-ordered array of its distinct values (a stride-0 axis of length
 1, ``fastvec.Operand.shape``); one whose last axis is 1 (a value per row) has its contribution
@@ -26,7 +30,7 @@ operands that do not overlap it (``disjoint``; else copies).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -56,29 +60,80 @@ def mbqm(t, q, left, e, rnd, sgn):
     return (t + rnd - ((t >> 63) & sgn)) >> e
 
 
-@jit.helper
-def side(x, zp, q, left, e, rnd, sgn, mul, pre):
-    """An operand's contribution: ``clip(x - zp)`` for MUL, else
-    ``MBQM(sat32(clip(x - zp) << pre), q, shift)`` (``mbqm_row``'s constants); computed both
-    ways and one selected (no branch in the loop)."""
-    t = min(max(np.int64(x) - zp, -CLIP), CLIP)
-    m = mbqm(min(max(t << pre, INT32_MIN), INT32_MAX), q, left, e, rnd, sgn)
-    return t if mul else m
+CHUNK = 512  # a row's elements per pass: the two contribution buffers stay in L1
 
 
 @jit.helper
-def combine(op, ra, rb):
-    """``r``: the contributions combined, saturated to int32 (MAX / MIN: inside already);
-    every form computed and one selected."""
-    r = ra * rb if op == _MUL else ra + rb if op == _ADD else ra - rb
-    r = min(max(r, INT32_MIN), INT32_MAX)
-    return max(ra, rb) if op == _MAX else min(ra, rb) if op > _MAX else r
+def srdhm_rdbpot(t, q, e, rnd, sgn):
+    """``mbqm`` without its left shift and sat32: ``t`` inside int32 and ``left = 0``."""
+    t = (t * q + HALF) >> 31
+    return (t + rnd - ((t >> 63) & sgn)) >> e
+
+
+@jit.helper
+def contributions(x, n, zp, q, pre, left, e, rnd, sgn, mul, buf):
+    """``buf[:n]``: an operand's contribution per element, ``clip(x - zp)`` for MUL, else
+    ``MBQM(sat32(clip(x - zp) << pre), q, shift)`` (``mbqm_row``'s constants); ``x`` of
+    length 1 is one value for the whole row. One loop per form: the form is the tile's, so
+    the branch is per row, not per element, and each loop vectorises (``left = 0``: the
+    steps of ``mbqm`` that are then the identity left out)."""
+    if len(x) == 1:
+        t = min(max(np.int64(x[0]) - zp, -CLIP), CLIP)
+        if not mul:
+            t = mbqm(min(max(t << pre, INT32_MIN), INT32_MAX), q, left, e, rnd, sgn)
+        buf[:n] = t
+    elif mul:
+        for i in range(n):
+            buf[i] = min(max(np.int64(x[i]) - zp, -CLIP), CLIP)
+    elif left == 0:
+        for i in range(n):
+            t = min(max(np.int64(x[i]) - zp, -CLIP), CLIP)
+            buf[i] = srdhm_rdbpot(min(max(t << pre, INT32_MIN), INT32_MAX), q, e, rnd, sgn)
+    else:
+        for i in range(n):
+            t = min(max(np.int64(x[i]) - zp, -CLIP), CLIP)
+            buf[i] = mbqm(min(max(t << pre, INT32_MIN), INT32_MAX), q, left, e, rnd, sgn)
+
+
+@jit.helper
+def combine(op, ra, rb, n):
+    """``ra[i] = r = sat32(ra[i] op rb[i])`` (MAX / MIN: no sat32, both inside int32), one
+    loop per op (the tile's: a branch per row)."""
+    if op == _ADD:
+        for i in range(n):
+            ra[i] = min(max(ra[i] + rb[i], INT32_MIN), INT32_MAX)
+    elif op == _SUB:
+        for i in range(n):
+            ra[i] = min(max(ra[i] - rb[i], INT32_MIN), INT32_MAX)
+    elif op == _MUL:
+        for i in range(n):
+            ra[i] = min(max(ra[i] * rb[i], INT32_MIN), INT32_MAX)
+    elif op == _MAX:
+        for i in range(n):
+            ra[i] = max(ra[i], rb[i])
+    else:
+        for i in range(n):
+            ra[i] = min(ra[i], rb[i])
+
+
+@jit.helper
+def output(r, n, y, zo, qo, lo_, eo, ro, so, lo, hi):
+    """``y[i] = clamp(MBQM(r[i], out) + zo, lo, hi)`` (``r`` inside int32)."""
+    if lo_ == 0:
+        for i in range(n):
+            y[i] = min(max(srdhm_rdbpot(r[i], qo, eo, ro, so) + zo, lo), hi)
+    else:
+        for i in range(n):
+            y[i] = min(max(mbqm(r[i], qo, lo_, eo, ro, so) + zo, lo), hi)
 
 
 @jit.kernel
 def eltwise(a, b, out, p):
     """``out[i2, i1, i0] = ELTWISE(a[..], b[..])`` with the fields of ``params`` (``p``);
-    ``a`` / ``b`` of shape ``(n2 or 1, n1 or 1, n0 or 1)``, C order."""
+    ``a`` / ``b`` of shape ``(n2 or 1, n1 or 1, n0 or 1)``, C order. Each row in chunks of
+    CHUNK: both operands' contributions into int64 buffers, the op, the output stage
+    (``contributions``, ``combine``, ``output``: loops chosen per row, 1.3-2.5x faster than
+    one loop computing every form)."""
     op, pre = p[OP], p[LEFT]
     mul = op == _MUL
     za, qa, la, ea, ra_, sa = p[SIDE_A], p[SIDE_A + 1], p[SIDE_A + 2], p[SIDE_A + 3], \
@@ -90,28 +145,20 @@ def eltwise(a, b, out, p):
     lo, hi = p[ACT], p[ACT + 1]
     n2, n1, n0 = out.shape
     va, vb = a.shape[2] > 1, b.shape[2] > 1  # varying along the last axis
+    bufa, bufb = np.empty(min(n0, CHUNK), I64), np.empty(min(n0, CHUNK), I64)
     for i2 in range(n2):
         for i1 in range(n1):
             xa = a[min(i2, a.shape[0] - 1), min(i1, a.shape[1] - 1)]
             xb = b[min(i2, b.shape[0] - 1), min(i1, b.shape[1] - 1)]
             y = out[i2, i1]
-            ca = side(xa[0], za, qa, la, ea, ra_, sa, mul, pre)
-            cb = side(xb[0], zb, qb, lb, eb, rb_, sb, mul, pre)
-            if va and vb:
-                for i in range(n0):
-                    r = combine(op, side(xa[i], za, qa, la, ea, ra_, sa, mul, pre),
-                                side(xb[i], zb, qb, lb, eb, rb_, sb, mul, pre))
-                    y[i] = min(max(mbqm(r, qo, lo_, eo, ro, so) + zo, lo), hi)
-            elif va:
-                for i in range(n0):
-                    r = combine(op, side(xa[i], za, qa, la, ea, ra_, sa, mul, pre), cb)
-                    y[i] = min(max(mbqm(r, qo, lo_, eo, ro, so) + zo, lo), hi)
-            elif vb:
-                for i in range(n0):
-                    r = combine(op, ca, side(xb[i], zb, qb, lb, eb, rb_, sb, mul, pre))
-                    y[i] = min(max(mbqm(r, qo, lo_, eo, ro, so) + zo, lo), hi)
-            else:
-                y[:] = min(max(mbqm(combine(op, ca, cb), qo, lo_, eo, ro, so) + zo, lo), hi)
+            for c in range(0, n0, CHUNK):
+                n = min(CHUNK, n0 - c)
+                contributions(xa[c:c + n] if va else xa, n, za, qa, pre, la, ea, ra_, sa, mul,
+                              bufa)
+                contributions(xb[c:c + n] if vb else xb, n, zb, qb, pre, lb, eb, rb_, sb, mul,
+                              bufb)
+                combine(op, bufa, bufb, n)
+                output(bufa, n, y[c:c + n], zo, qo, lo_, eo, ro, so, lo, hi)
 
 
 def mbqm_row(zp: int, mult: int, shift: int) -> list[int]:
@@ -229,23 +276,88 @@ def lut_i16(x, lut, base, y):
                 y[i2, i1, i0] = ((r + 32768) & 0xFFFF) - 32768
 
 
-def build_lut(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
-    """The LUT closure running ``lut_i8`` / ``lut_i16`` on one sample (the source copied first
-    where it is not C-ordered or shares bytes with the destination but is not its pattern:
-    the loop reads each element just before writing it); a batch runs ``numpy_step()``."""
+class LutFields(NamedTuple):
+    """A LUT's fields as its closures use them: the tile's shape (d2, d1, d0), the int16 mode
+    (``wide``), the element type, the entries' base and the source's and destination's
+    (address, strides)."""
+
+    shape: tuple[int, int, int]
+    wide: bool
+    dt: np.dtype
+    base: int
+    src: tuple[int, tuple[int, int, int]]
+    dst: tuple[int, tuple[int, int, int]]
+
+
+def lut_fields(f: dict[str, Any]) -> LutFields:
+    """``LutFields`` of a LUT's fields (shared with ``fastvec.numpy_lut``)."""
+    wide = f["lut_mode"] != LutMode.I8_256
+    return LutFields((f["d2"], f["d1"], f["d0"]), wide,
+                     np.dtype("<i2") if wide else np.dtype("<i1"), f["lut_base"],
+                     (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"])),
+                     (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"])))
+
+
+@jit.kernel
+def gather_i16(x, table, base, y):
+    """``y = table[x + 32768]``: ``table`` is ``lut_i16``'s output for every int16 input
+    (``i16_table``); ``base`` unused (``lut_i8``'s signature)."""
+    n2, n1, n0 = x.shape
+    for i2 in range(n2):
+        for i1 in range(n1):
+            for i0 in range(n0):
+                y[i2, i1, i0] = table[np.int64(x[i2, i1, i0]) + 32768]
+
+
+I16_TABLES_MAX = 64  # int16 LUT tables kept per prepared program (one per LUT content)
+
+
+def i16_table(lut: np.ndarray, base: np.int64, raw: bytes, cache: dict) -> np.ndarray:
+    """``lut_i16``'s output for every int16 input in order (``gather_i16``'s table) for the
+    LUT entries ``lut[base:base + 513]`` whose bytes are ``raw``; kept in ``cache`` by them.
+    Why: one gather per element instead of two dependent ones and the interpolation, 4x
+    faster on a softmax's 40 x 197 tile, for a 1 KiB comparison per call."""
+    key = ("lut_i16", raw)
+    table = cache.get(key)
+    if table is None:
+        every = np.arange(-32768, 32768, dtype=np.int16).reshape(1, 1, -1)
+        out = np.empty_like(every)
+        lut_i16.compiled(every, lut, base, out)
+        if len(cache) >= I16_TABLES_MAX:
+            cache.clear()
+        table = cache[key] = out.reshape(-1)
+    return table
+
+
+def build_lut(op: Op, numpy_step: Callable[[], Step | None], cache: dict | None = None
+              ) -> Step | None:
+    """The LUT closure running ``lut_i8`` / ``gather_i16`` (its table from ``i16_table``,
+    kept while the entries' bytes match) on one sample (the source copied first where it is
+    not C-ordered or shares bytes with the destination but is not its pattern: the loop reads
+    each element just before writing it); a batch runs ``numpy_step()``."""
     f = op.f
-    shape = (f["d2"], f["d1"], f["d0"])
+    shape, wide, dt, base, src, dst = lut_fields(f)
     if 0 in shape:
         return None
-    wide = f["lut_mode"] != LutMode.I8_256
-    dt = np.dtype("<i2") if wide else np.dtype("<i1")
-    run = (lut_i16 if wide else lut_i8).compiled
-    base = I64(f["lut_base"])
-    src = (f["src_addr"], (f["src_s2"], f["src_s1"], f["src_s0"]), dt.itemsize)
-    dst = (f["dst_addr"], (f["dst_s2"], f["dst_s1"], f["dst_s0"]), dt.itemsize)
+    run = (gather_i16 if wide else lut_i8).compiled
+    base = I64(base)
+    src, dst = (*src, dt.itemsize), (*dst, dt.itemsize)
     lo, hi = extent(src[0], shape, src[1], src[2])
     dlo, dhi = extent(dst[0], shape, dst[1], dst[2])
     safe = src == dst or hi <= dlo or dhi <= lo
+    tables = {} if cache is None else cache
+    last: list = [(None, None)]  # [(the entries' bytes, their table)], replaced whole
+
+    def table(state: MachineState) -> np.ndarray:
+        """What ``run`` reads: the LUT memory (int8), or the entries' table (int16)."""
+        if not wide:
+            return state.lut
+        raw = state.lut[base:base + 513].tobytes()
+        kept_raw, t = last[0]
+        if raw != kept_raw:
+            t = i16_table(state.lut, base, raw, tables)
+            last[0] = (raw, t)
+        return t
 
     def make(state: MachineState) -> tuple:
         x = _eview(state.sram, src[0], shape, src[1], dt)
@@ -264,9 +376,9 @@ def build_lut(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
         if copy:
             x = x.copy()
         if direct:
-            run(x, state.lut, base, y)
+            run(x, table(state), base, y)
         else:
             out = np.empty(shape, dt)
-            run(x, state.lut, base, out)
+            run(x, table(state), base, out)
             y[...] = out
     return step_kernel

@@ -1,7 +1,8 @@
 """One sample's int8 MATMUL closure (``tessel.sim.fastmatmul``) equals the reference handler
 bit for bit: every combination of zero points (none, one, both, at the field's extremes, so
 the int32 sums wrap), OVERWRITE / ACCUMULATE, dense and strided A, B and accumulator, and
-extreme operand bytes; the float32 closure below the size threshold."""
+extreme operand bytes, with compiled kernels (``kern_mm``) and without; the float32 closure
+below the size threshold."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ ZPS = [(0, 0), (5, 0), (0, -7), (-256, 255), (255, -256), (-128, 127)]
                                    (True, False, True), (True, True, False),
                                    (False, False, False)], ids=["dense", "a", "b", "acc", "all"])
 @pytest.mark.parametrize("ones_row", [True, False], ids=["ones_row", "colsum_gemm"])
-def test_matmul_int8_one_sample(zps, mode, dense, ones_row, int8_gemm_only, monkeypatch):
+def test_matmul_int8_one_sample(zps, mode, dense, ones_row, int8_gemm_only, monkeypatch,
+                                kernels):
     if not ones_row:  # colsum(b) from its own GEMM, as for a large A
         monkeypatch.setattr(fastmatmul, "ONES_ROW_MAX", 0)
     a_zp, b_zp = zps
@@ -85,7 +87,11 @@ def test_matmul_int8_thin_shapes(shape, int8_gemm_only):
     _same_both_ways(streams, seeds=(0,))
 
 
-def test_matmul_small_tiles_stay_float():
+def test_matmul_small_tiles_stay_float(kernels):
+    """Kernels off: a small tile's float32 GEMM; on: ``kern_mm`` at every size."""
     streams = _matmul(8, 32, 16, a_zp=9, b_zp=-2)
-    assert _kinds(streams) <= {"step", "step_small"}
+    if kernels and fastmatmul.int_mm_out() is not None:
+        assert _kinds(streams) == {"step_int1"}
+    else:
+        assert _kinds(streams) <= {"step", "step_small"}
     _same_both_ways(streams, seeds=(0,))

@@ -578,7 +578,7 @@ def test_reduce_random(seed):
 
 
 @pytest.mark.parametrize("fb", [0, 1, 15, 20, 30, 31])
-def test_unary_edge_values(fb):
+def test_unary_edge_values(fb, kernels):
     from tessel.isa.fields import UnaryOp
 
     vals = np.array([-(2**31), -5, -1, 0, 1, 2, 3, 4, 5, 7, 1000, 2**20 + 1, 2**30,
@@ -588,7 +588,8 @@ def test_unary_edge_values(fb):
         un = I(Opcode.UNARY, op=op, frac_bits=fb, d0=len(vals), src_addr=40_000, src_s0=4,
                dst_addr=9000, dst_s0=4)
         streams = {V: [un]}
-        assert _kinds(streams) == {"step" if op == UnaryOp.RECIP else "step_scalar"}
+        assert _kinds(streams) == ({"step_kernel"} if kernels else  # kern_reduce
+                                   {"step" if op == UnaryOp.RECIP else "step_scalar"})
         _same_both_ways(streams, extra=[(40_000, raw)])
         # random words too (the reference's float sqrt corrections vs isqrt)
         _same_both_ways({V: [I(Opcode.UNARY, op=op, frac_bits=fb, d0=60, src_addr=0,

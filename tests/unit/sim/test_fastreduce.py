@@ -1,7 +1,8 @@
 """REDUCE and UNARY closures (``tessel.sim.fastreduce``) equal the reference handlers bit for
 bit: the exact float sums at the edge of their exactness bound and past it (int64), extreme
 values and zero points, saturating sums; UNARY's numpy form (more than RSQRT_SCALAR_MAX
-elements) on edge values for every fractional width."""
+elements) on edge values for every fractional width; each with compiled kernels (``kern_reduce``)
+and without."""
 
 from __future__ import annotations
 
@@ -44,10 +45,10 @@ def _fill(dt, n, value) -> list[tuple[int, bytes]]:
     (ReduceOp.SUM, DType.I32, 30, 7, "step"),
     (ReduceOp.MAX, DType.I16, 30, 0, "step"),
 ])
-def test_reduce_forms(op, dt, d0, zp, kind):
+def test_reduce_forms(op, dt, d0, zp, kind, kernels):
     d1 = max(1, min(7, 60_000 // (2 * W[dt] * d0)))
     streams = _reduce(op, dt, d0, d1, zp)
-    assert _kinds(streams) == {kind}
+    assert _kinds(streams) == ({"step_kernel"} if kernels else {kind})  # kernels: kern_reduce
     n = 2 * d0 * d1
     lo, hi = np.iinfo(f"<i{W[dt]}").min, np.iinfo(f"<i{W[dt]}").max
     _same_both_ways(streams, seeds=(0, 1))
@@ -63,7 +64,7 @@ def test_reduce_float_sums_along_d0_only():
 
 @pytest.mark.parametrize("fb", [0, 1, 15, 20, 30, 31])
 @pytest.mark.parametrize("op", list(UnaryOp))
-def test_unary_numpy_form_edge_values(op, fb):
+def test_unary_numpy_form_edge_values(op, fb, kernels):
     vals = np.array([-(2**31), -5, -1, 0, 1, 2, 3, 4, 5, 7, 1000, 2**20 + 1, 2**30,
                      2**31 - 1, 2**31 - 2, 65535, 65536, 999_999_937], np.int32)
     squares = np.array([k * k for k in (3, 1000, 46340)] + [k * k - 1 for k in (3, 1000, 46340)]
@@ -73,7 +74,7 @@ def test_unary_numpy_form_edge_values(op, fb):
     assert len(vals) > fastreduce.RSQRT_SCALAR_MAX
     un = I(Opcode.UNARY, op=op, frac_bits=fb, d0=len(vals), src_addr=40_000, src_s0=4,
            dst_addr=9000, dst_s0=4)
-    assert _kinds({V: [un]}) == {"step"}
+    assert _kinds({V: [un]}) == ({"step_kernel"} if kernels else {"step"})
     _same_both_ways({V: [un]}, seeds=(0,), extra=[(40_000, vals.tobytes())])
 
 

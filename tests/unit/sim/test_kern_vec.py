@@ -6,7 +6,8 @@ saturate, operands overlapping the output (copied first) and operand values at t
 extremes. The compiled kernel runs a few dtype triples (one signature each, ~0.5-1 s to compile
 once; together they put every type in every position); the uncompiled one runs all. LUT
 against ``vector.exec_lut`` on random entries (int16 extremes: the wrapped slope and result)
-and every input value, through the fast path's closure, in place and not."""
+and every input value, through the fast path's closure, in place and not; the int16 closure's
+table follows the LUT entries."""
 
 from __future__ import annotations
 
@@ -169,3 +170,27 @@ def test_lut_kernels_equal_the_reference(wide, base, in_place, entries):
     out = np.empty(x.shape, dt)
     (kern_vec.lut_i16 if wide else kern_vec.lut_i8).py(x, ref.lut, np.int64(base), out)
     assert np.array_equal(out, want[x.view(f"<u{w}")])
+
+
+def test_lut_i16_table_follows_the_entries():
+    """The int16 closure's table (``i16_table``) is the current entries': new entries (a
+    LUT_LOAD between two runs) give a new table, the old entries their old one again."""
+    base = 7
+    f = dict(lut_mode=LutMode.I16_513, lut_base=base, d2=1, d1=3, d0=100, src_addr=0,
+             src_s2=600, src_s1=200, src_s0=2, dst_addr=4096, dst_s2=600, dst_s1=200,
+             dst_s0=2)
+    rng = np.random.default_rng(3)
+    step = kern_vec.build_lut(Op(None, 0, Opcode.LUT, None, f, None), lambda: None)
+    state = MachineState.__new__(MachineState)
+    state.sram = rng.integers(0, 256, 8192).astype(np.uint8)
+    state.lut_bytes = np.zeros(2 * (base + 513), np.uint8)
+    state.lut = state.lut_bytes.view("<i2")
+    state.batch, state.views, state.pool = None, None, None
+    contents = [rng.integers(-32768, 32768, 513) for _ in range(2)]
+    for entries in (*contents, contents[0]):
+        state.lut[base:] = entries
+        ref = MachineState.__new__(MachineState)
+        ref.sram, ref.lut = state.sram.copy(), state.lut.copy()
+        exec_lut(ref, f)
+        step(state)
+        assert np.array_equal(state.sram, ref.sram)
