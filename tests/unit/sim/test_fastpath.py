@@ -15,7 +15,7 @@ from test_sim_batch import CASES, CONV, _fill, _params
 from tessel.errors import TesselSimError
 from tessel.isa import DType, Engine, Opcode
 from tessel.isa.fields import AccMode, EltOp, ParamMode
-from tessel.sim import jit, kern_conv
+from tessel.sim import kern_conv
 from tessel.sim.fastpath import fast_steps
 from tessel.sim.functional import run_functional
 from tessel.sim.prepare import prepare
@@ -24,12 +24,9 @@ from tessel.sim.state import MachineState
 V, MX, DI, DO = Engine.VECTOR, Engine.MATRIX, Engine.DMA_IN, Engine.DMA_OUT
 
 
-@pytest.fixture(autouse=True, params=[True, False], ids=["kernels", "numpy"])
-def kernels(request, monkeypatch) -> bool:
-    """Both ways: REQUANT / DWCONV / POOL closures with the compiled kernels, and without
-    (``jit.enabled`` is read when a program's closures are built: every test prepares its own)."""
-    monkeypatch.setenv(jit.ENV, "1" if request.param else "0")
-    return request.param
+# every test both ways: the closures with the compiled kernels and without (conftest.kernels;
+# `jit.enabled` is read when a program's closures are built: every test prepares its own)
+pytestmark = pytest.mark.usefixtures("kernels")
 
 
 def _state(seed: int, extra=()) -> MachineState:
