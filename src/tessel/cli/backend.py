@@ -295,8 +295,8 @@ def _example_inputs(source, binary: Path, override: str | None) -> list[np.ndarr
         raise TesselError("no --input given and the binary does not name its model")
     from tessel.models import resolve
     from tessel.runtime.source import recorded_model
-    _, example = resolve(recorded_model(source, "run", binary, override)).factory()
-    return [x.numpy() for x in example]
+    spec = resolve(recorded_model(source, "run", binary, override))
+    return [x.numpy() for x in spec.example_inputs()]
 
 
 def _load_npy(path: Path) -> np.ndarray:

@@ -126,4 +126,9 @@ def digits_cnn() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     with seeded(SEED):  # construction draws random numbers; keep them off the caller's RNG
         model = DigitsCNN()
     model.load_state_dict(copy.deepcopy(train().state_dict))
-    return model.eval(), (_split()[2][:1].clone(),)
+    return model.eval(), example_inputs()
+
+
+def example_inputs() -> tuple[torch.Tensor, ...]:
+    """The factory's example inputs: (the first test image [1, 1, 8, 8],)."""
+    return (_split()[2][:1].clone(),)

@@ -77,4 +77,9 @@ def _build() -> DSCNN:
 
 def ds_cnn() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """Zoo factory: (DS-CNN in eval mode, (one [1, 1, 49, 10] MFCC map,))."""
-    return copy.deepcopy(_build()).eval(), (mfcc_frames(SEED + 2000, 0),)
+    return copy.deepcopy(_build()).eval(), example_inputs()
+
+
+def example_inputs() -> tuple[torch.Tensor, ...]:
+    """The factory's example inputs: (one [1, 1, 49, 10] MFCC map,)."""
+    return (mfcc_frames(SEED + 2000, 0),)

@@ -185,8 +185,13 @@ def calibration_data(n: int, max_len: int = SEQ_LEN) -> list[tuple[torch.Tensor,
 
 def minilm(seq_len: int = SEQ_LEN) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """Zoo factory: (MiniLM in eval mode, (input_ids [1, S], attention_mask [1, S]))."""
-    ids, mask = tokenize([EXAMPLE_SENTENCE], seq_len)
-    return copy.deepcopy(_build()).eval(), (ids, mask)
+    return copy.deepcopy(_build()).eval(), example_inputs(seq_len)
+
+
+def example_inputs(seq_len: int = SEQ_LEN) -> tuple[torch.Tensor, ...]:
+    """The factory's example inputs: (input_ids [1, S], attention_mask [1, S]) of
+    EXAMPLE_SENTENCE."""
+    return tokenize([EXAMPLE_SENTENCE], seq_len)
 
 
 EXAMPLE_SENTENCE = "Tessel compiles PyTorch models for a small neural accelerator."

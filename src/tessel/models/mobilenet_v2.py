@@ -103,6 +103,11 @@ def _build() -> MobileNetV2:
     return model
 
 
+def example_inputs() -> tuple[torch.Tensor, ...]:
+    """The factory's example inputs: (one [1, 3, 224, 224] image,)."""
+    return (smooth_image(SEED + 2000, 0),)
+
+
 def mobilenet_v2() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """Zoo factory: (MobileNetV2 in eval mode, (one [1, 3, 224, 224] image,))."""
-    return copy.deepcopy(_build()).eval(), (smooth_image(SEED + 2000, 0),)
+    return copy.deepcopy(_build()).eval(), example_inputs()

@@ -85,4 +85,9 @@ def _build() -> ResNet18:
 
 def resnet18() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """Zoo factory: (ResNet-18 in eval mode, (one [1, 3, 224, 224] image,))."""
-    return copy.deepcopy(_build()).eval(), (smooth_image(SEED + 2000, 0),)
+    return copy.deepcopy(_build()).eval(), example_inputs()
+
+
+def example_inputs() -> tuple[torch.Tensor, ...]:
+    """The factory's example inputs: (one [1, 3, 224, 224] image,)."""
+    return (smooth_image(SEED + 2000, 0),)

@@ -39,6 +39,13 @@ class ModelSpec:
     evaluation_data: CalibrationFactory | None = None
     # what calibration_data returns, said to the user when it is a stand-in for real data
     calibration_description: str = ""
+    # the factory's example inputs without building the model (None: the factory's)
+    example: Callable[[], tuple[torch.Tensor, ...]] | None = None
+
+    def example_inputs(self) -> tuple[torch.Tensor, ...]:
+        """The factory's example inputs (`tessel run` without --input), made without building
+        the model where the spec knows how (a zoo model's weights take seconds to make)."""
+        return self.example() if self.example is not None else self.factory()[1]
 
 
 def check_model_and_inputs(result: object, where: str) -> ModelAndInputs:

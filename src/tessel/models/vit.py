@@ -115,4 +115,9 @@ def _build() -> VisionTransformer:
 
 def vit_small() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """Zoo factory: (the small ViT in eval mode, (one [1, 3, 224, 224] image,))."""
-    return copy.deepcopy(_build()).eval(), (smooth_image(SEED + 2000, 0, size=IMAGE),)
+    return copy.deepcopy(_build()).eval(), example_inputs()
+
+
+def example_inputs() -> tuple[torch.Tensor, ...]:
+    """The factory's example inputs: (one [1, 3, IMAGE, IMAGE] image,)."""
+    return (smooth_image(SEED + 2000, 0, size=IMAGE),)

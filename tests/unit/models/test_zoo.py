@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from tessel.models import ZOO, ModelSpec, Task, digits, ds_cnn, mobilenet_v2, resnet, vit
+from tessel.threads import single_threaded
 
 OUTPUT_SHAPES = {
     "mobilenet_v2": (1, 1000),
@@ -53,6 +54,11 @@ def test_model(name: str) -> None:
     assert tuple(out.shape) == OUTPUT_SHAPES[name]
     assert torch.isfinite(out).all()
 
+    # `tessel run` without --input makes the same inputs without building the model
+    assert ZOO[name].example is not None
+    assert all(torch.equal(a, b) for a, b in zip(inputs, ZOO[name].example_inputs(),
+                                                 strict=True))
+
     model2, inputs2 = ZOO[name].factory()
     assert model2 is not model
     for a, b in zip(inputs, inputs2, strict=True):
@@ -83,8 +89,10 @@ def test_calibration_data_is_deterministic_and_shaped_like_the_inputs(name: str)
 @pytest.mark.parametrize("name", [p for p in BY_MODEL if p.values[0] in RANDOM_WEIGHT_MODULES])
 def test_random_weights_are_reproducible_and_keep_activations_sane(name: str) -> None:
     module = RANDOM_WEIGHT_MODULES[name]
+    ZOO[name].factory()  # the per-process cache filled as the zoo builds
     cached = module._build()
-    rebuilt = module._build.__wrapped__()  # bypass the per-process cache
+    with single_threaded():  # as the zoo builds (its factories run on one thread)
+        rebuilt = module._build.__wrapped__()  # bypass the per-process cache
     for (k, a), (_, b) in zip(cached.state_dict().items(), rebuilt.state_dict().items(),
                               strict=True):
         assert torch.equal(a, b), f"{name}: {k} differs between two builds"
