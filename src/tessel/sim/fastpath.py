@@ -442,6 +442,22 @@ def _by_size(step: Step, step_int: Step, macs: int) -> Step:
     return step_small
 
 
+def with_batches(kernel_step: Step, numpy_step: Callable[[], Step | None],
+                 reference: Callable[[MachineState], None]) -> Step:
+    """``kernel_step`` (a compiled kernel's closure, one sample) for one sample; a batch runs
+    ``numpy_step()``, made on its first use (None: ``reference``, the reference handler)."""
+    numpy: list = []
+
+    def step_kernel(state: MachineState) -> None:
+        if state.batch is not None:
+            if not numpy:
+                numpy.append(numpy_step() or reference)
+            numpy[0](state)
+            return
+        kernel_step(state)
+    return step_kernel
+
+
 # ---- CONV ----------------------------------------------------------------------------------
 def _frame_parts(g: Geometry) -> tuple[int, int, slice, slice, slice, slice] | None:
     """Rows / cols of the padded frame and the (frame, tile) slices of the tile's interior."""

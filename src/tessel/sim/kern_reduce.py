@@ -30,7 +30,7 @@ import numpy as np
 from tessel.isa.fields import ReduceOp, UnaryOp
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import jit
-from tessel.sim.fastpath import Step, Views, _eview
+from tessel.sim.fastpath import Step, Views, _eview, with_batches
 from tessel.sim.prepare import Op
 from tessel.sim.state import I32, NP_DTYPE, MachineState, extent
 from tessel.sim.vector import exec_reduce, exec_unary
@@ -98,22 +98,6 @@ def unary(x, recip, fb, out):
                 out[i2, i1, i0] = y
 
 
-def _with_batches(kernel_step: Step, numpy_step: Callable[[], Step | None],
-                  reference: Callable[[MachineState], None]) -> Step:
-    """``kernel_step`` for one sample; a batch runs ``numpy_step()`` (made on first use;
-    None: ``reference``)."""
-    numpy: list = []
-
-    def step_kernel(state: MachineState) -> None:
-        if state.batch is not None:
-            if not numpy:
-                numpy.append(numpy_step() or reference)
-            numpy[0](state)
-            return
-        kernel_step(state)
-    return step_kernel
-
-
 def build_reduce(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
     """REDUCE along d0 by ``reduce_rows`` on one sample, when the destination misses the
     source's bytes; None: ``numpy_step()`` decides (another axis, an overlap)."""
@@ -136,7 +120,7 @@ def build_reduce(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
     def step(state: MachineState) -> None:
         x, y = views.get(state)
         run(x, rop, zp, y)
-    return _with_batches(step, numpy_step, lambda s: exec_reduce(s, f))
+    return with_batches(step, numpy_step, lambda s: exec_reduce(s, f))
 
 
 def build_unary(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
@@ -159,4 +143,4 @@ def build_unary(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
     def step(state: MachineState) -> None:
         x, y = views.get(state)
         run(x, recip, fb, y)
-    return _with_batches(step, numpy_step, lambda s: exec_unary(s, f))
+    return with_batches(step, numpy_step, lambda s: exec_unary(s, f))

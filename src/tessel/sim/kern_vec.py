@@ -37,7 +37,7 @@ import numpy as np
 from tessel.isa.fields import EltOp, LutMode
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import jit
-from tessel.sim.fastpath import Step, Views, _eview
+from tessel.sim.fastpath import Step, Views, _eview, with_batches
 from tessel.sim.prepare import Op
 from tessel.sim.state import NP_DTYPE, MachineState, extent
 from tessel.sim.vector import exec_eltwise, exec_lut
@@ -226,14 +226,8 @@ def build_eltwise(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
         return (a, not (a.flags.c_contiguous and safe[0]), b,
                 not (b.flags.c_contiguous and safe[1]), out, out.flags.c_contiguous)
     kept = Views(make)
-    numpy: list = []
 
     def step_kernel(state: MachineState) -> None:
-        if state.batch is not None:
-            if not numpy:
-                numpy.append(numpy_step() or (lambda s: exec_eltwise(s, f)))
-            numpy[0](state)
-            return
         a, copy_a, b, copy_b, out, direct = kept.get(state)
         if copy_a:
             a = a.copy()
@@ -245,7 +239,7 @@ def build_eltwise(op: Op, numpy_step: Callable[[], Step | None]) -> Step | None:
             y = np.empty(shape, out.dtype)
             run(a, b, y, p)
             out[...] = y
-    return step_kernel
+    return with_batches(step_kernel, numpy_step, lambda s: exec_eltwise(s, f))
 
 
 # ---- LUT ------------------------------------------------------------------------------------
@@ -364,14 +358,8 @@ def build_lut(op: Op, numpy_step: Callable[[], Step | None], cache: dict | None 
         y = _eview(state.sram, dst[0], shape, dst[1], dt)
         return x, not (x.flags.c_contiguous and safe), y, y.flags.c_contiguous
     kept = Views(make)
-    numpy: list = []
 
     def step_kernel(state: MachineState) -> None:
-        if state.batch is not None:
-            if not numpy:
-                numpy.append(numpy_step() or (lambda s: exec_lut(s, f)))
-            numpy[0](state)
-            return
         x, copy, y, direct = kept.get(state)
         if copy:
             x = x.copy()
@@ -381,4 +369,4 @@ def build_lut(op: Op, numpy_step: Callable[[], Step | None], cache: dict | None 
             out = np.empty(shape, dt)
             run(x, table(state), base, out)
             y[...] = out
-    return step_kernel
+    return with_batches(step_kernel, numpy_step, lambda s: exec_lut(s, f))

@@ -8,18 +8,16 @@ bound holds on some tiles and fails on others (K split into exact chunks)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from simkit import ARCH, I, program
+from simkit import ARCH, I, kernels_as, program
 from test_kern_rq_dw_pool import _edge_or, _out_size, _same, _states, _values
 
 from tessel.isa import Engine, Opcode
 from tessel.isa.fields import AccMode
-from tessel.sim import jit, kern_conv
+from tessel.sim import kern_conv
 from tessel.sim.fastpath import Pool
 from tessel.sim.matrix import exec_conv
 from tessel.sim.prepare import prepare
@@ -32,12 +30,8 @@ SETTINGS = settings(max_examples=80, deadline=None,
 @pytest.fixture(params=["py", "compiled"])
 def impl(request, monkeypatch) -> str:
     """Kernels on; ``py``: the builder gets each kernel's uncompiled source instead."""
-    monkeypatch.setenv(jit.ENV, "1")
-    if request.param == "py":
-        for name in ("conv_pack", "acc_store"):
-            monkeypatch.setattr(kern_conv, name,
-                                SimpleNamespace(compiled=getattr(kern_conv, name).py))
-    return request.param
+    return kernels_as(request.param, monkeypatch,
+                      [(kern_conv, "conv_pack"), (kern_conv, "acc_store")])
 
 
 def _sign(draw) -> int:

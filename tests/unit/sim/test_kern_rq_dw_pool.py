@@ -13,18 +13,16 @@ compiled once and then loaded from numba's disk cache.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from simkit import ARCH, I, program
+from simkit import ARCH, I, kernels_as, program
 
 from tessel.isa import DType, Engine, Opcode
 from tessel.isa.fields import AccMode, AccSrc, ParamMode, PoolOp
 from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
-from tessel.sim import jit, kern_dw, kern_pool, kern_rq
+from tessel.sim import kern_dw, kern_pool, kern_rq
 from tessel.sim.matrix import exec_dwconv
 from tessel.sim.prepare import prepare
 from tessel.sim.state import NP_DTYPE, MachineState, Trap
@@ -39,11 +37,7 @@ SETTINGS = settings(max_examples=60, deadline=None,
 @pytest.fixture(params=["py", "compiled"])
 def impl(request, monkeypatch) -> str:
     """Kernels on; ``py``: the builders get each kernel's uncompiled source instead."""
-    monkeypatch.setenv(jit.ENV, "1")
-    if request.param == "py":
-        for mod, name in KERNELS:
-            monkeypatch.setattr(mod, name, SimpleNamespace(compiled=getattr(mod, name).py))
-    return request.param
+    return kernels_as(request.param, monkeypatch, KERNELS)
 
 
 def _edge_or(lo: int, hi: int, *edges: int) -> st.SearchStrategy[int]:
