@@ -14,6 +14,16 @@ is still collected (less often), so memory stays bounded; results cannot change 
 collector only frees unreachable cycles). Nested uses, and uses from other threads while one
 is active, do nothing more; if the caller froze objects itself (`gc.get_freeze_count()`),
 they are left frozen and only the threshold changes.
+
+`no_collections()` turns the collector off for the block instead (on again on exit), for code
+that makes no cyclic garbage, so that a collection could only walk live objects: the backend
+(`driver.compile_graph`, the schedule stage, explore's design points). Reference counting
+frees everything it drops; tests/unit/test_collector.py checks that compiling zoo models
+leaves no cyclic garbage behind. Each young collection of a MobileNetV2 compile walked the
+tiles, instructions and memos built since the last one, all still alive (about 2 % of the
+compile's instructions, more of its time: the walk misses the caches). On exit the objects
+made inside are walked once by the next young collection, as they would have been inside.
+Both context managers share the nesting rule: inside either, the other does nothing more.
 """
 
 from __future__ import annotations
@@ -27,30 +37,52 @@ YOUNG_THRESHOLD = 50_000  # allocations between young collections (CPython's def
 
 _lock = threading.Lock()
 _depth = 0
-_saved: tuple[tuple[int, int, int], bool] | None = None  # thresholds, whether we froze
+# thresholds, whether we froze, whether we turned the collector off
+_saved: tuple[tuple[int, int, int], bool, bool] | None = None
 
 
 @contextlib.contextmanager
 def few_collections(young: int = YOUNG_THRESHOLD) -> Iterator[None]:
     """Run the block with the collector tuned as the module docstring says."""
+    with _outermost(young):
+        yield
+
+
+@contextlib.contextmanager
+def no_collections() -> Iterator[None]:
+    """Run the block with the collector off (code that makes no cyclic garbage: the module
+    docstring)."""
+    with _outermost(None):
+        yield
+
+
+@contextlib.contextmanager
+def _outermost(young: int | None) -> Iterator[None]:
+    """The outermost use sets the collector up (`young`: the young threshold, or None for
+    off) and puts it back on exit; nested uses do nothing more."""
     global _depth, _saved
     with _lock:
         _depth += 1
         if _depth == 1:
-            thresholds = gc.get_threshold()
-            froze = gc.isenabled() and gc.get_freeze_count() == 0
+            thresholds, enabled = gc.get_threshold(), gc.isenabled()
+            froze = young is not None and enabled and gc.get_freeze_count() == 0
             if froze:
                 gc.freeze()
-            gc.set_threshold(max(young, thresholds[0]), *thresholds[1:])
-            _saved = (thresholds, froze)
+            if young is None:
+                gc.disable()
+            else:
+                gc.set_threshold(max(young, thresholds[0]), *thresholds[1:])
+            _saved = (thresholds, froze, young is None and enabled)
     try:
         yield
     finally:
         with _lock:
             _depth -= 1
             if _depth == 0 and _saved is not None:
-                thresholds, froze = _saved
+                thresholds, froze, disabled = _saved
                 gc.set_threshold(*thresholds)
                 if froze:
                     gc.unfreeze()
+                if disabled:
+                    gc.enable()
                 _saved = None

@@ -24,7 +24,7 @@ from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.binary import TslProgram
 from tessel.binary.metadata import METADATA_VERSION
 from tessel.codegen.program import RegionProgram, emit
-from tessel.collector import few_collections
+from tessel.collector import no_collections
 from tessel.frontend.model_input import model_name
 from tessel.ir import Graph, Node, Op, print_graph, verify
 from tessel.ir.macs import node_macs
@@ -167,7 +167,7 @@ def _reference(model: Any, qm: Any, example_inputs: Sequence[torch.Tensor] | Non
                               low_range_outputs(qm.graph, golden))
 
 
-@few_collections()  # the backend allocates millions of small objects (tessel.collector)
+@no_collections()  # the backend makes millions of objects and no cyclic garbage (tessel.collector)
 def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None = None,
                   name: str | None = None, progress: Progress | None = None,
                   times: StageTimes | None = None, metadata: dict[str, Any] | None = None,

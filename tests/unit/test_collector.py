@@ -1,6 +1,8 @@
-"""tessel.collector.few_collections: the collector's settings are put back on exit (also on an
-error and when nested), a caller's own frozen objects stay frozen, and garbage made inside is
-still collected."""
+"""tessel.collector: few_collections' settings are put back on exit (also on an error and when
+nested), a caller's own frozen objects stay frozen, and garbage made inside is still collected;
+no_collections turns the collector off and back on, and the backend it runs (compile_graph,
+the schedule stage, explore's design points) leaves no cyclic garbage, which is what makes
+turning the collector off there free."""
 
 from __future__ import annotations
 
@@ -8,7 +10,11 @@ import gc
 
 import pytest
 
-from tessel.collector import few_collections
+from tessel.analysis.explore import quantised_graphs
+from tessel.analysis.explore_run import evaluate_point
+from tessel.arch import load_preset
+from tessel.collector import few_collections, no_collections
+from tessel.driver import compile_graph
 
 
 def test_settings_are_restored_and_nesting_is_a_no_op() -> None:
@@ -52,3 +58,63 @@ def test_cyclic_garbage_made_inside_is_collected() -> None:
         del a, b
         live = sum(isinstance(o, Node) for o in gc.get_objects())
     assert live < 5_000  # collections still ran inside the block
+
+
+def test_no_collections_turns_the_collector_off_and_back_on() -> None:
+    before = gc.get_threshold()
+    with no_collections():
+        assert not gc.isenabled()
+        with few_collections(young=99):  # nested: nothing more
+            assert not gc.isenabled() and gc.get_threshold() == before
+    assert gc.isenabled() and gc.get_threshold() == before and gc.get_freeze_count() == 0
+    with few_collections(young=12_345), no_collections():  # nested the other way round
+        assert gc.isenabled() and gc.get_threshold()[0] == 12_345
+    with pytest.raises(ValueError), no_collections():
+        raise ValueError("boom")
+    assert gc.isenabled()
+
+
+def test_no_collections_leaves_a_disabled_collector_disabled() -> None:
+    gc.disable()
+    try:
+        with no_collections():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def _cyclic_garbage_of(run) -> int:
+    """Objects the collector finds unreachable after `run()` ran with the collector off."""
+    gc.collect()
+    gc.disable()
+    try:
+        run()
+    finally:
+        gc.enable()
+    return gc.collect()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["ds_cnn", "mobilenet_v2"])
+def test_the_backend_makes_no_cyclic_garbage(model: str) -> None:
+    """A compile with chains, residency and prefetch (tnpu-s), one that spills (u55-256), and
+    a design point: everything they drop is freed by reference counting."""
+    graph = quantised_graphs([model], 2, None)[model]
+    assert _cyclic_garbage_of(lambda: compile_graph(graph, load_preset("tnpu-s")).binary) == 0
+    assert _cyclic_garbage_of(lambda: compile_graph(graph, load_preset("u55-256")).binary) == 0
+    point = {"matrix.rows": 8, "matrix.cols": 16, "vector.lanes": 32}
+    assert _cyclic_garbage_of(
+        lambda: evaluate_point(point, {model: graph}, load_preset("tnpu-s"))) == 0
+
+
+def test_the_garbage_check_sees_cycles() -> None:
+    """_cyclic_garbage_of counts cycles a run drops (so the test above could fail)."""
+    class Node:
+        pass
+
+    def run() -> None:
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+
+    assert _cyclic_garbage_of(run) >= 2

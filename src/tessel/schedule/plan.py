@@ -24,7 +24,7 @@ from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.scheduled import ConstantLayout, Schedule, ScheduledStep, Unit
 from tessel.codegen.step import CostCache, Estimate, StepWork, memoized, top_slots
-from tessel.collector import few_collections
+from tessel.collector import no_collections
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node
 from tessel.isa import Engine
@@ -36,7 +36,7 @@ from tessel.schedule.memory import ArenaPlan, plan_arena
 from tessel.schedule.residency import plan_step_residents
 
 
-@few_collections()  # (a third of the stage's time was the cyclic collector's: tessel.collector)
+@no_collections()  # (a third of the stage's time was the cyclic collector's: tessel.collector)
 def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str],
          arch: NpuArch, *, region_sizes: Sequence[int] | None = None,
          on_chip_residency: bool = False, prefetch: bool = True, units: list | None = None,
