@@ -645,16 +645,35 @@ def _tiles(geo: _Plan) -> _Groups:
 
     A pair's chunks have the same jobs and dependencies (all within the chunk), so every
     group's schedule is the first group's, moved on by the tiles before it."""
+    jobs, order = _program(geo)
     if not geo.project:
-        jobs, deps = _jobs(geo, 1)
-        return _Groups(jobs, _schedule(deps, 0), True, list(range(geo.nchunks)))
-    jobs, deps = _jobs(geo, geo.nchunks)
-    order = _schedule(deps, 0)
+        return _Groups(jobs, order, True, list(range(geo.nchunks)))
     p_kind = TileKind.P
     starts = [0] + [pos + 1 for pos, k in enumerate(order) if k >= 0 and jobs[k][0] is p_kind]
     if starts[-1] == len(order):  # nothing after the last project tile
         starts.pop()
     return _Groups(jobs, order, False, starts)
+
+
+def _program(geo: _Plan) -> tuple[list[tuple[TileKind, int, int]], list[int]]:
+    """The jobs (_jobs) of a pair's first chunk or of a project chain's chunks, and their
+    schedule (_schedule). Cached by what _jobs reads of the plan: the depth and of each
+    stripe whether it rebases its line buffer only with conv and depthwise tiles on MATRIX
+    (CONV, DW), the depth also in project chains, the chunk count only there."""
+    conv_dw = geo.conv and geo.dw_matrix
+    nchunks = geo.nchunks if geo.project else 1
+    key = (geo.project, geo.conv, conv_dw, geo.depth if geo.project or conv_dw else 0, nchunks,
+           tuple(s.off == 0 for s in geo.stripes) if conv_dw else len(geo.stripes))
+    got = _PROGRAMS.get(key)
+    if got is None:
+        if len(_PROGRAMS) >= 4096:
+            _PROGRAMS.clear()
+        jobs, deps = _jobs(geo, nchunks)
+        got = _PROGRAMS[key] = jobs, _schedule(deps, 0)
+    return got
+
+
+_PROGRAMS: dict[tuple, tuple[list[tuple[TileKind, int, int]], list[int]]] = {}
 
 
 def _pixel(g1) -> int:
