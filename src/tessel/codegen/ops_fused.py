@@ -523,35 +523,38 @@ def _jobs(geo: _Plan, nchunks: int) -> tuple[list[tuple[TileKind, int, int]], li
     d = geo.depth  # VECTOR -> MATRIX distance
     per_chunk = 2 if conv and dw_matrix else 1
     per_stripe = nchunks * per_chunk + (1 if project else 0)
+    kind_last = per_chunk - 1  # a chunk's depthwise job, its last
+    chunks = range(nchunks)
+    conv_k, dw_k, conv_dw_k = TileKind.CONV, TileKind.DW, TileKind.CONV_DW
     jobs: list[tuple[TileKind, int, int]] = []
     deps: list[tuple] = []
-    for i in range(len(geo.stripes)):
+    for i, st in enumerate(geo.stripes):
         base = i * per_stripe
         prev, prev2 = base - per_stripe, base - 2 * per_stripe  # stripes i - 1, i - 2
         # the stripe's project job overwrites the depthwise stripe buffer of stripe i - 2
         war_dw = ((prev2 + per_stripe - 1, 1),) if project and i >= 2 else ()
-        rebase = geo.stripes[i].off == 0
-        for q in range(nchunks):
-            at = base + q * per_chunk
-            # the conv's input rows reuse the buffer of stripe i - 2 (_hosts): its last conv job
-            xin = ((prev2 + (nchunks - 1) * per_chunk, IN_DEPTH),) if (
-                conv and q == 0 and i >= 2) else ()
-            if conv and not dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
-                jobs.append((TileKind.CONV_DW, i, q))
-                deps.append(((prev + q, 1),) + war_dw + xin if i else war_dw + xin)
-            elif conv:  # a rebased line buffer overwrites rows earlier DW tiles read
-                jobs.append((TileKind.CONV, i, q))
-                deps.append((((prev + 2 * q, 1),) + (((prev + 2 * q + 1, 1),) if rebase
-                                                      else ()) if i else ()) + xin)
-                jobs.append((TileKind.DW, i, q))
-                deps.append(((at, d),) + war_dw)
-            else:
-                jobs.append((TileKind.DW, i, q))
-                deps.append(war_dw)
+        # chunk 0's conv input rows reuse the buffer of stripe i - 2 (_hosts): its last conv job
+        xin = ((prev2 + (nchunks - 1) * per_chunk, IN_DEPTH),) if conv and i >= 2 else ()
+        first = len(deps)
+        if conv and not dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
+            jobs += [(conv_dw_k, i, q) for q in chunks]
+            deps += [((prev + q, 1),) + war_dw for q in chunks] if i else [war_dw] * nchunks
+        elif conv:  # a rebased line buffer overwrites rows earlier DW tiles read
+            rebase = st.off == 0
+            for q in chunks:
+                at = base + 2 * q
+                line = ((((prev + 2 * q, 1), (prev + 2 * q + 1, 1)) if rebase
+                         else ((prev + 2 * q, 1),)) if i else ())
+                jobs += ((conv_k, i, q), (dw_k, i, q))
+                deps += (line, ((at, d),) + war_dw)
+        else:
+            jobs += [(dw_k, i, q) for q in chunks]
+            deps += [war_dw] * nchunks
+        if xin:
+            deps[first] += xin
         if project:
-            kind_last = 1 if conv and dw_matrix else 0  # the depthwise job of each chunk
             jobs.append((TileKind.P, i, 0))
-            deps.append(tuple((base + q * per_chunk + kind_last, d) for q in range(nchunks)))
+            deps.append(tuple((base + q * per_chunk + kind_last, d) for q in chunks))
     return jobs, deps
 
 
@@ -566,10 +569,9 @@ def _schedule(deps: list[tuple], pos0: int) -> list[int]:
     left = list(range(n))
     out: list[int] = []
     pos = pos0
+    window = range(64)
     while left:
-        pick = -1
-        for k in range(min(64, len(left))):
-            job = left[k]
+        for k, job in zip(window, left, strict=False):  # (fewer than 64 left: all)
             e = earliest[job]
             if e < 0:
                 e = pos0
@@ -584,14 +586,12 @@ def _schedule(deps: list[tuple], pos0: int) -> list[int]:
                     continue
                 earliest[job] = e
             if pos >= e:
-                pick = k
+                del left[k]
+                at[job] = pos
+                out.append(job)
                 break
-        if pick < 0:
-            out.append(-1)
         else:
-            job = left.pop(pick)
-            at[job] = pos
-            out.append(job)
+            out.append(-1)
         pos += 1
     return out
 
