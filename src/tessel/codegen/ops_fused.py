@@ -449,10 +449,10 @@ def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: Codegen
     wout = g2.cout if chain.halo_conv else ch  # the windowed member's output channels
     wb2 = 0 if chain.pooled else align(g2.weight_bytes(wout) + 12 * wout)
     if chain_mode:  # every chunk's weights, loaded once
-        w1 = tuple(plan.sram(align(g1.weight_bytes(cn) + 12 * cn), "conv weights")
-                   for _, cn in geo.chunks) if g1 is not None else ()
-        w2 = tuple(plan.sram(align(g2.weight_bytes(cn) + 12 * cn), "depthwise weights")
-                   for _, cn in geo.chunks)
+        w1 = _per_chunk(plan, geo.chunks, lambda cn: align(g1.weight_bytes(cn) + 12 * cn),
+                        "conv weights") if g1 is not None else ()
+        w2 = _per_chunk(plan, geo.chunks, lambda cn: align(g2.weight_bytes(cn) + 12 * cn),
+                        "depthwise weights")
         w3 = plan.sram(align(g3.weight_bytes(g3.cout) + 12 * g3.cout), "project weights")
     else:  # one chunk's, double-buffered (conv -> conv: one chunk, one group, one buffer)
         slots = 1 if chain.halo_conv else 2
@@ -479,7 +479,8 @@ def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: Codegen
     vin = plan.sram(geo.vin_slots * vbytes, "vector input rows") if vbytes else 0
     line: tuple[int, ...] = ()
     if g1 is not None:
-        line = tuple(plan.sram(align(geo.cap * g2.w * ch), "line buffer") for _ in geo.chunks)
+        lbytes = align(geo.cap * g2.w * ch)
+        line = _per_chunk(plan, geo.chunks, lambda cn: lbytes, "line buffer")
     dbytes = align(m.rows * g2.ow * g2.cout) if chain_mode else 0
     dwbuf = plan.sram(2 * dbytes, "depthwise stripe") if chain_mode else 0
     tmp = plan.sram(align(m.rows * g3.ow * g3.cout), "project stripe") if (
@@ -498,6 +499,31 @@ def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: Codegen
                                                              "depthwise accumulators")
     return _Layout(w1, w2, w3, inp, ibytes, xin, xbytes, vin, vbytes, line, dwbuf, dbytes, tmp, out,
                    obytes, acc, entries, acc2)
+
+
+def _per_chunk(plan: SramPlan, chunks: list[tuple[int, int]], nbytes: Callable[[int], int],
+               name: str) -> tuple[int, ...]:
+    """plan.sram(nbytes(cn), name) for each chunk (c0, cn) in turn: one allocation per run of
+    chunks of one width (sizes aligned, so the regions are back to back at the same addresses);
+    where one does not fit, the per-chunk allocations again, for the same error."""
+    out: list[int] = []
+    k = 0
+    while k < len(chunks):
+        cn = chunks[k][1]
+        j = k + 1
+        while j < len(chunks) and chunks[j][1] == cn:
+            j += 1
+        size, used = nbytes(cn), plan.sram_used
+        try:
+            base = plan.sram((j - k) * size, name)
+        except TesselCompileError:
+            plan.sram_used = used
+            for _ in range(k, j):
+                plan.sram(size, name)
+            raise
+        out += [base + r * size for r in range(j - k)]
+        k = j
+    return tuple(out)
 
 
 @dataclass(frozen=True)
