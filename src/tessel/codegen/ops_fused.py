@@ -291,6 +291,33 @@ def _stripes(g2, rows: int, cap: int | None) -> tuple[_Stripe, ...]:
     return tuple(out)
 
 
+class _Lines(NamedTuple):
+    """A mapping's stripes and what _layout reads of them (`_line_stripes`)."""
+
+    cap: int | None  # line-buffer rows (None: no conv, no line buffer)
+    stripes: tuple[_Stripe, ...]
+    windows: dict[int, tuple[int, int, int]]  # id(stripe) -> the conv's input rows of its new rows
+    n_max: int  # the largest window a stripe reads
+    new_max: int  # the most new conv rows a stripe computes
+    x_max: int  # the most conv input rows a stripe computing new rows reads (1: none, no conv)
+
+
+@functools.lru_cache(maxsize=4096)
+def _line_stripes(g1, g2, rows: int, line: int) -> _Lines:
+    """The stripes of a mapping: with a conv (`g1`), the line buffer holds the largest window a
+    stripe reads (a stripe's `n` does not depend on the line buffer) plus `line` stripes of
+    new rows."""
+    n_max = max(s.n for s in _stripes(g2, rows, None))
+    cap = min(g2.h, n_max + line * rows * g2.sh) if g1 is not None else None
+    stripes = _stripes(g2, rows, cap)
+    windows: dict[int, tuple[int, int, int]] = {}
+    x_max = 1
+    if g1 is not None:
+        windows = {id(s): g1.in_rows(s.new0, s.new) for s in stripes}
+        x_max = max((windows[id(s)][1] for s in stripes if s.new), default=1)
+    return _Lines(cap, stripes, windows, n_max, max(s.new for s in stripes), x_max)
+
+
 class TileKind(enum.Enum):
     CONV = "conv"  # conv rows on MATRIX, into the line buffer (VECTOR)
     DW = "depthwise"  # depthwise conv (VECTOR or MATRIX), into the stripe buffer / output
@@ -334,11 +361,8 @@ class ChainGeometry:
     def __init__(self, chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
                  geoms: tuple | None = None):
         self.g1, self.g2, self.g3 = geoms if geoms is not None else geometries(chain, ctx)
-        g2 = self.g2
-        # the largest window a stripe reads (a stripe's `n` does not depend on the line buffer)
-        nmax = max(s.n for s in _stripes(g2, m.rows, None))
-        self.cap = min(g2.h, nmax + m.line * m.rows * g2.sh) if self.g1 is not None else None
-        self.stripes = _stripes(g2, m.rows, self.cap)
+        self.lines = _line_stripes(self.g1, self.g2, m.rows, m.line)
+        self.cap, self.stripes = self.lines.cap, self.lines.stripes
         c = self.g2.c  # the windowed member's input channels (the line buffer's)
         self.chunks = [(c0, min(m.chunk, c - c0)) for c0 in range(0, c, m.chunk)]
         self.dw_matrix = m.dw_engine is Engine.MATRIX
@@ -346,14 +370,10 @@ class ChainGeometry:
         # buffers for data VECTOR reads from a load: the load of tile k waits, through MATRIX
         # k - IN_DEPTH, for VECTOR to finish tile k - IN_DEPTH - depth
         self.vin_slots = IN_DEPTH + m.depth
-        self._windows: dict[int, tuple[int, int, int]] = {}  # id(stripe) -> its conv window
 
     def conv_window(self, s: _Stripe) -> tuple[int, int, int]:
         """The conv's input rows for the stripe's new rows (one of `self.stripes`)."""
-        got = self._windows.get(id(s))
-        if got is None:
-            got = self._windows[id(s)] = self.g1.in_rows(s.new0, s.new)
-        return got
+        return self.lines.windows[id(s)]
 
     def plan(self, chain: FusedChain) -> _Plan:
         return _Plan(chain.project is not None, self.g1 is not None, self.depth,
@@ -462,11 +482,10 @@ def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: Codegen
             w1 = (base1, base1 + wb1 * (slots - 1))
         base = plan.sram(slots * wb2, "depthwise weights") if wb2 else 0
         w2, w3 = (base, base + wb2 * (slots - 1)), 0
-    nmax = max(s.n for s in geo.stripes)
+    nmax = geo.lines.n_max
     ibytes = xbytes = 0
     if g1 is not None:
-        xbytes = align(max((geo.conv_window(s)[1] for s in geo.stripes if s.new), default=1)
-                       * g1.w * _pixel(g1))
+        xbytes = align(geo.lines.x_max * g1.w * _pixel(g1))
     elif geo.dw_matrix:  # the depthwise input window, read by MATRIX
         ibytes = align(nmax * g2.w * ch)
     inp = plan.sram(2 * ibytes, "input rows") if ibytes else 0
@@ -489,7 +508,7 @@ def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: Codegen
     out = plan.sram(2 * obytes, "output stripe")
     entries = 1
     if g1 is not None:
-        entries = max(entries, max(s.new for s in geo.stripes) * g2.w * ch)
+        entries = max(entries, geo.lines.new_max * g2.w * ch)
     if geo.dw_matrix:
         entries = max(entries, m.rows * g2.ow * wout)
     if chain_mode:
