@@ -292,7 +292,7 @@ def _stripes(g2, rows: int, cap: int | None) -> tuple[_Stripe, ...]:
 
 
 class _Lines(NamedTuple):
-    """A mapping's stripes and what _layout reads of them (`_line_stripes`)."""
+    """A mapping's stripes, their conv windows and the maxima _layout reads (`_line_stripes`)."""
 
     cap: int | None  # line-buffer rows (None: no conv, no line buffer)
     stripes: tuple[_Stripe, ...]
@@ -702,9 +702,10 @@ def _tiles(geo: _Plan) -> _Groups:
 
 def _program(geo: _Plan) -> tuple[list[tuple[TileKind, int, int]], list[int]]:
     """The jobs (_jobs) of a pair's first chunk or of a project chain's chunks, and their
-    schedule (_schedule). Cached by what _jobs reads of the plan: the depth and of each
-    stripe whether it rebases its line buffer only with conv and depthwise tiles on MATRIX
-    (CONV, DW), the depth also in project chains, the chunk count only there."""
+    schedule (_schedule). Cached by what _jobs reads of the plan: whether it has a project
+    and a conv, whether the depthwise tiles after a conv run on MATRIX (CONV and DW tiles:
+    then each stripe's rebase is read), the depth only then and in project chains, the chunk
+    count only in project chains, the stripe count."""
     conv_dw = geo.conv and geo.dw_matrix
     nchunks = geo.nchunks if geo.project else 1
     key = (geo.project, geo.conv, conv_dw, geo.depth if geo.project or conv_dw else 0, nchunks,
