@@ -291,6 +291,33 @@ def _stripes(g2, rows: int, cap: int | None) -> tuple[_Stripe, ...]:
     return tuple(out)
 
 
+class _Lines(NamedTuple):
+    """A mapping's stripes, their conv windows and the maxima _layout reads (`_line_stripes`)."""
+
+    cap: int | None  # line-buffer rows (None: no conv, no line buffer)
+    stripes: tuple[_Stripe, ...]
+    windows: dict[int, tuple[int, int, int]]  # id(stripe) -> the conv's input rows of its new rows
+    n_max: int  # the largest window a stripe reads
+    new_max: int  # the most new conv rows a stripe computes
+    x_max: int  # the most conv input rows a stripe computing new rows reads (1: none, no conv)
+
+
+@functools.lru_cache(maxsize=4096)
+def _line_stripes(g1, g2, rows: int, line: int) -> _Lines:
+    """The stripes of a mapping: with a conv (`g1`), the line buffer holds the largest window a
+    stripe reads (a stripe's `n` does not depend on the line buffer) plus `line` stripes of
+    new rows."""
+    n_max = max(s.n for s in _stripes(g2, rows, None))
+    cap = min(g2.h, n_max + line * rows * g2.sh) if g1 is not None else None
+    stripes = _stripes(g2, rows, cap)
+    windows: dict[int, tuple[int, int, int]] = {}
+    x_max = 1
+    if g1 is not None:
+        windows = {id(s): g1.in_rows(s.new0, s.new) for s in stripes}
+        x_max = max((windows[id(s)][1] for s in stripes if s.new), default=1)
+    return _Lines(cap, stripes, windows, n_max, max(s.new for s in stripes), x_max)
+
+
 class TileKind(enum.Enum):
     CONV = "conv"  # conv rows on MATRIX, into the line buffer (VECTOR)
     DW = "depthwise"  # depthwise conv (VECTOR or MATRIX), into the stripe buffer / output
@@ -334,11 +361,8 @@ class ChainGeometry:
     def __init__(self, chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
                  geoms: tuple | None = None):
         self.g1, self.g2, self.g3 = geoms if geoms is not None else geometries(chain, ctx)
-        g2 = self.g2
-        # the largest window a stripe reads (a stripe's `n` does not depend on the line buffer)
-        nmax = max(s.n for s in _stripes(g2, m.rows, None))
-        self.cap = min(g2.h, nmax + m.line * m.rows * g2.sh) if self.g1 is not None else None
-        self.stripes = _stripes(g2, m.rows, self.cap)
+        self.lines = _line_stripes(self.g1, self.g2, m.rows, m.line)
+        self.cap, self.stripes = self.lines.cap, self.lines.stripes
         c = self.g2.c  # the windowed member's input channels (the line buffer's)
         self.chunks = [(c0, min(m.chunk, c - c0)) for c0 in range(0, c, m.chunk)]
         self.dw_matrix = m.dw_engine is Engine.MATRIX
@@ -346,14 +370,10 @@ class ChainGeometry:
         # buffers for data VECTOR reads from a load: the load of tile k waits, through MATRIX
         # k - IN_DEPTH, for VECTOR to finish tile k - IN_DEPTH - depth
         self.vin_slots = IN_DEPTH + m.depth
-        self._windows: dict[int, tuple[int, int, int]] = {}  # id(stripe) -> its conv window
 
     def conv_window(self, s: _Stripe) -> tuple[int, int, int]:
         """The conv's input rows for the stripe's new rows (one of `self.stripes`)."""
-        got = self._windows.get(id(s))
-        if got is None:
-            got = self._windows[id(s)] = self.g1.in_rows(s.new0, s.new)
-        return got
+        return self.lines.windows[id(s)]
 
     def plan(self, chain: FusedChain) -> _Plan:
         return _Plan(chain.project is not None, self.g1 is not None, self.depth,
@@ -449,10 +469,10 @@ def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: Codegen
     wout = g2.cout if chain.halo_conv else ch  # the windowed member's output channels
     wb2 = 0 if chain.pooled else align(g2.weight_bytes(wout) + 12 * wout)
     if chain_mode:  # every chunk's weights, loaded once
-        w1 = tuple(plan.sram(align(g1.weight_bytes(cn) + 12 * cn), "conv weights")
-                   for _, cn in geo.chunks) if g1 is not None else ()
-        w2 = tuple(plan.sram(align(g2.weight_bytes(cn) + 12 * cn), "depthwise weights")
-                   for _, cn in geo.chunks)
+        w1 = _per_chunk(plan, geo.chunks, lambda cn: align(g1.weight_bytes(cn) + 12 * cn),
+                        "conv weights") if g1 is not None else ()
+        w2 = _per_chunk(plan, geo.chunks, lambda cn: align(g2.weight_bytes(cn) + 12 * cn),
+                        "depthwise weights")
         w3 = plan.sram(align(g3.weight_bytes(g3.cout) + 12 * g3.cout), "project weights")
     else:  # one chunk's, double-buffered (conv -> conv: one chunk, one group, one buffer)
         slots = 1 if chain.halo_conv else 2
@@ -462,11 +482,10 @@ def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: Codegen
             w1 = (base1, base1 + wb1 * (slots - 1))
         base = plan.sram(slots * wb2, "depthwise weights") if wb2 else 0
         w2, w3 = (base, base + wb2 * (slots - 1)), 0
-    nmax = max(s.n for s in geo.stripes)
+    nmax = geo.lines.n_max
     ibytes = xbytes = 0
     if g1 is not None:
-        xbytes = align(max((geo.conv_window(s)[1] for s in geo.stripes if s.new), default=1)
-                       * g1.w * _pixel(g1))
+        xbytes = align(geo.lines.x_max * g1.w * _pixel(g1))
     elif geo.dw_matrix:  # the depthwise input window, read by MATRIX
         ibytes = align(nmax * g2.w * ch)
     inp = plan.sram(2 * ibytes, "input rows") if ibytes else 0
@@ -479,7 +498,8 @@ def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: Codegen
     vin = plan.sram(geo.vin_slots * vbytes, "vector input rows") if vbytes else 0
     line: tuple[int, ...] = ()
     if g1 is not None:
-        line = tuple(plan.sram(align(geo.cap * g2.w * ch), "line buffer") for _ in geo.chunks)
+        lbytes = align(geo.cap * g2.w * ch)
+        line = _per_chunk(plan, geo.chunks, lambda cn: lbytes, "line buffer")
     dbytes = align(m.rows * g2.ow * g2.cout) if chain_mode else 0
     dwbuf = plan.sram(2 * dbytes, "depthwise stripe") if chain_mode else 0
     tmp = plan.sram(align(m.rows * g3.ow * g3.cout), "project stripe") if (
@@ -488,7 +508,7 @@ def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: Codegen
     out = plan.sram(2 * obytes, "output stripe")
     entries = 1
     if g1 is not None:
-        entries = max(entries, max(s.new for s in geo.stripes) * g2.w * ch)
+        entries = max(entries, geo.lines.new_max * g2.w * ch)
     if geo.dw_matrix:
         entries = max(entries, m.rows * g2.ow * wout)
     if chain_mode:
@@ -498,6 +518,31 @@ def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: Codegen
                                                              "depthwise accumulators")
     return _Layout(w1, w2, w3, inp, ibytes, xin, xbytes, vin, vbytes, line, dwbuf, dbytes, tmp, out,
                    obytes, acc, entries, acc2)
+
+
+def _per_chunk(plan: SramPlan, chunks: list[tuple[int, int]], nbytes: Callable[[int], int],
+               name: str) -> tuple[int, ...]:
+    """plan.sram(nbytes(cn), name) for each chunk (c0, cn) in turn: one allocation per run of
+    chunks of one width (sizes aligned, so the regions are back to back at the same addresses);
+    where one does not fit, the per-chunk allocations again, for the same error."""
+    out: list[int] = []
+    k = 0
+    while k < len(chunks):
+        cn = chunks[k][1]
+        j = k + 1
+        while j < len(chunks) and chunks[j][1] == cn:
+            j += 1
+        size, used = nbytes(cn), plan.sram_used
+        try:
+            base = plan.sram((j - k) * size, name)
+        except TesselCompileError:
+            plan.sram_used = used
+            for _ in range(k, j):
+                plan.sram(size, name)
+            raise
+        out += [base + r * size for r in range(j - k)]
+        k = j
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -523,35 +568,38 @@ def _jobs(geo: _Plan, nchunks: int) -> tuple[list[tuple[TileKind, int, int]], li
     d = geo.depth  # VECTOR -> MATRIX distance
     per_chunk = 2 if conv and dw_matrix else 1
     per_stripe = nchunks * per_chunk + (1 if project else 0)
+    kind_last = per_chunk - 1  # a chunk's depthwise job, its last
+    chunks = range(nchunks)
+    conv_k, dw_k, conv_dw_k = TileKind.CONV, TileKind.DW, TileKind.CONV_DW
     jobs: list[tuple[TileKind, int, int]] = []
     deps: list[tuple] = []
-    for i in range(len(geo.stripes)):
+    for i, st in enumerate(geo.stripes):
         base = i * per_stripe
         prev, prev2 = base - per_stripe, base - 2 * per_stripe  # stripes i - 1, i - 2
         # the stripe's project job overwrites the depthwise stripe buffer of stripe i - 2
         war_dw = ((prev2 + per_stripe - 1, 1),) if project and i >= 2 else ()
-        rebase = geo.stripes[i].off == 0
-        for q in range(nchunks):
-            at = base + q * per_chunk
-            # the conv's input rows reuse the buffer of stripe i - 2 (_hosts): its last conv job
-            xin = ((prev2 + (nchunks - 1) * per_chunk, IN_DEPTH),) if (
-                conv and q == 0 and i >= 2) else ()
-            if conv and not dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
-                jobs.append((TileKind.CONV_DW, i, q))
-                deps.append(((prev + q, 1),) + war_dw + xin if i else war_dw + xin)
-            elif conv:  # a rebased line buffer overwrites rows earlier DW tiles read
-                jobs.append((TileKind.CONV, i, q))
-                deps.append((((prev + 2 * q, 1),) + (((prev + 2 * q + 1, 1),) if rebase
-                                                      else ()) if i else ()) + xin)
-                jobs.append((TileKind.DW, i, q))
-                deps.append(((at, d),) + war_dw)
-            else:
-                jobs.append((TileKind.DW, i, q))
-                deps.append(war_dw)
+        # chunk 0's conv input rows reuse the buffer of stripe i - 2 (_hosts): its last conv job
+        xin = ((prev2 + (nchunks - 1) * per_chunk, IN_DEPTH),) if conv and i >= 2 else ()
+        first = len(deps)
+        if conv and not dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
+            jobs += [(conv_dw_k, i, q) for q in chunks]
+            deps += [((prev + q, 1),) + war_dw for q in chunks] if i else [war_dw] * nchunks
+        elif conv:  # a rebased line buffer overwrites rows earlier DW tiles read
+            rebase = st.off == 0
+            for q in chunks:
+                at = base + 2 * q
+                line = ((((prev + 2 * q, 1), (prev + 2 * q + 1, 1)) if rebase
+                         else ((prev + 2 * q, 1),)) if i else ())
+                jobs += ((conv_k, i, q), (dw_k, i, q))
+                deps += (line, ((at, d),) + war_dw)
+        else:
+            jobs += [(dw_k, i, q) for q in chunks]
+            deps += [war_dw] * nchunks
+        if xin:
+            deps[first] += xin
         if project:
-            kind_last = 1 if conv and dw_matrix else 0  # the depthwise job of each chunk
             jobs.append((TileKind.P, i, 0))
-            deps.append(tuple((base + q * per_chunk + kind_last, d) for q in range(nchunks)))
+            deps.append(tuple((base + q * per_chunk + kind_last, d) for q in chunks))
     return jobs, deps
 
 
@@ -566,10 +614,9 @@ def _schedule(deps: list[tuple], pos0: int) -> list[int]:
     left = list(range(n))
     out: list[int] = []
     pos = pos0
+    window = range(64)
     while left:
-        pick = -1
-        for k in range(min(64, len(left))):
-            job = left[k]
+        for k, job in zip(window, left, strict=False):  # (fewer than 64 left: all)
             e = earliest[job]
             if e < 0:
                 e = pos0
@@ -584,14 +631,12 @@ def _schedule(deps: list[tuple], pos0: int) -> list[int]:
                     continue
                 earliest[job] = e
             if pos >= e:
-                pick = k
+                del left[k]
+                at[job] = pos
+                out.append(job)
                 break
-        if pick < 0:
-            out.append(-1)
         else:
-            job = left.pop(pick)
-            at[job] = pos
-            out.append(job)
+            out.append(-1)
         pos += 1
     return out
 
@@ -645,16 +690,36 @@ def _tiles(geo: _Plan) -> _Groups:
 
     A pair's chunks have the same jobs and dependencies (all within the chunk), so every
     group's schedule is the first group's, moved on by the tiles before it."""
+    jobs, order = _program(geo)
     if not geo.project:
-        jobs, deps = _jobs(geo, 1)
-        return _Groups(jobs, _schedule(deps, 0), True, list(range(geo.nchunks)))
-    jobs, deps = _jobs(geo, geo.nchunks)
-    order = _schedule(deps, 0)
+        return _Groups(jobs, order, True, list(range(geo.nchunks)))
     p_kind = TileKind.P
     starts = [0] + [pos + 1 for pos, k in enumerate(order) if k >= 0 and jobs[k][0] is p_kind]
     if starts[-1] == len(order):  # nothing after the last project tile
         starts.pop()
     return _Groups(jobs, order, False, starts)
+
+
+def _program(geo: _Plan) -> tuple[list[tuple[TileKind, int, int]], list[int]]:
+    """The jobs (_jobs) of a pair's first chunk or of a project chain's chunks, and their
+    schedule (_schedule). Cached by what _jobs reads of the plan: whether it has a project
+    and a conv, whether the depthwise tiles after a conv run on MATRIX (CONV and DW tiles:
+    then each stripe's rebase is read), the depth only then and in project chains, the chunk
+    count only in project chains, the stripe count."""
+    conv_dw = geo.conv and geo.dw_matrix
+    nchunks = geo.nchunks if geo.project else 1
+    key = (geo.project, geo.conv, conv_dw, geo.depth if geo.project or conv_dw else 0, nchunks,
+           tuple(s.off == 0 for s in geo.stripes) if conv_dw else len(geo.stripes))
+    got = _PROGRAMS.get(key)
+    if got is None:
+        if len(_PROGRAMS) >= 4096:
+            _PROGRAMS.clear()
+        jobs, deps = _jobs(geo, nchunks)
+        got = _PROGRAMS[key] = jobs, _schedule(deps, 0)
+    return got
+
+
+_PROGRAMS: dict[tuple, tuple[list[tuple[TileKind, int, int]], list[int]]] = {}
 
 
 def _pixel(g1) -> int:

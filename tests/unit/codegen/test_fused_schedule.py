@@ -201,3 +201,15 @@ def test_orders_are_cached_by_what_they_read():
         assert list(got[0]) == list(F._tiles(other))
         if other.conv:
             assert got[1].complete() == want_hosts
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_program_cache_keys_what_jobs_read(seed):
+    """Plans that differ only where _jobs does not read share a cached program: each plan's
+    is its own jobs and their schedule."""
+    rng = random.Random(300 + seed)
+    F._PROGRAMS.clear()
+    for _ in range(400):
+        plan = _random_plan(rng)
+        jobs, deps = F._jobs(plan, plan.nchunks if plan.project else 1)
+        assert F._program(plan) == (jobs, F._schedule(deps, 0))
