@@ -22,7 +22,10 @@ frees everything it drops; tests/unit/test_collector.py checks that compiling zo
 leaves no cyclic garbage behind. Each young collection of a MobileNetV2 compile walked the
 tiles, instructions and memos built since the last one, all still alive (about 2 % of the
 compile's instructions, more of its time: the walk misses the caches). On exit the objects
-made inside are walked once by the next young collection, as they would have been inside.
+made inside join the oldest generation (`gc.freeze()` then `gc.unfreeze()`, when the caller
+froze nothing), as every object alive on entry does after `few_collections`: the next young
+collection does not walk them (it would, once, if they stayed young), a full one still does,
+and any cyclic garbage among them is still collected by it.
 Both context managers share the nesting rule: inside either, the other does nothing more.
 """
 
@@ -37,7 +40,8 @@ YOUNG_THRESHOLD = 50_000  # allocations between young collections (CPython's def
 
 _lock = threading.Lock()
 _depth = 0
-# thresholds, whether we froze, whether we turned the collector off
+# thresholds, whether we froze (on entry, or on exit: `no_collections`), whether we turned the
+# collector off
 _saved: tuple[tuple[int, int, int], bool, bool] | None = None
 
 
@@ -65,8 +69,8 @@ def _outermost(young: int | None) -> Iterator[None]:
         _depth += 1
         if _depth == 1:
             thresholds, enabled = gc.get_threshold(), gc.isenabled()
-            froze = young is not None and enabled and gc.get_freeze_count() == 0
-            if froze:
+            froze = enabled and gc.get_freeze_count() == 0
+            if froze and young is not None:
                 gc.freeze()
             if young is None:
                 gc.disable()
@@ -81,6 +85,8 @@ def _outermost(young: int | None) -> Iterator[None]:
             if _depth == 0 and _saved is not None:
                 thresholds, froze, disabled = _saved
                 gc.set_threshold(*thresholds)
+                if froze and disabled:  # what was made inside, old (the module docstring)
+                    gc.freeze()
                 if froze:
                     gc.unfreeze()
                 if disabled:

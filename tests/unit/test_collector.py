@@ -74,6 +74,23 @@ def test_no_collections_turns_the_collector_off_and_back_on() -> None:
     assert gc.isenabled()
 
 
+def test_no_collections_makes_what_it_made_old_and_still_collectable() -> None:
+    class Node:
+        pass
+
+    with no_collections():
+        kept = Node()
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle: only a collection frees it
+        gone = id(a)
+        del a, b
+    assert gc.get_freeze_count() == 0
+    assert all(o is not kept for o in gc.get_objects(generation=0))  # not walked when young
+    assert any(o is kept for o in gc.get_objects(generation=2))
+    gc.collect()
+    assert all(id(o) != gone for o in gc.get_objects() if type(o) is Node)
+
+
 def test_no_collections_leaves_a_disabled_collector_disabled() -> None:
     gc.disable()
     try:
