@@ -12,6 +12,7 @@ end of the tile's vector work. Rings and tokens are unchanged. docs/backend.md.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ _SRAM_ADDR, _DTYPE = _DMA_FIELDS.index("sram_addr"), _DMA_FIELDS.index("dtype")
 _D0, _D1, _D2, _D3 = _D
 _E0, _E1, _E2, _E3 = _EXT_S
 _S0, _S1, _S2, _S3 = _SRAM_S
+_D_OF, _EXT_S_OF, _SRAM_S_OF = (operator.itemgetter(*p) for p in (_D, _EXT_S, _SRAM_S))
 
 _BASE_FIELD = {"in": "in_addr", "a": "a_addr", "b": "b_addr", "src": "src_addr",
                "w": "w_addr", "params": "param_addr"}
@@ -114,29 +116,41 @@ def _rebase(instrs: list[Instruction], lo: int, hi: int, shift: int, *, writes: 
     return out
 
 
+# field name -> position in `args`, per opcode (the operand patterns read fields by position)
+_INDEX = {op: {f.name: k for k, f in enumerate(spec.fields)} for op, spec in SPECS.items()}
+# (operand, dimensions) -> its base field and its (extent field, stride field) per dimension
+_STRIDED = {(p, n): (f"{p}_addr", tuple((f"d{k}", f"{p}_s{k}") for k in range(n)))
+            for p in ("a", "b", "out", "src", "dst") for n in (3, 4)}
+
+
+def _strided(ins: Instruction, p: str, n: int, elem: int) -> tuple[str, list, int]:
+    """`_pattern` of operand `p`: n dimensions of extents d0.. and strides `p`_s0.."""
+    a, at = ins.args, _INDEX[ins.opcode]
+    base, dims = _STRIDED[p, n]
+    return base, [(a[at[d]], st, a[at[st]]) for d, st in dims], elem
+
+
+def _nhwc(ins: Instruction, p: str, h: int, w: int, ch: int, elem: int
+          ) -> tuple[str, list, int]:
+    """`_pattern` of operand `p`: h x w pixels (strides `p`_stride_h / _w) of ch channels."""
+    a, at = ins.args, _INDEX[ins.opcode]
+    sh, sw = f"{p}_stride_h", f"{p}_stride_w"
+    return f"{p}_addr", [(h, sh, a[at[sh]]), (w, sw, a[at[sw]]), (ch, None, elem)], elem
+
+
 def _pattern(ins: Instruction, what: str
              ) -> tuple[str, list[tuple[int, str | None, int]], int] | None:
     """Operand `what` of `ins` as (base field, [(extent, stride field or None when fixed,
     stride in bytes)], element bytes); None for an operand this module does not re-base."""
     op = ins.opcode
-
-    def strided(p: str, n: int, elem: int) -> tuple[str, list, int]:
-        return f"{p}_addr", [(getattr(ins, f"d{k}"), f"{p}_s{k}", getattr(ins, f"{p}_s{k}"))
-                             for k in range(n)], elem
-
-    def nhwc(base: str, sh: str, sw: str, h: int, w: int, ch: int, elem: int
-             ) -> tuple[str, list, int]:
-        return base, [(h, sh, getattr(ins, sh)), (w, sw, getattr(ins, sw)),
-                      (ch, None, elem)], elem
-
     if op in (Opcode.CONV, Opcode.DWCONV) and what == "in":
         ch = ins.cin if op == Opcode.CONV else ins.ch
-        return nhwc("in_addr", "in_stride_h", "in_stride_w", ins.in_h, ins.in_w, ch, 1)
+        return _nhwc(ins, "in", ins.in_h, ins.in_w, ch, 1)
     if op == Opcode.POOL and what in ("in", "out"):
         w = ins.dtype.nbytes
         if what == "in":
-            return nhwc("in_addr", "in_stride_h", "in_stride_w", ins.in_h, ins.in_w, ins.ch, w)
-        return nhwc("out_addr", "out_stride_h", "out_stride_w", ins.out_h, ins.out_w, ins.ch, w)
+            return _nhwc(ins, "in", ins.in_h, ins.in_w, ins.ch, w)
+        return _nhwc(ins, "out", ins.out_h, ins.out_w, ins.ch, w)
     if op == Opcode.MATMUL and what in ("a", "b"):
         if what == "a":
             return "a_addr", [(ins.m, "a_stride_m", ins.a_stride_m),
@@ -149,15 +163,15 @@ def _pattern(ins: Instruction, what: str
         w = ins.out_dtype.nbytes
         return "dst_addr", [(ins.rows, "dst_stride", ins.dst_stride), (ins.ch, None, w)], w
     if op == Opcode.ELTWISE and what in ("a", "b", "out"):
-        return strided(what, 3, getattr(ins, f"{what}_dtype").nbytes)
+        return _strided(ins, what, 3, getattr(ins, f"{what}_dtype").nbytes)
     if op == Opcode.LUT and what in ("src", "dst"):
-        return strided(what, 3, 1 if ins.lut_mode == LutMode.I8_256 else 2)
+        return _strided(ins, what, 3, 1 if ins.lut_mode == LutMode.I8_256 else 2)
     if op == Opcode.UNARY and what in ("src", "dst"):
-        return strided(what, 3, 4)
+        return _strided(ins, what, 3, 4)
     if op == Opcode.COPY and what in ("src", "dst"):
-        return strided(what, 4, ins.dtype.nbytes)
+        return _strided(ins, what, 4, ins.dtype.nbytes)
     if op == Opcode.REDUCE and what == "src":
-        return strided(what, 3, ins.dtype.nbytes)
+        return _strided(ins, what, 3, ins.dtype.nbytes)
     return None
 
 
@@ -173,9 +187,10 @@ class _Map:
         self.src, self.src_s, self.dims, self.dst, self.to_s = src, src_s, dims, dst, to_s
         self.lo, self.hi, self.elem = lo, hi, elem
         big = [k for k in range(4) if dims[k] > 1]  # the dimensions of extent > 1
-        self._outer_first = sorted(big, key=lambda k: -src_s[k])  # largest stride first
+        stride = src_s.__getitem__
+        self._outer_first = sorted(big, key=stride, reverse=True)  # largest stride first
         span, nested = 1, True
-        for k in sorted(big, key=lambda k: src_s[k]):
+        for k in sorted(big, key=stride):
             if src_s[k] < span:
                 nested = False
                 break
@@ -188,8 +203,8 @@ class _Map:
     @classmethod
     def of(cls, dma: Instruction, dst: int) -> _Map:
         box, a = accesses(dma)[1], dma.args
-        return cls(a[_SRAM_ADDR], tuple(a[k] for k in _SRAM_S), tuple(a[k] for k in _D), dst,
-                   tuple(a[k] for k in _EXT_S), box.lo, box.hi, (1, 2, 4)[a[_DTYPE]])
+        return cls(a[_SRAM_ADDR], _SRAM_S_OF(a), _D_OF(a), dst, _EXT_S_OF(a), box.lo, box.hi,
+                   (1, 2, 4)[a[_DTYPE]])
 
     def index(self, addr: int) -> list[int] | None:
         """Slot index of byte `addr` (None unless the slot's dimensions nest: each stride
@@ -230,7 +245,9 @@ def _remap(instrs: list[Instruction], m: _Map, *, writes: bool = False
             idx = m.index(getattr(ins, base))
             if idx is None:
                 return None
-            addr, reach = m.dst + sum(i * s for i, s in zip(idx, m.to_s, strict=True)), idx[:]
+            to_s = m.to_s
+            addr = m.dst + idx[0] * to_s[0] + idx[1] * to_s[1] + idx[2] * to_s[2] + idx[3] * to_s[3]
+            reach = idx[:]
             for n, field, stride in dims:
                 if n == 1 or stride == 0:  # one element, or a broadcast: nothing to map
                     continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import functools
 import math
+import operator
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -135,6 +136,11 @@ def _at(op: Opcode, *names: str) -> tuple[int, ...]:
     return tuple(_POS[op][n] for n in names)
 
 
+def _fields(op: Opcode, *names: str) -> operator.itemgetter:
+    """args -> the values of fields `names` of `op` (a tuple, in that order)."""
+    return operator.itemgetter(*_at(op, *names))
+
+
 def _view_at(op: Opcode, p: str, n: int) -> tuple[int, tuple[tuple[int, int], ...]]:
     """(position of `p`_addr, ((position of d_k, position of `p`_s_k), ...)) for n dims."""
     return _POS[op][f"{p}_addr"], tuple(zip(_at(op, *(f"d{k}" for k in range(n))),
@@ -156,44 +162,78 @@ def _strided(a: tuple, at: tuple[int, tuple[tuple[int, int], ...]], elem: int
 
 
 def _span2(base: int, n0: int, s0: int, n1: int, s1: int, elem: int) -> tuple[int, int]:
-    """`box` of a two-dimensional pattern."""
+    """`box` of a two-dimensional pattern (unrolled, as `_span3` and `_span4`)."""
     lo = hi = base
-    for span in (s0 * (n0 - 1), s1 * (n1 - 1)):
-        if span < 0:
-            lo += span
-        else:
-            hi += span
+    span = s0 * (n0 - 1)
+    if span < 0:
+        lo += span
+    else:
+        hi += span
+    span = s1 * (n1 - 1)
+    if span < 0:
+        lo += span
+    else:
+        hi += span
     return lo, hi + elem
 
 
 def _span3(base: int, n0: int, s0: int, n1: int, s1: int, n2: int, s2: int, elem: int
            ) -> tuple[int, int]:
     """`box` of a three-dimensional pattern."""
-    lo = hi = base
-    for span in (s0 * (n0 - 1), s1 * (n1 - 1), s2 * (n2 - 1)):
-        if span < 0:
-            lo += span
-        else:
-            hi += span
+    lo, hi = _span2(base, n0, s0, n1, s1, 0)
+    span = s2 * (n2 - 1)
+    if span < 0:
+        lo += span
+    else:
+        hi += span
     return lo, hi + elem
 
 
 _SRAM, _ACC, _LUT, _OFFCHIP = Space.SRAM, Space.ACC, Space.LUT, Space.OFFCHIP
-_DMA_EXT = _view_at(Opcode.DMA_LOAD, "ext", 4)
-_DMA_SRAM = _view_at(Opcode.DMA_LOAD, "sram", 4)
-_DMA_TYPE = _at(Opcode.DMA_LOAD, "dtype", "mem")
-assert all(_view_at(Opcode.DMA_STORE, p, 4) == _view_at(Opcode.DMA_LOAD, p, 4)
-           for p in ("ext", "sram")) and _at(Opcode.DMA_STORE, "dtype", "mem") == _DMA_TYPE
+# an Access from its six values without the named tuple's Python-level __new__ (hot path)
+_new = tuple.__new__
+# DMA_LOAD and DMA_STORE share their fields, in this order (`_dma` unpacks them)
+_DMA_FIELDS = ("mem", "dtype", "d0", "d1", "d2", "d3", "ext_addr", "ext_s0", "ext_s1",
+               "ext_s2", "ext_s3", "sram_addr", "sram_s0", "sram_s1", "sram_s2", "sram_s3")
+assert all(tuple(f.name for f in SPECS[op].fields) == _DMA_FIELDS
+           for op in (Opcode.DMA_LOAD, Opcode.DMA_STORE))
+
+
+def _span4(base: int, n0: int, s0: int, n1: int, s1: int, n2: int, s2: int, n3: int, s3: int,
+           elem: int) -> tuple[int, int]:
+    """`box` of a four-dimensional pattern (unrolled: every DMA's two sides)."""
+    lo = hi = base
+    span = s0 * (n0 - 1)
+    if span < 0:
+        lo += span
+    else:
+        hi += span
+    span = s1 * (n1 - 1)
+    if span < 0:
+        lo += span
+    else:
+        hi += span
+    span = s2 * (n2 - 1)
+    if span < 0:
+        lo += span
+    else:
+        hi += span
+    span = s3 * (n3 - 1)
+    if span < 0:
+        lo += span
+    else:
+        hi += span
+    return lo, hi + elem
 
 
 def _dma(i: Instruction) -> tuple[Access, ...]:
-    a = i.args
-    w = _NBYTES[a[_DMA_TYPE[0]]]
+    mem, dtype, d0, d1, d2, d3, ea, e0, e1, e2, e3, sa, s0, s1, s2, s3 = i.args
+    w = _NBYTES[dtype]
     load = i.opcode == Opcode.DMA_LOAD
-    elo, ehi = _strided(a, _DMA_EXT, w)
-    slo, shi = _strided(a, _DMA_SRAM, w)
-    return (Access("ext", _OFFCHIP, elo, ehi, not load, a[_DMA_TYPE[1]]),
-            Access("sram", _SRAM, slo, shi, load))
+    elo, ehi = _span4(ea, d0, e0, d1, e1, d2, e2, d3, e3, w)
+    slo, shi = _span4(sa, d0, s0, d1, s1, d2, s2, d3, s3, w)
+    return (_new(Access, ("ext", _OFFCHIP, elo, ehi, not load, mem)),
+            _new(Access, ("sram", _SRAM, slo, shi, load, 0)))
 
 
 def _acc_at(op: Opcode) -> tuple[int, ...]:
@@ -203,69 +243,75 @@ def _acc_at(op: Opcode) -> tuple[int, ...]:
 def _acc_boxes(a: tuple, at: tuple[int, ...], pixels: int, ch: int) -> tuple[Access, ...]:
     lo, hi = _span2(a[at[0]], pixels, a[at[1]], ch, 1, 1)
     if a[at[2]] == AccMode.ACCUMULATE:
-        return (Access("acc", _ACC, lo, hi, True), Access("acc", _ACC, lo, hi, False))
-    return (Access("acc", _ACC, lo, hi, True),)
+        return (_new(Access, ("acc", _ACC, lo, hi, True, 0)),
+                _new(Access, ("acc", _ACC, lo, hi, False, 0)))
+    return (_new(Access, ("acc", _ACC, lo, hi, True, 0)),)
 
 
 _NHWC = ("in_addr", "in_h", "in_w", "in_stride_h", "in_stride_w")
-_CONV = _at(Opcode.CONV, *_NHWC, "cin", "w_addr", "kh", "kw", "cout", "w_stride_k",
+_CONV = _fields(Opcode.CONV, *_NHWC, "cin", "w_addr", "kh", "kw", "cout", "w_stride_k",
             "w_stride_ci", "w_stride_co", "out_h", "out_w")
 _CONV_ACC = _acc_at(Opcode.CONV)
 
 
 def _conv(i: Instruction) -> tuple[Access, ...]:
     a = i.args
-    ia, ih, iw, sh, sw, cin, wa, kh, kw, cout, sk, sci, sco, oh, ow = (a[k] for k in _CONV)
+    ia, ih, iw, sh, sw, cin, wa, kh, kw, cout, sk, sci, sco, oh, ow = _CONV(a)
     lo, hi = _span3(ia, ih, sh, iw, sw, cin, 1, 1)
     wlo, whi = _span3(wa, kh * kw, sk, cin, sci, cout, sco, 1)
-    return (Access("in", _SRAM, lo, hi, False), Access("w", _SRAM, wlo, whi, False),
+    return (_new(Access, ("in", _SRAM, lo, hi, False, 0)),
+            _new(Access, ("w", _SRAM, wlo, whi, False, 0)),
             *_acc_boxes(a, _CONV_ACC, oh * ow, cout))
 
 
-_MATMUL = _at(Opcode.MATMUL, "a_addr", "m", "k", "a_stride_m", "a_stride_k", "b_addr", "n",
+_MATMUL = _fields(Opcode.MATMUL, "a_addr", "m", "k", "a_stride_m", "a_stride_k", "b_addr", "n",
               "b_stride_k", "b_stride_n")
 _MATMUL_ACC = _acc_at(Opcode.MATMUL)
 
 
 def _matmul(i: Instruction) -> tuple[Access, ...]:
     a = i.args
-    aa, m, k, sam, sak, ba, n, sbk, sbn = (a[x] for x in _MATMUL)
+    aa, m, k, sam, sak, ba, n, sbk, sbn = _MATMUL(a)
     alo, ahi = _span2(aa, m, sam, k, sak, 1)
     blo, bhi = _span2(ba, k, sbk, n, sbn, 1)
-    return (Access("a", _SRAM, alo, ahi, False), Access("b", _SRAM, blo, bhi, False),
+    return (_new(Access, ("a", _SRAM, alo, ahi, False, 0)),
+            _new(Access, ("b", _SRAM, blo, bhi, False, 0)),
             *_acc_boxes(a, _MATMUL_ACC, m, n))
 
 
-_DWCONV = _at(Opcode.DWCONV, *_NHWC, "ch", "w_addr", "kh", "kw", "w_stride_k", "out_h", "out_w")
+_DWCONV = _fields(Opcode.DWCONV, *_NHWC, "ch", "w_addr", "kh", "kw", "w_stride_k", "out_h",
+                  "out_w")
 _DWCONV_ACC = _acc_at(Opcode.DWCONV)
 
 
 def _dwconv(i: Instruction) -> tuple[Access, ...]:
     a = i.args
-    ia, ih, iw, sh, sw, ch, wa, kh, kw, sk, oh, ow = (a[k] for k in _DWCONV)
+    ia, ih, iw, sh, sw, ch, wa, kh, kw, sk, oh, ow = _DWCONV(a)
     lo, hi = _span3(ia, ih, sh, iw, sw, ch, 1, 1)
     wlo, whi = _span2(wa, kh * kw, sk, ch, 1, 1)
-    return (Access("in", _SRAM, lo, hi, False), Access("w", _SRAM, wlo, whi, False),
+    return (_new(Access, ("in", _SRAM, lo, hi, False, 0)),
+            _new(Access, ("w", _SRAM, wlo, whi, False, 0)),
             *_acc_boxes(a, _DWCONV_ACC, oh * ow, ch))
 
 
-_REQUANT = _at(Opcode.REQUANT, "src", "src_addr", "rows", "ch", "src_stride", "param_mode",
+_REQUANT = _fields(Opcode.REQUANT, "src", "src_addr", "rows", "ch", "src_stride", "param_mode",
                "param_addr", "out_dtype", "dst_addr", "dst_stride")
 
 
 def _requant(i: Instruction) -> tuple[Access, ...]:
     a = i.args
-    src, sa, rows, ch, ss, pm, pa, od, da, ds = (a[k] for k in _REQUANT)
+    src, sa, rows, ch, ss, pm, pa, od, da, ds = _REQUANT(a)
     if src == AccSrc.ACC:
         lo, hi = _span2(sa, rows, ss, ch, 1, 1)
-        s = Access("src", _ACC, lo, hi, False)
+        s = _new(Access, ("src", _ACC, lo, hi, False, 0))
     else:
         lo, hi = _span2(sa, rows, ss, ch, 4, 4)
-        s = Access("src", _SRAM, lo, hi, False)
+        s = _new(Access, ("src", _SRAM, lo, hi, False, 0))
     p = ch if pm == ParamMode.PER_CHANNEL else 1
     w = _NBYTES[od]
     dlo, dhi = _span2(da, rows, ds, ch, w, w)
-    return (s, Access("params", _SRAM, pa, pa + 12 * p, False), Access("dst", _SRAM, dlo, dhi, True))
+    return (s, _new(Access, ("params", _SRAM, pa, pa + 12 * p, False, 0)),
+            _new(Access, ("dst", _SRAM, dlo, dhi, True, 0)))
 
 
 _ELTWISE = tuple(_view_at(Opcode.ELTWISE, p, 3) for p in ("a", "b", "out"))
@@ -278,8 +324,9 @@ def _eltwise(i: Instruction) -> tuple[Access, ...]:
     alo, ahi = _strided(a, _ELTWISE[0], ta)
     blo, bhi = _strided(a, _ELTWISE[1], tb)
     olo, ohi = _strided(a, _ELTWISE[2], to)
-    return (Access("a", _SRAM, alo, ahi, False), Access("b", _SRAM, blo, bhi, False),
-            Access("out", _SRAM, olo, ohi, True))
+    return (_new(Access, ("a", _SRAM, alo, ahi, False, 0)),
+            _new(Access, ("b", _SRAM, blo, bhi, False, 0)),
+            _new(Access, ("out", _SRAM, olo, ohi, True, 0)))
 
 
 _COPY = (_view_at(Opcode.COPY, "src", 4), _view_at(Opcode.COPY, "dst", 4))
@@ -291,7 +338,8 @@ def _copy(i: Instruction) -> tuple[Access, ...]:
     w = _NBYTES[a[_COPY_TYPE]]
     slo, shi = _strided(a, _COPY[0], w)
     dlo, dhi = _strided(a, _COPY[1], w)
-    return (Access("src", _SRAM, slo, shi, False), Access("dst", _SRAM, dlo, dhi, True))
+    return (_new(Access, ("src", _SRAM, slo, shi, False, 0)),
+            _new(Access, ("dst", _SRAM, dlo, dhi, True, 0)))
 
 
 _BY_OPCODE = {Opcode.DMA_LOAD: _dma, Opcode.DMA_STORE: _dma, Opcode.CONV: _conv,
