@@ -201,29 +201,10 @@ assert all(tuple(f.name for f in SPECS[op].fields) == _DMA_FIELDS
 
 def _span4(base: int, n0: int, s0: int, n1: int, s1: int, n2: int, s2: int, n3: int, s3: int,
            elem: int) -> tuple[int, int]:
-    """`box` of a four-dimensional pattern (unrolled: every DMA's two sides)."""
-    lo = hi = base
-    span = s0 * (n0 - 1)
-    if span < 0:
-        lo += span
-    else:
-        hi += span
-    span = s1 * (n1 - 1)
-    if span < 0:
-        lo += span
-    else:
-        hi += span
-    span = s2 * (n2 - 1)
-    if span < 0:
-        lo += span
-    else:
-        hi += span
-    span = s3 * (n3 - 1)
-    if span < 0:
-        lo += span
-    else:
-        hi += span
-    return lo, hi + elem
+    """`box` of a four-dimensional pattern (every DMA's two sides): two `_span2`s added."""
+    lo, hi = _span2(base, n0, s0, n1, s1, 0)
+    more_lo, more_hi = _span2(0, n2, s2, n3, s3, elem)
+    return lo + more_lo, hi + more_hi
 
 
 def _dma(i: Instruction) -> tuple[Access, ...]:
