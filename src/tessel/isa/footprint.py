@@ -162,7 +162,7 @@ def _strided(a: tuple, at: tuple[int, tuple[tuple[int, int], ...]], elem: int
 
 
 def _span2(base: int, n0: int, s0: int, n1: int, s1: int, elem: int) -> tuple[int, int]:
-    """`box` of a two-dimensional pattern (unrolled, as `_span3` and `_span4`)."""
+    """`box` of a two-dimensional pattern (unrolled; `_span3` and `_span4` build on it)."""
     lo = hi = base
     span = s0 * (n0 - 1)
     if span < 0:
@@ -190,8 +190,11 @@ def _span3(base: int, n0: int, s0: int, n1: int, s1: int, n2: int, s2: int, elem
 
 
 _SRAM, _ACC, _LUT, _OFFCHIP = Space.SRAM, Space.ACC, Space.LUT, Space.OFFCHIP
-# an Access from its six values without the named tuple's Python-level __new__ (hot path)
+# an Access from its six values without the named tuple's Python-level __new__ (hot path):
+# every field given, in this order (`mem` 0 where Access's default is meant)
 _new = tuple.__new__
+assert Access._fields == ("what", "space", "lo", "hi", "write", "mem") and (
+    Access._field_defaults == {"mem": 0})
 # DMA_LOAD and DMA_STORE share their fields, in this order (`_dma` unpacks them)
 _DMA_FIELDS = ("mem", "dtype", "d0", "d1", "d2", "d3", "ext_addr", "ext_s0", "ext_s1",
                "ext_s2", "ext_s3", "sram_addr", "sram_s0", "sram_s1", "sram_s2", "sram_s3")
