@@ -1,8 +1,8 @@
 """The fast path's MATMUL closure (``tessel.sim.fastpath`` explains how instructions become
 closures and the helpers they share), equal to ``matrix.exec_matmul``.
 
-One sample, with an exact ``torch._int_mm`` on this host (``fastpath.int_mm``): every tile of
-at least ``INT_MM_MIN_MACS`` products is one int8 GEMM reading the SRAM operands in place
+One sample, with an exact and fast ``torch._int_mm`` on this host (``fastpath.int_mm``): every
+tile of at least ``INT_MM_MIN_MACS`` products is one int8 GEMM reading the SRAM operands in place
 when they are dense (else a pooled dense copy), writing the accumulator in place when it is
 dense and overwritten; the zero points' terms ``- a_zp colsum(b) - b_zp rowsum(a) + k a_zp
 b_zp`` are wrapping int32 corrections, the row sums from a column of ones appended to ``b``
@@ -10,7 +10,7 @@ and, for an ``a`` of at most ``ONES_ROW_MAX`` bytes, the column sums from a row 
 appended to (a copy of) ``a``: one GEMM; for a larger ``a`` and a dense ``b`` the column sums'
 GEMM (3-10 us: a one-row int8 GEMM is slow) is kept with ``b``'s bytes and reused while they
 match (a layer's weights; comparing the bytes costs 0.5-3 us). Smaller tiles, a host
-without the int8 GEMM, and batches run the float32 GEMM of exact integers
+without a fast exact int8 GEMM, and batches run the float32 GEMM of exact integers
 (``fastpath._exact_gemm``) or the batch's int8 GEMM as before. With compiled kernels on, one
 sample's tiles of every size run ``kern_mm.one_sample`` instead: the int8 GEMM and one compiled
 pass for the zero points (1-4x faster than the float32 closure even on 8 x 8 x 8 tiles).
@@ -41,6 +41,7 @@ from tessel.sim.fastpath import (
     _row_l1_max,
     _uniform,
     _view,
+    exact_int_mm,
     int8_gemm,
     int_mm,
     memory_tensor,
@@ -142,13 +143,14 @@ def build_matmul(op: Op) -> Step | None:
     return _by_size(step, step_int, m * k * n)
 
 
-_INT_MM_OUT: list = []  # [int_mm() if its out= form is exact too, else None], once per process
+_INT_MM_OUT: list = []  # [exact_int_mm() if its out= form is exact too, else None], per process
 
 
 def int_mm_out() -> Any:
-    """``int_mm()`` (already checked exact) if its ``out=`` form (which writes the
-    accumulator in place) gives the exact sums too on worst-case operands, else None."""
-    fn: Any = int_mm()
+    """``exact_int_mm()`` (whatever its speed here: ``build`` asks ``int_mm()`` first) if
+    its ``out=`` form (which writes the accumulator in place) gives the exact sums too on
+    worst-case operands, else None."""
+    fn: Any = exact_int_mm()
     if fn is None:
         return None
     if not _INT_MM_OUT:

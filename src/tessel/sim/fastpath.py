@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -371,15 +372,30 @@ def _int8_max_abs(x: np.ndarray, zp: int) -> float:
 INT_MM_MIN_MACS = 500_000  # smaller single-sample GEMMs: float32 (torch's per-call cost ~10 us)
 INT_MM_K_MAX = (2**31 - 1) // (128 * 128)  # K int8 x int8 products cannot overflow int32
 USE_INT_MM = True  # tests turn it off to check the float path; the self-test may too
-_INT_MM: list = []  # [torch._int_mm or None], decided once per process
+FORCE_INT_MM = False  # tests turn it on to run the int8 GEMM path where it is exact but slow
+_INT_MM: list = []  # [torch._int_mm or None]: exact on this host, decided once per process
+_INT_MM_FAST: list = []  # [bool]: faster than the float32 GEMM here, decided once per process
+SPEED_PROBE = (256, 576, 64)  # (m, k, n): a 3x3 conv tile of 64 input / output channels
 
 
 def int_mm() -> Callable[[Any, Any], Any] | None:
-    """``torch._int_mm`` (int8 x int8 -> int32, exact integer sums: AMX / VNNI kernels, 4-10x
-    the float32 GEMM here) if torch has it and it is exact on this host, else None. Exact means
-    a self-test against int64 numpy on worst-case operands (every product +-2^14, sums near
-    2^31, odd shapes): a kernel that saturates a 16-bit pair sum (AVX2 ``pmaddubsw``) or an
-    int32 accumulator fails it, and the simulator then keeps the float32 GEMMs."""
+    """The int8 GEMM the simulator runs: ``exact_int_mm()`` where it is also faster than the
+    float32 GEMM of the same operands on this host (``int_mm_fast``), else None (the float32
+    GEMMs of exact integers). Both give the same integers: the choice changes speed only.
+    Hosts differ by 30-70x here: with AMX / AVX-512 VNNI ``torch._int_mm`` was 4-10x the
+    float32 GEMM; on an AVX2-only host (no int8 dot-product instructions) it runs about
+    1 GMAC/s against 30-80 GMAC/s for float32 (docs/architecture.md, "int8 GEMM")."""
+    fn = exact_int_mm() if USE_INT_MM else None
+    if fn is None or FORCE_INT_MM:
+        return fn
+    return fn if int_mm_fast() else None
+
+
+def exact_int_mm() -> Callable[[Any, Any], Any] | None:
+    """``torch._int_mm`` (int8 x int8 -> int32) if torch has it and it is exact on this host,
+    else None. Exact means a self-test against int64 numpy on worst-case operands (every
+    product +-2^14, sums near 2^31, odd shapes): a kernel that saturates a 16-bit pair sum
+    (AVX2 ``pmaddubsw``) or an int32 accumulator fails it."""
     if not _INT_MM:
         fn = None
         try:
@@ -406,7 +422,39 @@ def int_mm() -> Callable[[Any, Any], Any] | None:
         except Exception:  # no torch, no _int_mm, or a kernel that refuses a shape
             fn = None
         _INT_MM.append(fn)
-    return _INT_MM[0] if USE_INT_MM else None
+    return _INT_MM[0]
+
+
+def int_mm_fast() -> bool:
+    """Whether ``exact_int_mm()`` beats the float32 GEMM (numpy's BLAS, the float path's) on
+    a conv-sized tile (``SPEED_PROBE``) here: the best of three timed calls each, after a
+    warm-up, measured once per process (about 10-30 ms)."""
+    if not _INT_MM_FAST:
+        fn = exact_int_mm()
+        fast = False
+        if fn is not None:
+            import torch
+
+            m, k, n = SPEED_PROBE
+            rng = np.random.default_rng(1)
+            a8 = rng.integers(-128, 128, (m, k)).astype(np.int8)
+            b8 = rng.integers(-128, 128, (k, n)).astype(np.int8)
+            ta, tb = torch.from_numpy(a8), torch.from_numpy(b8)
+            af, bf = a8.astype(F32), b8.astype(F32)
+            out = np.empty((m, n), F32)
+            fast = _best_of(lambda: fn(ta, tb)) < _best_of(lambda: np.dot(af, bf, out=out))
+        _INT_MM_FAST.append(fast)
+    return _INT_MM_FAST[0]
+
+
+def _best_of(call: Callable[[], Any], runs: int = 3) -> float:
+    call()  # warm-up
+    best = float("inf")
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def int8_gemm(fn: Callable[[Any, Any], Any], a8: np.ndarray, b8: np.ndarray, a_zp: int,

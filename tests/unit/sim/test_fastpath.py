@@ -396,6 +396,7 @@ def every_gemm_int(monkeypatch):
     import tessel.sim.fastmatmul as fm
     import tessel.sim.fastpath as fp
 
+    monkeypatch.setattr(fp, "FORCE_INT_MM", True)  # where it is exact, also if slow here
     if fp.int_mm() is None or fm.int_mm_out() is None:
         pytest.skip("torch._int_mm is not exact / not available on this host")
     monkeypatch.setattr(fp, "INT_MM_MIN_MACS", 0)
@@ -451,7 +452,33 @@ def test_int_mm_self_test_refuses_a_wrong_kernel(monkeypatch):
     monkeypatch.setattr(fp, "_INT_MM", [])
     monkeypatch.setattr(torch, "_int_mm", saturating)
     assert fp.int_mm() is None
+    assert fp.exact_int_mm() is None
     monkeypatch.setattr(fp, "_INT_MM", [])
+
+
+def test_int_mm_exact_but_slower_than_float32_is_not_used(monkeypatch):
+    """An exact int8 GEMM slower than the float32 one here (AVX2 hosts: ~1 vs 30-80 GMAC/s)
+    passes the self-test but the simulator keeps the float32 GEMMs; tests can force it."""
+    import time
+
+    import torch
+
+    import tessel.sim.fastpath as fp
+
+    def exact_but_slow(a, b):
+        time.sleep(0.005)  # a 256x576x64 float32 GEMM takes well under 5 ms on any host
+        return torch.mm(a.to(torch.int64), b.to(torch.int64)).to(torch.int32)
+
+    monkeypatch.setattr(fp, "_INT_MM", [])
+    monkeypatch.setattr(fp, "_INT_MM_FAST", [])
+    monkeypatch.setattr(torch, "_int_mm", exact_but_slow)
+    assert fp.exact_int_mm() is exact_but_slow
+    assert not fp.int_mm_fast()
+    assert fp.int_mm() is None
+    monkeypatch.setattr(fp, "FORCE_INT_MM", True)
+    assert fp.int_mm() is exact_but_slow
+    monkeypatch.setattr(fp, "_INT_MM", [])
+    monkeypatch.setattr(fp, "_INT_MM_FAST", [])
 
 
 # ---- POOL and the int8 x int8 ELTWISE pair table ----------------------------------------------
@@ -712,6 +739,7 @@ def test_fresh_states_remake_only_memory_views(case, monkeypatch, kernels):
 
     streams = {"requant": CASES["requant"], "matmul_int8": _matmul(37, 300, 13, a_zp=5),
                "matmul_float": _matmul(8, 32, 16, a_zp=9, b_zp=-2)}[case]
+    monkeypatch.setattr(fp, "FORCE_INT_MM", True)  # where it is exact, also if slow here
     if case == "matmul_int8" and fastmatmul.int_mm_out() is None:
         pytest.skip("torch._int_mm is not exact / not available on this host")
     made = {"pool": 0, "views": 0}
