@@ -58,6 +58,7 @@ from __future__ import annotations
 import importlib
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -88,6 +89,7 @@ class Pool:
     def __init__(self, limit: int | None = None) -> None:
         self.bufs: dict[tuple, np.ndarray] = {}
         self.limit, self.nbytes = limit, 0
+        self.packs = PackCache()
 
     def get(self, key: tuple, shape: tuple[int, ...], dtype: Any, fill: float = 0) -> np.ndarray:
         buf = self.bufs.get(key)
@@ -100,6 +102,49 @@ class Pool:
                 self.nbytes += buf.nbytes
             self.bufs[key] = buf
         return buf
+
+
+PACK_CACHE_BYTES = 64 << 20  # per pool (one thread running one prepared program)
+
+
+class PackCache:
+    """Operands a closure packed from memory bytes (e.g. CONV's float32 im2col matrix and
+    weights: ``kern_conv``), kept with a copy of those bytes and reused while they are the same:
+    a layer's weights serve every row tile, a resident input every output-channel chunk. An
+    entry is ``(the source bytes, ...)``, keyed by everything else its packing reads (the
+    instruction's geometry fields); a caller compares the bytes it would read now with the
+    entry's before using it, and packs again on any difference, so a reuse is exact by
+    construction. Least-recently-used entries go once they hold more than ``limit`` bytes."""
+
+    __slots__ = ("entries", "limit", "nbytes")
+
+    def __init__(self, limit: int = PACK_CACHE_BYTES) -> None:
+        self.entries: OrderedDict[tuple, tuple] = OrderedDict()
+        self.limit, self.nbytes = limit, 0
+
+    def get(self, key: tuple) -> tuple | None:
+        entry = self.entries.get(key)
+        if entry is not None:
+            self.entries.move_to_end(key)
+        return entry
+
+    def put(self, key: tuple, entry: tuple) -> tuple:
+        """Keep ``entry`` for ``key`` (replacing its old one); returns it."""
+        entries = self.entries
+        old = entries.pop(key, None)
+        if old is not None:
+            self.nbytes -= _entry_bytes(old)
+        entries[key] = entry
+        self.nbytes += _entry_bytes(entry)
+        while self.nbytes > self.limit and len(entries) > 1:
+            self.nbytes -= _entry_bytes(entries.popitem(last=False)[1])
+        return entry
+
+
+def _entry_bytes(entry: tuple) -> int:
+    """The bytes an entry holds (arrays that view another of its arrays not counted)."""
+    return sum(v.nbytes if isinstance(v, np.ndarray) and v.base is None
+               else len(v) if isinstance(v, bytes) else 0 for v in entry)
 
 
 def pool_for(prep: PreparedProgram) -> Pool:

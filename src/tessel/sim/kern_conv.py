@@ -8,10 +8,15 @@ row sums, the store: ~1-2 us each) cost as much as the GEMM. Here ``conv_pack`` 
 float32 im2col matrix of ``x - in_zp`` (0 in the padding) and the weights minus ``w_zp`` in
 one pass and proves the bound on the way; numpy's ``dot`` (its BLAS, limited to one thread by
 ``tessel.threads``) multiplies them into a pooled buffer; ``acc_store`` writes or adds the
-results into the accumulator rows. (Integer loops in numba, tried first, ran at 5-15 GMAC/s
-against BLAS's 40-60: the accumulators of a short output-channel row do not stay in
-registers. numba's own ``np.dot`` calls scipy's BLAS, which ``tessel.threads`` may not know
-about: 12 ms per tile on a shared machine; not used.)
+results into the accumulator rows. Operands of ``PACK_MIN_VALUES`` values and more are
+packed by ``conv_pack_a`` / ``conv_pack_b`` into buffers of their own and kept in the pool's
+``PackCache`` with a copy of the bytes they were packed from: the next tile reading the same
+bytes with the same geometry (a layer's weights for every row tile, a resident input for
+every output-channel chunk, both on every run of the program) compares the bytes and reuses
+the pack, or packs again in place if any byte differs. (Integer loops in numba, tried first,
+ran at 5-15 GMAC/s against BLAS's 40-60: the accumulators of a short output-channel row do
+not stay in registers. numba's own ``np.dot`` calls scipy's BLAS, which ``tessel.threads``
+may not know about: 12 ms per tile on a shared machine; not used.)
 
 Exactness: every value is an integer with ``|x - in_zp| <= 383`` and ``|w - w_zp| <= 383``.
 One float32 GEMM is exact when ``max_p sum_k |a[p, k]| * max |b| < 2^24`` (``conv_pack``'s
@@ -38,6 +43,7 @@ from tessel.sim.window import Geometry
 
 I64 = np.int64
 F32_EXACT = 2**24
+PACK_MIN_VALUES = 32_768  # operands of this many values and more are kept (``build_conv``)
 KERNEL_MAX_MACS = 2_000_000  # 1x1 tiles from here on: the int8 GEMM (``kernel_wins``)
 # the fields of ``conv_pack``'s ``geo``, in order
 GEO = ("x0", "xsh", "xsw", "w0", "wsk", "wsci", "wsco", "a0", "asr", "in_h", "in_w", "cin",
@@ -72,19 +78,16 @@ def _pointwise(x, geo, af):
                 d[ci] = np.float32(src[ci]) - zp
 
 
-@jit.kernel
-def conv_pack(x, w, geo, a, af, b):
+@jit.helper
+def _im2col(x, geo, a, af):
     """``a`` (m, k): the im2col matrix of ``x - in_zp`` (0 in the padding; ``af``: the same
-    buffer flat); ``b`` (k, cout): ``w - w_zp``, both float32 (exact: |values| <= 383).
-    Returns ``max_p sum_k |a[p, k]|`` times ``max |b|`` (int64, exact; ``proved``, K within
-    ``matrix.chunk_len``: 0): below 2^24, every partial sum of ``a @ b`` is an integer below
-    2^24, exact in float32 in any summation order."""
-    x0, xsh, xsw, w0, wsk, wsci, wsco = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], \
-        geo[6]
-    in_h, in_w, cin, cout, kh, kw, sh, sw = geo[9], geo[10], geo[11], geo[12], geo[13], \
-        geo[14], geo[15], geo[16]
-    dh, dw, pt, pl, oh, ow, xzp, wzp = geo[17], geo[18], geo[19], geo[20], geo[21], geo[22], \
-        geo[23], geo[24]
+    buffer flat), float32 (exact: |values| <= 383). Returns ``max_p sum_k |a[p, k]|`` (int64,
+    exact; 0 where ``_pointwise`` wrote ``a``, which only runs when ``proved``)."""
+    x0, xsh, xsw = geo[0], geo[1], geo[2]
+    in_h, in_w, cin, kh, kw, sh, sw = geo[9], geo[10], geo[11], geo[13], geo[14], geo[15], \
+        geo[16]
+    dh, dw, pt, pl, oh, ow, xzp = geo[17], geo[18], geo[19], geo[20], geo[21], geo[22], \
+        geo[23]
     l1 = 0
     proved = geo[26]
     if proved and kh == 1 and kw == 1 and pt == 0 and pl == 0 and (ow - 1) * sw < in_w:
@@ -124,6 +127,15 @@ def conv_pack(x, w, geo, a, af, b):
                         t += abs(v)
                     s += t
             l1 = max(l1, s)
+    return l1
+
+
+@jit.helper
+def _weights(w, geo, b):
+    """``b`` (k, cout): ``w - w_zp``, float32 (exact: |values| <= 383). Returns ``max |b|``
+    (int64; 0 for dense weights when ``proved``: no bound needed)."""
+    w0, wsk, wsci, wsco = geo[3], geo[4], geo[5], geo[6]
+    cin, cout, kh, kw, wzp, proved = geo[11], geo[12], geo[13], geo[14], geo[24], geo[26]
     k = kh * kw * cin
     if proved and wsco == 1 and wsci == cout and (kh * kw == 1 or wsk == cin * cout):
         # dense weights, no bound: one run of k * cout values
@@ -150,7 +162,30 @@ def conv_pack(x, w, geo, a, af, b):
                     br[c] = v
                     u = max(u, abs(v))
             bm = max(bm, np.int64(u))
-    return 0 if proved else l1 * bm
+    return bm
+
+
+@jit.kernel
+def conv_pack_a(x, geo, a, af):
+    """``_im2col`` alone (a kept ``a``: ``build_conv``)."""
+    return _im2col(x, geo, a, af)
+
+
+@jit.kernel
+def conv_pack_b(w, geo, b):
+    """``_weights`` alone (a kept ``b``)."""
+    return _weights(w, geo, b)
+
+
+@jit.kernel
+def conv_pack(x, w, geo, a, af, b):
+    """``_im2col`` and ``_weights`` in one call (both in scratch: one dispatch fewer, ~1 us
+    on a small tile). Returns their bound ``max_p sum_k |a[p, k]| * max |b|`` (0 if
+    ``proved``): below 2^24, every partial sum of ``a @ b`` is an integer below 2^24, exact
+    in float32 in any summation order."""
+    l1 = _im2col(x, geo, a, af)
+    bm = _weights(w, geo, b)
+    return 0 if geo[26] else l1 * bm
 
 
 @jit.kernel
@@ -202,7 +237,8 @@ def build_conv(op: Op, sram_bytes: int, blas: Step) -> Step | None:
     if rows * cols * cin > WINDOW_FACTOR * sram_bytes or _frame_parts(g) is None or \
             0 in (g.oh, g.ow, cin, cout):
         return None
-    pack, store = conv_pack.compiled, acc_store.compiled
+    pack, pack_a, pack_b = conv_pack.compiled, conv_pack_a.compiled, conv_pack_b.compiled
+    store = acc_store.compiled
     in_addr, w_addr, acc_addr = f["in_addr"], f["w_addr"], 4 * f["acc_addr"]
     vals = dict(x0=in_addr, xsh=f["in_stride_h"], xsw=f["in_stride_w"], w0=w_addr,
                 wsk=f["w_stride_k"], wsci=f["w_stride_ci"], wsco=f["w_stride_co"],
@@ -212,16 +248,22 @@ def build_conv(op: Op, sram_bytes: int, blas: Step) -> Step | None:
                 accumulate=int(f["mode"] == AccMode.ACCUMULATE))
     m, k = g.oh * g.ow, g.kh * g.kw * cin
     chunk = chunk_len(f["in_zp"], f["w_zp"])
-    vals["proved"] = int(k <= chunk)  # every partial sum below 2^24 whatever the data
+    proved = vals["proved"] = int(k <= chunk)  # every partial sum below 2^24 whatever the data
     geo = np.array([vals[name] for name in GEO], I64)
     x_lo, x_end = extent(in_addr, (g.in_h, g.in_w, cin), (vals["xsh"], vals["xsw"], 1), 1)
     w_lo, w_end = extent(w_addr, (g.kh * g.kw, cin, cout),
                          (vals["wsk"], vals["wsci"], vals["wsco"]), 1)
     acc_lo, acc_end = extent(acc_addr, (m, cout), (4 * vals["asr"], 4), 4)
+    # what each packed operand is a function of, besides the bytes it reads (PackCache)
+    a_key = ("conv_a", *(vals[n] for n in GEO[:3] + GEO[9:12] + GEO[13:24]), proved)
+    b_key = ("conv_b", *(vals[n] for n in GEO[3:7] + GEO[11:15]), vals["w_zp"], proved)
 
     a0, asr, accumulate = vals["a0"], vals["asr"], vals["accumulate"]
-
-    sizes = (m * k, k * cout, m * cout)
+    # large operands are packed into buffers of their own and kept (PackCache); small ones
+    # into one scratch buffer per power-of-two size shared by every CONV of that size class
+    # (a few buffers, warm in the caches: for small tiles that wins over a kept pack)
+    keep_a, keep_b = m * k >= PACK_MIN_VALUES, k * cout >= PACK_MIN_VALUES
+    sizes = (0 if keep_a else m * k, 0 if keep_b else k * cout, m * cout)
     size = 1 << (sum(sizes) - 1).bit_length()
     ends = np.cumsum((0, *sizes)).tolist()
     parts = [(ends[j], ends[j + 1], shape) for j, shape in enumerate(((m, k), (k, cout),
@@ -231,12 +273,11 @@ def build_conv(op: Op, sram_bytes: int, blas: Step) -> Step | None:
         if min(x_lo, w_lo, acc_lo) < 0 or max(x_end, w_end) > state.sram.shape[-1] or \
                 acc_end > state.acc_bytes.shape[-1]:
             raise Trap("operand outside its memory")  # the reference handler says which
-        # a, b and the GEMM's result in one scratch buffer per power-of-two size, shared by
-        # every CONV of that size class: a few buffers, warm in the caches (not one per shape)
         scratch = state.pool.get(("kconv", size), (size,), F32)
-        a, b, r = (scratch[lo:hi].reshape(shape) for lo, hi, shape in parts)
+        a, b, r = (scratch[lo:hi].reshape(shape) if hi > lo else None
+                   for lo, hi, shape in parts)
         return (flat(state, "sram", 0, I8), flat(state, "acc_bytes", 0, I32), a,
-                scratch[:m * k], b, r)
+                None if keep_a else scratch[:m * k], b, r)
     views = Views(operands)
 
     def step(state: MachineState) -> None:
@@ -244,7 +285,31 @@ def build_conv(op: Op, sram_bytes: int, blas: Step) -> Step | None:
             blas(state)
             return
         x, acc, a, af, b, r = views.get(state)
-        if pack(x, x, geo, a, af, b) < F32_EXACT:
+        if keep_a or keep_b:
+            packs = state.pool.packs
+            if keep_a:
+                src = x[x_lo:x_end].tobytes()
+                ea = packs.get(a_key)
+                if ea is None or ea[0] != src:  # (the bytes differ: packed again, in place)
+                    buf = ea[3] if ea is not None else np.empty(m * k, F32)
+                    a = buf.reshape(m, k)
+                    ea = packs.put(a_key, (src, a, pack_a(x, geo, a, buf), buf))
+                a, l1 = ea[1], ea[2]
+            else:
+                l1 = pack_a(x, geo, a, af)
+            if keep_b:
+                src = x[w_lo:w_end].tobytes()
+                eb = packs.get(b_key)
+                if eb is None or eb[0] != src:
+                    buf = eb[1] if eb is not None else np.empty((k, cout), F32)
+                    eb = packs.put(b_key, (src, buf, pack_b(x, geo, buf)))
+                b, bm = eb[1], eb[2]
+            else:
+                bm = pack_b(x, geo, b)
+            exact = proved or l1 * bm < F32_EXACT
+        else:
+            exact = pack(x, x, geo, a, af, b) < F32_EXACT
+        if exact:
             store(acc, np.dot(a, b, out=r), a0, asr, accumulate)
             return
         for lo in range(0, k, chunk):  # each chunk exact by the static bound (chunk_len)

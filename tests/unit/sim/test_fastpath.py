@@ -727,6 +727,28 @@ def test_pool_kept_once_per_pool_that_keeps_its_buffers():
     assert kept.get(one) == 3  # a limited pool's calls left the kept one in place
 
 
+def test_pack_cache_drops_least_recently_used_entries_past_its_limit():
+    """``PackCache`` counts an entry's bytes and arrays (a view of another of its arrays
+    once) and, past its limit, drops the entries used longest ago, never the newest."""
+    from tessel.sim.fastpath import PackCache
+
+    def entry(n: int) -> tuple:
+        buf = np.zeros(n, np.float32)
+        return (bytes(n), buf.reshape(n, 1), buf)  # 5n bytes: the view is not counted
+
+    packs = PackCache(limit=1000)
+    for key in "abc":
+        packs.put(key, entry(60))
+    assert packs.nbytes == 900 and list(packs.entries) == ["a", "b", "c"]
+    assert packs.get("a") is not None  # now the most recent
+    packs.put("d", entry(60))  # 1200 > 1000: "b" goes
+    assert list(packs.entries) == ["c", "a", "d"] and packs.nbytes == 900
+    packs.put("c", entry(20))  # a replacement is counted once
+    assert packs.nbytes == 700 and packs.get("b") is None
+    packs.put("e", entry(400))  # larger than the limit alone: kept, all others dropped
+    assert list(packs.entries) == ["e"] and packs.nbytes == 2000
+
+
 @pytest.mark.parametrize("case", ["requant", "matmul_int8", "matmul_float"])
 def test_fresh_states_remake_only_memory_views(case, monkeypatch, kernels):
     """A new state per run (``simulate``) on the program's pool: the pooled part of REQUANT /

@@ -31,7 +31,9 @@ SETTINGS = settings(max_examples=80, deadline=None,
 def impl(request, monkeypatch) -> str:
     """Kernels on; ``py``: the builder gets each kernel's uncompiled source instead."""
     return kernels_as(request.param, monkeypatch,
-                      [(kern_conv, "conv_pack"), (kern_conv, "acc_store")])
+                      [(kern_conv, "conv_pack"), (kern_conv, "conv_pack_a"),
+                       (kern_conv, "conv_pack_b"),
+                       (kern_conv, "acc_store")])
 
 
 def _sign(draw) -> int:
@@ -114,3 +116,51 @@ def test_conv_kernel_chunks_a_long_reduction(impl, mode):
     step(fast)
     exec_conv(ref, op.f)
     _same(fast, ref)
+
+
+@pytest.mark.parametrize("edges", [False, True], ids=["one-gemm", "chunked"])
+def test_kept_operands_are_packed_again_when_their_bytes_change(impl, edges):
+    """A large tile keeps its packed im2col matrix and weights (``PackCache``): a second run
+    over the same bytes reuses both entries, and a change of one input byte, then of one
+    weight byte, packs that operand again; every run equals the reference. ``edges``: values
+    and zero points at their ends, so the float32 bound fails and K runs in chunks."""
+    cin, cout, side = 64, 64, 16
+    k = 9 * cin
+    assert side * side * k >= kern_conv.PACK_MIN_VALUES and k * cout >= kern_conv.PACK_MIN_VALUES
+    in_zp, w_zp = (255, -256) if edges else (3, -2)
+    instr = I(Opcode.CONV, in_addr=0, in_h=side, in_w=side, in_stride_h=side * cin,
+              in_stride_w=cin, cin=cin, in_zp=in_zp, kh=3, kw=3, stride_h=1, stride_w=1,
+              dil_h=1, dil_w=1, pad_top=1, pad_left=1, out_h=side, out_w=side,
+              w_addr=20_000, w_stride_k=cin * cout, w_stride_ci=cout, w_stride_co=1,
+              w_zp=w_zp, cout=cout, acc_addr=0, acc_stride=cout, mode=AccMode.OVERWRITE)
+    op = prepare(program({MX: [instr]}), ARCH).queues[MX][0]
+    assert op.error is None
+    step = kern_conv.build(op, ARCH.onchip.sram_bytes)
+    assert step is not None and step.__module__ == "tessel.sim.kern_conv"
+    rng = np.random.default_rng(7)
+    lo, hi = (-128, 128) if edges else (-4, 5)
+    x = rng.integers(lo, hi, side * side * cin, dtype=np.int8)
+    w = rng.integers(lo, hi, k * cout, dtype=np.int8)
+    if edges:
+        x[::2], w[::3] = -128, 127
+    fast, ref = _states({0: x.tobytes(), 20_000: w.tobytes()})
+    fast.pool = Pool()
+    packs = fast.pool.packs
+
+    def run_both() -> None:
+        step(fast)
+        exec_conv(ref, op.f)
+        _same(fast, ref)
+
+    run_both()
+    kept = dict(packs.entries)
+    assert {key[0] for key in kept} == {"conv_a", "conv_b"}
+    run_both()  # the same bytes: the same entries
+    assert all(packs.entries[key] is entry for key, entry in kept.items())
+    for addr in (5 * cin + 3, 20_000 + 4 * cin * cout + 9):  # an input byte, a weight byte
+        for state in (fast, ref):
+            state.sram[addr] = np.uint8((int(state.sram[addr]) + 1) % 256)
+        run_both()
+        renewed = {key[0] for key, entry in packs.entries.items() if entry is not kept[key]}
+        assert renewed == {"conv_a" if addr < 20_000 else "conv_b"}
+        kept = dict(packs.entries)
