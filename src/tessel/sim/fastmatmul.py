@@ -13,7 +13,9 @@ match (a layer's weights; comparing the bytes costs 0.5-3 us). Smaller tiles, a 
 without a fast exact int8 GEMM, and batches run the float32 GEMM of exact integers
 (``fastpath._exact_gemm``) or the batch's int8 GEMM as before. With compiled kernels on, one
 sample's tiles of every size run ``kern_mm.one_sample`` instead: the int8 GEMM and one compiled
-pass for the zero points (1-4x faster than the float32 closure even on 8 x 8 x 8 tiles).
+pass for the zero points (1-4x faster than the float32 closure even on 8 x 8 x 8 tiles); on a
+host without that GEMM, ``kern_mm.float_sample``: the float32 GEMM with compiled packs (kept
+for large operands) and store.
 """
 
 from __future__ import annotations
@@ -110,8 +112,8 @@ def build_matmul(op: Op) -> Step | None:
                                     lambda: _int8_max_abs(b8, b_zp)), accumulate)
 
     mm = int_mm() if k <= INT_MM_K_MAX else None
-    if mm is None:
-        return step
+    if mm is None:  # kern_mm's float32 kernels when on: one pass per operand, kept packs
+        return kern_mm.float_sample(f, store, step_any) if jit.enabled() else step
     mm_out = int_mm_out()
 
     def step_int(state: MachineState) -> None:

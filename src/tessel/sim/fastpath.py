@@ -105,6 +105,7 @@ class Pool:
 
 
 PACK_CACHE_BYTES = 64 << 20  # per pool (one thread running one prepared program)
+PACK_MIN_VALUES = 32_768  # operands of this many values and more are kept (kern_conv, kern_mm)
 
 
 class PackCache:

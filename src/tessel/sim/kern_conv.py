@@ -34,7 +34,7 @@ import numpy as np
 from tessel.isa.fields import AccMode
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.sim import fastpath, jit
-from tessel.sim.fastpath import F32, I8, Step, Views, _build_conv, _frame_parts
+from tessel.sim.fastpath import F32, I8, PACK_MIN_VALUES, Step, Views, _build_conv, _frame_parts
 from tessel.sim.kern_rq import flat
 from tessel.sim.matrix import chunk_len
 from tessel.sim.prepare import Op
@@ -43,7 +43,6 @@ from tessel.sim.window import Geometry
 
 I64 = np.int64
 F32_EXACT = 2**24
-PACK_MIN_VALUES = 32_768  # operands of this many values and more are kept (``build_conv``)
 KERNEL_MAX_MACS = 2_000_000  # 1x1 tiles from here on: the int8 GEMM (``kernel_wins``)
 # the fields of ``conv_pack``'s ``geo``, in order
 GEO = ("x0", "xsh", "xsw", "w0", "wsk", "wsci", "wsco", "a0", "asr", "in_h", "in_w", "cin",

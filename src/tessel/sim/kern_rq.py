@@ -102,8 +102,11 @@ def build_requant(op: Op, cache: dict) -> Step | None:
     x_lo, x_end = extent(x_addr, (rows, ch), (x_row, 4), 4)
     dst_lo, dst_end = extent(dst_addr, (rows, ch), (dst_row, dt.itemsize), dt.itemsize)
     # the kernel writes row by row: an SRAM source the output overlaps takes fastrq (which
-    # reads the whole tile first, as the reference does)
-    overlap = not from_acc and x_lo < dst_end and dst_lo < x_end
+    # reads the whole tile first, as the reference does), unless it is exactly in place (an
+    # int32 output over its own source: each element is read before it is written, and no
+    # other element reads its bytes)
+    in_place = dt.itemsize == 4 and x_addr == dst_addr and x_row == dst_row
+    overlap = not from_acc and x_lo < dst_end and dst_lo < x_end and not in_place
     if not jit.enabled() or x_row % 4 or dst_row % dt.itemsize or overlap or rows * ch == 0:
         return fastrq.build_requant(op, cache.setdefault("requant_plans", {}), cache)
     plans = cache.setdefault("requant_rows", {})

@@ -1,6 +1,7 @@
 """``tessel.sim.kern_mm`` equals the reference handler ``matrix.exec_matmul`` bit for bit:
 ``zero_point_pass``, uncompiled (``.py``) and compiled, after an exact int64 GEMM, and the
-whole one-sample closure (``one_sample``, with ``torch._int_mm`` where it is exact here), on
+whole one-sample closure (``one_sample``, with ``torch._int_mm`` where it is exact here) and
+the float32 one (``float_sample``, its pack kernels and kept packs), on
 Hypothesis-drawn MATMULs: odd sizes, dense and padded A, B and accumulator, zero points at the
 9-bit fields' extremes (the int32 sums wrap), OVERWRITE / ACCUMULATE over a non-zero
 accumulator, operand bytes at -128 / 127."""
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from tessel.isa.fields import AccMode
 from tessel.sim import fastmatmul, kern_mm
-from tessel.sim.fastpath import AccStore, Pool
+from tessel.sim.fastpath import PACK_MIN_VALUES, AccStore, Pool
 from tessel.sim.matrix import exec_matmul
 from tessel.sim.state import MachineState, acc_view, nd
 
@@ -89,3 +90,71 @@ def test_one_sample_closure_equals_the_reference(case):
     step(state)
     step(state) if f["mode"] == AccMode.OVERWRITE else None  # kept views: the same result
     assert np.array_equal(state.acc_bytes, _reference(f, sram, acc))
+
+
+# ---- the float32 closure (no fast exact int8 GEMM on the host) -----------------------------
+@SETTINGS
+@given(matmul())
+def test_float_sample_closure_equals_the_reference(case):
+    """``float_sample`` (what this AVX2 host runs) on the same drawn MATMULs: k up to 200
+    passes ``chunk_len`` for zero points at the extremes, so extreme bytes take the chunked
+    GEMMs and the others the bound's single GEMM."""
+    f, sram, acc = case
+    step = kern_mm.float_sample(f, AccStore(f, f["m"], f["n"]), _no_batch)
+    state = _state(sram, acc)
+    step(state)
+    step(state) if f["mode"] == AccMode.OVERWRITE else None  # kept views: the same result
+    assert np.array_equal(state.acc_bytes, _reference(f, sram, acc))
+
+
+def _no_batch(state):
+    raise AssertionError("one sample only")
+
+
+@pytest.mark.parametrize("zps", [(0, 0), (-113, 0), (-256, 255)])
+@pytest.mark.parametrize("strided", [False, True])
+def test_pack_kernels_equal_numpy_uncompiled_and_compiled(zps, strided):
+    rng = np.random.default_rng(5)
+    src = rng.choice(np.array([-128, 127, 0, 3], np.int8), (9, 40))
+    src = src[:, :33] if strided else src
+    for zp, pack in zip(zps, (kern_mm.pack_rows, kern_mm.pack_cols), strict=True):
+        want = src.astype(np.int64) - zp
+        bound = np.abs(want).sum(axis=1).max() if pack is kern_mm.pack_rows else \
+            np.abs(want).max()
+        for run in (pack.py, pack.compiled):
+            out = np.full(src.shape, np.nan, np.float32)
+            assert run(src, np.int64(zp), out) == bound
+            assert np.array_equal(out, want.astype(np.float32))
+
+
+@pytest.mark.parametrize("k", [96, 700], ids=["one_gemm", "chunked"])
+def test_float_sample_keeps_large_packs_until_their_bytes_change(k):
+    """A and B of at least PACK_MIN_VALUES values are kept with their bytes: a second run
+    reuses both entries, a changed byte of A, then of B, is packed again (results equal the
+    reference each time). k = 700 with zero points -128 / 127 and bytes -128 / 127: the bound
+    fails, chunks of ``chunk_len``."""
+    m, n = PACK_MIN_VALUES // k + 1, PACK_MIN_VALUES // k + 1
+    f = dict(m=m, n=n, k=k, a_addr=0, a_stride_m=k, a_stride_k=1, b_addr=1 << 17,
+             b_stride_k=n, b_stride_n=1, acc_addr=0, acc_stride=n, mode=AccMode.OVERWRITE,
+             a_zp=-128, b_zp=127)
+    rng = np.random.default_rng(k)
+    sram = np.zeros(1 << 18, np.uint8)
+    sram[:m * k] = rng.choice(np.array([-128, 127], np.int8), m * k).view(np.uint8)
+    sram[1 << 17:(1 << 17) + k * n] = rng.choice(np.array([-128, 127], np.int8),
+                                                 k * n).view(np.uint8)
+    acc = np.zeros(4 * m * n, np.uint8)
+    step = kern_mm.float_sample(f, AccStore(f, m, n), _no_batch)
+    state = _state(sram, acc)
+    packs = state.pool.packs
+    step(state)
+    entries = {key: entry[1] for key, entry in packs.entries.items()}
+    assert len(entries) == 2
+    assert np.array_equal(state.acc_bytes, _reference(f, state.sram, acc))
+    step(state)
+    assert all(packs.entries[key][1] is buf for key, buf in entries.items())  # reused
+    for at in (5, (1 << 17) + 7):  # one byte of A, then of B
+        state.sram[at] ^= 0x80
+        state.acc_bytes[:] = 0
+        step(state)
+        assert np.array_equal(state.acc_bytes, _reference(f, state.sram, acc))
+        assert all(packs.entries[key][1] is buf for key, buf in entries.items())  # in place
