@@ -88,6 +88,7 @@ def _im2col(x, geo, a, af):
     dh, dw, pt, pl, oh, ow, xzp = geo[17], geo[18], geo[19], geo[20], geo[21], geo[22], \
         geo[23]
     l1 = 0
+    fz = np.float32(xzp)  # int8 -> float32 minus a float32 vectorises; int64 -> float32 not
     proved = geo[26]
     if proved and kh == 1 and kw == 1 and pt == 0 and pl == 0 and (ow - 1) * sw < in_w:
         _pointwise(x, geo, af)
@@ -104,11 +105,10 @@ def _im2col(x, geo, a, af):
                     base = x0 + iy * xsh + ix0 * cin
                     xr = x[base:base + kw * cin]
                     dst = ar[ky * kw * cin:(ky + 1) * kw * cin]
-                    t = np.int32(0)
+                    t = 0
                     for j in range(kw * cin):
-                        v = np.int32(xr[j]) - np.int32(xzp)
-                        dst[j] = v
-                        t += abs(v)
+                        dst[j] = np.float32(xr[j]) - fz
+                        t += abs(np.int64(xr[j]) - xzp)
                     s += t
                     continue
                 for kx in range(kw):
@@ -119,11 +119,10 @@ def _im2col(x, geo, a, af):
                         continue
                     base = x0 + iy * xsh + ix * xsw
                     xr = x[base:base + cin]
-                    t = np.int32(0)
+                    t = 0
                     for ci in range(cin):
-                        v = np.int32(xr[ci]) - np.int32(xzp)
-                        dst[ci] = v
-                        t += abs(v)
+                        dst[ci] = np.float32(xr[ci]) - fz
+                        t += abs(np.int64(xr[ci]) - xzp)
                     s += t
             l1 = max(l1, s)
     return l1
@@ -144,23 +143,24 @@ def _weights(w, geo, b):
             bf[j] = np.float32(src[j]) - zf
         return 0
     bm = 0
+    zf = np.float32(wzp)
     for t in range(kh * kw):
         for ci in range(cin):
             br = b[t * cin + ci]
             base = w0 + t * wsk + ci * wsci
-            u = np.int32(0)
+            lo, hi = np.int8(127), np.int8(-128)  # the row's extremes give max |w - w_zp|
             if wsco == 1:  # a contiguous row: vectorised
                 wr = w[base:base + cout]
                 for c in range(cout):
-                    v = np.int32(wr[c]) - np.int32(wzp)
-                    br[c] = v
-                    u = max(u, abs(v))
+                    br[c] = np.float32(wr[c]) - zf
+                    lo, hi = min(lo, wr[c]), max(hi, wr[c])
             else:
                 for c in range(cout):
-                    v = np.int32(w[base + c * wsco]) - np.int32(wzp)
-                    br[c] = v
-                    u = max(u, abs(v))
-            bm = max(bm, np.int64(u))
+                    v = w[base + c * wsco]
+                    br[c] = np.float32(v) - zf
+                    lo, hi = min(lo, v), max(hi, v)
+            if cout:
+                bm = max(bm, abs(np.int64(lo) - wzp), abs(np.int64(hi) - wzp))
     return bm
 
 

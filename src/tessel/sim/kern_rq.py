@@ -1,18 +1,30 @@
 """REQUANT as one compiled loop over the tile (``tessel.sim.jit``), for the simulator's fast
 path when kernels are on; ``tessel.sim.fastrq`` (numpy passes) when they are off.
 
-The kernel is docs/numerics.md's requantisation written out per element in exact int64,
+The kernel is docs/numerics.md's requantisation written out per element,
 
     y = clamp(MBQM(sat32(acc + bias), q31, shift) + zp, lo, hi)
     MBQM(t) = RDBPOT(SRDHM(sat32(t << max(shift, 0)), q31), max(-shift, 0))
 
 with ``SRDHM(t, q) = (t q + 2^30) >> 31`` and ``RDBPOT(t, e) = (t + 2^(e-1) - [t < 0]) >> e``
-(floor shifts, ``fastfix``'s identities; ``e = 0``: ``t``), branch-free: a channel's column
-of ``params`` holds its bias, multiplier, left and right shift, rounding term and sign mask,
-so a shift of 0 is the identity of the same steps. No plan form, no bound to prove; the closure
-keeps the checked parameter rows by the parameter bytes, as ``fastrq`` keeps its plans, and
-runs the kernel on flat views of the memories (row strides in elements: one signature per
-output type, and unit-stride rows numba vectorises).
+(floor shifts, ``fastfix``'s identities; ``e = 0``: ``t``), in float64 operations that are
+each exact, because on a host without AVX-512 every int64 multiply, arithmetic shift, min
+and max is emulated (the int64 form ran at ~2.2 ns an element, this one ~1.5):
+
+* sat32 and the left shift: integers below 2^33, and a multiply by ``2^left`` (exact scaling)
+  clamped to the int32 range;
+* SRDHM with ``q = 2^16 qh + ql`` (``qh < 2^15``, ``ql < 2^16``):
+  ``floor((t q + 2^30) / 2^31) = floor((t qh + floor((t ql + 2^30) / 2^16)) / 2^15)``: every
+  operand an integer below 2^48, every scaling by a power of two exact, and the inner floor
+  drops only a remainder below 2^16, which cannot carry the outer one across 2^31;
+* RDBPOT rounds half away from zero: ``trunc(v + copysign(1/2, v))`` with ``v = s 2^-e`` (at
+  most 33 significant bits; ``e = 0``: ``v`` an integer, which the half does not move).
+
+Branch-free: a channel's column of ``params`` holds its bias, ``2^left``, ``qh``, ``ql`` and
+``2^-e``, so a shift of 0 is the identity of the same steps. No plan form, no bound to prove;
+the closure keeps the checked parameter rows by the parameter bytes, as ``fastrq`` keeps its
+plans, and runs the kernel on flat views of the memories (row strides in elements: one
+signature per output type, and unit-stride rows numba vectorises).
 """
 
 from __future__ import annotations
@@ -39,29 +51,30 @@ def requant_rows(x, x0, xs, dst, d0, ds, rows, params, zp, lo, hi):
     (Row slices, not computed indices: numba then knows the indices are not negative and
     vectorises the row.)"""
     width = params.shape[1]
-    bias, q31, left, right, rnd, neg = (params[0], params[1], params[2], params[3], params[4],
-                                        params[5])
+    bias, scale, qh, ql, down = params[0], params[1], params[2], params[3], params[4]
+    t_lo, t_hi = np.float64(INT32_MIN), np.float64(INT32_MAX)
+    fz, y_lo, y_hi = np.float64(zp), np.float64(lo), np.float64(hi)
     for r in range(rows):
         xr = x[x0 + r * xs:x0 + r * xs + width]
         dr = dst[d0 + r * ds:d0 + r * ds + width]
         for c in range(width):
-            t = np.int64(xr[c]) + bias[c]
-            t = min(max(t, INT32_MIN), INT32_MAX)  # sat32(acc + bias)
-            t = min(max(t << left[c], INT32_MIN), INT32_MAX)  # |t| <= 2^31: below 2^62
-            t = (t * q31[c] + (1 << 30)) >> 31  # SRDHM, |t q31| < 2^62
-            t = (t + rnd[c] - ((t >> 63) & neg[c])) >> right[c]  # RDBPOT
-            dr[c] = min(max(t + zp, lo), hi)
+            t = min(max(np.float64(xr[c]) + bias[c], t_lo), t_hi)  # sat32(acc + bias)
+            t = min(max(t * scale[c], t_lo), t_hi)  # sat32(t << left)
+            low = np.floor((t * ql[c] + 1073741824.0) * (1.0 / 65536.0))
+            s = np.floor((t * qh[c] + low) * (1.0 / 32768.0))  # SRDHM
+            v = s * down[c]
+            v = np.trunc(v + np.copysign(0.5, v))  # RDBPOT
+            dr[c] = np.int32(min(max(v + fz, y_lo), y_hi))
 
 
 def param_rows(bias: np.ndarray, q31: np.ndarray, shift: np.ndarray, width: int) -> np.ndarray:
-    """``requant_rows``'s ``(6, width)`` int64 parameters from int64 ones per channel or per
-    tensor (length 1), repeated to ``width`` elements (a multiple of their length): bias,
-    q31, left shift, right shift ``e``, ``2^(e-1)`` (0 for ``e = 0``) and the sign mask (1
-    where ``e > 0``)."""
+    """``requant_rows``'s ``(5, width)`` float64 parameters from int64 ones per channel or
+    per tensor (length 1), repeated to ``width`` elements (a multiple of their length): bias,
+    ``2^left``, the multiplier's high and low 16 bits ``qh``, ``ql`` and ``2^-e``."""
     left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
-    rows = np.stack([bias, q31, left, right, np.left_shift(I64(1), right) >> 1,
-                     (right > 0).astype(I64)])
-    return np.ascontiguousarray(np.tile(rows, (1, width // len(bias))), I64)
+    rows = np.stack([bias.astype(np.float64), np.ldexp(1.0, left), (q31 >> 16).astype(np.float64),
+                     (q31 & 0xFFFF).astype(np.float64), np.ldexp(1.0, -right)])
+    return np.ascontiguousarray(np.tile(rows, (1, width // len(bias))), np.float64)
 
 
 def row_tiles(rows: int, ch: int) -> int:
