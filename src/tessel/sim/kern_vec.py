@@ -4,22 +4,26 @@ off (and for batches). LUT int8 (``lut_i8``) reads the LUT memory's entries dire
 ``exec_lut``'s steps per element; int16 (``lut_i16``, the interpolation) is run once per LUT
 content on every input value, and a tile is one gather from that table (``gather_i16``).
 
-The kernel is ``vector.exec_eltwise`` written out per element in exact int64 (docs/numerics.md):
+The kernel is ``vector.exec_eltwise`` written out per element (docs/numerics.md):
 
     MUL:   r = sat32(clip(a - a_zp) * clip(b - b_zp))            clip: to [-2^31, 2^31]
     else:  r = sat32(A op B),  A = MBQM(sat32(clip(a - a_zp) << left), a_mult, a_shift)
     out  = clamp(MBQM(r, out_mult, out_shift) + out_zp, act_min, act_max)
 
-with ``MBQM(t) = RDBPOT(SRDHM(sat32(t << max(shift, 0)), q), max(-shift, 0))``,
-``SRDHM(t, q) = (t q + 2^30) >> 31`` and ``RDBPOT(t, e) = (t + 2^(e-1) - [t < 0]) >> e``
-(floor shifts, ``fastfix``'s identities; ``e = 0``: ``t``), without a branch on the shifts: a
-shift of 0 is the identity of the same steps. The op and the operand forms are the same over a
-tile, so each is one loop chosen per row (``contributions``, ``combine``), not a select per
-element: 1.3-2.5x faster than one loop computing every form. Every clip and sat32 of the
-reference is applied unconditionally (where the reference leaves one out, its operand is
-inside the range already), so there is no bound to prove; MAX / MIN take no sat32 (both
-contributions are inside int32). No intermediate leaves int64: ``|clip(.) << left| <= 2^62``,
-``|sat32(.) q| < 2^62``, ``|A + B| <= 2^32``.
+with ``MBQM(t) = RDBPOT(SRDHM(sat32(t << max(shift, 0)), q), max(-shift, 0))``, in float64
+operations that are each exact, as ``kern_rq`` does it (its docstring has the proof: SRDHM on
+the multiplier's 16-bit halves, RDBPOT as ``trunc(v + copysign(1/2, v))``; left shifts are
+multiplies by powers of two, exact scalings); on a host without AVX-512 every int64 multiply,
+arithmetic shift, min and max is emulated, and the int64 form ran 1.2-1.4x slower. Every
+value is an integer: ``|clip(.)| <= 2^31``, its left shift a power-of-two multiple that sat32
+clamps, ``|A + B| <= 2^32``; MUL's product of two clipped values (up to 2^62) may round, but
+rounding is monotonic and INT32_MIN / MAX are representable, so the sat32 of the rounded
+product is the sat32 of the exact one (below 2^31 in magnitude the product is exact). The op
+and the operand forms are the same over a tile, so each is one loop chosen per row
+(``contributions``, ``combine``), not a select per element: 1.3-2.5x faster than one loop
+computing every form. Every clip and sat32 of the reference is applied unconditionally (where
+the reference leaves one out, its operand is inside the range already), so there is no bound
+to prove; MAX / MIN take no sat32 (both contributions are inside int32).
 
 An operand is passed as the C-ordered array of its distinct values (a stride-0 axis of length
 1, ``fastvec.Operand.shape``); one whose last axis is 1 (a value per row) has its contribution
@@ -43,56 +47,60 @@ from tessel.sim.state import NP_DTYPE, MachineState, extent
 from tessel.sim.vector import exec_eltwise, exec_lut
 
 I64 = np.int64
-CLIP = 1 << 31  # |x - zp| is clipped to this (the reference's _rescaled)
-HALF = 1 << 30  # SRDHM's rounding term
+F64 = np.float64
+CLIP = float(1 << 31)  # |x - zp| is clipped to this (the reference's _rescaled)
+HALF = float(1 << 30)  # SRDHM's rounding term
+T_LO, T_HI = float(INT32_MIN), float(INT32_MAX)  # sat32
 _ADD, _SUB, _MUL, _MAX = int(EltOp.ADD), int(EltOp.SUB), int(EltOp.MUL), int(EltOp.MAX)
-# ``params``: op, left shift, then per side (a, b, out) zero point and ``mbqm_row``'s five
+# ``params``: op, 2^left_shift, then per side (a, b, out) zero point and ``mbqm_row``'s five
 # constants, then act_min, act_max
 OP, LEFT, SIDE_A, SIDE_B, STAGE, ACT = 0, 1, 2, 8, 14, 20
 SIZE = 22
 
 
 @jit.helper
-def mbqm(t, q, left, e, rnd, sgn):
-    """``MultiplyByQuantizedMultiplier(t, q, shift)`` of ``|t| <= 2^31`` (``mbqm_row``)."""
-    t = min(max(t << left, INT32_MIN), INT32_MAX)
-    t = (t * q + HALF) >> 31
-    return (t + rnd - ((t >> 63) & sgn)) >> e
+def srdhm_rdbpot(t, qh, ql, down):
+    """``RDBPOT(SRDHM(t, q), e)`` of ``t`` inside int32 with ``q = 2^16 qh + ql`` and
+    ``down = 2^-e`` (``kern_rq.requant_rows``' exact float64 steps)."""
+    low = np.floor((t * ql + HALF) * (1.0 / 65536.0))
+    s = np.floor((t * qh + low) * (1.0 / 32768.0))
+    v = s * down
+    return np.trunc(v + np.copysign(0.5, v))
+
+
+@jit.helper
+def mbqm(t, scale, qh, ql, down):
+    """``MultiplyByQuantizedMultiplier(t, q, shift)`` of ``|t| <= 2^31`` (``scale``:
+    ``2^max(shift, 0)``; ``mbqm_row``)."""
+    return srdhm_rdbpot(min(max(t * scale, T_LO), T_HI), qh, ql, down)
 
 
 CHUNK = 512  # a row's elements per pass: the two contribution buffers stay in L1
 
 
 @jit.helper
-def srdhm_rdbpot(t, q, e, rnd, sgn):
-    """``mbqm`` without its left shift and sat32: ``t`` inside int32 and ``left = 0``."""
-    t = (t * q + HALF) >> 31
-    return (t + rnd - ((t >> 63) & sgn)) >> e
-
-
-@jit.helper
-def contributions(x, n, zp, q, pre, left, e, rnd, sgn, mul, buf):
+def contributions(x, n, zp, pre, scale, qh, ql, down, left, mul, buf):
     """``buf[:n]``: an operand's contribution per element, ``clip(x - zp)`` for MUL, else
-    ``MBQM(sat32(clip(x - zp) << pre), q, shift)`` (``mbqm_row``'s constants); ``x`` of
-    length 1 is one value for the whole row. One loop per form: the form is the tile's, so
-    the branch is per row, not per element, and each loop vectorises (``left = 0``: the
-    steps of ``mbqm`` that are then the identity left out)."""
+    ``MBQM(sat32(clip(x - zp) * pre), q, shift)`` (``pre = 2^left_shift``; ``mbqm_row``'s
+    constants); ``x`` of length 1 is one value for the whole row. One loop per form: the form
+    is the tile's, so the branch is per row, not per element, and each loop vectorises
+    (``left = 0``: the steps of ``mbqm`` that are then the identity left out)."""
     if len(x) == 1:
-        t = min(max(np.int64(x[0]) - zp, -CLIP), CLIP)
+        t = min(max(F64(x[0]) - zp, -CLIP), CLIP)
         if not mul:
-            t = mbqm(min(max(t << pre, INT32_MIN), INT32_MAX), q, left, e, rnd, sgn)
+            t = mbqm(min(max(t * pre, T_LO), T_HI), scale, qh, ql, down)
         buf[:n] = t
     elif mul:
         for i in range(n):
-            buf[i] = min(max(np.int64(x[i]) - zp, -CLIP), CLIP)
+            buf[i] = min(max(F64(x[i]) - zp, -CLIP), CLIP)
     elif left == 0:
         for i in range(n):
-            t = min(max(np.int64(x[i]) - zp, -CLIP), CLIP)
-            buf[i] = srdhm_rdbpot(min(max(t << pre, INT32_MIN), INT32_MAX), q, e, rnd, sgn)
+            t = min(max(F64(x[i]) - zp, -CLIP), CLIP)
+            buf[i] = srdhm_rdbpot(min(max(t * pre, T_LO), T_HI), qh, ql, down)
     else:
         for i in range(n):
-            t = min(max(np.int64(x[i]) - zp, -CLIP), CLIP)
-            buf[i] = mbqm(min(max(t << pre, INT32_MIN), INT32_MAX), q, left, e, rnd, sgn)
+            t = min(max(F64(x[i]) - zp, -CLIP), CLIP)
+            buf[i] = mbqm(min(max(t * pre, T_LO), T_HI), scale, qh, ql, down)
 
 
 @jit.helper
@@ -101,13 +109,13 @@ def combine(op, ra, rb, n):
     loop per op (the tile's: a branch per row)."""
     if op == _ADD:
         for i in range(n):
-            ra[i] = min(max(ra[i] + rb[i], INT32_MIN), INT32_MAX)
+            ra[i] = min(max(ra[i] + rb[i], T_LO), T_HI)
     elif op == _SUB:
         for i in range(n):
-            ra[i] = min(max(ra[i] - rb[i], INT32_MIN), INT32_MAX)
+            ra[i] = min(max(ra[i] - rb[i], T_LO), T_HI)
     elif op == _MUL:
         for i in range(n):
-            ra[i] = min(max(ra[i] * rb[i], INT32_MIN), INT32_MAX)
+            ra[i] = min(max(ra[i] * rb[i], T_LO), T_HI)
     elif op == _MAX:
         for i in range(n):
             ra[i] = max(ra[i], rb[i])
@@ -117,35 +125,35 @@ def combine(op, ra, rb, n):
 
 
 @jit.helper
-def output(r, n, y, zo, qo, lo_, eo, ro, so, lo, hi):
+def output(r, n, y, zo, so, qho, qlo, do, left, lo, hi):
     """``y[i] = clamp(MBQM(r[i], out) + zo, lo, hi)`` (``r`` inside int32)."""
-    if lo_ == 0:
+    if left == 0:
         for i in range(n):
-            y[i] = min(max(srdhm_rdbpot(r[i], qo, eo, ro, so) + zo, lo), hi)
+            y[i] = np.int32(min(max(srdhm_rdbpot(r[i], qho, qlo, do) + zo, lo), hi))
     else:
         for i in range(n):
-            y[i] = min(max(mbqm(r[i], qo, lo_, eo, ro, so) + zo, lo), hi)
+            y[i] = np.int32(min(max(mbqm(r[i], so, qho, qlo, do) + zo, lo), hi))
 
 
 @jit.kernel
 def eltwise(a, b, out, p):
     """``out[i2, i1, i0] = ELTWISE(a[..], b[..])`` with the fields of ``params`` (``p``);
     ``a`` / ``b`` of shape ``(n2 or 1, n1 or 1, n0 or 1)``, C order. Each row in chunks of
-    CHUNK: both operands' contributions into int64 buffers, the op, the output stage
+    CHUNK: both operands' contributions into float64 buffers, the op, the output stage
     (``contributions``, ``combine``, ``output``: loops chosen per row, 1.3-2.5x faster than
     one loop computing every form)."""
-    op, pre = p[OP], p[LEFT]
+    op, pre = int(p[OP]), p[LEFT]
     mul = op == _MUL
-    za, qa, la, ea, ra_, sa = p[SIDE_A], p[SIDE_A + 1], p[SIDE_A + 2], p[SIDE_A + 3], \
+    za, sa, qha, qla, da, la = p[SIDE_A], p[SIDE_A + 1], p[SIDE_A + 2], p[SIDE_A + 3], \
         p[SIDE_A + 4], p[SIDE_A + 5]
-    zb, qb, lb, eb, rb_, sb = p[SIDE_B], p[SIDE_B + 1], p[SIDE_B + 2], p[SIDE_B + 3], \
+    zb, sb, qhb, qlb, db, lb = p[SIDE_B], p[SIDE_B + 1], p[SIDE_B + 2], p[SIDE_B + 3], \
         p[SIDE_B + 4], p[SIDE_B + 5]
-    zo, qo, lo_, eo, ro, so = p[STAGE], p[STAGE + 1], p[STAGE + 2], p[STAGE + 3], \
+    zo, so, qho, qlo, do, lo_ = p[STAGE], p[STAGE + 1], p[STAGE + 2], p[STAGE + 3], \
         p[STAGE + 4], p[STAGE + 5]
     lo, hi = p[ACT], p[ACT + 1]
     n2, n1, n0 = out.shape
     va, vb = a.shape[2] > 1, b.shape[2] > 1  # varying along the last axis
-    bufa, bufb = np.empty(min(n0, CHUNK), I64), np.empty(min(n0, CHUNK), I64)
+    bufa, bufb = np.empty(min(n0, CHUNK), F64), np.empty(min(n0, CHUNK), F64)
     for i2 in range(n2):
         for i1 in range(n1):
             xa = a[min(i2, a.shape[0] - 1), min(i1, a.shape[1] - 1)]
@@ -153,30 +161,31 @@ def eltwise(a, b, out, p):
             y = out[i2, i1]
             for c in range(0, n0, CHUNK):
                 n = min(CHUNK, n0 - c)
-                contributions(xa[c:c + n] if va else xa, n, za, qa, pre, la, ea, ra_, sa, mul,
+                contributions(xa[c:c + n] if va else xa, n, za, pre, sa, qha, qla, da, la, mul,
                               bufa)
-                contributions(xb[c:c + n] if vb else xb, n, zb, qb, pre, lb, eb, rb_, sb, mul,
+                contributions(xb[c:c + n] if vb else xb, n, zb, pre, sb, qhb, qlb, db, lb, mul,
                               bufb)
                 combine(op, bufa, bufb, n)
-                output(bufa, n, y[c:c + n], zo, qo, lo_, eo, ro, so, lo, hi)
+                output(bufa, n, y[c:c + n], zo, so, qho, qlo, do, lo_, lo, hi)
 
 
-def mbqm_row(zp: int, mult: int, shift: int) -> list[int]:
-    """``zp``, then ``mbqm``'s constants: the multiplier, the left shift, the right shift
-    ``e``, ``2^(e-1)`` (0 for ``e = 0``) and the sign mask (1 where ``e > 0``)."""
-    e = max(-shift, 0)
-    return [zp, mult, max(shift, 0), e, (1 << e) >> 1, 1 if e else 0]
+def mbqm_row(zp: int, mult: int, shift: int) -> list[float]:
+    """``zp``, then ``mbqm``'s constants: ``2^left`` (``left = max(shift, 0)``), the
+    multiplier's high and low 16 bits, ``2^-e`` (``e = max(-shift, 0)``) and ``left``."""
+    left, e = max(shift, 0), max(-shift, 0)
+    return [zp, 2.0 ** left, mult >> 16, mult & 0xFFFF, 2.0 ** -e, left]
 
 
 def params(f: dict[str, Any]) -> np.ndarray:
-    """``eltwise``'s parameter vector of an ELTWISE's fields (the layout above)."""
+    """``eltwise``'s float64 parameter vector of an ELTWISE's fields (the layout above;
+    every entry an integer below 2^32 or a power of two, so exact)."""
     mul = f["op"] == EltOp.MUL
-    v = [int(f["op"]), 0 if mul else f["left_shift"],
+    v = [int(f["op"]), 1.0 if mul else 2.0 ** f["left_shift"],
          *mbqm_row(f["a_zp"], f["a_mult"], f["a_shift"]),
          *mbqm_row(f["b_zp"], f["b_mult"], f["b_shift"]),
          *mbqm_row(f["out_zp"], f["out_mult"], f["out_shift"]), f["act_min"], f["act_max"]]
     assert len(v) == SIZE
-    return np.array(v, I64)
+    return np.array(v, F64)
 
 
 def _pattern(f: dict[str, Any], p: str) -> tuple[int, tuple[int, ...], int]:
