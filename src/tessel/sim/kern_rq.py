@@ -153,8 +153,9 @@ def build_requant(op: Op, cache: dict) -> Step | None:
         return flat(state, x_mem, x_addr, I32, sample), flat(state, "sram", dst_addr, dt, sample)
 
     def one(state: MachineState) -> tuple:
-        """``operands`` and the parameter block as a live memoryview (compared with the last
-        bytes in place: 0.15 us, against 0.5 us for a ``tobytes`` copy per call)."""
+        """``operands`` and the parameter block as a live memoryview, copied to compare with
+        the last bytes (``tobytes``, then a memcmp: ~0.1 us for 64 channels' 768 bytes,
+        where comparing the memoryview itself unpacks byte by byte, ~1.4 us)."""
         return (*operands(state), memoryview(state.sram)[p_addr:p_addr + nbytes])
     views = Views(one)
     memo: list = [(None, None)]  # (the last parameter bytes, their rows): replaced whole
@@ -178,8 +179,8 @@ def build_requant(op: Op, cache: dict) -> Step | None:
             return
         x, dst, block = views.get(state)
         last, prm = memo[0]
-        if block != last:  # the parameter bytes changed (or the first call)
-            raw = block.tobytes()
+        raw = block.tobytes()
+        if raw != last:  # the parameter bytes changed (or the first call)
             prm = checked(raw)
             memo[0] = (raw, prm)
         run(x, x0, xs, dst, d0, ds, kernel_rows, prm, zp, lo, hi)
