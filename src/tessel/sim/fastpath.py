@@ -72,6 +72,7 @@ from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent
 from tessel.sim.window import Geometry
+from tessel.threads import single_threaded
 
 Step = Callable[[MachineState], None]
 I8 = np.dtype("<i1")
@@ -474,7 +475,9 @@ def exact_int_mm() -> Callable[[Any, Any], Any] | None:
 def int_mm_fast() -> bool:
     """Whether ``exact_int_mm()`` beats the float32 GEMM (numpy's BLAS, the float path's) on
     a conv-sized tile (``SPEED_PROBE``) here: the best of three timed calls each, after a
-    warm-up, measured once per process (about 10-30 ms)."""
+    warm-up, measured once per process (about 10-30 ms), with one thread each, as the
+    simulator runs them (``single_threaded``: a multi-threaded BLAS on a loaded machine can
+    wait a whole time slice for its second thread and lose to anything)."""
     if not _INT_MM_FAST:
         fn = exact_int_mm()
         fast = False
@@ -488,7 +491,9 @@ def int_mm_fast() -> bool:
             ta, tb = torch.from_numpy(a8), torch.from_numpy(b8)
             af, bf = a8.astype(F32), b8.astype(F32)
             out = np.empty((m, n), F32)
-            fast = _best_of(lambda: fn(ta, tb)) < _best_of(lambda: np.dot(af, bf, out=out))
+            with single_threaded():
+                fast = _best_of(lambda: fn(ta, tb)) < _best_of(
+                    lambda: np.dot(af, bf, out=out))
         _INT_MM_FAST.append(fast)
     return _INT_MM_FAST[0]
 

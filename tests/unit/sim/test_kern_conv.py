@@ -29,7 +29,12 @@ SETTINGS = settings(max_examples=80, deadline=None,
 
 @pytest.fixture(params=["py", "compiled"])
 def impl(request, monkeypatch) -> str:
-    """Kernels on; ``py``: the builder gets each kernel's uncompiled source instead."""
+    """Kernels on; ``py``: the builder gets each kernel's uncompiled source instead. No int8
+    GEMM: on a host with a fast one (AVX-512 VNNI, AMX) ``kernel_wins`` leaves the large
+    tiles to ``_build_conv``, and these tests are about the kernels."""
+    from tessel.sim import fastpath
+
+    monkeypatch.setattr(fastpath, "USE_INT_MM", False)
     return kernels_as(request.param, monkeypatch,
                       [(kern_conv, "conv_pack"), (kern_conv, "conv_pack_a"),
                        (kern_conv, "conv_pack_b"),
