@@ -569,6 +569,58 @@ def _frame_parts(g: Geometry) -> tuple[int, int, slice, slice, slice, slice] | N
             slice(r0, r1), slice(c0, c1))
 
 
+def _shifted_gemms(state: MachineState, g: Geometry, tile: np.ndarray, wb: np.ndarray,
+                   in_zp: int, w_zp: int, w8: np.ndarray, store: AccStore,
+                   parts: tuple[int, int, slice, slice, slice, slice], nb: int) -> None:
+    """A batch's unit-stride KxK CONV without an im2col matrix. The samples' padded frames of
+    ``x - in_zp`` (float32, 0 in the padding) are laid out row by row, each frame row holding
+    the ``n`` samples' rows of ``cols`` pixels one after the other, plus one spare row: flat,
+    pixel (r, s, c) is ``(r n + s) cols + c``. Output pixel (y, s, x) is the sum over kernel
+    positions (i, j) of ``frame[y + i dh, s, x + j dw] @ W[i, j]``, i.e. the pixel
+    ``i dh n cols + j dw`` further on, so each position is one GEMM of ``oh n cols``
+    consecutive flat pixels (a slice, no copy) by its ``(cin, cout)`` weights, over whole
+    frame rows: the columns from ``ow`` to ``cols`` are discarded (a kept pixel only reads
+    pixels of its own row; the spare row is only read for discarded ones). 1.3-2.4x the
+    im2col path on ResNet-18's tiles (no 9x float32 copy of the input; one GEMM of every
+    sample per position).
+
+    Exact: each GEMM's reduction (``cin <= chunk_len``) is exact by the static bound; the
+    positions are added in float32 when ``kh kw max_pixel sum |x - zp| * max |w - w_zp|`` is
+    below 2^24 (every partial sum an integer below 2^24), else in float64 (integers below
+    2^53). ``wb``: the weights minus ``w_zp`` (kh kw, cin, cout) as float32."""
+    rows, cols, dr, dc, tr, tc = parts
+    ns, cin, cout = tile.shape[0], tile.shape[-1], wb.shape[-1]
+    oh, ow = g.oh, g.ow
+    pool = state.pool
+    bm = _int8_max_abs(w8, w_zp)
+    for lo in range(0, ns, nb):
+        hi = min(ns, lo + nb)
+        n = hi - lo
+        key = ("shifted", rows, cols, cin, cout, oh, dr.start, dr.stop, dc.start, dc.stop, n)
+        frame = pool.get((*key, "frame"), (rows + 1, n, cols, cin), F32)  # border: 0
+        res = pool.get((*key, "res"), (oh * n * cols, cout), F32)
+        tmp = pool.get((*key, "tmp"), (oh * n * cols, cout), F32)
+        _minus_zp(tile[lo:hi, tr, tc].transpose(1, 0, 2, 3), in_zp, frame[dr, :, dc])
+        flat = frame.reshape(-1, cin)
+        wide = g.kh * g.kw * _row_l1_max(flat, pool) * bm >= F32_EXACT
+        total = np.zeros(res.shape, np.float64) if wide else res
+        first, span = True, oh * n * cols
+        for i in range(g.kh):
+            for j in range(g.kw):
+                off = i * g.dh * n * cols + j * g.dw
+                b = wb[i * g.kw + j]
+                if first and not wide:
+                    np.dot(flat[off:off + span], b, out=res)
+                else:
+                    np.dot(flat[off:off + span], b, out=tmp)
+                    np.add(total, tmp, out=total)
+                first = False
+        view = store.view(state)[lo:hi].view()
+        view.shape = (n, oh, ow, cout)  # (splits the pixel axis: never a copy)
+        kept = total.reshape(oh, n, cols, cout)[:, :, :ow].transpose(1, 0, 2, 3)
+        _acc_write(view, kept, store.accumulate)
+
+
 def _build_conv(op: Op, sram_bytes: int) -> Step | None:
     f = op.f
     g = Geometry.of(f)
@@ -599,6 +651,10 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
     def same_weights(sram: np.ndarray, w8: np.ndarray) -> bool:
         return _bytes_uniform(sram, w_lo, w_hi) if w_dense else _uniform(w8)
     sub_h, sub_w = slice(None, (g.oh - 1) * g.sh + 1, g.sh), slice(None, (g.ow - 1) * g.sw + 1, g.sw)
+    # a batch's unit-stride KxK tile with each kernel position's reduction exact by the static
+    # bound: shifted GEMMs over the flat frame instead of an im2col matrix (_shifted_gemms)
+    shifted = (not direct and kk > 1 and g.sh == 1 and g.sw == 1 and cin <= chunk)
+    per_sample_shifted = 4 * ((rows + 1) * cols * cin + 2 * g.oh * cols * cout)  # bytes
 
     def step_any(state: MachineState) -> None:
         pool, sram = state.pool, state.sram
@@ -612,6 +668,10 @@ def _build_conv(op: Op, sram_bytes: int) -> Step | None:
         wf = wb.reshape(k, cout)
         tile = _view(sram, in_addr, tile_shape, tile_s, I8)
         ns = tile.shape[0]
+        if shifted and ns > 1:
+            _shifted_gemms(state, g, tile, wb, in_zp, w_zp, w8, store, parts,
+                           max(1, min(ns, BATCH_GEMM_BYTES // per_sample_shifted)))
+            return
         # a batch: as many samples per GEMM as keep its im2col matrix below BATCH_GEMM_BYTES
         nb = 1 if ns == 1 else max(1, min(ns, BATCH_GEMM_BYTES // per_sample))
         a_all = pool.get(("cols", nb, m, k), (nb * m, k), F32)

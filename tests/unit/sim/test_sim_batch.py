@@ -128,3 +128,63 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_batch_equals_each_sample_alone(case, same):
     _check(CASES[case], same)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_batch_conv_shifted_gemms_equal_each_sample(seed, monkeypatch):
+    """A batch's unit-stride KxK CONV without an int8 GEMM runs shifted GEMMs over the flat
+    frame (``fastpath._shifted_gemms``): random tiles (kernel 2-4, dilation, padding on either
+    side, strided rows, OVERWRITE and ACCUMULATE, zero points and values at their ends so the
+    float32 bound fails on some and the positions add in float64) equal the reference handler
+    on each sample alone, and the shifted path is the one that ran."""
+    import tessel.sim.fastpath as fp
+
+    monkeypatch.setattr(fp, "USE_INT_MM", False)
+    ran = []
+    real = fp._shifted_gemms
+    monkeypatch.setattr(fp, "_shifted_gemms", lambda *a: (ran.append(1), real(*a)))
+    rng = np.random.default_rng(seed)
+    kh, kw = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+    dh, dw = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    cin, cout = int(rng.integers(1, 40)), int(rng.integers(1, 20))
+    in_h, in_w = int(rng.integers(kh * dh, 9)), int(rng.integers(kw * dw, 9))
+    pt, pl = int(rng.integers(0, kh)), int(rng.integers(0, kw))
+    oh = int(rng.integers(1, in_h + 2 * pt - (kh - 1) * dh + 1))
+    ow = int(rng.integers(1, in_w + 2 * pl - (kw - 1) * dw + 1))
+    xsw = cin + int(rng.integers(0, 3))
+    edges = seed % 3 == 0
+    in_zp, w_zp = (int(rng.choice([-128, 127])), int(rng.choice([-128, 127]))) if edges else (
+        int(rng.integers(-5, 6)), int(rng.integers(-5, 6)))
+    mode = AccMode.ACCUMULATE if seed % 2 else AccMode.OVERWRITE
+    w_addr = 30_000
+    instr = I(Opcode.CONV, in_addr=0, in_h=in_h, in_w=in_w, in_stride_h=in_w * xsw,
+              in_stride_w=xsw, cin=cin, in_zp=in_zp, kh=kh, kw=kw, stride_h=1, stride_w=1,
+              dil_h=dh, dil_w=dw, pad_top=pt, pad_left=pl, out_h=oh, out_w=ow,
+              w_addr=w_addr, w_stride_k=cin * cout, w_stride_ci=cout, w_stride_co=1,
+              w_zp=w_zp, cout=cout, acc_addr=0, acc_stride=cout, mode=mode)
+    prep = prepare(program({MX: [instr]}), ARCH)
+    assert prep.queues[MX][0].error is None
+    batch = BatchState(ARCH, N, [1024 for _ in ARCH.offchip])
+    singles = []
+    w = rng.integers(-128, 128, kh * kw * cin * cout).astype(np.int8)
+    if edges:
+        w[::2] = 127 if w_zp < 0 else -128
+    for k in range(N):
+        sram = np.zeros(65536, np.uint8)
+        x = rng.integers(-128, 128, in_h * in_w * xsw).astype(np.int8)
+        if edges:
+            x[::2] = 127 if in_zp < 0 else -128
+        sram[:x.size] = x.view(np.uint8)
+        sram[w_addr:w_addr + w.size] = w.view(np.uint8)
+        acc = rng.integers(0, 256, 16384, dtype=np.uint8)
+        one = MachineState(ARCH)
+        one.sram[:sram.size] = sram
+        one.acc_bytes[:acc.size] = acc
+        batch.sram[k, :sram.size] = sram
+        batch.acc_bytes[k, :acc.size] = acc
+        run_functional(prep, one, fast=False)
+        singles.append(one)
+    run_functional(prep, batch)
+    assert ran, "the shifted GEMMs did not run"
+    for k, one in enumerate(singles):
+        assert np.array_equal(batch.acc_bytes[k], one.acc_bytes), k
