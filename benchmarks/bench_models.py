@@ -2,7 +2,8 @@
 
 Run: ``python -m benchmarks.bench_models [MODEL ...] [--presets a,b] [--repeats N]``; prints
 markdown tables:
-1. per model and preset: simulated cycles, latency, MAC utilisation, DRAM traffic, roofline
+1. per model and preset: simulated cycles, latency, MAC utilisation, DRAM traffic, energy
+   per inference (dynamic and static, `CompiledModel.profile`), roofline
    bound and roofline efficiency (= bound / simulated cycles);
 2. compile time: whole compile (calibration included) split by stage, backend compile
    (integer IR -> binary bytes), and torch.export + run_decompositions as the reference;
@@ -94,7 +95,7 @@ def bench(names: list[str], presets: list[str], repeats: int) -> None:
                 backend_s = time.perf_counter() - t0
             except Exception as exc:  # noqa: BLE001 - a table cell, e.g. does not fit
                 quality.append(f"| {name} | {p} | {type(exc).__name__}: {str(exc)[:80]} "
-                               "| | | | | |")
+                               "| | | | | | |")
                 continue
             prof = cm.profile
             fidelity.append(_fidelity_row(name, p, prof))
@@ -103,7 +104,7 @@ def bench(names: list[str], presets: list[str], repeats: int) -> None:
             quality.append(
                 f"| {name} | {p} | {prof.cycles:,} | {prof.latency_ms:.3f} | "
                 f"{100 * prof.mac_utilisation:.1f} % | {rd / 1e6:.2f} / {wr / 1e6:.2f} | "
-                f"{bound:,} | {bound / prof.cycles:.3f} |")
+                f"{prof.energy_uj / 1e3:.3f} | {bound:,} | {bound / prof.cycles:.3f} |")
             if p == presets[0]:
                 whole = times.seconds["frontend+quantise"] + backend_s
                 stages = ", ".join(f"{k} {v:.2f}" for k, v in bt.seconds.items())
@@ -117,9 +118,9 @@ def bench(names: list[str], presets: list[str], repeats: int) -> None:
                              f"{sim_s / eager_s:.1f}x |")
         print(f"done {name}", flush=True)
     print("\n### Code quality (simulated)\n")
-    print("| model | preset | cycles | latency ms | MAC util | DRAM MB rd / wr | roofline bound "
-          "(cycles) | roofline efficiency |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | preset | cycles | latency ms | MAC util | DRAM MB rd / wr | energy mJ | "
+          "roofline bound (cycles) | roofline efficiency |")
+    print("|---|---|---|---|---|---|---|---|---|")
     print("\n".join(quality))
     print("\n### Estimation fidelity: analytical model (the search's estimate) vs simulator\n")
     print("| model | preset | sum of layer estimates | simulated | whole model | per layer: "
