@@ -580,7 +580,7 @@ def _shifted_gemms(state: MachineState, g: Geometry, tile: np.ndarray, wb: np.nd
     ``i dh n cols + j dw`` further on, so each position is one GEMM of ``oh n cols``
     consecutive flat pixels (a slice, no copy) by its ``(cin, cout)`` weights, over whole
     frame rows: the columns from ``ow`` to ``cols`` are discarded (a kept pixel only reads
-    pixels of its own row; the spare row is only read for discarded ones). 1.3-2.4x the
+    pixels of its own row; the spare row is only read for discarded ones). 1.1-2.4x the
     im2col path on ResNet-18's tiles (no 9x float32 copy of the input; one GEMM of every
     sample per position).
 

@@ -3,8 +3,10 @@
 Why: after ``tessel.sim.fastpath`` what a run costs is numpy's per-call floor, about 1-2.5 us
 per pass on the 1.5k-8k elements of a tile, times the 5-14 passes of a REQUANT or ELTWISE
 form (docs/architecture.md, "Where the time goes"). One compiled loop does such a form in one
-pass over the tile, in the integer arithmetic of docs/numerics.md itself (int64, exact: no
-float shortcut with a bound to prove), for one call's floor.
+pass over the tile, in the integer arithmetic of docs/numerics.md itself, for one call's floor:
+in int64, or (REQUANT, ELTWISE: ``kern_rq``, ``kern_vec``) in float64 steps that are each
+exact on integers, since without AVX-512 int64 multiplies, shifts, min and max are emulated;
+never a float shortcut with a data-dependent bound to prove.
 
 A kernel is a plain Python function of numpy arrays and ints, module level, decorated with
 ``kernel``. It is compiled by numba (nopython, without the GIL, ``error_model="numpy"`` so an

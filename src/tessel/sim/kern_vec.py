@@ -52,16 +52,18 @@ CLIP = float(1 << 31)  # |x - zp| is clipped to this (the reference's _rescaled)
 HALF = float(1 << 30)  # SRDHM's rounding term
 T_LO, T_HI = float(INT32_MIN), float(INT32_MAX)  # sat32
 _ADD, _SUB, _MUL, _MAX = int(EltOp.ADD), int(EltOp.SUB), int(EltOp.MUL), int(EltOp.MAX)
-# ``params``: op, 2^left_shift, then per side (a, b, out) zero point and ``mbqm_row``'s five
+# ``params``: op, 2^left_shift, then per side (a, b, out) zero point and ``mbqm_row``'s four
 # constants, then act_min, act_max
-OP, LEFT, SIDE_A, SIDE_B, STAGE, ACT = 0, 1, 2, 8, 14, 20
-SIZE = 22
+OP, LEFT, SIDE_A, SIDE_B, STAGE, ACT = 0, 1, 2, 7, 12, 17
+SIZE = 19
 
 
 @jit.helper
 def srdhm_rdbpot(t, qh, ql, down):
     """``RDBPOT(SRDHM(t, q), e)`` of ``t`` inside int32 with ``q = 2^16 qh + ql`` and
-    ``down = 2^-e`` (``kern_rq.requant_rows``' exact float64 steps)."""
+    ``down = 2^-e`` (``kern_rq.requant_rows``' exact float64 steps, written out again there
+    rather than imported: numba's disk cache of a kernel checks only its own module's file,
+    so a helper shared across modules could be run stale after an edit)."""
     low = np.floor((t * ql + HALF) * (1.0 / 65536.0))
     s = np.floor((t * qh + low) * (1.0 / 32768.0))
     v = s * down
@@ -79,12 +81,13 @@ CHUNK = 512  # a row's elements per pass: the two contribution buffers stay in L
 
 
 @jit.helper
-def contributions(x, n, zp, pre, scale, qh, ql, down, left, mul, buf):
+def contributions(x, n, zp, pre, scale, qh, ql, down, mul, buf):
     """``buf[:n]``: an operand's contribution per element, ``clip(x - zp)`` for MUL, else
     ``MBQM(sat32(clip(x - zp) * pre), q, shift)`` (``pre = 2^left_shift``; ``mbqm_row``'s
     constants); ``x`` of length 1 is one value for the whole row. One loop per form: the form
     is the tile's, so the branch is per row, not per element, and each loop vectorises
-    (``left = 0``: the steps of ``mbqm`` that are then the identity left out)."""
+    (``scale = 1``, no left shift: the steps of ``mbqm`` that are then the identity left
+    out)."""
     if len(x) == 1:
         t = min(max(F64(x[0]) - zp, -CLIP), CLIP)
         if not mul:
@@ -93,7 +96,7 @@ def contributions(x, n, zp, pre, scale, qh, ql, down, left, mul, buf):
     elif mul:
         for i in range(n):
             buf[i] = min(max(F64(x[i]) - zp, -CLIP), CLIP)
-    elif left == 0:
+    elif scale == 1.0:
         for i in range(n):
             t = min(max(F64(x[i]) - zp, -CLIP), CLIP)
             buf[i] = srdhm_rdbpot(min(max(t * pre, T_LO), T_HI), qh, ql, down)
@@ -125,9 +128,9 @@ def combine(op, ra, rb, n):
 
 
 @jit.helper
-def output(r, n, y, zo, so, qho, qlo, do, left, lo, hi):
+def output(r, n, y, zo, so, qho, qlo, do, lo, hi):
     """``y[i] = clamp(MBQM(r[i], out) + zo, lo, hi)`` (``r`` inside int32)."""
-    if left == 0:
+    if so == 1.0:
         for i in range(n):
             y[i] = np.int32(min(max(srdhm_rdbpot(r[i], qho, qlo, do) + zo, lo), hi))
     else:
@@ -144,12 +147,12 @@ def eltwise(a, b, out, p):
     one loop computing every form)."""
     op, pre = int(p[OP]), p[LEFT]
     mul = op == _MUL
-    za, sa, qha, qla, da, la = p[SIDE_A], p[SIDE_A + 1], p[SIDE_A + 2], p[SIDE_A + 3], \
-        p[SIDE_A + 4], p[SIDE_A + 5]
-    zb, sb, qhb, qlb, db, lb = p[SIDE_B], p[SIDE_B + 1], p[SIDE_B + 2], p[SIDE_B + 3], \
-        p[SIDE_B + 4], p[SIDE_B + 5]
-    zo, so, qho, qlo, do, lo_ = p[STAGE], p[STAGE + 1], p[STAGE + 2], p[STAGE + 3], \
-        p[STAGE + 4], p[STAGE + 5]
+    za, sa, qha, qla, da = p[SIDE_A], p[SIDE_A + 1], p[SIDE_A + 2], p[SIDE_A + 3], \
+        p[SIDE_A + 4]
+    zb, sb, qhb, qlb, db = p[SIDE_B], p[SIDE_B + 1], p[SIDE_B + 2], p[SIDE_B + 3], \
+        p[SIDE_B + 4]
+    zo, so, qho, qlo, do = p[STAGE], p[STAGE + 1], p[STAGE + 2], p[STAGE + 3], \
+        p[STAGE + 4]
     lo, hi = p[ACT], p[ACT + 1]
     n2, n1, n0 = out.shape
     va, vb = a.shape[2] > 1, b.shape[2] > 1  # varying along the last axis
@@ -161,19 +164,19 @@ def eltwise(a, b, out, p):
             y = out[i2, i1]
             for c in range(0, n0, CHUNK):
                 n = min(CHUNK, n0 - c)
-                contributions(xa[c:c + n] if va else xa, n, za, pre, sa, qha, qla, da, la, mul,
+                contributions(xa[c:c + n] if va else xa, n, za, pre, sa, qha, qla, da, mul,
                               bufa)
-                contributions(xb[c:c + n] if vb else xb, n, zb, pre, sb, qhb, qlb, db, lb, mul,
+                contributions(xb[c:c + n] if vb else xb, n, zb, pre, sb, qhb, qlb, db, mul,
                               bufb)
                 combine(op, bufa, bufb, n)
-                output(bufa, n, y[c:c + n], zo, so, qho, qlo, do, lo_, lo, hi)
+                output(bufa, n, y[c:c + n], zo, so, qho, qlo, do, lo, hi)
 
 
 def mbqm_row(zp: int, mult: int, shift: int) -> list[float]:
-    """``zp``, then ``mbqm``'s constants: ``2^left`` (``left = max(shift, 0)``), the
-    multiplier's high and low 16 bits, ``2^-e`` (``e = max(-shift, 0)``) and ``left``."""
+    """``zp``, then ``mbqm``'s constants: ``2^left`` (``left = max(shift, 0)``; 1: no left
+    shift), the multiplier's high and low 16 bits and ``2^-e`` (``e = max(-shift, 0)``)."""
     left, e = max(shift, 0), max(-shift, 0)
-    return [zp, 2.0 ** left, mult >> 16, mult & 0xFFFF, 2.0 ** -e, left]
+    return [zp, 2.0 ** left, mult >> 16, mult & 0xFFFF, 2.0 ** -e]
 
 
 def params(f: dict[str, Any]) -> np.ndarray:
