@@ -72,8 +72,17 @@ VALUE_FREE_OPS = frozenset({
 # per op: attributes, and the operands' / result's quantisation parameters, that only become
 # instruction fields no cost, candidate or event count reads (qconv2d: the CONV / DWCONV input
 # zero point, the REQUANT output zero point and clamp; scales only exist as the constant
-# multipliers and shifts)
-QUANT_FREE = {Op.QCONV2D: frozenset({"in_zp", "out_zp", "act_min", "act_max"})}
+# multipliers and shifts; the ELTWISE ops of ops_eltwise and of a chain's residual add: their
+# zero points, multipliers, shifts and clamp, isa.costs.COST_FIELDS); the dtype attribute stays
+_OUT_FIELDS = frozenset({"out_zp", "act_min", "act_max"})
+QUANT_FREE = {
+    Op.QCONV2D: frozenset({"in_zp"}) | _OUT_FIELDS,
+    Op.QADD: frozenset({"a_zp", "b_zp", "left_shift", "a_multiplier", "a_shift",
+                        "b_multiplier", "b_shift", "out_multiplier", "out_shift"}) | _OUT_FIELDS,
+    Op.QMUL: frozenset({"a_zp", "b_zp", "out_multiplier", "out_shift"}) | _OUT_FIELDS,
+    Op.REQUANTIZE: frozenset({"in_zp", "multiplier", "shift"}) | _OUT_FIELDS,
+}
+QUANT_FREE[Op.QSUB] = QUANT_FREE[Op.QADD]
 
 # NpuArch.to_toml_dict keys that no cycle count, mapping or event count depends on
 _NOT_TIMING = ("name", "description", "process_node_nm", "clock_hz", "energy", "area")

@@ -238,3 +238,41 @@ def test_weight_stationary_search_reuses_a_full_search_without_input_resident_or
     again = [name for name, ws, _ in runs if ws]
     assert again, "the conservative plan searched no conv again (the test needs some)"
     assert all(full[name] for name in again)  # only convs that had input-resident orders
+
+
+def test_eltwise_zero_points_and_multipliers_leave_the_signature_and_every_estimate(
+        graphs, monkeypatch):
+    """MobileNetV2's residual adds of one shape (alone and as a chain's epilogue) share their
+    signature although their zero points, multipliers and shifts differ; and every candidate of
+    the steps that share a signature has the same estimate, sampled and in full, for each of
+    them (the search reads nothing the signature leaves out)."""
+    seen: dict[tuple, list] = {}
+    real = program._choose
+
+    def spy(node, ctx, **kw):
+        adds = [n for n in (node.nodes if isinstance(node, FusedChain) else (node,))
+                if n.op.name == "QADD"]
+        if adds:
+            est_ctx = program.estimation_context(ctx)
+            seen.setdefault(search_cache.unit_signature(node, est_ctx), []).append(
+                (node, est_ctx, adds[0].attr_map))
+        return real(node, ctx, **kw)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(program, "_choose", spy)
+        with search_cache.use(None):
+            estimate_graph(graphs["mobilenet_v2"], load_target("tnpu-s"), timing_only=True)
+    shared = [units for units in seen.values()
+              if len({repr(sorted(a.items())) for _, _, a in units}) > 1]
+    assert len(shared) >= 2  # adds alone and in chains, with different quantisation
+    assert any(isinstance(units[0][0], FusedChain) for units in shared)
+    assert any(not isinstance(units[0][0], FusedChain) for units in shared)
+    for units in shared:
+        figures = []
+        for node, est_ctx, _ in units:
+            em = program._emitter(node)
+            cands = list(em.candidates(node, est_ctx))
+            figures.append([(m, estimate_step(em.step(node, m, est_ctx), est_ctx.arch,
+                                              sample=sample))
+                            for m in cands for sample in (search_cache.SAMPLE_TILES, None)])
+        assert all(f == figures[0] for f in figures[1:]), str(units[0][0])
