@@ -1,7 +1,8 @@
 """CLI start-up, whole `tessel compile` and `run --check`, as a user would time them.
 
-Run: ``python -m benchmarks.bench_cli [--compile-only] [MODEL ...]`` (default ds_cnn
-mobilenet_v2; ``--compile-only``: no ``tessel run`` rows); prints a markdown table. Each
+Run: ``python -m benchmarks.bench_cli [--compile-only] [MODEL ...]`` (default ds_cnn and the
+four models of the simulation target: mobilenet_v2 resnet18 vit_small minilm;
+``--compile-only``: no ``tessel run`` rows); prints a markdown table. Each
 command runs in a fresh process; both wall seconds and CPU seconds (user + system of the child,
 ``resource.getrusage``) are reported, CPU being the meaningful one on a shared machine. The
 export baseline is ``torch.export.export(...).run_decompositions()`` of the same model, timed in
@@ -25,6 +26,9 @@ torch.export.export(model.eval(), ex, strict=False).run_decompositions()
 """
 
 
+DEFAULT_MODELS = ["ds_cnn", "mobilenet_v2", "resnet18", "vit_small", "minilm"]
+
+
 def timed(argv: list[str]) -> tuple[float, float]:
     """(wall, CPU) seconds of one child process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -38,7 +42,7 @@ def timed(argv: list[str]) -> tuple[float, float]:
 def main() -> None:
     args = sys.argv[1:]
     compile_only = "--compile-only" in args
-    models = [a for a in args if a != "--compile-only"] or ["ds_cnn", "mobilenet_v2"]
+    models = [a for a in args if a != "--compile-only"] or DEFAULT_MODELS
     script = Path(sys.executable).parent / "tessel"  # the console script a user runs
     tessel = [str(script)] if script.exists() else [
         sys.executable, "-c", "import sys; from tessel.cli import main; sys.exit(main())"]
