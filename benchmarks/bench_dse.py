@@ -7,6 +7,11 @@ The mapping search prunes candidates with closed-form bounds and each worker kee
 searched steps (tessel.schedule.search_cache); ``--reference`` measures the search without
 either (the figures are identical, only the time differs).
 
+Sweeps: rows x cols x lanes around tnpu-s (16 points, the default); ``--points 32`` / ``64``
+add the SRAM size and the DRAM bandwidth. Each worker starts by importing the compiler and
+receiving the graphs (~0.4 s on this machine): in a 16-point sweep that is about a fifth of a
+2-worker run, so the scaling figure is read off the 64-point sweep (`make bench` runs both).
+
 Run: ``python -m benchmarks.bench_dse [--points N] [--models a,b] [--no-ray] [--reference]``.
 """
 
@@ -21,8 +26,15 @@ from tessel.analysis.explore_run import REFERENCE_ENV
 
 
 def _space(points: int) -> dict:
-    lanes = [16, 32, 64, 128][: max(1, points // 4)]
-    return {"matrix": {"rows": [8, 16], "cols": [8, 16]}, "vector": {"lanes": lanes}}
+    """rows x cols x lanes (up to 16 points); beyond 16, SRAM size and DRAM bandwidth too (up
+    to 64)."""
+    lanes = [16, 32, 64, 128][: max(1, min(points, 16) // 4)]
+    space: dict = {"matrix": {"rows": [8, 16], "cols": [8, 16]}, "vector": {"lanes": lanes}}
+    if points > 16:
+        space["onchip"] = {"sram_bytes": [262_144, 524_288]}
+    if points > 32:
+        space["dram_bytes_per_cycle"] = [8, 16]
+    return space
 
 
 def main() -> None:

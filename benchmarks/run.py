@@ -27,6 +27,13 @@ def main() -> int:
     bench_sim.bench_models(["resnet18"], repeats=3, batch=64)
     print("\n## Design-space exploration (python -m benchmarks.bench_dse)\n", flush=True)
     bench_dse.main()
+    # a sweep long enough that the workers' start (imports, the graphs' transfer) is not a
+    # quarter of the run: the scaling figure
+    print("\n## Design-space exploration, 64 points (python -m benchmarks.bench_dse --points "
+          "64)\n", flush=True)
+    sys.argv = [sys.argv[0], "--points", "64"]
+    bench_dse.main()
+    sys.argv = sys.argv[:1]
     print("\n## CLI: start-up, whole compile, run --check (python -m benchmarks.bench_cli)\n",
           flush=True)
     bench_cli.main()
