@@ -28,7 +28,7 @@ def main() -> int:
     print("\n## Design-space exploration (python -m benchmarks.bench_dse)\n", flush=True)
     bench_dse.main()
     # a sweep long enough that the workers' start (imports, the graphs' transfer) is not a
-    # quarter of the run: the scaling figure
+    # fifth of a 16-point run on two workers: the scaling figure
     print("\n## Design-space exploration, 64 points (python -m benchmarks.bench_dse --points "
           "64)\n", flush=True)
     sys.argv = [sys.argv[0], "--points", "64"]

@@ -240,33 +240,38 @@ def test_weight_stationary_search_reuses_a_full_search_without_input_resident_or
     assert all(full[name] for name in again)  # only convs that had input-resident orders
 
 
+@pytest.mark.parametrize("model,ops", [
+    ("mobilenet_v2", {"QADD"}), ("vit_small", {"QADD", "REQUANTIZE", "QMUL"})])
 def test_eltwise_zero_points_and_multipliers_leave_the_signature_and_every_estimate(
-        graphs, monkeypatch):
-    """MobileNetV2's residual adds of one shape (alone and as a chain's epilogue) share their
-    signature although their zero points, multipliers and shifts differ; and every candidate of
-    the steps that share a signature has the same estimate, sampled and in full, for each of
-    them (the search reads nothing the signature leaves out)."""
+        graphs, monkeypatch, model, ops):
+    """Steps of the ELTWISE ops (`QUANT_FREE`: MobileNetV2's residual adds alone and as a
+    chain's epilogue, ViT's adds, requantizes and multiplies) share their signature with steps
+    of the same shape whose zero points, multipliers and shifts differ; and every candidate of
+    the steps sharing a signature has the same estimate, sampled and in full, for each of them
+    (the search reads nothing the signature leaves out). (qsub has qadd's fields; only MiniLM
+    has one.)"""
     seen: dict[tuple, list] = {}
     real = program._choose
 
     def spy(node, ctx, **kw):
-        adds = [n for n in (node.nodes if isinstance(node, FusedChain) else (node,))
-                if n.op.name == "QADD"]
-        if adds:
+        elt = [n for n in (node.nodes if isinstance(node, FusedChain) else (node,))
+               if n.op.name in ops]
+        if elt:
             est_ctx = program.estimation_context(ctx)
             seen.setdefault(search_cache.unit_signature(node, est_ctx), []).append(
-                (node, est_ctx, adds[0].attr_map))
+                (node, est_ctx, elt[0]))
         return real(node, ctx, **kw)
 
     with monkeypatch.context() as mp:
         mp.setattr(program, "_choose", spy)
         with search_cache.use(None):
-            estimate_graph(graphs["mobilenet_v2"], load_target("tnpu-s"), timing_only=True)
+            estimate_graph(graphs[model], load_target("tnpu-s"), timing_only=True)
     shared = [units for units in seen.values()
-              if len({repr(sorted(a.items())) for _, _, a in units}) > 1]
-    assert len(shared) >= 2  # adds alone and in chains, with different quantisation
-    assert any(isinstance(units[0][0], FusedChain) for units in shared)
-    assert any(not isinstance(units[0][0], FusedChain) for units in shared)
+              if len({repr(sorted(n.attr_map.items())) for _, _, n in units}) > 1]
+    # every op kind has steps of one shape and different quantisation
+    assert {units[0][2].op.name for units in shared} == ops
+    if model == "mobilenet_v2":  # adds alone and in chains
+        assert {isinstance(units[0][0], FusedChain) for units in shared} == {True, False}
     for units in shared:
         figures = []
         for node, est_ctx, _ in units:
