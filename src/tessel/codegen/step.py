@@ -10,6 +10,7 @@ instructions, so the estimate and the program cannot drift apart.
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -129,9 +130,11 @@ class Estimate:
     busy: dict[Engine, int]
 
 
-# ops of the step's program at tile granularity (_StepProgram): consecutive compute
-# instructions of an engine are one _WORK; every DMA transfer is its own _XFER; a compute
-# engine's tile (its WAITs, its instructions, its SIGNALs) is one _TILE
+# ops of a step's program at tile granularity (StepProgram): consecutive compute instructions
+# of an engine are one _WORK; every DMA transfer is its own _XFER; a compute engine's tile (its
+# WAITs, its instructions, its SIGNALs) is one _TILE. Their cycles are arch-free: a _WORK, an
+# _XFER or a _TILE names a term (an index into StepProgram.terms) whose cycles on an NPU are its
+# instructions' costs added up (`CostCache.term_values`)
 _WAIT, _SIGNAL, _WORK, _XFER, _TILE = range(5)
 
 
@@ -153,12 +156,19 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
     group-0 loads were issued by the previous step (they are not in this step's program: the
     previous step's estimate has them), and `prefetch` are the next step's group-0 loads this
     step issues after its last tile's loads, its end waiting for them to land. Each step's
-    estimate thus stays the time of its own instructions from an idle start."""
+    estimate thus stays the time of its own instructions from an idle start.
+
+    The same as `time_program(StepProgram(work, ...), cache)`: the program is arch-free, so a
+    search that meets the same step again on another NPU times it without building it."""
     cost = cache if cache is not None and cache.arch is arch else CostCache(arch)
-    prog = _StepProgram(work, cost, sample, prefetched, prefetch)
+    return time_program(StepProgram(work, sample, cost.tiles, prefetched, prefetch), cost)
+
+
+def time_program(prog: StepProgram, cost: CostCache) -> Estimate:
+    """The estimate of `prog` on `cost.arch` (see estimate_step)."""
     total, busy = cost.run(prog)
-    if sample is not None and prog.run_tiles:
-        total, busy = scaled(total, busy, prog.counts, work.group_count, prog.run_tiles)
+    if prog.sample is not None and prog.run_tiles:
+        total, busy = scaled(total, busy, prog.counts, prog.group_count, prog.run_tiles)
     return Estimate(total, limit(busy, total), busy)
 
 
@@ -171,20 +181,62 @@ def scaled(total: int, busy: dict[Engine, int], counts: Sequence[int], group_cou
     return int(total * scale), {e: int(b * scale) for e, b in busy.items()}
 
 
-class _StepProgram:
+class Term:
+    """Instructions whose costs, added up, are one number of a program (a tile's work on an
+    engine, one transfer); equal for instruction lists with the same cost keys
+    (`isa.costs.cost_key`), so interned by them (`term`). `tid`: unique in the process."""
+
+    __slots__ = ("tid", "keys", "instrs", "engine")
+
+    def __init__(self, tid: int, keys: tuple, instrs: tuple[Instruction, ...],
+                 engine: Engine | None):
+        self.tid, self.keys, self.instrs, self.engine = tid, keys, instrs, engine
+
+
+_TERMS: dict[tuple, Term] = {}  # cost keys -> Term (emptied when full; tids are never reused)
+_TIDS = itertools.count(1)
+_NO_WORK = Term(0, (), (), None)
+
+
+def term(instrs: Sequence[Instruction], engine: Engine | None = None) -> Term:
+    """The term of `instrs` on `engine` (None: its own)."""
+    if not instrs:
+        return _NO_WORK
+    keys = tuple([cost_key(i, engine) for i in instrs])
+    t = _TERMS.get(keys)
+    if t is None:
+        if len(_TERMS) >= 1 << 18:
+            _TERMS.clear()
+        t = _TERMS[keys] = Term(next(_TIDS), keys, tuple(instrs), engine)
+    return t
+
+
+# programs' structures (the queues with term indices) -> an id, the key of their timings
+_SHAPES: dict[tuple, int] = {}
+_SHAPE_IDS = itertools.count()
+
+
+class StepProgram:
     """The four queues of a step as codegen/emit.py orders them (rings, group slots, drains,
     step-done tokens), each op a tuple: (_WAIT, key), (_SIGNAL, key, engines to wake as a bit
-    mask), (_WORK, cycles), (_XFER, data cycles, latency cycles, memory), (_TILE, wait keys,
-    work cycles, signal keys, engines to wake)."""
+    mask), (_WORK, term), (_XFER, term, memory), (_TILE, wait keys, term, signal keys,
+    engines to wake); `terms`: the terms they index. Nothing in it depends on the NPU's
+    figures: `time_program` times it on any NPU.
 
-    def __init__(self, work: StepWork, cost: CostCache, sample: int | None,
+    `tiles`: (cost scope, tile key) -> a tile's terms, shared by the programs of works with a
+    `cost_scope` (the candidates of one step)."""
+
+    def __init__(self, work: StepWork, sample: int | None, tiles: dict | None = None,
                  prefetched: bool = False, prefetch: Sequence[Instruction] = ()):
-        self.cost = cost
         self.slots = top_slots(work.shape)
+        self.sample, self.group_count = sample, work.group_count
         self.queues: list[list[tuple]] = [[] for _ in Engine]
         self.waiter: list[int] = []  # per token key: the engine that waits for it (-1: none)
         self.counts: list[int] = []
         self.run_tiles = 0
+        self.terms: list[Term] = [_NO_WORK]
+        self._index: dict[int, int] = {0: 0}  # term id -> its index in `terms`
+        self._shared = tiles if tiles is not None else {}
         shape = work.shape
         mx = shape.uses_matrix
         first = Engine.MATRIX if mx else Engine.VECTOR
@@ -228,9 +280,9 @@ class _StepProgram:
             if gw is not None:
                 self._consume(gw)
             self._consume(gp)
-            setup = cost.sum(group.vector_setup, Engine.VECTOR)
-            if setup:
-                q_vec.append((_WORK, setup, 0, 0))
+            if group.vector_setup:
+                q_vec.append((_WORK, self._term(term(group.vector_setup, Engine.VECTOR)), 0,
+                              0))
             n = group.tile_count if sample is None else min(sample, group.tile_count)
             self.run_tiles += n
             k0 = inp[3]  # tiles so far in the step (each ring slot acquired once per tile)
@@ -267,10 +319,15 @@ class _StepProgram:
             self.queues[e].append(self._signal(key))
             q_out.append((_WAIT, key, 0, 0))
         q_out.append(self._signal(self._key(-1)))  # to the next step's DMA_IN
-
-    @property
-    def keys(self) -> int:
-        return len(self.waiter)
+        self.keys = len(self.waiter)
+        shape_key = (self.keys, *(tuple(q) for q in self.queues))
+        sid = _SHAPES.get(shape_key)
+        if sid is None:
+            if len(_SHAPES) >= 1 << 14:
+                _SHAPES.clear()
+            sid = _SHAPES[shape_key] = next(_SHAPE_IDS)
+        self.shape_id = sid  # equal for programs alike in all but their terms' instructions
+        del self._index, self._shared
 
     def _key(self, waiter: int) -> int:
         self.waiter.append(int(waiter))
@@ -298,33 +355,45 @@ class _StepProgram:
     def _release(self, r: list) -> None:
         self.queues[r[1]].append(self._signal(r[5]))
 
+    def _term(self, t: Term) -> int:
+        k = self._index.get(t.tid)
+        if k is None:
+            k = self._index[t.tid] = len(self.terms)
+            self.terms.append(t)
+        return k
+
     def _xfers(self, instrs: Sequence[Instruction]) -> list[tuple]:
-        offchip = self.cost.arch.offchip
-        out = []
-        for ins in instrs:
-            lat = offchip[ins.mem].latency_cycles
-            out.append((_XFER, self.cost.cycles(ins) - lat, lat, ins.mem))
-        return out
+        return [(_XFER, self._term(term((ins,))), ins.mem, 0) for ins in instrs]
 
     def _tile(self, work: StepWork, g: int, t: int, memo: dict[Hashable, tuple]) -> tuple:
         key = work.tile_key(g, t) if work.tile_key is not None else None
+        terms = scoped = None
         if key is not None:
-            if work.cost_scope is not None:  # shared with the scope's other works
-                memo, key = self.cost.tiles, (work.cost_scope, key)
             ops = memo.get(key)
             if ops is not None:
                 return ops
-        tile = work.tile_fn(g, t, self.slots)
-        mwork = self.cost.sum(tile.matrix, Engine.MATRIX)
-        vwork = self.cost.sum(tile.vector, Engine.VECTOR)
-        ops = (self._xfers(tile.loads), mwork, vwork, self._xfers(tile.stores))
+            if work.cost_scope is not None:  # shared with the scope's other works
+                scoped = (work.cost_scope, key)
+                terms = self._shared.get(scoped)
+        if terms is None:
+            tile = work.tile_fn(g, t, self.slots)
+            terms = (tuple([(term((i,)), i.mem) for i in tile.loads]),
+                     term(tile.matrix, Engine.MATRIX), term(tile.vector, Engine.VECTOR),
+                     tuple([(term((i,)), i.mem) for i in tile.stores]))
+            if scoped is not None:
+                self._shared[scoped] = terms
+        ix = self._term
+        ops = ([(_XFER, ix(x), m, 0) for x, m in terms[0]], ix(terms[1]), ix(terms[2]),
+               [(_XFER, ix(x), m, 0) for x, m in terms[3]])
         if key is not None:
             memo[key] = ops
         return ops
 
 
-def _run(prog: _StepProgram, arch: NpuArch) -> tuple[int, dict[Engine, int]]:
-    """Time the step's queues by the simulator's rules (see estimate_step); returns the end of
+def _run(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: int
+         ) -> tuple[int, dict[Engine, int]]:
+    """Time the step's queues by the simulator's rules (see estimate_step), with `vals` the
+    cycles of its terms and `lats` the off-chip memories' latencies; returns the end of
     the last op and the busy cycles per engine (compute: work; DMA: cycles with a transfer in
     flight). Compute engines and DMA control ops run as far as their tokens allow; the next
     transfer is then the DMA engine's whose issue time is earliest (DMA_IN first on a tie, as
@@ -340,9 +409,8 @@ def _run(prog: _StepProgram, arch: NpuArch) -> tuple[int, dict[Engine, int]]:
     last_end = [0] * n  # DMA: latest end of the engine's transfers
     inflight: list[list[int]] = [[] for _ in range(n)]
     span = [[-1, -1] for _ in range(n)]  # DMA: the current run of overlapping transfers
-    port = [0] * len(arch.offchip)
+    port = [0] * len(lats)
     first = 1 << 62  # start of the first non-control op (where the simulator's layer starts)
-    channels = arch.dma_channels
     dma = (int(Engine.DMA_IN), int(Engine.DMA_OUT))
     order = (int(Engine.MATRIX), int(Engine.VECTOR), int(Engine.DMA_IN), int(Engine.DMA_OUT))
 
@@ -380,7 +448,7 @@ def _run(prog: _StepProgram, arch: NpuArch) -> tuple[int, dict[Engine, int]]:
                             x = signals[w][t0]
                             r = (x if x > r else r) + 1
                             taken[w] = t0 + 1
-                        c = op[2]
+                        c = vals[op[2]]
                         if c:
                             if r < first:
                                 first = r
@@ -405,10 +473,12 @@ def _run(prog: _StepProgram, arch: NpuArch) -> tuple[int, dict[Engine, int]]:
                         signals[op[1]].append(r)
                         pending |= op[2]
                     elif kind == _WORK:
-                        if r < first:
-                            first = r
-                        r += op[1]
-                        busy[e] += op[1]
+                        c = vals[op[1]]
+                        if c:
+                            if r < first:
+                                first = r
+                            r += c
+                            busy[e] += c
                     else:
                         break
                     k += 1
@@ -429,7 +499,9 @@ def _run(prog: _StepProgram, arch: NpuArch) -> tuple[int, dict[Engine, int]]:
         fly, sp = inflight[best], span[best]
         end_max = last_end[best]
         while True:  # this engine's transfers, while they are issued before the other's
-            _, data, lat, mem = q[k]
+            _, ti, mem, _ = q[k]
+            lat = lats[mem]
+            data = vals[ti] - lat
             if t < first:
                 first = t
             x = t + lat
@@ -502,38 +574,74 @@ def cost_memo(arch: NpuArch) -> dict[tuple, Cost]:
     return memo
 
 
-# (DMA channels, off-chip memories, a step program's queues) -> its timing by _run, for every
-# CostCache (bounded by CostCache.RUNS, as one cache's was)
+_TERM_MEMOS: dict[NpuArch, dict[int, int]] = {}
+
+
+def term_memo(arch: NpuArch) -> dict[int, int]:
+    """Term id -> its cycles on `arch` (`Term`), shared by equal arches as `cost_memo`."""
+    memo = _TERM_MEMOS.get(arch)
+    if memo is None:
+        if len(_TERM_MEMOS) >= _COST_MEMO_ARCHS:
+            _TERM_MEMOS.clear()
+        memo = _TERM_MEMOS[arch] = {}
+    elif len(memo) >= _COST_MEMO_ENTRIES:
+        memo.clear()
+    return memo
+
+
+# (program shape, DMA channels, off-chip latencies, term cycles) -> its timing by _run, for
+# every CostCache (bounded by CostCache.RUNS, as one cache's was)
 _RUNS: dict[tuple, tuple[int, dict[Engine, int]]] = {}
 
 
 class CostCache:
     """Per-instruction costs on an engine, memoised by the fields the cost reads (tiles repeat
     the same shapes at other addresses; `cost_memo`: shared by every CostCache of an equal
-    arch); `tiles`: (cost scope, tile key) -> a tile's ops in `_StepProgram` (their cycles),
-    shared by the estimates of works with a `cost_scope`; and the timings of programs already
-    run (a search's candidates often give the same program: a third of MobileNetV2's; shared by
-    every CostCache, as the same program on arches alike in what `_run` reads times alike)."""
+    arch), and the terms' cycles (`term_memo`); `tiles`: (cost scope, tile key) -> a tile's
+    terms in `StepProgram`, shared by the programs of works with a `cost_scope`; and the
+    timings of programs already run (a search's candidates often give the same program: a third
+    of MobileNetV2's; shared by every CostCache, as the same program on arches alike in what
+    `_run` reads times alike)."""
 
     RUNS = 4096  # programs whose timing is kept (the map is emptied when full)
 
     def __init__(self, arch: NpuArch):
         self.arch = arch
         self._costs = cost_memo(arch)
+        self._terms = term_memo(arch)
+        self.lats = tuple(m.latency_cycles for m in arch.offchip)
         self.tiles: dict[tuple[Hashable, Hashable], tuple] = {}
         self._runs = _RUNS  # shared by every CostCache: the key holds what _run reads of arch
 
-    def run(self, prog: _StepProgram) -> tuple[int, dict[Engine, int]]:
-        """`_run(prog, self.arch)`, memoised by the program's queues (its ops are plain
-        tuples of ints: equal queues are timed alike) and the two figures `_run` reads of the
-        arch (DMA channels, off-chip memories), so arches differing elsewhere share timings."""
-        arch = self.arch
-        key = (arch.dma_channels, len(arch.offchip), prog.keys, *(tuple(q) for q in prog.queues))
+    def term_values(self, terms: Sequence[Term]) -> tuple[int, ...]:
+        """The cycles of each term on this arch."""
+        memo = self._terms
+        out = []
+        for t in terms:
+            v = memo.get(t.tid)
+            if v is None:
+                costs, arch, engine = self._costs, self.arch, t.engine
+                v = 0
+                for key, ins in zip(t.keys, t.instrs, strict=True):
+                    c = costs.get(key)
+                    if c is None:
+                        c = costs[key] = instruction_cost(ins, arch, engine)
+                    v += c.cycles
+                memo[t.tid] = v
+            out.append(v)
+        return tuple(out)
+
+    def run(self, prog: StepProgram) -> tuple[int, dict[Engine, int]]:
+        """`_run` of the program on this arch, memoised by the program's shape, its terms'
+        cycles and the two figures `_run` reads of the arch (DMA channels, off-chip
+        latencies), so arches differing elsewhere share timings."""
+        vals = self.term_values(prog.terms)
+        key = (prog.shape_id, self.arch.dma_channels, self.lats, vals)
         out = self._runs.get(key)
         if out is None:
             if len(self._runs) >= self.RUNS:
                 self._runs.clear()
-            out = self._runs[key] = _run(prog, self.arch)
+            out = self._runs[key] = _run(prog, vals, self.lats, self.arch.dma_channels)
         return out[0], dict(out[1])
 
     def cost(self, ins: Instruction, engine: Engine | None = None) -> Cost:

@@ -30,10 +30,12 @@ from tessel.codegen.step import (
     CostCache,
     Estimate,
     GroupWork,
+    StepProgram,
     StepWork,
     estimate_step,
     limit,
     scaled,
+    time_program,
 )
 from tessel.codegen.streams import Streams
 from tessel.errors import TesselSimError
@@ -85,6 +87,15 @@ class AnalyticalCostModel:
                  ) -> Estimate:
         return estimate_step(work, arch, sample=sample, cache=self.cost_cache(arch),
                              prefetched=prefetched, prefetch=prefetch)
+
+    def program(self, work: StepWork, arch: NpuArch, *, sample: int | None = None
+                ) -> StepProgram:
+        """The arch-free program `estimate` times (`time(program(work, arch), arch) ==
+        estimate(work, arch)`); valid on every NPU with `arch`'s search_cache.program_key."""
+        return StepProgram(work, sample, self.cost_cache(arch).tiles)
+
+    def time(self, prog: StepProgram, arch: NpuArch) -> Estimate:
+        return time_program(prog, self.cost_cache(arch))
 
 
 class SimulatedCostModel:

@@ -41,70 +41,200 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-class _Bound:
-    """The sums over a step's tiles that bound its estimate."""
+# -- arch-free terms -------------------------------------------------------------------------------
+# A bound is built once per (unit signature, mapping, sample) from the geometry alone, as sums of
+# atoms whose values only the NPU decides, and evaluated per NPU (`Terms.evaluate`): design points
+# that share a step's signature share its terms (tessel.schedule.search_cache). Atoms:
+#   ("g", m, n, k)   the GEMM fold formula (isa.costs.gemm_cycles) on the matrix engine
+#   ("v", work)      a vector instruction: pipeline latency + ceil(work / lanes)
+#   ("c", mem, n)    the data cycles of n bytes on memory mem's port: ceil(n / min(its bytes per
+#                    cycle, the SRAM's))
+#   ("l", mem)       memory mem's latency
+Atom = tuple
+Lin = tuple[tuple[Atom, int], ...]  # sum of coef x atom, each atom once
+_ZERO: Lin = ()
+
+
+def _vec(work: int) -> Lin:
+    return ((("v", work), 1),)
+
+
+def _gemm(m: int, n: int, k: int) -> Lin:
+    return ((("g", m, n, k), 1),)
+
+
+def _plus(*lins: Lin) -> Lin:
+    """The sum of `lins`."""
+    acc: dict[Atom, int] = {}
+    for lin in lins:
+        for a, c in lin:
+            acc[a] = acc.get(a, 0) + c
+    return tuple(acc.items())
+
+
+def _times(lin: Lin, k: int) -> Lin:
+    return tuple((a, c * k) for a, c in lin)
+
+
+def _add(acc: dict[Atom, int], lin: Lin, times: int = 1) -> None:
+    for a, c in lin:
+        acc[a] = acc.get(a, 0) + c * times
+
+
+def _freeze(acc: dict[Atom, int]) -> Lin:
+    return tuple(acc.items())
+
+
+@dataclass(frozen=True)
+class Terms:
+    """The arch-free form of a lower bound (`_Bound.lower` over atoms; `evaluate` on an NPU)."""
+
+    uses_matrix: bool
+    mwork: Lin
+    vwork: Lin
+    ports: tuple[tuple[int, Lin], ...]  # per memory used: its transfers' data cycles
+    spans: tuple[Lin, Lin]  # DMA_IN, DMA_OUT: latency + data cycles of each transfer, summed
+    fill: tuple[tuple[int, Lin], ...]  # per memory: until the first tile's inputs are in
+    first_mwork: Lin
+    last_vwork: Lin
+    drain: tuple[tuple[int, Lin], ...]  # per memory: the last tile's stores
+    scale: float | None  # a sampled bound: int(lower * scale) (as estimate_step scales)
+
+    def __post_init__(self) -> None:
+        # every sum in one flat tuple, for `evaluate`'s single loop: mwork, vwork, first_mwork,
+        # last_vwork, the two spans, then ports, fill and drain per memory
+        rows = (self.mwork, self.vwork, self.first_mwork, self.last_vwork, *self.spans,
+                *(d for _, d in self.ports), *(c for _, c in self.fill),
+                *(c for _, c in self.drain))
+        object.__setattr__(self, "_rows", rows)
+
+    def evaluate(self, arch: NpuArch) -> int:
+        """The bound on `arch` (see the module docstring)."""
+        env = _Env.of(arch)
+        get, atom, lat = env.memo.get, env.atom, env.lat
+        sums = []
+        for row in self._rows:  # type: ignore[attr-defined]
+            total = 0
+            for a, c in row:
+                v = get(a)
+                total += c * (v if v is not None else atom(a))
+            sums.append(total)
+        mw, vw, first_mw, last_vw, span_in, span_out = sums[:6]
+        k = 6
+        ports = fill = drain = 0
+        for m, _ in self.ports:
+            ports = max(ports, lat[m] + sums[k])
+            k += 1
+        for m, _ in self.fill:
+            fill = max(fill, lat[m] + sums[k])
+            k += 1
+        for m, _ in self.drain:
+            drain = max(drain, lat[m] + sums[k])
+            k += 1
+        if self.uses_matrix:
+            chain = max(fill + mw + last_vw + drain, fill + first_mw + vw + drain)
+        else:
+            chain = fill + vw + drain
+        ch = arch.dma_channels
+        lower = max(mw, vw, ports, chain, _cdiv(span_in, ch), _cdiv(span_out, ch))
+        return lower if self.scale is None else int(lower * self.scale)
+
+
+def _latencies(arch: NpuArch) -> tuple[int, ...]:
+    return tuple(m.latency_cycles for m in arch.offchip)
+
+
+class _Env:
+    """Atom values on one NPU, memoised (one per NpuArch object, the last few kept)."""
+
+    _LAST: dict[int, tuple[NpuArch, _Env]] = {}
 
     def __init__(self, arch: NpuArch):
         self.arch = arch
-        self.data = [0] * len(arch.offchip)  # per memory: data cycles of every transfer
-        self.used = [False] * len(arch.offchip)
-        self.sram_bpc = arch.derived.sram_bytes_per_cycle
-        self.spans = [0, 0]  # DMA_IN, DMA_OUT: latency + data cycles of each transfer, summed
-        self.mwork = self.vwork = 0
-        self.fill = 0  # until the first tile's inputs are in (group 0's loads, its load)
-        self.first_mwork = 0  # the first tile's matrix work
-        self.last_vwork = self.drain = 0  # the last tile's vector work, its store
+        self.memo: dict[Atom, int] = {}
+        mx = arch.matrix
+        self._mx = (mx.rows, mx.cols, mx.dataflow, mx.fold_pipelining)
+        self._lanes, self._vlat = arch.vector.lanes, arch.vector.pipeline_latency_cycles
+        sram = arch.derived.sram_bytes_per_cycle
+        self._bpc = tuple(min(m.bytes_per_cycle, sram) for m in arch.offchip)
+        self.lat = _latencies(arch)
 
-    def cycles(self, mem: int, nbytes: int) -> int:
+    @classmethod
+    def of(cls, arch: NpuArch) -> _Env:
+        hit = cls._LAST.get(id(arch))
+        if hit is not None and hit[0] is arch:
+            return hit[1]
+        if len(cls._LAST) >= 16:
+            cls._LAST.clear()
+        env = cls(arch)
+        cls._LAST[id(arch)] = (arch, env)
+        return env
+
+    def atom(self, a: Atom) -> int:
+        kind = a[0]
+        if kind == "g":
+            v = gemm_cycles(a[1], a[2], a[3], *self._mx)
+        elif kind == "v":
+            v = self._vlat + _cdiv(a[1], self._lanes)
+        elif kind == "c":
+            v = _cdiv(a[2], self._bpc[a[1]])
+        else:
+            v = self.lat[a[1]]
+        self.memo[a] = v
+        return v
+
+
+
+class _Bound:
+    """The sums over a step's tiles that bound its estimate, over atoms (`terms`)."""
+
+    def __init__(self) -> None:
+        self.data: dict[int, dict[Atom, int]] = {}  # per memory used: data cycles of transfers
+        self.spans: tuple[dict[Atom, int], dict[Atom, int]] = ({}, {})  # DMA_IN, DMA_OUT
+        self.mwork: dict[Atom, int] = {}
+        self.vwork: dict[Atom, int] = {}
+        self.fill: dict[int, Lin] = {}  # until the first tile's inputs are in, per memory
+        self.first_mwork: Lin = _ZERO  # the first tile's matrix work
+        self.last_vwork: Lin = _ZERO  # the last tile's vector work
+        self.drain: dict[int, Lin] = {}  # the last tile's stores, per memory
+
+    @staticmethod
+    def cycles(mem: int, nbytes: int) -> Lin:
         """Data cycles of a transfer of `nbytes` (of several adding up to it: at least this)."""
-        return _cdiv(nbytes, min(self.arch.offchip[mem].bytes_per_cycle, self.sram_bpc))
+        return ((("c", mem, nbytes), 1),)
 
-    def xfer(self, engine: int, mem: int, cycles: int, times: int = 1) -> None:
+    def xfer(self, engine: int, mem: int, cycles: Lin, times: int = 1) -> None:
         """`times` transfers of `cycles` data cycles each on DMA engine 0 (in) or 1 (out)."""
-        self.data[mem] += cycles * times
-        self.used[mem] = self.used[mem] or times > 0
-        self.spans[engine] += (self.arch.offchip[mem].latency_cycles + cycles) * times
+        if times > 0:
+            _add(self.data.setdefault(mem, {}), cycles, times)
+        span = self.spans[engine]
+        _add(span, cycles, times)
+        span[("l", mem)] = span.get(("l", mem), 0) + times
 
-    def set_fill(self, per_mem: dict[int, int]) -> None:
-        offchip = self.arch.offchip
-        self.fill = max((offchip[m].latency_cycles + c for m, c in per_mem.items()), default=0)
+    def set_fill(self, per_mem: dict[int, Lin]) -> None:
+        self.fill = per_mem
 
-    def lower(self, uses_matrix: bool) -> int:
+    def terms(self, uses_matrix: bool, scale: float | None = None) -> Terms:
         """Each compute engine's work; each port's transfers; each DMA engine's transfers (each
         lasts at least its latency plus its data cycles, at most `dma_channels` at a time); and
         the chain through the step: the first tile waits for its loads, the matrix tiles run
         in order, the last tile's vector work and store follow the last matrix tile (the
         vector tiles follow the first matrix tile)."""
-        ports = max((self.arch.offchip[m].latency_cycles + d
-                     for m, (d, u) in enumerate(zip(self.data, self.used, strict=True)) if u),
-                    default=0)
-        if uses_matrix:
-            chain = max(self.fill + self.mwork + self.last_vwork + self.drain,
-                        self.fill + self.first_mwork + self.vwork + self.drain)
-        else:
-            chain = self.fill + self.vwork + self.drain
-        ch = self.arch.dma_channels
-        dmas = max(_cdiv(self.spans[0], ch), _cdiv(self.spans[1], ch))
-        return max(self.mwork, self.vwork, ports, chain, dmas)
+        return Terms(uses_matrix, _freeze(self.mwork), _freeze(self.vwork),
+                     tuple((m, _freeze(d)) for m, d in self.data.items()),
+                     (_freeze(self.spans[0]), _freeze(self.spans[1])),
+                     tuple(self.fill.items()), self.first_mwork, self.last_vwork,
+                     tuple(self.drain.items()), scale)
 
 
-def _vec(arch: NpuArch, work: int) -> int:
-    return arch.vector.pipeline_latency_cycles + _cdiv(work, arch.vector.lanes)
-
-
-def _gemm(arch: NpuArch, m: int, n: int, k: int) -> int:
-    mx = arch.matrix
-    return gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow, mx.fold_pipelining)
-
-
-def _scaled(lower: int, tiles: int, groups: int, run_tiles: int, sample: int | None) -> int:
-    """The bound as estimate_step reports it (scaled the same way when sampled: the sampled
-    groups' tile counts are all `tiles`)."""
+def _scale(tiles: int, groups: int, run_tiles: int, sample: int | None) -> float | None:
+    """How estimate_step scales a sampled run (the sampled groups' tile counts all `tiles`);
+    None: not sampled."""
     if sample is None or not run_tiles:
-        return lower
+        return None
     run_groups = min(2, groups)
     total_tiles = sum([tiles] * run_groups) / run_groups * groups
-    return int(lower * (total_tiles / run_tiles))
+    return total_tiles / run_tiles
 
 
 def _groups_tiles(groups: int, tiles: int, sample: int | None) -> tuple[int, int]:
@@ -116,21 +246,21 @@ def _groups_tiles(groups: int, tiles: int, sample: int | None) -> tuple[int, int
 
 @dataclass(frozen=True)
 class _TileCost:
-    """One tile of a group: its load, matrix work, vector work and store (cycles)."""
+    """One tile of a group: its load, matrix work, vector work and store."""
 
-    load: int
-    mwork: int
-    vwork: int
-    store: int
+    load: Lin
+    mwork: Lin
+    vwork: Lin
+    store: Lin
 
 
-def _assemble(arch: NpuArch, chunks: list[int], nt: int, group_loads: Callable[[int], list],
+def _assemble(chunks: list[int], nt: int, group_loads: Callable[[int], list],
               tiles: Callable[[int], list[_TileCost]], in_mem: int, out_mem: int,
-              uses_matrix: bool) -> int:
+              uses_matrix: bool, scale: float | None) -> Terms:
     """The bound of a step whose groups (channel chunks `chunks`, in order) each run the same
     `nt` tiles up to the chunk width; group_loads(cn): [(memory, data cycles)] of a group's
     resident loads; tiles(cn): its tiles' costs, in order."""
-    acc = _Bound(arch)
+    acc = _Bound()
     per_cn: dict[int, list[_TileCost]] = {}
     for cn in chunks:
         if cn not in per_cn:
@@ -144,26 +274,31 @@ def _assemble(arch: NpuArch, chunks: list[int], nt: int, group_loads: Callable[[
         for tc in per_cn[cn]:
             acc.xfer(0, in_mem, tc.load, times)
             acc.xfer(1, out_mem, tc.store, times)
-            acc.mwork += tc.mwork * times
-            acc.vwork += tc.vwork * times
+            _add(acc.mwork, tc.mwork, times)
+            _add(acc.vwork, tc.vwork, times)
     first, last = per_cn[chunks[0]][0], per_cn[chunks[-1]][-1]
-    fill: dict[int, int] = {}
+    fill: dict[int, list[Lin]] = {}
     for mem, c in group_loads(chunks[0]) + [(in_mem, first.load)]:
-        fill[mem] = fill.get(mem, 0) + c
-    acc.set_fill(fill)
+        fill.setdefault(mem, []).append(c)
+    acc.set_fill({m: _plus(*cs) for m, cs in fill.items()})
     acc.first_mwork = first.mwork
     acc.last_vwork = last.vwork
-    acc.drain = arch.offchip[out_mem].latency_cycles + last.store
-    return acc.lower(uses_matrix)
+    acc.drain = {out_mem: last.store}
+    return acc.terms(uses_matrix, scale)
 
 
 def conv_bound(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
                sample: int | None, g: ops_conv.ConvGeometry | None = None) -> int:
     """Lower bound of estimate_step(ops_conv.step(node, m, ctx), sample=sample)."""
-    arch = ctx.arch
+    return conv_terms(node, m, ctx, sample, g).evaluate(ctx.arch)
+
+
+def conv_terms(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
+               sample: int | None, g: ops_conv.ConvGeometry | None = None) -> Terms:
+    """conv_bound's arch-free terms."""
     g = g if g is not None else ops_conv.geometry(node, ctx)
     if m.order.input_resident:
-        return conv_input_resident_bound(node, m, ctx, sample, g)
+        return _conv_input_resident_terms(node, m, ctx, sample, g)
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.name)
     xsz, ysz = x.itemsize, y.itemsize
     vector = ops_conv.on_vector(g, m)
@@ -173,43 +308,42 @@ def conv_bound(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
     ng, nt = _groups_tiles(len(chunks), len(row_tiles), sample)
     subs = None if g.depthwise else ops_conv.sub_convs(g)
     windows = [(rows, g.in_rows(oy0, rows)[1]) for oy0, rows in row_tiles[:nt]]
-    acc = _Bound(arch)
+    cyc = _Bound.cycles
     wmem = ctx.consts.memory
 
     def group_loads(cn: int) -> list:
-        return [(wmem, acc.cycles(wmem, g.weight_bytes(cn) + 12 * cn))]
+        return [(wmem, cyc(wmem, g.weight_bytes(cn) + 12 * cn))]
 
     def tiles(cn: int) -> list[_TileCost]:
         cl = cn if g.depthwise else g.c
         out = []
         for rows, in_rows in windows:
             pixels = rows * g.ow
-            mwork = vwork = 0
+            mwork: Lin = _ZERO
             if g.depthwise:
                 if vector:
-                    vwork += _vec(arch, pixels * cn * g.kh * g.kw)
+                    vwork = _plus(_vec(pixels * cn * g.kh * g.kw), _vec(pixels * cn))
                 else:
-                    mwork += _gemm(arch, pixels, cn, g.kh * g.kw)
+                    mwork = _gemm(pixels, cn, g.kh * g.kw)
+                    vwork = _vec(pixels * cn)  # REQUANT
             else:
                 cg = ops_conv.per_conv(g, cn)
-                mwork += (cn // cg) * sum(_gemm(arch, pixels, cg, sc.bh * sc.bw * g.cin_g)
-                                          for sc in subs)
-            vwork += _vec(arch, pixels * cn)  # REQUANT
-            out.append(_TileCost(acc.cycles(x.memory, in_rows * g.w * cl * xsz), mwork, vwork,
-                                 acc.cycles(y.memory, pixels * cn * ysz)))
+                mwork = _times(_plus(*[_gemm(pixels, cg, sc.bh * sc.bw * g.cin_g)
+                                       for sc in subs]), cn // cg)
+                vwork = _vec(pixels * cn)  # REQUANT
+            out.append(_TileCost(cyc(x.memory, in_rows * g.w * cl * xsz), mwork, vwork,
+                                 cyc(y.memory, pixels * cn * ysz)))
         return out
 
-    lower = _assemble(arch, chunks[:ng], nt, group_loads, tiles, x.memory, y.memory,
-                      not vector)
-    return _scaled(lower, len(row_tiles), len(chunks), ng * nt, sample)
+    return _assemble(chunks[:ng], nt, group_loads, tiles, x.memory, y.memory, not vector,
+                     _scale(len(row_tiles), len(chunks), ng * nt, sample))
 
 
-def conv_input_resident_bound(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
-                              sample: int | None, g: ops_conv.ConvGeometry) -> int:
-    """conv_bound of the input-resident orders (ops_conv.ConvOrder.INPUT / INPUT_STREAM): a
+def _conv_input_resident_terms(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
+                               sample: int | None, g: ops_conv.ConvGeometry) -> Terms:
+    """conv_terms of the input-resident orders (ops_conv.ConvOrder.INPUT / INPUT_STREAM): a
     group per row stripe loads its input rows (group 0 also every chunk's weights for INPUT,
     and the parameter table); a tile per chunk (INPUT_STREAM: loading its weights)."""
-    arch = ctx.arch
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.name)
     wmem = ctx.consts.memory
     chunks = [min(m.chunk, g.cout - c0) for c0 in range(0, g.cout, m.chunk)]
@@ -217,88 +351,91 @@ def conv_input_resident_bound(node: Node, m: ops_conv.ConvMapping, ctx: CodegenC
     ng, nt = _groups_tiles(len(stripes), len(chunks), sample)
     subs = ops_conv.sub_convs(g)
     streamed = m.order is ops_conv.ConvOrder.INPUT_STREAM
-    acc = _Bound(arch)
-    fill: dict[int, int] = {}
-    work: dict[tuple[int, int], tuple[int, int]] = {}  # (rows, cn) -> matrix, vector work
+    acc = _Bound()
+    cyc = _Bound.cycles
+    fill: dict[int, list[Lin]] = {}
+    work: dict[tuple[int, int], tuple[Lin, Lin]] = {}  # (rows, cn) -> matrix, vector work
     first = last = None
     for j in range(ng):
         oy0, rows = stripes[j]
-        loads = [(x.memory, acc.cycles(x.memory, g.in_rows(oy0, rows)[1] * g.w * g.c
-                                       * x.itemsize))]
+        loads = [(x.memory, cyc(x.memory, g.in_rows(oy0, rows)[1] * g.w * g.c * x.itemsize))]
         if j == 0:
             if not streamed:
-                loads.append((wmem, acc.cycles(wmem, g.weight_bytes(g.cout))))
-            loads.append((wmem, acc.cycles(wmem, 12 * g.cout)))
+                loads.append((wmem, cyc(wmem, g.weight_bytes(g.cout))))
+            loads.append((wmem, cyc(wmem, 12 * g.cout)))
         for mem, c in loads:
             acc.xfer(0, mem, c)
             if j == 0:
-                fill[mem] = fill.get(mem, 0) + c
+                fill.setdefault(mem, []).append(c)
         pixels = rows * g.ow
         for t in range(nt):
             cn = chunks[t]
             if (rows, cn) not in work:
                 cg = ops_conv.per_conv(g, cn)
-                work[rows, cn] = ((cn // cg) * sum(_gemm(arch, pixels, cg, sc.bh * sc.bw * g.cin_g)
-                                                   for sc in subs), _vec(arch, pixels * cn))
+                work[rows, cn] = (_times(_plus(*[_gemm(pixels, cg, sc.bh * sc.bw * g.cin_g)
+                                                 for sc in subs]), cn // cg), _vec(pixels * cn))
             mwork, vwork = work[rows, cn]
             if streamed:
-                c = acc.cycles(wmem, g.weight_bytes(cn))
+                c = cyc(wmem, g.weight_bytes(cn))
                 acc.xfer(0, wmem, c)
                 if j == 0 and t == 0:
-                    fill[wmem] = fill.get(wmem, 0) + c
-            store = acc.cycles(y.memory, pixels * cn * y.itemsize)
+                    fill.setdefault(wmem, []).append(c)
+            store = cyc(y.memory, pixels * cn * y.itemsize)
             acc.xfer(1, y.memory, store)
-            acc.mwork += mwork
-            acc.vwork += vwork
+            _add(acc.mwork, mwork)
+            _add(acc.vwork, vwork)
             first = first if first is not None else mwork
             last = (vwork, store)
-    acc.set_fill(fill)
-    acc.first_mwork = first or 0
+    acc.set_fill({mem: _plus(*cs) for mem, cs in fill.items()})
+    acc.first_mwork = first if first is not None else _ZERO
     if last is not None:
         acc.last_vwork = last[0]
-        acc.drain = arch.offchip[y.memory].latency_cycles + last[1]
-    return _scaled(acc.lower(True), len(chunks), len(stripes), ng * nt, sample)
+        acc.drain = {y.memory: last[1]}
+    return acc.terms(True, _scale(len(chunks), len(stripes), ng * nt, sample))
 
 
 @dataclass(frozen=True)
 class _Work:
     """One tile of any step: its loads and stores [(memory, data cycles)] and its matrix and
-    vector work (cycles)."""
+    vector work."""
 
-    loads: tuple[tuple[int, int], ...] = ()
-    mwork: int = 0
-    vwork: int = 0
-    stores: tuple[tuple[int, int], ...] = ()
+    loads: tuple[tuple[int, Lin], ...] = ()
+    mwork: Lin = _ZERO
+    vwork: Lin = _ZERO
+    stores: tuple[tuple[int, Lin], ...] = ()
 
 
-def _general(arch: NpuArch, run: list[tuple[list[tuple[int, int]], list[_Work]]],
-             uses_matrix: bool) -> int:
+def _general(run: list[tuple[list[tuple[int, Lin]], list[_Work]]], uses_matrix: bool,
+             scale: float | None) -> Terms:
     """The bound of the groups run (`run`: per group its resident loads [(memory, data
     cycles)], one transfer each, and its tiles run, in order; each group runs one tile at
-    least), as _Bound.lower sums them."""
-    acc = _Bound(arch)
+    least), as _Bound.terms sums them."""
+    acc = _Bound()
+    tiles_run: dict[_Work, int] = {}  # (a tile's sums are counted once per time it runs)
     for loads, tiles in run:
         for mem, c in loads:
             acc.xfer(0, mem, c)
         for tw in tiles:
-            for mem, c in tw.loads:
-                acc.xfer(0, mem, c)
-            for mem, c in tw.stores:
-                acc.xfer(1, mem, c)
-            acc.mwork += tw.mwork
-            acc.vwork += tw.vwork
+            tiles_run[tw] = tiles_run.get(tw, 0) + 1
+    for tw, times in tiles_run.items():
+        for mem, c in tw.loads:
+            acc.xfer(0, mem, c, times)
+        for mem, c in tw.stores:
+            acc.xfer(1, mem, c, times)
+        _add(acc.mwork, tw.mwork, times)
+        _add(acc.vwork, tw.vwork, times)
     first, last = run[0][1][0], run[-1][1][-1]
-    fill: dict[int, int] = {}
+    fill: dict[int, list[Lin]] = {}
     for mem, c in run[0][0] + list(first.loads):
-        fill[mem] = fill.get(mem, 0) + c
-    acc.set_fill(fill)
+        fill.setdefault(mem, []).append(c)
+    acc.set_fill({mem: _plus(*cs) for mem, cs in fill.items()})
     acc.first_mwork = first.mwork
     acc.last_vwork = last.vwork
-    drain: dict[int, int] = {}
+    drain: dict[int, list[Lin]] = {}
     for mem, c in last.stores:
-        drain[mem] = drain.get(mem, 0) + c
-    acc.drain = max((arch.offchip[m].latency_cycles + c for m, c in drain.items()), default=0)
-    return acc.lower(uses_matrix)
+        drain.setdefault(mem, []).append(c)
+    acc.drain = {mem: _plus(*cs) for mem, cs in drain.items()}
+    return acc.terms(uses_matrix, scale)
 
 
 def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: CodegenContext,
@@ -308,36 +445,41 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
     instructions at the bounds of the module docstring (CONV and a DWCONV on MATRIX at the
     GEMM fold formula, REQUANT / COPY / ELTWISE / a DWCONV on VECTOR at latency plus lane
     work, each transfer at its data cycles)."""
-    arch = ctx.arch
+    return chain_terms(chain, m, ctx, sample, geoms).evaluate(ctx.arch)
+
+
+def chain_terms(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: CodegenContext,
+                sample: int | None, geoms: tuple | None = None) -> Terms:
+    """chain_bound's arch-free terms."""
     geo = ops_fused.ChainGeometry(chain, m, ctx, geoms)
     g1, g2, g3 = geo.g1, geo.g2, geo.g3
     groups, hosts = ops_fused.order(geo.plan(chain))
     kinds = ops_fused.TileKind
-    acc = _Bound(arch)
+    cyc = _Bound.cycles
     wmem = ctx.consts.memory
 
     def mem_of(name: str) -> int:
         return ctx.tensor(name).memory
 
-    loads_of: dict[tuple[int, int], tuple[int, int]] = {}  # (member, chunk) -> its load
+    loads_of: dict[tuple[int, int], tuple[int, Lin]] = {}  # (member, chunk) -> its load
 
-    def wl(g, cn: int) -> tuple[int, int]:
+    def wl(g, cn: int) -> tuple[int, Lin]:
         key = (id(g), cn)  # (g1, g2, g3 live for the whole call)
         got = loads_of.get(key)
         if got is None:
-            got = loads_of[key] = (wmem, acc.cycles(wmem, g.weight_bytes(cn) + 12 * cn))
+            got = loads_of[key] = (wmem, cyc(wmem, g.weight_bytes(cn) + 12 * cn))
         return got
 
     xmem = mem_of((chain.conv if chain.conv is not None else chain.dw).inputs[0])
     ymem = mem_of(chain.last.name)
     rmem = mem_of(chain.residual) if chain.residual is not None else 0
     memo: dict[tuple, _Work] = {}
-    rows_in: dict[int, int] = {}  # stripe -> the data cycles of its conv input rows' load
+    rows_in: dict[int, Lin] = {}  # stripe -> the data cycles of its conv input rows' load
 
-    def hosted(i: int) -> int:
+    def hosted(i: int) -> Lin:
         c = rows_in.get(i)
         if c is None:
-            c = rows_in[i] = acc.cycles(xmem, geo.conv_window(geo.stripes[i])[1] * g1.w * g1.c)
+            c = rows_in[i] = cyc(xmem, geo.conv_window(geo.stripes[i])[1] * g1.w * g1.c)
         return c
 
     def tile(tl) -> _Work:
@@ -350,43 +492,44 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
         if hit is not None:
             return hit
         loads = [(xmem, hosted(i)) for i, _ in here]
-        stores: list[tuple[int, int]] = []
-        mwork = vwork = 0
+        stores: list[tuple[int, Lin]] = []
+        mwork: list[Lin] = []
+        vwork: list[Lin] = []
         if tl.kind is kinds.P:
             pix, cout = st.rows * g3.ow, g3.cout
-            mwork += _gemm(arch, pix, cout, g3.c)
-            vwork += _vec(arch, pix * cout)
+            mwork.append(_gemm(pix, cout, g3.c))
+            vwork.append(_vec(pix * cout))
             if chain.add is not None:
-                loads.append((rmem, acc.cycles(rmem, pix * cout)))
-                vwork += _vec(arch, pix * cout)
-            stores.append((ymem, acc.cycles(ymem, pix * cout)))
+                loads.append((rmem, cyc(rmem, pix * cout)))
+                vwork.append(_vec(pix * cout))
+            stores.append((ymem, cyc(ymem, pix * cout)))
         elif tl.kind is not kinds.EMPTY:
             cn = geo.chunks[tl.chunk][1]
             if tl.kind in (kinds.CONV, kinds.CONV_DW):
                 if st.new:
-                    mwork += _gemm(arch, st.new * g1.ow, cn, g1.kh * g1.kw * g1.c)
-                    vwork += _vec(arch, st.new * g2.w * cn)
+                    mwork.append(_gemm(st.new * g1.ow, cn, g1.kh * g1.kw * g1.c))
+                    vwork.append(_vec(st.new * g2.w * cn))
                 if st.moved >= 0:
-                    vwork += _vec(arch, cn * st.keep * g2.w)
+                    vwork.append(_vec(cn * st.keep * g2.w))
             if tl.kind is not kinds.CONV:
                 if g1 is None:
-                    loads.append((xmem, acc.cycles(xmem, st.n * g2.w * cn)))
+                    loads.append((xmem, cyc(xmem, st.n * g2.w * cn)))
                 pix = st.rows * g2.ow
                 if chain.halo_conv:  # CONV over all channels, REQUANT, store
-                    mwork += _gemm(arch, pix, g2.cout, g2.kh * g2.kw * cn)
-                    vwork += _vec(arch, pix * g2.cout)
-                    stores.append((ymem, acc.cycles(ymem, pix * g2.cout)))
+                    mwork.append(_gemm(pix, g2.cout, g2.kh * g2.kw * cn))
+                    vwork.append(_vec(pix * g2.cout))
+                    stores.append((ymem, cyc(ymem, pix * g2.cout)))
                 elif chain.pooled:  # POOL, no requantisation
-                    vwork += _vec(arch, pix * cn * g2.kh * g2.kw)
+                    vwork.append(_vec(pix * cn * g2.kh * g2.kw))
                 elif geo.dw_matrix:
-                    mwork += _gemm(arch, pix, cn, g2.kh * g2.kw)
+                    mwork.append(_gemm(pix, cn, g2.kh * g2.kw))
                 else:
-                    vwork += _vec(arch, pix * cn * g2.kh * g2.kw)
+                    vwork.append(_vec(pix * cn * g2.kh * g2.kw))
                 if not chain.pooled and not chain.halo_conv:
-                    vwork += _vec(arch, pix * cn)
+                    vwork.append(_vec(pix * cn))
                 if g3 is None and not chain.halo_conv:
-                    stores.append((ymem, acc.cycles(ymem, pix * cn)))
-        out = memo[key] = _Work(tuple(loads), mwork, vwork, tuple(stores))
+                    stores.append((ymem, cyc(ymem, pix * cn)))
+        out = memo[key] = _Work(tuple(loads), _plus(*mwork), _plus(*vwork), tuple(stores))
         return out
 
     ng = len(groups) if sample is None else min(2, len(groups))
@@ -401,44 +544,50 @@ def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: Cod
             gl = ([wl(g1, cn)] if g1 is not None else []) + (
                 [] if chain.pooled else [wl(g2, g2.cout if chain.halo_conv else cn)])
         run.append((gl, [tile(t) for t in tiles]))
-    lower = _general(arch, run, True)
     run_tiles = sum(len(t) for _, t in run)
-    if sample is None or not run_tiles:
-        return lower
-    counts = [len(g) for g in groups[:ng]]
-    return int(lower * (sum(counts) / len(counts) * len(groups) / run_tiles))
+    scale = None
+    if sample is not None and run_tiles:
+        counts = [len(g) for g in groups[:ng]]
+        scale = sum(counts) / len(counts) * len(groups) / run_tiles
+    return _general(run, True, scale)
 
 
 class Bounds:
-    """Lower bounds for the candidates of one unit (its geometry computed once)."""
+    """Lower bounds for the candidates of one unit (its geometry computed once, on first
+    need); `memo`: (mapping, sample) -> Terms, shared by the searches of units with the same
+    signature (on any NPU: terms are arch-free; tessel.schedule.search_cache)."""
 
-    def __init__(self, unit: Any, ctx: CodegenContext):
+    def __init__(self, unit: Any, ctx: CodegenContext, memo: dict | None = None):
         self.unit, self.ctx = unit, ctx
-        if isinstance(unit, Node) and unit.op is Op.QCONV2D:
-            self.geoms: Any = ops_conv.geometry(unit, ctx)
-        elif isinstance(unit, ops_fused.FusedChain):
-            self.geoms = ops_fused.geometries(unit, ctx)
-        else:
-            self.geoms = None
+        self.memo = memo if memo is not None else {}
+        self.available = isinstance(unit, ops_fused.FusedChain) or (
+            isinstance(unit, Node) and unit.op is Op.QCONV2D)
+        self._geoms: Any = None
 
-    @property
-    def available(self) -> bool:
-        return self.geoms is not None
+    def terms(self, mapping: Any, sample: int | None) -> Terms:
+        key = (mapping, sample)
+        got = self.memo.get(key)
+        if got is None:
+            unit, ctx = self.unit, self.ctx
+            if isinstance(unit, ops_fused.FusedChain):
+                if self._geoms is None:
+                    self._geoms = ops_fused.geometries(unit, ctx)
+                got = chain_terms(unit, mapping, ctx, sample, self._geoms)
+            else:
+                if self._geoms is None:
+                    self._geoms = ops_conv.geometry(unit, ctx)
+                got = conv_terms(unit, mapping, ctx, sample, self._geoms)
+            self.memo[key] = got
+        return got
 
     def __call__(self, mapping: Any, sample: int | None) -> int | None:
-        if self.geoms is None:
+        if not self.available:
             return None
-        if isinstance(self.unit, ops_fused.FusedChain):
-            return chain_bound(self.unit, mapping, self.ctx, sample, self.geoms)
-        return conv_bound(self.unit, mapping, self.ctx, sample, self.geoms)
+        return self.terms(mapping, sample).evaluate(self.ctx.arch)
 
 
 def lower_bound(unit: Any, mapping: Any, ctx: CodegenContext, sample: int | None
                 ) -> int | None:
     """A lower bound of the unit's estimate with `mapping` (sampled as `sample`), or None when
     the op has no closed form here."""
-    if isinstance(unit, Node) and unit.op is Op.QCONV2D:
-        return conv_bound(unit, mapping, ctx, sample)
-    if isinstance(unit, ops_fused.FusedChain):
-        return chain_bound(unit, mapping, ctx, sample)
-    return None
+    return Bounds(unit, ctx)(mapping, sample)

@@ -56,7 +56,12 @@ from tessel.codegen.registry import EMITTERS
 from tessel.codegen.step import Estimate
 from tessel.ir import Node, Op
 from tessel.schedule import prerank
-from tessel.schedule.cost_model import CostModel, CostModelKind, default_cost_model
+from tessel.schedule.cost_model import (
+    AnalyticalCostModel,
+    CostModel,
+    CostModelKind,
+    default_cost_model,
+)
 
 SAMPLE_TILES = 3  # tiles per group of the first, cheap ranking of candidates
 FINALISTS = 3  # candidates estimated in full
@@ -189,6 +194,35 @@ def timing_key(arch: NpuArch, matrix: bool = True) -> str:
     return key
 
 
+# NpuArch fields that only enter instruction costs and timings: for a given mapping, a step's
+# instructions, their cost keys (isa.costs.cost_key) and the shape of its program
+# (codegen/step.StepProgram) never depend on them (the emitters read them to list candidates
+# only; tests/unit/schedule/test_program_reuse.py checks every step of the zoo)
+_COST_ONLY = {"matrix": ("rows", "cols", "dataflow", "fold_pipelining", "feed_bytes_per_cycle"),
+              "vector": ("lanes", "pipeline_latency_cycles"), "dma": ("channels",)}
+_COST_ONLY_OFFCHIP = ("bytes_per_cycle", "latency_cycles")
+_PROGRAM_KEYS: dict[int, tuple[NpuArch, str]] = {}
+
+
+def program_key(arch: NpuArch) -> str:
+    """The NpuArch fields a step's arch-free program (codegen/step.StepProgram) depends on for a
+    given mapping, as canonical JSON: the timing key without the cost-only fields above. NPUs
+    with the same key share the programs of the search's candidates (`SearchCache.shared`)."""
+    hit = _PROGRAM_KEYS.get(id(arch))
+    if hit is not None and hit[0] is arch:
+        return hit[1]
+    d = {k: v for k, v in arch.to_toml_dict().items() if k not in _NOT_TIMING}
+    for section, names in _COST_ONLY.items():
+        d[section] = {k: v for k, v in d[section].items() if k not in names}
+    d["offchip"] = [{k: v for k, v in m.items() if k not in _COST_ONLY_OFFCHIP}
+                    for m in d["offchip"]]
+    key = json.dumps(d, sort_keys=True, default=str)
+    if len(_PROGRAM_KEYS) > 64:
+        _PROGRAM_KEYS.clear()
+    _PROGRAM_KEYS[id(arch)] = (arch, key)
+    return key
+
+
 def _uses_matrix(unit: Node | FusedChain) -> bool:
     """False for steps whose emitter runs on the vector engine alone."""
     return isinstance(unit, FusedChain) or EMITTERS.get(unit.op) not in VECTOR_ONLY_EMITTERS
@@ -210,12 +244,29 @@ class SearchCache:
     the weight-stationary-only search of the same step takes them (`estimates`, the last
     `max_estimates` such searches)."""
 
-    def __init__(self, max_entries: int = 50_000, max_estimates: int = 256):
+    def __init__(self, max_entries: int = 50_000, max_estimates: int = 256,
+                 max_shared: int = 4096):
         self.max_entries = max_entries
         self.max_estimates = max_estimates
+        self.max_shared = max_shared
         self._map: OrderedDict[tuple, Entry] = OrderedDict()
         self._estimates: OrderedDict[tuple, dict] = OrderedDict()
+        self._shared: OrderedDict[tuple, dict] = OrderedDict()
         self.hits = self.misses = 0
+
+    def shared(self, unit: Node | FusedChain, ctx: CodegenContext) -> dict:
+        """What the searches of steps with `unit`'s signature share on every NPU (arch-free:
+        the closed-form bounds' terms, tessel.schedule.prerank), a dict kept for the last
+        `max_shared` signatures."""
+        key = (unit_signature(unit, ctx), ctx.consts.memory, ctx.act_memory)
+        got = self._shared.get(key)
+        if got is None:
+            got = self._shared[key] = {}
+            while len(self._shared) > self.max_shared:
+                self._shared.popitem(last=False)
+        else:
+            self._shared.move_to_end(key)
+        return got
 
     def keep_estimates(self, key: tuple, estimates: dict) -> None:
         self._estimates[key] = estimates
@@ -313,8 +364,9 @@ def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
                 _no_mapping(node, ctx)
             return entry.choice
     prune = _PRUNE.get() if prune is None else prune
+    shared = cache.shared(node, est_ctx) if cache is not None else {}
     best, input_resident = _search(node, ctx, emitter, est_ctx, prune and model.prunable, model,
-                                   only_ws, estimates)
+                                   only_ws, estimates, shared)
     if best is None and required:
         _no_mapping(node, ctx)
     if cache is not None and key is not None:
@@ -333,30 +385,48 @@ def _no_mapping(node: Node | FusedChain, ctx: CodegenContext) -> None:
 
 def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: CodegenContext,
             prune: bool, model: CostModel, weight_stationary: bool = False,
-            estimates: dict | None = None) -> tuple[tuple[Any, Estimate] | None, bool]:
+            estimates: dict | None = None, shared: dict | None = None
+            ) -> tuple[tuple[Any, Estimate] | None, bool]:
     """The choice, and whether any candidate took an input-resident conv order. `estimates`:
     (mapping, sample) -> Estimate of this step by `model`, read before estimating a
-    candidate and filled with the estimates made."""
+    candidate and filled with the estimates made; `shared`: what searches of the step's
+    signature share on every NPU (`SearchCache.shared`)."""
     known = {} if estimates is None else estimates
     works: dict[Any, Any] = {}  # mapping -> its step (a finalist's full estimate reuses it)
+    arch = ctx.arch
+    shared = shared if shared is not None else {}
+    # (mapping, sample) -> the candidate's arch-free program, on every NPU alike in program_key
+    programs = (shared.setdefault(("programs", program_key(arch)), {})
+                if isinstance(model, AnalyticalCostModel) else None)
+
+    def work_of(mapping: Any) -> Any:
+        work = works.get(mapping)
+        if work is None:
+            work = works[mapping] = em.step(node, mapping, est_ctx)
+        return work
 
     def estimate(mapping: Any, sample: int | None) -> Estimate:
         est = known.get((mapping, sample))
         if est is None:
-            work = works.get(mapping)
-            if work is None:
-                work = works[mapping] = em.step(node, mapping, est_ctx)
-            est = known[mapping, sample] = model.estimate(work, arch, sample=sample)
+            if programs is None:
+                est = model.estimate(work_of(mapping), arch, sample=sample)
+            else:
+                assert isinstance(model, AnalyticalCostModel)
+                prog = programs.get((mapping, sample))
+                if prog is None:
+                    prog = programs[mapping, sample] = model.program(work_of(mapping), arch,
+                                                                     sample=sample)
+                est = model.time(prog, arch)
+            known[mapping, sample] = est
         return est
 
-    arch = ctx.arch
     cands = list(em.candidates(node, est_ctx))
     input_resident = any(isinstance(m, ConvMapping) and m.order.input_resident for m in cands)
     if weight_stationary:
         cands = [m for m in cands if not m.order.input_resident]
     if not cands:
         return None, input_resident
-    bound = prerank.Bounds(node, est_ctx) if prune else None
+    bound = prerank.Bounds(node, est_ctx, shared.setdefault("bounds", {})) if prune else None
     if bound is None or not bound.available:  # every candidate in order (k: the tie-break)
         order = list(enumerate(cands))
         lows = None
