@@ -10,9 +10,12 @@ instructions, so the estimate and the program cannot drift apart.
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from tessel.arch import NpuArch
 from tessel.isa import Engine, Instruction
@@ -327,7 +330,36 @@ class StepProgram:
                 _SHAPES.clear()
             sid = _SHAPES[shape_key] = next(_SHAPE_IDS)
         self.shape_id = sid  # equal for programs alike in all but their terms' instructions
+        self._table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.timed = 0  # how many times CostCache.run was asked for it
         del self._index, self._shared
+
+    def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The program as codegen/step_kernel.py's int64 table: (rows, each engine's first row
+        and the end, each token key's first slot in the signals' buffer and the end)."""
+        if self._table is None:
+            rows: list[tuple] = []
+            starts = [0]
+            nsig = [0] * self.keys
+            conv: dict[tuple, tuple] = {}
+            for q in self.queues:
+                for op in q:
+                    row = conv.get(op)
+                    if row is None:
+                        row = conv[op] = _row(op)
+                    kind = row[0]
+                    if kind == 1:
+                        nsig[row[1]] += 1
+                    elif kind == 4:
+                        for s in op[3]:
+                            nsig[s] += 1
+                    rows.append(row)
+                starts.append(len(rows))
+            off = np.zeros(self.keys + 1, np.int64)
+            np.cumsum(nsig, out=off[1:])
+            self._table = (np.array(rows, np.int64).reshape(-1, 7),
+                           np.array(starts, np.int64), off)
+        return self._table
 
     def _key(self, waiter: int) -> int:
         self.waiter.append(int(waiter))
@@ -388,6 +420,23 @@ class StepProgram:
         if key is not None:
             memo[key] = ops
         return ops
+
+
+def _row(op: tuple) -> tuple:
+    """An op of StepProgram.queues as a row of codegen/step_kernel.py's table."""
+    kind = op[0]
+    if kind == _TILE:
+        ws, ss = op[1], op[3]
+        assert len(ws) <= 2 and len(ss) <= 2, "a tile waits for and signals two keys at most"
+        return (4, ws[0], ws[1] if len(ws) > 1 else -1, op[2], ss[0] if ss else -1,
+                ss[1] if len(ss) > 1 else -1, op[4])
+    if kind == _WAIT:
+        return (0, op[1], 0, 0, 0, 0, 0)
+    if kind == _SIGNAL:
+        return (1, op[1], op[2], 0, 0, 0, 0)
+    if kind == _WORK:
+        return (2, op[1], 0, 0, 0, 0, 0)
+    return (3, op[1], op[2], 0, 0, 0, 0)
 
 
 def _run(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: int
@@ -536,6 +585,26 @@ def _run(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: 
     return total, {e: busy[int(e)] for e in Engine}
 
 
+@functools.cache
+def _kernel() -> Callable[..., None] | None:
+    """codegen/step_kernel.py's compiled `run`, or None with kernels off (tessel.sim.jit)."""
+    from tessel.codegen import step_kernel
+    from tessel.sim import jit
+    return step_kernel.run.compiled if jit.enabled() else None
+
+
+def _run_compiled(kernel: Callable[..., None], prog: StepProgram, vals: Sequence[int],
+                  lats: Sequence[int], channels: int) -> tuple[int, dict[Engine, int]]:
+    """_run by codegen/step_kernel.py (the same figures)."""
+    rows, starts, sig_off = prog.table()
+    out = np.zeros(5, np.int64)
+    kernel(rows, starts, sig_off, np.array(vals, np.int64), np.array(lats, np.int64), channels,
+           out)
+    if out[0] < 0:
+        raise AssertionError("estimate_step: the step's token protocol does not complete")
+    return int(out[0]), {e: int(out[1 + e]) for e in Engine}
+
+
 def _issue_time(ready: int, inflight: list[int], channels: int) -> int:
     """When a DMA engine ready at `ready` can issue its next transfer: at most `channels` in
     flight (`inflight`: end times of its earlier transfers, possibly finished ones)."""
@@ -636,12 +705,18 @@ class CostCache:
         cycles and the two figures `_run` reads of the arch (DMA channels, off-chip
         latencies), so arches differing elsewhere share timings."""
         vals = self.term_values(prog.terms)
-        key = (prog.shape_id, self.arch.dma_channels, self.lats, vals)
+        channels = self.arch.dma_channels
+        key = (prog.shape_id, channels, self.lats, vals)
         out = self._runs.get(key)
         if out is None:
             if len(self._runs) >= self.RUNS:
                 self._runs.clear()
-            out = self._runs[key] = _run(prog, vals, self.lats, self.arch.dma_channels)
+            # a program timed again (a search's, on the next NPU) is flattened for the compiled
+            # loop once; one timed once is not worth flattening (it costs about one _run)
+            kernel = _kernel() if prog.timed else None
+            out = self._runs[key] = (_run(prog, vals, self.lats, channels) if kernel is None
+                                     else _run_compiled(kernel, prog, vals, self.lats, channels))
+        prog.timed += 1
         return out[0], dict(out[1])
 
     def cost(self, ins: Instruction, engine: Engine | None = None) -> Cost:

@@ -1,0 +1,79 @@
+"""codegen/step_kernel.py's compiled timing loop equals codegen.step._run, the Python reference,
+on every program the plan times for zoo models (the searches' candidates, residency and
+prefetch estimates), with each preset's latencies and 1, 2 and 4 DMA channels; and CostCache
+serves the compiled figures only where they are the reference's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tessel.analysis.estimate import estimate_graph
+from tessel.analysis.explore import quantised_graphs
+from tessel.arch import load_target
+from tessel.codegen import step, step_kernel
+from tessel.codegen.step import CostCache, StepProgram
+
+
+def _programs(model: str, preset: str) -> list[tuple[StepProgram, tuple[int, ...], tuple]]:
+    """(program, its term cycles, the latencies) of every program timed estimating `model`."""
+    got = []
+    real = CostCache.run
+
+    def spy(self, prog):
+        got.append((prog, self.term_values(prog.terms), self.lats))
+        return real(self, prog)
+
+    graph = quantised_graphs([model], 2, None)[model]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(CostCache, "run", spy)
+        estimate_graph(graph, load_target(preset))
+    return got
+
+
+@pytest.mark.parametrize("model,preset", [
+    ("ds_cnn", "tnpu-s"), ("ds_cnn", "u55-256"),
+    pytest.param("mobilenet_v2", "tnpu-s", marks=pytest.mark.slow)])
+def test_compiled_loop_equals_the_reference(model, preset):
+    kernel = step_kernel.run.compiled
+    progs = _programs(model, preset)
+    assert len(progs) > 50
+    seen = set()
+    for prog, vals, lats in progs:
+        if (prog.shape_id, vals, lats) in seen:
+            continue
+        seen.add((prog.shape_id, vals, lats))
+        for channels in (1, 2, 4):
+            want = step._run(prog, vals, lats, channels)
+            got = step._run_compiled(kernel, prog, vals, lats, channels)
+            assert got == want, (prog.shape_id, channels)
+
+
+def test_the_table_holds_every_op():
+    prog, _, _ = _programs("ds_cnn", "tnpu-s")[0]
+    rows, starts, sig_off = prog.table()
+    assert rows.shape == (sum(len(q) for q in prog.queues), step_kernel.COLS)
+    assert list(np.diff(starts)) == [len(q) for q in prog.queues]
+    assert sig_off[-1] == sum(1 for q in prog.queues for op in q if op[0] == step._SIGNAL) + sum(
+        len(op[3]) for q in prog.queues for op in q if op[0] == step._TILE)
+
+
+def test_a_program_timed_again_takes_the_compiled_loop(monkeypatch):
+    """The first timing of a program is the reference's (not flattened: it would cost about
+    as much as the run); a later one, on another NPU, the compiled loop's; both equal the
+    reference on their NPU."""
+    monkeypatch.setattr(step, "_RUNS", {})
+    calls = []
+    real = step._run_compiled
+    monkeypatch.setattr(step, "_run_compiled",
+                        lambda *a: calls.append(1) or real(*a))
+    prog, _, _ = _programs("ds_cnn", "tnpu-s")[-1]
+    prog.timed, prog._table = 0, None
+    a = load_target("tnpu-s")
+    b = a.with_params({"dma.channels": 1, "vector.lanes": 8})
+    for arch in (a, b):
+        cost = CostCache(arch)
+        got = cost.run(prog)
+        assert got == step._run(prog, cost.term_values(prog.terms), cost.lats,
+                                arch.dma_channels)
+    assert len(calls) == (1 if step._kernel() is not None else 0)

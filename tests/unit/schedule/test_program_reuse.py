@@ -1,0 +1,143 @@
+"""What the mapping search shares across design points (search_cache.SearchCache.shared): a
+candidate's arch-free program (codegen.step.StepProgram) on every NPU with the same
+`program_key`, and its closed-form bound's terms (schedule.prerank.Terms) on every NPU.
+
+The claim under both: for a given mapping, a step's instructions' cost keys and its program's
+shape do not depend on the cost-only fields (`search_cache._COST_ONLY`), and a bound's sums do
+not depend on the NPU at all. Checked here on every candidate of every step the plan asks
+about, on NPUs that differ in every cost-only field: the program built on one NPU, timed on the
+other, equals the estimate built there; the terms built on one NPU, evaluated on the other,
+equal the bound computed there."""
+
+from __future__ import annotations
+
+import pytest
+
+from tessel.analysis.estimate import estimate_graph
+from tessel.analysis.explore import quantised_graphs
+from tessel.arch import load_target
+from tessel.codegen.ops_fused import FusedChain
+from tessel.codegen.step import CostCache, StepProgram, estimate_step, time_program
+from tessel.schedule import plan as program
+from tessel.schedule import prerank, search_cache
+from tessel.schedule.cost_model import AnalyticalCostModel
+
+# every cost-only field changed (search_cache._COST_ONLY), nothing else
+OTHER = {"matrix.rows": 8, "matrix.cols": 32, "matrix.dataflow": "OUTPUT_STATIONARY",
+         "matrix.fold_pipelining": False, "matrix.feed_bytes_per_cycle": 32,
+         "vector.lanes": 64, "vector.pipeline_latency_cycles": 7,
+         "offchip.lpddr.bytes_per_cycle": 8, "offchip.lpddr.latency_cycles": 37,
+         "dma.channels": 1}
+
+
+def test_program_key_leaves_out_the_cost_only_fields_and_nothing_else():
+    a = load_target("tnpu-s")
+    b = a.with_params(OTHER)
+    assert search_cache.program_key(a) == search_cache.program_key(b)
+    assert search_cache.timing_key(a) != search_cache.timing_key(b)
+    for param, value in [("onchip.sram_bytes", 262_144), ("onchip.acc_bytes", 32_768),
+                         ("matrix.input_buffer_bytes", 16_384), ("onchip.lut_entries", 2048)]:
+        assert search_cache.program_key(a.with_param(param, value)) != \
+            search_cache.program_key(a), param
+
+
+@pytest.mark.parametrize("model", ["ds_cnn", pytest.param("mobilenet_v2",
+                                                          marks=pytest.mark.slow)])
+def test_programs_and_terms_built_on_one_npu_hold_on_another(model, monkeypatch):
+    graph = quantised_graphs([model], 2, None)[model]
+    a = load_target("tnpu-s")
+    b = a.with_params(OTHER)
+    checked = {"programs": 0, "terms": 0}
+    seen = set()
+    real = program._choose
+
+    def spy(node, ctx, *, required=True, cost_model=None, input_resident_orders=True):
+        em = program._emitter(node)
+        est_ctx = program.estimation_context(ctx)
+        sig = search_cache.unit_signature(node, est_ctx)
+        if sig not in seen:
+            seen.add(sig)
+            _check_unit(node, em, est_ctx, b, checked)
+        return real(node, ctx, required=required, cost_model=cost_model,
+                    input_resident_orders=input_resident_orders)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(program, "_choose", spy)
+        estimate_graph(graph, a)
+    assert checked["programs"] > 100 and checked["terms"] > 50, checked
+
+
+def _check_unit(node, em, est_a, b, checked) -> None:
+    """Every candidate of `node` on a (est_a.arch) that is also one on b."""
+    from tessel.codegen.context import CodegenContext
+    est_b = program.estimation_context(CodegenContext(b, est_a.graph, dict(est_a.dram),
+                                                      est_a.consts, est_a.act_memory))
+    on_b = set(em.candidates(node, est_b))
+    bound_a, bound_b = prerank.Bounds(node, est_a), prerank.Bounds(node, est_b)
+    cost_b = CostCache(b)
+    for m in em.candidates(node, est_a):
+        if m not in on_b:
+            continue
+        for sample in (search_cache.SAMPLE_TILES, None):
+            prog = StepProgram(em.step(node, m, est_a), sample)
+            again = StepProgram(em.step(node, m, est_b), sample)
+            assert prog.shape_id == again.shape_id, (str(node), str(m))
+            assert [t.keys for t in prog.terms] == [t.keys for t in again.terms]
+            want = estimate_step(em.step(node, m, est_b), b, sample=sample)
+            assert time_program(prog, cost_b) == want, (str(node), str(m), sample)
+            checked["programs"] += 1
+            if bound_a.available:
+                assert bound_a.terms(m, sample).evaluate(b) == bound_b(m, sample)
+                checked["terms"] += 1
+    if isinstance(node, FusedChain):
+        assert bound_a.available
+
+
+def test_a_sweep_shares_programs_and_terms_across_points():
+    """Points that differ only in cost-only fields search every step again (their timing keys
+    differ) but never build a program or a bound's terms twice: what the second point builds
+    is only what the first never estimated (other candidates reach its shortlist). Points
+    differing in other ways too get figures equal to a search without any cache."""
+    graph = quantised_graphs(["ds_cnn"], 2, None)["ds_cnn"]
+    a = load_target("tnpu-s")
+    b = a.with_params({"vector.pipeline_latency_cycles": 7, "dma.channels": 1,
+                       "matrix.fold_pipelining": False, "offchip.lpddr.latency_cycles": 37})
+    cache = search_cache.SearchCache()
+    first = _count_builds(graph, a, cache)
+    misses = cache.misses
+    second = _count_builds(graph, b, cache)
+    assert cache.misses > misses  # (searched again, not served from the search cache)
+    stored = {"programs": 0, "terms": 0}
+    for shared in cache._shared.values():
+        stored["terms"] += len(shared.get("bounds", {}))
+        stored["programs"] += sum(len(v) for k, v in shared.items() if k[0] == "programs")
+    assert {k: first[k] + second[k] for k in first} == stored  # nothing built twice
+    assert second["programs"] < first["programs"] / 4, (first, second)
+    for arch in (a.with_params({"matrix.cols": 8}), a.with_params(OTHER)):
+        with search_cache.use(cache):
+            got = estimate_graph(graph, arch)
+        with search_cache.use(None), search_cache.pruning(False):
+            ref = estimate_graph(graph, arch)
+        assert (got.cycles, got.layers) == (ref.cycles, ref.layers)
+
+
+def _count_builds(graph, arch, cache) -> dict[str, int]:
+    """Programs the searches build (residency and prefetch build their own, one-off) and
+    bounds' terms, estimating `graph` on `arch` with `cache`."""
+    counts = {"programs": 0, "terms": 0}
+    real_program = AnalyticalCostModel.program
+    real_conv, real_chain = prerank.conv_terms, prerank.chain_terms
+
+    def counted(kind, fn):
+        def wrapper(*args, **kw):
+            counts[kind] += 1
+            return fn(*args, **kw)
+        return wrapper
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(AnalyticalCostModel, "program", counted("programs", real_program))
+        mp.setattr(prerank, "conv_terms", counted("terms", real_conv))
+        mp.setattr(prerank, "chain_terms", counted("terms", real_chain))
+        with search_cache.use(cache):
+            estimate_graph(graph, arch)
+    return counts
