@@ -59,7 +59,12 @@ def main() -> None:
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
             kw = {"ray": "auto"}
         t0 = time.perf_counter()
-        result = explore(graphs, space, target="tnpu-s", **kw)
+        try:
+            result = explore(graphs, space, target="tnpu-s", **kw)
+        finally:
+            if kw.get("ray"):  # (started here: `make bench` runs this sweep twice)
+                import ray
+                ray.shutdown()
         dt = time.perf_counter() - t0
         n = result.evaluated
         per_worker = n / dt / (1 if kw.get("workers", 2) == 1 else 2)

@@ -633,14 +633,7 @@ _COST_MEMO_ENTRIES = 1 << 18  # cost keys per arch (its memo is emptied when ful
 def cost_memo(arch: NpuArch) -> dict[tuple, Cost]:
     """The instruction-cost memo (`isa.costs.cost_key(i, engine)` -> `instruction_cost(i, arch,
     engine)`) of `arch`, shared by equal arches (NpuArchs are equal iff their parameters are)."""
-    memo = _COST_MEMOS.get(arch)
-    if memo is None:
-        if len(_COST_MEMOS) >= _COST_MEMO_ARCHS:
-            _COST_MEMOS.clear()
-        memo = _COST_MEMOS[arch] = {}
-    elif len(memo) >= _COST_MEMO_ENTRIES:
-        memo.clear()
-    return memo
+    return _memo_of(_COST_MEMOS, arch)
 
 
 _TERM_MEMOS: dict[NpuArch, dict[int, int]] = {}
@@ -648,11 +641,16 @@ _TERM_MEMOS: dict[NpuArch, dict[int, int]] = {}
 
 def term_memo(arch: NpuArch) -> dict[int, int]:
     """Term id -> its cycles on `arch` (`Term`), shared by equal arches as `cost_memo`."""
-    memo = _TERM_MEMOS.get(arch)
+    return _memo_of(_TERM_MEMOS, arch)
+
+
+def _memo_of(registry: dict[NpuArch, dict], arch: NpuArch) -> dict:
+    """`arch`'s memo in `registry` (bounded: _COST_MEMO_ARCHS arches, _COST_MEMO_ENTRIES each)."""
+    memo = registry.get(arch)
     if memo is None:
-        if len(_TERM_MEMOS) >= _COST_MEMO_ARCHS:
-            _TERM_MEMOS.clear()
-        memo = _TERM_MEMOS[arch] = {}
+        if len(registry) >= _COST_MEMO_ARCHS:
+            registry.clear()
+        memo = registry[arch] = {}
     elif len(memo) >= _COST_MEMO_ENTRIES:
         memo.clear()
     return memo

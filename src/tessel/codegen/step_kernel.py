@@ -28,19 +28,30 @@ COLS = 7
 
 @jit.helper
 def _issue_time(ready: int, fly: np.ndarray, nfly: int, channels: int) -> int:
-    """step._issue_time over the first `nfly` entries of `fly`."""
+    """step._issue_time over the first `nfly` entries of `fly` (the channels-th largest end
+    after `ready`, or `ready` if fewer are in flight then)."""
     if nfly < channels:
         return ready
-    live = np.empty(nfly, np.int64)
+    n = 0
+    low = np.int64(-1)
+    for i in range(nfly):
+        x = fly[i]
+        if x > ready:
+            n += 1
+            if low < 0 or x < low:
+                low = x
+    if n < channels:
+        return ready
+    if n == channels:  # (the loop keeps at most `channels` in flight: always this case)
+        return low
+    live = np.empty(n, np.int64)
     n = 0
     for i in range(nfly):
         if fly[i] > ready:
             live[n] = fly[i]
             n += 1
-    if n < channels:
-        return ready
-    live = np.sort(live[:n])
-    return live[n - channels]  # the channels-th largest
+    live = np.sort(live)
+    return live[n - channels]
 
 
 @jit.kernel

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from tessel.arch import NpuArch
+from tessel.codegen import ops_conv
 from tessel.codegen.context import CodegenContext
 from tessel.codegen.ops_conv import ConvMapping, ConvOrder
 from tessel.codegen.ops_fused import FusedChain
@@ -221,6 +222,24 @@ def program_key(arch: NpuArch) -> str:
         _PROGRAM_KEYS.clear()
     _PROGRAM_KEYS[id(arch)] = (arch, key)
     return key
+
+
+def candidate_key(unit: Node | FusedChain, ctx: CodegenContext) -> tuple:
+    """What a step's candidate list reads of the NPU besides its signature: the program key
+    and the cost-only fields its emitter lists candidates by (a chain: the array's columns and
+    the vector lanes, its chunk widths; a conv: the columns, and the lanes if depthwise, or
+    else the rows and the off-chip bandwidths, which decide whether input-resident orders are
+    offered); for other ops the whole timing key. tests/unit/schedule/test_program_reuse.py
+    checks every step of the zoo against each cost-only field."""
+    arch = ctx.arch
+    if isinstance(unit, FusedChain):
+        return (program_key(arch), arch.matrix.cols, arch.vector.lanes)
+    if unit.op is Op.QCONV2D:
+        if ops_conv.geometry(unit, ctx).depthwise:
+            return (program_key(arch), arch.matrix.cols, arch.vector.lanes)
+        return (program_key(arch), arch.matrix.cols, arch.matrix.rows,
+                tuple(m.bytes_per_cycle for m in arch.offchip))
+    return (timing_key(arch, _uses_matrix(unit)),)
 
 
 def _uses_matrix(unit: Node | FusedChain) -> bool:
@@ -420,7 +439,11 @@ def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: Code
             known[mapping, sample] = est
         return est
 
-    cands = list(em.candidates(node, est_ctx))
+    known_cands = shared.setdefault("candidates", {})
+    ckey = candidate_key(node, est_ctx)
+    cands = known_cands.get(ckey)
+    if cands is None:
+        cands = known_cands[ckey] = list(em.candidates(node, est_ctx))
     input_resident = any(isinstance(m, ConvMapping) and m.order.input_resident for m in cands)
     if weight_stationary:
         cands = [m for m in cands if not m.order.input_resident]

@@ -67,11 +67,52 @@ def test_programs_and_terms_built_on_one_npu_hold_on_another(model, monkeypatch)
     assert checked["programs"] > 100 and checked["terms"] > 50, checked
 
 
+@pytest.mark.parametrize("model", ["ds_cnn", pytest.param("mobilenet_v2",
+                                                          marks=pytest.mark.slow)])
+def test_candidate_lists_depend_on_their_key_only(model, monkeypatch):
+    """Per cost-only field: an NPU differing from tnpu-s in it alone lists the same candidates
+    for every step whose candidate key it leaves alone (and the key changes for some)."""
+    graph = quantised_graphs([model], 2, None)[model]
+    a = load_target("tnpu-s")
+    variants = [a.with_param(k, v) for k, v in OTHER.items()]
+    kept = changed = 0
+    seen = set()
+    real = program._choose
+
+    def spy(node, ctx, *, required=True, cost_model=None, input_resident_orders=True):
+        nonlocal kept, changed
+        em = program._emitter(node)
+        est_a = program.estimation_context(ctx)
+        sig = search_cache.unit_signature(node, est_a)
+        if sig not in seen:
+            seen.add(sig)
+            want = list(em.candidates(node, est_a))
+            for b in variants:
+                est_b = _context_on(b, est_a)
+                if search_cache.candidate_key(node, est_b) == \
+                        search_cache.candidate_key(node, est_a):
+                    assert list(em.candidates(node, est_b)) == want, (str(node), b.name)
+                    kept += 1
+                else:
+                    changed += 1
+        return real(node, ctx, required=required, cost_model=cost_model,
+                    input_resident_orders=input_resident_orders)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(program, "_choose", spy)
+        estimate_graph(graph, a)
+    assert kept > 50 and changed > 20, (kept, changed)
+
+
+def _context_on(arch, est):
+    from tessel.codegen.context import CodegenContext
+    return program.estimation_context(CodegenContext(arch, est.graph, dict(est.dram),
+                                                     est.consts, est.act_memory))
+
+
 def _check_unit(node, em, est_a, b, checked) -> None:
     """Every candidate of `node` on a (est_a.arch) that is also one on b."""
-    from tessel.codegen.context import CodegenContext
-    est_b = program.estimation_context(CodegenContext(b, est_a.graph, dict(est_a.dram),
-                                                      est_a.consts, est_a.act_memory))
+    est_b = _context_on(b, est_a)
     on_b = set(em.candidates(node, est_b))
     bound_a, bound_b = prerank.Bounds(node, est_a), prerank.Bounds(node, est_b)
     cost_b = CostCache(b)
