@@ -2,8 +2,10 @@
 (partitioning, mapping search, fusion, cost model) on every model's integer graph.
 
 Executors: in-process (workers=0), local worker processes (the graphs are shipped once per
-worker through the pool's initializer) or Ray tasks (the graphs are put in the object store
-once; each Ray worker process keeps the ones it has fetched).
+worker through the pool's initializer) or Ray actors, one per CPU of the cluster (the graphs
+are put in the object store once, each actor fetches them once). Each worker or actor keeps a
+search cache, and gets its own run of similar points (`affinity_queues`: the points that
+share the most of it), taking from the others' runs once its own is done.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
@@ -21,7 +24,7 @@ from tessel.analysis.reaper import start_reaper
 from tessel.arch import NpuArch, arch_from_dict
 from tessel.errors import TesselCompileError, TesselConfigError, TesselUnsupportedOpError
 from tessel.ir import Graph
-from tessel.schedule.search_cache import SearchCache, pruning
+from tessel.schedule.search_cache import SearchCache, program_key, pruning
 from tessel.schedule.search_cache import use as use_search_cache
 
 # set (to anything but "" / "0") in the environment of the processes that evaluate points: the
@@ -107,41 +110,85 @@ def _eval_in_worker(point: dict[str, Any]) -> PointResult:
     return evaluate_point(point, _STATE["graphs"], _STATE["base"], _STATE["context"])
 
 
+# point parameters that decide most of what a worker's search cache shares between points,
+# after the program key (search_cache.candidate_key): the array's columns, the vector lanes, the
+# array's rows
+_AFFINITY = ("matrix.cols", "vector.lanes", "matrix.rows")
+
+
+def affinity_queues(points: Sequence[dict[str, Any]], n: int, base: NpuArch
+                    ) -> list[deque[dict[str, Any]]]:
+    """`points` in `n` queues of about equal length, one per worker, so that a worker's points
+    share what its search cache keeps (tessel.schedule.search_cache): sorted by program key,
+    then the `_AFFINITY` parameters, then the others, and cut into consecutive runs."""
+    def key(point: dict[str, Any]) -> tuple:
+        try:
+            program = program_key(build_arch(base, point))
+        except TesselConfigError:
+            program = ""
+        return (program, *(repr(point.get(k)) for k in _AFFINITY),
+                *sorted((k, repr(v)) for k, v in point.items() if k not in _AFFINITY))
+
+    ordered = sorted(points, key=key)
+    cuts = [len(ordered) * i // n for i in range(n + 1)]
+    return [deque(ordered[cuts[i]:cuts[i + 1]]) for i in range(n)]
+
+
 class LocalRunner:
-    """Points evaluated in ``workers`` processes (0: in this process)."""
+    """Points evaluated in ``workers`` processes (0: in this process), one pool of one process
+    per worker, each given its run of similar points (`affinity_queues`; a worker whose run is
+    done takes the last point of the longest other run), so each worker's search cache serves
+    points alike."""
 
     def __init__(self, graphs: Graphs, base: NpuArch, workers: int, context: str = ""):
         self.graphs, self.base, self.workers, self.context = graphs, base, workers, context
-        self.pool = (ProcessPoolExecutor(workers, initializer=_init_worker,
-                                         initargs=(dict(graphs), base.to_toml_dict(), context,
-                                                   os.getpid()))
-                     if workers > 0 else None)
+        args = (dict(graphs), base.to_toml_dict(), context, os.getpid())
+        self.pools = [ProcessPoolExecutor(1, initializer=_init_worker, initargs=args)
+                      for _ in range(max(workers, 0))]
 
     def run(self, points: Sequence[dict[str, Any]]) -> Iterator[PointResult]:
         """Results as they finish (any order)."""
-        if self.pool is None:
+        if not self.pools:
             for p in points:
                 yield evaluate_point(p, self.graphs, self.base, self.context)
             return
-        pending: set[Future] = {self.pool.submit(_eval_in_worker, p) for p in points}
+        queues = affinity_queues(points, len(self.pools), self.base)
+        running: dict[Future, int] = {}
+
+        def feed(i: int) -> None:
+            if queues[i]:
+                point = queues[i].popleft()
+            else:
+                longest = max(queues, key=len)
+                if not longest:
+                    return
+                point = longest.pop()
+            running[self.pools[i].submit(_eval_in_worker, point)] = i
+
+        for i in range(len(self.pools)):
+            feed(i)
         try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for f in done:
+                    i = running.pop(f)
+                    feed(i)
                     yield f.result()
         finally:
-            for f in pending:
+            for f in running:
                 f.cancel()
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+        for pool in self.pools:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 # -- Ray ---------------------------------------------------------------------------------------
 class RayRunner:
-    """Points evaluated as Ray tasks; ``address`` "auto" connects to a running cluster or starts
-    a local one (a Ray already initialised in this process is reused)."""
+    """Points evaluated by Ray actors, one per CPU of the cluster (each a process with its own
+    search cache, given its run of similar points as LocalRunner's workers are); ``address``
+    "auto" connects to a running cluster or starts a local one (a Ray already initialised in
+    this process is reused). The graphs are put in the object store once."""
 
     def __init__(self, graphs: Graphs, base: NpuArch, address: str, context: str = ""):
         try:
@@ -149,6 +196,7 @@ class RayRunner:
         except ImportError as exc:
             raise TesselConfigError(f"--ray needs the 'ray' package ({exc})") from None
         self.ray = ray
+        self.base = base
         self._owns = not ray.is_initialized()
         self._reaper = None
         if self._owns:
@@ -157,24 +205,43 @@ class RayRunner:
             self._reaper = start_reaper() if address == "auto" else None
             ray.init(address=None if address == "auto" else address,
                      log_to_driver=False, include_dashboard=False)
-        self.graphs_ref = ray.put(dict(graphs))
-        self.base_dict, self.context = base.to_toml_dict(), context
-        self.task = ray.remote(_ray_eval)
+        graphs_ref = ray.put(dict(graphs))
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        actor = ray.remote(num_cpus=1)(_RayEvaluator)
+        self.actors = [actor.remote([graphs_ref], base.to_toml_dict(), context)
+                       for _ in range(cpus)]
 
     def run(self, points: Sequence[dict[str, Any]]) -> Iterator[PointResult]:
         ray = self.ray
-        refs = [self.task.remote([self.graphs_ref], self.base_dict, p, self.context)
-                for p in points]
+        queues = affinity_queues(points, len(self.actors), self.base)
+        running: dict[Any, int] = {}
+
+        def feed(i: int) -> None:
+            if queues[i]:
+                point = queues[i].popleft()
+            else:
+                longest = max(queues, key=len)
+                if not longest:
+                    return
+                point = longest.pop()
+            running[self.actors[i].evaluate.remote(point)] = i
+
+        for i in range(len(self.actors)):
+            feed(i)
         try:
-            while refs:
-                done, refs = ray.wait(refs, num_returns=1)
+            while running:
+                done, _ = ray.wait(list(running), num_returns=1)
                 for r in done:
+                    i = running.pop(r)
+                    feed(i)
                     yield ray.get(r)
         finally:
-            for r in refs:
+            for r in running:
                 ray.cancel(r)
 
     def close(self) -> None:
+        for a in self.actors:
+            self.ray.kill(a)
         if self._owns:
             self.ray.shutdown()
         if self._reaper is not None:
@@ -182,15 +249,18 @@ class RayRunner:
             self._reaper.wait()
 
 
-def _ray_eval(graphs_box: list, base_dict: dict[str, Any], point: dict[str, Any],
-              context: str = "") -> PointResult:
-    import ray
+class _RayEvaluator:
+    """A Ray actor evaluating points (its process keeps its search cache between points)."""
 
-    ref = graphs_box[0]  # boxed: the worker fetches it once, not once per task
-    cache_key = ref.hex()
-    if _STATE.get("ray_key") != cache_key:
-        _STATE["ray_graphs"], _STATE["ray_key"] = ray.get(ref), cache_key
-    return evaluate_point(point, _STATE["ray_graphs"], arch_from_dict(base_dict), context)
+    def __init__(self, graphs_box: list, base_dict: dict[str, Any], context: str = ""):
+        import ray
+
+        self.graphs = ray.get(graphs_box[0])  # (boxed: fetched here, once)
+        self.base = arch_from_dict(base_dict)
+        self.context = context
+
+    def evaluate(self, point: dict[str, Any]) -> PointResult:
+        return evaluate_point(point, self.graphs, self.base, self.context)
 
 
 def make_runner(graphs: Graphs, base: NpuArch, workers: int,

@@ -165,7 +165,8 @@ def reads_constants_only(loads: Sequence[Instruction], memory: int, end: int) ->
 
 def plan_prefetch(works: Sequence[StepWork], regions: Sequence[int],
                   keeps: Sequence[Sequence[tuple[int, int]]], limit: int,
-                  constants: tuple[int, int]) -> list[StepPrefetch]:
+                  constants: tuple[int, int], tops: Sequence[int] | None = None
+                  ) -> list[StepPrefetch]:
     """Per step, its SRAM shift and whether the previous step prefetches its group 0.
 
     works[k]: step k as it will be emitted (residency rewrite done); regions[k]: its NPU
@@ -174,12 +175,16 @@ def plan_prefetch(works: Sequence[StepWork], regions: Sequence[int],
     moved step and every prefetch stays below it, so no live resident is overwritten;
     constants: (memory, end) of the constant pool: only loads of constants are prefetched.
     Greedy in program order, deterministic: step k stays at 0 if its group-0 slot misses
-    step k-1's working SRAM, else moves just above it if it fits below `limit`."""
+    step k-1's working SRAM, else moves just above it if it fits below `limit`.
+    tops[k]: `resident.sram_top(works[k])` if known (the hull of a step with no `keeps`)."""
     out: list[StepPrefetch] = []
     prev: tuple[int, int] | None = None  # step k-1's own SRAM [lo, hi) as emitted
     for k, work in enumerate(works):
         try:
-            hull = own_hull(work, keeps[k])
+            if tops is not None and not keeps[k]:
+                hull = (0, tops[k]) if tops[k] >= 0 else None
+            else:
+                hull = own_hull(work, keeps[k])
         except NotShiftable:
             out.append(StepPrefetch(0, False))
             prev = None
@@ -225,7 +230,8 @@ class PlannedStep:
 
 def plan_steps(works: Sequence[StepWork], regions: Sequence[int],
                keeps: Sequence[Sequence[tuple[int, int]]] | None, sram_bytes: int,
-               constants: tuple[int, int], enabled: bool = True) -> list[PlannedStep]:
+               constants: tuple[int, int], enabled: bool = True,
+               tops: Sequence[int] | None = None) -> list[PlannedStep]:
     """`plan_prefetch` applied: every step moved, each given the next step's group-0 loads
     when that step is prefetched. keeps: per step, the SRAM ranges of the resident tensors
     it touches (None: no residency); enabled=False gives the steps unchanged."""
@@ -233,7 +239,7 @@ def plan_steps(works: Sequence[StepWork], regions: Sequence[int],
         return [PlannedStep(w, False, ()) for w in works]
     keeps = keeps if keeps is not None else [[] for _ in works]
     limit = min((a for kp in keeps for a, _ in kp), default=sram_bytes)
-    plan = plan_prefetch(works, regions, keeps, limit, constants)
+    plan = plan_prefetch(works, regions, keeps, limit, constants, tops)
     moved = [shift_step(w, p.shift, keeps[k]) for k, (w, p) in enumerate(zip(works, plan,
                                                                                strict=True))]
     return [PlannedStep(w, plan[k].prefetched,

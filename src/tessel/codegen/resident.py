@@ -388,6 +388,21 @@ def _signature(tile: TileWork, res: Sequence[Resident]) -> tuple:
     return tuple(out)
 
 
+def sram_top(work: StepWork) -> int:
+    """One past the highest SRAM byte any instruction of the step touches, with the highest
+    slot of each ring (`all_instructions`), or -1 if none: the residency planner's floor of
+    the step and, for a step without residents, the prefetch planner's hull. A function of the
+    step's unit, mapping and the NPU's SRAM layout fields alone (SRAM addresses never read the
+    DRAM placement), so the schedule stage shares it across design points
+    (schedule/plan.py `_sram_tops`)."""
+    top = -1
+    for ins in all_instructions(work):
+        for a in accesses(ins):
+            if a.space is Space.SRAM and a.hi > top:
+                top = a.hi
+    return top
+
+
 def all_instructions(work: StepWork) -> list[Instruction]:
     """Every instruction of the step, with the highest slot of each ring (working set)."""
     sh = work.shape

@@ -138,9 +138,11 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
     # the instruction costs of the residency and prefetch estimates (the search's, if analytical)
     cost = (cost_model.cost_cache(arch) if isinstance(cost_model, AnalyticalCostModel)
             else CostCache(arch))
+    tops = None
     if on_chip_residency:
+        tops = _sram_tops(choices, works, ctx)
         per_step, spilled, rewritten = _plan_residents(graph, nodes, inputs, outputs,
-                                                       per_region, works, ctx, cost)
+                                                       per_region, works, ctx, cost, tops)
     placed = []  # (unit, mapping, estimate, work, region) with residents, in program order
     k = 0
     for r, group in enumerate(per_region):
@@ -152,7 +154,7 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
              if on_chip_residency else None)
     planned = prefetch_steps.plan_steps([s[3] for s in placed], [s[4] for s in placed], keeps,
                                         arch.onchip.sram_bytes, (wmem, len(consts.blob)),
-                                        prefetch)
+                                        prefetch, tops)
     steps = []
     for k, ((unit, mapping, est, _, r), p) in enumerate(zip(placed, planned, strict=True)):
         if est is None or p.prefetched or p.prefetch:
@@ -184,9 +186,28 @@ class _Placement(dict):
         raise KeyError(f"%{name} {state}")
 
 
+def _sram_tops(choices: Sequence, works: Sequence[StepWork], ctx: CodegenContext
+               ) -> list[int]:
+    """`resident.sram_top` of each step, shared through the active search cache by the steps
+    of one signature and mapping on every NPU with the same program key (SRAM addresses come
+    from the unit, the mapping and the SRAM layout fields; tests/unit/schedule/
+    test_program_reuse.py checks it on every zoo step)."""
+    cache = search_cache.active()
+    key = ("sram_top", search_cache.program_key(ctx.arch))
+    out = []
+    for (unit, mapping, _), work in zip(choices, works, strict=True):
+        known = cache.shared(unit, ctx).setdefault(key, {}) if cache is not None else {}
+        top = known.get(mapping)
+        if top is None:
+            top = known[mapping] = resident.sram_top(work)
+        out.append(top)
+    return out
+
+
 def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
                     outputs: Sequence[str], per_region: list, works: Sequence[StepWork],
-                    ctx: CodegenContext, cost: CostCache | None = None
+                    ctx: CodegenContext, cost: CostCache | None = None,
+                    tops: Sequence[int] | None = None
                     ) -> tuple[list[list[resident.Resident]], dict, list[StepWork]]:
     """Per step, the resident tensors it reads or writes on chip (codegen/resident.py); the
     candidates kept in DRAM with why; and the steps rewritten for them (memoized).
@@ -222,7 +243,8 @@ def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     failed: dict[str, str] = {}
     while True:
         per_step, plan_ = plan_step_residents(works, writes, reads, regions, ctx.dram,
-                                              excluded | set(failed), ctx.arch, base, cost)
+                                              excluded | set(failed), ctx.arch, base, cost,
+                                              tops)
         rewritten, bad = [], None
         for k, (w, res) in enumerate(zip(works, per_step, strict=True)):
             w = memoized(resident.rewrite_step(w, res)) if res else w

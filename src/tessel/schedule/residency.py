@@ -24,7 +24,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tessel.codegen.context import ALIGN, align
-from tessel.codegen.resident import NotResidentCapable, Resident, all_instructions, rewrite_step
+from tessel.codegen.resident import (
+    NotResidentCapable,
+    Resident,
+    all_instructions,
+    rewrite_step,
+    sram_top,
+)
 from tessel.codegen.step import CostCache, StepWork, estimate_step
 from tessel.isa import Instruction, Opcode
 from tessel.isa.footprint import Space, accesses
@@ -157,28 +163,28 @@ def _fit(busy: list[tuple[int, int]], lo: int, hi: int, size: int, rule: Rule) -
 def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
                         reads: Sequence[set[str]], regions: Sequence[int], dram: dict,
                         excluded: set[str], arch, base: Sequence[int],
-                        cache: CostCache | None = None
+                        cache: CostCache | None = None, tops: Sequence[int] | None = None
                         ) -> tuple[list[list[Resident]], ResidencyPlan]:
     """Per step, the resident tensors it touches; and the plan (`ResidencyPlan`).
 
     works[s]: step s as emitted; writes[s] / reads[s]: the arena tensor (root) it produces
     and those it reads; excluded: program inputs / outputs (they stay where [memory] says);
     base[s]: step s's estimated cycles without residents (the search's estimate); cache: the
-    instruction costs the estimates share (with the caller's other estimates)."""
+    instruction costs the estimates share (with the caller's other estimates); tops[s]:
+    `resident.sram_top(works[s])` if the caller knows it (computed here if None)."""
     cache = cache if cache is not None and cache.arch is arch else CostCache(arch)
-    floors, dmas = [], []  # per step: its working-set top, its DMAs' (opcode, ext access)
-    for w in works:
-        top, d = 0, []
-        for ins in all_instructions(w):
-            acc = accesses(ins)
-            op = ins.opcode
-            if op is Opcode.DMA_LOAD or op is Opcode.DMA_STORE:
-                d.append((op, acc[0]))
-            for a in acc:
-                if a.space is Space.SRAM and a.hi > top:
-                    top = a.hi
-        floors.append(align(top, ALIGN))
-        dmas.append(d)
+    tops = tops if tops is not None else [sram_top(w) for w in works]
+    floors = [align(max(t, 0), ALIGN) for t in tops]  # per step: its working-set top
+    dma_memo: dict[int, list] = {}
+
+    def dmas(s: int) -> list:
+        """Step s's DMAs: (opcode, ext access) of each (partial residency's cuts and reads)."""
+        got = dma_memo.get(s)
+        if got is None:
+            got = dma_memo[s] = [(ins.opcode, accesses(ins)[0]) for ins in all_instructions(works[s])
+                                 if ins.opcode is Opcode.DMA_LOAD or ins.opcode is Opcode.DMA_STORE]
+        return got
+
     lifetimes = []
     why: dict[str, str] = {}
     partial: list[tuple[str, int, list[int]]] = []  # (tensor, producer, consumers)
@@ -225,13 +231,13 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
     for name, p, users in sorted(partial, key=lambda c: (-dram[c[0]].nbytes, c[0])):
         t, lt = dram[name], Lifetime(name, p, max(users), dram[name].nbytes, 0)
         g0, g1 = largest_gap(placed, lt, floors, sram)
-        cut = max((c for c in _cuts(dmas[p], t) if _align16(c) <= g1 - g0), default=0)
+        cut = max((c for c in _cuts(dmas(p), t) if _align16(c) <= g1 - g0), default=0)
         if cut <= 0:
             why[name] = (f"no prefix of it fits the largest free gap ({g1 - g0} bytes) of steps "
                          f"{p}..{max(users)} between its producer's stores")
             continue
         r = Resident(t.memory, t.address, t.address + cut, (g1 - _align16(cut)) // 16 * 16,
-                     True, _dram_reads([dmas[s] for s in users], t, t.address + cut))
+                     True, _dram_reads([dmas(s) for s in users], t, t.address + cut))
         saving = 0
         try:
             for s in [p, *users]:

@@ -101,3 +101,28 @@ def test_cli_json(graphs, tmp_path, capsys, monkeypatch):
     out = json.loads(capsys.readouterr().out)
     assert out["models"] == ["digits_cnn"] and out["front"]
     assert {"arch", "latency_ms", "energy_uj", "area_mm2", "matrix.rows"} <= set(out["front"][0])
+
+
+def test_affinity_queues_split_every_point_once_by_what_workers_share():
+    """Each point in exactly one worker's run, the runs about equal; a run holds one program
+    key (SRAM size here) before the next, then one array width, so a worker's search cache
+    serves its points (explore_run.affinity_queues)."""
+    from tessel.analysis.explore_run import affinity_queues
+    from tessel.analysis.explore_space import parse_space
+
+    space = parse_space({"matrix": {"rows": [8, 16], "cols": [8, 16]},
+                         "vector": {"lanes": [16, 32]},
+                         "onchip": {"sram_bytes": [262_144, 524_288]}})
+    points = list(space.points())
+    base = load_target("tnpu-s")
+    for n in (1, 2, 3):
+        queues = affinity_queues(points, n, base)
+        got = [p for q in queues for p in q]
+        assert sorted(map(repr, got)) == sorted(map(repr, points))
+        assert max(map(len, queues)) - min(map(len, queues)) <= 1
+    halves = affinity_queues(points, 2, base)
+    for q in halves:  # two SRAM sizes, two workers: one size each
+        assert len({p["onchip.sram_bytes"] for p in q}) == 1
+    quarters = affinity_queues(points, 4, base)
+    for q in quarters:
+        assert len({(p["onchip.sram_bytes"], p["matrix.cols"]) for p in q}) == 1
