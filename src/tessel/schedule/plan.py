@@ -23,12 +23,20 @@ from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.scheduled import ConstantLayout, Schedule, ScheduledStep, Unit
-from tessel.codegen.step import CostCache, Estimate, StepWork, memoized, top_slots
+from tessel.codegen.step import (
+    CostCache,
+    Estimate,
+    StepProgram,
+    StepWork,
+    memoized,
+    time_program,
+    top_slots,
+)
 from tessel.collector import no_collections
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node
 from tessel.isa import Engine
-from tessel.isa.costs import Events
+from tessel.isa.costs import Events, cost_key
 from tessel.progress import task
 from tessel.schedule import search_cache
 from tessel.schedule.cost_model import AnalyticalCostModel, CostModel
@@ -158,7 +166,7 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
     steps = []
     for k, ((unit, mapping, est, _, r), p) in enumerate(zip(placed, planned, strict=True)):
         if est is None or p.prefetched or p.prefetch:
-            est = p.estimate(arch, cost)
+            est = _planned_estimate(unit, mapping, p, not per_step[k], ctx, cost)
         steps.append(ScheduledStep(unit, mapping, est, r, p.work, tuple(per_step[k]),
                                    p.prefetched, p.prefetch))
     return Schedule(arch, graph, tuple(steps), len(per_region), tuple(inputs), tuple(outputs),
@@ -184,6 +192,25 @@ class _Placement(dict):
     def __missing__(self, name: str) -> DramTensor:
         state = "has no DRAM place" if self._bound else "read before the arena is planned"
         raise KeyError(f"%{name} {state}")
+
+
+def _planned_estimate(unit: Unit, mapping: Any, p: prefetch_steps.PlannedStep, alone: bool,
+                      ctx: CodegenContext, cost: CostCache) -> Estimate:
+    """`p.estimate(ctx.arch, cost)`; for a step without residents (`alone`) its arch-free
+    program is shared through the active search cache by the steps of one signature and
+    mapping with the same prefetch role and prefetched loads (their cost keys and memories)
+    on every NPU with the same program key, as the search's candidates are."""
+    cache = search_cache.active()
+    if not alone or cache is None:
+        return p.estimate(ctx.arch, cost)
+    known = cache.shared(unit, ctx).setdefault(
+        ("planned", search_cache.program_key(ctx.arch)), {})
+    key = (mapping, p.prefetched, tuple((cost_key(i), i.mem) for i in p.prefetch))
+    prog = known.get(key)
+    if prog is None:
+        work = p.unmoved if p.unmoved is not None else p.work
+        prog = known[key] = StepProgram(work, None, cost.tiles, p.prefetched, p.prefetch)
+    return time_program(prog, cost)
 
 
 def _sram_tops(choices: Sequence, works: Sequence[StepWork], ctx: CodegenContext
