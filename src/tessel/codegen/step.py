@@ -331,7 +331,6 @@ class StepProgram:
             sid = _SHAPES[shape_key] = next(_SHAPE_IDS)
         self.shape_id = sid  # equal for programs alike in all but their terms' instructions
         self._table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self.timed = 0  # how many times CostCache.run was asked for it
         del self._index, self._shared
 
     def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -709,12 +708,11 @@ class CostCache:
         if out is None:
             if len(self._runs) >= self.RUNS:
                 self._runs.clear()
-            # a program timed again (a search's, on the next NPU) is flattened for the compiled
-            # loop once; one timed once is not worth flattening (it costs about one _run)
-            kernel = _kernel() if prog.timed else None
+            # the compiled loop (flattening a program for it costs about 2/3 of a _run, once;
+            # a search's program is timed again on every design point that shares it)
+            kernel = _kernel()
             out = self._runs[key] = (_run(prog, vals, self.lats, channels) if kernel is None
                                      else _run_compiled(kernel, prog, vals, self.lats, channels))
-        prog.timed += 1
         return out[0], dict(out[1])
 
     def cost(self, ins: Instruction, engine: Engine | None = None) -> Cost:

@@ -58,22 +58,26 @@ def test_the_table_holds_every_op():
         len(op[3]) for q in prog.queues for op in q if op[0] == step._TILE)
 
 
-def test_a_program_timed_again_takes_the_compiled_loop(monkeypatch):
-    """The first timing of a program is the reference's (not flattened: it would cost about
-    as much as the run); a later one, on another NPU, the compiled loop's; both equal the
-    reference on their NPU."""
-    monkeypatch.setattr(step, "_RUNS", {})
+def test_cost_cache_takes_the_compiled_loop_and_the_reference_with_kernels_off(monkeypatch):
+    """CostCache.run times with the compiled loop when kernels are on, with _run when
+    TESSEL_SIM_KERNELS=0; the same figures on every NPU."""
     calls = []
     real = step._run_compiled
-    monkeypatch.setattr(step, "_run_compiled",
-                        lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(step, "_run_compiled", lambda *a: calls.append(1) or real(*a))
     prog, _, _ = _programs("ds_cnn", "tnpu-s")[-1]
-    prog.timed, prog._table = 0, None
     a = load_target("tnpu-s")
     b = a.with_params({"dma.channels": 1, "vector.lanes": 8})
-    for arch in (a, b):
-        cost = CostCache(arch)
-        got = cost.run(prog)
-        assert got == step._run(prog, cost.term_values(prog.terms), cost.lats,
-                                arch.dma_channels)
-    assert len(calls) == (1 if step._kernel() is not None else 0)
+    figures = {}
+    for kernels in ("1", "0"):
+        monkeypatch.setenv("TESSEL_SIM_KERNELS", kernels)
+        monkeypatch.setattr(step, "_RUNS", {})
+        step._kernel.cache_clear()
+        calls.clear()
+        for arch in (a, b):
+            cost = CostCache(arch)
+            figures[kernels, arch.dma_channels] = got = cost.run(prog)
+            assert got == step._run(prog, cost.term_values(prog.terms), cost.lats,
+                                    arch.dma_channels)
+        assert len(calls) == (2 if kernels == "1" else 0)
+    step._kernel.cache_clear()
+    assert figures["1", 2] == figures["0", 2] and figures["1", 1] == figures["0", 1]
