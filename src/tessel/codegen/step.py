@@ -584,6 +584,27 @@ def _run(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: 
     return total, {e: busy[int(e)] for e in Engine}
 
 
+# tiered: programs are timed by `_run` until this process has timed KERNEL_AFTER of them, then
+# by the compiled loop. Starting numba costs a process ~0.5 s (import, first dispatch); the
+# compiled loop saves ~0.1 ms a program (~5 us against ~130 us, plus ~90 us to flatten a
+# program once, and a search's programs are timed again on every design point sharing them):
+# one compile (MobileNetV2: ~600 programs) would not win it back, a design-space exploration
+# worker does after its first few points (docs/backend.md)
+KERNEL_AFTER = 1500
+_TIMED = [0]  # programs this process has timed with _run
+
+
+def _time(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: int
+          ) -> tuple[int, dict[Engine, int]]:
+    """_run, or its compiled form once the process has timed KERNEL_AFTER programs."""
+    if _TIMED[0] >= KERNEL_AFTER:
+        kernel = _kernel()
+        if kernel is not None:
+            return _run_compiled(kernel, prog, vals, lats, channels)
+    _TIMED[0] += 1
+    return _run(prog, vals, lats, channels)
+
+
 @functools.cache
 def _kernel() -> Callable[..., None] | None:
     """codegen/step_kernel.py's compiled `run`, or None with kernels off (tessel.sim.jit)."""
@@ -708,11 +729,7 @@ class CostCache:
         if out is None:
             if len(self._runs) >= self.RUNS:
                 self._runs.clear()
-            # the compiled loop (flattening a program for it costs about 2/3 of a _run, once;
-            # a search's program is timed again on every design point that shares it)
-            kernel = _kernel()
-            out = self._runs[key] = (_run(prog, vals, self.lats, channels) if kernel is None
-                                     else _run_compiled(kernel, prog, vals, self.lats, channels))
+            out = self._runs[key] = _time(prog, vals, self.lats, channels)
         return out[0], dict(out[1])
 
     def cost(self, ins: Instruction, engine: Engine | None = None) -> Cost:

@@ -59,11 +59,13 @@ def test_the_table_holds_every_op():
 
 
 def test_cost_cache_takes_the_compiled_loop_and_the_reference_with_kernels_off(monkeypatch):
-    """CostCache.run times with the compiled loop when kernels are on, with _run when
-    TESSEL_SIM_KERNELS=0; the same figures on every NPU."""
+    """CostCache.run times with the compiled loop when kernels are on (and the process has
+    timed KERNEL_AFTER programs), with _run when TESSEL_SIM_KERNELS=0; the same figures on every
+    NPU."""
     calls = []
     real = step._run_compiled
     monkeypatch.setattr(step, "_run_compiled", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(step, "KERNEL_AFTER", 0)  # (tiered: after this many _runs)
     prog, _, _ = _programs("ds_cnn", "tnpu-s")[-1]
     a = load_target("tnpu-s")
     b = a.with_params({"dma.channels": 1, "vector.lanes": 8})
@@ -81,3 +83,18 @@ def test_cost_cache_takes_the_compiled_loop_and_the_reference_with_kernels_off(m
         assert len(calls) == (2 if kernels == "1" else 0)
     step._kernel.cache_clear()
     assert figures["1", 2] == figures["0", 2] and figures["1", 1] == figures["0", 1]
+
+
+def test_the_compiled_loop_waits_for_kernel_after_runs(monkeypatch):
+    """Tiered: the first KERNEL_AFTER timings of a process are _run's, the later ones the
+    compiled loop's (kernels on); every one equal to _run."""
+    progs = _programs("ds_cnn", "tnpu-s")[:6]
+    calls = []
+    real = step._run_compiled
+    monkeypatch.setattr(step, "_run_compiled", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(step, "KERNEL_AFTER", 3)
+    monkeypatch.setattr(step, "_TIMED", [0])
+    on = step._kernel() is not None
+    for k, (prog, vals, lats) in enumerate(progs):
+        assert step._time(prog, vals, lats, 2) == step._run(prog, vals, lats, 2)
+        assert len(calls) == (max(0, k - 2) if on else 0), k
