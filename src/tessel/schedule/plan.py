@@ -203,8 +203,7 @@ def _planned_estimate(unit: Unit, mapping: Any, p: prefetch_steps.PlannedStep, a
     cache = search_cache.active()
     if not alone or cache is None:
         return p.estimate(ctx.arch, cost)
-    known = cache.shared(unit, ctx).setdefault(
-        ("planned", search_cache.program_key(ctx.arch)), {})
+    known = cache.by_program(unit, ctx, "planned")
     key = (mapping, p.prefetched, tuple((cost_key(i), i.mem) for i in p.prefetch))
     prog = known.get(key)
     if prog is None:
@@ -220,10 +219,9 @@ def _sram_tops(choices: Sequence, works: Sequence[StepWork], ctx: CodegenContext
     from the unit, the mapping and the SRAM layout fields; tests/unit/schedule/
     test_program_reuse.py checks it on every zoo step)."""
     cache = search_cache.active()
-    key = ("sram_top", search_cache.program_key(ctx.arch))
     out = []
     for (unit, mapping, _), work in zip(choices, works, strict=True):
-        known = cache.shared(unit, ctx).setdefault(key, {}) if cache is not None else {}
+        known = cache.by_program(unit, ctx, "sram_top") if cache is not None else {}
         top = known.get(mapping)
         if top is None:
             top = known[mapping] = resident.sram_top(work)

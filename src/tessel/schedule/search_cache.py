@@ -264,14 +264,33 @@ class SearchCache:
     `max_estimates` such searches)."""
 
     def __init__(self, max_entries: int = 50_000, max_estimates: int = 256,
-                 max_shared: int = 4096):
+                 max_shared: int = 4096, max_program_keys: int = 4):
         self.max_entries = max_entries
         self.max_estimates = max_estimates
         self.max_shared = max_shared
+        self.max_program_keys = max_program_keys
         self._map: OrderedDict[tuple, Entry] = OrderedDict()
         self._estimates: OrderedDict[tuple, dict] = OrderedDict()
         self._shared: OrderedDict[tuple, dict] = OrderedDict()
+        self._program_keys: OrderedDict[str, None] = OrderedDict()
         self.hits = self.misses = 0
+
+    def by_program(self, unit: Node | FusedChain, ctx: CodegenContext, kind: str) -> dict:
+        """The `kind` dict (the search's "programs", the plan's "sram_top" and "planned") of
+        `unit`'s signature for NPUs with `ctx.arch`'s program key. Those of the least recently
+        used program keys beyond `max_program_keys` are dropped (MobileNetV2's programs for one
+        key take ~90 MB)."""
+        pk = program_key(ctx.arch)
+        if pk in self._program_keys:
+            self._program_keys.move_to_end(pk)
+        else:
+            self._program_keys[pk] = None
+            while len(self._program_keys) > self.max_program_keys:
+                old, _ = self._program_keys.popitem(last=False)
+                for d in self._shared.values():
+                    for k in [k for k in d if isinstance(k, tuple) and k[1] == old]:
+                        del d[k]
+        return self.shared(unit, ctx).setdefault((kind, pk), {})
 
     def shared(self, unit: Node | FusedChain, ctx: CodegenContext) -> dict:
         """What the searches of steps with `unit`'s signature share on every NPU (arch-free:
@@ -384,8 +403,9 @@ def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
             return entry.choice
     prune = _PRUNE.get() if prune is None else prune
     shared = cache.shared(node, est_ctx) if cache is not None else {}
+    programs = cache.by_program(node, est_ctx, "programs") if cache is not None else {}
     best, input_resident = _search(node, ctx, emitter, est_ctx, prune and model.prunable, model,
-                                   only_ws, estimates, shared)
+                                   only_ws, estimates, shared, programs)
     if best is None and required:
         _no_mapping(node, ctx)
     if cache is not None and key is not None:
@@ -404,18 +424,19 @@ def _no_mapping(node: Node | FusedChain, ctx: CodegenContext) -> None:
 
 def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: CodegenContext,
             prune: bool, model: CostModel, weight_stationary: bool = False,
-            estimates: dict | None = None, shared: dict | None = None
-            ) -> tuple[tuple[Any, Estimate] | None, bool]:
+            estimates: dict | None = None, shared: dict | None = None,
+            programs: dict | None = None) -> tuple[tuple[Any, Estimate] | None, bool]:
     """The choice, and whether any candidate took an input-resident conv order. `estimates`:
     (mapping, sample) -> Estimate of this step by `model`, read before estimating a
     candidate and filled with the estimates made; `shared`: what searches of the step's
-    signature share on every NPU (`SearchCache.shared`)."""
+    signature share on every NPU (`SearchCache.shared`); `programs`: (mapping, sample) -> the
+    candidate's arch-free program, on every NPU alike in program_key
+    (`SearchCache.by_program`)."""
     known = {} if estimates is None else estimates
     works: dict[Any, Any] = {}  # mapping -> its step (a finalist's full estimate reuses it)
     arch = ctx.arch
     shared = shared if shared is not None else {}
-    # (mapping, sample) -> the candidate's arch-free program, on every NPU alike in program_key
-    programs = (shared.setdefault(("programs", program_key(arch)), {})
+    programs = ((programs if programs is not None else {})
                 if isinstance(model, AnalyticalCostModel) else None)
 
     def work_of(mapping: Any) -> Any:

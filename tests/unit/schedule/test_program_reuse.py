@@ -151,7 +151,8 @@ def test_a_sweep_shares_programs_and_terms_across_points():
     stored = {"programs": 0, "terms": 0}
     for shared in cache._shared.values():
         stored["terms"] += len(shared.get("bounds", {}))
-        stored["programs"] += sum(len(v) for k, v in shared.items() if k[0] == "programs")
+        stored["programs"] += sum(len(v) for k, v in shared.items()
+                                  if isinstance(k, tuple) and k[0] == "programs")
     assert {k: first[k] + second[k] for k in first} == stored  # nothing built twice
     assert second["programs"] < first["programs"] / 4, (first, second)
     for arch in (a.with_params({"matrix.cols": 8}), a.with_params(OTHER)):
@@ -182,3 +183,22 @@ def _count_builds(graph, arch, cache) -> dict[str, int]:
         with search_cache.use(cache):
             estimate_graph(graph, arch)
     return counts
+
+
+def test_programs_of_the_least_recently_used_program_keys_are_dropped():
+    """A sweep over many SRAM sizes keeps the programs of the last `max_program_keys` program
+    keys only (each is tens of MB for a large model), and its figures stay the reference's."""
+    graph = quantised_graphs(["ds_cnn"], 2, None)["ds_cnn"]
+    a = load_target("tnpu-s")
+    cache = search_cache.SearchCache(max_program_keys=2)
+    sizes = (262_144, 393_216, 524_288)
+    for size in sizes:
+        arch = a.with_param("onchip.sram_bytes", size)
+        with search_cache.use(cache):
+            got = estimate_graph(graph, arch)
+        with search_cache.use(None), search_cache.pruning(False):
+            ref = estimate_graph(graph, arch)
+        assert (got.cycles, got.layers) == (ref.cycles, ref.layers)
+    kept = {k[1] for d in cache._shared.values() for k in d if isinstance(k, tuple)}
+    assert kept == {search_cache.program_key(a.with_param("onchip.sram_bytes", s))
+                    for s in sizes[1:]}

@@ -221,9 +221,10 @@ def test_weight_stationary_search_reuses_a_full_search_without_input_resident_or
     real = search_cache._search
 
     def spy(node, ctx, em, est_ctx, prune, model, weight_stationary=False, estimates=None,
-            shared=None):
+            shared=None, programs=None):
         known = dict(estimates or {})
-        out = real(node, ctx, em, est_ctx, prune, model, weight_stationary, estimates, shared)
+        out = real(node, ctx, em, est_ctx, prune, model, weight_stationary, estimates, shared,
+                   programs)
         runs.append((getattr(node, "name", None), weight_stationary, out[1]))
         if weight_stationary:
             assert known, "the weight-stationary search got no estimates of the full one"
