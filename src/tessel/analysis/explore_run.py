@@ -134,6 +134,15 @@ def affinity_queues(points: Sequence[dict[str, Any]], n: int, base: NpuArch
     return [deque(ordered[cuts[i]:cuts[i + 1]]) for i in range(n)]
 
 
+def next_point(queues: list[deque[dict[str, Any]]], i: int) -> dict[str, Any] | None:
+    """Worker i's next point: the first of its run, else the last of the longest other run
+    (None: every run is done)."""
+    if queues[i]:
+        return queues[i].popleft()
+    longest = max(queues, key=len)
+    return longest.pop() if longest else None
+
+
 class LocalRunner:
     """Points evaluated in ``workers`` processes (0: in this process), one pool of one process
     per worker, each given its run of similar points (`affinity_queues`; a worker whose run is
@@ -156,14 +165,9 @@ class LocalRunner:
         running: dict[Future, int] = {}
 
         def feed(i: int) -> None:
-            if queues[i]:
-                point = queues[i].popleft()
-            else:
-                longest = max(queues, key=len)
-                if not longest:
-                    return
-                point = longest.pop()
-            running[self.pools[i].submit(_eval_in_worker, point)] = i
+            point = next_point(queues, i)
+            if point is not None:
+                running[self.pools[i].submit(_eval_in_worker, point)] = i
 
         for i in range(len(self.pools)):
             feed(i)
@@ -217,14 +221,9 @@ class RayRunner:
         running: dict[Any, int] = {}
 
         def feed(i: int) -> None:
-            if queues[i]:
-                point = queues[i].popleft()
-            else:
-                longest = max(queues, key=len)
-                if not longest:
-                    return
-                point = longest.pop()
-            running[self.actors[i].evaluate.remote(point)] = i
+            point = next_point(queues, i)
+            if point is not None:
+                running[self.actors[i].evaluate.remote(point)] = i
 
         for i in range(len(self.actors)):
             feed(i)

@@ -126,3 +126,14 @@ def test_affinity_queues_split_every_point_once_by_what_workers_share():
     quarters = affinity_queues(points, 4, base)
     for q in quarters:
         assert len({(p["onchip.sram_bytes"], p["matrix.cols"]) for p in q}) == 1
+
+
+def test_a_worker_done_with_its_run_takes_the_last_point_of_the_longest():
+    from collections import deque
+
+    from tessel.analysis.explore_run import next_point
+
+    queues = [deque([{"p": 1}]), deque([{"p": 2}, {"p": 3}, {"p": 4}]), deque([{"p": 5}])]
+    assert [next_point(queues, 0) for _ in range(3)] == [{"p": 1}, {"p": 4}, {"p": 3}]
+    assert next_point(queues, 1) == {"p": 2}
+    assert next_point(queues, 1) == {"p": 5} and next_point(queues, 2) is None
