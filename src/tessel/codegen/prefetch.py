@@ -24,16 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tessel.arch import NpuArch
-from tessel.codegen.step import (
-    CostCache,
-    Estimate,
-    GroupWork,
-    Slots,
-    StepWork,
-    TileWork,
-    estimate_step,
-    top_slots,
-)
+from tessel.codegen.step import Estimate, GroupWork, Slots, StepWork, TileWork, top_slots
+from tessel.codegen.step_estimate import CostCache, estimate_step
 from tessel.isa import Instruction
 from tessel.isa.footprint import Space, accesses
 

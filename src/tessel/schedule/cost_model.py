@@ -1,7 +1,7 @@
 """Cost models behind one interface (STYLE.md #8): what the mapping search
 (tessel.schedule.search_cache) asks for a candidate step's cycles.
 
-* `AnalyticalCostModel`: `estimate_step` (codegen/step.py), the per-instruction costs of
+* `AnalyticalCostModel`: `estimate_step` (codegen/step_estimate.py), the per-instruction costs of
   docs/isa.md run through the step's queues and tokens by the simulator's timing rules, with
   one `CostCache` of instruction costs; what `compile`, `estimate`, `advise` and `explore` use.
 * `SimulatedCostModel`: the step emitted alone (codegen/emit.py `emit_step`) into a
@@ -26,17 +26,8 @@ from typing import Protocol, runtime_checkable
 from tessel.arch import NpuArch
 from tessel.binary import TslProgram
 from tessel.codegen.emit import emit_step
-from tessel.codegen.step import (
-    CostCache,
-    Estimate,
-    GroupWork,
-    StepProgram,
-    StepWork,
-    estimate_step,
-    limit,
-    scaled,
-    time_program,
-)
+from tessel.codegen.step import Estimate, GroupWork, StepWork
+from tessel.codegen.step_estimate import CostCache, StepProgram, estimate_step, limit, scaled, time_program
 from tessel.codegen.streams import Streams
 from tessel.errors import TesselSimError
 from tessel.isa import Engine, Instruction, Opcode

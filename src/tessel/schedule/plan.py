@@ -23,15 +23,8 @@ from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.scheduled import ConstantLayout, Schedule, ScheduledStep, Unit
-from tessel.codegen.step import (
-    CostCache,
-    Estimate,
-    StepProgram,
-    StepWork,
-    memoized,
-    time_program,
-    top_slots,
-)
+from tessel.codegen.step import Estimate, StepWork, memoized, top_slots
+from tessel.codegen.step_estimate import CostCache, StepProgram, time_program
 from tessel.collector import no_collections
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node

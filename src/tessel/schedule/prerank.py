@@ -3,7 +3,7 @@ geometry alone (no instruction is built): the mapping search (tessel.schedule.se
 uses them to skip candidates that cannot make its shortlist, so it picks exactly what the
 unpruned search picks.
 
-A step's estimate (tessel.codegen.step.estimate_step) is at least
+A step's estimate (tessel.codegen.step_estimate.estimate_step) is at least
 
 * the matrix engine's work: the sum of its instructions' cycles, each at least the GEMM fold
   formula (``isa.costs.gemm_cycles``; ``matrix_cost`` takes the max of it and the operand path);

@@ -31,7 +31,8 @@ from tessel.codegen.resident import (
     rewrite_step,
     sram_top,
 )
-from tessel.codegen.step import CostCache, StepWork, estimate_step
+from tessel.codegen.step import StepWork
+from tessel.codegen.step_estimate import CostCache, estimate_step
 from tessel.isa import Instruction, Opcode
 from tessel.isa.footprint import Space, accesses
 

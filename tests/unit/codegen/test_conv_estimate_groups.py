@@ -10,7 +10,7 @@ from test_conv_codegen import conv_graph
 from tessel.arch import load_preset
 from tessel.codegen import ops_conv
 from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.step import estimate_step
+from tessel.codegen.step_estimate import estimate_step
 from tessel.driver import compile_region
 from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate

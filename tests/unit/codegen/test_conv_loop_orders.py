@@ -15,7 +15,8 @@ from test_conv_codegen import conv_graph, reference
 from tessel.arch import load_preset
 from tessel.codegen import ops_conv
 from tessel.codegen.context import CodegenContext, ConstPool, DramTensor
-from tessel.codegen.step import Slots, estimate_step
+from tessel.codegen.step import Slots
+from tessel.codegen.step_estimate import estimate_step
 from tessel.driver import compile_region
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify

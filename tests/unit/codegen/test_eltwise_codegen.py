@@ -12,7 +12,7 @@ import pytest
 from tessel.arch import load_preset
 from tessel.codegen import ops_eltwise
 from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.step import estimate_step
+from tessel.codegen.step_estimate import estimate_step
 from tessel.driver import compile_region
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, run_graph, verify
 from tessel.isa import Engine, Opcode
@@ -87,7 +87,7 @@ def run(g, rng, preset):
 def check_estimate(layer, sim):
     """Within 2 % (+ 8 cycles) of the simulated cycles: the estimate runs the step's program (its queues and
     tokens) by the simulator's timing rules, with each off-chip port serving transfers first
-    come, first served (tessel.codegen.step.estimate_step). What it leaves out: the
+    come, first served (tessel.codegen.step_estimate.estimate_step). What it leaves out: the
     simulator's wait for an in-flight transfer whose operand boxes overlap (rare). The 8 cycles:
     the estimate, like a layer's cycles in `cm.profile`, ends with the step's last token
     instruction, the program's total with its last store."""

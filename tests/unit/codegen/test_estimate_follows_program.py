@@ -14,7 +14,7 @@ from test_eltwise_codegen import binary_graph
 from tessel.arch import load_preset
 from tessel.codegen import ops_conv, ops_eltwise
 from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.step import estimate_step
+from tessel.codegen.step_estimate import estimate_step
 from tessel.driver import compile_region
 from tessel.ir import Op
 from tessel.schedule.plan import estimation_context

@@ -10,9 +10,9 @@ import pytest
 from test_eltwise_codegen import binary_graph
 
 from tessel.arch import load_preset
-from tessel.codegen import ops_eltwise, step
+from tessel.codegen import ops_eltwise, step_estimate
 from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.step import CostCache, StepProgram, _run, estimate_step
+from tessel.codegen.step_estimate import CostCache, StepProgram, _run, estimate_step
 from tessel.ir import Op
 from tessel.isa.costs import instruction_cost
 from tessel.schedule.plan import estimation_context
@@ -30,7 +30,7 @@ def _lats(arch) -> list[int]:
 
 @pytest.mark.parametrize("preset", ["tnpu-s", "u55-256"])
 def test_memoised_run_equals_a_fresh_run(preset, monkeypatch):
-    monkeypatch.setattr(step, "_RUNS", {})
+    monkeypatch.setattr(step_estimate, "_RUNS", {})
     arch = load_preset(preset)
     g = binary_graph(np.random.default_rng(5), Op.QADD, (1, 28, 28, 40), (1, 28, 28, 40))
     node = g.nodes[-1]
@@ -55,7 +55,7 @@ def test_memoised_run_equals_a_fresh_run(preset, monkeypatch):
 
 
 def test_the_memo_is_bounded(monkeypatch):
-    monkeypatch.setattr(step, "_RUNS", {})
+    monkeypatch.setattr(step_estimate, "_RUNS", {})
     arch = load_preset("tnpu-s")
     g = binary_graph(np.random.default_rng(5), Op.QADD, (1, 28, 28, 40), (1, 28, 28, 40))
     node = g.nodes[-1]
@@ -75,7 +75,7 @@ def test_the_memo_is_bounded(monkeypatch):
 def test_arches_alike_in_what_run_reads_share_timings(param, value, shared, monkeypatch):
     # one arch-free program timed on two arches: the second is served the first's timing only if
     # _run would time it alike (the same term cycles, DMA channels and latencies)
-    monkeypatch.setattr(step, "_RUNS", {})
+    monkeypatch.setattr(step_estimate, "_RUNS", {})
     a = load_preset("tnpu-s")
     b = a.with_param(param, value)
     g = binary_graph(np.random.default_rng(5), Op.QADD, (1, 28, 28, 40), (1, 28, 28, 40))
@@ -89,4 +89,4 @@ def test_arches_alike_in_what_run_reads_share_timings(param, value, shared, monk
     assert (_values(prog, a) == _values(prog, b)) is alike
     assert CostCache(a).run(prog) == _run(prog, _values(prog, a), _lats(a), a.dma_channels)
     assert CostCache(b).run(prog) == _run(prog, _values(prog, b), _lats(b), b.dma_channels)
-    assert len(step._RUNS) == (1 if shared else 2)
+    assert len(step_estimate._RUNS) == (1 if shared else 2)

@@ -69,7 +69,7 @@ def run(g, feeds, preset):
 def check_estimate(layer, sim):
     """Within 2 % (+ 8 cycles) of the simulated cycles: the estimate runs the step's program (its queues and
     tokens) by the simulator's timing rules, with each off-chip port serving transfers first
-    come, first served (tessel.codegen.step.estimate_step). What it leaves out: the
+    come, first served (tessel.codegen.step_estimate.estimate_step). What it leaves out: the
     simulator's wait for an in-flight transfer whose operand boxes overlap (rare). The 8 cycles:
     the estimate, like a layer's cycles in `cm.profile`, ends with the step's last token
     instruction, the program's total with its last store."""

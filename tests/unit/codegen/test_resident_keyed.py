@@ -11,7 +11,7 @@ from test_resident_codegen import chain
 
 from tessel.arch import load_preset
 from tessel.codegen import resident
-from tessel.codegen.step import estimate_step
+from tessel.codegen.step_estimate import estimate_step
 from tessel.driver import compile_region
 from tessel.ir import Op
 from tessel.quant.golden import run_golden

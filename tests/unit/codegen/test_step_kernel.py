@@ -1,4 +1,4 @@
-"""codegen/step_kernel.py's compiled timing loop equals codegen.step._run, the Python reference,
+"""codegen/step_kernel.py's compiled timing loop equals codegen.step_estimate._run, the Python reference,
 on every program the plan times for zoo models (the searches' candidates, residency and
 prefetch estimates), with each preset's latencies and 1, 2 and 4 DMA channels; and CostCache
 serves the compiled figures only where they are the reference's."""
@@ -11,8 +11,8 @@ import pytest
 from tessel.analysis.estimate import estimate_graph
 from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
-from tessel.codegen import step, step_kernel
-from tessel.codegen.step import CostCache, StepProgram
+from tessel.codegen import step_estimate, step_kernel
+from tessel.codegen.step_estimate import CostCache, StepProgram
 
 
 def _programs(model: str, preset: str) -> list[tuple[StepProgram, tuple[int, ...], tuple]]:
@@ -44,8 +44,8 @@ def test_compiled_loop_equals_the_reference(model, preset):
             continue
         seen.add((prog.shape_id, vals, lats))
         for channels in (1, 2, 4):
-            want = step._run(prog, vals, lats, channels)
-            got = step._run_compiled(kernel, prog, vals, lats, channels)
+            want = step_estimate._run(prog, vals, lats, channels)
+            got = step_estimate._run_compiled(kernel, prog, vals, lats, channels)
             assert got == want, (prog.shape_id, channels)
 
 
@@ -54,8 +54,8 @@ def test_the_table_holds_every_op():
     rows, starts, sig_off = prog.table()
     assert rows.shape == (sum(len(q) for q in prog.queues), step_kernel.COLS)
     assert list(np.diff(starts)) == [len(q) for q in prog.queues]
-    assert sig_off[-1] == sum(1 for q in prog.queues for op in q if op[0] == step._SIGNAL) + sum(
-        len(op[3]) for q in prog.queues for op in q if op[0] == step._TILE)
+    assert sig_off[-1] == sum(1 for q in prog.queues for op in q if op[0] == step_estimate._SIGNAL) + sum(
+        len(op[3]) for q in prog.queues for op in q if op[0] == step_estimate._TILE)
 
 
 def test_cost_cache_takes_the_compiled_loop_and_the_reference_with_kernels_off(monkeypatch):
@@ -63,25 +63,25 @@ def test_cost_cache_takes_the_compiled_loop_and_the_reference_with_kernels_off(m
     timed KERNEL_AFTER programs), with _run when TESSEL_SIM_KERNELS=0; the same figures on every
     NPU."""
     calls = []
-    real = step._run_compiled
-    monkeypatch.setattr(step, "_run_compiled", lambda *a: calls.append(1) or real(*a))
-    monkeypatch.setattr(step, "KERNEL_AFTER", 0)  # (tiered: after this many _runs)
+    real = step_estimate._run_compiled
+    monkeypatch.setattr(step_estimate, "_run_compiled", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(step_estimate, "KERNEL_AFTER", 0)  # (tiered: after this many _runs)
     prog, _, _ = _programs("ds_cnn", "tnpu-s")[-1]
     a = load_target("tnpu-s")
     b = a.with_params({"dma.channels": 1, "vector.lanes": 8})
     figures = {}
     for kernels in ("1", "0"):
         monkeypatch.setenv("TESSEL_SIM_KERNELS", kernels)
-        monkeypatch.setattr(step, "_RUNS", {})
-        step._kernel.cache_clear()
+        monkeypatch.setattr(step_estimate, "_RUNS", {})
+        step_estimate._kernel.cache_clear()
         calls.clear()
         for arch in (a, b):
             cost = CostCache(arch)
             figures[kernels, arch.dma_channels] = got = cost.run(prog)
-            assert got == step._run(prog, cost.term_values(prog.terms), cost.lats,
+            assert got == step_estimate._run(prog, cost.term_values(prog.terms), cost.lats,
                                     arch.dma_channels)
         assert len(calls) == (2 if kernels == "1" else 0)
-    step._kernel.cache_clear()
+    step_estimate._kernel.cache_clear()
     assert figures["1", 2] == figures["0", 2] and figures["1", 1] == figures["0", 1]
 
 
@@ -90,11 +90,11 @@ def test_the_compiled_loop_waits_for_kernel_after_runs(monkeypatch):
     compiled loop's (kernels on); every one equal to _run."""
     progs = _programs("ds_cnn", "tnpu-s")[:6]
     calls = []
-    real = step._run_compiled
-    monkeypatch.setattr(step, "_run_compiled", lambda *a: calls.append(1) or real(*a))
-    monkeypatch.setattr(step, "KERNEL_AFTER", 3)
-    monkeypatch.setattr(step, "_TIMED", [0])
-    on = step._kernel() is not None
+    real = step_estimate._run_compiled
+    monkeypatch.setattr(step_estimate, "_run_compiled", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(step_estimate, "KERNEL_AFTER", 3)
+    monkeypatch.setattr(step_estimate, "_TIMED", [0])
+    on = step_estimate._kernel() is not None
     for k, (prog, vals, lats) in enumerate(progs):
-        assert step._time(prog, vals, lats, 2) == step._run(prog, vals, lats, 2)
+        assert step_estimate._time(prog, vals, lats, 2) == step_estimate._run(prog, vals, lats, 2)
         assert len(calls) == (max(0, k - 2) if on else 0), k

@@ -1,5 +1,5 @@
 """The instruction-cost memo: `costs.cost_key` names what `instruction_cost` reads of an
-instruction (COST_FIELDS), and `codegen.step.cost_memo` shares cycles between equal arches
+instruction (COST_FIELDS), and `codegen.step_estimate.cost_memo` shares cycles between equal arches
 only; a memoised cost equals a fresh `instruction_cost`."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from isa_samples import SAMPLES
 
 from tessel.arch import NpuArch, list_presets, load_preset
-from tessel.codegen import step
-from tessel.codegen.step import CostCache, cost_memo
+from tessel.codegen import step_estimate
+from tessel.codegen.step_estimate import CostCache, cost_memo
 from tessel.isa import SPECS, Engine, Field, Instruction, Opcode
 from tessel.isa.costs import COST_FIELDS, cost_key, instruction_cost
 
@@ -131,12 +131,12 @@ def test_an_arch_differing_in_a_cost_field_gets_its_own_cycles(param, value, op)
 
 
 def test_the_memo_is_bounded(monkeypatch) -> None:
-    monkeypatch.setattr(step, "_COST_MEMOS", {})
-    monkeypatch.setattr(step, "_COST_MEMO_ARCHS", 2)
-    monkeypatch.setattr(step, "_COST_MEMO_ENTRIES", 3)
+    monkeypatch.setattr(step_estimate, "_COST_MEMOS", {})
+    monkeypatch.setattr(step_estimate, "_COST_MEMO_ARCHS", 2)
+    monkeypatch.setattr(step_estimate, "_COST_MEMO_ENTRIES", 3)
     for lanes in (8, 16, 32):
         cost_memo(PRESETS[0].with_param("vector.lanes", lanes))
-    assert len(step._COST_MEMOS) == 1  # emptied when full, then the new arch's
+    assert len(step_estimate._COST_MEMOS) == 1  # emptied when full, then the new arch's
     cache = CostCache(PRESETS[0])
     ins = [Instruction.make(Opcode.LUT_LOAD, lut_base=0, count=c, src_addr=0) for c in (1, 2, 3)]
     for i in ins:

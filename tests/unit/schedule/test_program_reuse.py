@@ -1,5 +1,5 @@
 """What the mapping search shares across design points (search_cache.SearchCache.shared): a
-candidate's arch-free program (codegen.step.StepProgram) on every NPU with the same
+candidate's arch-free program (codegen.step_estimate.StepProgram) on every NPU with the same
 `program_key`, and its closed-form bound's terms (schedule.prerank.Terms) on every NPU.
 
 The claim under both: for a given mapping, a step's instructions' cost keys and its program's
@@ -17,7 +17,7 @@ from tessel.analysis.estimate import estimate_graph
 from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
 from tessel.codegen.ops_fused import FusedChain
-from tessel.codegen.step import CostCache, StepProgram, estimate_step, time_program
+from tessel.codegen.step_estimate import CostCache, StepProgram, estimate_step, time_program
 from tessel.schedule import plan as program
 from tessel.schedule import prerank, search_cache
 from tessel.schedule.cost_model import AnalyticalCostModel

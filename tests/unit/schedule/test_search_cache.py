@@ -15,7 +15,7 @@ from tessel.analysis.explore_space import build_arch
 from tessel.arch import load_target
 from tessel.codegen.context import CodegenContext
 from tessel.codegen.ops_fused import FusedChain
-from tessel.codegen.step import estimate_step
+from tessel.codegen.step_estimate import estimate_step
 from tessel.errors import TesselCompileError, TesselConfigError
 from tessel.schedule import plan as program
 from tessel.schedule import prerank, search_cache

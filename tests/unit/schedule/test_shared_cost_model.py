@@ -8,7 +8,7 @@ import pytest
 
 from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
-from tessel.codegen import step
+from tessel.codegen import step_estimate
 from tessel.schedule import plan as program
 from tessel.schedule.cost_model import AnalyticalCostModel
 from tessel.schedule.legalize import legalize
@@ -34,14 +34,14 @@ def test_one_shared_model_plans_what_fresh_models_plan(model, target, monkeypatc
     graph = quantised_graphs([model], 2, None)[model]
     arch = load_target(target)
     made = []
-    real_init = step.CostCache.__init__
+    real_init = step_estimate.CostCache.__init__
 
     def counting_init(self, a):
         made.append(self)
         real_init(self, a)
 
     with monkeypatch.context() as mp:
-        mp.setattr(step.CostCache, "__init__", counting_init)
+        mp.setattr(step_estimate.CostCache, "__init__", counting_init)
         shared = _schedule(graph, arch)
     assert len(made) == 1  # the plan's one model: every search and the residency estimates
 

@@ -1,0 +1,637 @@
+"""The analytical estimate of one step's cycles from the per-instruction costs of docs/isa.md
+(`tessel.isa.costs`): the step's arch-free program (`StepProgram`: its queues and tokens, each
+compute block and transfer a `Term` of instructions), the timing loop that runs it by the
+simulator's rules (`_run`, compiled in codegen/step_kernel.py), and the per-arch memos that
+time it (`CostCache`). `estimate_step(work, arch)` is the entry point; the schedule stage's
+search keeps programs to time them again on other NPUs (tessel.schedule.search_cache)."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable, Hashable, Sequence
+
+import numpy as np
+
+from tessel.arch import NpuArch
+from tessel.codegen.step import Bound, Estimate, StepWork, top_slots
+from tessel.isa import Engine, Instruction
+from tessel.isa.costs import Cost, cost_key, instruction_cost
+
+# ops of a step's program at tile granularity (StepProgram): consecutive compute instructions
+# of an engine are one _WORK; every DMA transfer is its own _XFER; a compute engine's tile (its
+# WAITs, its instructions, its SIGNALs) is one _TILE. Their cycles are arch-free: a _WORK, an
+# _XFER or a _TILE names a term (an index into StepProgram.terms) whose cycles on an NPU are its
+# instructions' costs added up (`CostCache.term_values`)
+_WAIT, _SIGNAL, _WORK, _XFER, _TILE = range(5)
+
+
+def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
+                  cache: CostCache | None = None, prefetched: bool = False,
+                  prefetch: Sequence[Instruction] = ()) -> Estimate:
+    """Cycles of a step from per-instruction costs, following the program codegen emits for
+    it (codegen/emit.py): the same queue per engine in the same order, with the rings' WAIT /
+    SIGNAL tokens, but each tile's compute instructions on an engine taken as one block of
+    their summed cost. Timing follows the simulator's rules (sim/timing.py): WAIT and SIGNAL
+    cost one cycle, a DMA engine issues one transfer per cycle with up to `dma_channels` in
+    flight and its SIGNAL waits for its transfers; each off-chip memory's data port serves
+    transfers (of both DMA engines) first come, first served in order of issue.
+
+    sample: only run the first `sample` tiles of the first two groups and scale the time by
+    the share of tiles run (a cheap first ranking of many candidate mappings).
+
+    prefetched / prefetch: as codegen/emit.py `emit_step` (codegen/prefetch.py): the step's
+    group-0 loads were issued by the previous step (they are not in this step's program: the
+    previous step's estimate has them), and `prefetch` are the next step's group-0 loads this
+    step issues after its last tile's loads, its end waiting for them to land. Each step's
+    estimate thus stays the time of its own instructions from an idle start.
+
+    The same as `time_program(StepProgram(work, ...), cache)`: the program is arch-free, so a
+    search that meets the same step again on another NPU times it without building it."""
+    cost = cache if cache is not None and cache.arch is arch else CostCache(arch)
+    return time_program(StepProgram(work, sample, cost.tiles, prefetched, prefetch), cost)
+
+
+def time_program(prog: StepProgram, cost: CostCache) -> Estimate:
+    """The estimate of `prog` on `cost.arch` (see estimate_step)."""
+    total, busy = cost.run(prog)
+    if prog.sample is not None and prog.run_tiles:
+        total, busy = scaled(total, busy, prog.counts, prog.group_count, prog.run_tiles)
+    return Estimate(total, limit(busy, total), busy)
+
+
+def scaled(total: int, busy: dict[Engine, int], counts: Sequence[int], group_count: int,
+           run_tiles: int) -> tuple[int, dict[Engine, int]]:
+    """A sampled run's cycles and busy cycles scaled to the whole step: groups of a step have
+    (nearly) the same tile count, so by the sampled groups' average (`counts`: their tile
+    counts) rather than building every group's loads just to count its tiles."""
+    scale = sum(counts) / len(counts) * group_count / run_tiles
+    return int(total * scale), {e: int(b * scale) for e, b in busy.items()}
+
+
+class Term:
+    """Instructions whose costs, added up, are one number of a program (a tile's work on an
+    engine, one transfer); equal for instruction lists with the same cost keys
+    (`isa.costs.cost_key`), so interned by them (`term`). `tid`: unique in the process."""
+
+    __slots__ = ("tid", "keys", "instrs", "engine")
+
+    def __init__(self, tid: int, keys: tuple, instrs: tuple[Instruction, ...],
+                 engine: Engine | None):
+        self.tid, self.keys, self.instrs, self.engine = tid, keys, instrs, engine
+
+
+_TERMS: dict[tuple, Term] = {}  # cost keys -> Term (emptied when full; tids are never reused)
+_TIDS = itertools.count(1)
+_NO_WORK = Term(0, (), (), None)
+
+
+def term(instrs: Sequence[Instruction], engine: Engine | None = None) -> Term:
+    """The term of `instrs` on `engine` (None: its own)."""
+    if not instrs:
+        return _NO_WORK
+    keys = tuple([cost_key(i, engine) for i in instrs])
+    t = _TERMS.get(keys)
+    if t is None:
+        if len(_TERMS) >= 1 << 18:
+            _TERMS.clear()
+        t = _TERMS[keys] = Term(next(_TIDS), keys, tuple(instrs), engine)
+    return t
+
+
+# programs' structures (the queues with term indices) -> an id, the key of their timings
+_SHAPES: dict[tuple, int] = {}
+_SHAPE_IDS = itertools.count()
+
+
+class StepProgram:
+    """The four queues of a step as codegen/emit.py orders them (rings, group slots, drains,
+    step-done tokens), each op a tuple: (_WAIT, key), (_SIGNAL, key, engines to wake as a bit
+    mask), (_WORK, term), (_XFER, term, memory), (_TILE, wait keys, term, signal keys,
+    engines to wake); `terms`: the terms they index. Nothing in it depends on the NPU's
+    figures: `time_program` times it on any NPU.
+
+    `tiles`: (cost scope, tile key) -> a tile's terms, shared by the programs of works with a
+    `cost_scope` (the candidates of one step)."""
+
+    def __init__(self, work: StepWork, sample: int | None, tiles: dict | None = None,
+                 prefetched: bool = False, prefetch: Sequence[Instruction] = ()):
+        self.slots = top_slots(work.shape)
+        self.sample, self.group_count = sample, work.group_count
+        self.queues: list[list[tuple]] = [[] for _ in Engine]
+        self.waiter: list[int] = []  # per token key: the engine that waits for it (-1: none)
+        self.counts: list[int] = []
+        self.run_tiles = 0
+        self.terms: list[Term] = [_NO_WORK]
+        self._index: dict[int, int] = {0: 0}  # term id -> its index in `terms`
+        self._shared = tiles if tiles is not None else {}
+        shape = work.shape
+        mx = shape.uses_matrix
+        first = Engine.MATRIX if mx else Engine.VECTOR
+        gw = self._ring(Engine.DMA_IN, Engine.MATRIX, shape.group_depth) if mx else None
+        gp = self._ring(Engine.DMA_IN, Engine.VECTOR, shape.group_depth)
+        inp = self._ring(Engine.DMA_IN, first, shape.in_depth)
+        acc = self._ring(Engine.MATRIX, Engine.VECTOR, shape.acc_depth) if mx else None
+        out = self._ring(Engine.VECTOR, Engine.DMA_OUT, shape.out_depth)
+        rings = [r for r in (gw, gp, inp, acc, out) if r is not None]
+        q_in, q_mx, q_vec, q_out = (self.queues[e] for e in Engine)
+        # the token ops of one tile (Ring.acquire / publish / consume / release)
+        in_ready_s, in_free_w = self._signal(inp[4]), (_WAIT, inp[5], 0, 0)
+        out_ready_w, out_free_s = (_WAIT, out[4], 0, 0), self._signal(out[5])
+        if acc is not None:
+            mx_waits = ((inp[4],), (inp[4], acc[5]))  # consume inp [, acquire acc]
+            mx_signals = (inp[5], acc[4])  # release inp, publish acc
+            vec_waits = ((acc[4],), (acc[4], out[5]))  # consume acc [, acquire out]
+            vec_signals = (acc[5], out[4])  # release acc, publish out
+        else:
+            vec_waits = ((inp[4],), (inp[4], out[5]))
+            vec_signals = (inp[5], out[4])
+        mx_wake = (1 << Engine.DMA_IN) | (1 << Engine.VECTOR)  # the producer, the consumer
+        vec_wake = (1 << (Engine.MATRIX if acc is not None else Engine.DMA_IN)) | (
+            1 << Engine.DMA_OUT)
+        memo: dict[Hashable, tuple] = {}
+        groups = work.group_count if sample is None else min(2, work.group_count)
+        for g in range(groups):
+            group = work.group_fn(g, 0)
+            self.counts.append(group.tile_count)
+            self._acquire(gp)
+            if gw is not None:
+                self._acquire(gw)
+            loads = [] if prefetched and g == 0 else group.weight_loads + group.param_loads
+            q_in.extend(self._xfers(loads))
+            # codegen/emit.py: a step's first group signals ready after the first tile's loads
+            defer = g == 0 and bool(loads) and group.tile_count > 0
+            if not defer:
+                if gw is not None:
+                    self._publish(gw)
+                self._publish(gp)
+            if gw is not None:
+                self._consume(gw)
+            self._consume(gp)
+            if group.vector_setup:
+                q_vec.append((_WORK, self._term(term(group.vector_setup, Engine.VECTOR)), 0,
+                              0))
+            n = group.tile_count if sample is None else min(sample, group.tile_count)
+            self.run_tiles += n
+            k0 = inp[3]  # tiles so far in the step (each ring slot acquired once per tile)
+            for t in range(n):
+                loads, mwork, vwork, stores = self._tile(work, g, t, memo)
+                k = k0 + t
+                if k >= inp[2]:
+                    q_in.append(in_free_w)
+                q_in.extend(loads)
+                if defer and t == 0:
+                    if gw is not None:
+                        self._publish(gw)
+                    self._publish(gp)
+                q_in.append(in_ready_s)
+                # a compute engine's tile: its WAITs, its instructions, its SIGNALs
+                if acc is not None:
+                    q_mx.append((_TILE, mx_waits[k >= acc[2]], mwork, mx_signals, mx_wake))
+                q_vec.append((_TILE, vec_waits[k >= out[2]], vwork, vec_signals, vec_wake))
+                q_out.append(out_ready_w)
+                q_out.extend(stores)
+                q_out.append(out_free_s)
+            for r in (inp, acc, out):
+                if r is not None:
+                    r[3] += n
+            if gw is not None:
+                self._release(gw)
+            self._release(gp)
+        q_in.extend(self._xfers(prefetch))  # the next step's group 0 (codegen/prefetch.py)
+        for r in rings:  # Streams.end_step: drain every ring, then the step-done tokens
+            for _ in range(min(r[2], r[3])):
+                self.queues[r[0]].append((_WAIT, r[5], 0, 0))
+        for e in (Engine.MATRIX, Engine.VECTOR) + ((Engine.DMA_IN,) if prefetch else ()):
+            key = self._key(Engine.DMA_OUT)
+            self.queues[e].append(self._signal(key))
+            q_out.append((_WAIT, key, 0, 0))
+        q_out.append(self._signal(self._key(-1)))  # to the next step's DMA_IN
+        self.keys = len(self.waiter)
+        shape_key = (self.keys, *(tuple(q) for q in self.queues))
+        sid = _SHAPES.get(shape_key)
+        if sid is None:
+            if len(_SHAPES) >= 1 << 14:
+                _SHAPES.clear()
+            sid = _SHAPES[shape_key] = next(_SHAPE_IDS)
+        self.shape_id = sid  # equal for programs alike in all but their terms' instructions
+        self._table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        del self._index, self._shared
+
+    def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The program as codegen/step_kernel.py's int64 table: (rows, each engine's first row
+        and the end, each token key's first slot in the signals' buffer and the end)."""
+        if self._table is None:
+            rows: list[tuple] = []
+            starts = [0]
+            nsig = [0] * self.keys
+            conv: dict[tuple, tuple] = {}
+            for q in self.queues:
+                for op in q:
+                    row = conv.get(op)
+                    if row is None:
+                        row = conv[op] = _row(op)
+                    kind = row[0]
+                    if kind == 1:
+                        nsig[row[1]] += 1
+                    elif kind == 4:
+                        for s in op[3]:
+                            nsig[s] += 1
+                    rows.append(row)
+                starts.append(len(rows))
+            off = np.zeros(self.keys + 1, np.int64)
+            np.cumsum(nsig, out=off[1:])
+            self._table = (np.array(rows, np.int64).reshape(-1, 7),
+                           np.array(starts, np.int64), off)
+        return self._table
+
+    def _key(self, waiter: int) -> int:
+        self.waiter.append(int(waiter))
+        return len(self.waiter) - 1
+
+    def _ring(self, producer: Engine, consumer: Engine, depth: int) -> list:
+        # [producer, consumer, depth, acquired, ready key, free key]
+        return [producer, consumer, max(1, depth), 0, self._key(consumer), self._key(producer)]
+
+    def _acquire(self, r: list) -> None:
+        if r[3] >= r[2]:
+            self.queues[r[0]].append((_WAIT, r[5], 0, 0))
+        r[3] += 1
+
+    def _signal(self, key: int) -> tuple:
+        w = self.waiter[key]
+        return (_SIGNAL, key, 1 << w if w >= 0 else 0, 0)
+
+    def _publish(self, r: list) -> None:
+        self.queues[r[0]].append(self._signal(r[4]))
+
+    def _consume(self, r: list) -> None:
+        self.queues[r[1]].append((_WAIT, r[4], 0, 0))
+
+    def _release(self, r: list) -> None:
+        self.queues[r[1]].append(self._signal(r[5]))
+
+    def _term(self, t: Term) -> int:
+        k = self._index.get(t.tid)
+        if k is None:
+            k = self._index[t.tid] = len(self.terms)
+            self.terms.append(t)
+        return k
+
+    def _xfers(self, instrs: Sequence[Instruction]) -> list[tuple]:
+        return [(_XFER, self._term(term((ins,))), ins.mem, 0) for ins in instrs]
+
+    def _tile(self, work: StepWork, g: int, t: int, memo: dict[Hashable, tuple]) -> tuple:
+        key = work.tile_key(g, t) if work.tile_key is not None else None
+        terms = scoped = None
+        if key is not None:
+            ops = memo.get(key)
+            if ops is not None:
+                return ops
+            if work.cost_scope is not None:  # shared with the scope's other works
+                scoped = (work.cost_scope, key)
+                terms = self._shared.get(scoped)
+        if terms is None:
+            tile = work.tile_fn(g, t, self.slots)
+            terms = (tuple([(term((i,)), i.mem) for i in tile.loads]),
+                     term(tile.matrix, Engine.MATRIX), term(tile.vector, Engine.VECTOR),
+                     tuple([(term((i,)), i.mem) for i in tile.stores]))
+            if scoped is not None:
+                self._shared[scoped] = terms
+        ix = self._term
+        ops = ([(_XFER, ix(x), m, 0) for x, m in terms[0]], ix(terms[1]), ix(terms[2]),
+               [(_XFER, ix(x), m, 0) for x, m in terms[3]])
+        if key is not None:
+            memo[key] = ops
+        return ops
+
+
+def _row(op: tuple) -> tuple:
+    """An op of StepProgram.queues as a row of codegen/step_kernel.py's table."""
+    kind = op[0]
+    if kind == _TILE:
+        ws, ss = op[1], op[3]
+        assert len(ws) <= 2 and len(ss) <= 2, "a tile waits for and signals two keys at most"
+        return (4, ws[0], ws[1] if len(ws) > 1 else -1, op[2], ss[0] if ss else -1,
+                ss[1] if len(ss) > 1 else -1, op[4])
+    if kind == _WAIT:
+        return (0, op[1], 0, 0, 0, 0, 0)
+    if kind == _SIGNAL:
+        return (1, op[1], op[2], 0, 0, 0, 0)
+    if kind == _WORK:
+        return (2, op[1], 0, 0, 0, 0, 0)
+    return (3, op[1], op[2], 0, 0, 0, 0)
+
+
+def _run(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: int
+         ) -> tuple[int, dict[Engine, int]]:
+    """Time the step's queues by the simulator's rules (see estimate_step), with `vals` the
+    cycles of its terms and `lats` the off-chip memories' latencies; returns the end of
+    the last op and the busy cycles per engine (compute: work; DMA: cycles with a transfer in
+    flight). Compute engines and DMA control ops run as far as their tokens allow; the next
+    transfer is then the DMA engine's whose issue time is earliest (DMA_IN first on a tie, as
+    in the simulator's event loop), so each port sees its transfers in order of issue."""
+    queues = prog.queues
+    signals: list[list[int]] = [[] for _ in range(prog.keys)]
+    taken = [0] * prog.keys
+    n = len(queues)
+    lens = [len(q) for q in queues]
+    pc = [0] * n
+    ready = [0] * n
+    busy = [0] * n
+    last_end = [0] * n  # DMA: latest end of the engine's transfers
+    inflight: list[list[int]] = [[] for _ in range(n)]
+    span = [[-1, -1] for _ in range(n)]  # DMA: the current run of overlapping transfers
+    port = [0] * len(lats)
+    first = 1 << 62  # start of the first non-control op (where the simulator's layer starts)
+    dma = (int(Engine.DMA_IN), int(Engine.DMA_OUT))
+    order = (int(Engine.MATRIX), int(Engine.VECTOR), int(Engine.DMA_IN), int(Engine.DMA_OUT))
+
+    pending = (1 << n) - 1
+    while True:
+        while pending:  # run what the tokens allow, until every engine is blocked
+            for e in order:
+                if not pending >> e & 1:
+                    continue
+                pending &= ~(1 << e)
+                # engine e's ops up to its next transfer or blocked WAIT; its signals wake
+                # the engines that wait for them (bits of `pending`)
+                q, k, r, nq = queues[e], pc[e], ready[e], lens[e]
+                while k < nq:
+                    op = q[k]
+                    kind = op[0]
+                    if kind == _TILE:  # (_TILE, wait keys, work cycles, signal keys, wake mask)
+                        ws = op[1]
+                        w = ws[0]
+                        t0 = taken[w]
+                        if t0 >= len(signals[w]):
+                            break
+                        if len(ws) > 1:
+                            w1 = ws[1]
+                            t1 = taken[w1]
+                            if t1 >= len(signals[w1]):
+                                break
+                            x = signals[w][t0]
+                            r = (x if x > r else r) + 1
+                            x = signals[w1][t1]
+                            r = (x if x > r else r) + 1
+                            taken[w] = t0 + 1
+                            taken[w1] = t1 + 1
+                        else:
+                            x = signals[w][t0]
+                            r = (x if x > r else r) + 1
+                            taken[w] = t0 + 1
+                        c = vals[op[2]]
+                        if c:
+                            if r < first:
+                                first = r
+                            r += c
+                            busy[e] += c
+                        for x in op[3]:
+                            r += 1
+                            signals[x].append(r)
+                        pending |= op[4]
+                    elif kind == _WAIT:
+                        a = op[1]
+                        t0 = taken[a]
+                        sig = signals[a]
+                        if t0 >= len(sig):
+                            break
+                        x = sig[t0]
+                        r = (x if x > r else r) + 1
+                        taken[a] = t0 + 1
+                    elif kind == _SIGNAL:  # (_SIGNAL, key, wake mask)
+                        x = last_end[e]
+                        r = (x if x > r else r) + 1
+                        signals[op[1]].append(r)
+                        pending |= op[2]
+                    elif kind == _WORK:
+                        c = vals[op[1]]
+                        if c:
+                            if r < first:
+                                first = r
+                            r += c
+                            busy[e] += c
+                    else:
+                        break
+                    k += 1
+                pc[e], ready[e] = k, r
+        cand = [-1, -1]  # per DMA engine: issue time of its next transfer, -1 if none
+        for i, e in enumerate(dma):
+            k = pc[e]
+            if k < lens[e] and queues[e][k][0] == _XFER:
+                fly = inflight[e]
+                cand[i] = ready[e] if len(fly) < channels else _issue_time(ready[e], fly,
+                                                                            channels)
+        if cand[0] < 0 and cand[1] < 0:
+            break
+        # DMA_IN first on a tie (the event loop's engine order)
+        i = 0 if cand[1] < 0 or 0 <= cand[0] <= cand[1] else 1
+        best, t, other_t = dma[i], cand[i], cand[1 - i]
+        q, k, nq = queues[best], pc[best], lens[best]
+        fly, sp = inflight[best], span[best]
+        end_max = last_end[best]
+        while True:  # this engine's transfers, while they are issued before the other's
+            _, ti, mem, _ = q[k]
+            lat = lats[mem]
+            data = vals[ti] - lat
+            if t < first:
+                first = t
+            x = t + lat
+            p = port[mem]
+            end = port[mem] = (x if x > p else p) + data
+            if len(fly) >= channels:
+                fly[:] = [x for x in fly if x > t]
+            fly.append(end)
+            if end > end_max:
+                end_max = end
+            if t > sp[1]:
+                busy[best] += sp[1] - sp[0]
+                sp[0], sp[1] = t, end
+            elif end > sp[1]:
+                sp[1] = end
+            k += 1
+            issued = t + 1
+            if k >= nq or q[k][0] != _XFER:
+                break
+            t = issued if len(fly) < channels else _issue_time(issued, fly, channels)
+            if other_t >= 0 and (t > other_t or (t == other_t and i == 1)):
+                break
+        ready[best] = issued
+        pc[best] = k
+        last_end[best] = end_max
+        pending = 1 << best
+    for e in dma:
+        busy[e] += span[e][1] - span[e][0]
+    if any(pc[e] < lens[e] for e in range(n)):
+        raise AssertionError("estimate_step: the step's token protocol does not complete")
+    total = max(max(ready), max(last_end)) - min(first, max(ready))
+    return total, {e: busy[int(e)] for e in Engine}
+
+
+# tiered: programs are timed by `_run` until this process has timed KERNEL_AFTER of them, then
+# by the compiled loop. Starting numba costs a process ~0.5 s (import, first dispatch); the
+# compiled loop saves ~0.1 ms a program (~5 us against ~130 us, plus ~90 us to flatten a
+# program once, and a search's programs are timed again on every design point sharing them):
+# one compile (MobileNetV2: ~600 programs) would not win it back, a design-space exploration
+# worker does after its first few points (docs/backend.md)
+KERNEL_AFTER = 1500
+_TIMED = [0]  # programs this process has timed with _run
+
+
+def _time(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: int
+          ) -> tuple[int, dict[Engine, int]]:
+    """_run, or its compiled form once the process has timed KERNEL_AFTER programs."""
+    if _TIMED[0] >= KERNEL_AFTER:
+        kernel = _kernel()
+        if kernel is not None:
+            return _run_compiled(kernel, prog, vals, lats, channels)
+    _TIMED[0] += 1
+    return _run(prog, vals, lats, channels)
+
+
+@functools.cache
+def _kernel() -> Callable[..., None] | None:
+    """codegen/step_kernel.py's compiled `run`, or None with kernels off (tessel.sim.jit)."""
+    from tessel.codegen import step_kernel
+    from tessel.sim import jit
+    return step_kernel.run.compiled if jit.enabled() else None
+
+
+def _run_compiled(kernel: Callable[..., None], prog: StepProgram, vals: Sequence[int],
+                  lats: Sequence[int], channels: int) -> tuple[int, dict[Engine, int]]:
+    """_run by codegen/step_kernel.py (the same figures)."""
+    rows, starts, sig_off = prog.table()
+    out = np.zeros(5, np.int64)
+    kernel(rows, starts, sig_off, np.array(vals, np.int64), np.array(lats, np.int64), channels,
+           out)
+    if out[0] < 0:
+        raise AssertionError("estimate_step: the step's token protocol does not complete")
+    return int(out[0]), {e: int(out[1 + e]) for e in Engine}
+
+
+def _issue_time(ready: int, inflight: list[int], channels: int) -> int:
+    """When a DMA engine ready at `ready` can issue its next transfer: at most `channels` in
+    flight (`inflight`: end times of its earlier transfers, possibly finished ones)."""
+    if len(inflight) < channels:
+        return ready
+    live = sorted((x for x in inflight if x > ready), reverse=True)
+    return live[channels - 1] if len(live) >= channels else ready
+
+
+def limit(busy: dict[Engine, int], total: int) -> Bound:
+    """What limits a step that ran `total` cycles with these busy cycles per engine."""
+    top = max(busy, key=lambda e: busy[e])
+    if busy[top] < 0.5 * total:
+        return Bound.LATENCY
+    return {Engine.MATRIX: Bound.COMPUTE, Engine.VECTOR: Bound.VECTOR}.get(top, Bound.DRAM)
+
+
+# equal NpuArchs -> one map cost_key -> Cost: every CostCache of an equal arch (the mapping
+# searches of a compile, its energy events, repeated compiles, explore's points that repeat an
+# arch) shares it
+_COST_MEMOS: dict[NpuArch, dict[tuple, Cost]] = {}
+_COST_MEMO_ARCHS = 16  # arches whose memo is kept (the registry is emptied when full)
+_COST_MEMO_ENTRIES = 1 << 18  # cost keys per arch (its memo is emptied when full)
+
+
+def cost_memo(arch: NpuArch) -> dict[tuple, Cost]:
+    """The instruction-cost memo (`isa.costs.cost_key(i, engine)` -> `instruction_cost(i, arch,
+    engine)`) of `arch`, shared by equal arches (NpuArchs are equal iff their parameters are)."""
+    return _memo_of(_COST_MEMOS, arch)
+
+
+_TERM_MEMOS: dict[NpuArch, dict[int, int]] = {}
+
+
+def term_memo(arch: NpuArch) -> dict[int, int]:
+    """Term id -> its cycles on `arch` (`Term`), shared by equal arches as `cost_memo`."""
+    return _memo_of(_TERM_MEMOS, arch)
+
+
+def _memo_of(registry: dict[NpuArch, dict], arch: NpuArch) -> dict:
+    """`arch`'s memo in `registry` (bounded: _COST_MEMO_ARCHS arches, _COST_MEMO_ENTRIES each)."""
+    memo = registry.get(arch)
+    if memo is None:
+        if len(registry) >= _COST_MEMO_ARCHS:
+            registry.clear()
+        memo = registry[arch] = {}
+    elif len(memo) >= _COST_MEMO_ENTRIES:
+        memo.clear()
+    return memo
+
+
+# (program shape, DMA channels, off-chip latencies, term cycles) -> its timing by _run, for
+# every CostCache (bounded by CostCache.RUNS, as one cache's was)
+_RUNS: dict[tuple, tuple[int, dict[Engine, int]]] = {}
+
+
+class CostCache:
+    """Per-instruction costs on an engine, memoised by the fields the cost reads (tiles repeat
+    the same shapes at other addresses; `cost_memo`: shared by every CostCache of an equal
+    arch), and the terms' cycles (`term_memo`); `tiles`: (cost scope, tile key) -> a tile's
+    terms in `StepProgram`, shared by the programs of works with a `cost_scope`; and the
+    timings of programs already run (a search's candidates often give the same program: a third
+    of MobileNetV2's; shared by every CostCache, as the same program on arches alike in what
+    `_run` reads times alike)."""
+
+    RUNS = 4096  # programs whose timing is kept (the map is emptied when full)
+
+    def __init__(self, arch: NpuArch):
+        self.arch = arch
+        self._costs = cost_memo(arch)
+        self._terms = term_memo(arch)
+        self.lats = tuple(m.latency_cycles for m in arch.offchip)
+        self.tiles: dict[tuple[Hashable, Hashable], tuple] = {}
+        self._runs = _RUNS  # shared by every CostCache: the key holds what _run reads of arch
+
+    def term_values(self, terms: Sequence[Term]) -> tuple[int, ...]:
+        """The cycles of each term on this arch."""
+        memo = self._terms
+        out = []
+        for t in terms:
+            v = memo.get(t.tid)
+            if v is None:
+                costs, arch, engine = self._costs, self.arch, t.engine
+                v = 0
+                for key, ins in zip(t.keys, t.instrs, strict=True):
+                    c = costs.get(key)
+                    if c is None:
+                        c = costs[key] = instruction_cost(ins, arch, engine)
+                    v += c.cycles
+                memo[t.tid] = v
+            out.append(v)
+        return tuple(out)
+
+    def run(self, prog: StepProgram) -> tuple[int, dict[Engine, int]]:
+        """`_run` of the program on this arch, memoised by the program's shape, its terms'
+        cycles and the two figures `_run` reads of the arch (DMA channels, off-chip
+        latencies), so arches differing elsewhere share timings."""
+        vals = self.term_values(prog.terms)
+        channels = self.arch.dma_channels
+        key = (prog.shape_id, channels, self.lats, vals)
+        out = self._runs.get(key)
+        if out is None:
+            if len(self._runs) >= self.RUNS:
+                self._runs.clear()
+            out = self._runs[key] = _time(prog, vals, self.lats, channels)
+        return out[0], dict(out[1])
+
+    def cost(self, ins: Instruction, engine: Engine | None = None) -> Cost:
+        """`instruction_cost(ins, self.arch, engine)`, memoised."""
+        key = cost_key(ins, engine)
+        c = self._costs.get(key)
+        if c is None:
+            c = self._costs[key] = instruction_cost(ins, self.arch, engine)
+        return c
+
+    def cycles(self, ins: Instruction, engine: Engine | None = None) -> int:
+        key = cost_key(ins, engine)  # (cost(), inlined: on the estimate's hot path)
+        c = self._costs.get(key)
+        if c is None:
+            c = self._costs[key] = instruction_cost(ins, self.arch, engine)
+        return c.cycles
+
+    def sum(self, instrs: Sequence[Instruction], engine: Engine | None = None) -> int:
+        return sum(self.cycles(i, engine) for i in instrs)
+
