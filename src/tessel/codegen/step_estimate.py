@@ -99,8 +99,19 @@ def term(instrs: Sequence[Instruction], engine: Engine | None = None) -> Term:
     return t
 
 
-# programs' structures (the queues with term indices) -> an id, the key of their timings
-_SHAPES: dict[tuple, int] = {}
+class _Shape:
+    """A program's structure: its queues with term indices (interned: programs alike in all but
+    their terms' instructions share one, its `sid` keys their timings) and, once asked for, its
+    table for the compiled loop (codegen/step_kernel.py)."""
+
+    __slots__ = ("sid", "queues", "keys", "table")
+
+    def __init__(self, sid: int, queues: tuple[tuple[tuple, ...], ...], keys: int):
+        self.sid, self.queues, self.keys = sid, queues, keys
+        self.table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+
+_SHAPES: dict[tuple, _Shape] = {}  # (keys, queues) -> its _Shape (emptied when full)
 _SHAPE_IDS = itertools.count()
 
 
@@ -118,7 +129,7 @@ class StepProgram:
                  prefetched: bool = False, prefetch: Sequence[Instruction] = ()):
         self.slots = top_slots(work.shape)
         self.sample, self.group_count = sample, work.group_count
-        self.queues: list[list[tuple]] = [[] for _ in Engine]
+        self._q: list[list[tuple]] = [[] for _ in Engine]  # the queues while building
         self.waiter: list[int] = []  # per token key: the engine that waits for it (-1: none)
         self.counts: list[int] = []
         self.run_tiles = 0
@@ -134,7 +145,7 @@ class StepProgram:
         acc = self._ring(Engine.MATRIX, Engine.VECTOR, shape.acc_depth) if mx else None
         out = self._ring(Engine.VECTOR, Engine.DMA_OUT, shape.out_depth)
         rings = [r for r in (gw, gp, inp, acc, out) if r is not None]
-        q_in, q_mx, q_vec, q_out = (self.queues[e] for e in Engine)
+        q_in, q_mx, q_vec, q_out = self._q
         # the token ops of one tile (Ring.acquire / publish / consume / release)
         in_ready_s, in_free_w = self._signal(inp[4]), (_WAIT, inp[5], 0, 0)
         out_ready_w, out_free_s = (_WAIT, out[4], 0, 0), self._signal(out[5])
@@ -201,32 +212,35 @@ class StepProgram:
         q_in.extend(self._xfers(prefetch))  # the next step's group 0 (codegen/prefetch.py)
         for r in rings:  # Streams.end_step: drain every ring, then the step-done tokens
             for _ in range(min(r[2], r[3])):
-                self.queues[r[0]].append((_WAIT, r[5], 0, 0))
+                self._q[r[0]].append((_WAIT, r[5], 0, 0))
         for e in (Engine.MATRIX, Engine.VECTOR) + ((Engine.DMA_IN,) if prefetch else ()):
             key = self._key(Engine.DMA_OUT)
-            self.queues[e].append(self._signal(key))
+            self._q[e].append(self._signal(key))
             q_out.append((_WAIT, key, 0, 0))
         q_out.append(self._signal(self._key(-1)))  # to the next step's DMA_IN
-        self.keys = len(self.waiter)
-        shape_key = (self.keys, *(tuple(q) for q in self.queues))
-        sid = _SHAPES.get(shape_key)
-        if sid is None:
-            if len(_SHAPES) >= 1 << 14:
+        keys = len(self.waiter)
+        shape_key = (keys, *(tuple(q) for q in self._q))
+        shape = _SHAPES.get(shape_key)
+        if shape is None:
+            if len(_SHAPES) >= 4096:
                 _SHAPES.clear()
-            sid = _SHAPES[shape_key] = next(_SHAPE_IDS)
-        self.shape_id = sid  # equal for programs alike in all but their terms' instructions
-        self._table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        del self._index, self._shared
+            shape = _SHAPES[shape_key] = _Shape(next(_SHAPE_IDS), shape_key[1:], keys)
+        self._shape = shape
+        self.queues: tuple[tuple[tuple, ...], ...] = shape.queues  # (interned: one copy kept)
+        self.keys, self.shape_id = keys, shape.sid
+        del self._q, self._index, self._shared, self.waiter, self.slots
 
     def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The program as codegen/step_kernel.py's int64 table: (rows, each engine's first row
-        and the end, each token key's first slot in the signals' buffer and the end)."""
-        if self._table is None:
+        and the end, each token key's first slot in the signals' buffer and the end); one per
+        program shape."""
+        shape = self._shape
+        if shape.table is None:
             rows: list[tuple] = []
             starts = [0]
-            nsig = [0] * self.keys
+            nsig = [0] * shape.keys
             conv: dict[tuple, tuple] = {}
-            for q in self.queues:
+            for q in shape.queues:
                 for op in q:
                     row = conv.get(op)
                     if row is None:
@@ -239,11 +253,11 @@ class StepProgram:
                             nsig[s] += 1
                     rows.append(row)
                 starts.append(len(rows))
-            off = np.zeros(self.keys + 1, np.int64)
+            off = np.zeros(shape.keys + 1, np.int64)
             np.cumsum(nsig, out=off[1:])
-            self._table = (np.array(rows, np.int64).reshape(-1, 7),
+            shape.table = (np.array(rows, np.int64).reshape(-1, 7),
                            np.array(starts, np.int64), off)
-        return self._table
+        return shape.table
 
     def _key(self, waiter: int) -> int:
         self.waiter.append(int(waiter))
@@ -255,7 +269,7 @@ class StepProgram:
 
     def _acquire(self, r: list) -> None:
         if r[3] >= r[2]:
-            self.queues[r[0]].append((_WAIT, r[5], 0, 0))
+            self._q[r[0]].append((_WAIT, r[5], 0, 0))
         r[3] += 1
 
     def _signal(self, key: int) -> tuple:
@@ -263,13 +277,13 @@ class StepProgram:
         return (_SIGNAL, key, 1 << w if w >= 0 else 0, 0)
 
     def _publish(self, r: list) -> None:
-        self.queues[r[0]].append(self._signal(r[4]))
+        self._q[r[0]].append(self._signal(r[4]))
 
     def _consume(self, r: list) -> None:
-        self.queues[r[1]].append((_WAIT, r[4], 0, 0))
+        self._q[r[1]].append((_WAIT, r[4], 0, 0))
 
     def _release(self, r: list) -> None:
-        self.queues[r[1]].append(self._signal(r[5]))
+        self._q[r[1]].append(self._signal(r[5]))
 
     def _term(self, t: Term) -> int:
         k = self._index.get(t.tid)
@@ -626,12 +640,5 @@ class CostCache:
         return c
 
     def cycles(self, ins: Instruction, engine: Engine | None = None) -> int:
-        key = cost_key(ins, engine)  # (cost(), inlined: on the estimate's hot path)
-        c = self._costs.get(key)
-        if c is None:
-            c = self._costs[key] = instruction_cost(ins, self.arch, engine)
-        return c.cycles
-
-    def sum(self, instrs: Sequence[Instruction], engine: Engine | None = None) -> int:
-        return sum(self.cycles(i, engine) for i in instrs)
+        return self.cost(ins, engine).cycles
 

@@ -196,7 +196,7 @@ def _planned_estimate(unit: Unit, mapping: Any, p: prefetch_steps.PlannedStep, a
     cache = search_cache.active()
     if not alone or cache is None:
         return p.estimate(ctx.arch, cost)
-    known = cache.by_program(unit, ctx, "planned")
+    known = cache.by_program(cache.shared(unit, ctx), ctx.arch, "planned")
     key = (mapping, p.prefetched, tuple((cost_key(i), i.mem) for i in p.prefetch))
     prog = known.get(key)
     if prog is None:
@@ -214,7 +214,8 @@ def _sram_tops(choices: Sequence, works: Sequence[StepWork], ctx: CodegenContext
     cache = search_cache.active()
     out = []
     for (unit, mapping, _), work in zip(choices, works, strict=True):
-        known = cache.by_program(unit, ctx, "sram_top") if cache is not None else {}
+        known = (cache.by_program(cache.shared(unit, ctx), ctx.arch, "sram_top")
+                 if cache is not None else {})
         top = known.get(mapping)
         if top is None:
             top = known[mapping] = resident.sram_top(work)

@@ -27,7 +27,7 @@ candidates, as before).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tessel.arch import NpuArch
@@ -87,7 +87,7 @@ def _freeze(acc: dict[Atom, int]) -> Lin:
 
 @dataclass(frozen=True)
 class Terms:
-    """The arch-free form of a lower bound (`_Bound.lower` over atoms; `evaluate` on an NPU)."""
+    """The arch-free form of a lower bound (`_Bound.terms`; `evaluate` values it on an NPU)."""
 
     uses_matrix: bool
     mwork: Lin
@@ -99,21 +99,22 @@ class Terms:
     last_vwork: Lin
     drain: tuple[tuple[int, Lin], ...]  # per memory: the last tile's stores
     scale: float | None  # a sampled bound: int(lower * scale) (as estimate_step scales)
+    # every sum in one flat tuple, for `evaluate`'s single loop: mwork, vwork, first_mwork,
+    # last_vwork, the two spans, then ports, fill and drain per memory
+    rows: tuple[Lin, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # every sum in one flat tuple, for `evaluate`'s single loop: mwork, vwork, first_mwork,
-        # last_vwork, the two spans, then ports, fill and drain per memory
-        rows = (self.mwork, self.vwork, self.first_mwork, self.last_vwork, *self.spans,
-                *(d for _, d in self.ports), *(c for _, c in self.fill),
-                *(c for _, c in self.drain))
-        object.__setattr__(self, "_rows", rows)
+        object.__setattr__(self, "rows", (
+            self.mwork, self.vwork, self.first_mwork, self.last_vwork, *self.spans,
+            *(d for _, d in self.ports), *(c for _, c in self.fill),
+            *(c for _, c in self.drain)))
 
     def evaluate(self, arch: NpuArch) -> int:
         """The bound on `arch` (see the module docstring)."""
         env = _Env.of(arch)
         get, atom, lat = env.memo.get, env.atom, env.lat
         sums = []
-        for row in self._rows:  # type: ignore[attr-defined]
+        for row in self.rows:
             total = 0
             for a, c in row:
                 v = get(a)
@@ -140,24 +141,19 @@ class Terms:
         return lower if self.scale is None else int(lower * self.scale)
 
 
-def _latencies(arch: NpuArch) -> tuple[int, ...]:
-    return tuple(m.latency_cycles for m in arch.offchip)
-
-
 class _Env:
     """Atom values on one NPU, memoised (one per NpuArch object, the last few kept)."""
 
     _LAST: dict[int, tuple[NpuArch, _Env]] = {}
 
     def __init__(self, arch: NpuArch):
-        self.arch = arch
         self.memo: dict[Atom, int] = {}
         mx = arch.matrix
         self._mx = (mx.rows, mx.cols, mx.dataflow, mx.fold_pipelining)
         self._lanes, self._vlat = arch.vector.lanes, arch.vector.pipeline_latency_cycles
         sram = arch.derived.sram_bytes_per_cycle
         self._bpc = tuple(min(m.bytes_per_cycle, sram) for m in arch.offchip)
-        self.lat = _latencies(arch)
+        self.lat = tuple(m.latency_cycles for m in arch.offchip)
 
     @classmethod
     def of(cls, arch: NpuArch) -> _Env:
@@ -182,7 +178,6 @@ class _Env:
             v = self.lat[a[1]]
         self.memo[a] = v
         return v
-
 
 
 class _Bound:
@@ -210,9 +205,6 @@ class _Bound:
         span = self.spans[engine]
         _add(span, cycles, times)
         span[("l", mem)] = span.get(("l", mem), 0) + times
-
-    def set_fill(self, per_mem: dict[int, Lin]) -> None:
-        self.fill = per_mem
 
     def terms(self, uses_matrix: bool, scale: float | None = None) -> Terms:
         """Each compute engine's work; each port's transfers; each DMA engine's transfers (each
@@ -280,7 +272,7 @@ def _assemble(chunks: list[int], nt: int, group_loads: Callable[[int], list],
     fill: dict[int, list[Lin]] = {}
     for mem, c in group_loads(chunks[0]) + [(in_mem, first.load)]:
         fill.setdefault(mem, []).append(c)
-    acc.set_fill({m: _plus(*cs) for m, cs in fill.items()})
+    acc.fill = {m: _plus(*cs) for m, cs in fill.items()}
     acc.first_mwork = first.mwork
     acc.last_vwork = last.vwork
     acc.drain = {out_mem: last.store}
@@ -386,7 +378,7 @@ def _conv_input_resident_terms(node: Node, m: ops_conv.ConvMapping, ctx: Codegen
             _add(acc.vwork, vwork)
             first = first if first is not None else mwork
             last = (vwork, store)
-    acc.set_fill({mem: _plus(*cs) for mem, cs in fill.items()})
+    acc.fill = {mem: _plus(*cs) for mem, cs in fill.items()}
     acc.first_mwork = first if first is not None else _ZERO
     if last is not None:
         acc.last_vwork = last[0]
@@ -428,7 +420,7 @@ def _general(run: list[tuple[list[tuple[int, Lin]], list[_Work]]], uses_matrix: 
     fill: dict[int, list[Lin]] = {}
     for mem, c in run[0][0] + list(first.loads):
         fill.setdefault(mem, []).append(c)
-    acc.set_fill({mem: _plus(*cs) for mem, cs in fill.items()})
+    acc.fill = {mem: _plus(*cs) for mem, cs in fill.items()}
     acc.first_mwork = first.mwork
     acc.last_vwork = last.vwork
     drain: dict[int, list[Lin]] = {}

@@ -43,7 +43,7 @@ import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -197,7 +197,7 @@ def timing_key(arch: NpuArch, matrix: bool = True) -> str:
 
 # NpuArch fields that only enter instruction costs and timings: for a given mapping, a step's
 # instructions, their cost keys (isa.costs.cost_key) and the shape of its program
-# (codegen/step.StepProgram) never depend on them (the emitters read them to list candidates
+# (codegen/step_estimate.StepProgram) never depend on them (the emitters read them to list candidates
 # only; tests/unit/schedule/test_program_reuse.py checks every step of the zoo)
 _COST_ONLY = {"matrix": ("rows", "cols", "dataflow", "fold_pipelining", "feed_bytes_per_cycle"),
               "vector": ("lanes", "pipeline_latency_cycles"), "dma": ("channels",)}
@@ -206,7 +206,7 @@ _PROGRAM_KEYS: dict[int, tuple[NpuArch, str]] = {}
 
 
 def program_key(arch: NpuArch) -> str:
-    """The NpuArch fields a step's arch-free program (codegen/step.StepProgram) depends on for a
+    """The NpuArch fields a step's arch-free program (codegen/step_estimate.StepProgram) depends on for a
     given mapping, as canonical JSON: the timing key without the cost-only fields above. NPUs
     with the same key share the programs of the search's candidates (`SearchCache.shared`)."""
     hit = _PROGRAM_KEYS.get(id(arch))
@@ -257,6 +257,15 @@ class Entry:
     input_resident: bool = True
 
 
+@dataclass
+class Shared:
+    """What the searches of one step signature share across NPUs (`SearchCache.shared`)."""
+
+    candidates: dict = field(default_factory=dict)  # candidate_key -> the candidate list
+    bounds: dict = field(default_factory=dict)  # (mapping, sample) -> prerank.Terms
+    programs: dict = field(default_factory=dict)  # program key -> kind -> {key: value}
+
+
 class SearchCache:
     """Least-recently-used map (timing key, unit signature) -> Entry; and, for the searches
     that had input-resident candidates, their estimates ((mapping, sample) -> Estimate) until
@@ -271,40 +280,40 @@ class SearchCache:
         self.max_program_keys = max_program_keys
         self._map: OrderedDict[tuple, Entry] = OrderedDict()
         self._estimates: OrderedDict[tuple, dict] = OrderedDict()
-        self._shared: OrderedDict[tuple, dict] = OrderedDict()
+        self._shared: OrderedDict[tuple, Shared] = OrderedDict()
         self._program_keys: OrderedDict[str, None] = OrderedDict()
         self.hits = self.misses = 0
 
-    def by_program(self, unit: Node | FusedChain, ctx: CodegenContext, kind: str) -> dict:
-        """The `kind` dict (the search's "programs", the plan's "sram_top" and "planned") of
-        `unit`'s signature for NPUs with `ctx.arch`'s program key. Those of the least recently
-        used program keys beyond `max_program_keys` are dropped (MobileNetV2's programs for one
-        key take ~90 MB)."""
-        pk = program_key(ctx.arch)
+    def shared(self, unit: Node | FusedChain, ctx: CodegenContext,
+               signature: tuple | None = None) -> Shared:
+        """What the searches of steps with `unit`'s signature (`signature` if the caller has it)
+        share across NPUs, kept for the last `max_shared` signatures."""
+        sig = signature if signature is not None else unit_signature(unit, ctx)
+        key = (sig, ctx.consts.memory, ctx.act_memory)
+        got = self._shared.get(key)
+        if got is None:
+            got = self._shared[key] = Shared()
+            while len(self._shared) > self.max_shared:
+                self._shared.popitem(last=False)
+        else:
+            self._shared.move_to_end(key)
+        return got
+
+    def by_program(self, shared: Shared, arch: NpuArch, kind: str) -> dict:
+        """`shared`'s `kind` dict (the search's "programs", the plan's "sram_top" and
+        "planned") for NPUs with `arch`'s program key. Those of the least recently used program
+        keys beyond `max_program_keys` are dropped (MobileNetV2's programs for one key take
+        ~90 MB)."""
+        pk = program_key(arch)
         if pk in self._program_keys:
             self._program_keys.move_to_end(pk)
         else:
             self._program_keys[pk] = None
             while len(self._program_keys) > self.max_program_keys:
                 old, _ = self._program_keys.popitem(last=False)
-                for d in self._shared.values():
-                    for k in [k for k in d if isinstance(k, tuple) and k[1] == old]:
-                        del d[k]
-        return self.shared(unit, ctx).setdefault((kind, pk), {})
-
-    def shared(self, unit: Node | FusedChain, ctx: CodegenContext) -> dict:
-        """What the searches of steps with `unit`'s signature share on every NPU (arch-free:
-        the closed-form bounds' terms, tessel.schedule.prerank), a dict kept for the last
-        `max_shared` signatures."""
-        key = (unit_signature(unit, ctx), ctx.consts.memory, ctx.act_memory)
-        got = self._shared.get(key)
-        if got is None:
-            got = self._shared[key] = {}
-            while len(self._shared) > self.max_shared:
-                self._shared.popitem(last=False)
-        else:
-            self._shared.move_to_end(key)
-        return got
+                for sh in self._shared.values():
+                    sh.programs.pop(old, None)
+        return shared.programs.setdefault(pk, {}).setdefault(kind, {})
 
     def keep_estimates(self, key: tuple, estimates: dict) -> None:
         self._estimates[key] = estimates
@@ -402,8 +411,8 @@ def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
                 _no_mapping(node, ctx)
             return entry.choice
     prune = _PRUNE.get() if prune is None else prune
-    shared = cache.shared(node, est_ctx) if cache is not None else {}
-    programs = cache.by_program(node, est_ctx, "programs") if cache is not None else {}
+    shared = cache.shared(node, est_ctx, key[2]) if cache is not None and key else Shared()
+    programs = cache.by_program(shared, ctx.arch, "programs") if cache is not None else {}
     best, input_resident = _search(node, ctx, emitter, est_ctx, prune and model.prunable, model,
                                    only_ws, estimates, shared, programs)
     if best is None and required:
@@ -424,7 +433,7 @@ def _no_mapping(node: Node | FusedChain, ctx: CodegenContext) -> None:
 
 def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: CodegenContext,
             prune: bool, model: CostModel, weight_stationary: bool = False,
-            estimates: dict | None = None, shared: dict | None = None,
+            estimates: dict | None = None, shared: Shared | None = None,
             programs: dict | None = None) -> tuple[tuple[Any, Estimate] | None, bool]:
     """The choice, and whether any candidate took an input-resident conv order. `estimates`:
     (mapping, sample) -> Estimate of this step by `model`, read before estimating a
@@ -435,9 +444,11 @@ def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: Code
     known = {} if estimates is None else estimates
     works: dict[Any, Any] = {}  # mapping -> its step (a finalist's full estimate reuses it)
     arch = ctx.arch
-    shared = shared if shared is not None else {}
-    programs = ((programs if programs is not None else {})
-                if isinstance(model, AnalyticalCostModel) else None)
+    shared = shared if shared is not None else Shared()
+    if not isinstance(model, AnalyticalCostModel):
+        programs = None  # (only the analytical model's estimates are arch-free programs)
+    elif programs is None:
+        programs = {}
 
     def work_of(mapping: Any) -> Any:
         work = works.get(mapping)
@@ -460,17 +471,16 @@ def _search(node: Node | FusedChain, ctx: CodegenContext, em: Any, est_ctx: Code
             known[mapping, sample] = est
         return est
 
-    known_cands = shared.setdefault("candidates", {})
     ckey = candidate_key(node, est_ctx)
-    cands = known_cands.get(ckey)
+    cands = shared.candidates.get(ckey)
     if cands is None:
-        cands = known_cands[ckey] = list(em.candidates(node, est_ctx))
+        cands = shared.candidates[ckey] = list(em.candidates(node, est_ctx))
     input_resident = any(isinstance(m, ConvMapping) and m.order.input_resident for m in cands)
     if weight_stationary:
         cands = [m for m in cands if not m.order.input_resident]
     if not cands:
         return None, input_resident
-    bound = prerank.Bounds(node, est_ctx, shared.setdefault("bounds", {})) if prune else None
+    bound = prerank.Bounds(node, est_ctx, shared.bounds) if prune else None
     if bound is None or not bound.available:  # every candidate in order (k: the tie-break)
         order = list(enumerate(cands))
         lows = None

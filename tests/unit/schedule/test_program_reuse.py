@@ -150,9 +150,9 @@ def test_a_sweep_shares_programs_and_terms_across_points():
     assert cache.misses > misses  # (searched again, not served from the search cache)
     stored = {"programs": 0, "terms": 0}
     for shared in cache._shared.values():
-        stored["terms"] += len(shared.get("bounds", {}))
-        stored["programs"] += sum(len(v) for k, v in shared.items()
-                                  if isinstance(k, tuple) and k[0] == "programs")
+        stored["terms"] += len(shared.bounds)
+        stored["programs"] += sum(len(kinds.get("programs", {}))
+                                  for kinds in shared.programs.values())
     assert {k: first[k] + second[k] for k in first} == stored  # nothing built twice
     assert second["programs"] < first["programs"] / 4, (first, second)
     for arch in (a.with_params({"matrix.cols": 8}), a.with_params(OTHER)):
@@ -199,6 +199,34 @@ def test_programs_of_the_least_recently_used_program_keys_are_dropped():
         with search_cache.use(None), search_cache.pruning(False):
             ref = estimate_graph(graph, arch)
         assert (got.cycles, got.layers) == (ref.cycles, ref.layers)
-    kept = {k[1] for d in cache._shared.values() for k in d if isinstance(k, tuple)}
+    kept = {pk for shared in cache._shared.values() for pk in shared.programs}
     assert kept == {search_cache.program_key(a.with_param("onchip.sram_bytes", s))
                     for s in sizes[1:]}
+
+
+@pytest.mark.parametrize("model", ["ds_cnn", pytest.param("mobilenet_v2",
+                                                          marks=pytest.mark.slow)])
+def test_shared_sram_tops_equal_each_placed_step(model, monkeypatch):
+    """The SRAM top the plan takes from the cache for each chosen step (its residency floor,
+    its prefetch hull) equals the one of the step as placed on this point, though the point's
+    DRAM placement differs from the one it was first computed with."""
+    from tessel.codegen import resident
+
+    graph = quantised_graphs([model], 2, None)[model]
+    a = load_target("tnpu-s")
+    real = program._sram_tops
+    checked = []
+
+    def spy(choices, works, ctx):
+        got = real(choices, works, ctx)
+        assert got == [resident.sram_top(w) for w in works]
+        checked.append(len(got))
+        return got
+
+    monkeypatch.setattr(program, "_sram_tops", spy)
+    cache = search_cache.SearchCache()
+    for arch in (a, a.with_params({"matrix.cols": 8}), a.with_params(OTHER),
+                 a.with_params({"vector.lanes": 16, "matrix.rows": 8})):
+        with search_cache.use(cache):
+            estimate_graph(graph, arch)
+    assert len(checked) >= 4 and sum(checked) > 20
