@@ -37,6 +37,33 @@ def _space(points: int) -> dict:
     return space
 
 
+def _quiet(timeout_s: float = 20.0, window_s: float = 0.5, share: float = 0.05) -> None:
+    """Wait until the processes this one started (Ray's daemons and agents) use under `share`
+    of a CPU over `window_s`: `ray.init` returns while its agents are still starting (about a
+    second of CPU on this machine), which a sweep on a running cluster does not pay."""
+    import psutil
+
+    me = psutil.Process()
+
+    def used() -> float:
+        total = 0.0
+        for p in me.children(recursive=True):
+            try:
+                t = p.cpu_times()
+            except psutil.Error:
+                continue
+            total += t.user + t.system
+        return total
+
+    end, last = time.monotonic() + timeout_s, used()
+    while time.monotonic() < end:
+        time.sleep(window_s)
+        now = used()
+        if now - last < share * window_s:
+            return
+        last = now
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=16)
@@ -57,6 +84,7 @@ def main() -> None:
         if kw.get("ray") == "local":
             import ray
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            _quiet()
             kw = {"ray": "auto"}
         t0 = time.perf_counter()
         try:

@@ -13,13 +13,14 @@ from typing import Any
 
 from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
+from tessel.codegen.step_events import step_events
 from tessel.display import Table, fmt_int, short_repr, summary_html
 from tessel.ir import Graph
 from tessel.ir.macs import node_macs
 from tessel.isa.costs import Events, energy_breakdown_pj, static_energy_pj
 from tessel.schedule.legalize import legalize
 from tessel.schedule.partition import partition
-from tessel.schedule.plan import plan, step_events
+from tessel.schedule.plan import plan
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
     layers, events = [], Events()
     for step in schedule.steps:
         if not timing_only:
-            events = events + step_events(step.work, arch)
+            events = events + step_events(step.work, arch, step.tally)
         layers.append(LayerEstimate(step.name, step.op, str(step.mapping),
                                     step.estimate.bound.value, step.estimate.cycles,
                                     sum(node_macs(graph, n) for n in step.nodes)))

@@ -20,7 +20,7 @@ start, as before: the prefetch loads are timed in the step that issues them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tessel.arch import NpuArch
@@ -144,6 +144,10 @@ def own_hull(work: StepWork, keep: Sequence[tuple[int, int]]) -> tuple[int, int]
     return (0, hi) if hi >= 0 else None
 
 
+# (step index, its work, its kept ranges) -> own_hull(work, kept ranges)
+HullFn = Callable[[int, StepWork, Sequence[tuple[int, int]]], tuple[int, int] | None]
+
+
 def reads_constants_only(loads: Sequence[Instruction], memory: int, end: int) -> bool:
     """Whether every load reads the constant pool (bytes [0, end) of off-chip `memory`): data
     no step writes. A group can also hold an activation (a weights-stationary matmul's
@@ -157,7 +161,7 @@ def reads_constants_only(loads: Sequence[Instruction], memory: int, end: int) ->
 
 def plan_prefetch(works: Sequence[StepWork], regions: Sequence[int],
                   keeps: Sequence[Sequence[tuple[int, int]]], limit: int,
-                  constants: tuple[int, int], tops: Sequence[int] | None = None
+                  constants: tuple[int, int], hulls: HullFn | None = None
                   ) -> list[StepPrefetch]:
     """Per step, its SRAM shift and whether the previous step prefetches its group 0.
 
@@ -168,15 +172,13 @@ def plan_prefetch(works: Sequence[StepWork], regions: Sequence[int],
     constants: (memory, end) of the constant pool: only loads of constants are prefetched.
     Greedy in program order, deterministic: step k stays at 0 if its group-0 slot misses
     step k-1's working SRAM, else moves just above it if it fits below `limit`.
-    tops[k]: `resident.sram_top(works[k])` if known (the hull of a step with no `keeps`)."""
+    hulls(k, works[k], keeps[k]): `own_hull(works[k], keeps[k])` if the caller knows it."""
+    hull_of = hulls if hulls is not None else lambda _, work, keep: own_hull(work, keep)
     out: list[StepPrefetch] = []
     prev: tuple[int, int] | None = None  # step k-1's own SRAM [lo, hi) as emitted
     for k, work in enumerate(works):
         try:
-            if tops is not None and not keeps[k]:
-                hull = (0, tops[k]) if tops[k] >= 0 else None
-            else:
-                hull = own_hull(work, keeps[k])
+            hull = hull_of(k, work, keeps[k])
         except NotShiftable:
             out.append(StepPrefetch(0, False))
             prev = None
@@ -223,7 +225,7 @@ class PlannedStep:
 def plan_steps(works: Sequence[StepWork], regions: Sequence[int],
                keeps: Sequence[Sequence[tuple[int, int]]] | None, sram_bytes: int,
                constants: tuple[int, int], enabled: bool = True,
-               tops: Sequence[int] | None = None) -> list[PlannedStep]:
+               hulls: HullFn | None = None) -> list[PlannedStep]:
     """`plan_prefetch` applied: every step moved, each given the next step's group-0 loads
     when that step is prefetched. keeps: per step, the SRAM ranges of the resident tensors
     it touches (None: no residency); enabled=False gives the steps unchanged."""
@@ -231,7 +233,7 @@ def plan_steps(works: Sequence[StepWork], regions: Sequence[int],
         return [PlannedStep(w, False, ()) for w in works]
     keeps = keeps if keeps is not None else [[] for _ in works]
     limit = min((a for kp in keeps for a, _ in kp), default=sram_bytes)
-    plan = plan_prefetch(works, regions, keeps, limit, constants, tops)
+    plan = plan_prefetch(works, regions, keeps, limit, constants, hulls)
     moved = [shift_step(w, p.shift, keeps[k]) for k, (w, p) in enumerate(zip(works, plan,
                                                                                strict=True))]
     return [PlannedStep(w, plan[k].prefetched,

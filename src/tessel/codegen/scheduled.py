@@ -12,7 +12,7 @@ live here, below the planner, because codegen reads them; docs/backend.md ("Sche
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tessel.arch import NpuArch
@@ -20,6 +20,7 @@ from tessel.codegen.context import DramTensor
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.resident import Resident
 from tessel.codegen.step import Estimate, StepWork
+from tessel.codegen.step_events import EventTally
 from tessel.ir import Graph, Node
 from tessel.isa import Instruction
 
@@ -41,6 +42,8 @@ class ScheduledStep:
     residents: tuple[Resident, ...] = ()  # tensors it reads / writes on chip
     prefetched: bool = False  # its first group's loads are issued by the previous step
     prefetch: tuple[Instruction, ...] = ()  # the next step's first-group loads it issues
+    # its instructions counted by cost key, for its energy events (None: count `work`'s)
+    tally: EventTally | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:

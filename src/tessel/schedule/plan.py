@@ -10,8 +10,8 @@ the constant layout (each step's constants packed once, in program order), the D
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,13 +23,14 @@ from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
 from tessel.codegen.scheduled import ConstantLayout, Schedule, ScheduledStep, Unit
-from tessel.codegen.step import Estimate, StepWork, memoized, top_slots
+from tessel.codegen.step import Estimate, StepWork, memoized
 from tessel.codegen.step_estimate import CostCache, StepProgram, time_program
+from tessel.codegen.step_events import EventTally
 from tessel.collector import no_collections
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node
 from tessel.isa import Engine
-from tessel.isa.costs import Events, cost_key
+from tessel.isa.costs import cost_key
 from tessel.progress import task
 from tessel.schedule import search_cache
 from tessel.schedule.cost_model import AnalyticalCostModel, CostModel
@@ -139,11 +140,13 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
     # the instruction costs of the residency and prefetch estimates (the search's, if analytical)
     cost = (cost_model.cost_cache(arch) if isinstance(cost_model, AnalyticalCostModel)
             else CostCache(arch))
-    tops = None
+    recs = [_placed(unit, mapping, ctx) for unit, mapping, _ in choices]
     if on_chip_residency:
-        tops = _sram_tops(choices, works, ctx)
+        tops = [_sram_top(rec, w) for rec, w in zip(recs, works, strict=True)]
         per_step, spilled, rewritten = _plan_residents(graph, nodes, inputs, outputs,
                                                        per_region, works, ctx, cost, tops)
+        recs = [_placed(unit, mapping, ctx, res) if res else rec
+                for (unit, mapping, _), res, rec in zip(choices, per_step, recs, strict=True)]
     placed = []  # (unit, mapping, estimate, work, region) with residents, in program order
     k = 0
     for r, group in enumerate(per_region):
@@ -153,15 +156,17 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
             k += 1
     keeps = ([[(x.sram, x.sram + x.hi - x.lo) for x in per_step[k]] for k in range(len(placed))]
              if on_chip_residency else None)
-    planned = prefetch_steps.plan_steps([s[3] for s in placed], [s[4] for s in placed], keeps,
-                                        arch.onchip.sram_bytes, (wmem, len(consts.blob)),
-                                        prefetch, tops)
+    planned = prefetch_steps.plan_steps(
+        [s[3] for s in placed], [s[4] for s in placed], keeps, arch.onchip.sram_bytes,
+        (wmem, len(consts.blob)), prefetch,
+        lambda k, work, keep: _hull(recs[k], work, keep))
     steps = []
     for k, ((unit, mapping, est, _, r), p) in enumerate(zip(placed, planned, strict=True)):
         if est is None or p.prefetched or p.prefetch:
-            est = _planned_estimate(unit, mapping, p, not per_step[k], ctx, cost)
+            est = _planned_estimate(recs[k], p, cost)
         steps.append(ScheduledStep(unit, mapping, est, r, p.work, tuple(per_step[k]),
-                                   p.prefetched, p.prefetch))
+                                   p.prefetched, p.prefetch,
+                                   EventTally(rewritten[k], recs[k].tally)))
     return Schedule(arch, graph, tuple(steps), len(per_region), tuple(inputs), tuple(outputs),
                     dict(dram), arena.peak_bytes, arena.naive_bytes,
                     ConstantLayout(wmem, bytes(consts.blob), data_consts), spilled)
@@ -187,40 +192,127 @@ class _Placement(dict):
         raise KeyError(f"%{name} {state}")
 
 
-def _planned_estimate(unit: Unit, mapping: Any, p: prefetch_steps.PlannedStep, alone: bool,
-                      ctx: CodegenContext, cost: CostCache) -> Estimate:
-    """`p.estimate(ctx.arch, cost)`; for a step without residents (`alone`) its arch-free
-    program is shared through the active search cache by the steps of one signature and
-    mapping with the same prefetch role and prefetched loads (their cost keys and memories)
-    on every NPU with the same program key, as the search's candidates are."""
+@dataclass
+class _Placed:
+    """What a placed step is on every NPU with the same program key (`_placed`), filled in on
+    first use from the first such step met."""
+
+    top: int | None = None  # resident.sram_top (steps without residents)
+    failure: str | None = None  # why its residents cannot be rewritten (once `checked`)
+    checked: bool = False
+    hull: tuple | None = None  # (prefetch.own_hull or None, why it cannot move or None)
+    tally: list = field(default_factory=lambda: [None])  # EventTally's shared counts
+    planned: dict = field(default_factory=dict)  # prefetch role -> its StepProgram
+
+
+def _placed(unit: Unit, mapping: Any, ctx: CodegenContext,
+            residents: Sequence[resident.Resident] = ()) -> _Placed:
+    """The record of a step of `unit`'s signature and `mapping` with `residents`, shared
+    through the active search cache (private without one) by the steps alike on every NPU
+    with the same program key (`SearchCache.by_program`). Without residents a step's SRAM
+    addresses, instructions' cost keys and program come from its signature, its mapping and
+    the NPU's SRAM layout fields alone (DRAM addresses cost nothing); with residents, which of
+    its DMAs the rewrite replaces also reads where its tensors live in DRAM (`_placement`;
+    its weights live below the arena, plan_dram). tests/unit/schedule/test_program_reuse.py
+    checks every shared figure against the step's own on every zoo step."""
     cache = search_cache.active()
-    if not alone or cache is None:
-        return p.estimate(ctx.arch, cost)
-    known = cache.by_program(cache.shared(unit, ctx), ctx.arch, "planned")
-    key = (mapping, p.prefetched, tuple((cost_key(i), i.mem) for i in p.prefetch))
-    prog = known.get(key)
+    if cache is None:
+        return _Placed()
+    known = cache.by_program(cache.shared(unit, ctx), ctx.arch, "placed")
+    key = (mapping, _placement(unit, ctx.dram), tuple(residents)) if residents else mapping
+    rec = known.get(key)
+    if rec is None:
+        rec = known[key] = _Placed()
+    return rec
+
+
+def _planned_estimate(rec: _Placed, p: prefetch_steps.PlannedStep, cost: CostCache
+                      ) -> Estimate:
+    """`p.estimate(cost.arch, cost)`, its arch-free program shared by the steps of `rec` with
+    the same prefetch role and prefetched loads (their cost keys and memories)."""
+    key = (p.prefetched, tuple((cost_key(i), i.mem) for i in p.prefetch))
+    prog = rec.planned.get(key)
     if prog is None:
         work = p.unmoved if p.unmoved is not None else p.work
-        prog = known[key] = StepProgram(work, None, cost.tiles, p.prefetched, p.prefetch)
+        prog = rec.planned[key] = StepProgram(work, None, cost.tiles, p.prefetched, p.prefetch)
     return time_program(prog, cost)
 
 
-def _sram_tops(choices: Sequence, works: Sequence[StepWork], ctx: CodegenContext
-               ) -> list[int]:
-    """`resident.sram_top` of each step, shared through the active search cache by the steps
-    of one signature and mapping on every NPU with the same program key (SRAM addresses come
-    from the unit, the mapping and the SRAM layout fields; tests/unit/schedule/
-    test_program_reuse.py checks it on every zoo step)."""
+def _sram_top(rec: _Placed, work: StepWork) -> int:
+    """`resident.sram_top(work)`, kept in `rec`."""
+    if rec.top is None:
+        rec.top = resident.sram_top(work)
+    return rec.top
+
+
+def _hull(rec: _Placed, work: StepWork, keep: Sequence[tuple[int, int]]
+          ) -> tuple[int, int] | None:
+    """`prefetch.own_hull(work, keep)`, kept in `rec` (from the SRAM top without `keep`)."""
+    if not keep:
+        top = _sram_top(rec, work)
+        return (0, top) if top >= 0 else None
+    if rec.hull is None:
+        try:
+            rec.hull = (prefetch_steps.own_hull(work, keep), None)
+        except prefetch_steps.NotShiftable as exc:
+            rec.hull = (None, str(exc))
+    if rec.hull[1] is not None:
+        raise prefetch_steps.NotShiftable(rec.hull[1])
+    return rec.hull[0]
+
+
+def _check_residents(rec: _Placed, work: StepWork) -> str | None:
+    """Why `work` (a step rewritten for its residents) cannot be emitted, or None: every
+    tile rewritten (`resident.all_instructions`), once per `rec`."""
+    if not rec.checked:
+        try:
+            resident.all_instructions(work)
+        except resident.NotResidentCapable as exc:
+            rec.failure = str(exc)
+        rec.checked = True
+    return rec.failure
+
+
+def _resident_cycles(choices: Sequence, works: Sequence[StepWork], ctx: CodegenContext,
+                     cost: CostCache | None):
+    """The residency planner's `cycles(s, res)` (schedule/residency.py) with the arch-free
+    program of each keyed rewrite (`resident.rewrite_step(keyed=True)`) shared through the
+    active search cache (None without one) by the steps of one signature and mapping, placed
+    alike in DRAM, with the same residents, on every NPU with the same program key: a
+    rewrite reads the NPU's SRAM layout fields alone, and which DMAs hit a resident reads the
+    DRAM places of the step's activations and data constants (its weights live below the
+    arena: plan_dram), which `_placement` keys."""
     cache = search_cache.active()
-    out = []
-    for (unit, mapping, _), work in zip(choices, works, strict=True):
-        known = (cache.by_program(cache.shared(unit, ctx), ctx.arch, "sram_top")
-                 if cache is not None else {})
-        top = known.get(mapping)
-        if top is None:
-            top = known[mapping] = resident.sram_top(work)
-        out.append(top)
-    return out
+    if cache is None or cost is None:
+        return None
+
+    def cycles(s: int, res: list[resident.Resident]) -> int:
+        unit, mapping, _ = choices[s]
+        known = cache.by_program(cache.shared(unit, ctx), ctx.arch, "resident")
+        key = (mapping, _placement(unit, ctx.dram), tuple(res))
+        prog = known.get(key)
+        if prog is None:
+            try:
+                prog = StepProgram(resident.rewrite_step(works[s], res, keyed=True), None,
+                                   cost.tiles)
+            except resident.NotResidentCapable as exc:
+                prog = str(exc)  # (the reason, raised again for every step that meets it)
+            known[key] = prog
+        if isinstance(prog, str):
+            raise resident.NotResidentCapable(prog)
+        return time_program(prog, cost).cycles
+
+    return cycles
+
+
+def _placement(unit: Unit, dram: dict) -> tuple:
+    """Where the tensors a step reads and writes live in DRAM (None: a constant the step packs
+    with its weights)."""
+    members = unit.nodes if isinstance(unit, FusedChain) else (unit,)
+    inner = {n.name for n in members[:-1]}
+    names = [i for n in members for i in n.inputs if i not in inner] + [members[-1].name]
+    return tuple((t.memory, t.address, t.shape, t.dtype) if (t := dram.get(name)) is not None
+                 else None for name in names)
 
 
 def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
@@ -260,18 +352,20 @@ def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     # the search's estimates of the chosen mappings are the steps' cycles without residents
     base = [est.cycles for g in per_region for _, _, est in g]
     failed: dict[str, str] = {}
+    choices = [c for g in per_region for c in g]
+    cycles = _resident_cycles(choices, works, ctx, cost)
     while True:
         per_step, plan_ = plan_step_residents(works, writes, reads, regions, ctx.dram,
                                               excluded | set(failed), ctx.arch, base, cost,
-                                              tops)
+                                              tops, cycles)
         rewritten, bad = [], None
         for k, (w, res) in enumerate(zip(works, per_step, strict=True)):
             w = memoized(resident.rewrite_step(w, res)) if res else w
             if res and bad is None:
-                try:
-                    resident.all_instructions(w)
-                except resident.NotResidentCapable as exc:
-                    bad = (k, str(exc))
+                unit, mapping, _ = choices[k]
+                why = _check_residents(_placed(unit, mapping, ctx, res), w)
+                if why is not None:
+                    bad = (k, why)
             rewritten.append(w)
         if bad is None:
             return per_step, {**dict(plan_.spilled), **failed}, rewritten
@@ -403,73 +497,3 @@ class _DummyTensors(dict):
         t = self._ctx.graph.type_of(name)
         self[name] = DramTensor(self._ctx.act_memory, 0, t.shape, t.dtype)
         return self[name]
-
-
-def step_events(work: StepWork, arch: NpuArch) -> Events:
-    """Energy events of every instruction of a step (the chosen mapping, all tiles); tiles
-    with the same `tile_key` have the same instructions up to addresses, so the same events
-    (each key's are added up once, then counted once per tile: events are integers)."""
-    total = _EventSum()
-    cost = CostCache(arch).cost  # (instruction costs memoised by their fields, per arch)
-    memo: dict = {}  # tile key -> (its events, how many tiles have it)
-    for g in range(work.group_count):
-        group = work.group_fn(g, 0)
-        for ins in group.weight_loads + group.param_loads:
-            total.add(cost(ins).events)
-        for ins in group.vector_setup:
-            total.add(cost(ins, Engine.VECTOR).events)
-        for t in range(group.tile_count):
-            key = work.tile_key(g, t) if work.tile_key is not None else (g, t)
-            got = memo.get(key)
-            if got is not None:
-                got[1] += 1
-                continue
-            tile = work.tile_fn(g, t, top_slots(work.shape))
-            ev = _EventSum()
-            for ins in tile.loads + tile.matrix + tile.stores:
-                ev.add(cost(ins).events)
-            for ins in tile.vector:
-                ev.add(cost(ins, Engine.VECTOR).events)
-            memo[key] = [ev, 1]
-    for ev, n in memo.values():
-        total.add_sum(ev, n)
-    return total.events()
-
-
-_COUNTS = tuple(f.name for f in dataclasses.fields(Events)
-                if not isinstance(getattr(Events(), f.name), tuple))
-_PER_MEMORY = tuple(f.name for f in dataclasses.fields(Events)
-                    if isinstance(getattr(Events(), f.name), tuple))
-
-
-class _EventSum:
-    """Events added up in place (Events + Events builds a new value per addition)."""
-
-    def __init__(self) -> None:
-        self.counts = [0] * len(_COUNTS)
-        self.per_memory: list[list[int]] = [[] for _ in _PER_MEMORY]
-
-    def add(self, ev: Events) -> None:
-        counts = self.counts
-        for i, name in enumerate(_COUNTS):
-            counts[i] += getattr(ev, name)
-        for acc, name in zip(self.per_memory, _PER_MEMORY, strict=True):
-            for m, x in enumerate(getattr(ev, name)):
-                if m == len(acc):
-                    acc.append(0)
-                acc[m] += x
-
-    def add_sum(self, other: _EventSum, times: int) -> None:
-        """`times` x the events of `other`."""
-        for i, x in enumerate(other.counts):
-            self.counts[i] += x * times
-        for acc, more in zip(self.per_memory, other.per_memory, strict=True):
-            for m, x in enumerate(more):
-                if m == len(acc):
-                    acc.append(0)
-                acc[m] += x * times
-
-    def events(self) -> Events:
-        values: dict[str, Any] = dict(zip(_COUNTS, self.counts, strict=True))
-        values.update((n, tuple(a)) for n, a in zip(_PER_MEMORY, self.per_memory, strict=True))
-        return Events(**values)

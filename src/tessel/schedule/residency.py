@@ -20,7 +20,7 @@ The step rewrite that uses the plan: tessel.codegen.resident (behind
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tessel.codegen.context import ALIGN, align
@@ -164,7 +164,8 @@ def _fit(busy: list[tuple[int, int]], lo: int, hi: int, size: int, rule: Rule) -
 def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
                         reads: Sequence[set[str]], regions: Sequence[int], dram: dict,
                         excluded: set[str], arch, base: Sequence[int],
-                        cache: CostCache | None = None, tops: Sequence[int] | None = None
+                        cache: CostCache | None = None, tops: Sequence[int] | None = None,
+                        cycles: Callable[[int, list[Resident]], int] | None = None
                         ) -> tuple[list[list[Resident]], ResidencyPlan]:
     """Per step, the resident tensors it touches; and the plan (`ResidencyPlan`).
 
@@ -172,8 +173,14 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
     and those it reads; excluded: program inputs / outputs (they stay where [memory] says);
     base[s]: step s's estimated cycles without residents (the search's estimate); cache: the
     instruction costs the estimates share (with the caller's other estimates); tops[s]:
-    `resident.sram_top(works[s])` if the caller knows it (computed here if None)."""
+    `resident.sram_top(works[s])` if the caller knows it (computed here if None); cycles(s,
+    res): step s's estimated cycles with the residents `res`, raising NotResidentCapable if it
+    cannot have them (None: `rewrite_step(works[s], res, keyed=True)` estimated here)."""
     cache = cache if cache is not None and cache.arch is arch else CostCache(arch)
+    if cycles is None:
+        def cycles(s: int, res: list[Resident]) -> int:
+            return estimate_step(rewrite_step(works[s], res, keyed=True), arch,
+                                 cache=cache).cycles
     tops = tops if tops is not None else [sram_top(w) for w in works]
     floors = [align(max(t, 0), ALIGN) for t in tops]  # per step: its working-set top
     dma_memo: dict[int, list] = {}
@@ -208,8 +215,7 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
         saving = 0
         try:
             for s in [p, *users]:
-                saving += base[s] - estimate_step(rewrite_step(works[s], res, keyed=True), arch,
-                                                  cache=cache).cycles
+                saving += base[s] - cycles(s, res)
         except NotResidentCapable as exc:
             saving = 0
             why[name] = f"step {s}: {exc}"
@@ -242,8 +248,7 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
         saving = 0
         try:
             for s in [p, *users]:
-                saving += base[s] - estimate_step(rewrite_step(works[s], [r], keyed=True), arch,
-                                                  cache=cache).cycles
+                saving += base[s] - cycles(s, [r])
         except NotResidentCapable as exc:
             why[name] = f"{cut} bytes on chip: step {s}: {exc}"
             continue

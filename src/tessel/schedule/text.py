@@ -6,7 +6,7 @@ estimated cycles and bound, and the off-chip bytes its instructions read and wri
 from __future__ import annotations
 
 from tessel.codegen.scheduled import Schedule, ScheduledStep
-from tessel.schedule.plan import step_events
+from tessel.codegen.step_events import step_events
 
 
 def schedule_text(schedule: Schedule) -> str:
@@ -38,7 +38,7 @@ def step_line(schedule: Schedule, k: int, step: ScheduledStep) -> str:
             reads.append(name)
     ins = ", ".join(_where(schedule, step, name) for name in reads)
     out = _where(schedule, step, step.nodes[-1].name)
-    ev = step_events(step.work, schedule.arch)
+    ev = step_events(step.work, schedule.arch, step.tally)
     est = step.estimate
     return (f"step {k} r{step.region} %{step.name} = {step.op} [{step.mapping}] in({ins}) "
             f"out({out}) cycles {est.cycles} bound {est.bound.value} "

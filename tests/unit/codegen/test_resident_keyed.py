@@ -41,7 +41,8 @@ def test_keyed_estimates_equal_every_tile_rewritten(preset, sram, partial, monke
             asked.append((work, tuple(res)))
         return real(work, res, keyed=keyed)
 
-    monkeypatch.setattr(residency, "rewrite_step", spy)
+    monkeypatch.setattr(residency, "rewrite_step", spy)  # (the planner without a search cache)
+    monkeypatch.setattr(resident, "rewrite_step", spy)  # (its shared programs: schedule/plan.py)
     nodes = _nodes(g)
     schedule = plan(g, nodes, ["x"], [nodes[-1].name], arch, on_chip_residency=True)
     assert any(s.residents for s in schedule.steps)

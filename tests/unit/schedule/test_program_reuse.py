@@ -206,27 +206,69 @@ def test_programs_of_the_least_recently_used_program_keys_are_dropped():
 
 @pytest.mark.parametrize("model", ["ds_cnn", pytest.param("mobilenet_v2",
                                                           marks=pytest.mark.slow)])
-def test_shared_sram_tops_equal_each_placed_step(model, monkeypatch):
-    """The SRAM top the plan takes from the cache for each chosen step (its residency floor,
-    its prefetch hull) equals the one of the step as placed on this point, though the point's
-    DRAM placement differs from the one it was first computed with."""
-    from tessel.codegen import resident
+def test_shared_placed_figures_equal_each_placed_step(model, monkeypatch):
+    """Every figure the plan takes from a shared placed-step record (schedule/plan.py
+    `_placed`: the SRAM top, the residency rewrite's keyed estimates and its check, the
+    prefetch hull, the planned estimates, the energy events' tally) equals the one computed
+    from the step as placed on this point, though the record was filled on another point
+    (other mappings around it, so other DRAM places and residents)."""
+    from tessel.codegen import prefetch, resident
+    from tessel.codegen.step_events import step_events
 
     graph = quantised_graphs([model], 2, None)[model]
     a = load_target("tnpu-s")
-    real = program._sram_tops
-    checked = []
+    checked: dict[str, int] = {}
 
-    def spy(choices, works, ctx):
-        got = real(choices, works, ctx)
-        assert got == [resident.sram_top(w) for w in works]
-        checked.append(len(got))
-        return got
+    def outcome(fn, *args):
+        try:
+            return fn(*args)
+        except (resident.NotResidentCapable, prefetch.NotShiftable) as exc:
+            return type(exc).__name__, str(exc)
 
-    monkeypatch.setattr(program, "_sram_tops", spy)
+    def spy(name, own):
+        real = getattr(program, name)
+
+        def wrapped(*args):
+            got = outcome(real, *args)
+            assert got == outcome(own, *args), name
+            checked[name] = checked.get(name, 0) + 1
+            if isinstance(got, tuple) and got and isinstance(got[0], str):
+                return real(*args)  # (raises again)
+            return got
+        monkeypatch.setattr(program, name, wrapped)
+
+    spy("_sram_top", lambda rec, work: resident.sram_top(work))
+    spy("_hull", lambda rec, work, keep: prefetch.own_hull(work, keep))
+    check = program._check_residents
+    spy("_check_residents", lambda rec, work: check(program._Placed(), work))
+    spy("_planned_estimate", lambda rec, p, cost: p.estimate(cost.arch, cost))
+    real_cycles, real_plan = program._resident_cycles, program._plan
+
+    def cycles_spy(choices, works, ctx, cost):
+        shared = real_cycles(choices, works, ctx, cost)
+
+        def cycles(s, res):
+            own = outcome(lambda: estimate_step(resident.rewrite_step(works[s], res, keyed=True),
+                                                ctx.arch, cache=cost).cycles)
+            assert outcome(shared, s, res) == own
+            checked["cycles"] = checked.get("cycles", 0) + 1
+            return shared(s, res)
+        return cycles
+
+    def plan_spy(graph, nodes, inputs, outputs, arch, *args):
+        schedule = real_plan(graph, nodes, inputs, outputs, arch, *args)
+        for step in schedule.steps if schedule is not None else ():
+            assert step_events(step.work, arch, step.tally) == step_events(step.work, arch)
+            checked["events"] = checked.get("events", 0) + 1
+        return schedule
+
+    monkeypatch.setattr(program, "_resident_cycles", cycles_spy)
+    monkeypatch.setattr(program, "_plan", plan_spy)
     cache = search_cache.SearchCache()
     for arch in (a, a.with_params({"matrix.cols": 8}), a.with_params(OTHER),
                  a.with_params({"vector.lanes": 16, "matrix.rows": 8})):
         with search_cache.use(cache):
             estimate_graph(graph, arch)
-    assert len(checked) >= 4 and sum(checked) > 20
+    assert set(checked) == {"_sram_top", "_hull", "_check_residents", "_planned_estimate",
+                            "cycles", "events"}, checked
+    assert min(checked.values()) >= 4, checked

@@ -1,4 +1,4 @@
-"""`plan.step_events` counts each tile key's events once and multiplies them by its tiles:
+"""`step_events` counts each tile key's events once and multiplies them by its tiles:
 on every step of zoo schedules (with residency, prefetch and cascaded chains) it equals the
 events added up instruction by instruction over every group and every tile."""
 
@@ -9,6 +9,7 @@ import pytest
 from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
 from tessel.codegen.step import top_slots
+from tessel.codegen.step_events import step_events
 from tessel.isa import Engine
 from tessel.isa.costs import Events, instruction_cost
 from tessel.schedule import plan as program
@@ -43,7 +44,8 @@ def test_step_events_equal_every_instruction(model, target):
                             on_chip_residency=True)
     repeated = 0
     for step in schedule.steps:
-        assert program.step_events(step.work, arch) == _every_instruction(step.work, arch), \
+        assert step_events(step.work, arch, step.tally) == _every_instruction(step.work, arch), \
             step.name
+        assert step_events(step.work, arch) == _every_instruction(step.work, arch), step.name
         repeated += step.work.group_count > 1
     assert len(schedule.steps) > 10 and repeated > 5
