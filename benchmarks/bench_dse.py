@@ -1,7 +1,10 @@
 """Design-space exploration throughput (BENCHMARKS.md): design points fully evaluated per
 second per worker for MobileNetV2 with the compiler in the loop (mapping search, fusion,
 memory planning decisions, cost model), excluding the one-off quantisation; scaling from 1
-to 2 local workers and on a local Ray cluster, measured in one run.
+to 2 workers of one executor (local processes; a local Ray cluster of 1 then 2 CPUs, one actor
+per CPU), and Ray's throughput against local workers', measured in one run: the rounds of
+every configuration interleaved, each figure the median round (`--rounds`, 3 by default).
+A Ray cluster is started, and left to finish starting its agents, before its clock starts.
 
 The mapping search prunes candidates with closed-form bounds and each worker keeps a cache of
 searched steps (tessel.schedule.search_cache); ``--reference`` measures the search without
@@ -12,13 +15,15 @@ add the SRAM size and the DRAM bandwidth. Each worker starts by importing the co
 receiving the graphs (~0.4 s on this machine): in a 16-point sweep that is about a fifth of a
 2-worker run, so the scaling figure is read off the 64-point sweep (`make bench` runs both).
 
-Run: ``python -m benchmarks.bench_dse [--points N] [--models a,b] [--no-ray] [--reference]``.
+Run: ``python -m benchmarks.bench_dse [--points N] [--rounds R] [--models a,b] [--no-ray]
+[--reference]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 
 from tessel.analysis.explore import explore, quantised_graphs
@@ -64,10 +69,29 @@ def _quiet(timeout_s: float = 20.0, window_s: float = 0.5, share: float = 0.05) 
         last = now
 
 
+def _sweep(graphs, space: dict, workers: int, ray_run: str | None):
+    """(seconds, explore's result) of one sweep: `workers` local processes, or (`ray_run`) a
+    local Ray cluster of `workers` CPUs (one actor each, explore_run.RayRunner) started and
+    quiet before the clock starts."""
+    if ray_run:
+        import ray
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        _quiet()
+    t0 = time.perf_counter()
+    try:
+        result = explore(graphs, space, target="tnpu-s",
+                         **({"ray": "auto"} if ray_run else {"workers": workers}))
+    finally:
+        if ray_run:  # (started here: `make bench` runs this sweep twice)
+            ray.shutdown()
+    return time.perf_counter() - t0, result
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=16)
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3, help="runs of each sweep (median kept)")
     ap.add_argument("--models", default="mobilenet_v2", help="comma-separated zoo models")
     ap.add_argument("--reference", action="store_true",
                     help="no pruning and no search cache (the search as before them)")
@@ -76,37 +100,38 @@ def main() -> None:
         os.environ[REFERENCE_ENV] = "1"  # read by every worker process (explore_run)
     graphs = quantised_graphs(args.models.split(","), 8, None)
     space = _space(args.points)
-    rows = []
-    runs = [("1 local worker", {"workers": 1}), ("2 local workers", {"workers": 2})]
+    runs = [("1 local worker", 1, None), ("2 local workers", 2, None)]
     if not args.no_ray:
-        runs.append(("local Ray (2 CPUs)", {"ray": "local"}))
-    for label, kw in runs:
-        if kw.get("ray") == "local":
-            import ray
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-            _quiet()
-            kw = {"ray": "auto"}
-        t0 = time.perf_counter()
-        try:
-            result = explore(graphs, space, target="tnpu-s", **kw)
-        finally:
-            if kw.get("ray"):  # (started here: `make bench` runs this sweep twice)
-                import ray
-                ray.shutdown()
-        dt = time.perf_counter() - t0
-        n = result.evaluated
-        per_worker = n / dt / (1 if kw.get("workers", 2) == 1 else 2)
-        rows.append((label, n, dt, n / dt, per_worker, len(result.front)))
+        runs += [("local Ray (1 CPU)", 1, "ray"), ("local Ray (2 CPUs)", 2, "ray")]
+    # rounds interleaved (this machine is shared and noisy): each figure is the median round
+    seconds: dict[str, list[float]] = {label: [] for label, _, _ in runs}
+    done: dict[str, tuple[int, int]] = {}  # label -> (points evaluated, front size)
+    for _ in range(args.rounds):
+        for label, workers, ray_run in runs:
+            dt, result = _sweep(graphs, space, workers, ray_run)
+            seconds[label].append(dt)
+            done[label] = (result.evaluated, len(result.front))
+    rows = []
+    for label, workers, _ in runs:
+        n, front = done[label]
+        dt = statistics.median(seconds[label])
+        rows.append((label, workers, n, dt, n / dt, n / dt / workers, front))
     print(f"models {args.models}"
           + (" (reference search: no pruning, no cache)" if args.reference else ""))
+    print(f"median of {args.rounds} interleaved rounds")
     print("| run | points | seconds | points/s | points/s per worker | front |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]:.2f} | {r[4]:.2f} | {r[5]} |")
-    base = rows[0][3]
-    for r in rows[1:]:
-        print(f"\nscaling {r[0]}: {r[3] / (2 * base):.2f} (= throughput / (2 x 1-worker))")
-
+        print(f"| {r[0]} | {r[2]} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:.2f} | {r[6]} |")
+    # scaling (BENCHMARKS.md): throughput with 2 workers / (2 x throughput with 1) of one executor
+    print(f"\nscaling 2 local workers: {rows[1][4] / (2 * rows[0][4]):.2f} "
+          "(= throughput / (2 x 1 local worker))")
+    if len(rows) == 4:
+        print(f"\nscaling local Ray (2 CPUs): {rows[3][4] / (2 * rows[2][4]):.2f} "
+              "(= throughput / (2 x Ray with 1 CPU))")
+        print(f"\nlocal Ray (2 CPUs) vs 2 local workers: {rows[3][4] / rows[1][4]:.2f}, vs 2 x 1 "
+              f"local worker: {rows[3][4] / (2 * rows[0][4]):.2f} (the actors' own start and "
+              "Ray's threads)")
 
 if __name__ == "__main__":
     main()
