@@ -120,10 +120,11 @@ def main() -> None:
     print(f"models {args.models}"
           + (" (reference search: no pruning, no cache)" if args.reference else ""))
     print(f"median of {args.rounds} interleaved rounds")
-    print("| run | points | seconds | points/s | points/s per worker | front |")
-    print("|---|---|---|---|---|---|")
+    print("| run | points | seconds | points/s | points/s per worker | front | every round, s |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r[0]} | {r[2]} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:.2f} | {r[6]} |")
+        every = " / ".join(f"{x:.1f}" for x in seconds[r[0]])
+        print(f"| {r[0]} | {r[2]} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:.2f} | {r[6]} | {every} |")
     # scaling (BENCHMARKS.md): throughput with 2 workers / (2 x throughput with 1) of one executor
     print(f"\nscaling 2 local workers: {rows[1][4] / (2 * rows[0][4]):.2f} "
           "(= throughput / (2 x 1 local worker))")
