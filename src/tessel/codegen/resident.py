@@ -394,7 +394,7 @@ def sram_top(work: StepWork) -> int:
     the step and, for a step without residents, the prefetch planner's hull. A function of the
     step's unit, mapping and the NPU's SRAM layout fields alone (SRAM addresses never read the
     DRAM placement), so the schedule stage shares it across design points
-    (schedule/plan.py `_sram_tops`)."""
+    (schedule/plan.py `_placed`)."""
     top = -1
     for ins in all_instructions(work):
         for a in accesses(ins):

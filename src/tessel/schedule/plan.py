@@ -10,7 +10,7 @@ the constant layout (each step's constants packed once, in program order), the D
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -274,7 +274,8 @@ def _check_residents(rec: _Placed, work: StepWork) -> str | None:
 
 
 def _resident_cycles(choices: Sequence, works: Sequence[StepWork], ctx: CodegenContext,
-                     cost: CostCache | None):
+                     cost: CostCache | None
+                     ) -> Callable[[int, list[resident.Resident]], int] | None:
     """The residency planner's `cycles(s, res)` (schedule/residency.py) with the arch-free
     program of each keyed rewrite (`resident.rewrite_step(keyed=True)`) shared through the
     active search cache (None without one) by the steps of one signature and mapping, placed

@@ -300,10 +300,10 @@ class SearchCache:
         return got
 
     def by_program(self, shared: Shared, arch: NpuArch, kind: str) -> dict:
-        """`shared`'s `kind` dict (the search's "programs", the plan's "sram_top" and
-        "planned") for NPUs with `arch`'s program key. Those of the least recently used program
-        keys beyond `max_program_keys` are dropped (MobileNetV2's programs for one key take
-        ~90 MB)."""
+        """`shared`'s `kind` dict (the search's "programs"; the plan's "placed" steps and
+        "resident" keyed-rewrite programs, schedule/plan.py) for NPUs with `arch`'s program
+        key. Those of the least recently used program keys beyond `max_program_keys` are
+        dropped (MobileNetV2's programs for one key take ~90 MB)."""
         pk = program_key(arch)
         if pk in self._program_keys:
             self._program_keys.move_to_end(pk)
