@@ -132,11 +132,13 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
     works = []
     for unit, mapping, _ in choices:
         em = _emitter(unit)
-        placed = consts.place(em.constants(unit, mapping, ctx))
-        works.append(memoized(em.step(unit, mapping, ctx, placed)))
+        packed = consts.place(em.constants(unit, mapping, ctx))
+        works.append(memoized(em.step(unit, mapping, ctx, packed)))
     arena = plan_dram(graph, nodes, inputs, outputs, arch, choices, len(consts.blob))
     dram.bind(arena.tensors)
-    per_step, spilled, rewritten = ([[] for _ in choices], None, list(works))
+    per_step: list[list[resident.Resident]] = [[] for _ in choices]
+    spilled: dict[str, str] | None = None
+    rewritten = list(works)
     # the instruction costs of the residency and prefetch estimates (the search's, if analytical)
     cost = (cost_model.cost_cache(arch) if isinstance(cost_model, AnalyticalCostModel)
             else CostCache(arch))
@@ -442,8 +444,10 @@ def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext, *,
 
     def single(n: Node) -> tuple[Any, Estimate]:
         if n.name not in alone:
-            alone[n.name] = _choose(n, ctx, cost_model=cost_model,
-                                    input_resident_orders=input_resident_orders)
+            got = _choose(n, ctx, cost_model=cost_model,
+                          input_resident_orders=input_resident_orders)
+            assert got is not None  # (required: a step without a mapping raises)
+            alone[n.name] = got
         return alone[n.name]
 
     k = 0
