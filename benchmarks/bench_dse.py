@@ -11,9 +11,10 @@ searched steps (tessel.schedule.search_cache); ``--reference`` measures the sear
 either (the figures are identical, only the time differs).
 
 Sweeps: rows x cols x lanes around tnpu-s (16 points, the default); ``--points 32`` / ``64``
-add the SRAM size and the DRAM bandwidth. Each worker starts by importing the compiler and
-receiving the graphs (~0.4 s on this machine): in a 16-point sweep that is about a fifth of a
-2-worker run, so the scaling figure is read off the 64-point sweep (`make bench` runs both).
+add the SRAM size and the DRAM bandwidth. Each worker pays a start whatever a point costs
+(the graphs received, a Ray actor's import of the compiler; numba's start, ~0.5 s; its first
+point searched cold, ~0.7 s against ~0.15 s warm): a large part of a 16-point run on two
+workers, so the scaling figure is read off the 64-point sweep (`make bench` runs both).
 
 Run: ``python -m benchmarks.bench_dse [--points N] [--rounds R] [--models a,b] [--no-ray]
 [--reference]``.

@@ -13,7 +13,7 @@ end of the tile's vector work. Rings and tokens are unchanged. docs/backend.md.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tessel.codegen.step import GroupWork, Slots, StepWork, TileWork, top_slots
@@ -388,15 +388,15 @@ def _signature(tile: TileWork, res: Sequence[Resident]) -> tuple:
     return tuple(out)
 
 
-def sram_top(work: StepWork) -> int:
-    """One past the highest SRAM byte any instruction of the step touches, with the highest
-    slot of each ring (`all_instructions`), or -1 if none: the residency planner's floor of
-    the step and, for a step without residents, the prefetch planner's hull. A function of the
-    step's unit, mapping and the NPU's SRAM layout fields alone (SRAM addresses never read the
-    DRAM placement), so the schedule stage shares it across design points
-    (schedule/plan.py `_placed`)."""
+def sram_top(instrs: Iterable[Instruction]) -> int:
+    """One past the highest SRAM byte the instructions touch, or -1 if none. Of a step's
+    `all_instructions` (the highest slot of each ring): the residency planner's floor of the
+    step (its working set) and, for a step without residents, the prefetch planner's hull; a
+    function of the step's unit, mapping and the NPU's SRAM layout fields alone (SRAM
+    addresses never read the DRAM placement), so the schedule stage shares it across design
+    points (schedule/plan.py `_placed`)."""
     top = -1
-    for ins in all_instructions(work):
+    for ins in instrs:
         for a in accesses(ins):
             if a.space is Space.SRAM and a.hi > top:
                 top = a.hi

@@ -241,9 +241,9 @@ def _planned_estimate(rec: _Placed, p: prefetch_steps.PlannedStep, cost: CostCac
 
 
 def _sram_top(rec: _Placed, work: StepWork) -> int:
-    """`resident.sram_top(work)`, kept in `rec`."""
+    """`resident.sram_top` of the step's `all_instructions`, kept in `rec`."""
     if rec.top is None:
-        rec.top = resident.sram_top(work)
+        rec.top = resident.sram_top(resident.all_instructions(work))
     return rec.top
 
 

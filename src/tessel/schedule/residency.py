@@ -4,7 +4,7 @@ in the SRAM scratchpad from their producer step to their last consumer step, and
 Input: per tensor a lifetime interval of steps [start, end] (inclusive), its size and the
 cycles residency would save (from the cost model: the producer's and consumers' estimates
 with and without the DRAM round trip); per step the top of its working SRAM (the highest
-SRAM byte any of its instructions touches, `working_set_top`). A resident tensor is placed
+SRAM byte any of its instructions touches, `resident.sram_top`, aligned). A resident tensor is placed
 above the working sets of every step of its lifetime and away from every other resident
 tensor alive at the same time, so no instruction of those steps can touch it.
 
@@ -20,7 +20,7 @@ The step rewrite that uses the plan: tessel.codegen.resident (behind
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tessel.codegen.context import ALIGN, align
@@ -33,8 +33,8 @@ from tessel.codegen.resident import (
 )
 from tessel.codegen.step import StepWork
 from tessel.codegen.step_estimate import CostCache, estimate_step
-from tessel.isa import Instruction, Opcode
-from tessel.isa.footprint import Space, accesses
+from tessel.isa import Opcode
+from tessel.isa.footprint import accesses
 
 
 @dataclass(frozen=True)
@@ -70,16 +70,6 @@ def largest_gap(placed: Sequence[tuple[Lifetime, int, int]], t: Lifetime, floors
             best = (cur, min(b0, sram_bytes))
         cur = max(cur, b1)
     return best
-
-
-def working_set_top(instrs: Iterable[Instruction]) -> int:
-    """One past the highest SRAM byte the instructions touch (0 if none), aligned."""
-    top = 0
-    for ins in instrs:
-        for a in accesses(ins):
-            if a.space is Space.SRAM:
-                top = max(top, a.hi)
-    return align(top, ALIGN)
 
 
 def plan_residency(tensors: Sequence[Lifetime], floors: Sequence[int], sram_bytes: int
@@ -173,15 +163,16 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
     and those it reads; excluded: program inputs / outputs (they stay where [memory] says);
     base[s]: step s's estimated cycles without residents (the search's estimate); cache: the
     instruction costs the estimates share (with the caller's other estimates); tops[s]:
-    `resident.sram_top(works[s])` if the caller knows it (computed here if None); cycles(s,
-    res): step s's estimated cycles with the residents `res`, raising NotResidentCapable if it
-    cannot have them (None: `rewrite_step(works[s], res, keyed=True)` estimated here)."""
+    `resident.sram_top` of works[s]'s `all_instructions` if the caller knows it (computed
+    here if None); cycles(s, res): step s's estimated cycles with the residents `res`,
+    raising NotResidentCapable if it cannot have them (None: `rewrite_step(works[s], res,
+    keyed=True)` estimated here)."""
     cache = cache if cache is not None and cache.arch is arch else CostCache(arch)
     if cycles is None:
         def cycles(s: int, res: list[Resident]) -> int:
             return estimate_step(rewrite_step(works[s], res, keyed=True), arch,
                                  cache=cache).cycles
-    tops = tops if tops is not None else [sram_top(w) for w in works]
+    tops = tops if tops is not None else [sram_top(all_instructions(w)) for w in works]
     floors = [align(max(t, 0), ALIGN) for t in tops]  # per step: its working-set top
     dma_memo: dict[int, list] = {}
 
@@ -189,8 +180,9 @@ def plan_step_residents(works: Sequence[StepWork], writes: Sequence[str | None],
         """Step s's DMAs: (opcode, ext access) of each (partial residency's cuts and reads)."""
         got = dma_memo.get(s)
         if got is None:
-            got = dma_memo[s] = [(ins.opcode, accesses(ins)[0]) for ins in all_instructions(works[s])
-                                 if ins.opcode is Opcode.DMA_LOAD or ins.opcode is Opcode.DMA_STORE]
+            got = dma_memo[s] = [(ins.opcode, accesses(ins)[0])
+                                 for ins in all_instructions(works[s])
+                                 if ins.opcode in (Opcode.DMA_LOAD, Opcode.DMA_STORE)]
         return got
 
     lifetimes = []

@@ -237,7 +237,7 @@ def test_shared_placed_figures_equal_each_placed_step(model, monkeypatch):
             return got
         monkeypatch.setattr(program, name, wrapped)
 
-    spy("_sram_top", lambda rec, work: resident.sram_top(work))
+    spy("_sram_top", lambda rec, work: resident.sram_top(resident.all_instructions(work)))
     spy("_hull", lambda rec, work, keep: prefetch.own_hull(work, keep))
     check = program._check_residents
     spy("_check_residents", lambda rec, work: check(program._Placed(), work))

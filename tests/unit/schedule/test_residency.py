@@ -2,9 +2,10 @@
 lifetime stays on chip, one that does not is spilled to DRAM; residents alive at the same time
 never overlap; the plan is deterministic."""
 
+from tessel.codegen.resident import sram_top
 from tessel.isa import Instruction, Opcode
 from tessel.isa.fields import DType
-from tessel.schedule.residency import Lifetime, plan_residency, working_set_top
+from tessel.schedule.residency import Lifetime, plan_residency
 
 SRAM = 1024
 
@@ -43,11 +44,11 @@ def test_best_fit_takes_the_smallest_gap_and_higher_saving_first():
     assert plan_residency(ts, [256], SRAM) == plan
 
 
-def test_working_set_top_from_instruction_footprints():
+def test_sram_top_from_instruction_footprints():
     load = Instruction.make(Opcode.DMA_LOAD, mem=0, dtype=DType.I8, d0=100, ext_addr=0,
                             ext_s0=1, sram_addr=1000, sram_s0=1)
-    assert working_set_top([load]) == 1104  # 1100 aligned to 16
-    assert working_set_top([]) == 0
+    assert sram_top([load]) == 1100  # (the planner aligns it to 16: its floor)
+    assert sram_top([]) == -1
 
 
 def test_placement_avoids_fragmenting_the_sram():
