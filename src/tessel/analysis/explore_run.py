@@ -10,7 +10,9 @@ share the most of it), taking from the others' runs once its own is done.
 
 from __future__ import annotations
 
+import enum
 import os
+import statistics
 import threading
 import time
 from collections import deque
@@ -116,38 +118,97 @@ def _eval_in_worker(point: dict[str, Any]) -> PointResult:
 _AFFINITY = ("matrix.cols", "vector.lanes", "matrix.rows")
 
 
+def affinity_key(point: dict[str, Any], base: NpuArch) -> tuple:
+    """The order of `affinity_queues`: the program key (search_cache.program_key, "" for a
+    point that is not a valid NPU), the `_AFFINITY` parameters, then the others."""
+    try:
+        program = program_key(build_arch(base, point))
+    except TesselConfigError:
+        program = ""
+    return (program, *(repr(point.get(k)) for k in _AFFINITY),
+            *sorted((k, repr(v)) for k, v in point.items() if k not in _AFFINITY))
+
+
 def affinity_queues(points: Sequence[dict[str, Any]], n: int, base: NpuArch
                     ) -> list[deque[dict[str, Any]]]:
     """`points` in `n` queues of about equal length, one per worker, so that a worker's points
-    share what its search cache keeps (tessel.schedule.search_cache): sorted by program key,
-    then the `_AFFINITY` parameters, then the others, and cut into consecutive runs."""
-    def key(point: dict[str, Any]) -> tuple:
-        try:
-            program = program_key(build_arch(base, point))
-        except TesselConfigError:
-            program = ""
-        return (program, *(repr(point.get(k)) for k in _AFFINITY),
-                *sorted((k, repr(v)) for k, v in point.items() if k not in _AFFINITY))
-
-    ordered = sorted(points, key=key)
+    share what its search cache keeps (tessel.schedule.search_cache): sorted by
+    `affinity_key`, cut into consecutive runs."""
+    ordered = sorted(points, key=lambda p: affinity_key(p, base))
     cuts = [len(ordered) * i // n for i in range(n + 1)]
     return [deque(ordered[cuts[i]:cuts[i + 1]]) for i in range(n)]
 
 
-def next_point(queues: list[deque[dict[str, Any]]], i: int) -> dict[str, Any] | None:
-    """Worker i's next point: the first of its run, else the last of the longest other run
-    (None: every run is done)."""
-    if queues[i]:
-        return queues[i].popleft()
-    longest = max(queues, key=len)
-    return longest.pop() if longest else None
+class Warmth(enum.IntEnum):
+    """What a worker's search cache already holds for a point (`Runs`): a point of a program
+    key it has not seen pays the candidates' programs (~0.5 s on MobileNetV2, against
+    ~0.15 s for a point alike in everything but the DRAM)."""
+
+    WARM = 0  # a point of the same group (program key and `_AFFINITY` parameters) seen
+    PROGRAMS = 1  # the program key seen, not the group
+    COLD = 2  # the program key not seen
+
+
+class Runs:
+    """Who evaluates which point next: each worker its own run of similar points
+    (`affinity_queues`), in order; a worker done with its run takes the last point of the
+    longest other run, unless the points it has seen say the other worker would finish its
+    whole run sooner than the thief that point (`steals`): at the end of a sweep, a point
+    taken from another worker's run is often cold for the thief (another program key) and
+    warm for its owner."""
+
+    def __init__(self, points: Sequence[dict[str, Any]], n: int, base: NpuArch):
+        self.queues = affinity_queues(points, n, base)
+        self._key = {id(p): affinity_key(p, base) for q in self.queues for p in q}
+        self._seen: list[set[tuple]] = [set() for _ in range(n)]  # groups and program keys
+        self._warmth: dict[int, Warmth] = {}  # id(point) -> its warmth where it was sent
+        self._seconds: dict[Warmth, list[float]] = {w: [] for w in Warmth}
+
+    def warmth(self, i: int, point: dict[str, Any]) -> Warmth:
+        key = self._key[id(point)]
+        if key[:1 + len(_AFFINITY)] in self._seen[i]:
+            return Warmth.WARM
+        return Warmth.PROGRAMS if key[:1] in self._seen[i] else Warmth.COLD
+
+    def next(self, i: int) -> dict[str, Any] | None:
+        """Worker i's next point (None: nothing for it now; each run's own worker still takes
+        every point left in it)."""
+        if self.queues[i]:
+            return self._send(i, self.queues[i].popleft())
+        v = max(range(len(self.queues)), key=lambda k: len(self.queues[k]))
+        if not self.queues[v] or not self.steals(i, v):
+            return None
+        return self._send(i, self.queues[v].pop())
+
+    def steals(self, i: int, v: int) -> bool:
+        """Whether worker i (done) should take the last point of worker v's run: it does unless
+        the median seconds of the points finished so far, by warmth, say it would take that
+        point longer than v takes all of its run (v's point in flight not counted)."""
+        est = {w: statistics.median(s) for w, s in self._seconds.items() if s}
+        queue = self.queues[v]
+        need = {self.warmth(i, queue[-1]), *(self.warmth(v, p) for p in queue)}
+        if not need <= est.keys():
+            return True  # not measured yet
+        return est[self.warmth(i, queue[-1])] <= sum(est[self.warmth(v, p)] for p in queue)
+
+    def done(self, point: dict[str, Any], seconds: float) -> None:
+        """Record a finished point's evaluation seconds (PointResult.eval_s)."""
+        w = self._warmth.pop(id(point), None)
+        if w is not None:
+            self._seconds[w].append(seconds)
+
+    def _send(self, i: int, point: dict[str, Any]) -> dict[str, Any]:
+        self._warmth[id(point)] = self.warmth(i, point)
+        key = self._key[id(point)]
+        self._seen[i].update((key[:1], key[:1 + len(_AFFINITY)]))
+        return point
 
 
 class LocalRunner:
     """Points evaluated in ``workers`` processes (0: in this process), one pool of one process
-    per worker, each given its run of similar points (`affinity_queues`; a worker whose run is
-    done takes the last point of the longest other run), so each worker's search cache serves
-    points alike."""
+    per worker, each given its run of similar points (`Runs`: a worker whose run is done takes
+    the last point of the longest other run when that is worth it), so each worker's search
+    cache serves points alike."""
 
     def __init__(self, graphs: Graphs, base: NpuArch, workers: int, context: str = ""):
         self.graphs, self.base, self.workers, self.context = graphs, base, workers, context
@@ -161,13 +222,13 @@ class LocalRunner:
             for p in points:
                 yield evaluate_point(p, self.graphs, self.base, self.context)
             return
-        queues = affinity_queues(points, len(self.pools), self.base)
-        running: dict[Future, int] = {}
+        runs = Runs(points, len(self.pools), self.base)
+        running: dict[Future, tuple[int, dict[str, Any]]] = {}
 
         def feed(i: int) -> None:
-            point = next_point(queues, i)
+            point = runs.next(i)
             if point is not None:
-                running[self.pools[i].submit(_eval_in_worker, point)] = i
+                running[self.pools[i].submit(_eval_in_worker, point)] = (i, point)
 
         for i in range(len(self.pools)):
             feed(i)
@@ -175,9 +236,11 @@ class LocalRunner:
             while running:
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for f in done:
-                    i = running.pop(f)
+                    i, point = running.pop(f)
+                    res = f.result()
+                    runs.done(point, res.eval_s)
                     feed(i)
-                    yield f.result()
+                    yield res
         finally:
             for f in running:
                 f.cancel()
@@ -217,13 +280,13 @@ class RayRunner:
 
     def run(self, points: Sequence[dict[str, Any]]) -> Iterator[PointResult]:
         ray = self.ray
-        queues = affinity_queues(points, len(self.actors), self.base)
-        running: dict[Any, int] = {}
+        runs = Runs(points, len(self.actors), self.base)
+        running: dict[Any, tuple[int, dict[str, Any]]] = {}
 
         def feed(i: int) -> None:
-            point = next_point(queues, i)
+            point = runs.next(i)
             if point is not None:
-                running[self.actors[i].evaluate.remote(point)] = i
+                running[self.actors[i].evaluate.remote(point)] = (i, point)
 
         for i in range(len(self.actors)):
             feed(i)
@@ -231,9 +294,11 @@ class RayRunner:
             while running:
                 done, _ = ray.wait(list(running), num_returns=1)
                 for r in done:
-                    i = running.pop(r)
+                    i, point = running.pop(r)
+                    res = ray.get(r)
+                    runs.done(point, res.eval_s)
                     feed(i)
-                    yield ray.get(r)
+                    yield res
         finally:
             for r in running:
                 ray.cancel(r)

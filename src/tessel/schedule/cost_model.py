@@ -24,15 +24,12 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from tessel.arch import NpuArch
-from tessel.binary import TslProgram
 from tessel.codegen.emit import emit_step
 from tessel.codegen.step import Estimate, GroupWork, StepWork
 from tessel.codegen.step_estimate import CostCache, StepProgram, estimate_step, limit, scaled, time_program
 from tessel.codegen.streams import Streams
 from tessel.errors import TesselSimError
 from tessel.isa import Engine, Instruction, Opcode
-from tessel.sim.prepare import prepare
-from tessel.sim.timing import schedule
 
 _CONTROL = (Opcode.WAIT, Opcode.SIGNAL, Opcode.END)
 
@@ -121,6 +118,12 @@ def simulate_step(work: StepWork, arch: NpuArch, *, prefetched: bool = False,
     instruction's end (the closing WAIT and END of the program excluded); busy: compute
     engines the summed durations of their instructions, DMA engines the cycles with a
     transfer in flight."""
+    # (the simulator and the binary format: imported here, so that the analytical model's
+    # users, a design-space exploration worker above all, do not pay their import)
+    from tessel.binary import TslProgram
+    from tessel.sim.prepare import prepare
+    from tessel.sim.timing import schedule
+
     streams = Streams()
     emit_step(work, streams, prefetched=prefetched, prefetch=prefetch)
     lengths = {e: len(streams.queues[e]) for e in Engine}

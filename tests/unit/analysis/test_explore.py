@@ -128,12 +128,93 @@ def test_affinity_queues_split_every_point_once_by_what_workers_share():
         assert len({(p["onchip.sram_bytes"], p["matrix.cols"]) for p in q}) == 1
 
 
+def _runs_points() -> list[dict]:
+    """Two SRAM sizes (two program keys) x two array widths x two DRAM bandwidths."""
+    from tessel.analysis.explore_space import parse_space
+
+    return list(parse_space({"matrix": {"cols": [8, 16]},
+                             "onchip": {"sram_bytes": [262_144, 524_288]},
+                             "dram_bytes_per_cycle": [8, 16]}).points())
+
+
 def test_a_worker_done_with_its_run_takes_the_last_point_of_the_longest():
-    from collections import deque
+    """Nothing measured yet: a worker done with its run takes the last point of the longest
+    other run (explore_run.Runs)."""
+    from tessel.analysis.explore_run import Runs
 
-    from tessel.analysis.explore_run import next_point
+    runs = Runs(_runs_points(), 2, load_target("tnpu-s"))
+    own = [list(q) for q in runs.queues]
+    assert [runs.next(0) for _ in range(4)] == own[0]
+    assert runs.next(0) is own[1][-1] and runs.next(0) is own[1][-2]
+    assert runs.next(1) is own[1][0] and runs.next(1) is own[1][1]
+    assert runs.next(0) is None and runs.next(1) is None
 
-    queues = [deque([{"p": 1}]), deque([{"p": 2}, {"p": 3}, {"p": 4}]), deque([{"p": 5}])]
-    assert [next_point(queues, 0) for _ in range(3)] == [{"p": 1}, {"p": 4}, {"p": 3}]
-    assert next_point(queues, 1) == {"p": 2}
-    assert next_point(queues, 1) == {"p": 5} and next_point(queues, 2) is None
+
+def test_a_worker_done_with_its_run_takes_a_point_only_where_that_ends_the_sweep_sooner():
+    """Measured: a point of another program key costs the thief a cold search (1 s here)
+    against 0.1 s for its owner, alike in all but the DRAM: the thief takes it only if the
+    owner's whole run left would take longer."""
+    from tessel.analysis.explore_run import Runs, Warmth
+
+    def measured() -> tuple[Runs, list[list[dict]]]:
+        runs = Runs(_runs_points(), 2, load_target("tnpu-s"))
+        own = [list(q) for q in runs.queues]
+        for i in (0, 1):  # each worker its first point (cold), then its twin (warm)
+            for _ in range(2):
+                p = runs.next(i)
+                runs.done(p, 1.0 if runs._warmth[id(p)] is Warmth.COLD else 0.1)
+        return runs, own
+
+    runs, own = measured()
+    assert runs.next(0) is own[0][2]  # (its own: a point of its program key, not seen)
+    assert runs.warmth(0, own[0][2]) is Warmth.WARM  # sent: its group is seen now
+    runs.done(own[0][2], 0.5)  # PROGRAMS measured: 0.5 s
+    assert runs.next(0) is own[0][3]
+    runs.done(own[0][3], 0.1)
+    # worker 0 is done; worker 1 has 2 points left of a group it has not started (0.5 s each
+    # for it, 1 s for worker 0, whose program key is the other): 1 s <= 0.5 + 0.5, taken
+    assert runs.warmth(0, own[1][3]) is Warmth.COLD
+    assert runs.steals(0, 1) and runs.next(0) is own[1][3]
+    # then one point left, 0.5 s for its owner, 0.1 s for worker 0 (the group it has started)
+    assert runs.next(0) is own[1][2] and runs.next(0) is None
+
+    runs, own = measured()
+    for p in own[0][2:]:
+        assert runs.next(0) is p
+        runs.done(p, 0.5)
+    runs.next(1)  # worker 1 starts its last group: one point left, 0.1 s for it
+    assert not runs.steals(0, 1) and runs.next(0) is None  # (1 s for the thief: left alone)
+    assert runs.next(1) is own[1][3] and runs.next(1) is None
+
+
+def test_runs_hand_out_every_point_once_whatever_the_durations():
+    """Every point to exactly one worker, each worker's own run in order, whatever the
+    measured seconds and the finishing order."""
+    import random
+
+    from tessel.analysis.explore_run import Runs
+
+    points = [dict(p) for p in _runs_points() for _ in range(3)]  # (equal, distinct dicts)
+    for seed in range(20):
+        rnd = random.Random(seed)
+        n = rnd.choice([2, 3])
+        runs = Runs(points, n, load_target("tnpu-s"))
+        own = [list(q) for q in runs.queues]
+        given: list[list[dict]] = [[] for _ in range(n)]
+        busy: dict[int, dict] = {}
+        for i in range(n):
+            p = runs.next(i)
+            if p is not None:
+                busy[i] = p
+        while busy:
+            i = rnd.choice(sorted(busy))
+            p = busy.pop(i)
+            given[i].append(p)
+            runs.done(p, rnd.choice([0.05, 0.1, 0.5, 2.0]))
+            q = runs.next(i)
+            if q is not None:
+                busy[i] = q
+        assert sorted(map(id, (p for g in given for p in g))) == sorted(map(id, points))
+        for i in range(n):
+            mine = [p for p in given[i] if any(p is q for q in own[i])]
+            assert [id(p) for p in mine] == [id(p) for p in own[i]][:len(mine)]
