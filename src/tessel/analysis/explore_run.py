@@ -5,7 +5,8 @@ Executors: in-process (workers=0), local worker processes (the graphs are shippe
 worker through the pool's initializer) or Ray actors, one per CPU of the cluster (the graphs
 are put in the object store once, each actor fetches them once). Each worker or actor keeps a
 search cache, and gets its own run of similar points (`affinity_queues`: the points that
-share the most of it), taking from the others' runs once its own is done.
+share the most of it), taking from the others' runs once its own is done where that ends
+the sweep sooner (`Runs`).
 """
 
 from __future__ import annotations
