@@ -140,36 +140,38 @@ def affinity_queues(points: Sequence[dict[str, Any]], n: int, base: NpuArch
     return [deque(ordered[cuts[i]:cuts[i + 1]]) for i in range(n)]
 
 
-class Warmth(enum.IntEnum):
+class Warmth(enum.Enum):
     """What a worker's search cache already holds for a point (`Runs`): a point of a program
-    key it has not seen pays the candidates' programs (~0.5 s on MobileNetV2, against
+    key it has not seen pays the candidates' programs (0.35-0.7 s on MobileNetV2, against
     ~0.15 s for a point alike in everything but the DRAM)."""
 
-    WARM = 0  # a point of the same group (program key and `_AFFINITY` parameters) seen
-    PROGRAMS = 1  # the program key seen, not the group
-    COLD = 2  # the program key not seen
+    WARM = "warm"  # a point of the same group (program key and `_AFFINITY` parameters) seen
+    PROGRAMS = "programs"  # the program key seen, not the group
+    COLD = "cold"  # the program key not seen
 
 
 class Runs:
     """Who evaluates which point next: each worker its own run of similar points
     (`affinity_queues`), in order; a worker done with its run takes the last point of the
-    longest other run, unless the points it has seen say the other worker would finish its
+    longest other run, unless the points finished so far say the other worker would finish its
     whole run sooner than the thief that point (`steals`): at the end of a sweep, a point
     taken from another worker's run is often cold for the thief (another program key) and
     warm for its owner."""
 
     def __init__(self, points: Sequence[dict[str, Any]], n: int, base: NpuArch):
         self.queues = affinity_queues(points, n, base)
-        self._key = {id(p): affinity_key(p, base) for q in self.queues for p in q}
-        self._seen: list[set[tuple]] = [set() for _ in range(n)]  # groups and program keys
+        # id(point) -> (its program key, its group: the program key and `_AFFINITY` values)
+        self._keys = {id(p): (k[:1], k[:1 + len(_AFFINITY)])
+                      for q in self.queues for p in q for k in [affinity_key(p, base)]}
+        self._seen: list[set[tuple]] = [set() for _ in range(n)]  # program keys and groups
         self._warmth: dict[int, Warmth] = {}  # id(point) -> its warmth where it was sent
         self._seconds: dict[Warmth, list[float]] = {w: [] for w in Warmth}
 
     def warmth(self, i: int, point: dict[str, Any]) -> Warmth:
-        key = self._key[id(point)]
-        if key[:1 + len(_AFFINITY)] in self._seen[i]:
+        program, group = self._keys[id(point)]
+        if group in self._seen[i]:
             return Warmth.WARM
-        return Warmth.PROGRAMS if key[:1] in self._seen[i] else Warmth.COLD
+        return Warmth.PROGRAMS if program in self._seen[i] else Warmth.COLD
 
     def next(self, i: int) -> dict[str, Any] | None:
         """Worker i's next point (None: nothing for it now; each run's own worker still takes
@@ -187,10 +189,11 @@ class Runs:
         point longer than v takes all of its run (v's point in flight not counted)."""
         est = {w: statistics.median(s) for w, s in self._seconds.items() if s}
         queue = self.queues[v]
-        need = {self.warmth(i, queue[-1]), *(self.warmth(v, p) for p in queue)}
-        if not need <= est.keys():
+        thief = self.warmth(i, queue[-1])
+        owner = [self.warmth(v, p) for p in queue]
+        if not {thief, *owner} <= est.keys():
             return True  # not measured yet
-        return est[self.warmth(i, queue[-1])] <= sum(est[self.warmth(v, p)] for p in queue)
+        return est[thief] <= sum(est[w] for w in owner)
 
     def done(self, point: dict[str, Any], seconds: float) -> None:
         """Record a finished point's evaluation seconds (PointResult.eval_s)."""
@@ -200,8 +203,7 @@ class Runs:
 
     def _send(self, i: int, point: dict[str, Any]) -> dict[str, Any]:
         self._warmth[id(point)] = self.warmth(i, point)
-        key = self._key[id(point)]
-        self._seen[i].update((key[:1], key[:1 + len(_AFFINITY)]))
+        self._seen[i].update(self._keys[id(point)])
         return point
 
 

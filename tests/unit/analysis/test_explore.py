@@ -160,9 +160,10 @@ def test_a_worker_done_with_its_run_takes_a_point_only_where_that_ends_the_sweep
         runs = Runs(_runs_points(), 2, load_target("tnpu-s"))
         own = [list(q) for q in runs.queues]
         for i in (0, 1):  # each worker its first point (cold), then its twin (warm)
-            for _ in range(2):
-                p = runs.next(i)
-                runs.done(p, 1.0 if runs._warmth[id(p)] is Warmth.COLD else 0.1)
+            assert runs.warmth(i, own[i][0]) is Warmth.COLD
+            runs.done(runs.next(i), 1.0)
+            assert runs.warmth(i, own[i][1]) is Warmth.WARM
+            runs.done(runs.next(i), 0.1)
         return runs, own
 
     runs, own = measured()
