@@ -25,6 +25,7 @@ from tessel.analysis.explore_space import build_arch, point_key
 from tessel.analysis.explore_store import ModelFigures, PointResult
 from tessel.analysis.reaper import start_reaper
 from tessel.arch import NpuArch, arch_from_dict
+from tessel.codegen import step_estimate
 from tessel.errors import TesselCompileError, TesselConfigError, TesselUnsupportedOpError
 from tessel.ir import Graph
 from tessel.schedule.search_cache import SearchCache, program_key, pruning
@@ -47,15 +48,24 @@ def search_cache() -> SearchCache:
 
 
 def evaluate_point(point: Mapping[str, Any], graphs: Graphs, base: NpuArch,
-                   context: str = "", *, cache: bool = True) -> PointResult:
+                   context: str = "", *, cache: bool = True, ahead: int = 0) -> PointResult:
     """Estimate every model on the design point (never raises for a point that does not fit);
     ``context``: the study context its key records (``explore_space.study_context``);
-    ``cache``: reuse this process's search cache (the figures are the same without it)."""
+    ``cache``: reuse this process's search cache (the figures are the same without it);
+    ``ahead``: the points this process will evaluate after this one (a worker's run): the
+    programs this point timed, that many times over, tell the step timing's tier whether to
+    run compiled from now on (codegen.step_estimate.expect_programs; the figures are the
+    same either way)."""
+    timed = step_estimate.programs_run()
     if os.environ.get(REFERENCE_ENV, "") not in ("", "0"):
         with use_search_cache(None), pruning(False):
-            return _evaluate(point, graphs, base, context)
-    with use_search_cache(search_cache() if cache else None):
-        return _evaluate(point, graphs, base, context)
+            result = _evaluate(point, graphs, base, context)
+    else:
+        with use_search_cache(search_cache() if cache else None):
+            result = _evaluate(point, graphs, base, context)
+    if ahead > 0:
+        step_estimate.expect_programs(ahead * (step_estimate.programs_run() - timed))
+    return result
 
 
 def _evaluate(point: Mapping[str, Any], graphs: Graphs, base: NpuArch,
@@ -109,8 +119,9 @@ def _die_with_parent(parent: int, period_s: float = 0.2) -> None:
     threading.Thread(target=watch, name="tessel-parent-watch", daemon=True).start()
 
 
-def _eval_in_worker(point: dict[str, Any]) -> PointResult:
-    return evaluate_point(point, _STATE["graphs"], _STATE["base"], _STATE["context"])
+def _eval_in_worker(point: dict[str, Any], ahead: int) -> PointResult:
+    return evaluate_point(point, _STATE["graphs"], _STATE["base"], _STATE["context"],
+                          ahead=ahead)
 
 
 # point parameters that decide most of what a worker's search cache shares between points,
@@ -222,8 +233,9 @@ class LocalRunner:
     def run(self, points: Sequence[dict[str, Any]]) -> Iterator[PointResult]:
         """Results as they finish (any order)."""
         if not self.pools:
-            for p in points:
-                yield evaluate_point(p, self.graphs, self.base, self.context)
+            for k, p in enumerate(points):
+                yield evaluate_point(p, self.graphs, self.base, self.context,
+                                     ahead=len(points) - 1 - k)
             return
         runs = Runs(points, len(self.pools), self.base)
         running: dict[Future, tuple[int, dict[str, Any]]] = {}
@@ -231,7 +243,8 @@ class LocalRunner:
         def feed(i: int) -> None:
             point = runs.next(i)
             if point is not None:
-                running[self.pools[i].submit(_eval_in_worker, point)] = (i, point)
+                ahead = len(runs.queues[i])
+                running[self.pools[i].submit(_eval_in_worker, point, ahead)] = (i, point)
 
         for i in range(len(self.pools)):
             feed(i)
@@ -289,7 +302,8 @@ class RayRunner:
         def feed(i: int) -> None:
             point = runs.next(i)
             if point is not None:
-                running[self.actors[i].evaluate.remote(point)] = (i, point)
+                ahead = len(runs.queues[i])
+                running[self.actors[i].evaluate.remote(point, ahead)] = (i, point)
 
         for i in range(len(self.actors)):
             feed(i)
@@ -326,8 +340,8 @@ class _RayEvaluator:
         self.base = arch_from_dict(base_dict)
         self.context = context
 
-    def evaluate(self, point: dict[str, Any]) -> PointResult:
-        return evaluate_point(point, self.graphs, self.base, self.context)
+    def evaluate(self, point: dict[str, Any], ahead: int = 0) -> PointResult:
+        return evaluate_point(point, self.graphs, self.base, self.context, ahead=ahead)
 
 
 def make_runner(graphs: Graphs, base: NpuArch, workers: int,

@@ -488,9 +488,25 @@ def _run(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: 
 # compiled loop saves ~0.1 ms a program (~5 us against ~130 us, plus ~90 us to flatten a
 # program once, and a search's programs are timed again on every design point sharing them):
 # one compile (MobileNetV2: ~600 programs) would not win it back, a design-space exploration
-# worker does after its first few points (docs/backend.md)
+# worker does after its first few points, and switches after its first (`expect_programs`:
+# docs/backend.md)
 KERNEL_AFTER = 1500
 _TIMED = [0]  # programs this process has timed with _run
+
+
+def programs_run() -> int:
+    """Programs this process has timed with `_run` (the tier's count; it stops at
+    KERNEL_AFTER)."""
+    return _TIMED[0]
+
+
+def expect_programs(n: int) -> None:
+    """Tell the tier this process will time about `n` more programs (an exploration worker
+    with points left in its run, tessel.analysis.explore_run): if that takes it to
+    KERNEL_AFTER, the compiled loop from now on, since numba's start will be paid anyway and
+    the programs `_run` would time until then cost ~0.1 ms each more."""
+    if _TIMED[0] < KERNEL_AFTER <= _TIMED[0] + n:
+        _TIMED[0] = KERNEL_AFTER
 
 
 def _time(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: int

@@ -219,3 +219,27 @@ def test_runs_hand_out_every_point_once_whatever_the_durations():
         for i in range(n):
             mine = [p for p in given[i] if any(p is q for q in own[i])]
             assert [id(p) for p in mine] == [id(p) for p in own[i]][:len(mine)]
+
+
+def test_a_worker_with_points_ahead_times_compiled_after_its_first(graphs, monkeypatch):
+    """evaluate_point(ahead=k): the programs the point timed, k times over, reaching the tier's
+    threshold switch the step timing to the compiled loop (explore_run, step_estimate's
+    expect_programs); too few points ahead leave the tier counting; the figures are the
+    same either way."""
+    from tessel.analysis.explore_run import evaluate_point
+    from tessel.codegen import step_estimate
+
+    base = load_target("tnpu-s")
+    point = {"matrix.rows": 8, "matrix.cols": 16, "vector.lanes": 32}
+    monkeypatch.setattr(step_estimate, "_TIMED", [0])
+    monkeypatch.setattr(step_estimate, "_RUNS", {})  # (time every program again)
+    ref = evaluate_point(point, graphs, base, cache=False)
+    per_point = step_estimate.programs_run()
+    assert per_point > 0
+    monkeypatch.setattr(step_estimate, "KERNEL_AFTER", 3 * per_point)
+    for ahead, compiled in ((1, False), (2, True)):  # 1 + 1 points < 3, 1 + 2 points = 3
+        monkeypatch.setattr(step_estimate, "_TIMED", [0])
+        monkeypatch.setattr(step_estimate, "_RUNS", {})
+        got = evaluate_point(point, graphs, base, cache=False, ahead=ahead)
+        assert (step_estimate.programs_run() == 3 * per_point) is compiled, ahead
+        assert got.models == ref.models and got.per_model == ref.per_model

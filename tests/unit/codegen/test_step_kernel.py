@@ -98,3 +98,17 @@ def test_the_compiled_loop_waits_for_kernel_after_runs(monkeypatch):
     for k, (prog, vals, lats) in enumerate(progs):
         assert step_estimate._time(prog, vals, lats, 2) == step_estimate._run(prog, vals, lats, 2)
         assert len(calls) == (max(0, k - 2) if on else 0), k
+
+
+def test_expect_programs_moves_the_tier_only_when_the_expected_total_reaches_it(monkeypatch):
+    """expect_programs: run compiled from now when the programs timed so far and the ones
+    expected reach KERNEL_AFTER; fewer expected leave the tier counting."""
+    monkeypatch.setattr(step_estimate, "KERNEL_AFTER", 100)
+    monkeypatch.setattr(step_estimate, "_TIMED", [40])
+    step_estimate.expect_programs(59)
+    assert step_estimate.programs_run() == 40
+    step_estimate.expect_programs(60)
+    assert step_estimate.programs_run() == 100
+    monkeypatch.setattr(step_estimate, "_TIMED", [0])
+    step_estimate.expect_programs(0)
+    assert step_estimate.programs_run() == 0
