@@ -484,12 +484,13 @@ def _run(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: 
 
 
 # tiered: programs are timed by `_run` until this process has timed KERNEL_AFTER of them, then
-# by the compiled loop. Starting numba costs a process ~0.5 s (import, first dispatch); the
-# compiled loop saves ~0.1 ms a program (~5 us against ~130 us, plus ~90 us to flatten a
-# program once, and a search's programs are timed again on every design point sharing them):
-# one compile (MobileNetV2: ~600 programs) would not win it back, a design-space exploration
-# worker does after its first few points, and switches after its first (`expect_programs`:
-# docs/backend.md)
+# by the compiled loop (codegen/step_kernel.py, built ahead of time: ~3 ms to load, but ~6 s
+# to build the first time on a machine; numba's just-in-time compile, ~0.35 s to start, where
+# it cannot be built). The compiled loop saves ~0.1 ms a program (~5 us against ~130 us, plus
+# ~90 us to flatten a program once, and a search's programs are timed again on every design
+# point sharing them): one compile (MobileNetV2: ~600 programs) would not win back a first
+# build, a design-space exploration worker does after its first few points, and switches after
+# its first (`expect_programs`: docs/backend.md)
 KERNEL_AFTER = 1500
 _TIMED = [0]  # programs this process has timed with _run
 

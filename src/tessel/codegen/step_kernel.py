@@ -54,7 +54,7 @@ def _issue_time(ready: int, fly: np.ndarray, nfly: int, channels: int) -> int:
     return live[n - channels]
 
 
-@jit.kernel
+@jit.kernel(signature="void(i8[:, :], i8[:], i8[:], i8[:], i8[:], i8, i8[:])")
 def run(ops: np.ndarray, starts: np.ndarray, sig_off: np.ndarray, vals: np.ndarray,
         lats: np.ndarray, channels: int, out: np.ndarray) -> None:
     """codegen.step_estimate._run: out[0] = total cycles, out[1 + e] = engine e's busy cycles."""

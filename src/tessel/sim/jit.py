@@ -19,14 +19,21 @@ A kernel may call ``helper`` functions (plain Python, module level): uncompiled 
 are, and a kernel's compilation compiles them into it (numba's ``register_jitable``), so a step
 written once (a requantisation, say) serves several loops.
 
-``TESSEL_SIM_KERNELS=0`` (or numba not importable) turns kernels off: the fast path then uses
+A kernel declared with a signature (``kernel(signature="void(i8[:], i8)")``, numba's type
+string) is built ahead of time instead, once per machine, into an extension module a process
+loads without importing numba (``tessel.sim.aot``; numba's just-in-time compile when that build
+is not possible).
+
+``TESSEL_SIM_KERNELS=0`` (or numba not installed) turns kernels off: the fast path then uses
 its numpy forms, which stay as a second implementation the tests compare the kernels with
 (``enabled`` is read when a program is prepared, so a test can switch per program).
 """
 
 from __future__ import annotations
 
+import enum
 import functools
+import importlib.util
 import os
 from collections.abc import Callable
 from typing import Any
@@ -36,10 +43,23 @@ _OFF = ("0", "off", "no", "false")
 
 
 def enabled() -> bool:
-    """Whether the fast path should use compiled kernels now (env switch, numba present)."""
+    """Whether the fast path should use compiled kernels now (env switch, numba installed:
+    found, not imported)."""
     if os.environ.get(ENV, "1").strip().lower() in _OFF:
         return False
-    return _numba() is not None
+    return _numba_installed()
+
+
+@functools.cache
+def _numba_installed() -> bool:
+    return importlib.util.find_spec("numba") is not None
+
+
+class Form(enum.Enum):
+    """How a kernel was compiled (`Kernel.form`)."""
+
+    AHEAD_OF_TIME = "ahead of time"  # tessel.sim.aot's extension module
+    JUST_IN_TIME = "just in time"  # numba.njit
 
 
 @functools.cache
@@ -54,27 +74,47 @@ def _numba() -> Any:
 
 class Kernel:
     """A kernel's Python source function (``py``: runs uncompiled, for tests and debugging) and
-    its compiled form, made once on first request (``compiled``)."""
+    its compiled form, made once on first request (``compiled``): built ahead of time when the
+    kernel has a `signature` and that build is possible (tessel.sim.aot), else by numba's
+    just-in-time compiler (`form` says which, once compiled)."""
 
-    def __init__(self, fn: Callable[..., Any]):
+    def __init__(self, fn: Callable[..., Any], signature: str | None = None):
         self.py = fn
+        self.signature = signature
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self._compiled: Callable[..., Any] | None = None
+        self.form: Form | None = None
 
     @property
     def compiled(self) -> Callable[..., Any]:
         if self._compiled is None:
-            numba = _numba()
-            if numba is None:
-                raise RuntimeError(f"kernel {self.__name__}: numba is not installed")
-            for g in list(self.py.__globals__.values()):
-                if getattr(g, HELPER, False) is True:  # each once: the first kernel compiled
-                    setattr(g, HELPER, "registered")
-                    numba.extending.register_jitable(g)
-            self._compiled = numba.njit(cache=True, nogil=True, fastmath=False,
-                                        error_model="numpy")(self.py)
+            fn = None
+            if self.signature:
+                from tessel.sim import aot
+
+                fn = aot.load(self)
+            if fn is not None:
+                self.form = Form.AHEAD_OF_TIME
+            else:
+                numba = self.register_helpers()
+                fn = numba.njit(cache=True, nogil=True, fastmath=False,
+                                error_model="numpy")(self.py)
+                self.form = Form.JUST_IN_TIME
+            self._compiled = fn
         return self._compiled
+
+    def register_helpers(self) -> Any:
+        """Register the ``helper`` functions of the kernel's module with numba (each once, by
+        the first kernel compiled); returns numba."""
+        numba = _numba()
+        if numba is None:
+            raise RuntimeError(f"kernel {self.__name__}: numba is not installed")
+        for g in list(self.py.__globals__.values()):
+            if getattr(g, HELPER, False) is True:
+                setattr(g, HELPER, "registered")
+                numba.extending.register_jitable(g)
+        return numba
 
     def __call__(self, *args: Any) -> Any:
         """The compiled kernel (plans should hold ``compiled`` itself: one call less)."""
@@ -94,6 +134,10 @@ def helper(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def kernel(fn: Callable[..., Any]) -> Kernel:
-    """Declare `fn` a compiled kernel (see the module docstring)."""
-    return Kernel(fn)
+def kernel(fn: Callable[..., Any] | None = None, *, signature: str | None = None
+           ) -> Any:
+    """Declare `fn` a compiled kernel (see the module docstring): ``@kernel``, or
+    ``@kernel(signature=...)`` for one built ahead of time."""
+    if fn is None:
+        return lambda f: Kernel(f, signature)
+    return Kernel(fn, signature)

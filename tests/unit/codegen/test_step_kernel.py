@@ -13,6 +13,7 @@ from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
 from tessel.codegen import step_estimate, step_kernel
 from tessel.codegen.step_estimate import CostCache, StepProgram
+from tessel.sim import jit
 
 
 def _programs(model: str, preset: str) -> list[tuple[StepProgram, tuple[int, ...], tuple]]:
@@ -31,11 +32,19 @@ def _programs(model: str, preset: str) -> list[tuple[StepProgram, tuple[int, ...
     return got
 
 
+@pytest.mark.parametrize("form", list(jit.Form))
 @pytest.mark.parametrize("model,preset", [
     ("ds_cnn", "tnpu-s"), ("ds_cnn", "u55-256"),
     pytest.param("mobilenet_v2", "tnpu-s", marks=pytest.mark.slow)])
-def test_compiled_loop_equals_the_reference(model, preset):
-    kernel = step_kernel.run.compiled
+def test_compiled_loop_equals_the_reference(model, preset, form):
+    """Both compiled forms: the one built ahead of time (the loop declares its signature:
+    tessel.sim.aot) and numba's just-in-time compile of the same source."""
+    if form is jit.Form.AHEAD_OF_TIME:
+        kernel = step_kernel.run.compiled
+    else:
+        kernel = jit.Kernel(step_kernel.run.py).compiled  # (no signature: just in time)
+    assert (step_kernel.run.form if form is jit.Form.AHEAD_OF_TIME else jit.Form.JUST_IN_TIME
+            ) is form
     progs = _programs(model, preset)
     assert len(progs) > 50
     seen = set()

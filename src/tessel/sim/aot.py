@@ -1,0 +1,143 @@
+"""Kernels built ahead of time: a kernel declared with a signature (``jit.kernel(signature=...)``)
+is compiled once per machine by numba's ahead-of-time compiler (``numba.pycc``) into a C
+extension module kept in the kernel cache folder, which a later process loads in about a
+millisecond without importing numba.
+
+Why: numba's start in a process is ~0.35 s (its import, then, on a kernel's first call, its
+target's registries and the cached machine code's load); a design-space exploration worker
+pays it for codegen/step_kernel.py's timing loop, and it was the largest part of what a second
+worker adds to a sweep over one (docs/benchmarks.md). The extension module needs only numpy.
+
+A module is named ``tessel_aot_<kernel's module>_<kernel>``; its folder by a hash of what it is
+built from: the kernel's module source, tessel/sim/jit.py and this file, the signature,
+numba's version file, the Python ABI (extension suffix) and the machine type. Code is
+generated for the machine type's generic CPU, not the host's: a cache folder shared by several
+hosts must not hold code one of them cannot run (the step loop is scalar code: measured as fast
+as numba's host-tuned compile).
+
+A build runs in a new temporary folder of the cache and is renamed into place (when another
+process's build got there first, this one is discarded), so a folder in place is complete.
+Anything that stops a build or a load (no C compiler, a numba without pycc, a cache that cannot
+be written, a damaged module) leaves the kernel to numba's just-in-time compiler, as kernels
+without a signature are (``jit.Kernel.compiled``), and says why in one log line; a module
+that does not load is built again once.
+
+Folder: ``$TESSEL_KERNEL_CACHE`` (``off``: no ahead-of-time build), else
+``~/.cache/tessel/kernels``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import logging
+import os
+import platform
+import shutil
+import sys
+import sysconfig
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tessel.sim.jit import Kernel
+
+ENV = "TESSEL_KERNEL_CACHE"
+LOGGER = logging.getLogger("tessel.sim.aot")
+
+
+def folder() -> Path | None:
+    """The kernel cache folder, or None when ahead-of-time kernels are off."""
+    value = os.environ.get(ENV)
+    if value is None:
+        return Path.home() / ".cache" / "tessel" / "kernels"
+    if value.strip().lower() in ("", "off", "0", "none"):
+        return None
+    return Path(value)
+
+
+def module_name(kernel: Kernel) -> str:
+    return f"tessel_aot_{kernel.py.__module__.replace('.', '_')}_{kernel.__name__}"
+
+
+def key(kernel: Kernel) -> str:
+    """The hash naming the kernel's module folder (the module docstring: what it is built from)."""
+    h = hashlib.sha256()
+    numba = importlib.util.find_spec("numba")
+    numba_version = Path(numba.origin).parent / "_version.py" if numba and numba.origin else None
+    sources = [Path(kernel.py.__code__.co_filename), Path(__file__),
+               Path(__file__).with_name("jit.py")]
+    if numba_version is not None:
+        sources.append(numba_version)
+    for path in sources:
+        with contextlib.suppress(OSError):
+            h.update(path.read_bytes())
+        h.update(b"\0")
+    for part in (kernel.signature or "", sysconfig.get_config_var("EXT_SUFFIX") or "",
+                 sys.implementation.cache_tag or "", platform.machine()):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:24]
+
+
+def load(kernel: Kernel) -> Callable[..., Any] | None:
+    """The kernel's ahead-of-time compiled function (built first if it is not in the cache), or
+    None (the reason logged) when there is none."""
+    root = folder()
+    if root is None or not kernel.signature:
+        return None
+    name = module_name(kernel)
+    here = root / key(kernel)
+    path = here / (name + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+    for attempt in (0, 1):
+        if not path.exists():
+            try:
+                _build(kernel, name, here)
+            except Exception as exc:  # noqa: BLE001 - any failure: numba's JIT instead
+                LOGGER.info("kernel %s: no ahead-of-time build (%s: %s); numba compiles it "
+                            "just in time", kernel.__name__, type(exc).__name__, exc)
+                return None
+        try:
+            return getattr(_import(name, path), kernel.__name__)
+        except (ImportError, OSError, AttributeError) as exc:
+            LOGGER.warning("kernel %s: %s does not load (%s)%s", kernel.__name__, path, exc,
+                           "; building it again" if not attempt else "")
+            shutil.rmtree(here, ignore_errors=True)
+    return None
+
+
+def _import(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"not an extension module: {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build(kernel: Kernel, name: str, here: Path) -> None:
+    """Compile the kernel (and the helpers its module declares) into `here`/<name><suffix>."""
+    here.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{here.name}-", dir=here.parent))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (pycc's pending deprecation)
+            from numba.pycc import CC
+
+            kernel.register_helpers()
+            cc = CC(name)
+            cc.output_dir = str(tmp)
+            cc.target_cpu = ""  # the generic CPU (the module docstring)
+            cc.verbose = False
+            cc.export(kernel.__name__, kernel.signature)(kernel.py)
+            cc.compile()
+        try:
+            os.rename(tmp, here)
+        except OSError:
+            if not here.exists():  # (else another process's build is in place: use that)
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,123 @@
+"""tessel.sim.aot: a kernel with a signature is built ahead of time into the kernel cache once,
+loaded from it by later processes without importing numba, computes what its Python source
+computes, is built again when its module is damaged, and falls back to numba's just-in-time
+compile when it cannot be built or the cache is off."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from tessel.sim import aot, jit
+
+
+@jit.helper
+def _twice(v):
+    return v * 2
+
+
+def _sum_twice(x, k, out):
+    """out[0] = sum of 2 * x[i] + k."""
+    s = 0
+    for i in range(x.shape[0]):
+        s += _twice(x[i]) + k
+    out[0] = s
+
+
+SIGNATURE = "void(i8[:], i8, i8[:])"
+
+
+def _check(kernel: jit.Kernel) -> None:
+    x = np.arange(-7, 50, dtype=np.int64)
+    want, got = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    kernel.py(x, 3, want)
+    kernel.compiled(x, 3, got)
+    assert got[0] == want[0] == int((2 * x + 3).sum())
+
+
+@pytest.mark.xdist_group("aot_build")
+def test_built_once_loaded_after_and_built_again_when_damaged(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv(aot.ENV, str(tmp_path))
+    first = jit.Kernel(_sum_twice, SIGNATURE)
+    _check(first)
+    assert first.form is jit.Form.AHEAD_OF_TIME
+    [built] = list(tmp_path.glob(f"*/{aot.module_name(first)}*"))
+    assert built.parent.name == aot.key(first)
+    assert [p.name for p in tmp_path.iterdir()] == [aot.key(first)]  # (no temporary folder)
+
+    # a second kernel object of the same source: loaded from the cache, not built
+    def no_build(*_a):
+        raise AssertionError("built again")
+    with monkeypatch.context() as mp:
+        mp.setattr(aot, "_build", no_build)
+        second = jit.Kernel(_sum_twice, SIGNATURE)
+        _check(second)
+        assert second.form is jit.Form.AHEAD_OF_TIME
+
+    # damaged (in another cache folder: this process holds the first module mapped, and
+    # loads a module once per path): built again, with a warning
+    other = tmp_path / "other"
+    damaged = other / built.relative_to(tmp_path)
+    damaged.parent.mkdir(parents=True)
+    damaged.write_bytes(b"not an extension module")
+    monkeypatch.setenv(aot.ENV, str(other))
+    with caplog.at_level(logging.WARNING, logger=aot.LOGGER.name):
+        third = jit.Kernel(_sum_twice, SIGNATURE)
+        _check(third)
+    assert third.form is jit.Form.AHEAD_OF_TIME
+    assert "does not load" in caplog.text and "building it again" in caplog.text
+    assert damaged.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_cache_off_or_a_failed_build_leaves_the_kernel_to_numba(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv(aot.ENV, "off")
+    off = jit.Kernel(_sum_twice, SIGNATURE)
+    _check(off)
+    assert off.form is jit.Form.JUST_IN_TIME
+
+    monkeypatch.setenv(aot.ENV, str(tmp_path))
+    monkeypatch.setitem(sys.modules, "numba.pycc", None)  # (numba without pycc)
+    with caplog.at_level(logging.INFO, logger=aot.LOGGER.name):
+        failed = jit.Kernel(_sum_twice, SIGNATURE)
+        _check(failed)
+    assert failed.form is jit.Form.JUST_IN_TIME
+    assert "no ahead-of-time build" in caplog.text and "numba.pycc" in caplog.text
+    assert list(tmp_path.iterdir()) == []  # (nothing half-built left)
+
+
+def test_the_key_changes_with_the_signature():
+    a = jit.Kernel(_sum_twice, SIGNATURE)
+    b = jit.Kernel(_sum_twice, "void(i8[::1], i8, i8[::1])")
+    assert aot.key(a) != aot.key(b) and aot.key(a) == aot.key(jit.Kernel(_sum_twice, SIGNATURE))
+
+
+def test_a_process_times_with_the_step_loop_without_importing_numba():
+    """codegen/step_kernel.py's loop (built ahead of time in the user's kernel cache by this
+    process first, if not there) is loaded and run by a new process that never imports numba."""
+    from tessel.codegen import step_kernel
+
+    assert step_kernel.run.compiled is not None and step_kernel.run.form is jit.Form.AHEAD_OF_TIME
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        from tessel.codegen import step_kernel
+        from tessel.sim import jit
+        run = step_kernel.run.compiled
+        # one WORK op (term 0: 5 cycles) on MATRIX, nothing else
+        ops = np.array([[2, 0, 0, 0, 0, 0, 0]], np.int64)
+        out = np.zeros(5, np.int64)
+        run(ops, np.array([0, 0, 1, 1, 1], np.int64), np.zeros(1, np.int64),
+            np.array([5], np.int64), np.zeros(1, np.int64), 2, out)
+        assert step_kernel.run.form is jit.Form.AHEAD_OF_TIME, step_kernel.run.form
+        assert "numba" not in sys.modules
+        print(int(out[0]), int(out[2]))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["5", "5"]
