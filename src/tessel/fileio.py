@@ -12,6 +12,8 @@ exploration results), under one contract:
   well under a second instead of after a whole compile.
 * ``read_text``: IR / program text; a missing file, a directory or a binary file given where
   text is expected is one ``TesselConfigError`` naming the path.
+* ``cache_folder``: where a cache of Tessel's lives (an environment variable, or the user's
+  cache folder).
 
 Every OSError becomes a ``TesselConfigError`` saying what and where.
 """
@@ -141,3 +143,14 @@ def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
             if raw[:4] == b"TSL\0" else ""
         raise TesselConfigError(f"{p} is not a UTF-8 text {what}: byte {exc.start} is "
                                 f"0x{raw[exc.start]:02x}{hint}") from None
+
+
+def cache_folder(env: str, name: str) -> Path | None:
+    """The folder ``$env`` names (``off``, ``0``, ``none`` or empty: None, the cache is off),
+    else ``~/.cache/tessel/<name>``."""
+    value = os.environ.get(env)
+    if value is None:
+        return Path.home() / ".cache" / "tessel" / name
+    if value.strip().lower() in ("", "off", "0", "none"):
+        return None
+    return Path(value)

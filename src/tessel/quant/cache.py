@@ -20,7 +20,6 @@ the cache is stale: clear it, or set ``TESSEL_CACHE_DIR=off``). Entries are Grap
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -31,12 +30,9 @@ CACHE_ENV = "TESSEL_CACHE_DIR"
 
 def default_dir() -> Path | None:
     """The cache folder, or None when caching is off (``TESSEL_CACHE_DIR=off``)."""
-    value = os.environ.get(CACHE_ENV)
-    if value is None:
-        return Path.home() / ".cache" / "tessel" / "graphs"
-    if value.strip().lower() in ("", "off", "0", "none"):
-        return None
-    return Path(value)
+    from tessel.fileio import cache_folder
+
+    return cache_folder(CACHE_ENV, "graphs")
 
 
 @lru_cache(maxsize=1)

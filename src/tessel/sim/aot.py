@@ -52,12 +52,9 @@ LOGGER = logging.getLogger("tessel.sim.aot")
 
 def folder() -> Path | None:
     """The kernel cache folder, or None when ahead-of-time kernels are off."""
-    value = os.environ.get(ENV)
-    if value is None:
-        return Path.home() / ".cache" / "tessel" / "kernels"
-    if value.strip().lower() in ("", "off", "0", "none"):
-        return None
-    return Path(value)
+    from tessel.fileio import cache_folder
+
+    return cache_folder(ENV, "kernels")
 
 
 def module_name(kernel: Kernel) -> str:
