@@ -75,11 +75,12 @@ def _remove_orphans(p: Path) -> None:
         return
     for tmp in leftovers:
         pid = tmp.name[len(p.name) + 2:].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             tmp.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists (owned by anyone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

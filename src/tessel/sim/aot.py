@@ -16,7 +16,8 @@ hosts must not hold code one of them cannot run (the step loop is scalar code: m
 as numba's host-tuned compile).
 
 A build runs in a new temporary folder of the cache and is renamed into place (when another
-process's build got there first, this one is discarded), so a folder in place is complete.
+process's build got there first, this one is discarded), so a folder in place is complete;
+the temporary folder of a build killed midway is removed by the next build of the module.
 Anything that stops a build or a load (no C compiler, a numba without pycc, a cache that cannot
 be written, a damaged module) leaves the kernel to numba's just-in-time compiler, as kernels
 without a signature are (``jit.Kernel.compiled``), and says why in one log line; a module
@@ -118,7 +119,8 @@ def _import(name: str, path: Path) -> Any:
 def _build(kernel: Kernel, name: str, here: Path) -> None:
     """Compile the kernel (and the helpers its module declares) into `here`/<name><suffix>."""
     here.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{here.name}-", dir=here.parent))
+    _remove_orphans(here)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{here.name}.{os.getpid()}.", dir=here.parent))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # (pycc's pending deprecation)
@@ -138,3 +140,14 @@ def _build(kernel: Kernel, name: str, here: Path) -> None:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove_orphans(here: Path) -> None:
+    """Remove the temporary folders of builds of `here` whose process is gone (killed mid-build:
+    no cleanup ran); their name holds the builder's pid."""
+    from tessel.fileio import process_alive
+
+    for tmp in here.parent.glob(f".{here.name}.*.*"):
+        pid = tmp.name[len(here.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -6,9 +6,11 @@ compile when it cannot be built or the cache is off."""
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -121,3 +123,37 @@ def test_a_process_times_with_the_step_loop_without_importing_numba():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["5", "5"]
+
+
+@pytest.mark.xdist_group("aot_build")
+def test_concurrent_builds_leave_one_module_and_a_killed_build_leaves_nothing(tmp_path):
+    """Two processes building the same kernel into an empty cache at once: both get it, one
+    module is left and no temporary folder; the temporary folder of a build whose process is
+    gone is removed by the next build."""
+    kernel = jit.Kernel(_sum_twice, SIGNATURE)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    orphan = tmp_path / f".{aot.key(kernel)}.{dead}.abc123"
+    orphan.mkdir()
+    (orphan / "half.o").write_bytes(b"\0")
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        sys.path.insert(0, sys.argv[1])
+        from test_aot import SIGNATURE, _sum_twice
+        from tessel.sim import jit
+        k = jit.Kernel(_sum_twice, SIGNATURE)
+        out = np.zeros(1, np.int64)
+        k.compiled(np.arange(4, dtype=np.int64), 1, out)
+        print(k.form.name, int(out[0]))
+    """)
+    env = {**os.environ, aot.ENV: str(tmp_path)}
+    here = str(Path(__file__).parent)
+    procs = [subprocess.Popen([sys.executable, "-c", code, here], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert out.split() == ["AHEAD_OF_TIME", str(2 * 6 + 4)]
+    assert [p.name for p in tmp_path.iterdir()] == [aot.key(kernel)]
+    assert len(list((tmp_path / aot.key(kernel)).iterdir())) == 1
