@@ -84,7 +84,12 @@ def key(kernel: Kernel) -> str:
 def load(kernel: Kernel) -> Callable[..., Any] | None:
     """The kernel's ahead-of-time compiled function (built first if it is not in the cache), or
     None (the reason logged) when there is none."""
-    root = folder()
+    try:
+        root = folder()
+    except RuntimeError as exc:  # (no home folder to find)
+        LOGGER.info("kernel %s: no kernel cache (%s); numba compiles it just in time",
+                    kernel.__name__, exc)
+        return None
     if root is None or not kernel.signature:
         return None
     name = module_name(kernel)

@@ -157,3 +157,15 @@ def test_concurrent_builds_leave_one_module_and_a_killed_build_leaves_nothing(tm
         assert out.split() == ["AHEAD_OF_TIME", str(2 * 6 + 4)]
     assert [p.name for p in tmp_path.iterdir()] == [aot.key(kernel)]
     assert len(list((tmp_path / aot.key(kernel)).iterdir())) == 1
+
+
+def test_no_home_folder_leaves_the_kernel_to_numba(monkeypatch, caplog):
+    monkeypatch.delenv(aot.ENV, raising=False)
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    with caplog.at_level(logging.INFO, logger=aot.LOGGER.name):
+        k = jit.Kernel(_sum_twice, SIGNATURE)
+        _check(k)
+    assert k.form is jit.Form.JUST_IN_TIME and "no kernel cache" in caplog.text
