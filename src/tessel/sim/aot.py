@@ -97,6 +97,8 @@ def load(kernel: Kernel) -> Callable[..., Any] | None:
     path = here / (name + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
     for attempt in (0, 1):
         if not path.exists():
+            LOGGER.info("building kernel %s ahead of time into %s (once per machine, a few "
+                        "seconds)", kernel.__name__, here)
             try:
                 _build(kernel, name, here)
             except Exception as exc:  # noqa: BLE001 - any failure: numba's JIT instead

@@ -45,9 +45,12 @@ def _check(kernel: jit.Kernel) -> None:
 @pytest.mark.xdist_group("aot_build")
 def test_built_once_loaded_after_and_built_again_when_damaged(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv(aot.ENV, str(tmp_path))
-    first = jit.Kernel(_sum_twice, SIGNATURE)
-    _check(first)
+    with caplog.at_level(logging.INFO, logger=aot.LOGGER.name):
+        first = jit.Kernel(_sum_twice, SIGNATURE)
+        _check(first)
     assert first.form is jit.Form.AHEAD_OF_TIME
+    assert "building kernel _sum_twice ahead of time" in caplog.text  # (said, once per machine)
+    caplog.clear()
     [built] = list(tmp_path.glob(f"*/{aot.module_name(first)}*"))
     assert built.parent.name == aot.key(first)
     assert [p.name for p in tmp_path.iterdir()] == [aot.key(first)]  # (no temporary folder)
