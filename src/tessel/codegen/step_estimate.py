@@ -504,8 +504,9 @@ def programs_run() -> int:
 def expect_programs(n: int) -> None:
     """Tell the tier this process will time about `n` more programs (an exploration worker
     with points left in its run, tessel.analysis.explore_run): if that takes it to
-    KERNEL_AFTER, the compiled loop from now on, since numba's start will be paid anyway and
-    the programs `_run` would time until then cost ~0.1 ms each more."""
+    KERNEL_AFTER, the compiled loop from now on, since its start (a load, or a first build)
+    will be paid anyway and the programs `_run` would time until then cost ~0.1 ms each
+    more."""
     if _TIMED[0] < KERNEL_AFTER <= _TIMED[0] + n:
         _TIMED[0] = KERNEL_AFTER
 

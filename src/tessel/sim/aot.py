@@ -130,7 +130,7 @@ def _build(kernel: Kernel, name: str, here: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{here.name}.{os.getpid()}.", dir=here.parent))
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # (pycc's pending deprecation)
+            warnings.filterwarnings("ignore", message=".*'pycc' module is pending deprecation")
             from numba.pycc import CC
 
             kernel.register_helpers()
