@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tessel.ir import DType, Graph, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
-from tessel.quant import fixedpoint as fp
+from tessel.isa import fixedpoint as fp
 
 I8 = DType.I8
 

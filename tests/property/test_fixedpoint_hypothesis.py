@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessel.quant import fixedpoint as fp
+from tessel.isa import fixedpoint as fp
 
 INT32 = st.integers(fp.INT32_MIN, fp.INT32_MAX)
 INT32_LISTS = st.lists(INT32, min_size=1, max_size=64)

@@ -1,6 +1,6 @@
 """When each engine works on which layer: the simulator's timing schedule grouped by layer.
 
-The timing model is data-independent (``tessel.sim.timing.schedule``), so a compiled model's
+The timing model is data-independent (``tessel.sim.timing.instr_times``), so a compiled model's
 timeline needs no inputs. Instructions are attributed to layers by the index ranges the
 compiler records in ``metadata["layers"]`` (``first`` / ``last`` per engine); instructions
 outside every range (the final END, for example) belong to no layer (``PROGRAM_LAYER``).
@@ -27,7 +27,7 @@ from tessel.isa.footprint import Space, accesses
 from tessel.isa.table import Opcode
 from tessel.runtime.compiled import CompiledModel
 from tessel.sim.prepare import PreparedProgram, prepared
-from tessel.sim.timing import DMA_OPS, Schedule, op_timings, schedule
+from tessel.sim.timing import DMA_OPS, InstrTimes, instr_times, op_timings
 
 PROGRAM_LAYER = "(program)"  # name of instructions outside every layer's range
 CONTROL = frozenset({Opcode.WAIT, Opcode.SIGNAL, Opcode.END})
@@ -106,7 +106,7 @@ class SramPeaks:
 def build_timeline(compiled: CompiledModel) -> Timeline:
     """Run the timing model once and group its schedule by layer and engine."""
     prep = prepared(compiled.program, compiled.arch)
-    sched = schedule(prep)
+    sched = instr_times(prep)
     owners = _owners(prep, compiled.program.metadata.get("layers", []))
     names = [info["name"] for info in compiled.program.metadata.get("layers", [])]
     slices: list[EngineSlice] = []
@@ -127,7 +127,7 @@ def _owners(prep: PreparedProgram, layers: list[dict]) -> dict[Engine, np.ndarra
     return out
 
 
-def _engine_slices(prep: PreparedProgram, sched: Schedule, e: Engine, owner: np.ndarray,
+def _engine_slices(prep: PreparedProgram, sched: InstrTimes, e: Engine, owner: np.ndarray,
                    names: list[str]) -> list[EngineSlice]:
     queue, starts, ends = prep.queues[e], sched.starts[e], sched.ends[e]
     out: list[EngineSlice] = []
@@ -169,7 +169,7 @@ def _slice(e: Engine, k: int, names: list[str], run, work: list[int], starts, en
                        tuple((s, t) for s, t in bursts))
 
 
-def _transfers(prep: PreparedProgram, sched: Schedule) -> tuple[Transfer, ...]:
+def _transfers(prep: PreparedProgram, sched: InstrTimes) -> tuple[Transfer, ...]:
     """Data phases of every DMA transfer: the last (cycles - latency) cycles of each."""
     timings = op_timings(prep)
     out = []

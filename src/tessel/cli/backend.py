@@ -133,9 +133,9 @@ def simulated_cycles(cm) -> int:
     per-layer, traffic and energy figures, which the compile's one-line summary does not
     print."""
     from tessel.sim.prepare import prepared
-    from tessel.sim.timing import schedule
+    from tessel.sim.timing import instr_times
 
-    return schedule(prepared(cm.program, cm.arch)).total_cycles
+    return instr_times(prepared(cm.program, cm.arch)).total_cycles
 
 
 def _compile_result(cm, output: Path, seconds: float) -> dict:

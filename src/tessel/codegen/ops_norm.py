@@ -49,7 +49,7 @@ from tessel.ir import Node, Op
 from tessel.isa import Instruction, Opcode
 from tessel.isa.fields import AccSrc, EltOp, LutMode, ParamMode, ReduceOp, UnaryOp
 from tessel.isa.fields import DType as IsaDType
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.quant.layernorm import LayerNormPlan
 from tessel.quant.softmax import ONE_MULT, ONE_SHIFT, SoftmaxPlan
 

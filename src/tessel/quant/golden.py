@@ -2,7 +2,7 @@
 
 `GOLDEN_KERNELS` is the kernel table for `tessel.ir.run_graph`: each integer op is the exact
 composition of the NPU instructions' arithmetic (`tessel.quant.intops`, one function per ISA
-instruction, built on `tessel.quant.fixedpoint`), so the simulator running the compiled
+instruction, built on `tessel.isa.fixedpoint`), so the simulator running the compiled
 binary must equal it bit for bit. Quantize / dequantize (host, PyTorch rounding), data
 movement and host (float) ops use the float interpreter's kernels.
 

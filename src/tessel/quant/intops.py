@@ -5,7 +5,7 @@ pseudocode computes, over whole tensors instead of strided SRAM tiles (numpy bro
 the part of stride-0 operands). The golden model's integer kernels and the integer softmax /
 layer norm / LUT chains are compositions of these functions, so that the simulator running the
 compiled program equals the golden model bit for bit. All rounding and requantisation goes
-through :mod:`tessel.quant.fixedpoint`; nothing here rounds on its own. Intermediates are int64
+through :mod:`tessel.isa.fixedpoint`; nothing here rounds on its own. Intermediates are int64
 and exact; where the pseudocode's unbounded integers could exceed int64, operands are clipped
 first in a way that provably leaves the saturated result unchanged (noted at each clip).
 
@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from tessel.errors import TesselConfigError
 from tessel.isa.fields import DType, EltOp, PoolOp, ReduceOp, UnaryOp
-from tessel.quant.fixedpoint import (
+from tessel.isa.fixedpoint import (
     INT32_MAX,
     INT32_MIN,
     multiply_by_quantized_multiplier,

@@ -49,8 +49,8 @@ import numpy.typing as npt
 
 from tessel.errors import TesselConfigError
 from tessel.isa.fields import DType, EltOp, ReduceOp, UnaryOp
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN, multiplier_value, quantize_multiplier
 from tessel.quant import intops
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, multiplier_value, quantize_multiplier
 from tessel.quant.softmax import ONE_MULT, ONE_SHIFT, PlanAttrs, frozen_array
 
 MAX_MEAN_BITS = 16

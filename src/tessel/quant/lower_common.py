@@ -20,8 +20,8 @@ from tessel.ir.builder import canonical_attrs
 from tessel.ir.graph import UNKNOWN_LOC, Node, SourceLoc
 from tessel.ir.ops import Op
 from tessel.ir.types import DType, QuantParams, TensorType
+from tessel.isa.fixedpoint import quantize_multiplier, quantize_multipliers
 from tessel.passes.rewriting import Rewriter, infer_type
-from tessel.quant.fixedpoint import quantize_multiplier, quantize_multipliers
 
 ONE_Q31 = (1 << 30, 1)  # (q31, shift) that is exactly 1.0: MBQM(x, 2^30, 1) == x
 INT_DTYPES = (DType.I8, DType.I16, DType.I32)

@@ -43,8 +43,8 @@ import numpy.typing as npt
 
 from tessel.errors import TesselConfigError
 from tessel.isa.fields import DType, EltOp, ReduceOp, UnaryOp
+from tessel.isa.fixedpoint import INT32_MAX, quantize_multiplier
 from tessel.quant import intops
-from tessel.quant.fixedpoint import INT32_MAX, quantize_multiplier
 from tessel.quant.lut import make_lut_i16
 
 EXP_RANGE = 12.0  # exponent arguments kept: [-12, 0]; 32767 exp(-11.1) < 0.5 rounds to 0

@@ -25,7 +25,7 @@ from tessel.schedule.fallback import summary_text
 from tessel.sim.prepare import prepared
 from tessel.sim.stats import event_row, events_from_row
 from tessel.sim.timing import events_matrix as _events_matrix
-from tessel.sim.timing import schedule
+from tessel.sim.timing import instr_times
 
 _CONTROL = (Opcode.WAIT, Opcode.SIGNAL, Opcode.END)
 TOP_LAYERS = 10  # layers shown by the notebook view (_repr_html_)
@@ -163,7 +163,7 @@ class Profile:
 def build_profile(program: TslProgram, arch: NpuArch) -> Profile:
     meta = program.metadata
     prep = prepared(program, arch)
-    sched = schedule(prep)
+    sched = instr_times(prep)
     total = sched.total_cycles
     ev_rows = _events_by_instruction(prep)
     n_mem = len(arch.offchip)

@@ -122,7 +122,7 @@ def simulate_step(work: StepWork, arch: NpuArch, *, prefetched: bool = False,
     # users, a design-space exploration worker above all, do not pay their import)
     from tessel.binary import TslProgram
     from tessel.sim.prepare import prepare
-    from tessel.sim.timing import schedule
+    from tessel.sim.timing import instr_times
 
     streams = Streams()
     emit_step(work, streams, prefetched=prefetched, prefetch=prefetch)
@@ -132,7 +132,7 @@ def simulate_step(work: StepWork, arch: NpuArch, *, prefetched: bool = False,
         for op in prep.queues[e][:lengths[e]]:
             if op.error is not None:
                 raise TesselSimError(f"{op.where()}: {op.error}")
-    sched = schedule(prep)
+    sched = instr_times(prep)
     start, end = None, 0
     busy = dict.fromkeys(Engine, 0)
     for e in Engine:

@@ -39,7 +39,7 @@ from tessel.sim.stats import (
     events_from_row,
     memory_traffic,
 )
-from tessel.sim.timing import Schedule, busy_cycles, events_matrix, schedule
+from tessel.sim.timing import InstrTimes, busy_cycles, events_matrix, instr_times
 from tessel.threads import single_threaded
 
 
@@ -205,7 +205,7 @@ def batch_layout(prep: PreparedProgram
 def timing_stats(prep: PreparedProgram, count: int, trace: bool) -> SimStats:
     """Schedule the program and build cycles, per-engine, traffic and energy statistics."""
     arch = prep.arch
-    sched = schedule(prep)
+    sched = instr_times(prep)
     total = sched.total_cycles
     n_mem = len(arch.offchip)
     ev = events_from_row(events_matrix(prep).sum(axis=0), n_mem)
@@ -222,7 +222,7 @@ def timing_stats(prep: PreparedProgram, count: int, trace: bool) -> SimStats:
     )
 
 
-def _trace(prep: PreparedProgram, sched: Schedule) -> tuple[TraceEntry, ...]:
+def _trace(prep: PreparedProgram, sched: InstrTimes) -> tuple[TraceEntry, ...]:
     out = [TraceEntry(op.engine, op.index, op.opcode, s, t)
            for e, q in enumerate(prep.queues)
            for op, s, t in zip(q, sched.starts[e], sched.ends[e], strict=True)]

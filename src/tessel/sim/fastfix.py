@@ -1,6 +1,6 @@
 """The simulator's hot-loop form of Tessel's fixed-point requantisation (unchecked, in place).
 
-``tessel.quant.fixedpoint`` is the one definition of the rounding rules; its vectorised
+``tessel.isa.fixedpoint`` is the one definition of the rounding rules; its vectorised
 functions range-check every array and build several temporaries per step, which made
 requantisation half of a simulated ResNet-18. The functions here compute the same values
 (tests/unit/sim/test_fastfix.py checks them exhaustively on edge values and randomly against
@@ -82,7 +82,7 @@ def requantize_fast(acc: np.ndarray, bias: np.ndarray, q31: np.ndarray, shift: n
     """``clamp(MBQM(sat32(acc + bias), q31, shift) + zp, lo, hi)`` as ``dtype``.
 
     ``acc`` is int32 with channels last; ``bias`` / ``q31`` / ``shift`` are int64, per channel
-    (length ``acc.shape[-1]``) or length 1. Equal to ``tessel.quant.fixedpoint.requantize``.
+    (length ``acc.shape[-1]``) or length 1. Equal to ``tessel.isa.fixedpoint.requantize``.
     ``requant_plan`` + ``requant_apply``: the parameters' part computed once, reusable.
     """
     return requant_apply(acc, requant_plan(bias, q31, shift, zp, lo, hi), dtype)

@@ -65,9 +65,9 @@ from typing import Any
 import numpy as np
 
 from tessel.isa.fields import AccMode, PoolOp
+from tessel.isa.fixedpoint import rounding_div
 from tessel.isa.footprint import WINDOW_FACTOR
 from tessel.isa.table import Opcode
-from tessel.quant.fixedpoint import rounding_div
 from tessel.sim.matrix import F32_EXACT, chunk_len, exec_conv
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import I32, NP_DTYPE, MachineState, Trap, extent

@@ -23,7 +23,7 @@ from math import isqrt
 import numpy as np
 
 from tessel.isa.fields import ReduceOp, UnaryOp
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import jit, kern_reduce
 from tessel.sim.fastpath import Step, Views, _eview
 from tessel.sim.matrix import F32_EXACT

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tessel.isa.fields import AccSrc, ParamMode
-from tessel.quant.fixedpoint import MAX_SHIFT, MIN_SHIFT
+from tessel.isa.fixedpoint import MAX_SHIFT, MIN_SHIFT
 from tessel.sim.fastfix import LEFT, Work, float_plan, requant_into, requant_plan, work_buffers
 from tessel.sim.fastpath import I64, Pool, PoolKept, Step, Views, _uniform, memory_view
 from tessel.sim.prepare import Op

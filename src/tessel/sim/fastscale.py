@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from tessel.isa.fields import EltOp
-from tessel.quant.fixedpoint import INT32_MAX, mbqm_ref
+from tessel.isa.fixedpoint import INT32_MAX, mbqm_ref
 
 F64 = np.dtype(np.float64)
 F64_EXACT = 1 << 53

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from tessel.isa.fields import EltOp
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import jit, kern_vec
 from tessel.sim.fastfix import mbqm_inplace
 from tessel.sim.fastpath import Step, Views, _eview, _uniform

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from tessel.isa.fields import PoolOp
+from tessel.isa.fixedpoint import INT32_MIN
 from tessel.isa.footprint import WINDOW_FACTOR
-from tessel.quant.fixedpoint import INT32_MIN
 from tessel.sim import jit
 from tessel.sim.fastpath import Step, Views, _build_pool, _frame_parts
 from tessel.sim.kern_rq import flat

@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tessel.isa.fields import ReduceOp, UnaryOp
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import jit
 from tessel.sim.fastpath import Step, Views, _eview, with_batches
 from tessel.sim.prepare import Op

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from tessel.isa.fields import AccSrc, ParamMode
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
 from tessel.sim import fastrq, jit
 from tessel.sim.fastpath import I64, Step, Views, _uniform, memory_view
 from tessel.sim.prepare import Op

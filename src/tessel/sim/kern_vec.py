@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tessel.isa.fields import EltOp, LutMode
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import jit
 from tessel.sim.fastpath import Step, Views, _eview, with_batches
 from tessel.sim.prepare import Op

@@ -52,7 +52,7 @@ class OpTiming:
 
 
 @dataclass(frozen=True)
-class Schedule:
+class InstrTimes:
     """Start and end cycle of every instruction (per engine, in queue order)."""
 
     starts: tuple[tuple[int, ...], ...]
@@ -168,7 +168,7 @@ class TimingModel:
             raise TesselSimError(f"{op.where()}: token {key[2]} count from {Engine(key[0]).name} "
                                  f"to {Engine(key[1]).name} would exceed {SEM_MAX}")
 
-    def run(self) -> Schedule:
+    def run(self) -> InstrTimes:
         live = [(e, eng) for e, eng in enumerate(self.engines) if eng.queue]
         while live:
             best, best_t = None, None
@@ -182,7 +182,7 @@ class TimingModel:
             self._issue(best[0], best[1], best_t)
             if best[1].pc == len(best[1].queue):
                 live.remove(best)
-        return Schedule(tuple(tuple(x.starts) for x in self.engines),
+        return InstrTimes(tuple(tuple(x.starts) for x in self.engines),
                         tuple(tuple(x.ends) for x in self.engines), self._total())
 
     def _total(self) -> int:
@@ -191,7 +191,7 @@ class TimingModel:
         return max(work, default=0)
 
 
-def schedule(prep: PreparedProgram) -> Schedule:
+def instr_times(prep: PreparedProgram) -> InstrTimes:
     """Run the timing model over a prepared program."""
     return TimingModel(prep).run()
 

@@ -1,6 +1,6 @@
 """Functional semantics of the vector engine's instructions (docs/isa.md section 4), bit-exact.
 
-Requantisation and rounding follow ``tessel.quant.fixedpoint``; the hot paths (REQUANT,
+Requantisation and rounding follow ``tessel.isa.fixedpoint``; the hot paths (REQUANT,
 ELTWISE) use its unchecked in-place form ``tessel.sim.fastfix``, tested equal to it;
 intermediates are int64 and clipped where the pseudocode's unbounded integers could overflow
 int64 without changing the saturated result (documented at each clip).
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tessel.isa.fields import AccSrc, DType, EltOp, LutMode, ParamMode, PoolOp, ReduceOp, UnaryOp
-from tessel.quant.fixedpoint import (
+from tessel.isa.fixedpoint import (
     INT32_MAX,
     INT32_MIN,
     MAX_SHIFT,

@@ -17,7 +17,7 @@ from tessel.analysis.trace import trace_events, write_trace
 from tessel.errors import TesselConfigError
 from tessel.isa.fields import Engine
 from tessel.sim.prepare import prepared
-from tessel.sim.timing import schedule
+from tessel.sim.timing import instr_times
 
 EPS = 1e-9
 
@@ -94,7 +94,7 @@ def test_trace_spans_the_schedule(trace, compiled):
 def test_slices_account_for_every_work_instruction_and_cycle(compiled):
     tl = build_timeline(compiled)
     prep = prepared(compiled.program, compiled.arch)
-    sched = schedule(prep)
+    sched = instr_times(prep)
     for e in Engine:
         work = [i for i, op in enumerate(prep.queues[e]) if op.opcode not in CONTROL]
         assert sum(n for sl in tl.on(e) for _, n in sl.opcodes) == len(work)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tessel.ir import GraphBuilder
-from tessel.quant import fixedpoint as fp
+from tessel.isa import fixedpoint as fp
 
 
 def conv_constants(b: GraphBuilder, rng: np.random.Generator, cout: int, shape: tuple,

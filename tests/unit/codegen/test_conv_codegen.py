@@ -10,7 +10,7 @@ import torch
 from tessel.arch import load_preset
 from tessel.driver import compile_region
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
-from tessel.quant import fixedpoint as fp
+from tessel.isa import fixedpoint as fp
 from tessel.sim import simulate
 
 

@@ -20,7 +20,7 @@ from tessel.isa import Engine, Opcode
 from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate
 from tessel.sim.prepare import prepared
-from tessel.sim.timing import schedule
+from tessel.sim.timing import instr_times
 
 GOLDEN = json.loads((Path(__file__).parents[2] / "data" / "scalesim_golden.json").read_text())
 DF = {"os": Dataflow.OUTPUT_STATIONARY, "ws": Dataflow.WEIGHT_STATIONARY}
@@ -39,7 +39,7 @@ def golden_arch(row: dict):
 def matrix_busy(prog, arch) -> tuple[int, int]:
     """(matrix instructions, cycles the matrix engine spends in them) in the simulated run."""
     prep = prepared(prog, arch)
-    sched = schedule(prep)
+    sched = instr_times(prep)
     q = prep.queues[Engine.MATRIX]
     spans = [(s, e) for s, e, op in zip(sched.starts[Engine.MATRIX], sched.ends[Engine.MATRIX], q,
                                         strict=True) if op.opcode in (Opcode.CONV, Opcode.MATMUL)]

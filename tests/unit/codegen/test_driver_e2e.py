@@ -8,7 +8,7 @@ import numpy as np
 from tessel.arch import load_preset
 from tessel.driver import compile_graph
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
-from tessel.quant import fixedpoint as fp
+from tessel.isa import fixedpoint as fp
 from tessel.quant.golden import run_golden
 from tessel.runtime.compiled import load
 

@@ -16,8 +16,8 @@ from tessel.codegen.step_estimate import estimate_step
 from tessel.driver import compile_region
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, run_graph, verify
 from tessel.isa import Engine, Opcode
+from tessel.isa import fixedpoint as fp
 from tessel.isa.fields import EltOp
-from tessel.quant import fixedpoint as fp
 from tessel.quant import intops
 from tessel.quant.golden import GOLDEN_KERNELS
 from tessel.schedule.plan import estimation_context

@@ -17,7 +17,7 @@ from tessel.codegen.step_estimate import estimate_step
 from tessel.driver import compile_region
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import Engine, Opcode
-from tessel.quant import fixedpoint as fp
+from tessel.isa import fixedpoint as fp
 from tessel.quant.golden import run_golden
 from tessel.schedule import prerank, search_cache
 from tessel.schedule.plan import estimation_context, plan_dram, plan_units

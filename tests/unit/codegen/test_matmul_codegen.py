@@ -12,7 +12,7 @@ from tessel.codegen import ops_matmul
 from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.driver import compile_region
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, run_graph, verify
-from tessel.quant import fixedpoint as fp
+from tessel.isa import fixedpoint as fp
 from tessel.quant.golden import GOLDEN_KERNELS
 from tessel.sim import simulate
 

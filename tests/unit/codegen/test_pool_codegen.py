@@ -12,7 +12,7 @@ from tessel.arch import load_preset
 from tessel.driver import compile_region
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, GraphBuilder, Layout, Op, TensorType, verify
-from tessel.quant import fixedpoint as fp
+from tessel.isa import fixedpoint as fp
 from tessel.quant.golden import GOLDEN_KERNELS
 from tessel.sim import simulate
 

@@ -11,7 +11,7 @@ from conv_constants import conv_constants
 from tessel.arch import load_preset
 from tessel.driver import compile_region
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
-from tessel.quant import fixedpoint as fp
+from tessel.isa import fixedpoint as fp
 from tessel.quant.golden import run_golden
 from tessel.sim import simulate
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tessel.ir import DType, Layout, Op
-from tessel.quant.fixedpoint import mbqm_ref, quantize_multiplier, requantize_ref
+from tessel.isa.fixedpoint import mbqm_ref, quantize_multiplier, requantize_ref
 from tessel.quant.golden import GOLDEN_KERNELS
 
 RNG = np.random.default_rng(7)

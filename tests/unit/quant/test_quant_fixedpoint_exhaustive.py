@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tessel.errors import TesselConfigError
-from tessel.quant import fixedpoint as fp
+from tessel.isa import fixedpoint as fp
 
 ALL_INT8 = np.arange(-128, 128, dtype=np.int64)
 ALL_INT16 = np.arange(-32768, 32768, dtype=np.int64)

@@ -19,7 +19,7 @@ from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import EMITTERS, emitter_for, is_view
 from tessel.codegen.step import Estimate
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
-from tessel.quant import fixedpoint as fp
+from tessel.isa import fixedpoint as fp
 from tessel.schedule import search_cache
 from tessel.schedule.cost_model import (
     AnalyticalCostModel,

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, mbqm_ref, requantize, requantize_ref
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN, mbqm_ref, requantize, requantize_ref
 from tessel.sim.fastfix import mbqm_inplace, requantize_fast
 
 EDGE_X = [INT32_MIN, INT32_MIN + 1, -(2**30) - 1, -(2**30), -65537, -3, -2, -1, 0, 1, 2, 3,

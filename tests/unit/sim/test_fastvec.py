@@ -14,7 +14,7 @@ from test_fastpath import V, _batch_same_both_ways, _kinds, _same_both_ways
 
 from tessel.isa import DType, Opcode
 from tessel.isa.fields import EltOp
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import fastvec, jit
 from tessel.sim.fastvec import ONE, OutStage, elt_out
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tessel.isa import Opcode
 from tessel.isa.fields import DType, ReduceOp, UnaryOp
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import kern_reduce
 from tessel.sim.fastpath import _eview
 from tessel.sim.prepare import Op

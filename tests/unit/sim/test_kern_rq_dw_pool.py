@@ -21,7 +21,7 @@ from simkit import ARCH, I, kernels_as, program
 
 from tessel.isa import DType, Engine, Opcode
 from tessel.isa.fields import AccMode, AccSrc, ParamMode, PoolOp
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
 from tessel.sim import kern_dw, kern_pool, kern_rq
 from tessel.sim.matrix import exec_dwconv
 from tessel.sim.prepare import prepare

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tessel.isa import Opcode
 from tessel.isa.fields import DType, EltOp, LutMode
-from tessel.quant.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import kern_vec
 from tessel.sim.prepare import Op
 from tessel.sim.state import MachineState

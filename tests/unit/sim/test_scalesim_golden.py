@@ -14,7 +14,7 @@ from simkit import I, program
 from tessel.arch import Dataflow, load_preset
 from tessel.isa import Engine, Opcode
 from tessel.sim.prepare import prepared
-from tessel.sim.timing import schedule
+from tessel.sim.timing import instr_times
 
 GOLDEN = json.loads((Path(__file__).parents[2] / "data" / "scalesim_golden.json").read_text())
 ROWS = GOLDEN["layers"]
@@ -34,7 +34,7 @@ def _arch(row: dict):
 def _matrix_busy(prog, arch) -> tuple[int, int]:
     """(matrix instructions, cycles the matrix engine spends in them) in the simulated run."""
     prep = prepared(prog, arch)
-    sched = schedule(prep)
+    sched = instr_times(prep)
     q = prep.queues[Engine.MATRIX]
     spans = [(s, e) for s, e, op in zip(sched.starts[Engine.MATRIX], sched.ends[Engine.MATRIX], q,
                                         strict=True) if op.opcode in (Opcode.CONV, Opcode.MATMUL)]

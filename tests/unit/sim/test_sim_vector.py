@@ -20,7 +20,7 @@ from tessel.isa import (
     ReduceOp,
     UnaryOp,
 )
-from tessel.quant.fixedpoint import mbqm_ref, requantize_ref, rounding_div_ref
+from tessel.isa.fixedpoint import mbqm_ref, requantize_ref, rounding_div_ref
 
 RNG = np.random.default_rng(99)
 V = Engine.VECTOR
