@@ -26,14 +26,14 @@ from tessel.binary.metadata import METADATA_VERSION
 from tessel.codegen.program import RegionProgram, emit
 from tessel.collector import no_collections
 from tessel.frontend.model_input import model_name
-from tessel.ir import Graph, Node, Op, print_graph, verify
+from tessel.ir import Graph, Node, print_graph, verify
 from tessel.ir.macs import node_macs
+from tessel.lower.fallback import host_op_lines, summarize
+from tessel.lower.legalize import legalize
+from tessel.lower.partition import partition
 from tessel.runtime.compiled import CompiledModel
 from tessel.runtime.reference import KEY as REFERENCE_KEY
 from tessel.runtime.reference import reference_metadata
-from tessel.schedule.fallback import op_label, summarize
-from tessel.schedule.legalize import legalize
-from tessel.schedule.partition import Partition, partition
 from tessel.schedule.plan import plan
 from tessel.schedule.text import schedule_text
 from tessel.version import __version__
@@ -139,21 +139,6 @@ def _compile(model, example_inputs, target, calibration_data, options, quant_con
                          times=times, metadata=extra, dump=dump)
 
 
-def host_op_lines(graph: Graph, nodes: Sequence[Node]) -> list[str]:
-    """One line per host op (each once): the ATen op of a `host` node, and why the NPU does
-    not run an integer op ("after a host op" when only its position keeps it there)."""
-    from tessel.codegen.registry import npu_refusal
-
-    lines = []
-    for n in {n.name: n for n in nodes}.values():
-        op = op_label(n)
-        why = npu_refusal(n, graph) if n.type.dtype.is_int else None
-        if n.type.dtype.is_int:
-            op += f" (NPU: {why or 'runs after a host op'})"
-        lines.append(f"%{n.name} = {op} at {n.loc}")
-    return lines
-
-
 def _reference(model: Any, qm: Any, example_inputs: Sequence[torch.Tensor] | None
                ) -> dict[str, Any]:
     """Golden and float outputs on the example inputs (stored: `run --check` reuses them), and
@@ -179,10 +164,10 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     say = progress or (lambda msg: None)
     dump = dump or Dumps(frozenset(), print)
     t0 = time.perf_counter()
-    graph = legalize(graph)  # exact rewrites for the instruction fields (schedule/legalize.py)
+    graph = legalize(graph)  # exact rewrites for the instruction fields (lower/legalize.py)
     dump(Stage.LEGALIZE, lambda: print_graph(graph, elide_constants=True))
     part = partition(graph, no_fallback=not options.allow_host_fallback)
-    dump(Stage.PARTITION, lambda: partition_text(part))
+    dump(Stage.PARTITION, part.text)
     fallback = summarize(graph, part)
     t0 = times.record("partition", t0)
     say(f"compiling {len(part.npu_nodes)} NPU ops in {len(part.regions)} region(s) for "
@@ -219,8 +204,8 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
         meta["npu_regions"] = [{"inputs": list(r.inputs), "outputs": list(r.outputs),
                                 "ends": ends}
                                for r, ends in zip(part.regions, region.region_ends, strict=False)]
-    host = {_host_key(k, len(part.hosts)): print_graph(g)
-            for k, g in enumerate(part.hosts) if g.nodes and g.outputs}
+    host = {key: print_graph(g) for key, g in zip(part.host_keys(), part.hosts, strict=True)
+            if g.nodes and g.outputs}
     p = region.program
     program = TslProgram(p.arch_hash, p.streams, p.constants, p.constants_memory,
                          p.constants_address, p.inputs, p.outputs, meta, host)
@@ -228,22 +213,6 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     _ = compiled.binary  # serialise once: validates the program as a reader would
     times.record("serialise", t0)
     return compiled
-
-
-def partition_text(part: Partition) -> str:
-    """The host parts and NPU regions, one line each, in run order."""
-    lines = []
-    for k, host in enumerate(part.hosts):
-        ops = ", ".join(f"%{n.name} = {op_label(n)}" for n in host.nodes
-                        if n.op is not Op.CONSTANT)
-        lines.append(f"host {_host_key(k, len(part.hosts))}: {ops or '(nothing)'}")
-        if k < len(part.regions):
-            r = part.regions[k]
-            lines.append(f"npu region {k + 1}: {len(r.nodes)} op(s) "
-                         f"{', '.join('%' + n.name for n in r.nodes)}; reads "
-                         f"{', '.join('%' + v for v in r.inputs)}; hands on "
-                         f"{', '.join('%' + v for v in r.outputs)}")
-    return "\n".join(lines) + "\n"
 
 
 def streams_text(program: TslProgram) -> str:
@@ -269,10 +238,3 @@ def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
     schedule = plan(graph, nodes, inputs, outputs, arch, region_sizes=region_sizes,
                     on_chip_residency=residency, prefetch=prefetch, units=units)
     return emit(schedule, metadata)
-
-
-def _host_key(k: int, count: int) -> str:
-    """HOST_GRAPHS key of host part k of `count`: prologue, host_1, ..., epilogue."""
-    if k == 0:
-        return "prologue"
-    return "epilogue" if k == count - 1 else f"host_{k}"

@@ -15,8 +15,8 @@ from tessel.arch import CompileOptions, load_preset
 from tessel.codegen.scheduled import Schedule
 from tessel.driver import Dumps, Stage, compile_graph
 from tessel.ir import parse_graph
-from tessel.schedule.legalize import legalize
-from tessel.schedule.partition import partition
+from tessel.lower.legalize import legalize
+from tessel.lower.partition import partition
 from tessel.schedule.plan import plan
 from tessel.schedule.text import schedule_text
 

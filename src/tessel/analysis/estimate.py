@@ -18,8 +18,8 @@ from tessel.display import Table, fmt_int, short_repr, summary_html
 from tessel.ir import Graph
 from tessel.ir.macs import node_macs
 from tessel.isa.costs import Events, energy_breakdown_pj, static_energy_pj
-from tessel.schedule.legalize import legalize
-from tessel.schedule.partition import partition
+from tessel.lower.legalize import legalize
+from tessel.lower.partition import partition
 from tessel.schedule.plan import plan
 
 

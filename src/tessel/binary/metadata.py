@@ -32,7 +32,7 @@ def _is_str_list(v: Any) -> bool:
 
 
 def _is_fallback(v: Any) -> bool:
-    """The compile's fallback summary (`tessel.schedule.fallback.FallbackSummary.to_dict`)."""
+    """The compile's fallback summary (`tessel.lower.fallback.FallbackSummary.to_dict`)."""
     return (isinstance(v, dict)
             and all(_is_nat(v.get(k)) for k in ("npu_ops", "total_ops", "npu_macs",
                                                   "total_macs", "regions"))

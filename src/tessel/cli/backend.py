@@ -121,7 +121,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
           f"{cycles:,} cycles = {1e3 * cycles / arch.clock_hz:.3f} ms on {arch.name}")
     fallback = cm.program.metadata.get("fallback")
     if isinstance(fallback, dict):
-        from tessel.schedule.fallback import summary_text
+        from tessel.lower.fallback import summary_text
         text = summary_text(fallback)
         if text:
             print(text)

@@ -20,8 +20,8 @@ from tessel.binary import TslProgram
 from tessel.display import TERMINAL_WIDTH, Table, fmt_int, short_repr, summary_html
 from tessel.isa import Engine, Opcode
 from tessel.isa.costs import energy_breakdown_pj, gemm_dims, instruction_cost, static_energy_pj
+from tessel.lower.fallback import summary_text
 from tessel.runtime.regions import regions_of
-from tessel.schedule.fallback import summary_text
 from tessel.sim.prepare import prepared
 from tessel.sim.stats import event_row, events_from_row
 from tessel.sim.timing import events_matrix as _events_matrix

@@ -11,9 +11,9 @@ from tessel.analysis.explore import quantised_graphs
 from tessel.analysis.explore_space import build_arch
 from tessel.arch import load_target
 from tessel.isa import Engine
+from tessel.lower.legalize import legalize
+from tessel.lower.partition import partition
 from tessel.schedule import plan as program
-from tessel.schedule.legalize import legalize
-from tessel.schedule.partition import partition
 
 
 def _parts(model: str):

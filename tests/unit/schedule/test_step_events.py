@@ -12,9 +12,9 @@ from tessel.codegen.step import top_slots
 from tessel.codegen.step_events import step_events
 from tessel.isa import Engine
 from tessel.isa.costs import Events, instruction_cost
+from tessel.lower.legalize import legalize
+from tessel.lower.partition import partition
 from tessel.schedule import plan as program
-from tessel.schedule.legalize import legalize
-from tessel.schedule.partition import partition
 
 
 def _every_instruction(work, arch) -> Events:

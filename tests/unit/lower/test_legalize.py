@@ -9,7 +9,7 @@ from torch import nn
 
 import tessel
 from tessel.ir import Op
-from tessel.schedule.legalize import legalize
+from tessel.lower.legalize import legalize
 
 
 class DilatedTCN(nn.Module):

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tessel.binary.metadata import host_part_keys
 from tessel.codegen.registry import is_view, npu_supported
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, GraphBuilder, Node, Op, Value, verify
-from tessel.schedule.fallback import BOUNDARY_OPS, no_fallback_message
+from tessel.lower.fallback import BOUNDARY_OPS, no_fallback_message, op_label
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,25 @@ class Partition:
     @property
     def epilogue(self) -> Graph:
         return self.hosts[-1]
+
+    def host_keys(self) -> list[str]:
+        """The binary's key of each host part, in run order (prologue, host_1, ..., epilogue)."""
+        return host_part_keys(len(self.regions))[:len(self.hosts)]
+
+    def text(self) -> str:
+        """The host parts and NPU regions, one line each, in run order."""
+        lines = []
+        for k, (host, key) in enumerate(zip(self.hosts, self.host_keys(), strict=True)):
+            ops = ", ".join(f"%{n.name} = {op_label(n)}" for n in host.nodes
+                            if n.op is not Op.CONSTANT)
+            lines.append(f"host {key}: {ops or '(nothing)'}")
+            if k < len(self.regions):
+                r = self.regions[k]
+                lines.append(f"npu region {k + 1}: {len(r.nodes)} op(s) "
+                             f"{', '.join('%' + n.name for n in r.nodes)}; reads "
+                             f"{', '.join('%' + v for v in r.inputs)}; hands on "
+                             f"{', '.join('%' + v for v in r.outputs)}")
+        return "\n".join(lines) + "\n"
 
 
 def partition(graph: Graph, *, no_fallback: bool = False) -> Partition:

@@ -10,15 +10,16 @@ take its shape. Quantise / dequantise at the model's edges are not counted as op
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tessel.codegen.registry import EMITTERS, VIEW_OPS
+from tessel.codegen.registry import EMITTERS, VIEW_OPS, npu_refusal
 from tessel.ir import Graph, Node, Op
 from tessel.ir.macs import node_macs
 
 if TYPE_CHECKING:
-    from tessel.schedule.partition import Partition
+    from tessel.lower.partition import Partition
 
 BOUNDARY_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE})  # the model's edges: always on the host
 
@@ -41,6 +42,19 @@ def host_reason(graph: Graph, node: Node) -> HostReason:
     return HostReason.UNSUPPORTED_OP
 
 
+def host_op_lines(graph: Graph, nodes: Sequence[Node]) -> list[str]:
+    """One line per host op (each once): the ATen op of a `host` node, and why the NPU does
+    not run an integer op ("after a host op" when only its position keeps it there)."""
+    lines = []
+    for n in {n.name: n for n in nodes}.values():
+        op = op_label(n)
+        why = npu_refusal(n, graph) if n.type.dtype.is_int else None
+        if n.type.dtype.is_int:
+            op += f" (NPU: {why or 'runs after a host op'})"
+        lines.append(f"%{n.name} = {op} at {n.loc}")
+    return lines
+
+
 def op_label(node: Node) -> str:
     """The op as a user knows it: the ATen target of a float host op, else the IR op."""
     return str(node.attr("target")) if node.op is Op.HOST else node.op.value
@@ -54,10 +68,6 @@ class FallbackSummary:
     total_macs: int
     regions: int
     by_reason: dict[HostReason, tuple[str, ...]]  # reason -> op labels (one per host op)
-
-    @property
-    def mac_percent(self) -> float:
-        return 100.0 * self.npu_macs / self.total_macs if self.total_macs else 100.0
 
     def text(self) -> str:
         return summary_text(self.to_dict())

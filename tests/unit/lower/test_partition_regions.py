@@ -17,9 +17,9 @@ import tessel
 from tessel.binary import read_tsl
 from tessel.cli import main
 from tessel.errors import TesselCompileError, TesselFormatError
+from tessel.lower.fallback import HostReason, summarize
+from tessel.lower.partition import partition
 from tessel.runtime.compiled import CompiledModel
-from tessel.schedule.fallback import HostReason, summarize
-from tessel.schedule.partition import partition
 
 X = torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(0))
 CALIB = [(torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(i)),) for i in range(4)]
