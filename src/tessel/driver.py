@@ -21,14 +21,13 @@ from typing import Any
 import torch
 
 from tessel.arch import CompileOptions, NpuArch, load_target
-from tessel.binary import TslProgram
-from tessel.binary.metadata import METADATA_VERSION
-from tessel.codegen.program import RegionProgram, emit
 from tessel.collector import no_collections
+from tessel.emit.metadata import model_metadata
+from tessel.emit.program import emit
+from tessel.emit.text import streams_text
 from tessel.frontend.model_input import model_name
-from tessel.ir import Graph, Node, print_graph, verify
-from tessel.ir.macs import node_macs
-from tessel.lower.fallback import host_op_lines, summarize
+from tessel.ir import Graph, print_graph, verify
+from tessel.lower.fallback import summarize
 from tessel.lower.legalize import legalize
 from tessel.lower.partition import partition
 from tessel.runtime.compiled import CompiledModel
@@ -36,7 +35,6 @@ from tessel.runtime.reference import KEY as REFERENCE_KEY
 from tessel.runtime.reference import reference_metadata
 from tessel.schedule.plan import plan
 from tessel.schedule.text import schedule_text
-from tessel.version import __version__
 
 Progress = Callable[[str], None]
 
@@ -172,69 +170,17 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     t0 = times.record("partition", t0)
     say(f"compiling {len(part.npu_nodes)} NPU ops in {len(part.regions)} region(s) for "
         f"{arch.name}")
-    meta: dict[str, Any] = {
-        "metadata_version": METADATA_VERSION,
-        "model": name or graph.name, "target": arch.name, "tessel_version": __version__,
-        "arch": arch.to_toml_dict(), "model_inputs": [v.name for v in graph.inputs],
-        "model_outputs": list(graph.outputs),
-        "host_ops": host_op_lines(graph, part.host_ops + part.moved_to_host),
-        "fallback": fallback.to_dict(),
-        **(metadata or {}),
-    }
+    meta = {**model_metadata(graph, arch, name or graph.name, part, fallback), **(metadata or {})}
     sizes = [len(r.nodes) for r in part.regions] or None
     schedule = plan(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch,
                     region_sizes=sizes, on_chip_residency=options.on_chip_residency,
                     prefetch=options.prefetch_groups)
     t0 = times.record("schedule", t0)
     dump(Stage.SCHEDULE, lambda: schedule_text(schedule))
-    region = emit(schedule, meta)
+    region = emit(schedule, meta, part)
     t0 = times.record("emit", t0)
     dump(Stage.EMIT, lambda: streams_text(region.program))
-    meta = dict(region.program.metadata)
-    meta["arena_peak_bytes"] = region.arena_peak
-    meta["arena_naive_bytes"] = region.arena_naive
-    meta["layers"] = [{"name": lay.name, "op": lay.op, "loc": lay.loc, "mapping": lay.mapping,
-                       "bound": lay.estimate.bound.value,
-                       "estimated_cycles": lay.estimate.cycles, "first": lay.first_instr,
-                       "last": lay.last_instr, "nodes": list(lay.nodes or (lay.name,)),
-                       "macs": sum(node_macs(graph, graph.node_map[n])
-                                   for n in (lay.nodes or (lay.name,)))}
-                      for lay in region.layers]
-    if len(part.regions) > 1:  # format 1.1; absent: one region with every descriptor
-        meta["npu_regions"] = [{"inputs": list(r.inputs), "outputs": list(r.outputs),
-                                "ends": ends}
-                               for r, ends in zip(part.regions, region.region_ends, strict=False)]
-    host = {key: print_graph(g) for key, g in zip(part.host_keys(), part.hosts, strict=True)
-            if g.nodes and g.outputs}
-    p = region.program
-    program = TslProgram(p.arch_hash, p.streams, p.constants, p.constants_memory,
-                         p.constants_address, p.inputs, p.outputs, meta, host)
-    compiled = CompiledModel(program, arch)
+    compiled = CompiledModel(region.program, arch)
     _ = compiled.binary  # serialise once: validates the program as a reader would
     times.record("serialise", t0)
     return compiled
-
-
-def streams_text(program: TslProgram) -> str:
-    """Every engine's instruction stream, disassembled (a stream held as encoded bytes is
-    decoded first)."""
-    from tessel.isa import Engine, disassemble
-    from tessel.isa.codec import decode_stream
-
-    def instructions(e: Engine) -> Sequence[Any]:
-        stream = program.streams[e]
-        return decode_stream(e, stream) if isinstance(stream, bytes) else stream
-
-    return "".join(f".engine {e.name}\n{disassemble(instructions(e))}" for e in Engine
-                   if e in program.streams)
-
-
-def compile_region(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
-                   outputs: Sequence[str], arch: NpuArch, metadata: dict[str, Any],
-                   units: list | None = None, region_sizes: Sequence[int] | None = None,
-                   residency: bool = False, prefetch: bool = True) -> RegionProgram:
-    """The backend of the NPU nodes `nodes` of `graph` (schedule, then emit; see
-    `tessel.schedule.plan.plan` for the arguments); `compile_graph` without the partition."""
-    schedule = plan(graph, nodes, inputs, outputs, arch, region_sizes=region_sizes,
-                    on_chip_residency=residency, prefetch=prefetch, units=units)
-    return emit(schedule, metadata)

@@ -32,7 +32,7 @@ Tiles, per stripe of depthwise output rows and channel chunk:
 
 Each layer keeps the instructions of its own qconv2d / qadd, so the result is bit-identical.
 
-Ordering without new tokens (the step's rings as codegen/emit.py builds them; the
+Ordering without new tokens (the step's rings as emit/step.py builds them; the
 accumulator ring is `depth` = 2 or 3 deep, a mapping choice, the input ring 2): the MATRIX
 part of tile k waits for VECTOR to finish tile k - depth (accumulator ring) and DMA_IN's tile
 k waits for MATRIX to finish tile k - 2 (input ring); every engine runs its tiles in order. So

@@ -12,7 +12,7 @@ when its group 0 loads nothing or loads anything but constants (a weights-statio
 keeps its input activation as group data), or when it does not fit.
 
 The token protocol: the prefetching step's end also waits for DMA_IN's STEP_DONE_TOKEN, which
-DMA_IN signals after the prefetch loads have landed (codegen/streams.py), so each step still
+DMA_IN signals after the prefetch loads have landed (emit/streams.py), so each step still
 starts with no transfer in flight and no token outstanding, and its estimate
 (`estimate_step(..., prefetched=, prefetch=)`) is the time of its own program from an idle
 start, as before: the prefetch loads are timed in the step that issues them.
@@ -207,7 +207,7 @@ def plan_prefetch(works: Sequence[StepWork], regions: Sequence[int],
 
 @dataclass(frozen=True)
 class PlannedStep:
-    """A step as codegen emits it: moved, and with its prefetch role (codegen/emit.py)."""
+    """A step as codegen emits it: moved, and with its prefetch role (emit/step.py)."""
 
     work: StepWork
     prefetched: bool  # its group-0 loads are issued by the previous step

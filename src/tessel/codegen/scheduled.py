@@ -1,5 +1,5 @@
 """The Schedule: the value the schedule stage (`tessel.schedule.plan`) produces and codegen
-(`tessel.codegen.program.emit`) emits from, once.
+(`tessel.emit.program.emit`) emits from, once.
 
 A `ScheduledStep` is one NPU step: its unit (a node, or a fused group of nodes), the emitter's
 mapping, the cost model's estimate (and so its bound), its region, the resident tensors it

@@ -30,7 +30,7 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
                   cache: CostCache | None = None, prefetched: bool = False,
                   prefetch: Sequence[Instruction] = ()) -> Estimate:
     """Cycles of a step from per-instruction costs, following the program codegen emits for
-    it (codegen/emit.py): the same queue per engine in the same order, with the rings' WAIT /
+    it (emit/step.py): the same queue per engine in the same order, with the rings' WAIT /
     SIGNAL tokens, but each tile's compute instructions on an engine taken as one block of
     their summed cost. Timing follows the simulator's rules (sim/timing.py): WAIT and SIGNAL
     cost one cycle, a DMA engine issues one transfer per cycle with up to `dma_channels` in
@@ -40,7 +40,7 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
     sample: only run the first `sample` tiles of the first two groups and scale the time by
     the share of tiles run (a cheap first ranking of many candidate mappings).
 
-    prefetched / prefetch: as codegen/emit.py `emit_step` (codegen/prefetch.py): the step's
+    prefetched / prefetch: as emit/step.py `emit_step` (codegen/prefetch.py): the step's
     group-0 loads were issued by the previous step (they are not in this step's program: the
     previous step's estimate has them), and `prefetch` are the next step's group-0 loads this
     step issues after its last tile's loads, its end waiting for them to land. Each step's
@@ -116,7 +116,7 @@ _SHAPE_IDS = itertools.count()
 
 
 class StepProgram:
-    """The four queues of a step as codegen/emit.py orders them (rings, group slots, drains,
+    """The four queues of a step as emit/step.py orders them (rings, group slots, drains,
     step-done tokens), each op a tuple: (_WAIT, key), (_SIGNAL, key, engines to wake as a bit
     mask), (_WORK, term), (_XFER, term, memory), (_TILE, wait keys, term, signal keys,
     engines to wake); `terms`: the terms they index. Nothing in it depends on the NPU's
@@ -170,7 +170,7 @@ class StepProgram:
                 self._acquire(gw)
             loads = [] if prefetched and g == 0 else group.weight_loads + group.param_loads
             q_in.extend(self._xfers(loads))
-            # codegen/emit.py: a step's first group signals ready after the first tile's loads
+            # emit/step.py: a step's first group signals ready after the first tile's loads
             defer = g == 0 and bool(loads) and group.tile_count > 0
             if not defer:
                 if gw is not None:

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from compile_region import compile_region
 from tessel.arch import load_preset
-from tessel.driver import compile_region
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import fixedpoint as fp
 from tessel.sim import simulate

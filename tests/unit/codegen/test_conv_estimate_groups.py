@@ -1,4 +1,4 @@
-"""The estimate follows the program's group buffer slots (codegen/emit.py acquires a group's
+"""The estimate follows the program's group buffer slots (emit/step.py acquires a group's
 slot before its weight loads): single-buffered mappings are not under-estimated."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from test_conv_codegen import conv_graph
 
+from compile_region import compile_region
 from tessel.arch import load_preset
 from tessel.codegen import ops_conv
 from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.step_estimate import estimate_step
-from tessel.driver import compile_region
 from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate
 

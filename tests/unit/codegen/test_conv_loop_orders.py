@@ -12,12 +12,12 @@ import pytest
 from conv_constants import conv_constants
 from test_conv_codegen import conv_graph, reference
 
+from compile_region import compile_region
 from tessel.arch import load_preset
 from tessel.codegen import ops_conv
 from tessel.codegen.context import CodegenContext, ConstPool, DramTensor
 from tessel.codegen.step import Slots
 from tessel.codegen.step_estimate import estimate_step
-from tessel.driver import compile_region
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import Engine, Opcode

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from test_conv_codegen import conv_graph, reference
 
+from compile_region import compile_region
 from tessel.arch import Dataflow, load_preset
 from tessel.codegen import ops_conv
 from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.step_estimate import estimate_step
-from tessel.driver import compile_region
 from tessel.isa import Engine, Opcode
 from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate

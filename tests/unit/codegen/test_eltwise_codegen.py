@@ -9,11 +9,11 @@ import dataclasses
 import numpy as np
 import pytest
 
+from compile_region import compile_region
 from tessel.arch import load_preset
 from tessel.codegen import ops_eltwise
 from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.step_estimate import estimate_step
-from tessel.driver import compile_region
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, run_graph, verify
 from tessel.isa import Engine, Opcode
 from tessel.isa import fixedpoint as fp

@@ -11,11 +11,11 @@ import pytest
 from test_conv_codegen import conv_graph
 from test_eltwise_codegen import binary_graph
 
+from compile_region import compile_region
 from tessel.arch import load_preset
 from tessel.codegen import ops_conv, ops_eltwise
 from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.step_estimate import estimate_step
-from tessel.driver import compile_region
 from tessel.ir import Op
 from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from conv_constants import conv_constants
 
+from compile_region import compile_region
 from tessel.arch import load_preset
 from tessel.codegen import ops_fused
 from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.step_estimate import estimate_step
-from tessel.driver import compile_region
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import Engine, Opcode
 from tessel.isa import fixedpoint as fp

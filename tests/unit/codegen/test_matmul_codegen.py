@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from compile_region import compile_region
 from tessel.arch import load_preset
 from tessel.codegen import ops_matmul
 from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.driver import compile_region
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, run_graph, verify
 from tessel.isa import fixedpoint as fp
 from tessel.quant.golden import GOLDEN_KERNELS

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from compile_region import compile_region
 from tessel.arch import load_preset
 from tessel.codegen import ops_movement as om
 from tessel.codegen.context import DramTensor
-from tessel.driver import compile_region
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, GraphBuilder, Layout, Op, TensorType, verify
 from tessel.isa import Engine, Opcode

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from compile_region import compile_region
 from tessel.arch import load_preset
-from tessel.driver import compile_region
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, GraphBuilder, Op, QuantParams, TensorType, verify
 from tessel.isa import Engine, Opcode

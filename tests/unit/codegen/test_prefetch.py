@@ -12,8 +12,8 @@ from test_driver_e2e import two_conv_net
 from tessel.arch import CompileOptions, load_preset
 from tessel.codegen import prefetch
 from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
-from tessel.codegen.streams import STEP_DONE_TOKEN
 from tessel.driver import compile_graph
+from tessel.emit.streams import STEP_DONE_TOKEN
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import DType
 from tessel.isa.footprint import Space, accesses

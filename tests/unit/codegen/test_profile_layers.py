@@ -9,8 +9,8 @@ import json
 import numpy as np
 from test_conv_codegen import conv_graph
 
+from compile_region import compile_region
 from tessel.arch import load_preset
-from tessel.driver import compile_region
 from tessel.isa import Engine, Opcode
 from tessel.runtime.profile import build_profile
 

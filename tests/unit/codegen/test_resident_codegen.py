@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from conv_constants import conv_constants
 
+from compile_region import compile_region
 from tessel.arch import load_preset
-from tessel.driver import compile_region
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import fixedpoint as fp
 from tessel.quant.golden import run_golden

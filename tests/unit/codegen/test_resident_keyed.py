@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from test_resident_codegen import chain
 
+from compile_region import compile_region
 from tessel.arch import load_preset
 from tessel.codegen import resident
 from tessel.codegen.step_estimate import estimate_step
-from tessel.driver import compile_region
 from tessel.ir import Op
 from tessel.quant.golden import run_golden
 from tessel.schedule import residency

@@ -18,6 +18,7 @@ from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.codegen.ops_fused import FusedChain
 from tessel.codegen.registry import EMITTERS, emitter_for, is_view
 from tessel.codegen.step import Estimate
+from tessel.emit.simulated_cost import SimulatedCostModel, simulate_step
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import fixedpoint as fp
 from tessel.schedule import search_cache
@@ -25,8 +26,6 @@ from tessel.schedule.cost_model import (
     AnalyticalCostModel,
     CostModel,
     CostModelKind,
-    SimulatedCostModel,
-    simulate_step,
 )
 from tessel.schedule.plan import estimation_context, plan
 

@@ -1,6 +1,6 @@
 """Turn a step's work (tessel.codegen.step.StepWork) into token-ordered engine queues.
 
-Rings (tessel.codegen.streams): group data DMA_IN -> MATRIX (weights) and DMA_IN -> VECTOR
+Rings (tessel.emit.streams): group data DMA_IN -> MATRIX (weights) and DMA_IN -> VECTOR
 (parameters, tables); tile inputs DMA_IN -> first compute engine; accumulators MATRIX ->
 VECTOR; outputs VECTOR -> DMA_OUT.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tessel.codegen.step import Slots, StepWork
-from tessel.codegen.streams import Ring, Streams
+from tessel.emit.streams import Ring, Streams
 from tessel.isa import Engine, Instruction
 
 

@@ -1,10 +1,10 @@
-"""`--dump-after emit` text (driver.streams_text): the same for a program holding instruction
+"""`--dump-after emit` text (tessel.emit.text.streams_text): the same for a program holding instruction
 tuples and for one holding the same streams encoded as bytes."""
 
 from __future__ import annotations
 
 from tessel.binary import TslProgram
-from tessel.driver import streams_text
+from tessel.emit.text import streams_text
 from tessel.isa import DType, Engine, Instruction, Opcode
 from tessel.isa.codec import encode_stream
 

@@ -1,6 +1,7 @@
-"""Codegen of a Schedule (tessel.schedule.plan): every step's work emitted once, in order,
-into token-ordered instruction streams, with the schedule's constants and I/O descriptors ->
-a TslProgram, and what was decided per layer (for the profile and the report)."""
+"""Emit a Schedule (tessel.schedule.plan): every step's work emitted once, in order, into
+token-ordered instruction streams, with the schedule's constants, the I/O descriptors, the
+metadata (tessel.emit.metadata) and the host parts -> one TslProgram, and what was decided per
+layer (for the profile and the report)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from typing import Any
 from tessel.binary import DType as BinDType
 from tessel.binary import QuantParams as BinQuant
 from tessel.binary import TensorDescriptor, TslProgram
-from tessel.codegen.emit import emit_step
 from tessel.codegen.scheduled import Schedule
 from tessel.codegen.step import Estimate
-from tessel.codegen.streams import Streams
-from tessel.ir import DType, Graph
+from tessel.emit.metadata import layer_records, region_records
+from tessel.emit.step import emit_step
+from tessel.emit.streams import Streams
+from tessel.ir import DType, Graph, print_graph
 from tessel.isa import Engine
+from tessel.lower.partition import Partition
 
 _BIN_DTYPE = {DType.I8: BinDType.INT8, DType.I16: BinDType.INT16, DType.I32: BinDType.INT32,
               DType.U8: BinDType.UINT8, DType.F32: BinDType.FLOAT32}
@@ -46,9 +49,12 @@ class RegionProgram:
     region_ends: tuple[dict[str, int], ...] = ()
 
 
-def emit(schedule: Schedule, metadata: dict[str, Any]) -> RegionProgram:
+def emit(schedule: Schedule, metadata: dict[str, Any], part: Partition | None = None
+         ) -> RegionProgram:
     """The program of a schedule: each step's work emitted once, in order, into token-ordered
-    streams; the schedule's constant blob; the I/O descriptors where the schedule put them."""
+    streams; the schedule's constant blob; the I/O descriptors where the schedule put them;
+    `metadata` completed with the arena, the layers and (given the partition the schedule's
+    regions come from) the regions' boundaries, and the partition's host parts."""
     arch, graph = schedule.arch, schedule.graph
     streams = Streams()
     layers = []
@@ -65,10 +71,18 @@ def emit(schedule: Schedule, metadata: dict[str, Any]) -> RegionProgram:
     queues = streams.finish()
     ends[-1] = {e.name: len(queues[e]) for e in Engine}
     tensors = schedule.tensors
+    meta = {**metadata, "arena_peak_bytes": schedule.arena_peak,
+            "arena_naive_bytes": schedule.arena_naive, "layers": layer_records(graph, layers)}
+    hosts: dict[str, str] = {}
+    if part is not None:
+        if (regions := region_records(part, ends)) is not None:
+            meta["npu_regions"] = regions
+        hosts = {key: print_graph(g) for key, g in zip(part.host_keys(), part.hosts, strict=True)
+                 if g.nodes and g.outputs}
     program = TslProgram(
         arch.arch_hash_bytes, queues, schedule.constants.blob, schedule.constants.memory, 0,
         tuple(_descriptor(graph, n, tensors[n]) for n in schedule.inputs),
-        tuple(_descriptor(graph, n, tensors[n]) for n in schedule.outputs), metadata)
+        tuple(_descriptor(graph, n, tensors[n]) for n in schedule.outputs), meta, hosts)
     return RegionProgram(program, tuple(layers), schedule.arena_peak, schedule.arena_naive,
                          tuple(ends))
 
