@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tessel.codegen.registry import npu_refusal
 from tessel.ir import Op
+from tessel.ops.registry import npu_refusal
 from tessel.quant.api import quantize
 
 

@@ -162,7 +162,7 @@ def test_batched_tcn_bit_exact_on_npu() -> None:
 
 
 def test_conv_beyond_the_instruction_falls_back_with_reason() -> None:
-    from tessel.codegen.registry import npu_refusal
+    from tessel.ops.registry import npu_refusal
 
     cm, qm, sqnr = compile_checked(WideDilation().eval(), (1, 4, 64))
     (conv,) = [n for n in qm.graph.nodes if n.op is Op.QCONV2D]

@@ -12,12 +12,12 @@ import pytest
 
 from filecheck import FileCheckError, filecheck, parse_directives
 from tessel.arch import CompileOptions, load_preset
-from tessel.codegen.scheduled import Schedule
 from tessel.driver import Dumps, Stage, compile_graph
 from tessel.ir import parse_graph
 from tessel.lower.legalize import legalize
 from tessel.lower.partition import partition
 from tessel.schedule.plan import plan
+from tessel.schedule.result import Schedule
 from tessel.schedule.text import schedule_text
 
 CASES = sorted((Path(__file__).parent / "schedule").glob("*.tir"))

@@ -76,7 +76,7 @@ _KNOB_LIMIT = {Knob.MATRIX_ROWS: Limit.MAC_ARRAY, Knob.MATRIX_COLS: Limit.MAC_AR
                Knob.ACCUMULATOR: Limit.ACC_CAPACITY, Knob.OFFCHIP_BANDWIDTH: Limit.DRAM_BANDWIDTH,
                Knob.OFFCHIP_LATENCY: Limit.DMA_LATENCY, Knob.DMA_CHANNELS: Limit.DMA_CHANNELS}
 
-# The estimate's per-step bound (tessel.codegen.step.Bound values) -> the limit it names.
+# The estimate's per-step bound (tessel.ops.step.Bound values) -> the limit it names.
 _BOUND_LIMIT = {"compute": Limit.MAC_ARRAY, "vector": Limit.VECTOR_LANES,
                 "dram": Limit.DRAM_BANDWIDTH, "latency": Limit.DMA_LATENCY}
 

@@ -13,13 +13,13 @@ from typing import Any
 
 from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
-from tessel.codegen.step_events import step_events
 from tessel.display import Table, fmt_int, short_repr, summary_html
 from tessel.ir import Graph
 from tessel.ir.macs import node_macs
 from tessel.isa.costs import Events, energy_breakdown_pj, static_energy_pj
 from tessel.lower.legalize import legalize
 from tessel.lower.partition import partition
+from tessel.schedule.events import step_events
 from tessel.schedule.plan import plan
 
 

@@ -25,9 +25,9 @@ from tessel.analysis.explore_space import build_arch, point_key
 from tessel.analysis.explore_store import ModelFigures, PointResult
 from tessel.analysis.reaper import start_reaper
 from tessel.arch import NpuArch, arch_from_dict
-from tessel.codegen import step_estimate
 from tessel.errors import TesselCompileError, TesselConfigError, TesselUnsupportedOpError
 from tessel.ir import Graph
+from tessel.schedule import estimate as step_estimate
 from tessel.schedule.search_cache import SearchCache, program_key, pruning
 from tessel.schedule.search_cache import use as use_search_cache
 
@@ -54,7 +54,7 @@ def evaluate_point(point: Mapping[str, Any], graphs: Graphs, base: NpuArch,
     ``cache``: reuse this process's search cache (the figures are the same without it);
     ``ahead``: the points this process will evaluate after this one (a worker's run): the
     programs this point timed, that many times over, tell the step timing's tier whether to
-    run compiled from now on (codegen.step_estimate.expect_programs; the figures are the
+    run compiled from now on (schedule.estimate.expect_programs; the figures are the
     same either way)."""
     timed = step_estimate.programs_run()
     if os.environ.get(REFERENCE_ENV, "") not in ("", "0"):

@@ -188,7 +188,7 @@ def _transfers(prep: PreparedProgram, sched: InstrTimes) -> tuple[Transfer, ...]
 def sram_peaks(compiled: CompiledModel) -> SramPeaks:
     """Scratchpad and accumulator high-water marks from every instruction's operand boxes.
 
-    The compiler allocates each layer's SRAM from address 0 (``codegen.context.SramPlan``),
+    The compiler allocates each layer's SRAM from address 0 (``ops.context.SramPlan``),
     so the highest byte touched is the scratchpad that layer needs.
     """
     prep = prepared(compiled.program, compiled.arch)

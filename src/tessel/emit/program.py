@@ -11,14 +11,14 @@ from typing import Any
 from tessel.binary import DType as BinDType
 from tessel.binary import QuantParams as BinQuant
 from tessel.binary import TensorDescriptor, TslProgram
-from tessel.codegen.scheduled import Schedule
-from tessel.codegen.step import Estimate
 from tessel.emit.metadata import layer_records, region_records
 from tessel.emit.step import emit_step
 from tessel.emit.streams import Streams
 from tessel.ir import DType, Graph, print_graph
 from tessel.isa import Engine
 from tessel.lower.partition import Partition
+from tessel.schedule.estimate import Estimate
+from tessel.schedule.result import Schedule
 
 _BIN_DTYPE = {DType.I8: BinDType.INT8, DType.I16: BinDType.INT16, DType.I32: BinDType.INT32,
               DType.U8: BinDType.UINT8, DType.F32: BinDType.FLOAT32}

@@ -12,13 +12,13 @@ import dataclasses
 from collections.abc import Sequence
 
 from tessel.arch import NpuArch
-from tessel.codegen.step import Estimate, GroupWork, StepWork
-from tessel.codegen.step_estimate import limit, scaled
 from tessel.emit.step import emit_step
 from tessel.emit.streams import Streams
 from tessel.errors import TesselSimError
 from tessel.isa import Engine, Instruction, Opcode
+from tessel.ops.step import GroupWork, StepWork
 from tessel.schedule.cost_model import CostModelKind
+from tessel.schedule.estimate import Estimate, limit, scaled
 
 _CONTROL = (Opcode.WAIT, Opcode.SIGNAL, Opcode.END)
 

@@ -1,10 +1,10 @@
-"""Turn a step's work (tessel.codegen.step.StepWork) into token-ordered engine queues.
+"""Turn a step's work (tessel.ops.step.StepWork) into token-ordered engine queues.
 
 Rings (tessel.emit.streams): group data DMA_IN -> MATRIX (weights) and DMA_IN -> VECTOR
 (parameters, tables); tile inputs DMA_IN -> first compute engine; accumulators MATRIX ->
 VECTOR; outputs VECTOR -> DMA_OUT.
 
-Prefetch (codegen/prefetch.py): a step whose first group was loaded by the previous step
+Prefetch (schedule/prefetch.py): a step whose first group was loaded by the previous step
 (`prefetched`) emits no loads for group 0 but keeps its ring tokens; a step given the next
 step's group-0 loads (`prefetch`) issues them on DMA_IN after its last tile's loads, before
 the drains, and its end waits for them to land (`Streams.end_step`). When a step loads its
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tessel.codegen.step import Slots, StepWork
 from tessel.emit.streams import Ring, Streams
 from tessel.isa import Engine, Instruction
+from tessel.ops.step import Slots, StepWork
 
 
 def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,

@@ -123,7 +123,7 @@ class Streams:
         """Drain every ring of the step and tell DMA_IN that all stores have landed.
 
         prefetched: DMA_IN issued the next step's first group loads in this step
-        (codegen/prefetch.py); DMA_OUT then also waits for DMA_IN's STEP_DONE_TOKEN, which
+        (schedule/prefetch.py); DMA_OUT then also waits for DMA_IN's STEP_DONE_TOKEN, which
         DMA_IN signals once those loads have landed (a DMA SIGNAL waits for its transfers),
         so the next step still starts with no transfer of this step in flight."""
         for r in self._rings:

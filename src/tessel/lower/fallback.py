@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tessel.codegen.registry import EMITTERS, VIEW_OPS, npu_refusal
 from tessel.ir import Graph, Node, Op
 from tessel.ir.macs import node_macs
+from tessel.ops.registry import EMITTERS, VIEW_OPS, npu_refusal
 
 if TYPE_CHECKING:
     from tessel.lower.partition import Partition

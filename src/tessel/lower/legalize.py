@@ -11,10 +11,10 @@ directly, exact by construction, applied before partitioning (`compile_graph`, a
 
 from __future__ import annotations
 
-from tessel.codegen.ops_conv import refusal
 from tessel.ir import Graph, Layout, Node, Op, unique_name
 from tessel.ir.types import TensorType
 from tessel.isa import SPECS, Opcode
+from tessel.ops.conv_emit import refusal
 
 _MAX_PAD = min(SPECS[op].field("pad_top").max for op in (Opcode.CONV, Opcode.DWCONV))
 

@@ -2,7 +2,7 @@
 
     host 0 (prologue) -> NPU region 1 -> host 1 -> NPU region 2 -> ... -> host N (epilogue)
 
-NPU ops (tessel.codegen.registry.npu_supported) run on the NPU; everything else (quantise /
+NPU ops (tessel.ops.registry.npu_supported) run on the NPU; everything else (quantise /
 dequantise at the boundaries, gathers, float ops left by the quantiser) on the host through the
 golden model's kernels. Every node goes to the earliest stage of its kind that follows all of
 its operands' stages (stage 0, 2, 4, ... host; 1, 3, ... NPU), so a host op in the middle of
@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tessel.binary.metadata import host_part_keys
-from tessel.codegen.registry import is_view, npu_supported
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, GraphBuilder, Node, Op, Value, verify
 from tessel.lower.fallback import BOUNDARY_OPS, no_fallback_message, op_label
+from tessel.ops.registry import is_view, npu_supported
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Cost models behind one interface (STYLE.md #8): what the mapping search
 (tessel.schedule.search_cache) asks for a candidate step's cycles.
 
-* `AnalyticalCostModel`: `estimate_step` (codegen/step_estimate.py), the per-instruction costs of
+* `AnalyticalCostModel`: `estimate_step` (schedule/estimate.py), the per-instruction costs of
   docs/isa.md run through the step's queues and tokens by the simulator's timing rules, with
   one `CostCache` of instruction costs; what `compile`, `estimate`, `advise` and `explore` use.
 * `SimulatedCostModel` (tessel.emit.simulated_cost): the step emitted alone and timed by
@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from tessel.arch import NpuArch
-from tessel.codegen.step import Estimate, StepWork
-from tessel.codegen.step_estimate import CostCache, StepProgram, estimate_step, time_program
 from tessel.isa import Instruction, Opcode
+from tessel.ops.step import StepWork
+from tessel.schedule.estimate import CostCache, Estimate, StepProgram, estimate_step, time_program
 
 _CONTROL = (Opcode.WAIT, Opcode.SIGNAL, Opcode.END)
 

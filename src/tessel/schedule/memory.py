@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tessel.codegen.context import ALIGN, DramTensor, align
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node, Op
+from tessel.ops.context import ALIGN, DramTensor, align
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ def plan_arena(graph: Graph, order: Sequence[Node], inputs: Sequence[str], outpu
     `order`: the NPU nodes in execution order. Region inputs are live from the start, outputs
     to the end. A reshape whose input is a plain tensor aliases it (no copy, no step).
     `fused_with_next`: nodes that run in one step with the node after them (cascading,
-    codegen/ops_fused.py): their results stay on chip (no arena space, never written to DRAM;
+    ops/fused_emit.py): their results stay on chip (no arena space, never written to DRAM;
     `tensors` has no entry for them) and the step's DRAM operands stay live until it ends."""
     alias = {n.name: n.inputs[0] for n in order if n.op is Op.RESHAPE}
     root = {}

@@ -1,4 +1,4 @@
-"""The schedule stage: NPU nodes -> a `Schedule` (tessel.codegen.scheduled) that codegen emits
+"""The schedule stage: NPU nodes -> a `Schedule` (tessel.schedule.result) that codegen emits
 once. In order: the mapping search per op with the fusion choice (`plan_units`, `_choose`:
 every candidate ranked on a cost model, by default the analytical one; schedule/cost_model.py),
 the constant layout (each step's constants packed once, in program order), the DRAM arena
@@ -17,25 +17,26 @@ from typing import Any
 import numpy as np
 
 from tessel.arch import NpuArch
-from tessel.codegen import ops_conv, ops_fused, resident
-from tessel.codegen import prefetch as prefetch_steps
-from tessel.codegen.context import CodegenContext, ConstPool, DramTensor, align
-from tessel.codegen.ops_fused import FusedChain
-from tessel.codegen.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
-from tessel.codegen.scheduled import ConstantLayout, Schedule, ScheduledStep, Unit
-from tessel.codegen.step import Estimate, StepWork, memoized
-from tessel.codegen.step_estimate import CostCache, StepProgram, time_program
-from tessel.codegen.step_events import EventTally
 from tessel.collector import no_collections
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node
 from tessel.isa import Engine
 from tessel.isa.costs import cost_key
+from tessel.ops import conv_emit, fused_emit
+from tessel.ops.context import CodegenContext, ConstPool, DramTensor, align
+from tessel.ops.fused_emit import FusedChain
+from tessel.ops.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
+from tessel.ops.step import StepWork, memoized
 from tessel.progress import task
-from tessel.schedule import search_cache
+from tessel.schedule import fusion, search_cache
+from tessel.schedule import prefetch as prefetch_steps
+from tessel.schedule import resident_rewrite as resident
 from tessel.schedule.cost_model import AnalyticalCostModel, CostModel
+from tessel.schedule.estimate import CostCache, Estimate, StepProgram, time_program
+from tessel.schedule.events import EventTally
 from tessel.schedule.memory import ArenaPlan, plan_arena
 from tessel.schedule.residency import plan_step_residents
+from tessel.schedule.result import ConstantLayout, Schedule, ScheduledStep, Unit
 
 
 @no_collections()  # (a third of the stage's time was the cyclic collector's: tessel.collector)
@@ -48,9 +49,9 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     region has (one region if None); regions share one DRAM arena and one constant pool, and
     steps are never fused across a boundary. `units`: the steps and mappings to use instead of
     searching (tests). `on_chip_residency`: keep activations on chip between steps where the
-    cost model finds it faster (codegen/resident.py; CompileOptions turns it on by default).
+    cost model finds it faster (schedule/resident_rewrite.py; CompileOptions turns it on by default).
     `prefetch`: load each step's first group during the previous step where SRAM allows
-    (codegen/prefetch.py).
+    (schedule/prefetch.py).
     `cost_model`: what the mapping search estimates candidates with (None: the analytical
     model; tessel.schedule.cost_model); residency and prefetch re-estimate steps analytically.
 
@@ -94,7 +95,7 @@ def compute_floor(estimates: Iterable[Estimate]) -> int:
 
 
 def _input_resident(mapping: Any) -> bool:
-    return isinstance(mapping, ops_conv.ConvMapping) and mapping.order.input_resident
+    return isinstance(mapping, conv_emit.ConvMapping) and mapping.order.input_resident
 
 
 def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str],
@@ -323,7 +324,7 @@ def _plan_residents(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
                     ctx: CodegenContext, cost: CostCache | None = None,
                     tops: Sequence[int] | None = None
                     ) -> tuple[list[list[resident.Resident]], dict, list[StepWork]]:
-    """Per step, the resident tensors it reads or writes on chip (codegen/resident.py); the
+    """Per step, the resident tensors it reads or writes on chip (schedule/resident_rewrite.py); the
     candidates kept in DRAM with why; and the steps rewritten for them (memoized).
 
     The planner ranks candidates on estimates that rewrite one tile per tile key
@@ -438,7 +439,7 @@ def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext, *,
                input_resident_orders: bool = True) -> list[tuple[Unit, Any, Estimate]]:
     """The steps of the region with their mappings: each node alone, or (`chains`) a fusible
     chain as one cascaded step when its best estimate beats its layers' estimates added up
-    (ops_fused); `input_resident_orders`: False leaves convs the weight-stationary order."""
+    (fused_emit); `input_resident_orders`: False leaves convs the weight-stationary order."""
     out: list[tuple[Unit, Any, Estimate]] = []
     alone: dict[str, tuple[Any, Estimate]] = {}
 
@@ -453,7 +454,7 @@ def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext, *,
     k = 0
     with task("mapping search", total=len(nodes)) as bar:
         while k < len(nodes):
-            fused = ops_fused.best_chain(graph, nodes, k, lambda n: single(n)[1].cycles,
+            fused = fusion.best_chain(graph, nodes, k, lambda n: single(n)[1].cycles,
                                          lambda c: _choose(c, ctx, required=False,
                                                            cost_model=cost_model)
                                          ) if chains else None
@@ -466,7 +467,7 @@ def plan_units(graph: Graph, nodes: Sequence[Node], ctx: CodegenContext, *,
 
 
 def _emitter(unit: Unit):
-    return ops_fused if isinstance(unit, FusedChain) else emitter_for(unit)
+    return fused_emit if isinstance(unit, FusedChain) else emitter_for(unit)
 
 
 def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True,
@@ -498,7 +499,7 @@ class _DummyTensors(dict):
         self._ctx = ctx
 
     def __missing__(self, name: str):
-        from tessel.codegen.context import DramTensor
+        from tessel.ops.context import DramTensor
         t = self._ctx.graph.type_of(name)
         self[name] = DramTensor(self._ctx.act_memory, 0, t.shape, t.dtype)
         return self[name]

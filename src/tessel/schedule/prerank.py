@@ -3,7 +3,7 @@ geometry alone (no instruction is built): the mapping search (tessel.schedule.se
 uses them to skip candidates that cannot make its shortlist, so it picks exactly what the
 unpruned search picks.
 
-A step's estimate (tessel.codegen.step_estimate.estimate_step) is at least
+A step's estimate (tessel.schedule.estimate.estimate_step) is at least
 
 * the matrix engine's work: the sum of its instructions' cycles, each at least the GEMM fold
   formula (``isa.costs.gemm_cycles``; ``matrix_cost`` takes the max of it and the operand path);
@@ -18,7 +18,7 @@ these is a set of non-overlapping intervals inside it. A sampled estimate runs t
 `sample` tiles of the first two groups and scales by the share of tiles run; its bound is the
 same sums over the same tiles, scaled the same way (``int(x * scale)`` is monotone in x).
 
-Bounds exist for qconv2d (ops_conv) and the cascaded chains of ops_fused (`chain_bound`: the
+Bounds exist for qconv2d (conv_emit) and the cascaded chains of fused_emit (`chain_bound`: the
 step's own tile order and groups, each tile at the sums above), most of the search time of
 convolutional models; every other op has none (``None``: the search estimates all its
 candidates, as before).
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tessel.arch import NpuArch
-from tessel.codegen import ops_conv, ops_fused
-from tessel.codegen.context import CodegenContext
 from tessel.ir import Node, Op
 from tessel.isa.costs import gemm_cycles
+from tessel.ops import conv_emit, fused_emit
+from tessel.ops.context import CodegenContext
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -279,26 +279,26 @@ def _assemble(chunks: list[int], nt: int, group_loads: Callable[[int], list],
     return acc.terms(uses_matrix, scale)
 
 
-def conv_bound(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
-               sample: int | None, g: ops_conv.ConvGeometry | None = None) -> int:
-    """Lower bound of estimate_step(ops_conv.step(node, m, ctx), sample=sample)."""
+def conv_bound(node: Node, m: conv_emit.ConvMapping, ctx: CodegenContext,
+               sample: int | None, g: conv_emit.ConvGeometry | None = None) -> int:
+    """Lower bound of estimate_step(conv_emit.step(node, m, ctx), sample=sample)."""
     return conv_terms(node, m, ctx, sample, g).evaluate(ctx.arch)
 
 
-def conv_terms(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
-               sample: int | None, g: ops_conv.ConvGeometry | None = None) -> Terms:
+def conv_terms(node: Node, m: conv_emit.ConvMapping, ctx: CodegenContext,
+               sample: int | None, g: conv_emit.ConvGeometry | None = None) -> Terms:
     """conv_bound's arch-free terms."""
-    g = g if g is not None else ops_conv.geometry(node, ctx)
+    g = g if g is not None else conv_emit.geometry(node, ctx)
     if m.order.input_resident:
         return _conv_input_resident_terms(node, m, ctx, sample, g)
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.name)
     xsz, ysz = x.itemsize, y.itemsize
-    vector = ops_conv.on_vector(g, m)
+    vector = conv_emit.on_vector(g, m)
     chunks = [min(m.chunk, g.cout - c0) for c0 in range(0, g.cout, m.chunk)]
     row_tiles = [(oy, min(m.rows, g.oh - oy)) for _ in range(g.n)
                  for oy in range(0, g.oh, m.rows)]
     ng, nt = _groups_tiles(len(chunks), len(row_tiles), sample)
-    subs = None if g.depthwise else ops_conv.sub_convs(g)
+    subs = None if g.depthwise else conv_emit.sub_convs(g)
     windows = [(rows, g.in_rows(oy0, rows)[1]) for oy0, rows in row_tiles[:nt]]
     cyc = _Bound.cycles
     wmem = ctx.consts.memory
@@ -319,7 +319,7 @@ def conv_terms(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
                     mwork = _gemm(pixels, cn, g.kh * g.kw)
                     vwork = _vec(pixels * cn)  # REQUANT
             else:
-                cg = ops_conv.per_conv(g, cn)
+                cg = conv_emit.per_conv(g, cn)
                 mwork = _times(_plus(*[_gemm(pixels, cg, sc.bh * sc.bw * g.cin_g)
                                        for sc in subs]), cn // cg)
                 vwork = _vec(pixels * cn)  # REQUANT
@@ -331,9 +331,9 @@ def conv_terms(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
                      _scale(len(row_tiles), len(chunks), ng * nt, sample))
 
 
-def _conv_input_resident_terms(node: Node, m: ops_conv.ConvMapping, ctx: CodegenContext,
-                               sample: int | None, g: ops_conv.ConvGeometry) -> Terms:
-    """conv_terms of the input-resident orders (ops_conv.ConvOrder.INPUT / INPUT_STREAM): a
+def _conv_input_resident_terms(node: Node, m: conv_emit.ConvMapping, ctx: CodegenContext,
+                               sample: int | None, g: conv_emit.ConvGeometry) -> Terms:
+    """conv_terms of the input-resident orders (conv_emit.ConvOrder.INPUT / INPUT_STREAM): a
     group per row stripe loads its input rows (group 0 also every chunk's weights for INPUT,
     and the parameter table); a tile per chunk (INPUT_STREAM: loading its weights)."""
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.name)
@@ -341,8 +341,8 @@ def _conv_input_resident_terms(node: Node, m: ops_conv.ConvMapping, ctx: Codegen
     chunks = [min(m.chunk, g.cout - c0) for c0 in range(0, g.cout, m.chunk)]
     stripes = [(oy, min(m.rows, g.oh - oy)) for _ in range(g.n) for oy in range(0, g.oh, m.rows)]
     ng, nt = _groups_tiles(len(stripes), len(chunks), sample)
-    subs = ops_conv.sub_convs(g)
-    streamed = m.order is ops_conv.ConvOrder.INPUT_STREAM
+    subs = conv_emit.sub_convs(g)
+    streamed = m.order is conv_emit.ConvOrder.INPUT_STREAM
     acc = _Bound()
     cyc = _Bound.cycles
     fill: dict[int, list[Lin]] = {}
@@ -363,7 +363,7 @@ def _conv_input_resident_terms(node: Node, m: ops_conv.ConvMapping, ctx: Codegen
         for t in range(nt):
             cn = chunks[t]
             if (rows, cn) not in work:
-                cg = ops_conv.per_conv(g, cn)
+                cg = conv_emit.per_conv(g, cn)
                 work[rows, cn] = (_times(_plus(*[_gemm(pixels, cg, sc.bh * sc.bw * g.cin_g)
                                                  for sc in subs]), cn // cg), _vec(pixels * cn))
             mwork, vwork = work[rows, cn]
@@ -430,23 +430,23 @@ def _general(run: list[tuple[list[tuple[int, Lin]], list[_Work]]], uses_matrix: 
     return acc.terms(uses_matrix, scale)
 
 
-def chain_bound(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: CodegenContext,
+def chain_bound(chain: fused_emit.FusedChain, m: fused_emit.FusedMapping, ctx: CodegenContext,
                 sample: int | None, geoms: tuple | None = None) -> int:
-    """Lower bound of estimate_step(ops_fused.step(chain, m, ctx), sample=sample): the same
-    tiles in the same groups (the step's tile order, ops_fused.order), each tile's
+    """Lower bound of estimate_step(fused_emit.step(chain, m, ctx), sample=sample): the same
+    tiles in the same groups (the step's tile order, fused_emit.order), each tile's
     instructions at the bounds of the module docstring (CONV and a DWCONV on MATRIX at the
     GEMM fold formula, REQUANT / COPY / ELTWISE / a DWCONV on VECTOR at latency plus lane
     work, each transfer at its data cycles)."""
     return chain_terms(chain, m, ctx, sample, geoms).evaluate(ctx.arch)
 
 
-def chain_terms(chain: ops_fused.FusedChain, m: ops_fused.FusedMapping, ctx: CodegenContext,
+def chain_terms(chain: fused_emit.FusedChain, m: fused_emit.FusedMapping, ctx: CodegenContext,
                 sample: int | None, geoms: tuple | None = None) -> Terms:
     """chain_bound's arch-free terms."""
-    geo = ops_fused.ChainGeometry(chain, m, ctx, geoms)
+    geo = fused_emit.ChainGeometry(chain, m, ctx, geoms)
     g1, g2, g3 = geo.g1, geo.g2, geo.g3
-    groups, hosts = ops_fused.order(geo.plan(chain))
-    kinds = ops_fused.TileKind
+    groups, hosts = fused_emit.order(geo.plan(chain))
+    kinds = fused_emit.TileKind
     cyc = _Bound.cycles
     wmem = ctx.consts.memory
 
@@ -552,7 +552,7 @@ class Bounds:
     def __init__(self, unit: Any, ctx: CodegenContext, memo: dict | None = None):
         self.unit, self.ctx = unit, ctx
         self.memo = memo if memo is not None else {}
-        self.available = isinstance(unit, ops_fused.FusedChain) or (
+        self.available = isinstance(unit, fused_emit.FusedChain) or (
             isinstance(unit, Node) and unit.op is Op.QCONV2D)
         self._geoms: Any = None
 
@@ -561,13 +561,13 @@ class Bounds:
         got = self.memo.get(key)
         if got is None:
             unit, ctx = self.unit, self.ctx
-            if isinstance(unit, ops_fused.FusedChain):
+            if isinstance(unit, fused_emit.FusedChain):
                 if self._geoms is None:
-                    self._geoms = ops_fused.geometries(unit, ctx)
+                    self._geoms = fused_emit.geometries(unit, ctx)
                 got = chain_terms(unit, mapping, ctx, sample, self._geoms)
             else:
                 if self._geoms is None:
-                    self._geoms = ops_conv.geometry(unit, ctx)
+                    self._geoms = conv_emit.geometry(unit, ctx)
                 got = conv_terms(unit, mapping, ctx, sample, self._geoms)
             self.memo[key] = got
         return got

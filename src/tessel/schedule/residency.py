@@ -13,7 +13,7 @@ order or decreasing saving per byte), each placed by one rule (best-fit at the g
 highest, lowest); a tensor that saves nothing or finds no gap is spilled to DRAM (the reason
 is recorded). Every order x rule is tried and the plan saving the most cycles is kept.
 
-The step rewrite that uses the plan: tessel.codegen.resident (behind
+The step rewrite that uses the plan: tessel.schedule.resident_rewrite (behind
 `CompileOptions.on_chip_residency`); docs/backend.md ("On-chip residency").
 """
 
@@ -23,18 +23,18 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tessel.codegen.context import ALIGN, align
-from tessel.codegen.resident import (
+from tessel.isa import Opcode
+from tessel.isa.footprint import accesses
+from tessel.ops.context import ALIGN, align
+from tessel.ops.step import StepWork
+from tessel.schedule.estimate import CostCache, estimate_step
+from tessel.schedule.resident_rewrite import (
     NotResidentCapable,
     Resident,
     all_instructions,
     rewrite_step,
     sram_top,
 )
-from tessel.codegen.step import StepWork
-from tessel.codegen.step_estimate import CostCache, estimate_step
-from tessel.isa import Opcode
-from tessel.isa.footprint import accesses
 
 
 @dataclass(frozen=True)

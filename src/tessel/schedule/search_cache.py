@@ -49,13 +49,12 @@ from typing import Any
 import numpy as np
 
 from tessel.arch import NpuArch
-from tessel.codegen import ops_conv
-from tessel.codegen.context import CodegenContext
-from tessel.codegen.ops_conv import ConvMapping, ConvOrder
-from tessel.codegen.ops_fused import FusedChain
-from tessel.codegen.registry import EMITTERS
-from tessel.codegen.step import Estimate
 from tessel.ir import Node, Op
+from tessel.ops import conv_emit
+from tessel.ops.context import CodegenContext
+from tessel.ops.conv_emit import ConvMapping, ConvOrder
+from tessel.ops.fused_emit import FusedChain
+from tessel.ops.registry import EMITTERS
 from tessel.schedule import prerank
 from tessel.schedule.cost_model import (
     AnalyticalCostModel,
@@ -63,6 +62,7 @@ from tessel.schedule.cost_model import (
     CostModelKind,
     default_cost_model,
 )
+from tessel.schedule.estimate import Estimate
 
 SAMPLE_TILES = 3  # tiles per group of the first, cheap ranking of candidates
 FINALISTS = 3  # candidates estimated in full
@@ -78,7 +78,7 @@ VALUE_FREE_OPS = frozenset({
 # per op: attributes, and the operands' / result's quantisation parameters, that only become
 # instruction fields no cost, candidate or event count reads (qconv2d: the CONV / DWCONV input
 # zero point, the REQUANT output zero point and clamp; scales only exist as the constant
-# multipliers and shifts; the ELTWISE ops of ops_eltwise and of a chain's residual add: their
+# multipliers and shifts; the ELTWISE ops of eltwise_emit and of a chain's residual add: their
 # zero points, multipliers, shifts and clamp, isa.costs.COST_FIELDS); the dtype attribute stays
 _OUT_FIELDS = frozenset({"out_zp", "act_min", "act_max"})
 QUANT_FREE = {
@@ -175,7 +175,7 @@ def unit_signature(unit: Node | FusedChain, ctx: CodegenContext) -> tuple:
 # emitters of vector-engine-only steps: they never read the matrix engine's fields (their
 # candidates, instructions and costs; tests/unit/schedule/test_search_cache.py checks their
 # sources), so their steps' keys leave the [matrix] section out
-VECTOR_ONLY_EMITTERS = frozenset({"ops_eltwise", "ops_pool", "ops_movement", "ops_norm"})
+VECTOR_ONLY_EMITTERS = frozenset({"eltwise_emit", "pool_emit", "movement_emit", "norm_emit"})
 
 _KEYS: dict[tuple[int, bool], tuple[NpuArch, str]] = {}
 
@@ -197,7 +197,7 @@ def timing_key(arch: NpuArch, matrix: bool = True) -> str:
 
 # NpuArch fields that only enter instruction costs and timings: for a given mapping, a step's
 # instructions, their cost keys (isa.costs.cost_key) and the shape of its program
-# (codegen/step_estimate.StepProgram) never depend on them (the emitters read them to list candidates
+# (schedule/estimate.StepProgram) never depend on them (the emitters read them to list candidates
 # only; tests/unit/schedule/test_program_reuse.py checks every step of the zoo)
 _COST_ONLY = {"matrix": ("rows", "cols", "dataflow", "fold_pipelining", "feed_bytes_per_cycle"),
               "vector": ("lanes", "pipeline_latency_cycles"), "dma": ("channels",)}
@@ -206,7 +206,7 @@ _PROGRAM_KEYS: dict[int, tuple[NpuArch, str]] = {}
 
 
 def program_key(arch: NpuArch) -> str:
-    """The NpuArch fields a step's arch-free program (codegen/step_estimate.StepProgram) depends on for a
+    """The NpuArch fields a step's arch-free program (schedule/estimate.StepProgram) depends on for a
     given mapping, as canonical JSON: the timing key without the cost-only fields above. NPUs
     with the same key share the programs of the search's candidates (`SearchCache.shared`)."""
     hit = _PROGRAM_KEYS.get(id(arch))
@@ -235,7 +235,7 @@ def candidate_key(unit: Node | FusedChain, ctx: CodegenContext) -> tuple:
     if isinstance(unit, FusedChain):
         return (program_key(arch), arch.matrix.cols, arch.vector.lanes)
     if unit.op is Op.QCONV2D:
-        if ops_conv.geometry(unit, ctx).depthwise:
+        if conv_emit.geometry(unit, ctx).depthwise:
             return (program_key(arch), arch.matrix.cols, arch.vector.lanes)
         return (program_key(arch), arch.matrix.cols, arch.matrix.rows,
                 tuple(m.bytes_per_cycle for m in arch.offchip))
@@ -388,7 +388,7 @@ def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
     estimation context (DRAM placement stand-in) candidates are built in; `cost_model`: what
     estimates the candidates (None: a new AnalyticalCostModel; a model that is not
     `prunable` is searched without pruning); `input_resident_orders`: False leaves a conv
-    the weight-stationary order only (ops_conv.ConvOrder)."""
+    the weight-stationary order only (conv_emit.ConvOrder)."""
     model = default_cost_model(cost_model)
     cache = active()
     key = None

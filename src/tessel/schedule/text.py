@@ -5,8 +5,8 @@ estimated cycles and bound, and the off-chip bytes its instructions read and wri
 
 from __future__ import annotations
 
-from tessel.codegen.scheduled import Schedule, ScheduledStep
-from tessel.codegen.step_events import step_events
+from tessel.schedule.events import step_events
+from tessel.schedule.result import Schedule, ScheduledStep
 
 
 def schedule_text(schedule: Schedule) -> str:

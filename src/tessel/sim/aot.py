@@ -5,7 +5,7 @@ millisecond without importing numba.
 
 Why: numba's start in a process is ~0.35 s (its import, then, on a kernel's first call, its
 target's registries and the cached machine code's load); a design-space exploration worker
-pays it for codegen/step_kernel.py's timing loop, and it was the largest part of what a second
+pays it for schedule/estimate_kernel.py's timing loop, and it was the largest part of what a second
 worker adds to a sweep over one (docs/benchmarks.md). The extension module needs only numpy.
 
 A module is named ``tessel_aot_<kernel's module>_<kernel>``; its folder by a hash of what it is

@@ -227,7 +227,7 @@ def test_a_worker_with_points_ahead_times_compiled_after_its_first(graphs, monke
     expect_programs); too few points ahead leave the tier counting; the figures are the
     same either way."""
     from tessel.analysis.explore_run import evaluate_point
-    from tessel.codegen import step_estimate
+    from tessel.schedule import estimate as step_estimate
 
     base = load_target("tnpu-s")
     point = {"matrix.rows": 8, "matrix.cols": 16, "vector.lanes": 32}

@@ -1,4 +1,4 @@
-"""ops_conv: a step keeps its tiles' CONV / DWCONV and REQUANT by what they read, so tiles
+"""conv_emit: a step keeps its tiles' CONV / DWCONV and REQUANT by what they read, so tiles
 alike share them. Every tile of every candidate (both ring slots, both orders of building)
 equals the tile a fresh step builds alone; a grouped conv's tiles differ by their chunk."""
 
@@ -11,10 +11,10 @@ import pytest
 from test_conv_codegen import conv_graph
 
 from tessel.arch import load_preset
-from tessel.codegen import ops_conv
-from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.step import Slots
 from tessel.isa import Opcode
+from tessel.ops import conv_emit
+from tessel.ops.context import CodegenContext, ConstPool
+from tessel.ops.step import Slots
 from tessel.schedule.plan import estimation_context
 
 _CASES = [dict(h=20, w=20, c=16, cout=40, k=1, p=0),  # pointwise
@@ -32,27 +32,27 @@ def test_tiles_with_shared_computes_equal_tiles_built_alone(preset, case):
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
     est_ctx = estimation_context(ctx)
-    cands = ops_conv.candidates(node, est_ctx)
+    cands = conv_emit.candidates(node, est_ctx)
     assert cands
     checked = 0
     for m in cands[:12]:
-        shared = ops_conv.step(node, m, est_ctx)
+        shared = conv_emit.step(node, m, est_ctx)
         slots = [Slots(i, i, i, i) for i in (0, 1)]
         keys = [(j, t, s) for j in range(shared.group_count) for s in slots
                 for t in range(shared.group_fn(j, 0).tile_count)]
         for order in (keys, keys[::-1]):
-            shared = ops_conv.step(node, m, est_ctx)
+            shared = conv_emit.step(node, m, est_ctx)
             for j, t, s in order:
-                alone = ops_conv.step(node, m, est_ctx).tile_fn(j, t, s)
+                alone = conv_emit.step(node, m, est_ctx).tile_fn(j, t, s)
                 assert shared.tile_fn(j, t, s) == alone, (str(m), j, t, s)
                 checked += 1
     assert checked
     if case.get("groups", 1) not in (1, case["c"]):
         # a grouped conv's CONVs read their chunk's input channels: tiles of other chunks
         # must not be served each other's
-        m = next(m for m in cands if len(ops_conv._chunk_list(ops_conv.geometry(node, est_ctx),
+        m = next(m for m in cands if len(conv_emit._chunk_list(conv_emit.geometry(node, est_ctx),
                                                               m)) > 1 and not m.order.input_resident)
-        w = ops_conv.step(node, m, est_ctx)
+        w = conv_emit.step(node, m, est_ctx)
         a, b = (w.tile_fn(j, 0, Slots()) for j in (0, 1))
         assert _conv_inputs(a) != _conv_inputs(b)
 

@@ -9,9 +9,9 @@ from test_conv_codegen import conv_graph
 
 from compile_region import compile_region
 from tessel.arch import load_preset
-from tessel.codegen import ops_conv
-from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.step_estimate import estimate_step
+from tessel.ops import conv_emit
+from tessel.ops.context import CodegenContext, ConstPool
+from tessel.schedule.estimate import estimate_step
 from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate
 
@@ -24,9 +24,9 @@ def test_single_buffered_groups_on_u55(double_buffer):
     node = g.nodes[-1]
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
-    m = ops_conv.ConvMapping(rows=8, chunk=16, double_buffer=double_buffer)
+    m = conv_emit.ConvMapping(rows=8, chunk=16, double_buffer=double_buffer)
     est_ctx = estimation_context(ctx)
-    est = estimate_step(ops_conv.step(node, m, est_ctx), arch)
+    est = estimate_step(conv_emit.step(node, m, est_ctx), arch)
     rp = compile_region(g, [node], ["x"], [node.name], arch, {"model": "t"},
                         units=[(node, m, est)])
     x = rng.integers(-128, 128, g.inputs[0].type.shape).astype(np.int8)

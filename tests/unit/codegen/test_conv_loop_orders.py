@@ -1,4 +1,4 @@
-"""qconv2d loop orders (ops_conv.ConvOrder): weight-stationary, input-resident with every chunk's
+"""qconv2d loop orders (conv_emit.ConvOrder): weight-stationary, input-resident with every chunk's
 weights resident, and input-resident with the weights streamed per chunk inside each stripe.
 Every order is bit-exact against an independent int64 reference on random convs (strided,
 padded, dilated, grouped, 1x1, batched), its estimate follows the simulated program, the
@@ -14,20 +14,20 @@ from test_conv_codegen import conv_graph, reference
 
 from compile_region import compile_region
 from tessel.arch import load_preset
-from tessel.codegen import ops_conv
-from tessel.codegen.context import CodegenContext, ConstPool, DramTensor
-from tessel.codegen.step import Slots
-from tessel.codegen.step_estimate import estimate_step
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import Engine, Opcode
 from tessel.isa.footprint import accesses
+from tessel.ops import conv_emit
+from tessel.ops.context import CodegenContext, ConstPool, DramTensor
+from tessel.ops.step import Slots
 from tessel.schedule import prerank
+from tessel.schedule.estimate import estimate_step
 from tessel.schedule.plan import estimation_context
 from tessel.schedule.search_cache import SAMPLE_TILES
 from tessel.sim import simulate
 
-ORDERS = list(ops_conv.ConvOrder)
+ORDERS = list(conv_emit.ConvOrder)
 
 
 def _contexts(g, arch):
@@ -38,13 +38,13 @@ def _contexts(g, arch):
 
 def _fitting(node, est_ctx, order, chunk, rows_options):
     """Mappings of `order` with channel chunk `chunk` that fit, one per row count."""
-    g = ops_conv.geometry(node, est_ctx)
+    g = conv_emit.geometry(node, est_ctx)
     out = []
     for r in rows_options:
         for db in (True, False):
-            m = ops_conv.ConvMapping(min(r, g.oh), chunk, db, Engine.MATRIX, order)
+            m = conv_emit.ConvMapping(min(r, g.oh), chunk, db, Engine.MATRIX, order)
             try:
-                ops_conv._layout(g, m, est_ctx, node)
+                conv_emit._layout(g, m, est_ctx, node)
             except TesselCompileError:
                 continue
             out.append(m)
@@ -79,7 +79,7 @@ def test_every_order_bit_exact_and_estimate_follows(preset, kw):
     g = batched_conv_graph(rng) if kw == "batched" else conv_graph(rng, **kw)
     node = g.nodes[-1]
     _, est_ctx = _contexts(g, arch)
-    geo = ops_conv.geometry(node, est_ctx)
+    geo = conv_emit.geometry(node, est_ctx)
     unit = 1 if geo.groups == 1 else geo.cout_g
     chunk = max(unit, 16 // unit * unit)
     assert chunk < geo.cout  # more than one chunk: the orders differ
@@ -89,7 +89,7 @@ def test_every_order_bit_exact_and_estimate_follows(preset, kw):
         mappings = _fitting(node, est_ctx, order, chunk, (1, 3, 64))
         assert mappings, order
         for m in mappings:
-            est = estimate_step(ops_conv.step(node, m, est_ctx), arch)
+            est = estimate_step(conv_emit.step(node, m, est_ctx), arch)
             rp = compile_region(g, [node], ["x"], [node.name], arch, {"model": "t"},
                                 units=[(node, m, est)])
             res = simulate(rp.program, arch, {"x": x})
@@ -105,7 +105,7 @@ def _loaded_bytes(g, node, m, arch):
     dram = {name: DramTensor(amem, (k + 1) << 22, g.type_of(name).shape, g.type_of(name).dtype)
             for k, name in enumerate((node.inputs[0], node.name))}
     ctx = CodegenContext(arch, g, dram, ConstPool(wmem), amem)
-    work = ops_conv.step(node, m, ctx, ctx.consts.place(ops_conv.constants(node, m, ctx)))
+    work = conv_emit.step(node, m, ctx, ctx.consts.place(conv_emit.constants(node, m, ctx)))
     x, pool = dram[node.inputs[0]], len(ctx.consts.blob)
     got = {"x": 0, "consts": 0}
     for gi in range(work.group_count):
@@ -134,17 +134,17 @@ def test_input_resident_reads_the_input_once():
     g = conv_graph(rng, h=12, w=10, k=1, p=0, c=32, cout=64)
     node = g.nodes[-1]
     _, est_ctx = _contexts(g, arch)
-    geo = ops_conv.geometry(node, est_ctx)
+    geo = conv_emit.geometry(node, est_ctx)
     x_bytes = est_ctx.tensor(node.inputs[0]).nbytes
     consts = geo.weight_bytes(geo.cout) + 12 * geo.cout
     chunk, rows = 16, 3
     stripes, chunks = -(-geo.oh // rows), geo.cout // chunk
     by_order = {}
     for order in ORDERS:
-        m = ops_conv.ConvMapping(rows, chunk, True, Engine.MATRIX, order)
+        m = conv_emit.ConvMapping(rows, chunk, True, Engine.MATRIX, order)
         by_order[order] = _loaded_bytes(g, node, m, arch)
-    W, IN, ST = (ops_conv.ConvOrder.WEIGHTS, ops_conv.ConvOrder.INPUT,
-                 ops_conv.ConvOrder.INPUT_STREAM)
+    W, IN, ST = (conv_emit.ConvOrder.WEIGHTS, conv_emit.ConvOrder.INPUT,
+                 conv_emit.ConvOrder.INPUT_STREAM)
     assert by_order[IN] == {"x": x_bytes, "consts": consts}
     assert by_order[ST] == {"x": x_bytes,
                             "consts": stripes * geo.weight_bytes(geo.cout) + 12 * geo.cout}
@@ -152,9 +152,9 @@ def test_input_resident_reads_the_input_once():
 
 
 def test_mapping_str_shows_the_order():
-    m = ops_conv.ConvMapping(4, 32, order=ops_conv.ConvOrder.INPUT_STREAM)
+    m = conv_emit.ConvMapping(4, 32, order=conv_emit.ConvOrder.INPUT_STREAM)
     assert str(m) == "input-resident weights-streamed rows=4 cout_chunk=32"
-    assert str(ops_conv.ConvMapping(2, 16, False)) == \
+    assert str(conv_emit.ConvMapping(2, 16, False)) == \
         "weight-stationary rows=2 cout_chunk=16 single-buffered"
 
 
@@ -168,14 +168,14 @@ def test_input_resident_bounds_below_estimates(preset):
         g = conv_graph(np.random.default_rng(5), **kw)
         node = g.nodes[-1]
         _, est_ctx = _contexts(g, arch)
-        geo = ops_conv.geometry(node, est_ctx)
+        geo = conv_emit.geometry(node, est_ctx)
         unit = 1 if geo.groups == 1 else geo.cout_g
         for chunk in {max(unit, 16 // unit * unit), max(unit, 32 // unit * unit)}:
             if chunk >= geo.cout:
                 continue
             for order in ORDERS[1:]:
                 for m in _fitting(node, est_ctx, order, chunk, (1, 2, 4, 8, 64)):
-                    work = ops_conv.step(node, m, est_ctx)
+                    work = conv_emit.step(node, m, est_ctx)
                     for sample in (SAMPLE_TILES, None):
                         est = estimate_step(work, arch, sample=sample).cycles
                         low = prerank.conv_bound(node, m, est_ctx, sample)
@@ -194,11 +194,11 @@ def test_search_picks_input_resident_where_rereads_dominate():
     g = conv_graph(rng, h=28, w=28, c=64, cout=96, s=2)
     node = g.nodes[-1]
     _, est_ctx = _contexts(g, arch)
-    cands = ops_conv.candidates(node, est_ctx)
+    cands = conv_emit.candidates(node, est_ctx)
     orders = {m.order for m in cands}
-    assert ops_conv.ConvOrder.WEIGHTS in orders and len(orders) > 1
-    full = {m: estimate_step(ops_conv.step(node, m, est_ctx), arch).cycles
+    assert conv_emit.ConvOrder.WEIGHTS in orders and len(orders) > 1
+    full = {m: estimate_step(conv_emit.step(node, m, est_ctx), arch).cycles
             for m in cands}
-    best_ws = min(c for m, c in full.items() if m.order is ops_conv.ConvOrder.WEIGHTS)
+    best_ws = min(c for m, c in full.items() if m.order is conv_emit.ConvOrder.WEIGHTS)
     best = min(full.values())
     assert best < best_ws  # reading the input once pays here

@@ -13,10 +13,10 @@ from test_conv_codegen import conv_graph, reference
 
 from compile_region import compile_region
 from tessel.arch import Dataflow, load_preset
-from tessel.codegen import ops_conv
-from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.step_estimate import estimate_step
 from tessel.isa import Engine, Opcode
+from tessel.ops import conv_emit
+from tessel.ops.context import CodegenContext, ConstPool
+from tessel.schedule.estimate import estimate_step
 from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate
 from tessel.sim.prepare import prepared
@@ -55,9 +55,9 @@ def test_one_tile_conv_layer_matches_scalesim(row):
                    k=row["kh"], s=row["stride"], p=0)
     node = g.nodes[-1]
     ctx = CodegenContext(arch, g, {}, ConstPool(0), 0)
-    one_tile = ops_conv.ConvMapping(rows=node.type.shape[1], chunk=row["cout"])
+    one_tile = conv_emit.ConvMapping(rows=node.type.shape[1], chunk=row["cout"])
     est_ctx = estimation_context(ctx)
-    est = estimate_step(ops_conv.step(node, one_tile, est_ctx), arch)
+    est = estimate_step(conv_emit.step(node, one_tile, est_ctx), arch)
     rp = compile_region(g, [node], ["x"], [node.name], arch, {"model": "t"},
                         units=[(node, one_tile, est)])
     count, busy = matrix_busy(rp.program, arch)

@@ -11,15 +11,15 @@ import pytest
 
 from compile_region import compile_region
 from tessel.arch import load_preset
-from tessel.codegen import ops_eltwise
-from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.step_estimate import estimate_step
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, run_graph, verify
 from tessel.isa import Engine, Opcode
 from tessel.isa import fixedpoint as fp
 from tessel.isa.fields import EltOp
+from tessel.ops import eltwise_emit
+from tessel.ops.context import CodegenContext, ConstPool
 from tessel.quant import intops
 from tessel.quant.golden import GOLDEN_KERNELS
+from tessel.schedule.estimate import estimate_step
 from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate
 
@@ -87,7 +87,7 @@ def run(g, rng, preset):
 def check_estimate(layer, sim):
     """Within 2 % (+ 8 cycles) of the simulated cycles: the estimate runs the step's program (its queues and
     tokens) by the simulator's timing rules, with each off-chip port serving transfers first
-    come, first served (tessel.codegen.step_estimate.estimate_step). What it leaves out: the
+    come, first served (tessel.schedule.estimate.estimate_step). What it leaves out: the
     simulator's wait for an in-flight transfer whose operand boxes overlap (rare). The 8 cycles:
     the estimate, like a layer's cycles in `cm.profile`, ends with the step's last token
     instruction, the program's total with its last store."""
@@ -151,10 +151,10 @@ def test_requantize_bit_exact(preset, shape, dt, out_dt):
 
 
 def test_space_merges_contiguous_dims_and_keeps_broadcast():
-    sp = ops_eltwise.space((1, 56, 56, 24), [(1, 56, 56, 24), (24,)])
+    sp = eltwise_emit.space((1, 56, 56, 24), [(1, 56, 56, 24), (24,)])
     assert sp.shape == (3136, 24)
     assert sp.strides == ((24, 1), (0, 1), (24, 1))
-    sp = ops_eltwise.space((2, 4, 5, 6, 3), [(2, 1, 5, 1, 3), (1, 4, 1, 6, 1)])
+    sp = eltwise_emit.space((2, 4, 5, 6, 3), [(2, 1, 5, 1, 3), (1, 4, 1, 6, 1)])
     assert sp.shape == (2, 4, 5, 6, 3) and sp.strides[1] == (0, 6, 0, 1, 0)
 
 
@@ -171,10 +171,10 @@ def test_tiles_keyed_by_their_dims_estimate_as_every_tile_built(preset, ashape, 
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
     est_ctx = estimation_context(ctx)
-    cands = ops_eltwise.candidates(node, est_ctx)
+    cands = eltwise_emit.candidates(node, est_ctx)
     assert cands
     for m in cands:
-        work = ops_eltwise.step(node, m, est_ctx)
+        work = eltwise_emit.step(node, m, est_ctx)
         assert work.tile_key is not None
         every = dataclasses.replace(work, tile_key=None)
         for sample in (None, 3):

@@ -13,10 +13,10 @@ from test_eltwise_codegen import binary_graph
 
 from compile_region import compile_region
 from tessel.arch import load_preset
-from tessel.codegen import ops_conv, ops_eltwise
-from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.step_estimate import estimate_step
 from tessel.ir import Op
+from tessel.ops import conv_emit, eltwise_emit
+from tessel.ops.context import CodegenContext, ConstPool
+from tessel.schedule.estimate import estimate_step
 from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate
 
@@ -45,7 +45,7 @@ def test_resnet18_residual_add_on_u55():
     rng = np.random.default_rng(3)
     g = binary_graph(rng, Op.QADD, (1, 56, 56, 64), (1, 56, 56, 64))
     feeds = {v.name: rng.integers(-128, 128, v.type.shape).astype(np.int8) for v in g.inputs}
-    _check_all(g, ops_eltwise, arch, feeds)
+    _check_all(g, eltwise_emit, arch, feeds)
 
 
 @pytest.mark.parametrize("double_buffer", [False, True])
@@ -56,4 +56,4 @@ def test_resnet_conv_on_u55(double_buffer):
     rng = np.random.default_rng(4)
     g = conv_graph(rng, h=14, w=14, c=64, cout=128)
     x = rng.integers(-128, 128, g.inputs[0].type.shape).astype(np.int8)
-    _check_all(g, ops_conv, arch, {"x": x}, pick=lambda m: m.double_buffer == double_buffer)
+    _check_all(g, conv_emit, arch, {"x": x}, pick=lambda m: m.double_buffer == double_buffer)

@@ -10,11 +10,12 @@ import pytest
 from test_eltwise_codegen import binary_graph
 
 from tessel.arch import load_preset
-from tessel.codegen import ops_eltwise, step_estimate
-from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.step_estimate import CostCache, StepProgram, _run, estimate_step
 from tessel.ir import Op
 from tessel.isa.costs import instruction_cost
+from tessel.ops import eltwise_emit
+from tessel.ops.context import CodegenContext, ConstPool
+from tessel.schedule import estimate as step_estimate
+from tessel.schedule.estimate import CostCache, StepProgram, _run, estimate_step
 from tessel.schedule.plan import estimation_context
 
 
@@ -37,11 +38,11 @@ def test_memoised_run_equals_a_fresh_run(preset, monkeypatch):
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     ctx = CodegenContext(arch, g, {}, ConstPool(wmem), amem)
     est_ctx = estimation_context(ctx)
-    cands = ops_eltwise.candidates(node, est_ctx)
+    cands = eltwise_emit.candidates(node, est_ctx)
     assert len(cands) > 1
     shared = CostCache(arch)
     for m in cands:
-        work = ops_eltwise.step(node, m, est_ctx)
+        work = eltwise_emit.step(node, m, est_ctx)
         for sample in (None, 2):
             first = estimate_step(work, arch, sample=sample, cache=shared)
             again = estimate_step(work, arch, sample=sample, cache=shared)  # from the memo
@@ -64,8 +65,8 @@ def test_the_memo_is_bounded(monkeypatch):
     est_ctx = estimation_context(ctx)
     monkeypatch.setattr(CostCache, "RUNS", 1)
     cache = CostCache(arch)
-    for m in ops_eltwise.candidates(node, est_ctx)[:3]:
-        estimate_step(ops_eltwise.step(node, m, est_ctx), arch, cache=cache)
+    for m in eltwise_emit.candidates(node, est_ctx)[:3]:
+        estimate_step(eltwise_emit.step(node, m, est_ctx), arch, cache=cache)
         assert len(cache._runs) == 1
 
 
@@ -82,7 +83,7 @@ def test_arches_alike_in_what_run_reads_share_timings(param, value, shared, monk
     node = g.nodes[-1]
     wmem, amem = (a.memory_index(n) for n in (a.weights_memory, a.activations_memory))
     est_ctx = estimation_context(CodegenContext(a, g, {}, ConstPool(wmem), amem))
-    work = ops_eltwise.step(node, ops_eltwise.candidates(node, est_ctx)[0], est_ctx)
+    work = eltwise_emit.step(node, eltwise_emit.candidates(node, est_ctx)[0], est_ctx)
     prog = StepProgram(work, None)
     # (a transfer's cycles include its memory's latency)
     alike = param not in ("vector.lanes", "offchip.lpddr.latency_cycles")

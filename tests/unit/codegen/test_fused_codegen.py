@@ -12,14 +12,14 @@ from conv_constants import conv_constants
 
 from compile_region import compile_region
 from tessel.arch import load_preset
-from tessel.codegen import ops_fused
-from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.step_estimate import estimate_step
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import Engine, Opcode
 from tessel.isa import fixedpoint as fp
+from tessel.ops import fused_emit
+from tessel.ops.context import CodegenContext, ConstPool
 from tessel.quant.golden import run_golden
-from tessel.schedule import prerank, search_cache
+from tessel.schedule import fusion, prerank, search_cache
+from tessel.schedule.estimate import estimate_step
 from tessel.schedule.plan import estimation_context, plan_dram, plan_units
 from tessel.sim import simulate
 
@@ -83,7 +83,7 @@ def check_mappings(g, chain, preset, rng, every=6):
     arch = load_preset(preset)
     nodes = npu_nodes(g)
     ctx = context(arch, g)
-    mappings = ops_fused.candidates(chain, ctx)
+    mappings = fused_emit.candidates(chain, ctx)
     assert mappings
     xshape = g.type_of("x").shape
     x = rng.integers(-128, 128, xshape).astype(np.int8)
@@ -91,7 +91,7 @@ def check_mappings(g, chain, preset, rng, every=6):
     est_ctx = estimation_context(ctx)
     out = chain.last.name
     for m in mappings[:: max(1, len(mappings) // every)]:
-        est = estimate_step(ops_fused.step(chain, m, est_ctx), arch)
+        est = estimate_step(fused_emit.step(chain, m, est_ctx), arch)
         rp = compile_region(g, nodes, ["x"], [out], arch, {}, units=[(chain, m, est)])
         res = simulate(rp.program, arch, {"x": x})
         np.testing.assert_array_equal(res.outputs[out], want, err_msg=str(m))
@@ -114,7 +114,7 @@ SHAPES = [(8, 8, 4, 16, 3, 1), (9, 7, 8, 48, 3, 2), (16, 16, 16, 96, 3, 2),
 def test_every_pair_mapping_is_bit_exact(shape, preset):
     rng = np.random.default_rng(sum(shape))
     g = block(rng, *shape)
-    chains = ops_fused.fusible_chain(g, npu_nodes(g), 0)
+    chains = fusion.fusible_chain(g, npu_nodes(g), 0)
     assert [len(c.nodes) for c in chains] == [2]
     check_mappings(g, chains[0], preset, rng)
 
@@ -138,11 +138,11 @@ def test_every_chain_mapping_is_bit_exact(spec, preset):
     h, w, c1, c2, k, s, e, proj, res, ss = spec
     rng = np.random.default_rng(sum(spec[:6]))
     g = block(rng, h, w, c1, c2, k, s, expand=e, project=proj, residual=res, stem_stride=ss)
-    chains = ops_fused.fusible_chain(g, npu_nodes(g), 0)
+    chains = fusion.fusible_chain(g, npu_nodes(g), 0)
     want_len = (1 if e else 0) + 2 + (1 if res else 0)
     assert len(chains[0].nodes) == want_len and chains[0].last is g.nodes[-1]
     arch = load_preset(preset)
-    if not ops_fused.candidates(chains[0], context(arch, g)):
+    if not fused_emit.candidates(chains[0], context(arch, g)):
         pytest.skip(f"no cascade of {spec} fits {preset}")
     check_mappings(g, chains[0], preset, rng)
 
@@ -150,20 +150,20 @@ def test_every_chain_mapping_is_bit_exact(spec, preset):
 def test_chain_detection():
     rng = np.random.default_rng(5)
     full = block(rng, 8, 8, 8, 32, 3, 1, project=8, residual="second")
-    chains = ops_fused.fusible_chain(full, npu_nodes(full), 0)
+    chains = fusion.fusible_chain(full, npu_nodes(full), 0)
     assert [[n.op for n in c.nodes] for c in chains] == [
         [Op.QCONV2D, Op.QCONV2D, Op.QCONV2D, Op.QADD], [Op.QCONV2D] * 3, [Op.QCONV2D] * 2]
     assert chains[0].residual == "x"
     # starting at the depthwise conv: dw -> project [-> add]
-    assert [len(c.nodes) for c in ops_fused.fusible_chain(full, npu_nodes(full), 1)] == [3, 2]
-    assert ops_fused.fusible_chain(full, npu_nodes(full), 2) == []  # a 1x1 conv and a qadd
+    assert [len(c.nodes) for c in fusion.fusible_chain(full, npu_nodes(full), 1)] == [3, 2]
+    assert fusion.fusible_chain(full, npu_nodes(full), 2) == []  # a 1x1 conv and a qadd
     # an intermediate with a second reader (here: also a graph output) ends the chain before it
     for member, lengths in (("conv", []), ("dw", [2]), ("project", [3, 2])):
         g = block(rng, 8, 8, 8, 32, 3, 1, project=8, residual="second", extra_use=member)
-        assert [len(c.nodes) for c in ops_fused.fusible_chain(g, npu_nodes(g), 0)] == lengths
+        assert [len(c.nodes) for c in fusion.fusible_chain(g, npu_nodes(g), 0)] == lengths
     # a project that is not 1x1 is not fused; a stride-2 block has no residual add
     g = block(rng, 8, 8, 8, 32, 3, 2, project=8)
-    assert [len(c.nodes) for c in ops_fused.fusible_chain(g, npu_nodes(g), 0)] == [3, 2]
+    assert [len(c.nodes) for c in fusion.fusible_chain(g, npu_nodes(g), 0)] == [3, 2]
 
 
 def test_intermediates_get_no_arena_space():
@@ -172,8 +172,8 @@ def test_intermediates_get_no_arena_space():
     g = block(rng, 16, 16, 16, 96, 3, 1, project=16, residual="second")
     nodes = npu_nodes(g)
     ctx = CodegenContext(arch, g, {}, ConstPool(0), 0)
-    chain = ops_fused.fusible_chain(g, nodes, 0)[0]
-    m = ops_fused.candidates(chain, ctx)[0]
+    chain = fusion.fusible_chain(g, nodes, 0)[0]
+    m = fused_emit.candidates(chain, ctx)[0]
     arena = plan_dram(g, nodes, ["x"], [chain.last.name], arch, [(chain, m, None)], 0)
     assert set(arena.tensors) == {"x", chain.last.name}
     assert arena.peak_bytes == 2 * 16 * 16 * 16  # input and output only
@@ -186,7 +186,7 @@ def test_search_fuses_mobilenet_block_and_skips_the_dram_round_trip():
     first, second = npu_nodes(g)
     ctx = CodegenContext(arch, g, {}, ConstPool(0), 0)
     units = plan_units(g, [first, second], ctx)
-    assert len(units) == 1 and isinstance(units[0][0], ops_fused.FusedChain)
+    assert len(units) == 1 and isinstance(units[0][0], fused_emit.FusedChain)
     rp = compile_region(g, [first, second], ["x"], [second.name], arch, {})
     res = simulate(rp.program, arch, {"x": rng.integers(-128, 128, (1, 56, 56, 24), np.int8)})
     expanded = 56 * 56 * 144
@@ -221,13 +221,13 @@ def test_line_buffer_rebases_are_bit_exact(engine, line, rows, depth):
     arch = load_preset("tnpu-s")
     g = block(rng, 30, 6, 8, 32, 3, 1, project=8, residual="second")
     nodes = npu_nodes(g)
-    chain = ops_fused.fusible_chain(g, nodes, 0)[0]
+    chain = fusion.fusible_chain(g, nodes, 0)[0]
     ctx = context(arch, g)
-    m = ops_fused.FusedMapping(rows, 16, engine, line, depth)
-    geo = ops_fused.ChainGeometry(chain, m, ctx)
+    m = fused_emit.FusedMapping(rows, 16, engine, line, depth)
+    geo = fused_emit.ChainGeometry(chain, m, ctx)
     assert sum(s.moved >= 0 for s in geo.stripes) >= (2 if line < 4 else 1)
     est_ctx = estimation_context(ctx)
-    est = estimate_step(ops_fused.step(chain, m, est_ctx), arch)
+    est = estimate_step(fused_emit.step(chain, m, est_ctx), arch)
     rp = compile_region(g, nodes, ["x"], [chain.last.name], arch, {}, units=[(chain, m, est)])
     x = rng.integers(-128, 128, (1, 30, 6, 8)).astype(np.int8)
     res = simulate(rp.program, arch, {"x": x})
@@ -258,12 +258,12 @@ def test_accumulator_floor_only_skips_mappings_that_do_not_fit(preset, monkeypat
     graphs += [pool_block(np.random.default_rng(1), *spec) for spec in POOLS]
     graphs += [conv_conv_block(np.random.default_rng(1), *spec) for spec in HALOS]
     for g in graphs:
-        for chain in ops_fused.fusible_chain(g, npu_nodes(g), 0):
+        for chain in fusion.fusible_chain(g, npu_nodes(g), 0):
             ctx = context(arch, g)
-            got = ops_fused.candidates(chain, ctx)
+            got = fused_emit.candidates(chain, ctx)
             with monkeypatch.context() as mp:
-                mp.setattr(ops_fused, "_acc_floor", lambda *a: 0)
-                assert got == ops_fused.candidates(chain, ctx), chain.name
+                mp.setattr(fused_emit, "_acc_floor", lambda *a: 0)
+                assert got == fused_emit.candidates(chain, ctx), chain.name
 
 
 def pool_block(rng, h, w, c1, c2, k, s, pk, ps, pp, ceil=False):
@@ -299,11 +299,11 @@ def test_every_conv_pool_mapping_is_bit_exact(spec, preset):
     assert all(m.dw_engine is Engine.VECTOR for m in ms)
 
 
-def _only_chain(g, spec, preset: str, kind: str) -> ops_fused.FusedChain:
+def _only_chain(g, spec, preset: str, kind: str) -> fused_emit.FusedChain:
     """The graph's one chain (of the kind: a FusedChain flag), with a mapping on the preset."""
-    chains = ops_fused.fusible_chain(g, npu_nodes(g), 0)
+    chains = fusion.fusible_chain(g, npu_nodes(g), 0)
     assert len(chains) == 1 and getattr(chains[0], kind) and chains[0].last is g.nodes[-1]
-    assert ops_fused.candidates(chains[0], context(load_preset(preset), g)), \
+    assert fused_emit.candidates(chains[0], context(load_preset(preset), g)), \
         f"no cascade of {spec} fits {preset}"
     return chains[0]
 
@@ -322,10 +322,10 @@ def test_chain_bounds_below_every_estimate(preset):
     for g in graphs:
         ctx = context(arch, g)
         est_ctx = estimation_context(ctx)
-        for chain in ops_fused.fusible_chain(g, npu_nodes(g), 0):
-            for m in ops_fused.candidates(chain, est_ctx):
+        for chain in fusion.fusible_chain(g, npu_nodes(g), 0):
+            for m in fused_emit.candidates(chain, est_ctx):
                 for sample in (search_cache.SAMPLE_TILES, None):
-                    est = estimate_step(ops_fused.step(chain, m, est_ctx), arch,
+                    est = estimate_step(fused_emit.step(chain, m, est_ctx), arch,
                                         sample=sample).cycles
                     low = prerank.chain_bound(chain, m, est_ctx, sample)
                     assert low <= est, (chain.name, str(m), sample, low, est)

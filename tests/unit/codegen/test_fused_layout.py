@@ -1,4 +1,4 @@
-"""ops_fused._per_chunk allocates a run of chunks of one width at once: the same addresses as
+"""fused_emit._per_chunk allocates a run of chunks of one width at once: the same addresses as
 one SramPlan.sram per chunk, and where a region does not fit the same TesselCompileError."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from tessel.codegen import ops_fused as F
-from tessel.codegen.context import SramPlan, align
 from tessel.errors import TesselCompileError
+from tessel.ops import fused_emit as F
+from tessel.ops.context import SramPlan, align
 
 
 def _allocate(sram_bytes, used, chunks, per, at_once):

@@ -1,12 +1,12 @@
 """The cascaded step's tile order equals its definition.
 
-* ops_fused._schedule (the greedy list schedule): at each position the first of the next 64
+* fused_emit._schedule (the greedy list schedule): at each position the first of the next 64
   unplaced jobs, in program order, whose dependencies are all placed at least their distance
   back, else an empty tile. The definition is written here the direct way (every dependency
   re-checked at every position); the module caches each job's earliest position.
-* ops_fused._jobs: the dependencies of the module docstring, written here by job keys
+* fused_emit._jobs: the dependencies of the module docstring, written here by job keys
   (kind, stripe, chunk) looked up in a dict; the module computes the indices.
-* ops_fused._tiles: a pair's groups are each chunk scheduled on its own, one after the other
+* fused_emit._tiles: a pair's groups are each chunk scheduled on its own, one after the other
   (the module schedules the first chunk and moves it on)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import random
 
 import pytest
 
-from tessel.codegen import ops_fused as F
+from tessel.ops import fused_emit as F
 
 
 def _by_definition(jobs, deps, pos0):

@@ -9,10 +9,10 @@ import pytest
 
 from compile_region import compile_region
 from tessel.arch import load_preset
-from tessel.codegen import ops_matmul
-from tessel.codegen.context import CodegenContext, ConstPool
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, run_graph, verify
 from tessel.isa import fixedpoint as fp
+from tessel.ops import matmul_emit
+from tessel.ops.context import CodegenContext, ConstPool
 from tessel.quant.golden import GOLDEN_KERNELS
 from tessel.sim import simulate
 
@@ -69,7 +69,7 @@ def run(g, feeds, preset):
 def check_estimate(layer, sim):
     """Within 2 % (+ 8 cycles) of the simulated cycles: the estimate runs the step's program (its queues and
     tokens) by the simulator's timing rules, with each off-chip port serving transfers first
-    come, first served (tessel.codegen.step_estimate.estimate_step). What it leaves out: the
+    come, first served (tessel.schedule.estimate.estimate_step). What it leaves out: the
     simulator's wait for an in-flight transfer whose operand boxes overlap (rare). The 8 cycles:
     the estimate, like a layer's cycles in `cm.profile`, ends with the step's last token
     instruction, the program's total with its last store."""
@@ -137,10 +137,10 @@ def test_candidates_fit_and_stay_few(preset):
     g = linear_graph(np.random.default_rng(0), (1, 197, 384), 1536)
     node = g.nodes[-1]
     ctx = CodegenContext(arch, g, {}, ConstPool(0), 0)
-    cands = ops_matmul.candidates(node, ctx)
-    assert 0 < len(cands) <= ops_matmul.KEEP
+    cands = matmul_emit.candidates(node, ctx)
+    assert 0 < len(cands) <= matmul_emit.KEEP
     for mp in cands:  # every candidate's layout fits SRAM and the accumulator
-        assert ops_matmul._fits(ops_matmul.gemm(node, ctx), mp, ctx, node)
+        assert matmul_emit._fits(matmul_emit.gemm(node, ctx), mp, ctx, node)
 
 
 def test_large_gemm_near_roofline():

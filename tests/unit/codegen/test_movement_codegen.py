@@ -9,11 +9,11 @@ import pytest
 
 from compile_region import compile_region
 from tessel.arch import load_preset
-from tessel.codegen import ops_movement as om
-from tessel.codegen.context import DramTensor
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, GraphBuilder, Layout, Op, TensorType, verify
 from tessel.isa import Engine, Opcode
+from tessel.ops import movement_emit as om
+from tessel.ops.context import DramTensor
 from tessel.quant.golden import GOLDEN_KERNELS
 from tessel.sim import simulate
 

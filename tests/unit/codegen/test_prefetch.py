@@ -1,4 +1,4 @@
-"""Prefetch of a step's first group during the previous step (codegen/prefetch.py): the program
+"""Prefetch of a step's first group during the previous step (schedule/prefetch.py): the program
 stays bit-exact, no token is left outstanding (the binary reader reloads it), the estimate of
 every layer equals its simulated cycles, it is never slower than the strict step barrier, and
 the planner moves a step only where its group slot would overlap the running step's SRAM."""
@@ -10,15 +10,15 @@ import pytest
 from test_driver_e2e import two_conv_net
 
 from tessel.arch import CompileOptions, load_preset
-from tessel.codegen import prefetch
-from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.driver import compile_graph
 from tessel.emit.streams import STEP_DONE_TOKEN
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import DType
 from tessel.isa.footprint import Space, accesses
+from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.quant.golden import run_golden
 from tessel.runtime.compiled import load
+from tessel.schedule import prefetch
 
 
 def _compile(g, preset, on):

@@ -1,4 +1,4 @@
-"""Pure emitters (codegen/registry.py): `constants(unit, mapping, ctx)` leaves the constant pool
+"""Pure emitters (ops/registry.py): `constants(unit, mapping, ctx)` leaves the constant pool
 untouched and gives the same blobs twice; `step(unit, mapping, ctx, placed)` reads exactly the
 placed blobs (every load from the weights memory outside a DRAM tensor falls inside a placed
 blob, and together the loads cover every byte of every blob); the estimation work
@@ -17,8 +17,11 @@ from test_norm_codegen import layer_norm_graph, softmax_graph
 from test_pool_codegen import mean_attrs, pool_attrs
 
 from tessel.arch import load_preset
-from tessel.codegen import ops_conv, ops_fused
-from tessel.codegen.context import (
+from tessel.ir import DType, GraphBuilder, Op, TensorType, verify
+from tessel.isa import Engine, Opcode
+from tessel.isa.footprint import pattern_addresses
+from tessel.ops import conv_emit, fused_emit
+from tessel.ops.context import (
     CodegenContext,
     ConstPool,
     DramTensor,
@@ -26,11 +29,9 @@ from tessel.codegen.context import (
     StepConstants,
     align,
 )
-from tessel.codegen.registry import emitter_for
-from tessel.codegen.step import Slots
-from tessel.ir import DType, GraphBuilder, Op, TensorType, verify
-from tessel.isa import Engine, Opcode
-from tessel.isa.footprint import pattern_addresses
+from tessel.ops.registry import emitter_for
+from tessel.ops.step import Slots
+from tessel.schedule import fusion
 from tessel.schedule.plan import place_data_constants, plan
 
 ACT_BASE = 1 << 26  # activations far above the pool when both share a memory
@@ -44,15 +45,15 @@ def _single(g):
 
 
 def _chain(g, attr=None):
-    chains = ops_fused.fusible_chain(g, npu_nodes(g), 0)
+    chains = fusion.fusible_chain(g, npu_nodes(g), 0)
     chain = next(c for c in chains if attr is None or getattr(c, attr))
-    return g, chain, ops_fused, None
+    return g, chain, fused_emit, None
 
 
 def _conv_order(order):
     def build(rng):  # each loop order, whether or not the candidates would offer it
         g = conv_graph(rng, h=9, w=8, c=8, cout=40)
-        return g, g.nodes[-1], ops_conv, [ops_conv.ConvMapping(3, 16, True, Engine.MATRIX, order)]
+        return g, g.nodes[-1], conv_emit, [conv_emit.ConvMapping(3, 16, True, Engine.MATRIX, order)]
     return build
 
 
@@ -68,7 +69,7 @@ CASES = {
     "conv": lambda rng: _single(conv_graph(rng, cout=40)),
     "conv_grouped": lambda rng: _single(conv_graph(rng, c=16, cout=32, groups=4, s=2)),
     "conv_depthwise": lambda rng: _single(conv_graph(rng, c=24, cout=24, groups=24)),
-    **{f"conv_{o.value}": _conv_order(o) for o in ops_conv.ConvOrder},
+    **{f"conv_{o.value}": _conv_order(o) for o in conv_emit.ConvOrder},
     "fused_conv_dw_project_add": lambda rng: _chain(
         block(rng, 8, 8, 8, 32, 3, 1, project=8, residual="second")),
     "fused_dw_project": lambda rng: _chain(
@@ -118,7 +119,7 @@ def _context(arch, g, unit):
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     pool = ConstPool(wmem)
     pool.add(bytes(range(POOL_PAD)))
-    nodes = unit.nodes if isinstance(unit, ops_fused.FusedChain) else (unit,)
+    nodes = unit.nodes if isinstance(unit, fused_emit.FusedChain) else (unit,)
     dram = place_data_constants(g, list(nodes), pool)
     addr = ACT_BASE
     for name in [n for node in nodes for n in (*node.inputs, node.name)]:
@@ -214,10 +215,10 @@ def test_placed_constants_must_match_the_step():
     node = g.nodes[-1]
     arch = load_preset("tnpu-s")
     ctx = _context(arch, g, node)
-    m = ops_conv.ConvMapping(4, 16, True, Engine.MATRIX, ops_conv.ConvOrder.WEIGHTS)
-    assert len(ops_conv.constants(node, m, ctx).blobs) == 3  # 40 channels in chunks of 16
+    m = conv_emit.ConvMapping(4, 16, True, Engine.MATRIX, conv_emit.ConvOrder.WEIGHTS)
+    assert len(conv_emit.constants(node, m, ctx).blobs) == 3  # 40 channels in chunks of 16
     with pytest.raises(ValueError, match="2 placed constants for a step that reads 3"):
-        ops_conv.step(node, m, ctx, PlacedConstants((0, 16)))
+        conv_emit.step(node, m, ctx, PlacedConstants((0, 16)))
 
 
 def test_the_schedule_places_each_steps_constants_in_program_order():
@@ -233,7 +234,7 @@ def test_the_schedule_places_each_steps_constants_in_program_order():
     place_data_constants(g, nodes, pool)
     ctx = CodegenContext(arch, g, {}, pool, arch.memory_index(arch.activations_memory))
     for s in sched.steps:
-        em = ops_fused if isinstance(s.unit, ops_fused.FusedChain) else emitter_for(s.unit)
+        em = fused_emit if isinstance(s.unit, fused_emit.FusedChain) else emitter_for(s.unit)
         pool.place(em.constants(s.unit, s.mapping, ctx))
     assert bytes(pool.blob) == sched.constants.blob
     weights = sum(g.type_of(n.inputs[1]).nbytes for n in nodes if n.op is Op.QCONV2D)

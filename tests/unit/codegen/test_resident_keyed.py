@@ -11,11 +11,11 @@ from test_resident_codegen import chain
 
 from compile_region import compile_region
 from tessel.arch import load_preset
-from tessel.codegen import resident
-from tessel.codegen.step_estimate import estimate_step
 from tessel.ir import Op
 from tessel.quant.golden import run_golden
 from tessel.schedule import residency
+from tessel.schedule import resident_rewrite as resident
+from tessel.schedule.estimate import estimate_step
 from tessel.schedule.plan import plan
 from tessel.sim import simulate
 

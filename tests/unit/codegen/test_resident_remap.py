@@ -1,4 +1,4 @@
-"""The strided re-base of codegen/resident.py: an instruction reading (or writing) a slot that
+"""The strided re-base of schedule/resident_rewrite.py: an instruction reading (or writing) a slot that
 a DMA fills with a window of a tensor whose strides differ (a channel chunk of a wider
 tensor) is moved onto the resident tensor element by element, or refused."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tessel.codegen.resident import _Map, _remap
 from tessel.isa import Instruction, Opcode
 from tessel.isa.fields import DType
 from tessel.isa.footprint import pattern_addresses
+from tessel.schedule.resident_rewrite import _Map, _remap
 
 SLOT, TENSOR, DRAM = 0x400, 0x8000, 0x10000
 C, W, H, CHUNK = 192, 28, 6, 64  # tensor H x W x C, the slot holds a 64-channel chunk

@@ -1,4 +1,4 @@
-"""codegen/step_kernel.py's compiled timing loop equals codegen.step_estimate._run, the Python reference,
+"""schedule/estimate_kernel.py's compiled timing loop equals schedule.estimate._run, the Python reference,
 on every program the plan times for zoo models (the searches' candidates, residency and
 prefetch estimates), with each preset's latencies and 1, 2 and 4 DMA channels; and CostCache
 serves the compiled figures only where they are the reference's."""
@@ -11,8 +11,9 @@ import pytest
 from tessel.analysis.estimate import estimate_graph
 from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
-from tessel.codegen import step_estimate, step_kernel
-from tessel.codegen.step_estimate import CostCache, StepProgram
+from tessel.schedule import estimate as step_estimate
+from tessel.schedule import estimate_kernel as step_kernel
+from tessel.schedule.estimate import CostCache, StepProgram
 from tessel.sim import jit
 
 

@@ -1,5 +1,5 @@
 """The instruction-cost memo: `costs.cost_key` names what `instruction_cost` reads of an
-instruction (COST_FIELDS), and `codegen.step_estimate.cost_memo` shares cycles between equal arches
+instruction (COST_FIELDS), and `schedule.estimate.cost_memo` shares cycles between equal arches
 only; a memoised cost equals a fresh `instruction_cost`."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from isa_samples import SAMPLES
 
 from tessel.arch import NpuArch, list_presets, load_preset
-from tessel.codegen import step_estimate
-from tessel.codegen.step_estimate import CostCache, cost_memo
 from tessel.isa import SPECS, Engine, Field, Instruction, Opcode
 from tessel.isa.costs import COST_FIELDS, cost_key, instruction_cost
+from tessel.schedule import estimate as step_estimate
+from tessel.schedule.estimate import CostCache, cost_memo
 
 PRESETS = [load_preset(p) for p in list_presets()]
 # arches differing from a preset in one field a cost reads (and one that no cost reads)

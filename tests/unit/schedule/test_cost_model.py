@@ -13,20 +13,20 @@ import numpy as np
 import pytest
 
 from tessel.arch import load_preset
-from tessel.codegen import ops_fused
-from tessel.codegen.context import CodegenContext, ConstPool
-from tessel.codegen.ops_fused import FusedChain
-from tessel.codegen.registry import EMITTERS, emitter_for, is_view
-from tessel.codegen.step import Estimate
 from tessel.emit.simulated_cost import SimulatedCostModel, simulate_step
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import fixedpoint as fp
-from tessel.schedule import search_cache
+from tessel.ops import fused_emit
+from tessel.ops.context import CodegenContext, ConstPool
+from tessel.ops.fused_emit import FusedChain
+from tessel.ops.registry import EMITTERS, emitter_for, is_view
+from tessel.schedule import fusion, search_cache
 from tessel.schedule.cost_model import (
     AnalyticalCostModel,
     CostModel,
     CostModelKind,
 )
+from tessel.schedule.estimate import Estimate
 from tessel.schedule.plan import estimation_context, plan
 
 PRESETS = ["tnpu-s", "u55-256"]
@@ -118,7 +118,7 @@ def _units(g):
     nodes = _npu_nodes(g)
     out = [(n, emitter_for(n)) for n in nodes]
     for k in range(len(nodes)):
-        out += [(c, ops_fused) for c in ops_fused.fusible_chain(g, nodes, k)]
+        out += [(c, fused_emit) for c in fusion.fusible_chain(g, nodes, k)]
     return out
 
 

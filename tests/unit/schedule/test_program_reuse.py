@@ -1,5 +1,5 @@
 """What the mapping search shares across design points (search_cache.SearchCache.shared): a
-candidate's arch-free program (codegen.step_estimate.StepProgram) on every NPU with the same
+candidate's arch-free program (schedule.estimate.StepProgram) on every NPU with the same
 `program_key`, and its closed-form bound's terms (schedule.prerank.Terms) on every NPU.
 
 The claim under both: for a given mapping, a step's instructions' cost keys and its program's
@@ -16,11 +16,11 @@ import pytest
 from tessel.analysis.estimate import estimate_graph
 from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
-from tessel.codegen.ops_fused import FusedChain
-from tessel.codegen.step_estimate import CostCache, StepProgram, estimate_step, time_program
+from tessel.ops.fused_emit import FusedChain
 from tessel.schedule import plan as program
 from tessel.schedule import prerank, search_cache
 from tessel.schedule.cost_model import AnalyticalCostModel
+from tessel.schedule.estimate import CostCache, StepProgram, estimate_step, time_program
 
 # every cost-only field changed (search_cache._COST_ONLY), nothing else
 OTHER = {"matrix.rows": 8, "matrix.cols": 32, "matrix.dataflow": "OUTPUT_STATIONARY",
@@ -105,7 +105,7 @@ def test_candidate_lists_depend_on_their_key_only(model, monkeypatch):
 
 
 def _context_on(arch, est):
-    from tessel.codegen.context import CodegenContext
+    from tessel.ops.context import CodegenContext
     return program.estimation_context(CodegenContext(arch, est.graph, dict(est.dram),
                                                      est.consts, est.act_memory))
 
@@ -212,8 +212,9 @@ def test_shared_placed_figures_equal_each_placed_step(model, monkeypatch):
     prefetch hull, the planned estimates, the energy events' tally) equals the one computed
     from the step as placed on this point, though the record was filled on another point
     (other mappings around it, so other DRAM places and residents)."""
-    from tessel.codegen import prefetch, resident
-    from tessel.codegen.step_events import step_events
+    from tessel.schedule import prefetch
+    from tessel.schedule import resident_rewrite as resident
+    from tessel.schedule.events import step_events
 
     graph = quantised_graphs([model], 2, None)[model]
     a = load_target("tnpu-s")

@@ -2,10 +2,10 @@
 lifetime stays on chip, one that does not is spilled to DRAM; residents alive at the same time
 never overlap; the plan is deterministic."""
 
-from tessel.codegen.resident import sram_top
 from tessel.isa import Instruction, Opcode
 from tessel.isa.fields import DType
 from tessel.schedule.residency import Lifetime, plan_residency
+from tessel.schedule.resident_rewrite import sram_top
 
 SRAM = 1024
 

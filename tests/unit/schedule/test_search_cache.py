@@ -13,12 +13,12 @@ from tessel.analysis.explore import quantised_graphs
 from tessel.analysis.explore_run import evaluate_point
 from tessel.analysis.explore_space import build_arch
 from tessel.arch import load_target
-from tessel.codegen.context import CodegenContext
-from tessel.codegen.ops_fused import FusedChain
-from tessel.codegen.step_estimate import estimate_step
 from tessel.errors import TesselCompileError, TesselConfigError
+from tessel.ops.context import CodegenContext
+from tessel.ops.fused_emit import FusedChain
 from tessel.schedule import plan as program
 from tessel.schedule import prerank, search_cache
+from tessel.schedule.estimate import estimate_step
 
 CHOICES = {
     "matrix.rows": [4, 8, 16, 32], "matrix.cols": [4, 8, 16, 32],
@@ -198,7 +198,7 @@ def test_vector_only_emitters_never_read_the_matrix_fields():
     import importlib
     import inspect
     for name in search_cache.VECTOR_ONLY_EMITTERS:
-        src = inspect.getsource(importlib.import_module(f"tessel.codegen.{name}"))
+        src = inspect.getsource(importlib.import_module(f"tessel.ops.{name}"))
         assert ".matrix" not in src and "uses_matrix=True" not in src, name
 
 

@@ -8,9 +8,9 @@ import pytest
 
 from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
-from tessel.codegen import step_estimate
 from tessel.lower.legalize import legalize
 from tessel.lower.partition import partition
+from tessel.schedule import estimate as step_estimate
 from tessel.schedule import plan as program
 from tessel.schedule.cost_model import AnalyticalCostModel
 

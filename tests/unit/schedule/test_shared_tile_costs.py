@@ -11,9 +11,9 @@ import pytest
 from tessel.analysis.estimate import estimate_graph
 from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
-from tessel.codegen.step_estimate import CostCache, estimate_step
 from tessel.schedule import plan as program
 from tessel.schedule import search_cache
+from tessel.schedule.estimate import CostCache, estimate_step
 
 
 @pytest.fixture(scope="module")

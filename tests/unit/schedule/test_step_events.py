@@ -8,13 +8,13 @@ import pytest
 
 from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
-from tessel.codegen.step import top_slots
-from tessel.codegen.step_events import step_events
 from tessel.isa import Engine
 from tessel.isa.costs import Events, instruction_cost
 from tessel.lower.legalize import legalize
 from tessel.lower.partition import partition
+from tessel.ops.step import top_slots
 from tessel.schedule import plan as program
+from tessel.schedule.events import step_events
 
 
 def _every_instruction(work, arch) -> Events:

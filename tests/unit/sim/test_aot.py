@@ -102,15 +102,15 @@ def test_the_key_changes_with_the_signature():
 
 
 def test_a_process_times_with_the_step_loop_without_importing_numba():
-    """codegen/step_kernel.py's loop (built ahead of time in the user's kernel cache by this
+    """schedule/estimate_kernel.py's loop (built ahead of time in the user's kernel cache by this
     process first, if not there) is loaded and run by a new process that never imports numba."""
-    from tessel.codegen import step_kernel
+    from tessel.schedule import estimate_kernel as step_kernel
 
     assert step_kernel.run.compiled is not None and step_kernel.run.form is jit.Form.AHEAD_OF_TIME
     code = textwrap.dedent("""
         import sys
         import numpy as np
-        from tessel.codegen import step_kernel
+        from tessel.schedule import estimate_kernel as step_kernel
         from tessel.sim import jit
         run = step_kernel.run.compiled
         # one WORK op (term 0: 5 cycles) on MATRIX, nothing else

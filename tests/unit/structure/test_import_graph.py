@@ -1,6 +1,6 @@
 """The package import graph of src/tessel, read statically (every `import` / `from ... import`
 of every module, function-level and TYPE_CHECKING ones included): no cycle between tessel's
-top-level packages / modules (`tessel.codegen`, `tessel.schedule`, `tessel.driver`, the root
+top-level packages / modules (`tessel.ops`, `tessel.schedule`, `tessel.driver`, the root
 package `tessel` itself, ...), and no module imports a private name (`_name`, or a name from
 a `_module`) of another top-level package. STYLE.md #14."""
 
@@ -50,7 +50,7 @@ def imports(path: Path) -> list[Edge]:
                 target = node.module or ""
             if target.split(".")[0] != ROOT:
                 continue
-            for a in node.names:  # `from tessel.codegen import ops_conv` imports a module
+            for a in node.names:  # `from tessel.ops import conv_emit` imports a module
                 sub = f"{target}.{a.name}"
                 out.append(Edge(mod, sub, None, node.lineno) if _is_module(sub)
                            else Edge(mod, target, a.name, node.lineno))
@@ -58,7 +58,7 @@ def imports(path: Path) -> list[Edge]:
 
 
 def top(dotted: str) -> str:
-    """`tessel.codegen.ops_conv` -> `tessel.codegen`; the root package stays `tessel`."""
+    """`tessel.ops.conv_emit` -> `tessel.ops`; the root package stays `tessel`."""
     return ".".join(dotted.split(".")[:2])
 
 

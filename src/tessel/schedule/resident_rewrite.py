@@ -16,11 +16,11 @@ import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tessel.codegen.step import GroupWork, Slots, StepWork, TileWork, top_slots
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import LutMode
 from tessel.isa.footprint import Space, accesses
 from tessel.isa.table import SPECS
+from tessel.ops.step import GroupWork, Slots, StepWork, TileWork, top_slots
 
 # positions in a DMA's `args` (DMA_LOAD and DMA_STORE share their fields): d0..d3, ext_s0..3,
 # sram_s0..3 (field reads by name are on this module's hot path)

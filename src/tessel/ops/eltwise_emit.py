@@ -22,8 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tessel.codegen import dma
-from tessel.codegen.context import (
+from tessel.errors import TesselCompileError
+from tessel.ir import DType, Node, Op
+from tessel.isa import Instruction, Opcode
+from tessel.isa.fields import EltOp, LutMode
+from tessel.ops import dma
+from tessel.ops.context import (
     ISA_DTYPE,
     CodegenContext,
     DramTensor,
@@ -33,11 +37,7 @@ from tessel.codegen.context import (
     align,
     const_addresses,
 )
-from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
-from tessel.errors import TesselCompileError
-from tessel.ir import DType, Node, Op
-from tessel.isa import Instruction, Opcode
-from tessel.isa.fields import EltOp, LutMode
+from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 MAX_DIM = 65535  # extent fields of ELTWISE / LUT / DMA
 RESIDENT_BYTES = 16384  # broadcast operands up to this size stay in SRAM for the whole step

@@ -29,8 +29,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tessel.codegen import dma
-from tessel.codegen.context import (
+from tessel.errors import TesselCompileError
+from tessel.ir import Layout, Node, Op
+from tessel.ir.ops import slice_len
+from tessel.isa import Instruction, Opcode
+from tessel.isa.fields import DType as IsaDType
+from tessel.isa.fields import EltOp
+from tessel.ops import dma
+from tessel.ops.context import (
     ISA_DTYPE,
     CodegenContext,
     DramTensor,
@@ -40,13 +46,7 @@ from tessel.codegen.context import (
     align,
     const_addresses,
 )
-from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
-from tessel.errors import TesselCompileError
-from tessel.ir import Layout, Node, Op
-from tessel.ir.ops import slice_len
-from tessel.isa import Instruction, Opcode
-from tessel.isa.fields import DType as IsaDType
-from tessel.isa.fields import EltOp
+from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 MAX_DIM = dma.MAX_DIM
 Dim = tuple[int, int, int]  # (count, src/ext stride, out/sram stride) in elements

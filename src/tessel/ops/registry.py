@@ -6,13 +6,13 @@ An emitter module provides three pure functions (none mutates the context or its
   a frozen dataclass whose str() reads well in reports);
 * `constants(node, mapping, ctx) -> StepConstants`: the blobs the step reads from the constant
   pool (pre-tiled weights, parameter and LUT tables, constant operands) in read order;
-* `step(node, mapping, ctx, placed=None) -> StepWork` (see tessel.codegen.step): the step's
+* `step(node, mapping, ctx, placed=None) -> StepWork` (see tessel.ops.step): the step's
   program, reading blob k at `placed.addresses[k]`; `placed=None` is estimation (every
   constant address 0, nothing packed: the search calls it per candidate).
 
 The schedule stage (schedule/plan.py) places each chosen step's constants with
 `ConstPool.place` in program order and passes the addresses to `step`
-(tessel.codegen.context: StepConstants, PlacedConstants).
+(tessel.ops.context: StepConstants, PlacedConstants).
 """
 
 from __future__ import annotations
@@ -24,25 +24,25 @@ from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node, Op
 
 EMITTERS: dict[Op, str] = {
-    Op.QCONV2D: "ops_conv",
-    Op.QLINEAR: "ops_matmul",
-    Op.QMATMUL: "ops_matmul",
-    Op.QADD: "ops_eltwise",
-    Op.QSUB: "ops_eltwise",
-    Op.QMUL: "ops_eltwise",
-    Op.REQUANTIZE: "ops_eltwise",
-    Op.LUT: "ops_eltwise",
-    Op.MAX_POOL2D: "ops_pool",
-    Op.QAVG_POOL2D: "ops_pool",
-    Op.QMEAN: "ops_pool",
-    Op.TRANSPOSE: "ops_movement",
-    Op.CONCAT: "ops_movement",
-    Op.SLICE: "ops_movement",
-    Op.PAD: "ops_movement",
-    Op.EXPAND: "ops_movement",
-    Op.UPSAMPLE_NEAREST: "ops_movement",
-    Op.QSOFTMAX: "ops_norm",
-    Op.QLAYER_NORM: "ops_norm",
+    Op.QCONV2D: "conv_emit",
+    Op.QLINEAR: "matmul_emit",
+    Op.QMATMUL: "matmul_emit",
+    Op.QADD: "eltwise_emit",
+    Op.QSUB: "eltwise_emit",
+    Op.QMUL: "eltwise_emit",
+    Op.REQUANTIZE: "eltwise_emit",
+    Op.LUT: "eltwise_emit",
+    Op.MAX_POOL2D: "pool_emit",
+    Op.QAVG_POOL2D: "pool_emit",
+    Op.QMEAN: "pool_emit",
+    Op.TRANSPOSE: "movement_emit",
+    Op.CONCAT: "movement_emit",
+    Op.SLICE: "movement_emit",
+    Op.PAD: "movement_emit",
+    Op.EXPAND: "movement_emit",
+    Op.UPSAMPLE_NEAREST: "movement_emit",
+    Op.QSOFTMAX: "norm_emit",
+    Op.QLAYER_NORM: "norm_emit",
 }
 DATA_MOVEMENT_OPS = frozenset({Op.TRANSPOSE, Op.CONCAT, Op.SLICE, Op.PAD, Op.EXPAND,
                                Op.UPSAMPLE_NEAREST})
@@ -57,7 +57,7 @@ def emitter_for(node: Node) -> ModuleType:
     name = EMITTERS.get(node.op)
     if name is None:
         raise TesselCompileError(f"{node} at {node.loc}: no NPU lowering for '{node.op.value}'")
-    return importlib.import_module(f"tessel.codegen.{name}")
+    return importlib.import_module(f"tessel.ops.{name}")
 
 
 # emitter function that states the emitter's shape rules: (node, graph | None) -> reason | None

@@ -28,8 +28,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tessel.codegen import dma
-from tessel.codegen.context import (
+from tessel.errors import TesselCompileError
+from tessel.ir import Layout, Node
+from tessel.isa import SPECS, Engine, Instruction, Opcode
+from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.ops import dma
+from tessel.ops.context import (
     ISA_DTYPE,
     CodegenContext,
     PlacedConstants,
@@ -38,11 +42,7 @@ from tessel.codegen.context import (
     align,
     const_addresses,
 )
-from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
-from tessel.errors import TesselCompileError
-from tessel.ir import Layout, Node
-from tessel.isa import SPECS, Engine, Instruction, Opcode
-from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 
 class ConvOrder(enum.Enum):
@@ -202,8 +202,8 @@ def _rereads_cost(g: ConvGeometry, rows: int, chunk: int, ctx: CodegenContext, o
     bytes, the input once per chunk, over bandwidth exceed the MACs over the array size), the
     only case where reading the input once can pay. Elsewhere the input-resident orders are not
     offered: they gain nothing the per-step search sees and forfeit what it does not see, the
-    prefetch of group 0 (their group 0 loads activations: codegen/prefetch.py) and on-chip
-    residency of their input (codegen/resident.py refuses group loads of resident tensors)."""
+    prefetch of group 0 (their group 0 loads activations: schedule/prefetch.py) and on-chip
+    residency of their input (schedule/resident_rewrite.py refuses group loads of resident tensors)."""
     arch = ctx.arch
     sram_bpc = arch.derived.sram_bytes_per_cycle
     per_mem: dict[int, float] = {}

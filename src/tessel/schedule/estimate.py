@@ -1,22 +1,41 @@
 """The analytical estimate of one step's cycles from the per-instruction costs of docs/isa.md
 (`tessel.isa.costs`): the step's arch-free program (`StepProgram`: its queues and tokens, each
 compute block and transfer a `Term` of instructions), the timing loop that runs it by the
-simulator's rules (`_run`, compiled in codegen/step_kernel.py), and the per-arch memos that
+simulator's rules (`_run`, compiled in schedule/estimate_kernel.py), and the per-arch memos that
 time it (`CostCache`). `estimate_step(work, arch)` is the entry point; the schedule stage's
 search keeps programs to time them again on other NPUs (tessel.schedule.search_cache)."""
 
 from __future__ import annotations
 
+import enum
 import functools
 import itertools
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from tessel.arch import NpuArch
-from tessel.codegen.step import Bound, Estimate, StepWork, top_slots
 from tessel.isa import Engine, Instruction
 from tessel.isa.costs import Cost, cost_key, instruction_cost
+from tessel.ops.step import StepWork, top_slots
+
+
+class Bound(enum.Enum):
+    """What limits a step (recorded for the report)."""
+
+    COMPUTE = "compute"  # the matrix engine
+    VECTOR = "vector"  # the vector engine
+    DRAM = "dram"  # off-chip bandwidth
+    LATENCY = "latency"  # fixed DMA latencies / pipeline fill of short steps
+
+
+@dataclass(frozen=True)
+class Estimate:
+    cycles: int
+    bound: Bound
+    busy: dict[Engine, int]
+
 
 # ops of a step's program at tile granularity (StepProgram): consecutive compute instructions
 # of an engine are one _WORK; every DMA transfer is its own _XFER; a compute engine's tile (its
@@ -40,7 +59,7 @@ def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
     sample: only run the first `sample` tiles of the first two groups and scale the time by
     the share of tiles run (a cheap first ranking of many candidate mappings).
 
-    prefetched / prefetch: as emit/step.py `emit_step` (codegen/prefetch.py): the step's
+    prefetched / prefetch: as emit/step.py `emit_step` (schedule/prefetch.py): the step's
     group-0 loads were issued by the previous step (they are not in this step's program: the
     previous step's estimate has them), and `prefetch` are the next step's group-0 loads this
     step issues after its last tile's loads, its end waiting for them to land. Each step's
@@ -102,7 +121,7 @@ def term(instrs: Sequence[Instruction], engine: Engine | None = None) -> Term:
 class _Shape:
     """A program's structure: its queues with term indices (interned: programs alike in all but
     their terms' instructions share one, its `sid` keys their timings) and, once asked for, its
-    table for the compiled loop (codegen/step_kernel.py)."""
+    table for the compiled loop (schedule/estimate_kernel.py)."""
 
     __slots__ = ("sid", "queues", "keys", "table")
 
@@ -209,7 +228,7 @@ class StepProgram:
             if gw is not None:
                 self._release(gw)
             self._release(gp)
-        q_in.extend(self._xfers(prefetch))  # the next step's group 0 (codegen/prefetch.py)
+        q_in.extend(self._xfers(prefetch))  # the next step's group 0 (schedule/prefetch.py)
         for r in rings:  # Streams.end_step: drain every ring, then the step-done tokens
             for _ in range(min(r[2], r[3])):
                 self._q[r[0]].append((_WAIT, r[5], 0, 0))
@@ -231,7 +250,7 @@ class StepProgram:
         del self._q, self._index, self._shared, self.waiter, self.slots
 
     def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The program as codegen/step_kernel.py's int64 table: (rows, each engine's first row
+        """The program as schedule/estimate_kernel.py's int64 table: (rows, each engine's first row
         and the end, each token key's first slot in the signals' buffer and the end); one per
         program shape."""
         shape = self._shape
@@ -321,7 +340,7 @@ class StepProgram:
 
 
 def _row(op: tuple) -> tuple:
-    """An op of StepProgram.queues as a row of codegen/step_kernel.py's table."""
+    """An op of StepProgram.queues as a row of schedule/estimate_kernel.py's table."""
     kind = op[0]
     if kind == _TILE:
         ws, ss = op[1], op[3]
@@ -484,7 +503,7 @@ def _run(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: 
 
 
 # tiered: programs are timed by `_run` until this process has timed KERNEL_AFTER of them, then
-# by the compiled loop (codegen/step_kernel.py, built ahead of time: ~3 ms to load, but ~6 s
+# by the compiled loop (schedule/estimate_kernel.py, built ahead of time: ~3 ms to load, but ~6 s
 # to build the first time on a machine; numba's just-in-time compile, ~0.35 s to start, where
 # it cannot be built). The compiled loop saves ~0.1 ms a program (~5 us against ~130 us, plus
 # ~90 us to flatten a program once, and a search's programs are timed again on every design
@@ -524,15 +543,15 @@ def _time(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels:
 
 @functools.cache
 def _kernel() -> Callable[..., None] | None:
-    """codegen/step_kernel.py's compiled `run`, or None with kernels off (tessel.sim.jit)."""
-    from tessel.codegen import step_kernel
+    """schedule/estimate_kernel.py's compiled `run`, or None with kernels off (tessel.sim.jit)."""
+    from tessel.schedule import estimate_kernel as step_kernel
     from tessel.sim import jit
     return step_kernel.run.compiled if jit.enabled() else None
 
 
 def _run_compiled(kernel: Callable[..., None], prog: StepProgram, vals: Sequence[int],
                   lats: Sequence[int], channels: int) -> tuple[int, dict[Engine, int]]:
-    """_run by codegen/step_kernel.py (the same figures)."""
+    """_run by schedule/estimate_kernel.py (the same figures)."""
     rows, starts, sig_off = prog.table()
     out = np.zeros(5, np.int64)
     kernel(rows, starts, sig_off, np.array(vals, np.int64), np.array(lats, np.int64), channels,

@@ -32,8 +32,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tessel.codegen import dma
-from tessel.codegen.context import (
+from tessel.errors import TesselCompileError, TesselConfigError
+from tessel.ir import Node, Op
+from tessel.isa import Instruction, Opcode
+from tessel.isa.fields import AccSrc, EltOp, LutMode, ParamMode, ReduceOp, UnaryOp
+from tessel.isa.fields import DType as IsaDType
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.ops import dma
+from tessel.ops.context import (
     ISA_DTYPE,
     CodegenContext,
     PlacedConstants,
@@ -42,14 +48,8 @@ from tessel.codegen.context import (
     align,
     const_addresses,
 )
-from tessel.codegen.ops_movement import canonical
-from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
-from tessel.errors import TesselCompileError, TesselConfigError
-from tessel.ir import Node, Op
-from tessel.isa import Instruction, Opcode
-from tessel.isa.fields import AccSrc, EltOp, LutMode, ParamMode, ReduceOp, UnaryOp
-from tessel.isa.fields import DType as IsaDType
-from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.ops.movement_emit import canonical
+from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 from tessel.quant.layernorm import LayerNormPlan
 from tessel.quant.softmax import ONE_MULT, ONE_SHIFT, SoftmaxPlan
 

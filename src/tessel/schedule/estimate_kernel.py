@@ -1,7 +1,7 @@
-"""The timing loop of a step's program (`codegen.step_estimate._run`) as one compiled kernel
+"""The timing loop of a step's program (`schedule.estimate._run`) as one compiled kernel
 (``tessel.sim.jit``): the same rules, op by op, on the program flattened to an int64 table.
 
-`codegen.step_estimate._run` stays the reference (and what runs when kernels are off,
+`schedule.estimate._run` stays the reference (and what runs when kernels are off,
 ``TESSEL_SIM_KERNELS=0``); tests/unit/codegen/test_step_kernel.py checks both give the same
 cycles and busy cycles on every program of the zoo's searches. The design-space exploration
 times each candidate's arch-free program once per NPU, so this loop is most of what a point
@@ -57,7 +57,7 @@ def _issue_time(ready: int, fly: np.ndarray, nfly: int, channels: int) -> int:
 @jit.kernel(signature="void(i8[:, :], i8[:], i8[:], i8[:], i8[:], i8, i8[:])")
 def run(ops: np.ndarray, starts: np.ndarray, sig_off: np.ndarray, vals: np.ndarray,
         lats: np.ndarray, channels: int, out: np.ndarray) -> None:
-    """codegen.step_estimate._run: out[0] = total cycles, out[1 + e] = engine e's busy cycles."""
+    """schedule.estimate._run: out[0] = total cycles, out[1 + e] = engine e's busy cycles."""
     nk = sig_off.shape[0] - 1
     sigs = np.empty(max(sig_off[nk], 1), np.int64)
     nsig = np.zeros(max(nk, 1), np.int64)

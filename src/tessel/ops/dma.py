@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tessel.codegen.context import ISA_DTYPE, DramTensor
 from tessel.ir import DType
 from tessel.isa import Instruction, Opcode
+from tessel.ops.context import ISA_DTYPE, DramTensor
 
 MAX_DIM = 65535
 _CHUNK = 32768

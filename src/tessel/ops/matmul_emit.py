@@ -26,8 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tessel.codegen import dma
-from tessel.codegen.context import (
+from tessel.errors import TesselCompileError
+from tessel.ir import DType, Node, Op
+from tessel.isa import Instruction, Opcode
+from tessel.isa.costs import gemm_cycles
+from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.ops import dma
+from tessel.ops.context import (
     ISA_DTYPE,
     CodegenContext,
     DramTensor,
@@ -37,13 +42,8 @@ from tessel.codegen.context import (
     align,
     const_addresses,
 )
-from tessel.codegen.ops_eltwise import const_blob, const_operand, is_const
-from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
-from tessel.errors import TesselCompileError
-from tessel.ir import DType, Node, Op
-from tessel.isa import Instruction, Opcode
-from tessel.isa.costs import gemm_cycles
-from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.ops.eltwise_emit import const_blob, const_operand, is_const
+from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 MAX_FIELD = 65535  # m, n, k and acc_stride are 16-bit fields
 KEEP = 6  # candidates passed on to the exact (per-tile) estimate

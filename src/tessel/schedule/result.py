@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tessel.arch import NpuArch
-from tessel.codegen.context import DramTensor
-from tessel.codegen.ops_fused import FusedChain
-from tessel.codegen.resident import Resident
-from tessel.codegen.step import Estimate, StepWork
-from tessel.codegen.step_events import EventTally
 from tessel.ir import Graph, Node
 from tessel.isa import Instruction
+from tessel.ops.context import DramTensor
+from tessel.ops.fused_emit import FusedChain
+from tessel.ops.step import StepWork
+from tessel.schedule.estimate import Estimate
+from tessel.schedule.events import EventTally
+from tessel.schedule.resident_rewrite import Resident
 
 Unit = Node | FusedChain  # what one step computes: a node, or a fused group run as one step
 

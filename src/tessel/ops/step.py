@@ -1,28 +1,18 @@
 """What one NPU step is made of, independent of the op: groups of tiles, each tile a few
 instructions per engine, plus the buffers (rings) it needs; its analytical estimate is
-tessel.codegen.step_estimate.
+tessel.schedule.estimate.
 
-Every op emitter (tessel.codegen.ops_*) describes its step through `StepWork`; the codegen
-driver turns it into token-ordered queues, the cost model into cycles. Both use the same
+Every op emitter (tessel.ops.*_emit) describes its step through `StepWork`; the emit
+stage turns it into token-ordered queues, the cost model into cycles. Both use the same
 instructions, so the estimate and the program cannot drift apart.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
-from tessel.isa import Engine, Instruction
-
-
-class Bound(enum.Enum):
-    """What limits a step (recorded for the report)."""
-
-    COMPUTE = "compute"  # the matrix engine
-    VECTOR = "vector"  # the vector engine
-    DRAM = "dram"  # off-chip bandwidth
-    LATENCY = "latency"  # fixed DMA latencies / pipeline fill of short steps
+from tessel.isa import Instruction
 
 
 @dataclass(frozen=True)
@@ -118,10 +108,3 @@ def memoized(work: StepWork) -> StepWork:
 
     return StepWork(work.shape, work.group_count, group_fn, tile_fn, work.tile_key,
                     work.cost_scope)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    cycles: int
-    bound: Bound
-    busy: dict[Engine, int]

@@ -22,8 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tessel.codegen import dma
-from tessel.codegen.context import (
+from tessel.errors import TesselCompileError
+from tessel.ir import Layout, Node, Op
+from tessel.isa import SPECS, Instruction, Opcode
+from tessel.isa.fields import AccSrc, ParamMode, PoolOp, ReduceOp
+from tessel.isa.fields import DType as IsaDType
+from tessel.ops import dma
+from tessel.ops.context import (
     ISA_DTYPE,
     CodegenContext,
     PlacedConstants,
@@ -32,14 +37,9 @@ from tessel.codegen.context import (
     align,
     const_addresses,
 )
-from tessel.codegen.ops_conv import window_rows
-from tessel.codegen.ops_movement import canonical
-from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
-from tessel.errors import TesselCompileError
-from tessel.ir import Layout, Node, Op
-from tessel.isa import SPECS, Instruction, Opcode
-from tessel.isa.fields import AccSrc, ParamMode, PoolOp, ReduceOp
-from tessel.isa.fields import DType as IsaDType
+from tessel.ops.conv_emit import window_rows
+from tessel.ops.movement_emit import canonical
+from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 INT32_MAX = 2**31 - 1
 MAX_DIM = dma.MAX_DIM

@@ -24,10 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tessel.arch import NpuArch
-from tessel.codegen.step import Estimate, GroupWork, Slots, StepWork, TileWork, top_slots
-from tessel.codegen.step_estimate import CostCache, estimate_step
 from tessel.isa import Instruction
 from tessel.isa.footprint import Space, accesses
+from tessel.ops.step import GroupWork, Slots, StepWork, TileWork, top_slots
+from tessel.schedule.estimate import CostCache, Estimate, estimate_step
 
 SHIFT_ALIGN = 64  # bytes: a moved step keeps every SRAM address aligned as SramPlan's and more
 

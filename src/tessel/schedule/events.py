@@ -14,10 +14,10 @@ import dataclasses
 from typing import Any
 
 from tessel.arch import NpuArch
-from tessel.codegen.step import StepWork, top_slots
-from tessel.codegen.step_estimate import CostCache
 from tessel.isa import Engine, Instruction
 from tessel.isa.costs import Events, cost_key
+from tessel.ops.step import StepWork, top_slots
+from tessel.schedule.estimate import CostCache
 
 
 def step_events(work: StepWork, arch: NpuArch, tally: EventTally | None = None) -> Events:

@@ -1,6 +1,6 @@
 """Cross-layer fusion (cascading): a chain of consecutive layers around a depthwise conv (or a
 max pool, or a second conv) runs as one step in row stripes of that windowed layer's output,
-so the chain's intermediate tensors never leave SRAM. Chains (`fusible_chain`), all batch 1, int8, each
+so the chain's intermediate tensors never leave SRAM. Chains (tessel.schedule.fusion), all batch 1, int8, each
 intermediate read only by the next member (not a graph output):
 
 * conv -> depthwise: an ordinary conv (MobileNetV2's 1x1 expand, or a stem 3x3) and the
@@ -57,10 +57,14 @@ import enum
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from tessel.codegen import dma, ops_conv, ops_eltwise, ops_pool
-from tessel.codegen.context import (
+from tessel.errors import TesselCompileError
+from tessel.ir import DType, Node, Op
+from tessel.isa import Engine, Instruction, Opcode
+from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode, PoolOp
+from tessel.ops import conv_emit, dma, eltwise_emit, pool_emit
+from tessel.ops.context import (
     ALIGN,
     ISA_DTYPE,
     CodegenContext,
@@ -70,11 +74,7 @@ from tessel.codegen.context import (
     align,
     const_addresses,
 )
-from tessel.codegen.step import GroupWork, Slots, StepShape, StepWork, TileWork
-from tessel.errors import TesselCompileError
-from tessel.ir import DType, Graph, Node, Op
-from tessel.isa import Engine, Instruction, Opcode
-from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode, PoolOp
+from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 DEPTHS = (2, 3)  # accumulator ring depths the search tries
 IN_DEPTH = 2  # the input ring: DMA_IN's tile k waits for MATRIX to finish tile k - 2
@@ -138,116 +138,6 @@ class FusedMapping:
         dw = " dw=matrix" if self.dw_engine is Engine.MATRIX else ""
         return (f"cascade stripes rows={self.rows} ch_chunk={self.chunk} line=+{self.line}"
                 + ("" if self.depth == 2 else f" acc_depth={self.depth}") + dw)
-
-
-# ------------------------------------------------------------------------ chain detection
-
-
-def _is_conv(graph: Graph, n: Node) -> bool:
-    """An ordinary conv of one CONV instruction per tile (kernel and strides <= 15)."""
-    if n.op is not Op.QCONV2D or n.attr_map["groups"] != 1 or n.type.shape[0] != 1:
-        return False
-    _, kh, kw, _ = graph.type_of(n.inputs[1]).shape
-    return (n.type.dtype is DType.I8 and graph.type_of(n.inputs[0]).dtype is DType.I8
-            and max(kh, kw, *n.attr_map["stride"]) <= ops_conv.MAX_KERNEL
-            and ops_conv.refusal(n, graph) is None)
-
-
-def _is_dw(graph: Graph, n: Node) -> bool:
-    if n.op is not Op.QCONV2D or n.type.shape[0] != 1 or n.type.dtype is not DType.I8:
-        return False
-    c = graph.type_of(n.inputs[0]).shape[3]
-    return (n.attr_map["groups"] == c == n.type.shape[3] > 1
-            and graph.type_of(n.inputs[1]).shape[3] == 1
-            and graph.type_of(n.inputs[0]).dtype is DType.I8
-            and ops_conv.refusal(n, graph) is None)
-
-
-def _is_project(graph: Graph, n: Node) -> bool:
-    a = n.attr_map
-    return (_is_conv(graph, n) and graph.type_of(n.inputs[1]).shape[1:3] == (1, 1)
-            and a["stride"] == (1, 1) and not any(a["padding"]))
-
-
-def _only_reader(graph: Graph, producer: Node, reader: Node, operand: int | None = 0) -> bool:
-    """`reader` reads `producer`'s result (as input `operand`, any if None) and nothing else
-    does (not a graph output either)."""
-    ins = reader.inputs if operand is None else reader.inputs[operand:operand + 1]
-    return producer.name in ins and graph.num_uses(producer.name) == 1 and (
-        reader.inputs.count(producer.name) == 1)
-
-
-def _is_pool(graph: Graph, n: Node) -> bool:
-    """An int8 max pool of one POOL instruction per tile."""
-    return (n.op is Op.MAX_POOL2D and n.type.shape[0] == 1 and n.type.dtype is DType.I8
-            and graph.type_of(n.inputs[0]).dtype is DType.I8
-            and ops_pool.pool_refusal(n, graph) is None)
-
-
-def _is_halo_conv(graph: Graph, n: Node) -> bool:
-    """An ordinary conv reading rows around each output row (kernel height > 1)."""
-    return _is_conv(graph, n) and graph.type_of(n.inputs[1]).shape[1] > 1
-
-
-def _is_residual_add(graph: Graph, project: Node, n: Node) -> bool:
-    if n.op is not Op.QADD or n.type.dtype is not DType.I8 or len(n.inputs) != 2:
-        return False
-    if not _only_reader(graph, project, n, None):
-        return False
-    other = next(i for i in n.inputs if i != project.name)
-    t = graph.type_of(other)
-    return (graph.constant_value(other) is None and t.shape == project.type.shape == n.type.shape
-            and t.dtype is DType.I8)
-
-
-def fusible_chain(graph: Graph, nodes: Sequence[Node], k: int) -> list[FusedChain]:
-    """The chains that may start at `nodes[k]` (members consecutive in `nodes`), longest
-    first; empty when none."""
-    at = lambda i: nodes[i] if i < len(nodes) else None  # noqa: E731
-    out: list[FusedChain] = []
-    first = at(k)
-    if first is None:
-        return out
-    if _is_conv(graph, first):
-        dw = at(k + 1)
-        if dw is not None and _is_pool(graph, dw) and _only_reader(graph, first, dw):
-            return [FusedChain(first, dw)]  # conv -> max pool
-        if dw is not None and _is_halo_conv(graph, dw) and _only_reader(graph, first, dw):
-            return [FusedChain(first, dw)]  # conv -> k x k conv
-        if dw is None or not _is_dw(graph, dw) or not _only_reader(graph, first, dw):
-            return out
-        conv, nxt = first, k + 2
-    elif _is_dw(graph, first):
-        dw, conv, nxt = first, None, k + 1
-    else:
-        return out
-    if conv is not None:
-        out.append(FusedChain(conv, dw))
-    pj = at(nxt)
-    if pj is not None and _is_project(graph, pj) and _only_reader(graph, dw, pj):
-        out.append(FusedChain(conv, dw, pj))
-        add = at(nxt + 1)
-        if add is not None and _is_residual_add(graph, pj, add):
-            out.append(FusedChain(conv, dw, pj, add))
-    return out[::-1]
-
-
-def best_chain(graph: Graph, nodes: Sequence[Node], k: int,
-               alone_cycles: Callable[[Node], int],
-               choose: Callable[[FusedChain], tuple[Any, Any] | None]
-               ) -> tuple[FusedChain, Any, Any] | None:
-    """The chain starting at `nodes[k]` whose step saves the most estimated cycles over its
-    members run alone (`alone_cycles`), with its mapping and estimate (`choose`: the search's
-    best mapping of a chain, None if none fits); None when no chain is faster."""
-    best, saving = None, 0
-    for chain in fusible_chain(graph, nodes, k):
-        fused = choose(chain)
-        if fused is None:
-            continue
-        gain = sum(alone_cycles(n) for n in chain.nodes) - fused[1].cycles
-        if gain > saving:
-            best, saving = (chain, *fused), gain
-    return best
 
 
 # ------------------------------------------------------------------------ the step
@@ -382,15 +272,15 @@ class ChainGeometry:
 
 def geometries(chain: FusedChain, ctx: CodegenContext) -> tuple:
     """(conv, depthwise, project) geometries of the chain (None where a member is absent)."""
-    return (ops_conv.geometry(chain.conv, ctx) if chain.conv is not None else None,
-            _pool_geometry(chain.dw, ctx) if chain.pooled else ops_conv.geometry(chain.dw, ctx),
-            ops_conv.geometry(chain.project, ctx) if chain.project is not None else None)
+    return (conv_emit.geometry(chain.conv, ctx) if chain.conv is not None else None,
+            _pool_geometry(chain.dw, ctx) if chain.pooled else conv_emit.geometry(chain.dw, ctx),
+            conv_emit.geometry(chain.project, ctx) if chain.project is not None else None)
 
 
-def _pool_geometry(node: Node, ctx: CodegenContext) -> ops_conv.ConvGeometry:
+def _pool_geometry(node: Node, ctx: CodegenContext) -> conv_emit.ConvGeometry:
     """A max pool's window as a depthwise conv's geometry (no weights)."""
-    p = ops_pool.pool_geometry(node, ctx)
-    return ops_conv.ConvGeometry(p.h, p.w, p.c, p.oh, p.ow, p.c, p.kh, p.kw, p.sh, p.sw, p.dh,
+    p = pool_emit.pool_geometry(node, ctx)
+    return conv_emit.ConvGeometry(p.h, p.w, p.c, p.oh, p.ow, p.c, p.kh, p.kw, p.sh, p.sw, p.dh,
                                  p.dw, p.pt, p.pl, p.c, p.n)
 
 
@@ -822,12 +712,12 @@ def _const_chunks(chain: FusedChain, geo: ChainGeometry) -> tuple[list, list, li
 
 def constants(chain: FusedChain, m: FusedMapping, ctx: CodegenContext) -> StepConstants:
     """The step's constant blobs in read order: the conv's chunks, the windowed member's
-    chunks, the project's (each a chunk's pre-tiled weights and parameters, ops_conv)."""
+    chunks, the project's (each a chunk's pre-tiled weights and parameters, conv_emit)."""
     geo = ChainGeometry(chain, m, ctx)
     members = (chain.conv, chain.dw, chain.project)
     blobs = [b for node, g, chunks in zip(members, (geo.g1, geo.g2, geo.g3),
                                           _const_chunks(chain, geo), strict=True)
-             if chunks for b in ops_conv._blobs(node, g, chunks, ctx)]
+             if chunks for b in conv_emit._blobs(node, g, chunks, ctx)]
     return StepConstants(tuple(blobs))
 
 
@@ -1079,5 +969,5 @@ def _residual_add(chain: FusedChain, proj: int, res: int, out: int, pix: int, co
                   b_addr=second, out_addr=out, out_zp=a["out_zp"], act_min=a["act_min"],
                   act_max=a["act_max"], d0=cout, d1=pix, a_s0=1, a_s1=cout, b_s0=1,
                   b_s1=cout, out_s0=1, out_s1=cout)
-    fields.update(ops_eltwise._rescale(add))
+    fields.update(eltwise_emit._rescale(add))
     return Instruction.make(Opcode.ELTWISE, **fields)
