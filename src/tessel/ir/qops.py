@@ -163,7 +163,7 @@ SPECS[Op.QAVG_POOL2D] = OpSpec(("x",), _qavg_pool, {**_POOL_ATTRS, "act_min": _a
 SPECS[Op.QMEAN] = OpSpec(("x",), _qmean, {"axes": _a(_INTS), "keepdim": _a(AttrKind.BOOL, False),
                                           "in_zp": _a(_I), **_REQ, **_OUT})
 # Softmax and layer norm: every step of their instruction chain has its parameters as named
-# int attributes (`tessel.quant.softmax.SoftmaxPlan`, `tessel.quant.layernorm.LayerNormPlan`;
+# int attributes (`tessel.ops.softmax.SoftmaxPlan`, `tessel.ops.layer_norm.LayerNormPlan`;
 # `*_dtype` attributes are ISA DType codes: 0 i8, 1 i16, 2 i32); `dtype` is the IR output type.
 _SOFTMAX_PLAN = ("axis_len", "in_dtype", "in_zp", "sub_mult", "sub_shift", "sub_zp",
                  "recip_frac_bits", "mul_mult", "mul_shift", "out_dtype", "out_zp", "act_min",

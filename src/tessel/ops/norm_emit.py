@@ -3,7 +3,7 @@
 Both ops are row-wise: the input is viewed as [K1, R, K2] (rows before the reduced axis, the
 reduced axis, rows after it; layer norm: K2 = 1, R = n). A tile is `rows` indices of K1 x all R
 x `inner` indices of K2, dense in SRAM ([rows, R, inner], C order). Each tile runs exactly the
-golden chain of `tessel.quant.softmax.softmax_steps` / `tessel.quant.layernorm.layer_norm_steps`
+golden chain of `tessel.ops.softmax.softmax_steps` / `tessel.ops.layer_norm.layer_norm_steps`
 (one instruction per step, parameters copied from the node's plan attributes):
 
     softmax:    REDUCE MAX -> ELTWISE SUB (max at stride 0) -> LUT I16_513 -> REDUCE SUM ->
@@ -48,10 +48,10 @@ from tessel.ops.context import (
     align,
     const_addresses,
 )
+from tessel.ops.layer_norm import LayerNormPlan
 from tessel.ops.movement_emit import canonical
+from tessel.ops.softmax import ONE_MULT, ONE_SHIFT, SoftmaxPlan
 from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
-from tessel.quant.layernorm import LayerNormPlan
-from tessel.quant.softmax import ONE_MULT, ONE_SHIFT, SoftmaxPlan
 
 MAX_DIM = dma.MAX_DIM
 MAX_TILES = 512  # finer tilings only cost compile time and per-tile DMA latency

@@ -1,7 +1,7 @@
 """The golden model: the integer Graph IR interpreter that defines every compiled model's output.
 
 `GOLDEN_KERNELS` is the kernel table for `tessel.ir.run_graph`: each integer op is the exact
-composition of the NPU instructions' arithmetic (`tessel.quant.intops`, one function per ISA
+composition of the NPU instructions' arithmetic (`tessel.ops.intops`, one function per ISA
 instruction, built on `tessel.isa.fixedpoint`), so the simulator running the compiled
 binary must equal it bit for bit. Quantize / dequantize (host, PyTorch rounding), data
 movement and host (float) ops use the float interpreter's kernels.
@@ -22,7 +22,8 @@ from tessel.ir.kernels import KERNELS, Kernel, from_nhwc, to_nhwc
 from tessel.ir.ops import Op, window_out
 from tessel.ir.types import Layout
 from tessel.isa.fields import EltOp, PoolOp, ReduceOp
-from tessel.quant import intops, layernorm, softmax
+from tessel.ops import intops, softmax
+from tessel.ops import layer_norm as layernorm
 
 GOLDEN_KERNELS: dict[Op, Kernel] = dict(KERNELS)
 
@@ -189,14 +190,14 @@ def qmean(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
 @golden(Op.QSOFTMAX)
 def qsoftmax(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
     """The softmax chain of docs/numerics.md (REDUCE MAX, ELTWISE SUB, LUT, REDUCE SUM,
-    UNARY RECIP, ELTWISE MUL), `tessel.quant.softmax.softmax_int`."""
+    UNARY RECIP, ELTWISE MUL), `tessel.ops.softmax.softmax_int`."""
     plan = softmax.SoftmaxPlan.from_attrs(a, xs[1])
     return softmax.softmax_int(xs[0], plan, a["axis"])
 
 
 @golden(Op.QLAYER_NORM)
 def qlayer_norm(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
-    """The layer-norm chain of docs/numerics.md, `tessel.quant.layernorm.layer_norm_int`."""
+    """The layer-norm chain of docs/numerics.md, `tessel.ops.layer_norm.layer_norm_int`."""
     plan = layernorm.LayerNormPlan.from_attrs(a, xs[1], xs[2])
     return layernorm.layer_norm_int(xs[0], plan)
 

@@ -14,8 +14,8 @@ import numpy as np
 from tessel.ir.graph import Node
 from tessel.ir.ops import Op
 from tessel.ir.types import DType
+from tessel.ops import lut
 from tessel.passes.rewriting import Rewriter
-from tessel.quant import lut
 from tessel.quant.lower_common import (
     IntVal,
     QOut,

@@ -1,6 +1,6 @@
 """Lowering rules of softmax and layer norm: q(softmax(dq(x))) -> qsoftmax, q(layer_norm(dq(x),
 gamma, beta)) -> qlayer_norm, with every step's parameters planned once here
-(`tessel.quant.softmax.plan_softmax`, `tessel.quant.layernorm.plan_layer_norm`) and stored on
+(`tessel.ops.softmax.plan_softmax`, `tessel.ops.layer_norm.plan_layer_norm`) and stored on
 the node as named attributes (the plans' `to_attrs()`), tables as constant operands.
 """
 
@@ -12,8 +12,9 @@ from tessel.ir.graph import Node
 from tessel.ir.ops import Op
 from tessel.ir.types import DType
 from tessel.isa.fields import DType as IsaDType
+from tessel.ops import layer_norm as layernorm
+from tessel.ops import softmax
 from tessel.passes.rewriting import Rewriter
-from tessel.quant import layernorm, softmax
 from tessel.quant.lower_common import IntVal, QOut, deq, emit, requantize
 
 ISA_DTYPE = {DType.I8: IsaDType.I8, DType.I16: IsaDType.I16}

@@ -2,7 +2,7 @@
 (``tessel.sim.jit``): the same rules, op by op, on the program flattened to an int64 table.
 
 `schedule.estimate._run` stays the reference (and what runs when kernels are off,
-``TESSEL_SIM_KERNELS=0``); tests/unit/codegen/test_step_kernel.py checks both give the same
+``TESSEL_SIM_KERNELS=0``); tests/unit/ops/test_step_kernel.py checks both give the same
 cycles and busy cycles on every program of the zoo's searches. The design-space exploration
 times each candidate's arch-free program once per NPU, so this loop is most of what a point
 costs once programs are shared across points (docs/analysis.md).

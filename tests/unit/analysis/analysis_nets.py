@@ -12,7 +12,7 @@ from tessel.arch import load_preset
 from tessel.driver import compile_graph
 from tessel.runtime.compiled import CompiledModel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
 from test_driver_e2e import two_conv_net  # noqa: E402 - the shared two-conv test net
 
 LAYERS = ["c1", "c2", "pool"]

@@ -28,7 +28,7 @@ from tessel.arch import load_preset
 from tessel.cli.advise import register
 from tessel.errors import TesselConfigError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
 from test_driver_e2e import two_conv_net  # noqa: E402
 
 

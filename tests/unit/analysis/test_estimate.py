@@ -15,7 +15,7 @@ from tessel.arch import load_preset
 from tessel.cli import main
 from tessel.driver import compile_graph
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
 from test_driver_e2e import two_conv_net  # noqa: E402
 
 

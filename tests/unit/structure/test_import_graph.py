@@ -159,3 +159,35 @@ def private_uses(path: Path) -> list[str]:
 def test_no_private_name_of_another_package_read_through_its_module():
     bad = [u for path in sorted(PKG.rglob("*.py")) for u in private_uses(path)]
     assert not bad, "private names read across packages:\n  " + "\n  ".join(bad)
+
+
+# The pipeline's stages, bottom to top (DESIGN.md, "Layout"): a package imports only packages
+# below it. Utilities first; then the vocabulary every stage shares (the NPU's parameters, the
+# IR, the instruction set, the binary format); the simulator (the NPU's semantics: it imports
+# no compiler stage); the op definitions; then the compiler's stages in pipeline order, the
+# runtime, the driver, and what is built on the driver.
+ORDER = [
+    {"tessel.errors", "tessel.version"},
+    {"tessel.fileio", "tessel.quiet", "tessel.threads", "tessel.progress", "tessel.collector",
+     "tessel.display"},
+    {"tessel.arch"}, {"tessel.ir"}, {"tessel.isa"}, {"tessel.binary"}, {"tessel.sim"},
+    {"tessel.ops"}, {"tessel.frontend"}, {"tessel.models"}, {"tessel.passes"}, {"tessel.quant"},
+    {"tessel.lower"}, {"tessel.schedule"}, {"tessel.emit"}, {"tessel.runtime"},
+    {"tessel.export"}, {"tessel.driver"}, {"tessel.torch_backend"}, {"tessel.analysis"},
+    {"tessel.cli"}, {"tessel.demo", "tessel.__main__"}, {"tessel"},
+]
+LEVEL = {pkg: i for i, layer in enumerate(ORDER) for pkg in layer}
+
+
+def test_every_package_has_a_place_in_the_order():
+    missing = sorted({top(_module_name(p)) for p in PKG.rglob("*.py")} - set(LEVEL))
+    assert not missing, f"add these packages to ORDER: {missing}"
+
+
+def test_imports_point_down_the_pipeline():
+    """Every import (module-level, function-level, TYPE_CHECKING) goes to a package below the
+    importer's in ORDER, or to the importer's own package."""
+    up = sorted({f"{e.importer}:{e.line} imports {e.imported}" for e in all_edges()
+                 if top(e.importer) != top(e.imported)
+                 and LEVEL[top(e.imported)] >= LEVEL[top(e.importer)]})
+    assert not up, "imports that point up the pipeline:\n  " + "\n  ".join(up)

@@ -16,9 +16,9 @@ from tessel.errors import TesselCompileError
 from tessel.ir import DType, GraphBuilder, Op, QuantParams, TensorType, verify
 from tessel.isa import Engine, Opcode
 from tessel.isa.fields import DType as IsaDType
+from tessel.ops.layer_norm import plan_layer_norm
+from tessel.ops.softmax import output_qparams, plan_softmax
 from tessel.quant.golden import GOLDEN_KERNELS
-from tessel.quant.layernorm import plan_layer_norm
-from tessel.quant.softmax import output_qparams, plan_softmax
 from tessel.sim import simulate
 
 PRESETS = ["tnpu-s", "tnpu-xs", "u55-256", "u65-512", "tnpu-m"]

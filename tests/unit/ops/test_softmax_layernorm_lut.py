@@ -30,14 +30,17 @@ from tessel.isa import (  # noqa: E402
     ReduceOp,
     UnaryOp,
 )
-from tessel.quant import intops, lut  # noqa: E402
-from tessel.quant.layernorm import (  # noqa: E402
+from tessel.ops import (
+    intops,
+    lut,  # noqa: E402
+)
+from tessel.ops.layer_norm import (  # noqa: E402
     LayerNormPlan,
     layer_norm_int,
     layer_norm_steps,
     plan_layer_norm,
 )
-from tessel.quant.softmax import (  # noqa: E402
+from tessel.ops.softmax import (  # noqa: E402
     ONE_MULT,
     ONE_SHIFT,
     SoftmaxPlan,

@@ -1,4 +1,4 @@
-"""tessel.quant.intops against the simulator: one hand-assembled instruction per case.
+"""tessel.ops.intops against the simulator: one hand-assembled instruction per case.
 
 Each test writes random operands (and edge values) into a fresh simulated SRAM / accumulator,
 runs ONE instruction of the ISA on the functional simulator and checks that the intops function
@@ -31,7 +31,7 @@ from tessel.isa import (  # noqa: E402
     ReduceOp,
     UnaryOp,
 )
-from tessel.quant import intops  # noqa: E402
+from tessel.ops import intops  # noqa: E402
 
 RNG = np.random.default_rng(2024)
 V, M = Engine.VECTOR, Engine.MATRIX

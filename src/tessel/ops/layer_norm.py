@@ -17,7 +17,7 @@ Public API (stable):
 
 * ``plan_layer_norm(in_scale, in_zp, in_dtype, gamma, beta, eps, out_scale, out_zp, out_dtype,
   n) -> LayerNormPlan`` (``gamma`` / ``beta``: float arrays of ``n`` values, or None for 1 / 0);
-* ``layer_norm_int(x, plan) -> np.ndarray`` (only :mod:`tessel.quant.intops` calls);
+* ``layer_norm_int(x, plan) -> np.ndarray`` (only :mod:`tessel.ops.intops` calls);
   ``layer_norm_steps(x, plan) -> dict`` returns every intermediate (``s mu d q v r t w y``);
 * ``LayerNormPlan.to_attrs() -> dict[str, int]``, ``LayerNormPlan.from_attrs(attrs, gamma_q,
   beta_q)``, ``to_steps()`` / ``from_steps(steps, gamma_q, beta_q)`` (flat ints in
@@ -50,8 +50,8 @@ import numpy.typing as npt
 from tessel.errors import TesselConfigError
 from tessel.isa.fields import DType, EltOp, ReduceOp, UnaryOp
 from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN, multiplier_value, quantize_multiplier
-from tessel.quant import intops
-from tessel.quant.softmax import ONE_MULT, ONE_SHIFT, PlanAttrs, frozen_array
+from tessel.ops import intops
+from tessel.ops.softmax import ONE_MULT, ONE_SHIFT, PlanAttrs, frozen_array
 
 MAX_MEAN_BITS = 16
 RSQRT_FRAC_BITS = 30

@@ -9,7 +9,7 @@ A LUT op maps an int8 or int16 activation through a table built once at lowering
 * ``make_lut_i16(fn, in_scale, in_zp, out_scale, out_zp) -> np.int16[513]``: entry ``k`` sits at
   input value ``v_k = (k - 256) * 128`` (``v_512 = 32768`` is one past int16's top, used only as
   the right end of the last segment); LUT I16_513 interpolates linearly between entries
-  (:func:`tessel.quant.intops.lut_i16`). Entries balance the interpolation error (TFLite
+  (:func:`tessel.ops.intops.lut_i16`). Entries balance the interpolation error (TFLite
   ``gen_lut``'s idea, computed in float without its intermediate roundings): entry ``k`` is
   ``round(f(v_k) - (o_{k-1} + o_k) / 4)`` where ``o_i`` is the straight line's overshoot of
   ``f`` at the midpoint of segment ``i`` (end entries: ``o / 2`` of their one segment), so each

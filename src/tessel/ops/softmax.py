@@ -13,7 +13,7 @@ gives the formulas and bounds):
 Public API (stable):
 
 * ``plan_softmax(in_scale, in_zp, in_dtype, out_dtype, axis_len) -> SoftmaxPlan``;
-* ``softmax_int(x, plan, axis=-1) -> np.ndarray`` (only :mod:`tessel.quant.intops` calls);
+* ``softmax_int(x, plan, axis=-1) -> np.ndarray`` (only :mod:`tessel.ops.intops` calls);
   ``softmax_steps(x, plan, axis=-1) -> dict`` returns every intermediate (``m d e s r y``);
 * ``SoftmaxPlan.to_attrs() -> dict[str, int]`` and ``SoftmaxPlan.from_attrs(attrs, exp_table)``;
   ``to_steps()`` / ``from_steps(steps, exp_table)`` give the same values as a flat int tuple in
@@ -44,8 +44,8 @@ import numpy.typing as npt
 from tessel.errors import TesselConfigError
 from tessel.isa.fields import DType, EltOp, ReduceOp, UnaryOp
 from tessel.isa.fixedpoint import INT32_MAX, quantize_multiplier
-from tessel.quant import intops
-from tessel.quant.lut import make_lut_i16
+from tessel.ops import intops
+from tessel.ops.lut import make_lut_i16
 
 EXP_RANGE = 12.0  # exponent arguments kept: [-12, 0]; 32767 exp(-11.1) < 0.5 rounds to 0
 D_ZP = 32767  # the int16 exponent argument d = 32767 means x == max(x)

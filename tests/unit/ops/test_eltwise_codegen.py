@@ -15,9 +15,8 @@ from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, 
 from tessel.isa import Engine, Opcode
 from tessel.isa import fixedpoint as fp
 from tessel.isa.fields import EltOp
-from tessel.ops import eltwise_emit
+from tessel.ops import eltwise_emit, intops
 from tessel.ops.context import CodegenContext, ConstPool
-from tessel.quant import intops
 from tessel.quant.golden import GOLDEN_KERNELS
 from tessel.schedule.estimate import estimate_step
 from tessel.schedule.plan import estimation_context
