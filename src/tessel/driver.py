@@ -1,15 +1,20 @@
 """`tessel.compile`: the whole pipeline of DESIGN.md, top to bottom, verifier between stages.
 
-    nn.Module -> frontend (torch.export) -> float passes   \\ tessel.quantize
-              -> quantise (pt2e, TesselQuantizer) -> integer IR (lower_qdq, NHWC)
+    nn.Module -> ptq (quant.api: torch.export, pt2e with TesselQuantizer, calibrate, convert)
+              -> import (frontend.qdq: the QDQ module as Graph IR)
+              -> lower_qdq (quant.lower: integer ops, LUT fusion)
+              -> layout (passes.to_nhwc: NHWC)                             = tessel.quantize
               -> legalise -> partition (host prologue | NPU region | host | ... | host epilogue)
               -> schedule (mapping search per op and fusion, cost model, constant layout, DRAM
                  arena, on-chip residency: one `Schedule` value)
-              -> emit (token-ordered streams, once per step) -> .tsl -> CompiledModel
+              -> emit (token-ordered streams once per step, metadata) -> .tsl -> CompiledModel
 
-`--dump-after STAGE` prints what a stage produced (`Stage`: its text form).
+The float rewriting of this path is torch's (export's decompositions, pt2e's conv / batch-norm
+folding): the QDQ graph is imported after quantisation. Tessel's float passes (tessel.passes)
+run on float IR (`tessel import`, `tessel opt`). A model already in QDQ form (ONNX, TFLite:
+`frontend.ir_module.QDQModule`) starts at lower_qdq. `--dump-after STAGE` prints what a stage
+produced (`Stage`: its text form).
 """
-
 from __future__ import annotations
 
 import enum
@@ -21,12 +26,12 @@ from typing import Any
 import torch
 
 from tessel.arch import CompileOptions, NpuArch, load_target
-from tessel.collector import no_collections
+from tessel.collector import few_collections, no_collections
 from tessel.emit.metadata import model_metadata
 from tessel.emit.program import emit
 from tessel.emit.text import streams_text
 from tessel.frontend.model_input import model_name
-from tessel.ir import Graph, print_graph, verify
+from tessel.ir import Graph, print_graph
 from tessel.lower.fallback import summarize
 from tessel.lower.legalize import legalize
 from tessel.lower.partition import partition
@@ -42,7 +47,9 @@ Progress = Callable[[str], None]
 class Stage(enum.Enum):
     """The stages whose result `--dump-after` prints, in pipeline order."""
 
-    QUANTIZE = "quantize"  # the integer IR (NHWC) after quantisation
+    IMPORT = "import"  # the QDQ graph: float ops between quantize / dequantize
+    LOWER = "lower_qdq"  # the integer IR (the model's own layout)
+    QUANTIZE = "quantize"  # the integer IR in the NPU's layout (NHWC): what tessel.quantize gives
     LEGALIZE = "legalize"  # the integer IR after the exact rewrites for the instruction fields
     PARTITION = "partition"  # host parts and NPU regions
     SCHEDULE = "schedule"  # one line per step (schedule/text.py)
@@ -98,43 +105,65 @@ def compile(model: torch.nn.Module | torch.export.ExportedProgram,  # noqa: A001
 
     model: an nn.Module in eval mode, a torch.export.ExportedProgram (e.g. from
     torch.export.load) or an exported GraphModule; example_inputs may be omitted for an
-    ExportedProgram. source: how to rebuild the model (zoo name or file.py:factory), recorded in the binary so
-    `tessel run --check` can recompute the golden and float references (a file by its name
-    and content hash, not its path: see tessel.models.digest.source_record). dump: the stages
-    to print and where (`--dump-after`)."""
-    from tessel.quant.api import quantize
+    ExportedProgram. source: how to rebuild the model (zoo name or file.py:factory), recorded in
+    the binary so `tessel run --check` can recompute the golden and float references (a file by
+    its name and content hash, not its path: see tessel.models.digest.source_record). dump: the
+    stages to print and where (`--dump-after`)."""
     from tessel.threads import single_threaded
 
     with single_threaded():  # same binary and speed whatever the caller's thread settings
         return _compile(model, example_inputs, target, calibration_data, options, quant_config,
-                        name, progress, times, source, dump, quantize)
+                        name, progress, times, source, dump)
 
 
 def _compile(model, example_inputs, target, calibration_data, options, quant_config, name,
-             progress, times, source, dump, quantize) -> CompiledModel:
-    from tessel.models.digest import source_record
+             progress, times, source, dump) -> CompiledModel:
+    from tessel.frontend.ir_module import QDQModule
+    from tessel.frontend.locations import model_root
+    from tessel.frontend.model_input import example_inputs_of, is_exported
+    from tessel.frontend.qdq import import_qdq
+    from tessel.passes.to_nhwc import to_nhwc
+    from tessel.quant.api import QuantizedModel, host_list, ptq
+    from tessel.quant.config import QuantConfig
+    from tessel.quant.lower import lower_qdq
 
     options = options or CompileOptions()
+    config = quant_config if quant_config is not None else QuantConfig()
     arch = target if isinstance(target, NpuArch) else load_target(target)
     times = times if times is not None else StageTimes()
     say = progress or (lambda msg: None)
+    dump = dump or Dumps(frozenset(), print)
     name = name or model_name(model)
     t0 = time.perf_counter()
-    say(f"quantising {name} ({options.calibration_samples} calibration samples)")
-    qm = quantize(model, example_inputs, calibration_data=calibration_data,
-                  config=quant_config, calibration_samples=options.calibration_samples)
+    samples = 0
+    with few_collections():  # export, calibration and lowering make many small objects
+        if isinstance(model, QDQModule):  # ONNX / TFLite: quantised already, its own scales
+            qdq = model.qdq_graph
+        else:
+            say(f"quantising {name} ({options.calibration_samples} calibration samples)")
+            example_inputs = example_inputs_of(model, example_inputs)
+            converted, samples = ptq(model, example_inputs, calibration_data, config,
+                                     options.calibration_samples)
+            qdq = import_qdq(converted, example_inputs, name,
+                             None if is_exported(model) else model_root(model))
+        dump(Stage.IMPORT, lambda: print_graph(qdq, elide_constants=True))
+        integer = lower_qdq(qdq)
+        dump(Stage.LOWER, lambda: print_graph(integer, elide_constants=True))
+        graph = to_nhwc(integer)
+        dump(Stage.QUANTIZE, lambda: print_graph(graph, elide_constants=True))
     times.record("frontend+quantise", t0)
-    if dump is not None:
-        dump(Stage.QUANTIZE, lambda: print_graph(qm.graph, elide_constants=True))
     extra: dict[str, Any] = {}
     if source:
+        from tessel.models.digest import source_record
+
         t0 = time.perf_counter()
         say("computing the reference outputs for `tessel run --check`")
+        qm = QuantizedModel(graph, qdq, config, samples, host_list(graph))
         extra = {"source": {**source_record(source), "calibration": options.calibration_samples},
                  REFERENCE_KEY: _reference(model, qm, example_inputs)}
         times.record("reference", t0)
-    return compile_graph(verify(qm.graph), arch, options=options, name=name, progress=say,
-                         times=times, metadata=extra, dump=dump)
+    return compile_graph(graph, arch, options=options, name=name, progress=say, times=times,
+                         metadata=extra, dump=dump)
 
 
 def _reference(model: Any, qm: Any, example_inputs: Sequence[torch.Tensor] | None

@@ -69,14 +69,35 @@ def test_compile_emits_the_schedule_it_dumps(path: Path) -> None:
         [(s.name, str(s.mapping), s.estimate.cycles) for s in sched.steps]
 
 
-def test_every_stage_dumps_in_pipeline_order() -> None:
+BACKEND = [Stage.LEGALIZE, Stage.PARTITION, Stage.SCHEDULE, Stage.EMIT]
+
+
+def test_every_backend_stage_dumps_in_pipeline_order() -> None:
     text = CASES[0].read_text()
     out: list[str] = []
-    compile_graph(parse_graph(text), load_preset("tnpu-s"),
-                  dump=Dumps(frozenset(Stage) - {Stage.QUANTIZE}, out.append))
+    compile_graph(parse_graph(text), load_preset("tnpu-s"), dump=Dumps(frozenset(Stage), out.append))
     heads = [chunk.splitlines()[0] for chunk in out]
-    assert heads == [f"// ----- after {s.value} -----" for s in Stage if s is not Stage.QUANTIZE]
+    assert heads == [f"// ----- after {s.value} -----" for s in BACKEND]
     assert ".engine DMA_IN" in out[-1] and "npu region 1:" in out[1]
+
+
+def test_a_compile_dumps_every_stage_in_pipeline_order() -> None:
+    """tessel.compile prints each stage's result in the order the stages run: the imported QDQ
+    graph (float ops between quantize / dequantize), the integer graph in the model's layout,
+    the same in NHWC, then the backend's stages."""
+    import torch
+
+    from tessel.driver import compile
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()
+    out: list[str] = []
+    compile(model, (torch.randn(1, 3, 8, 8),), dump=Dumps(frozenset(Stage), out.append))
+    heads = [chunk.splitlines()[0] for chunk in out]
+    assert heads == [f"// ----- after {s.value} -----" for s in Stage]
+    imported, lowered, nhwc = out[:3]
+    assert "dequantize" in imported and "conv2d" in imported and "qconv2d" not in imported
+    assert "qconv2d" in lowered and "layout = nchw" in lowered
+    assert "layout = nhwc" in nhwc
 
 
 def test_a_changed_mapping_fails_the_check() -> None:
@@ -107,5 +128,5 @@ def test_compile_command_refuses_an_unknown_stage(tmp_path, capsys) -> None:
 
     assert main(["compile", "digits_cnn", "-o", str(tmp_path / "d.tsl"),
                  "--dump-after", "scheduel"]) == 1
-    assert "the compile's stages are quantize, legalize, partition, schedule, emit" in \
+    assert "the compile's stages are import, lower_qdq, quantize, legalize, partition, schedule, emit" in \
         capsys.readouterr().err

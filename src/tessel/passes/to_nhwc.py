@@ -264,3 +264,10 @@ class ToNHWC(Pass):
         if not any(_converts(n) for n in graph.nodes):
             return graph
         return drop_newly_dead(graph, _Layout(graph).run())
+
+
+def to_nhwc(graph: Graph) -> Graph:
+    """The layout stage: `ToNHWC` on `graph`, verified."""
+    from tessel.ir.verifier import verify
+
+    return verify(ToNHWC().apply(graph))

@@ -5,9 +5,10 @@
     qm.graph               # integer Graph IR (NHWC), what the backend compiles
     qm.host_ops            # what runs on the CPU, with source locations
 
-The flow: torch.export -> prepare_pt2e (TesselQuantizer) -> calibrate -> convert_pt2e ->
-import of the QDQ module (quantize / dequantize nodes; read as it is, or exported and
-decomposed again if it holds ops the decomposition would rewrite) -> lower_qdq -> to_nhwc. QAT:
+The flow, each step a stage function the driver calls in the same order: `ptq` (torch.export ->
+prepare_pt2e with TesselQuantizer -> calibrate -> convert_pt2e) -> `import_qdq`
+(tessel.frontend.qdq: the QDQ module into Graph IR) -> `lower_qdq` (tessel.quant.lower: integer
+ops) -> `to_nhwc` (tessel.passes.to_nhwc: the NPU's layout). QAT:
 ``prepare_quantize_qat`` gives the fake-quant module to train; ``quantize_qat`` converts and
 lowers it the same way.
 """
@@ -15,7 +16,7 @@ lowers it the same way.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,19 +28,15 @@ from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.collector import few_collections
 from tessel.display import Table, short_repr, summary_html
 from tessel.errors import TesselConfigError
-from tessel.frontend.export import decomposition_table, exporting
-from tessel.frontend.importer import import_graph_module, import_program, imports_directly
 from tessel.frontend.ir_module import QDQModule
 from tessel.frontend.locations import model_root
 from tessel.frontend.model_input import as_module, example_inputs_of, is_exported, model_name
-from tessel.ir import Graph, Node, sanitize_name, verify
-from tessel.passes.base import Pass
-from tessel.passes.manager import run_pipeline
-from tessel.passes.to_nhwc import ToNHWC
+from tessel.frontend.qdq import import_qdq
+from tessel.ir import Graph, Node
+from tessel.passes.to_nhwc import to_nhwc
 from tessel.progress import info
 from tessel.quant.config import QuantConfig
-from tessel.quant.fuse_pointwise import FusePointwiseLut
-from tessel.quant.lower import LowerQDQ, host_ops
+from tessel.quant.lower import host_ops, lower_qdq
 from tessel.quant.pt2e import (
     Sample,
     calibrate,
@@ -72,12 +69,6 @@ class QuantizedModel:
     config: QuantConfig
     calibration_samples: int
     host_ops: tuple[HostOp, ...] = field(default=())
-
-    @property
-    def float_graph(self) -> Graph:
-        """The imported QDQ graph: float ops between quantize / dequantize (PyTorch's
-        simulated quantisation, run by the float interpreter)."""
-        return self.qdq_graph
 
     def run(self, *inputs: np.ndarray | torch.Tensor) -> list[np.ndarray]:
         """The golden model's outputs (numpy) for one set of inputs."""
@@ -112,49 +103,23 @@ def _as_args(sample: Sample) -> tuple[torch.Tensor, ...]:
     return (sample,) if isinstance(sample, torch.Tensor) else tuple(sample)
 
 
-def import_qdq(converted: GraphModule, example_inputs: Sample, name: str = "model",
-               root: str | None = None) -> Graph:
-    """Import a converted pt2e module (quantize / dequantize nodes kept); source locations are
-    relative to `root` (the model's folder; None: the working directory).
-
-    convert_pt2e's module is an ATen graph already: it is read as it is
-    (``import_graph_module``) when that gives the Graph IR that exporting it again and
-    decomposing it would (``imports_directly``: no op that the decomposition would rewrite
-    other than the few the importer reproduces); otherwise it is exported and decomposed
-    first, as ``export_program`` does."""
-    if imports_directly(converted):
-        return verify(import_graph_module(converted, sanitize_name(name), allow_host_ops=True,
-                                          cwd=root))
-    for module in converted.modules():
-        module.training = False  # convert_pt2e's module is in eval semantics already
-    with torch.no_grad(), exporting(converted):
-        program = torch.export.export(converted, _as_args(example_inputs), strict=False)
-        program = program.run_decompositions(decomposition_table())
-    return verify(import_program(program, sanitize_name(name), allow_host_ops=True, cwd=root))
-
-
-def lower_graph(qdq: Graph, *, layout_nhwc: bool = True) -> Graph:
-    """lower_qdq, element-wise chains fused into LUTs (exact), dead-code elimination, then the
-    layout pass (verified after each)."""
-    passes: list[Pass | str] = [LowerQDQ(), "dce", FusePointwiseLut(), "dce"]
-    if layout_nhwc:
-        passes.append(ToNHWC())
-    return run_pipeline(qdq, passes, verify_each=True, dump=lambda _: None)
-
-
-def _host_list(graph: Graph) -> tuple[HostOp, ...]:
+def host_list(graph: Graph) -> tuple[HostOp, ...]:
     def one(n: Node) -> HostOp:
         return HostOp(n.name, n.attr("target") if n.op.value == "host" else n.op.value,
                       str(n.loc))
     return tuple(one(n) for n in host_ops(graph))
 
 
+def quantized_model(qdq: Graph, config: QuantConfig, samples: int) -> QuantizedModel:
+    """The QuantizedModel of an imported QDQ graph: lowered to integer ops, NHWC layout."""
+    graph = to_nhwc(lower_qdq(qdq))
+    return QuantizedModel(graph, qdq, config, samples, host_list(graph))
+
+
 def finish(converted: GraphModule, example_inputs: Sample, config: QuantConfig, samples: int,
            name: str, root: str | None = None) -> QuantizedModel:
     """Import, lower and lay out a converted pt2e module."""
-    qdq = import_qdq(converted, example_inputs, name, root)
-    graph = lower_graph(qdq)
-    return QuantizedModel(graph, qdq, config, samples, _host_list(graph))
+    return quantized_model(import_qdq(converted, example_inputs, name, root), config, samples)
 
 
 @few_collections()  # export, calibration and lowering allocate many small objects
@@ -174,25 +139,35 @@ def quantize(model: torch.nn.Module | torch.export.ExportedProgram,
     config = config if config is not None else QuantConfig()
     if isinstance(model, QDQModule):
         return quantized_import(model, config)
-    if calibration_samples < 1:
-        raise TesselConfigError(f"calibration_samples must be >= 1, got {calibration_samples}")
     example_inputs = example_inputs_of(model, example_inputs)
-    data = [_as_args(example_inputs)] if calibration_data is None else list(
-        itertools.islice(calibration_data, calibration_samples))
-    module = as_module(model)
-    info(f"quantise: torch.export and prepare ({len(data)} calibration samples)")
-    prepared = prepare_pt2e(export_for_quant(module, example_inputs), TesselQuantizer(config))
-    count = calibrate(prepared, data, example_inputs)
-    info("quantise: convert, import the integer graph, lower, NHWC layout")
-    converted = convert(prepared)
+    converted, count = ptq(model, example_inputs, calibration_data, config, calibration_samples)
+    info("quantise: import the integer graph, lower, NHWC layout")
     return finish(converted, example_inputs, config, count, model_name(model),
                   None if is_exported(model) else model_root(model))
 
 
+def ptq(model: torch.nn.Module | torch.export.ExportedProgram, example_inputs: Sample,
+        calibration_data: Iterable[Sample] | None, config: QuantConfig,
+        calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES) -> tuple[GraphModule, int]:
+    """Post-training quantisation on the exported ATen graph: torch.export -> prepare_pt2e
+    (TesselQuantizer) -> calibrate (up to `calibration_samples` samples of
+    `calibration_data`; the example inputs if None) -> convert_pt2e. Returns the converted
+    QDQ module and the number of calibration samples run."""
+    if calibration_samples < 1:
+        raise TesselConfigError(f"calibration_samples must be >= 1, got {calibration_samples}")
+    data = [_as_args(example_inputs)] if calibration_data is None else list(
+        itertools.islice(calibration_data, calibration_samples))
+    info(f"quantise: torch.export and prepare ({len(data)} calibration samples)")
+    prepared = prepare_pt2e(export_for_quant(as_module(model), example_inputs),
+                            TesselQuantizer(config))
+    count = calibrate(prepared, data, example_inputs)
+    info("quantise: convert")
+    return convert(prepared), count
+
+
 def quantized_import(model: QDQModule, config: QuantConfig | None = None) -> QuantizedModel:
     """Lower an imported QDQ graph (its own scales and zero points) like a converted pt2e one."""
-    graph = lower_graph(model.qdq_graph)
-    return QuantizedModel(graph, model.qdq_graph, config or QuantConfig(), 0, _host_list(graph))
+    return quantized_model(model.qdq_graph, config or QuantConfig(), 0)
 
 
 def prepare_quantize_qat(model: torch.nn.Module, example_inputs: Sample,
@@ -215,8 +190,3 @@ def from_pt2e(converted: GraphModule, example_inputs: Sample, config: QuantConfi
     (import, lower, NHWC) that ``tessel.driver.compile_graph(qm.graph, arch)`` compiles.
     ``config`` must be the QuantConfig the quantiser was built with."""
     return finish(converted, example_inputs, config or QuantConfig(), calibration_samples, name)
-
-
-def golden_outputs(qm: QuantizedModel, samples: Sequence[Sample]) -> list[list[np.ndarray]]:
-    """Golden outputs for each sample."""
-    return [qm.run(*_as_args(s)) for s in samples]

@@ -61,9 +61,14 @@ class LowerQDQ(Pass):
         return rewrite(graph, [_on_quantize], once=True)
 
 
-def lower_qdq(graph: Graph) -> Graph:
-    """`LowerQDQ().apply(graph)`."""
-    return LowerQDQ().apply(graph)
+def lower_qdq(qdq: Graph) -> Graph:
+    """The quantise stage's lowering: QDQ graph -> integer ops (LowerQDQ), element-wise chains
+    fused into LUTs (exact), dead code removed; verified after each pass."""
+    from tessel.passes.manager import run_pipeline
+    from tessel.quant.fuse_pointwise import FusePointwiseLut
+
+    return run_pipeline(qdq, [LowerQDQ(), "dce", FusePointwiseLut(), "dce"], verify_each=True,
+                        dump=lambda _: None)
 
 
 def is_host_node(node: Node) -> bool:

@@ -11,9 +11,11 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from tessel.frontend.export import decomposition_table
 from tessel.frontend.importer import import_graph_module, import_program, imports_directly
+from tessel.frontend.qdq import import_qdq
 from tessel.ir import verify
 from tessel.ir.printer import print_graph
-from tessel.quant.api import import_qdq, lower_graph
+from tessel.passes.to_nhwc import to_nhwc
+from tessel.quant.lower import lower_qdq
 from tessel.quant.pt2e import calibrate, export_for_quant
 from tessel.quant.quantizer import TesselQuantizer
 
@@ -81,7 +83,7 @@ def test_direct_import_equals_the_reexport():
     again = _reexported(converted, example, "mixed")
     assert print_graph(direct) == print_graph(again)
     assert not [n for n in direct.nodes if n.op.value == "host"]
-    assert print_graph(lower_graph(direct)) == print_graph(lower_graph(again))
+    assert print_graph(to_nhwc(lower_qdq(direct))) == print_graph(to_nhwc(lower_qdq(again)))
 
 
 def test_import_qdq_reads_the_converted_module_without_exporting(monkeypatch):
