@@ -24,8 +24,8 @@ from threadpoolctl import threadpool_limits
 from tessel.arch import NpuArch, list_presets, load_preset
 from tessel.driver import StageTimes, compile_graph
 from tessel.ir import Graph
-from tessel.ir.macs import node_macs
 from tessel.models import resolve
+from tessel.ops.registry import node_macs
 from tessel.quant.api import quantize
 from tessel.quant.config import default_config
 

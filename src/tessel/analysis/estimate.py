@@ -15,10 +15,10 @@ from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.display import Table, fmt_int, short_repr, summary_html
 from tessel.ir import Graph
-from tessel.ir.macs import node_macs
 from tessel.isa.costs import Events, energy_breakdown_pj, static_energy_pj
 from tessel.lower.legalize import legalize
 from tessel.lower.partition import partition
+from tessel.ops.registry import node_macs
 from tessel.schedule.events import step_events
 from tessel.schedule.plan import plan
 

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from tessel.arch import NpuArch
 from tessel.binary.metadata import METADATA_VERSION
 from tessel.ir import Graph
-from tessel.ir.macs import node_macs
 from tessel.lower.fallback import FallbackSummary, host_op_lines
 from tessel.lower.partition import Partition
+from tessel.ops.registry import node_macs
 from tessel.version import __version__
 
 if TYPE_CHECKING:

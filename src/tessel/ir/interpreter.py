@@ -1,7 +1,7 @@
 """Run a Graph on numpy inputs: the float reference interpreter (the oracle for later stages).
 
-`run_graph` executes nodes in order with the kernel table of `tessel.ir.kernels`; other
-interpreters (the integer golden model) pass their own table.
+`run_graph` executes nodes in order with the float kernels of the op definitions
+(`tessel.ir.kernels`); other interpreters (the integer golden model) pass their own table.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 
 from tessel.errors import TesselError
 from tessel.ir.graph import Graph, Node
-from tessel.ir.kernels import KERNELS, Kernel
+from tessel.ir.kernels import Kernel, kernel_of
 from tessel.ir.ops import Op
 from tessel.ir.verifier import attrs_with_defaults
 
@@ -45,9 +45,10 @@ def bind_inputs(graph: Graph, inputs: Sequence[np.ndarray] | Mapping[str, np.nda
 
 
 def run_graph(graph: Graph, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarray], *,
-              kernels: Mapping[Op, Kernel] = KERNELS, keep_all: bool = False
+              kernels: Mapping[Op, Kernel] | None = None, keep_all: bool = False
               ) -> list[np.ndarray] | dict[str, np.ndarray]:
-    """Outputs of `graph` for `inputs` (list, in output order); with keep_all, every value."""
+    """Outputs of `graph` for `inputs` (list, in output order); with keep_all, every value.
+    `kernels`: the kernel of each op (None: the float kernels of the op definitions)."""
     env = bind_inputs(graph, inputs)
     last_use = {}
     for i, node in enumerate(graph.nodes):
@@ -65,12 +66,13 @@ def run_graph(graph: Graph, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarr
     return [env[o] for o in graph.outputs]
 
 
-def _execute(node: Node, args: list[np.ndarray], kernels: Mapping[Op, Kernel]) -> np.ndarray:
+def _execute(node: Node, args: list[np.ndarray], kernels: Mapping[Op, Kernel] | None
+             ) -> np.ndarray:
     if node.op is Op.HOST:
         from tessel.ir.host import run_host_node  # torch-backed; imported only when needed
         fn = lambda a, xs: run_host_node(node, xs)  # noqa: E731
     else:
-        fn = kernels.get(node.op)
+        fn = kernel_of(node.op) if kernels is None else kernels.get(node.op)
     if fn is None:
         raise TesselInterpreterError(f"{node}: no kernel for op '{node.op.value}' in this "
                                      f"interpreter (at {node.loc})")

@@ -15,13 +15,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tessel.ir import Graph, Node, Op
-from tessel.ir.macs import node_macs
-from tessel.ops.registry import EMITTERS, VIEW_OPS, npu_refusal
+from tessel.ops import Trait, definition
+from tessel.ops.registry import node_macs, npu_refusal
 
 if TYPE_CHECKING:
     from tessel.lower.partition import Partition
 
-BOUNDARY_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE})  # the model's edges: always on the host
+
+
+def is_boundary(node: Node) -> bool:
+    """Quantize / dequantize at the model's edges: always on the host, not counted as ops."""
+    return definition(node.op).has(Trait.BOUNDARY)
 
 
 class HostReason(enum.Enum):
@@ -37,7 +41,7 @@ def host_reason(graph: Graph, node: Node) -> HostReason:
         return HostReason.UNSUPPORTED_OP
     if not node.type.dtype.is_int:
         return HostReason.NOT_QUANTISED
-    if node.op in EMITTERS or node.op in VIEW_OPS:
+    if definition(node.op).npu is not None:
         return HostReason.SHAPE_LIMIT
     return HostReason.UNSUPPORTED_OP
 
@@ -98,7 +102,7 @@ def summary_text(d: dict) -> str:
 
 def summarize(graph: Graph, part: Partition) -> FallbackSummary:
     """The summary of a partition of `graph`."""
-    ops = [n for n in graph.nodes if n.op is not Op.CONSTANT and n.op not in BOUNDARY_OPS]
+    ops = [n for n in graph.nodes if n.op is not Op.CONSTANT and not is_boundary(n)]
     on_npu = {n.name for n in part.npu_nodes}
     by_reason: dict[HostReason, list[str]] = {}
     for n in part.host_ops:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from tessel.binary.metadata import host_part_keys
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, GraphBuilder, Node, Op, Value, verify
-from tessel.lower.fallback import BOUNDARY_OPS, no_fallback_message, op_label
+from tessel.lower.fallback import is_boundary, no_fallback_message, op_label
 from tessel.ops.registry import is_view, npu_supported
 
 
@@ -77,7 +77,7 @@ class Partition:
 def partition(graph: Graph, *, no_fallback: bool = False) -> Partition:
     on_npu = {n.name for n in graph.nodes if n.op is not Op.CONSTANT and npu_supported(n, graph)}
     host_ops = [n for n in graph.nodes if n.op is not Op.CONSTANT and n.name not in on_npu
-                and n.op not in BOUNDARY_OPS]
+                and not is_boundary(n)]
     if no_fallback and host_ops:
         raise TesselCompileError(no_fallback_message(graph, host_ops))
     moved: list[Node] = []

@@ -1,2 +1,16 @@
-"""One definition per op: what every stage needs to know about an IR op, and the NPU step
-emitters (mapping candidates, constants, instructions) of the integer ops."""
+"""One definition per op (tessel.ops.base.OpDef): what every stage needs to know about an IR
+op, declared once, by family (boundary, unary, binary, conv, matmul, pool, movement, norm);
+the NPU step emitters of the integer ops (`*_emit`, with their contract: context, dma, step);
+and the integer maths the golden model and the lowering share (intops, lut, softmax,
+layer_norm, quantise). Importing the package registers every definition.
+"""
+
+from tessel.ir.ops import Op
+from tessel.ops import binary, boundary, conv, matmul, movement, norm, pool, unary  # noqa: F401
+from tessel.ops.base import DEFINITIONS, OpDef, Trait
+from tessel.ops.registry import definition
+
+_missing = set(Op) - set(DEFINITIONS)
+assert not _missing, f"ops without a definition: {sorted(o.value for o in _missing)}"
+
+__all__ = ["DEFINITIONS", "OpDef", "Trait", "definition"]

@@ -221,20 +221,40 @@ class MeanMapping:
             "" if self.double_buffer else " single-buffered")
 
 
-def mean_view(node: Node, ctx: CodegenContext) -> tuple[int, int, int]:
-    """(K1, R, K2): the input as kept x reduced x kept (unit dims dropped)."""
-    shape = ctx.graph.type_of(node.inputs[0]).shape
-    axes = {a % len(shape) for a in node.attr("axes")}
+def _mean_dims(shape: tuple[int, ...], axes: set[int]) -> tuple[int, int, int] | None:
+    """(K1, R, K2): the input as kept x reduced x kept (unit dims dropped); None when the
+    reduced axes are not adjacent."""
     kinds = [(i in axes, d) for i, d in enumerate(shape) if d != 1]
     first = next((i for i, (red, _) in enumerate(kinds) if red), len(kinds))
     last = max((i for i, (red, _) in enumerate(kinds) if red), default=first - 1)
     if any(not red for red, _ in kinds[first:last + 1]):
-        raise TesselCompileError(f"{node} at {node.loc}: qmean over non-adjacent axes "
-                                 f"{sorted(axes)} of {list(shape)} is not supported")
+        return None
     k1 = math.prod(d for _, d in kinds[:first])
     r = math.prod(d for _, d in kinds[first:last + 1])
     k2 = math.prod(d for _, d in kinds[last + 1:])
     return k1, r, k2
+
+
+def mean_refusal(node: Node, graph) -> str | None:
+    """A qmean reduces adjacent axes (one REDUCE over a kept x reduced x kept view)."""
+    if graph is None:
+        return None
+    shape = graph.type_of(node.inputs[0]).shape
+    axes = {a % len(shape) for a in node.attr("axes")}
+    if _mean_dims(shape, axes) is None:
+        return f"a mean over non-adjacent axes {sorted(axes)} of {list(shape)}"
+    return None
+
+
+def mean_view(node: Node, ctx: CodegenContext) -> tuple[int, int, int]:
+    """(K1, R, K2): the input as kept x reduced x kept (unit dims dropped)."""
+    why = mean_refusal(node, ctx.graph)
+    if why is not None:
+        raise TesselCompileError(f"{node} at {node.loc}: {why}")
+    shape = ctx.graph.type_of(node.inputs[0]).shape
+    dims = _mean_dims(shape, {a % len(shape) for a in node.attr("axes")})
+    assert dims is not None
+    return dims
 
 
 def _max_chunk(node: Node, ctx: CodegenContext) -> int:

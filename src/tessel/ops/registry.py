@@ -1,4 +1,5 @@
-"""Which emitter lowers which integer op to NPU instructions.
+"""What the stages ask of the op definitions (tessel.ops.base): an op's definition, its NPU
+emitter, whether and why not the NPU runs a node.
 
 An emitter module provides three pure functions (none mutates the context or its pool):
 
@@ -17,67 +18,49 @@ The schedule stage (schedule/plan.py) places each chosen step's constants with
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
 from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node, Op
+from tessel.ops.base import DEFINITIONS, OpDef, Trait
 
-EMITTERS: dict[Op, str] = {
-    Op.QCONV2D: "conv_emit",
-    Op.QLINEAR: "matmul_emit",
-    Op.QMATMUL: "matmul_emit",
-    Op.QADD: "eltwise_emit",
-    Op.QSUB: "eltwise_emit",
-    Op.QMUL: "eltwise_emit",
-    Op.REQUANTIZE: "eltwise_emit",
-    Op.LUT: "eltwise_emit",
-    Op.MAX_POOL2D: "pool_emit",
-    Op.QAVG_POOL2D: "pool_emit",
-    Op.QMEAN: "pool_emit",
-    Op.TRANSPOSE: "movement_emit",
-    Op.CONCAT: "movement_emit",
-    Op.SLICE: "movement_emit",
-    Op.PAD: "movement_emit",
-    Op.EXPAND: "movement_emit",
-    Op.UPSAMPLE_NEAREST: "movement_emit",
-    Op.QSOFTMAX: "norm_emit",
-    Op.QLAYER_NORM: "norm_emit",
-}
-DATA_MOVEMENT_OPS = frozenset({Op.TRANSPOSE, Op.CONCAT, Op.SLICE, Op.PAD, Op.EXPAND,
-                               Op.UPSAMPLE_NEAREST})
-VIEW_OPS = frozenset({Op.RESHAPE})  # no data movement: the result aliases its input in DRAM
+
+def definition(op: Op) -> OpDef:
+    """The one definition of `op`."""
+    return DEFINITIONS[op]
 
 
 def is_view(node: Node) -> bool:
-    return node.op in VIEW_OPS
+    """No data movement: the result aliases its input in DRAM."""
+    return definition(node.op).has(Trait.VIEW)
 
 
 def emitter_for(node: Node) -> ModuleType:
-    name = EMITTERS.get(node.op)
-    if name is None:
+    """The module that lowers `node` to NPU instructions."""
+    npu = definition(node.op).npu
+    if npu is None or npu.emitter is None:
         raise TesselCompileError(f"{node} at {node.loc}: no NPU lowering for '{node.op.value}'")
-    return importlib.import_module(f"tessel.ops.{name}")
-
-
-# emitter function that states the emitter's shape rules: (node, graph | None) -> reason | None
-REFUSALS: dict[Op, str] = {Op.QCONV2D: "refusal", Op.MAX_POOL2D: "pool_refusal",
-                           Op.QAVG_POOL2D: "pool_refusal"}
+    return npu.emitter
 
 
 def npu_refusal(node: Node, graph: Graph | None = None) -> str | None:
-    """Why the NPU cannot run this node, or None: no emitter, not integer, or outside the
+    """Why the NPU cannot run this node, or None: no NPU lowering, not integer, or outside the
     emitter's shape rules (the same rules the emitter enforces; those that need operand
     shapes are checked when `graph` is given). Decided before partitioning, so what does not
     fit falls back to the host with this reason."""
-    if not (node.op in VIEW_OPS or node.op in EMITTERS):
+    npu = definition(node.op).npu
+    if npu is None:
         return f"no NPU lowering for '{node.op.value}'"
     if not node.type.dtype.is_int:
         return f"{node.type.dtype.value} result (the NPU computes on integers)"
-    rule = REFUSALS.get(node.op)
-    if rule is None:
-        return None
-    return getattr(emitter_for(node), rule)(node, graph)
+    return npu.refusal(node, graph) if npu.refusal is not None else None
+
+
+def node_macs(graph: Graph, node: Node) -> int:
+    """MACs of a node as BENCHMARKS.md counts them: conv, depthwise conv, linear and matmul only
+    (PyTorch FlopCounterMode's FLOPs / 2), for float and integer ops alike."""
+    macs = definition(node.op).macs
+    return macs(graph, node) if macs is not None else 0
 
 
 def npu_supported(node: Node, graph: Graph | None = None) -> bool:

@@ -15,8 +15,8 @@ from typing import ClassVar
 
 from tessel.ir.graph import Graph, Node
 from tessel.ir.ops import Op
+from tessel.ir.rewriting import Rewriter, binary_operands, is_f32, rewrite, scalar_of
 from tessel.passes.base import Pass
-from tessel.passes.rewriting import Rewriter, binary_operands, is_f32, rewrite, scalar_of
 
 _SAME_SHAPE_NOOPS = (Op.RESHAPE, Op.EXPAND, Op.SLICE, Op.PAD)
 

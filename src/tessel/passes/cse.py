@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 from tessel.ir.graph import Graph, Node, rename_uses
 from tessel.ir.ops import Op
+from tessel.ir.rewriting import drop_newly_dead
 from tessel.passes.base import Pass
-from tessel.passes.rewriting import drop_newly_dead
 
 
 def _key(node: Node) -> tuple[Any, ...]:

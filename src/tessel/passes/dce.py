@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tessel.ir.graph import Graph
+from tessel.ir.rewriting import live_names
 from tessel.passes.base import Pass
-from tessel.passes.rewriting import live_names
 
 
 @dataclass(frozen=True)

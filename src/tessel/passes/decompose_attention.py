@@ -10,8 +10,8 @@ import numpy as np
 
 from tessel.ir.graph import Graph, Node
 from tessel.ir.ops import Op
+from tessel.ir.rewriting import Rewriter, is_f32, rewrite
 from tessel.passes.base import Pass
-from tessel.passes.rewriting import Rewriter, is_f32, rewrite
 
 
 def _additive_mask(rw: Rewriter, node: Node) -> tuple[bool, str | None]:

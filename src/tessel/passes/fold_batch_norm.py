@@ -10,9 +10,9 @@ import numpy as np
 
 from tessel.ir.graph import Graph, Node
 from tessel.ir.ops import Op
+from tessel.ir.rewriting import Rewriter, is_f32, rewrite
 from tessel.ir.types import Layout
 from tessel.passes.base import Pass
-from tessel.passes.rewriting import Rewriter, is_f32, rewrite
 
 
 def bn_scale_shift(rw: Rewriter, bn: Node) -> tuple[np.ndarray, np.ndarray] | None:

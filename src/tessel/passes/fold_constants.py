@@ -10,11 +10,11 @@ from typing import ClassVar
 import numpy as np
 
 from tessel.ir.graph import Graph, Node
-from tessel.ir.kernels import KERNELS
+from tessel.ir.kernels import kernel_of
 from tessel.ir.ops import Op
+from tessel.ir.rewriting import Rewriter, rewrite
 from tessel.ir.verifier import attrs_with_defaults
 from tessel.passes.base import Pass
-from tessel.passes.rewriting import Rewriter, rewrite
 
 # A fold may not turn small constants into one bigger than this (e.g. expand of a scalar to a
 # 1000x1000x4 tensor): the graph would grow by megabytes to save a cheap runtime op.
@@ -23,7 +23,8 @@ MAX_GROWN_ELEMENTS = 1 << 20
 
 def _fold(rw: Rewriter, node: Node, limit: int) -> str | None:
     # op(constant, ..., constant)  =>  constant(kernel(op)(values))
-    if node.op in (Op.CONSTANT, Op.HOST) or not node.inputs or node.op not in KERNELS:
+    kernel = kernel_of(node.op)
+    if node.op in (Op.CONSTANT, Op.HOST) or not node.inputs or kernel is None:
         return None
     args = [rw.const(i) for i in node.inputs]
     if any(a is None for a in args):
@@ -32,7 +33,7 @@ def _fold(rw: Rewriter, node: Node, limit: int) -> str | None:
     if node.type.numel > limit and node.type.numel > inputs_size:
         return None
     try:
-        out = np.asarray(KERNELS[node.op](attrs_with_defaults(node), args))
+        out = np.asarray(kernel(attrs_with_defaults(node), args))
     except Exception:  # a kernel that cannot run on these values is left for runtime to report
         return None
     if out.shape != node.type.shape:

@@ -19,8 +19,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tessel.ir.graph import Graph, Node, SourceLoc
-from tessel.ir.ops import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, Op
+from tessel.ir.ops import Op
+from tessel.ir.rewriting import Rewriter, drop_newly_dead
 from tessel.ir.types import Layout
+from tessel.ops import definition
+from tessel.ops.base import LayoutRule
 from tessel.passes._perm import (
     NHWC,
     Perm,
@@ -33,15 +36,12 @@ from tessel.passes._perm import (
     reshape_under_perm,
 )
 from tessel.passes.base import Pass
-from tessel.passes.rewriting import Rewriter, drop_newly_dead
 
-_WINDOW_OPS = (Op.CONV2D, Op.MAX_POOL2D, Op.AVG_POOL2D, Op.UPSAMPLE_NEAREST, Op.BATCH_NORM,
-               Op.QCONV2D, Op.QAVG_POOL2D)
-# dequantize is not a follower: a value leaves the integer domain in its logical order, so the
-# transpose back from NHWC runs on integer data (on the NPU), not on the host after it
-_FOLLOW_OPS = ELEMENTWISE_UNARY | {Op.CAST, Op.REQUANTIZE, Op.QUANTIZE}
-_BINARY_OPS = ELEMENTWISE_BINARY | {Op.QADD, Op.QSUB, Op.QMUL}
-_REDUCE_OPS = (Op.MEAN, Op.SUM, Op.REDUCE_MAX, Op.QMEAN)
+_WINDOW = (LayoutRule.WINDOW, LayoutRule.WINDOW_WEIGHTS)
+
+
+def _rule(node: Node) -> LayoutRule:
+    return definition(node.op).layout
 
 
 class _Layout:
@@ -109,26 +109,28 @@ class _Layout:
 
     # ------------------------------------------------------------ ops
     def visit(self, node: Node) -> None:
-        if node.op is Op.CONSTANT:
+        rule = _rule(node)
+        if rule is LayoutRule.CONSTANT:
             self.lazy[node.name] = node.attr("value").array
             self.lazy_loc[node.name] = node.loc
             self.alias(node, node.name, identity(node.type.rank))
         elif _converts(node):
             self.window_op(node)
-        elif node.op in _FOLLOW_OPS:
+        elif rule is LayoutRule.FOLLOW:
             p = self.perm(node.inputs[0])
             self.define(node, (self.get(node.inputs[0], p),), p)
-        elif node.op in _BINARY_OPS or node.op is Op.CONCAT:
+        elif rule is LayoutRule.BROADCAST:
             self.broadcasting_op(node)
-        elif node.op is Op.LUT:
+        elif rule is LayoutRule.FOLLOW_FIRST:
             # lut(x stored under p, table)  =>  same (the table is not an activation)
             p = self.perm(node.inputs[0])
-            self.define(node, (self.get(node.inputs[0], p), self.get(node.inputs[1], (0,))), p)
-        elif node.op in (*_REDUCE_OPS, Op.SOFTMAX, Op.SLICE, Op.PAD):
+            tables = tuple(self.get(i, identity(self.logical[i].rank)) for i in node.inputs[1:])
+            self.define(node, (self.get(node.inputs[0], p), *tables), p)
+        elif rule is LayoutRule.AXES:
             self.axis_op(node)
-        elif node.op is Op.TRANSPOSE:
+        elif rule is LayoutRule.TRANSPOSE:
             self.transpose(node)
-        elif node.op is Op.RESHAPE:
+        elif rule is LayoutRule.RESHAPE:
             self.reshape(node)
         else:
             self.generic(node)
@@ -143,7 +145,7 @@ class _Layout:
         # (also qconv2d / qavg_pool2d / integer max_pool2d, whose types keep their QuantParams)
         x = self.get(node.inputs[0], NHWC)
         rest = []
-        conv = node.op in (Op.CONV2D, Op.QCONV2D)
+        conv = _rule(node) is LayoutRule.WINDOW_WEIGHTS
         for k, i in enumerate(node.inputs[1:], start=1):
             rank = self.logical[i].rank
             rest.append(self.get(i, NHWC if (conv and k == 1) else identity(rank)))
@@ -179,7 +181,7 @@ class _Layout:
             else:
                 ins.append(self._broadcast_constant(i, rank, p))
         attrs = None
-        if node.op is Op.CONCAT:
+        if "axis" in node.attr_map:  # concat
             attrs = {**node.attr_map, "axis": p.index(node.attr("axis") % rank)}
         self.define(node, tuple(ins), p, attrs)
 
@@ -204,11 +206,11 @@ class _Layout:
             return
         attrs = dict(node.attr_map)
         rank = len(p)
-        if node.op in _REDUCE_OPS:
+        if "axes" in attrs:  # a reduction
             axes = {a % rank for a in node.attr("axes")}
             attrs["axes"] = tuple(sorted(p.index(a) for a in axes))
             out = p if node.attr("keepdim") else _reduced_perm(p, axes)
-        elif node.op is Op.PAD:
+        elif "pads" in attrs:
             pads = node.attr("pads")
             attrs["pads"] = tuple(v for d in p for v in (pads[2 * d], pads[2 * d + 1]))
             out = p
@@ -244,7 +246,7 @@ class _Layout:
 
 def _converts(node: Node) -> bool:
     """True for the ops this pass switches to NHWC."""
-    return node.op in _WINDOW_OPS and node.attr("layout") is Layout.NCHW and node.type.rank == 4
+    return _rule(node) in _WINDOW and node.attr("layout") is Layout.NCHW and node.type.rank == 4
 
 
 def _reduced_perm(p: Perm, axes: set[int]) -> Perm:

@@ -28,9 +28,12 @@ from tessel.ir.attrs import ConstData
 from tessel.ir.graph import Graph, Node
 from tessel.ir.ops import Op
 from tessel.ir.types import DType, TensorType
+from tessel.ops import Trait, definition
 from tessel.passes.base import Pass
 
-POINTWISE = frozenset({Op.QADD, Op.QSUB, Op.QMUL, Op.REQUANTIZE, Op.LUT})
+
+def _pointwise(node: Node) -> bool:
+    return definition(node.op).has(Trait.POINTWISE)
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class FusePointwiseLut(Pass):
         replaced: dict[str, list[Node]] = {}  # root name -> its replacement (table, lut)
         fused: set[str] = set()
         for root in reversed(graph.nodes):
-            if root.name in fused or root.op not in POINTWISE or root.type.dtype is not DType.I8:
+            if root.name in fused or not _pointwise(root) or root.type.dtype is not DType.I8:
                 continue
             chain = _chain(graph, root, users, outputs)
             if chain is None:
@@ -85,7 +88,7 @@ def _chain(graph: Graph, root: Node, users: dict[str, list[str]], outputs: set[s
         for name in sorted(members):
             for i in graph.node_map[name].inputs:
                 p = graph.node_map.get(i)
-                if (i in members or p is None or p.op not in POINTWISE or i in outputs
+                if (i in members or p is None or not _pointwise(p) or i in outputs
                         or not set(users.get(i, ())) <= members):
                     continue
                 if p.op is Op.LUT and graph.type_of(p.inputs[0]).dtype is not DType.I8:

@@ -1,13 +1,15 @@
 """The `lower_qdq` pass: an imported QDQ graph (float ops between quantize / dequantize) ->
 integer Graph IR.
 
-Every rule is called on a `quantize` node and looks back through the float op(s) in front of
-it to the `dequantize` nodes that feed them (one rule per op family, in `lower_mac`,
-`lower_eltwise`, `lower_movement`, `lower_norm`). A rule that matches emits the integer op(s)
-and the `quantize` is replaced by their result; the float ops and dequantizes it read become
-dead and are dropped. A float op no rule matches stays a float op between its dequantize(s)
-and quantize: a HOST op (the NPU has no float datapath), listed by :func:`host_ops`, never
-dropped. Graph inputs keep their boundary `quantize`, outputs their `dequantize`.
+At every `quantize` node the pass tries the lowering rules (`OpDef.lower`) of the float op in
+front of it, after those of the ops it looks through (`OpDef.look_through`: a relu or clamp
+that a conv, linear, matmul, add or mul absorbs as its output clamp; a reshape around a conv1d).
+A rule looks back from the `quantize` through the float op(s) to the `dequantize` nodes that
+feed them; one that matches emits the integer op(s) and the `quantize` is replaced by their
+result; the float ops and dequantizes it read become dead and are dropped. A float op no rule
+matches stays a float op between its dequantize(s) and quantize: a HOST op (the NPU has no
+float datapath), listed by :func:`host_ops`, never dropped. Graph inputs keep their boundary
+`quantize`, outputs their `dequantize`.
 """
 
 from __future__ import annotations
@@ -17,34 +19,30 @@ from typing import ClassVar
 
 from tessel.ir.graph import Graph, Node
 from tessel.ir.ops import Op
+from tessel.ir.rewriting import Rewriter, rewrite
+from tessel.ops import Trait, definition
+from tessel.ops.base import LowerRule
 from tessel.passes.base import Pass
-from tessel.passes.rewriting import Rewriter, rewrite
-from tessel.quant.lower_eltwise import (
-    lower_add_sub,
-    lower_lut,
-    lower_mul,
-    lower_relu_clamp,
-    lower_requantize,
-)
-from tessel.quant.lower_mac import lower_conv1d, lower_conv2d, lower_linear, lower_matmul
-from tessel.quant.lower_movement import lower_avg_pool, lower_concat, lower_mean, lower_movement
-from tessel.quant.lower_norm import lower_layer_norm, lower_softmax
 
-RULES = (lower_requantize, lower_conv2d, lower_conv1d, lower_linear, lower_matmul, lower_add_sub,
-         lower_mul, lower_lut, lower_relu_clamp, lower_avg_pool, lower_mean, lower_movement, lower_concat,
-         lower_softmax, lower_layer_norm)
 
-INTEGER_OPS = frozenset({Op.QCONV2D, Op.QLINEAR, Op.QMATMUL, Op.QADD, Op.QSUB, Op.QMUL,
-                         Op.REQUANTIZE, Op.LUT, Op.QAVG_POOL2D, Op.QMEAN, Op.QSOFTMAX,
-                         Op.QLAYER_NORM})
-BOUNDARY_OPS = frozenset({Op.QUANTIZE, Op.DEQUANTIZE})
+def _rules(rw: Rewriter, q: Node) -> list[LowerRule]:
+    """The rules to try at quantize node `q`: those of the ops its input reads through (a
+    look-through op, then the op in front of it, ...), innermost first."""
+    chain: list[Node] = []
+    node = rw.producer(q.inputs[0])
+    while node is not None and len(chain) < 4:
+        chain.append(node)
+        if not definition(node.op).look_through or not node.inputs:
+            break
+        node = rw.producer(node.inputs[0])
+    return [rule for n in reversed(chain) for rule in definition(n.op).lower]
 
 
 def _on_quantize(rw: Rewriter, node: Node) -> str | None:
     """Dispatch: the first rule that lowers the float op(s) in front of this quantize."""
     if node.op is not Op.QUANTIZE:
         return None
-    for rule in RULES:
+    for rule in _rules(rw, node):
         result = rule(rw, node)
         if result is not None:
             return result
@@ -76,7 +74,8 @@ def is_host_node(node: Node) -> bool:
     the quantize / dequantize boundaries are not counted; they run on the host by definition)."""
     if node.op is Op.HOST:
         return True
-    if node.op in INTEGER_OPS or node.op in BOUNDARY_OPS or node.op is Op.CONSTANT:
+    d = definition(node.op)
+    if d.has(Trait.INTEGER) or d.has(Trait.BOUNDARY) or node.op is Op.CONSTANT:
         return False
     return not node.type.dtype.is_int
 

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tessel.errors import TesselCompileError
-from tessel.ir import Graph, Node, Op
+from tessel.ir import Graph, Node
 from tessel.ops.context import ALIGN, DramTensor, align
+from tessel.ops.registry import is_view
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ def plan_arena(graph: Graph, order: Sequence[Node], inputs: Sequence[str], outpu
     `fused_with_next`: nodes that run in one step with the node after them (cascading,
     ops/fused_emit.py): their results stay on chip (no arena space, never written to DRAM;
     `tensors` has no entry for them) and the step's DRAM operands stay live until it ends."""
-    alias = {n.name: n.inputs[0] for n in order if n.op is Op.RESHAPE}
+    alias = {n.name: n.inputs[0] for n in order if is_view(n)}
     root = {}
 
     def find(name: str) -> str:

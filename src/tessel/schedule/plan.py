@@ -22,10 +22,10 @@ from tessel.errors import TesselCompileError
 from tessel.ir import Graph, Node
 from tessel.isa import Engine
 from tessel.isa.costs import cost_key
-from tessel.ops import conv_emit, fused_emit
+from tessel.ops import Trait, conv_emit, definition, fused_emit
 from tessel.ops.context import CodegenContext, ConstPool, DramTensor, align
 from tessel.ops.fused_emit import FusedChain
-from tessel.ops.registry import DATA_MOVEMENT_OPS, emitter_for, is_view
+from tessel.ops.registry import emitter_for, is_view
 from tessel.ops.step import StepWork, memoized
 from tessel.progress import task
 from tessel.schedule import fusion, search_cache
@@ -421,7 +421,7 @@ def place_data_constants(graph: Graph, nodes: Sequence[Node], pool: ConstPool
     operand of concat) go to the constant pool first, as DRAM tensors."""
     out = {}
     for node in nodes:
-        if node.op not in DATA_MOVEMENT_OPS:
+        if not definition(node.op).has(Trait.DATA_MOVEMENT):
             continue
         for name in node.inputs:
             value = graph.constant_value(name)

@@ -21,11 +21,11 @@ a step's choice is a function of the cost model's kind (part of the key) and
 * the step's signature (`unit_signature`): per node its op, attributes, result type, and per
   operand its type, whether it is a constant (and where a data constant lives), and which
   operands are the same value; constant values only for ops whose estimation reads them
-  (softmax / layer-norm plans, LUT tables: every op outside `VALUE_FREE_OPS`);
+  (softmax / layer-norm plans, LUT tables: `Npu.values_matter` of the op definition);
 * the NPU fields that timing and instruction selection read (`timing_key`): every NpuArch
   field except the name, description, process node, clock, energy and area figures (which
   only turn cycles and event counts into seconds, joules and mm^2); for the steps of
-  vector-engine-only emitters (`VECTOR_ONLY_EMITTERS`) also without the matrix engine's.
+  vector-engine-only ops (`Npu.matrix` false) also without the matrix engine's.
 
 Steps with the same signature on NPUs with the same timing key get the same choice, so a
 cached choice (mapping and estimate) is returned instead of searching again. Failures are not
@@ -50,11 +50,10 @@ import numpy as np
 
 from tessel.arch import NpuArch
 from tessel.ir import Node, Op
-from tessel.ops import conv_emit
+from tessel.ops import conv_emit, definition
 from tessel.ops.context import CodegenContext
 from tessel.ops.conv_emit import ConvMapping, ConvOrder
 from tessel.ops.fused_emit import FusedChain
-from tessel.ops.registry import EMITTERS
 from tessel.schedule import prerank
 from tessel.schedule.cost_model import (
     AnalyticalCostModel,
@@ -66,29 +65,6 @@ from tessel.schedule.estimate import Estimate
 
 SAMPLE_TILES = 3  # tiles per group of the first, cheap ranking of candidates
 FINALISTS = 3  # candidates estimated in full
-
-# ops whose emitters never read a constant operand's values when estimating (step without
-# placed constants): weights, biases and tables are only read by `constants`; everything else
-# gets the values' hash in its signature
-VALUE_FREE_OPS = frozenset({
-    Op.QCONV2D, Op.QLINEAR, Op.QMATMUL, Op.QADD, Op.QSUB, Op.QMUL, Op.REQUANTIZE,
-    Op.MAX_POOL2D, Op.QAVG_POOL2D, Op.QMEAN, Op.TRANSPOSE, Op.CONCAT, Op.SLICE, Op.PAD,
-    Op.EXPAND, Op.UPSAMPLE_NEAREST})
-
-# per op: attributes, and the operands' / result's quantisation parameters, that only become
-# instruction fields no cost, candidate or event count reads (qconv2d: the CONV / DWCONV input
-# zero point, the REQUANT output zero point and clamp; scales only exist as the constant
-# multipliers and shifts; the ELTWISE ops of eltwise_emit and of a chain's residual add: their
-# zero points, multipliers, shifts and clamp, isa.costs.COST_FIELDS); the dtype attribute stays
-_OUT_FIELDS = frozenset({"out_zp", "act_min", "act_max"})
-QUANT_FREE = {
-    Op.QCONV2D: frozenset({"in_zp"}) | _OUT_FIELDS,
-    Op.QADD: frozenset({"a_zp", "b_zp", "left_shift", "a_multiplier", "a_shift",
-                        "b_multiplier", "b_shift", "out_multiplier", "out_shift"}) | _OUT_FIELDS,
-    Op.QMUL: frozenset({"a_zp", "b_zp", "out_multiplier", "out_shift"}) | _OUT_FIELDS,
-    Op.REQUANTIZE: frozenset({"in_zp", "multiplier", "shift"}) | _OUT_FIELDS,
-}
-QUANT_FREE[Op.QSUB] = QUANT_FREE[Op.QADD]
 
 # NpuArch.to_toml_dict keys that no cycle count, mapping or event count depends on
 _NOT_TIMING = ("name", "description", "process_node_nm", "clock_hz", "energy", "area")
@@ -131,15 +107,16 @@ def _graph_part(node: Node, graph: Any) -> tuple:
     hit = _SIGS.get(id(node))
     if hit is not None and hit[0] is node and hit[1] is graph:
         return hit[2]
-    free = QUANT_FREE.get(node.op)
+    npu = definition(node.op).npu
+    free = npu.quant_free if npu is not None else None
+    values_matter = npu is None or npu.values_matter
     operands = []
     first_use: dict[str, int] = {}
     for k, name in enumerate(node.inputs):
         value = graph.constant_value(name)
         operands.append((
             _type_sig(graph.type_of(name), free is not None), value is not None,
-            _canon(np.asarray(value)) if value is not None and node.op not in VALUE_FREE_OPS
-            else None,
+            _canon(np.asarray(value)) if value is not None and values_matter else None,
             first_use.setdefault(name, k)))
     attrs = node.attrs if free is None else tuple(kv for kv in node.attrs if kv[0] not in free)
     part = (node.op.name, _canon(attrs), _type_sig(node.type, free is not None),
@@ -172,10 +149,6 @@ def unit_signature(unit: Node | FusedChain, ctx: CodegenContext) -> tuple:
     return ("node", _node_signature(unit, ctx))
 
 
-# emitters of vector-engine-only steps: they never read the matrix engine's fields (their
-# candidates, instructions and costs; tests/unit/schedule/test_search_cache.py checks their
-# sources), so their steps' keys leave the [matrix] section out
-VECTOR_ONLY_EMITTERS = frozenset({"eltwise_emit", "pool_emit", "movement_emit", "norm_emit"})
 
 _KEYS: dict[tuple[int, bool], tuple[NpuArch, str]] = {}
 
@@ -244,7 +217,10 @@ def candidate_key(unit: Node | FusedChain, ctx: CodegenContext) -> tuple:
 
 def _uses_matrix(unit: Node | FusedChain) -> bool:
     """False for steps whose emitter runs on the vector engine alone."""
-    return isinstance(unit, FusedChain) or EMITTERS.get(unit.op) not in VECTOR_ONLY_EMITTERS
+    if isinstance(unit, FusedChain):
+        return True
+    npu = definition(unit.op).npu
+    return npu is None or npu.matrix
 
 
 @dataclass

@@ -10,9 +10,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from tessel.ir import Layout, Op, run_graph, verify
+from tessel.ops import DEFINITIONS, Trait
 from tessel.quant.api import QuantizedModel, quantize
-from tessel.quant.lower import BOUNDARY_OPS, INTEGER_OPS, host_ops
+from tessel.quant.lower import host_ops
 
+INTEGER_OPS = {op for op, d in DEFINITIONS.items() if d.has(Trait.INTEGER)}
+BOUNDARY_OPS = {Op.QUANTIZE, Op.DEQUANTIZE}
 MOVEMENT = {Op.RESHAPE, Op.TRANSPOSE, Op.CONCAT, Op.SLICE, Op.PAD, Op.EXPAND, Op.MAX_POOL2D,
             Op.UPSAMPLE_NEAREST, Op.CONSTANT}
 

@@ -19,7 +19,7 @@ from tessel.isa import fixedpoint as fp
 from tessel.ops import fused_emit
 from tessel.ops.context import CodegenContext, ConstPool
 from tessel.ops.fused_emit import FusedChain
-from tessel.ops.registry import EMITTERS, emitter_for, is_view
+from tessel.ops.registry import emitter_for, is_view, npu_supported
 from tessel.schedule import fusion, search_cache
 from tessel.schedule.cost_model import (
     AnalyticalCostModel,
@@ -110,7 +110,8 @@ def _contexts(g, arch):
 
 
 def _npu_nodes(g):
-    return [n for n in g.nodes if n.op in EMITTERS and not is_view(n)]
+    return [n for n in g.nodes if n.op is not Op.CONSTANT and npu_supported(n, g)
+            and not is_view(n)]
 
 
 def _units(g):

@@ -1,4 +1,5 @@
-"""Shared helpers of the QDQ -> integer lowering rules (`tessel.quant.lower`).
+"""Shared helpers of the QDQ -> integer lowering rules (each op's `lower`, run by
+`tessel.quant.lower`), and of the integer ops' IR specs.
 
 A rule looks at one `quantize` node of the imported QDQ graph and the float op(s) in front of
 it; the helpers here read what the rule needs from the graph (integer values behind a
@@ -15,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from tessel.ir.attrs import ConstData
+from tessel.ir.attrs import AttrKind, AttrSpec, ConstData
 from tessel.ir.builder import canonical_attrs
 from tessel.ir.graph import UNKNOWN_LOC, Node, SourceLoc
-from tessel.ir.ops import Op
+from tessel.ir.ops import InferError, Op
+from tessel.ir.rewriting import Rewriter, infer_type
 from tessel.ir.types import DType, QuantParams, TensorType
 from tessel.isa.fixedpoint import quantize_multiplier, quantize_multipliers
-from tessel.passes.rewriting import Rewriter, infer_type
 
 ONE_Q31 = (1 << 30, 1)  # (q31, shift) that is exactly 1.0: MBQM(x, 2^30, 1) == x
 INT_DTYPES = (DType.I8, DType.I16, DType.I32)
@@ -178,3 +179,93 @@ def quantize_constant(rw: Rewriter, name: str, dtype: DType = DType.I8) -> IntVa
 def int_operand(rw: Rewriter, name: str, dtype: DType = DType.I8) -> IntVal | None:
     """`name` as an integer value: dequantised, or a quantised float constant."""
     return deq(rw, name) or quantize_constant(rw, name, dtype)
+
+
+# ---------------------------------------------------------------- MAC ops (conv, linear)
+
+
+def mac_bias(rw: Rewriter, name: str | None, acc_scales: np.ndarray) -> np.ndarray | None:
+    """int32 bias at scale s_in * s_w[c]: pt2e's int32 bias (rescaled if its scale differs),
+    a float constant quantised, zeros if absent; None if the bias is a runtime value."""
+    if name is None:
+        return np.zeros(acc_scales.size, np.int32)
+    w = int_weight(rw, name)
+    if w is not None:
+        _, arr, quant = w
+        real = (arr.astype(np.float64) - np.asarray(quant.zero_point)) * channel_scales(
+            quant, acc_scales.size)
+        if w[2].zero_point == (0,) * len(w[2].zero_point) and np.allclose(
+                channel_scales(quant, acc_scales.size), acc_scales, rtol=1e-6, atol=0):
+            return arr.astype(np.int32)
+    else:
+        real = rw.const(name)
+        if real is None:
+            return None
+        real = np.asarray(real, np.float64)
+    return np.clip(np.rint(real / acc_scales), -(2**31), 2**31 - 1).astype(np.int32)
+
+
+def mac_operands(rw: Rewriter, node: Node, x: IntVal | None = None,
+                 w: tuple[str, np.ndarray, object] | None = None
+                 ) -> tuple[IntVal, str, np.ndarray, np.ndarray] | None:
+    """(int8 input, int8 weight constant, per-channel weight scales, int32 bias) or None;
+    `x` / `w` replace the node's own first two operands when a rule has looked through them."""
+    x = x if x is not None else deq(rw, node.inputs[0])
+    w = w if w is not None else int_weight(rw, node.inputs[1])
+    if x is None or w is None or x.dtype is not DType.I8:
+        return None
+    wname, warr, wquant = w
+    if warr.dtype != np.int8 or any(wquant.zero_point):
+        return None
+    out_channels = warr.shape[0]
+    w_scales = channel_scales(wquant, out_channels)
+    bias = mac_bias(rw, node.inputs[2] if len(node.inputs) > 2 else None, x.scale * w_scales)
+    if bias is None:
+        return None
+    return x, wname, w_scales, bias
+
+
+def requant_params(rw: Rewriter, hint: str, x: IntVal, w_scales: np.ndarray, bias: np.ndarray,
+                    out: QOut) -> list[str]:
+    """Constant operands bias, multiplier, shift of a per-channel requantisation."""
+    q31, shift = multiplier_vectors(x.scale * w_scales / out.scale)
+    return [rw.constant(bias, hint=f"{hint}_bias"), rw.constant(q31, hint=f"{hint}_mult"),
+            rw.constant(shift, hint=f"{hint}_shift")]
+
+
+# ---------------------------------------------------------------- integer ops' IR specs
+
+INT_OUT_DTYPES = (DType.I8, DType.I16, DType.I32)
+OUT_ATTRS = {"out_zp": AttrSpec(AttrKind.INT), "act_min": AttrSpec(AttrKind.INT),
+             "act_max": AttrSpec(AttrKind.INT), "dtype": AttrSpec(AttrKind.DTYPE)}
+OUT_FIELDS = frozenset({"out_zp", "act_min", "act_max"})  # the output's zero point and clamp
+REQUANT_ATTRS = {"multiplier": AttrSpec(AttrKind.INT), "shift": AttrSpec(AttrKind.INT)}
+
+
+def int_result(t: TensorType, attrs: Mapping[str, Any]) -> TensorType:
+    """An integer op's result: `t`'s shape and layout, the `dtype` attribute, whose range holds
+    [act_min, act_max]. The QuantParams are set by the lowering (the verifier compares shape
+    and dtype)."""
+    dtype = attrs["dtype"]
+    if dtype not in INT_OUT_DTYPES:
+        raise InferError(f"integer op output dtype must be i8, i16 or i32, got {dtype.value}")
+    lo, hi = dtype.bounds
+    if not lo <= attrs["act_min"] <= attrs["act_max"] <= hi:
+        raise InferError(f"act_min/act_max [{attrs['act_min']}, {attrs['act_max']}] outside "
+                         f"{dtype.value}")
+    return TensorType(t.shape, dtype, t.layout)
+
+
+def require_int(ts: Sequence[TensorType], n: int) -> None:
+    """The first `n` operands are integer tensors."""
+    for i, t in enumerate(ts[:n]):
+        if not t.dtype.is_int:
+            raise InferError(f"operand {i} must be an integer tensor, got {t.dtype.value}")
+
+
+def require_per_channel(ts: Sequence[TensorType], first: int, channels: int) -> None:
+    """Operands first.. first+2 are the per-channel bias, multiplier and shift (i32[channels])."""
+    names = ("bias", "multiplier", "shift")
+    for name, t in zip(names, ts[first:first + 3], strict=True):
+        if t.shape != (channels,) or t.dtype is not DType.I32:
+            raise InferError(f"{name} must be i32[{channels}], got {t.text()}")
