@@ -133,17 +133,16 @@ def arch_from_dict(data: dict[str, Any]) -> NpuArch:
     """Build and validate an NpuArch from the parsed TOML document."""
     r = _Reader(data)
     values: dict[tuple[str, ...], Any] = {}
-    known: dict[str, set[str]] = {"": {_SCHEMA, OFFCHIP, _DERIVED}}
+    known: dict[str, set[str]] = {"": {_SCHEMA, OFFCHIP, _DERIVED}}  # table -> its keys
     for p in FIELDS:
-        if p.per_memory:
-            continue
-        values[p.path] = r.read(p, r.table(p.table), p.key)
-        known.setdefault(p.table, set()).add(p.field)
-        known[""].add(p.table or p.field)
+        if not p.per_memory:
+            values[p.path] = r.read(p, r.table(p.table), p.key)
+            known.setdefault(p.table, set()).add(p.field)
+            known[""].add(p.table or p.field)
     memories = r.memories()
     declared = r.derived()
     for table, names in known.items():
-        r.unknown(r.table(table), names if table else names - {""}, table)
+        r.unknown(r.table(table), names, table)
     r.finish()
     arch = assemble(values, memories)
     try:

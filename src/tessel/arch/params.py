@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -29,8 +30,13 @@ if TYPE_CHECKING:
 OFFCHIP = "offchip"  # the list of [[offchip]] tables (NpuArch.offchip)
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
 def _walk(cls: type, prefix: str, path: tuple[str, ...], per_memory: bool) -> Iterator[Param]:
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     for f in dataclasses.fields(cls):
         if not f.init:
             continue
@@ -242,7 +248,7 @@ def assemble(values: Mapping[tuple[str, ...], Any], memories: list[dict[str, Any
     """The NpuArch (validated) holding ``values`` (attribute path -> value of each field
     parameter) and ``memories`` (field -> value, one dict per off-chip memory)."""
     def build(cls: type, path: tuple[str, ...]) -> Any:
-        hints = typing.get_type_hints(cls)
+        hints = _hints(cls)
         kwargs: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             t = hints[f.name]
