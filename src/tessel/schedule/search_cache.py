@@ -23,10 +23,10 @@ a step's choice is a function of the cost model's kind (part of the key) and
   operands are the same value; constant values only for ops whose estimation reads them
   (softmax / layer-norm plans, LUT tables: every op outside `VALUE_FREE_OPS`);
 * the NPU parameters that timing and instruction selection read (`timing_key`): every NpuArch
-  parameter but those declared `Affects.NONE` (name, description, process node, clock, energy
-  and area figures, which only turn cycles and event counts into seconds, joules and mm^2,
-  tessel.arch.decl); for the steps of
-  vector-engine-only emitters (`VECTOR_ONLY_EMITTERS`) also without the matrix engine's.
+  parameter but those declared `Affects.NONE` (tessel.arch.decl: name, description, process
+  node, clock, energy and area figures, which only turn cycles and event counts into seconds,
+  joules and mm^2); for the steps of vector-engine-only emitters (`VECTOR_ONLY_EMITTERS`)
+  also without the matrix engine's.
 
 Steps with the same signature on NPUs with the same timing key get the same choice, so a
 cached choice (mapping and estimate) is returned instead of searching again. Failures are not
@@ -92,7 +92,6 @@ QUANT_FREE = {
     Op.REQUANTIZE: frozenset({"in_zp", "multiplier", "shift"}) | _OUT_FIELDS,
 }
 QUANT_FREE[Op.QSUB] = QUANT_FREE[Op.QADD]
-
 
 
 def _canon(value: Any) -> Any:
