@@ -247,19 +247,21 @@ def explore_params() -> tuple[Param, ...]:
 def assemble(values: Mapping[tuple[str, ...], Any], memories: list[dict[str, Any]]) -> NpuArch:
     """The NpuArch (validated) holding ``values`` (attribute path -> value of each field
     parameter) and ``memories`` (field -> value, one dict per off-chip memory)."""
-    def build(cls: type, path: tuple[str, ...]) -> Any:
-        hints = _hints(cls)
-        kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            t = hints[f.name]
-            if not f.init:
-                continue
-            if dataclasses.is_dataclass(t):
-                kwargs[f.name] = build(t, (*path, f.name))
-            elif f.name == OFFCHIP and not path:
-                kwargs[f.name] = tuple(OffChipMemory(**m) for m in memories)
-            else:
-                kwargs[f.name] = values[(*path, f.name)]
-        return cls(**kwargs)
+    return _build(NpuArch, (), values, memories)
 
-    return build(NpuArch, ())
+
+def _build(cls: type, path: tuple[str, ...], values: Mapping[tuple[str, ...], Any],
+           memories: list[dict[str, Any]]) -> Any:
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        t = hints[f.name]
+        if not f.init:
+            continue
+        if dataclasses.is_dataclass(t):
+            kwargs[f.name] = _build(t, (*path, f.name), values, memories)
+        elif f.name == OFFCHIP and not path:
+            kwargs[f.name] = tuple(OffChipMemory(**m) for m in memories)
+        else:
+            kwargs[f.name] = values[(*path, f.name)]
+    return cls(**kwargs)
