@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 
 from tessel.analysis.estimate import EstimateReport, estimate_graph
 from tessel.arch import NpuArch
+from tessel.arch.decl import AdviseKnob, Limit, Memories, Param, Relax
+from tessel.arch.params import knob_params, param_info
 from tessel.display import TERMINAL_WIDTH, Table, fmt_change, fmt_int, short_repr, summary_html
 from tessel.errors import TesselError
 from tessel.ir import Graph
@@ -31,105 +33,96 @@ from tessel.schedule import search_cache
 MIN_GAIN_PCT = 1.0  # a relaxation "binds" a layer only if it saves at least this much
 
 
-class Limit(enum.Enum):
-    """A hardware limit a layer or model can be bound by."""
-
-    MAC_ARRAY = "MAC array"
-    OPERAND_PATH = "operand path"
-    VECTOR_LANES = "vector lanes"
-    DRAM_BANDWIDTH = "DRAM bandwidth"
-    SRAM_CAPACITY = "SRAM capacity"
-    ACC_CAPACITY = "accumulator capacity"
-    DMA_LATENCY = "DMA latency"
-    DMA_CHANNELS = "DMA channels"
-
-
 class Knob(enum.Enum):
-    """An NpuArch parameter that advice relaxes by 2x."""
+    """An NpuArch parameter that advice relaxes by 2x: one member per parameter declared with
+    an advise knob (tessel.arch.decl.AdviseKnob), named after its dotted name (MATRIX_ROWS)."""
 
-    MATRIX_ROWS = "matrix.rows"
-    MATRIX_COLS = "matrix.cols"
-    MATRIX_FEED = "matrix.feed_bytes_per_cycle"
-    INPUT_BUFFER = "matrix.input_buffer_bytes"
-    VECTOR_LANES = "vector.lanes"
-    SRAM = "onchip.sram_bytes"
-    ACCUMULATOR = "onchip.acc_bytes"
-    OFFCHIP_BANDWIDTH = "offchip.bytes_per_cycle"
-    OFFCHIP_LATENCY = "offchip.latency_cycles"
-    DMA_CHANNELS = "dma.channels"
+    _ignore_ = ["_p"]
+    for _p in knob_params():
+        vars()[_p.key.upper().replace(".", "_")] = _p.key
+
+    @property
+    def param(self) -> Param:
+        """The parameter's declaration (tessel.arch.decl.Param)."""
+        return param_info(self.value)
+
+    @property
+    def knob(self) -> AdviseKnob:
+        knob = self.param.knob
+        assert knob is not None
+        return knob
 
     @property
     def limit(self) -> Limit:
         """The hardware limit this parameter relaxes."""
-        return _KNOB_LIMIT[self]
+        return self.knob.limit
 
     @property
     def in_area_model(self) -> bool:
         """Whether NpuArch's area model has a term for this parameter."""
-        return self in (Knob.MATRIX_ROWS, Knob.MATRIX_COLS, Knob.INPUT_BUFFER, Knob.VECTOR_LANES,
-                        Knob.SRAM, Knob.ACCUMULATOR)
+        return self.param.area_term
 
 
-_KNOB_LIMIT = {Knob.MATRIX_ROWS: Limit.MAC_ARRAY, Knob.MATRIX_COLS: Limit.MAC_ARRAY,
-               Knob.MATRIX_FEED: Limit.OPERAND_PATH, Knob.INPUT_BUFFER: Limit.OPERAND_PATH,
-               Knob.VECTOR_LANES: Limit.VECTOR_LANES, Knob.SRAM: Limit.SRAM_CAPACITY,
-               Knob.ACCUMULATOR: Limit.ACC_CAPACITY, Knob.OFFCHIP_BANDWIDTH: Limit.DRAM_BANDWIDTH,
-               Knob.OFFCHIP_LATENCY: Limit.DMA_LATENCY, Knob.DMA_CHANNELS: Limit.DMA_CHANNELS}
-
-# The estimate's per-step bound (tessel.ops.step.Bound values) -> the limit it names.
+# The estimate's per-step bound (tessel.schedule.estimate.Bound values) -> the limit it names.
 _BOUND_LIMIT = {"compute": Limit.MAC_ARRAY, "vector": Limit.VECTOR_LANES,
                 "dram": Limit.DRAM_BANDWIDTH, "latency": Limit.DMA_LATENCY}
 
 
 @dataclass(frozen=True)
 class Relaxation:
-    """One 2x change of the hardware; ``memory`` names the off-chip memory for bandwidth."""
+    """One 2x change of the hardware; ``memory`` names the off-chip memory a per-memory knob
+    changes (None: every memory, or not a per-memory knob)."""
 
     knob: Knob
     memory: str | None = None
 
     def label(self, arch: NpuArch) -> str:
-        k = self.knob
-        if k is Knob.OFFCHIP_BANDWIDTH:
-            roles = [r for r, m in (("weights", arch.weights_memory),
-                                    ("activations", arch.activations_memory)) if m == self.memory]
-            return f"offchip.{self.memory}.bytes_per_cycle x2 ({'+'.join(roles)})"
-        if k is Knob.OFFCHIP_LATENCY:
-            return "offchip.*.latency_cycles / 2 (DMA latency)"
-        return f"{k.value} x2"
+        p, how = self.knob.param, self.knob.knob.relax.value
+        if not p.per_memory:
+            return f"{p.key} {how}"
+        if self.memory is None:
+            return f"offchip.*.{p.field} {how} ({self.knob.limit.value})"
+        roles = [r for r, m in (("weights", arch.weights_memory),
+                                ("activations", arch.activations_memory)) if m == self.memory]
+        return f"offchip.{self.memory}.{p.field} {how} ({'+'.join(roles)})"
 
     def values(self, arch: NpuArch) -> dict[str, int]:
         """The relaxed parameters by their dotted names (``NpuArch.with_params``)."""
-        k = self.knob
-        if k is Knob.OFFCHIP_BANDWIDTH:
-            key = f"offchip.{self.memory}.bytes_per_cycle"
-            return {key: 2 * arch.param(key)}
-        if k is Knob.OFFCHIP_LATENCY:
-            return {f"offchip.{m.name}.latency_cycles": m.latency_cycles // 2
-                    for m in arch.offchip}
-        return {k.value: 2 * arch.param(k.value)}
+        p = self.knob.param
+        if not p.per_memory:
+            names = [p.key]
+        else:
+            mems = [self.memory] if self.memory is not None else [m.name for m in arch.offchip]
+            names = [f"offchip.{m}.{p.field}" for m in mems]
+        double = self.knob.knob.relax is Relax.DOUBLE
+        return {n: 2 * arch.param(n) if double else arch.param(n) // 2 for n in names}
 
 
 def relaxations(arch: NpuArch) -> tuple[Relaxation, ...]:
-    """The relaxations advice tries on ``arch``: one per parameter, one bandwidth relaxation
-    per off-chip memory that holds weights or activations (one if they share a memory)."""
-    mems = dict.fromkeys((arch.weights_memory, arch.activations_memory))
-    return (Relaxation(Knob.MATRIX_ROWS), Relaxation(Knob.MATRIX_COLS),
-            Relaxation(Knob.MATRIX_FEED), Relaxation(Knob.INPUT_BUFFER),
-            Relaxation(Knob.VECTOR_LANES), Relaxation(Knob.SRAM), Relaxation(Knob.ACCUMULATOR),
-            *(Relaxation(Knob.OFFCHIP_BANDWIDTH, m) for m in mems),
-            Relaxation(Knob.OFFCHIP_LATENCY), Relaxation(Knob.DMA_CHANNELS))
+    """The relaxations advice tries on ``arch``: one per knob, in declaration order; a
+    per-memory knob (Memories.EACH_BUS) once per off-chip memory that holds weights or
+    activations (once if they share a memory)."""
+    bus = tuple(dict.fromkeys((arch.weights_memory, arch.activations_memory)))
+    out: list[Relaxation] = []
+    for k in Knob:
+        each = k.param.per_memory and k.knob.memories is Memories.EACH_BUS
+        out += [Relaxation(k, m) for m in bus] if each else [Relaxation(k)]
+    return tuple(out)
 
 
 def relax(arch: NpuArch, change: Relaxation) -> NpuArch:
     """``arch`` with one parameter relaxed by 2x (re-validated: raises TesselConfigError
     when the relaxed value is outside the ISA's limits, e.g. 1024 matrix rows)."""
-    k, name = change.knob, f"{arch.name}.{change.knob.name.lower().replace('_', '-')}-x2"
-    if k is Knob.OFFCHIP_BANDWIDTH:
+    k = change.knob
+    how = "x2" if k.knob.relax is Relax.DOUBLE else "half"
+    name = f"{arch.name}.{k.value.replace('_', '-')}-{how}"
+    if change.memory is not None:
         name = f"{name}.{change.memory}"
-    if k is Knob.OFFCHIP_LATENCY and all(m.latency_cycles == 0 for m in arch.offchip):
-        raise TesselError("every off-chip latency is already 0 cycles")
-    return arch.with_params(change.values(arch), name=name)
+    values = change.values(arch)
+    if all(arch.param(n) == v for n, v in values.items()):
+        raise TesselError(f"{change.label(arch)} changes nothing: "
+                          + ", ".join(f"{n} is {v}" for n, v in values.items()))
+    return arch.with_params(values, name=name)
 
 
 @dataclass(frozen=True)
@@ -317,7 +310,7 @@ def _assemble(base: EstimateReport, arch: NpuArch, ranked: tuple[Gain, ...],
     else:  # nothing relaxable helps by 1 %: name the cost model's dominant bound
         dominant = max(share, key=lambda b: (share[b], b)) if share else "compute"
         binding, change = _BOUND_LIMIT[dominant], None
-    sram = [g for g in ranked if g.knob is Knob.SRAM]
+    sram = [g for g in ranked if g.limit is Limit.SRAM_CAPACITY]
     refetch = max(0, -sram[0].offchip_bytes_delta) if sram else 0
     return Advice(base.model, arch.name, base.cycles, base.latency_ms, base.energy_uj,
                   arch.derived.area_mm2, binding, change,
@@ -393,7 +386,7 @@ def _pct(part: float, whole: float) -> float:
 
 def _plain(value):
     if isinstance(value, enum.Enum):
-        return value.name if isinstance(value, Knob) else value.value
+        return value.value
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

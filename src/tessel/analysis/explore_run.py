@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
-from tessel.analysis.explore_space import build_arch, point_key
+from tessel.analysis.explore_space import GROUPED, build_arch, point_key
 from tessel.analysis.explore_store import ModelFigures, PointResult
 from tessel.analysis.reaper import start_reaper
 from tessel.arch import NpuArch, arch_from_dict
@@ -125,9 +125,9 @@ def _eval_in_worker(point: dict[str, Any], ahead: int) -> PointResult:
 
 
 # point parameters that decide most of what a worker's search cache shares between points,
-# after the program key (search_cache.candidate_key): the array's columns, the vector lanes, the
-# array's rows
-_AFFINITY = ("matrix.cols", "vector.lanes", "matrix.rows")
+# after the program key (search_cache.candidate_key): those declared with an explore group
+# (tessel.arch.decl.Explore.group), in group order
+_AFFINITY = GROUPED
 
 
 def affinity_key(point: dict[str, Any], base: NpuArch) -> tuple:

@@ -1,5 +1,7 @@
 """The design space of `tessel explore`: parameters (name -> candidate values), constraints and
-how a design point (one value per parameter) becomes an ``NpuArch``.
+how a design point (one value per parameter) becomes an ``NpuArch``. A space may vary the
+parameters declared with ``explore`` (tessel.arch.decl; docs/analysis.md lists them); each
+value must pass the parameter's declared checks, and the base preset must accept it.
 
 space.toml::
 
@@ -7,7 +9,7 @@ space.toml::
     "matrix.rows" = [8, 16, 32]
     "matrix.cols" = {from = 8, to = 32, factor = 2}   # 8, 16, 32 (geometric, inclusive)
     "matrix.dataflow" = ["WEIGHT_STATIONARY", "OUTPUT_STATIONARY"]
-    "vector.lanes" = {from = 16, to = 64, step = 16}  # 16, 32, 48, 64 (arithmetic, inclusive)
+    "matrix.feed_bytes_per_cycle" = {from = 16, to = 64, step = 16}  # 16, 32, 48, 64 (inclusive)
     "onchip.sram_bytes" = [262144, 524288]
     dram_bytes_per_cycle = [8, 16]           # the weights and activations memories
     clock_hz = [500_000_000, 1_000_000_000]
@@ -35,21 +37,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tessel.arch import Dataflow, NpuArch
+from tessel.arch import NpuArch
+from tessel.arch.decl import NameFormat
+from tessel.arch.params import explore_params
+from tessel.arch.validate import check_value
 from tessel.errors import TesselConfigError
 
-# dotted names of tessel.arch.params (NpuArch.with_param), the same names `tessel advise` uses
-INT_PARAMS = ("matrix.rows", "matrix.cols", "matrix.feed_bytes_per_cycle",
-              "matrix.input_buffer_bytes", "matrix.weight_buffer_bytes", "vector.lanes",
-              "onchip.sram_bytes", "onchip.acc_bytes", "dram_bytes_per_cycle", "clock_hz")
-ENUM_PARAMS = {"matrix.dataflow": Dataflow}
-PARAMS = INT_PARAMS + tuple(ENUM_PARAMS)
+# the parameters a space may vary (declared with `explore`, tessel.arch.decl), by the dotted
+# names of tessel.arch.params (NpuArch.with_param), the same names `tessel advise` uses
+EXPLORABLE = {p.key: p for p in explore_params()}
+PARAMS = tuple(EXPLORABLE)
+# the parameters explore's workers group points by (explore_run.affinity_key), in order
+GROUPED = tuple(p.key for p in sorted((p for p in EXPLORABLE.values() if p.explore.group),
+                                      key=lambda p: p.explore.group))
 CONSTRAINTS = ("max_area_mm2", "max_power_mw", "fps", "max_latency_ms")
-_SHORT = {"matrix.rows": "r", "matrix.cols": "c", "matrix.dataflow": "", "vector.lanes": "v",
-          "matrix.feed_bytes_per_cycle": "fb", "matrix.input_buffer_bytes": "ib",
-          "matrix.weight_buffer_bytes": "wb",
-          "onchip.sram_bytes": "s", "onchip.acc_bytes": "a", "dram_bytes_per_cycle": "d",
-          "clock_hz": "f"}
 MAX_POINTS = 10_000_000
 
 
@@ -186,14 +187,15 @@ def _values(key: str, spec: Any) -> tuple[Any, ...]:
 
 
 def _value(key: str, v: Any) -> Any:
-    if key in ENUM_PARAMS:
-        cls = ENUM_PARAMS[key]
-        if not isinstance(v, str) or v not in cls.__members__:
-            raise TesselConfigError(f"{key} must be one of {', '.join(cls.__members__)}, "
+    """``v`` if it has the parameter's type and passes its checks of a value alone (an enum
+    by its member's name)."""
+    p = EXPLORABLE[key]
+    if isinstance(p.type, type) and issubclass(p.type, enum.Enum):
+        if not isinstance(v, str) or v not in p.type.__members__:
+            raise TesselConfigError(f"{key} must be one of {', '.join(p.type.__members__)}, "
                                     f"got {v!r}")
         return v
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise TesselConfigError(f"{key} values must be positive integers, got {v!r}")
+    check_value(p, key, v, None)
     return v
 
 
@@ -257,18 +259,19 @@ def check_against(space: Space, base: NpuArch) -> None:
 
 def arch_name(base: NpuArch, point: Mapping[str, Any]) -> str:
     """A preset name derived from the values, e.g. ``tnpu-s-r16-c8-ws-v32``."""
-    parts = [base.name]
-    for k in sorted(point):
-        v = point[k]
-        if k == "matrix.dataflow":
-            parts.append("ws" if v == "WEIGHT_STATIONARY" else "os")
-        elif k == "onchip.sram_bytes" and v % 1024 == 0:
-            parts.append(f"s{v // 1024}k")
-        elif k == "clock_hz" and v % 1_000_000 == 0:
-            parts.append(f"f{v // 1_000_000}m")
-        else:
-            parts.append(f"{_SHORT[k]}{v}")
-    return "-".join(parts)
+    return "-".join([base.name, *(_name_part(k, point[k]) for k in sorted(point))])
+
+
+def _name_part(key: str, v: Any) -> str:
+    e = EXPLORABLE[key].explore
+    assert e is not None
+    if e.name is NameFormat.INITIALS:
+        return e.short + "".join(w[0] for w in str(v).split("_")).lower()
+    if e.name is NameFormat.KIB and v % 1024 == 0:
+        return f"{e.short}{v // 1024}k"
+    if e.name is NameFormat.MHZ and v % 1_000_000 == 0:
+        return f"{e.short}{v // 1_000_000}m"
+    return f"{e.short}{v}"
 
 
 def build_arch(base: NpuArch, point: Mapping[str, Any]) -> NpuArch:

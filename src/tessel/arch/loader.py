@@ -1,7 +1,11 @@
-"""Reading NpuArch from TOML: presets by name, custom files by path; unknown keys are rejected.
+"""Reading NpuArch from TOML: presets by name, custom files by path.
 
 The file layout (one table per part of the hardware) is documented in docs/architecture.md;
-the presets in ``tessel/arch/presets/`` are the examples. Every error names the file and key.
+the presets in ``tessel/arch/presets/`` are the examples. The keys are those of the parameter
+declarations (``tessel.arch.params.PARAMS``): a key with a documented default may be left out,
+every missing key without one is reported at once with what it is for, and an unknown key is
+rejected. ``schema`` (1 when absent) is the layout version the file was written for; one
+newer than this code reads is an error. Every error names the file and key.
 """
 
 from __future__ import annotations
@@ -12,146 +16,144 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tessel.arch.types import (
-    Area,
-    Dataflow,
-    Energy,
-    MatrixEngine,
-    MemoryKind,
-    NpuArch,
-    OffChipMemory,
-    OnChipMemory,
-    VectorEngine,
-)
+from tessel.arch.checks import members, value_error
+from tessel.arch.decl import Param
+from tessel.arch.params import FIELDS, OFFCHIP, SCHEMA, assemble, plain
+from tessel.arch.types import NpuArch
 from tessel.errors import TesselConfigError, did_you_mean
 
-_TOP_KEYS = ("name", "description", "process_node_nm", "clock_hz")
-_TABLES = ("matrix", "vector", "onchip", "offchip", "memory", "dma", "energy", "area", "derived")
+_DERIVED = "derived"  # optional table of declared derived figures (NpuArch.check_declared)
+_SCHEMA = "schema"
 
 
-class _Table:
-    """One TOML table being read: typed getters, and a check that no key was left unread."""
+class _Reader:
+    """One TOML document being read: every problem is collected, then reported at once."""
 
-    def __init__(self, data: Any, key: str):
+    def __init__(self, data: Any):
         if not isinstance(data, dict):
-            raise TesselConfigError(f"{key} must be a table, got {type(data).__name__}")
-        self.data, self.key, self.seen = data, key, set()
+            raise TesselConfigError(f"a preset must be a table, got {type(data).__name__}")
+        self.data = data
+        self.schema = _schema(data)
+        self.problems: list[str] = []
+        self.defaulted: list[tuple[str, Any]] = []  # (key, default) of keys left out
 
-    def _name(self, k: str) -> str:
-        return f"{self.key}.{k}" if self.key else k
+    def table(self, name: str) -> dict[str, Any]:
+        """The table ``name`` ({} when absent; a problem when not a table)."""
+        if not name:
+            return self.data
+        value = self.data.get(name, {})
+        if isinstance(value, dict):
+            return value
+        self._problem(f"{name} must be a table, got {type(value).__name__}")
+        return {}
 
-    def get(self, k: str, types: tuple[type, ...], what: str) -> Any:
-        self.seen.add(k)
-        if k not in self.data:
-            raise TesselConfigError(f"{self._name(k)} is missing")
-        v = self.data[k]
-        if isinstance(v, bool) or not isinstance(v, types):
-            raise TesselConfigError(f"{self._name(k)} must be {what}, got {v!r}")
-        return v
+    def read(self, p: Param, table: dict[str, Any], label: str) -> Any:
+        """The value of ``p`` in ``table`` (its default when absent); ``label``: its key."""
+        if p.field not in table:
+            if p.required:
+                self._problem(_missing(p, label, self.schema))
+            else:
+                self.defaulted.append((label, p.default))
+            return p.default
+        v = table[p.field]
+        if isinstance(p.type, type) and issubclass(p.type, enum.Enum) and isinstance(v, str):
+            if v in p.type.__members__:
+                return p.type[v]
+            self._problem(f"{label} must be one of {members(p.type)}, got {v!r}")
+            return None
+        err = value_error(p.type, v)
+        if err is not None:
+            self._problem(f"{label} {err}, got {v!r}")
+            return None
+        return float(v) if p.type is float else v
 
-    def int(self, k: str) -> int:
-        return self.get(k, (int,), "an integer")
+    def memories(self) -> list[dict[str, Any]]:
+        raw = self.data.get(OFFCHIP)
+        if not isinstance(raw, list) or not raw:
+            self._problem("[[offchip]] must list at least one memory")
+            return []
+        fields = [p for p in FIELDS if p.per_memory]
+        out = []
+        for i, entry in enumerate(raw):
+            label = f"{OFFCHIP}[{i}]"
+            if not isinstance(entry, dict):
+                self._problem(f"{label} must be a table, got {type(entry).__name__}")
+                continue
+            out.append({p.field: self.read(p, entry, f"{label}.{p.field}") for p in fields})
+            self.unknown(entry, {p.field for p in fields}, label)
+        return out
 
-    def num(self, k: str) -> float:
-        return float(self.get(k, (int, float), "a number"))
+    def derived(self) -> dict[str, float]:
+        table = self.table(_DERIVED)
+        out = {}
+        for k, v in sorted(table.items()):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                self._problem(f"{_DERIVED}.{k} must be a number, got {v!r}")
+            else:
+                out[k] = float(v)
+        return out
 
-    def bool(self, k: str) -> bool:
-        self.seen.add(k)
-        if k not in self.data:
-            raise TesselConfigError(f"{self._name(k)} is missing")
-        v = self.data[k]
-        if not isinstance(v, bool):
-            raise TesselConfigError(f"{self._name(k)} must be true or false, got {v!r}")
-        return v
+    def unknown(self, table: dict[str, Any], known: set[str], prefix: str) -> None:
+        for k in table:
+            if k not in known:
+                key = f"{prefix}.{k}" if prefix else k
+                self._problem(f"unknown key {key!r}{did_you_mean(k, sorted(known))}")
 
-    def str(self, k: str) -> str:
-        return self.get(k, (str,), "a string")
-
-    def enum(self, k: str, cls: type[enum.Enum]) -> Any:
-        v = self.str(k)
-        try:
-            return cls[v]
-        except KeyError:
-            allowed = ", ".join(m.name for m in cls)
-            msg = f"{self._name(k)} must be one of {allowed}, got {v!r}"
-            raise TesselConfigError(msg) from None
-
-    def sub(self, k: str) -> _Table:
-        self.seen.add(k)
-        if k not in self.data:
-            raise TesselConfigError(f"[{self._name(k)}] table is missing")
-        return _Table(self.data[k], self._name(k))
+    def _problem(self, text: str) -> None:
+        if text not in self.problems:
+            self.problems.append(text)
 
     def finish(self) -> None:
-        unknown = sorted(set(self.data) - self.seen)
-        if unknown:
-            raise TesselConfigError(f"unknown key {self._name(unknown[0])!r}")
+        if len(self.problems) == 1:
+            raise TesselConfigError(self.problems[0])
+        if self.problems:
+            raise TesselConfigError(f"{len(self.problems)} problems:\n  "
+                                    + "\n  ".join(self.problems))
+
+
+def _schema(data: dict[str, Any]) -> int:
+    v = data.get(_SCHEMA, 1)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise TesselConfigError(f"{_SCHEMA} must be a positive integer, got {v!r}")
+    if v > SCHEMA:
+        raise TesselConfigError(f"{_SCHEMA} = {v}: the file is written for a newer tessel "
+                                f"(this one reads schemas 1 to {SCHEMA})")
+    return v
+
+
+def _missing(p: Param, label: str, schema: int) -> str:
+    what = f"{label} is missing ({p.doc}{', ' + p.unit if p.unit else ''})"
+    if p.since > schema:
+        return (f"{what}: schema {p.since} added it without a default and this file is schema "
+                f"{schema}; add it")
+    return f"{what}: it has no default; add it"
 
 
 def arch_from_dict(data: dict[str, Any]) -> NpuArch:
     """Build and validate an NpuArch from the parsed TOML document."""
-    top = _Table(data, "")
-    name, description = top.str("name"), top.str("description")
-    node, clock = top.int("process_node_nm"), top.int("clock_hz")
-    m = top.sub("matrix")
-    matrix = MatrixEngine(
-        rows=m.int("rows"), cols=m.int("cols"), dataflow=m.enum("dataflow", Dataflow),
-        fold_pipelining=m.bool("fold_pipelining"),
-        feed_bytes_per_cycle=m.int("feed_bytes_per_cycle"),
-        input_buffer_bytes=m.int("input_buffer_bytes"),
-        weight_buffer_bytes=m.int("weight_buffer_bytes"),
-    )
-    m.finish()
-    v = top.sub("vector")
-    vector = VectorEngine(
-        lanes=v.int("lanes"), pipeline_latency_cycles=v.int("pipeline_latency_cycles")
-    )
-    v.finish()
-    o = top.sub("onchip")
-    onchip = OnChipMemory(**{k: o.int(k) for k in OnChipMemory.__dataclass_fields__})
-    o.finish()
-    offchip = _offchip(top)
-    mem = top.sub("memory")
-    weights, activations = mem.str("weights"), mem.str("activations")
-    mem.finish()
-    d = top.sub("dma")
-    channels = d.int("channels")
-    d.finish()
-    e = top.sub("energy")
-    energy = Energy(**{k: e.num(k) for k in Energy.__dataclass_fields__})
-    e.finish()
-    a = top.sub("area")
-    area = Area(**{k: a.num(k) for k in Area.__dataclass_fields__})
-    a.finish()
-    declared: dict[str, float] = {}
-    if "derived" in data:
-        dt = top.sub("derived")
-        declared = {k: dt.num(k) for k in sorted(dt.data)}
-    top.finish()
-    arch = NpuArch(
-        name=name, description=description, process_node_nm=node, clock_hz=clock,
-        matrix=matrix, vector=vector, onchip=onchip, offchip=offchip,
-        weights_memory=weights, activations_memory=activations, dma_channels=channels,
-        energy=energy, area=area,
-    )
-    arch.check_declared(declared)
+    r = _Reader(data)
+    values: dict[tuple[str, ...], Any] = {}
+    known: dict[str, set[str]] = {"": {_SCHEMA, OFFCHIP, _DERIVED}}  # table -> its keys
+    for p in FIELDS:
+        if not p.per_memory:
+            values[p.path] = r.read(p, r.table(p.table), p.key)
+            known.setdefault(p.table, set()).add(p.field)
+            known[""].add(p.table or p.field)
+    memories = r.memories()
+    declared = r.derived()
+    for table, names in known.items():
+        r.unknown(r.table(table), names, table)
+    r.finish()
+    arch = assemble(values, memories)
+    try:
+        arch.check_declared(declared)
+    except TesselConfigError as exc:
+        if not r.defaulted:
+            raise
+        left = ", ".join(f"{k} = {plain(v)}" for k, v in r.defaulted)
+        raise TesselConfigError(f"{exc} (the file leaves out {left}: their documented "
+                                "defaults are used)") from None
     return arch
-
-
-def _offchip(top: _Table) -> tuple[OffChipMemory, ...]:
-    top.seen.add("offchip")
-    raw = top.data.get("offchip")
-    if not isinstance(raw, list) or not raw:
-        raise TesselConfigError("[[offchip]] must list at least one memory")
-    mems = []
-    for i, entry in enumerate(raw):
-        t = _Table(entry, f"offchip[{i}]")
-        mems.append(OffChipMemory(
-            name=t.str("name"), kind=t.enum("kind", MemoryKind), size_bytes=t.int("size_bytes"),
-            bytes_per_cycle=t.int("bytes_per_cycle"), latency_cycles=t.int("latency_cycles"),
-        ))
-        t.finish()
-    return tuple(mems)
 
 
 def arch_from_toml(path: str | Path, label: str | None = None) -> NpuArch:

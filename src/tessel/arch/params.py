@@ -1,100 +1,174 @@
-"""One vocabulary of hardware parameters: the dotted names of the TOML preset keys.
+"""Every NPU parameter (``PARAMS``), read from the declarations on NpuArch's fields, and one
+vocabulary of names for them: the dotted TOML keys.
 
-``NpuArch.with_param("matrix.feed_bytes_per_cycle", 64)`` and ``with_params({...})`` return a new,
-re-validated NpuArch; `tessel advise` and `tessel explore` name every parameter they vary with
-these names, so a figure in one tool means the same parameter in the other.
+``NpuArch.with_param("matrix.feed_bytes_per_cycle", 64)`` and ``with_params({...})`` return a
+new, re-validated NpuArch; `tessel advise` and `tessel explore` name every parameter they vary
+with these names, so a figure in one tool means the same parameter in the other.
 
-Names: ``clock_hz``; ``<table>.<key>`` for the tables matrix, vector, onchip (and
-``dma.channels``); ``offchip.<memory>.<key>`` for one off-chip memory; and
-``dram_bytes_per_cycle``, the bandwidth of the memories that hold weights and activations.
+Names: ``<key>`` for a key of the preset file (``clock_hz``, ``matrix.rows``, ``dma.channels``,
+``energy.mac_int8_pj``, ...); ``offchip.<memory>.<key>`` for a key of one ``[[offchip]]``
+table; and the virtual ``dram_bytes_per_cycle`` (``VIRTUAL``), the bandwidth of the memories
+that hold weights and activations.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+import functools
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from tessel.errors import TesselConfigError
+from tessel.arch.decl import Explore, Param
+from tessel.arch.types import DECLARABLE, NpuArch, OffChipMemory
+from tessel.errors import TesselConfigError, did_you_mean
 
 if TYPE_CHECKING:
-    from tessel.arch.types import NpuArch
+    from tessel.arch.checks import Check
 
-_TABLES = ("matrix", "vector", "onchip")
+OFFCHIP = "offchip"  # the list of [[offchip]] tables (NpuArch.offchip)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _walk(cls: type, prefix: str, path: tuple[str, ...], per_memory: bool) -> Iterator[Param]:
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        t = hints[f.name]
+        if dataclasses.is_dataclass(t):
+            yield from _walk(t, f"{f.name}.", (*path, f.name), False)
+            continue
+        if typing.get_origin(t) is tuple and typing.get_args(t)[0] is OffChipMemory:
+            yield from _walk(OffChipMemory, f"{f.name}.", (f.name,), True)
+            continue
+        decl = f.metadata.get("param")
+        if decl is None:
+            raise TypeError(f"{cls.__name__}.{f.name} has no param(...) declaration")
+        yield dataclasses.replace(decl, key=decl.key or prefix + f.name, path=(*path, f.name),
+                                  type=t, per_memory=per_memory)
+
+
+def _virtual(decl: Param, writes: Param) -> Param:
+    """A parameter no field holds: it sets ``writes`` on the memories holding weights and
+    activations (its checks, what it affects and the candidate flag are that parameter's)."""
+    return dataclasses.replace(decl, writes=writes.key, type=writes.type, unit=writes.unit,
+                               checks=writes.checks, affects=writes.affects,
+                               candidates=writes.candidates, path=writes.path)
+
+
+FIELDS: tuple[Param, ...] = tuple(_walk(NpuArch, "", (), False))  # one per dataclass field
+_BY_KEY = {p.key: p for p in FIELDS}
 BUS_BANDWIDTH = "dram_bytes_per_cycle"
+VIRTUAL: tuple[Param, ...] = (
+    _virtual(Param(key=BUS_BANDWIDTH, explore=Explore("d"),
+                   doc="bandwidth of the memories holding weights and activations (read: the "
+                       "smallest)"),
+             _BY_KEY["offchip.bytes_per_cycle"]),
+)
+PARAMS: tuple[Param, ...] = FIELDS + VIRTUAL  # every parameter, in declaration order
+_BY_KEY.update((p.key, p) for p in VIRTUAL)
+assert len(_BY_KEY) == len(PARAMS), "two parameters with one key"
+SCHEMA = max(p.since for p in PARAMS)  # the newest preset schema this code reads
+
+
+def param_info(key: str) -> Param:
+    """The declaration of the parameter with dotted ``key`` (per-memory: ``offchip.<key>``)."""
+    try:
+        return _BY_KEY[key]
+    except KeyError:
+        raise TesselConfigError(f"no NPU parameter {key!r}"
+                                f"{did_you_mean(key, list(_BY_KEY))}") from None
 
 
 def param_names(arch: NpuArch) -> tuple[str, ...]:
     """Every parameter name ``with_param`` accepts on ``arch`` (sorted)."""
-    names = ["clock_hz", "dma.channels", BUS_BANDWIDTH]
-    for table in _TABLES:
-        names += [f"{table}.{f.name}" for f in dataclasses.fields(getattr(arch, table))]
-    for mem in arch.offchip:
-        names += [f"offchip.{mem.name}.{k}" for k in ("bytes_per_cycle", "latency_cycles",
-                                                      "size_bytes")]
+    names = [p.key for p in PARAMS if p.settable and not p.per_memory]
+    names += [f"{OFFCHIP}.{m.name}.{p.field}" for m in arch.offchip for p in FIELDS
+              if p.per_memory and p.settable]
     return tuple(sorted(names))
+
+
+def value_of(arch: NpuArch, p: Param) -> Any:
+    """``p``'s value on ``arch``: per-memory parameters as a tuple (one per memory), the
+    virtual ones as read by ``get_param``."""
+    if p.writes:
+        return get_param(arch, p.key)
+    if p.per_memory:
+        return tuple(getattr(m, p.field) for m in arch.offchip)
+    value: Any = arch
+    for name in p.path:
+        value = getattr(value, name)
+    return value
 
 
 def get_param(arch: NpuArch, name: str) -> Any:
     """The value of parameter ``name`` (enums as the enum member)."""
-    parts = name.split(".")
-    if name == "clock_hz":
-        return arch.clock_hz
-    if name == "dma.channels":
-        return arch.dma_channels
-    if name == BUS_BANDWIDTH:
-        return min(m.bytes_per_cycle for m in arch.offchip if m.name in _bus(arch))
-    if len(parts) == 2 and parts[0] in _TABLES:
-        part = getattr(arch, parts[0])
-        if parts[1] in {f.name for f in dataclasses.fields(part)}:
-            return getattr(part, parts[1])
-    if len(parts) == 3 and parts[0] == "offchip":
-        return getattr(_memory(arch, parts[1]), parts[2])
-    raise _unknown(arch, name)
+    p, mem = _lookup(arch, name)
+    if p.writes:
+        return min(getattr(m, p.path[-1]) for m in arch.offchip if m.name in _bus(arch))
+    if mem is not None:
+        return getattr(arch.offchip[mem], p.field)
+    return value_of(arch, p)
 
 
 def with_params(arch: NpuArch, values: Mapping[str, Any], name: str | None = None) -> NpuArch:
     """``arch`` with each named parameter set (validated once, at the end)."""
-    kwargs: dict[str, Any] = {}
+    changes: dict[tuple[str, ...], Any] = {}  # attribute path -> value
+    mems: dict[int, dict[str, Any]] = {}  # memory index -> field -> value
     for key in sorted(values):
-        _set(arch, kwargs, key, values[key])
+        p, mem = _lookup(arch, key)
+        if not p.settable:
+            raise TesselConfigError(f"{key} cannot be set with with_param")
+        value = _coerce(key, p, values[key])
+        if p.writes or mem is not None:
+            idx = [arch.memory_index(n) for n in sorted(_bus(arch))] if p.writes else [mem]
+            for i in idx:
+                mems.setdefault(i, {})[p.path[-1]] = value
+        else:
+            changes[p.path] = value
+    kwargs: dict[str, Any] = {}
+    for path, value in changes.items():
+        if len(path) == 1:
+            kwargs[path[0]] = value
+        else:
+            part = kwargs.get(path[0], getattr(arch, path[0]))
+            kwargs[path[0]] = dataclasses.replace(part, **{path[1]: value})
+    if mems:
+        kwargs[OFFCHIP] = tuple(dataclasses.replace(m, **mems.get(i, {}))
+                                for i, m in enumerate(arch.offchip))
     if name is not None:
         kwargs["name"] = name
     return dataclasses.replace(arch, **kwargs)
 
 
-def _set(arch: NpuArch, kwargs: dict[str, Any], key: str, value: Any) -> None:
-    parts = key.split(".")
-    if key in ("clock_hz", "dma.channels"):
-        kwargs["clock_hz" if key == "clock_hz" else "dma_channels"] = value
-        return
-    if key == BUS_BANDWIDTH or (len(parts) == 3 and parts[0] == "offchip"):
-        mems = kwargs.get("offchip", arch.offchip)
-        names = _bus(arch) if key == BUS_BANDWIDTH else {_memory(arch, parts[1]).name}
-        field = "bytes_per_cycle" if key == BUS_BANDWIDTH else parts[2]
-        if field not in ("bytes_per_cycle", "latency_cycles", "size_bytes"):
-            raise _unknown(arch, key)
-        kwargs["offchip"] = tuple(dataclasses.replace(m, **{field: value}) if m.name in names
-                                  else m for m in mems)
-        return
-    if len(parts) != 2 or parts[0] not in _TABLES:
-        raise _unknown(arch, key)
-    part = kwargs.get(parts[0], getattr(arch, parts[0]))
-    types = {f.name: f for f in dataclasses.fields(part)}
-    if parts[1] not in types:
-        raise _unknown(arch, key)
-    kwargs[parts[0]] = dataclasses.replace(part, **{parts[1]: _coerce(key, part, parts[1], value)})
+def _lookup(arch: NpuArch, name: str) -> tuple[Param, int | None]:
+    """The parameter ``name`` names, and the index of its memory (per-memory names)."""
+    p = _BY_KEY.get(name)
+    if p is not None and not p.per_memory:
+        return p, None
+    parts = name.split(".")
+    if len(parts) == 3 and parts[0] == OFFCHIP:
+        p = _BY_KEY.get(f"{OFFCHIP}.{parts[2]}")
+        if p is not None and p.per_memory:
+            return p, arch.memory_index(parts[1])
+    known = param_names(arch)
+    raise TesselConfigError(f"unknown hardware parameter {name!r}{did_you_mean(name, known)}; "
+                            "parameters are: " + ", ".join(known))
 
 
-def _coerce(key: str, part: Any, field: str, value: Any) -> Any:
+def _coerce(key: str, p: Param, value: Any) -> Any:
     """Enum parameters accept the member or its name (as TOML writes it)."""
-    current = getattr(part, field)
-    if isinstance(current, enum.Enum) and isinstance(value, str):
+    if isinstance(p.type, type) and issubclass(p.type, enum.Enum) and isinstance(value, str):
         try:
-            return type(current)[value]
+            return p.type[value]
         except KeyError:
-            allowed = ", ".join(type(current).__members__)
+            allowed = ", ".join(p.type.__members__)
             raise TesselConfigError(f"{key} must be one of {allowed}, got {value!r}") from None
     return value
 
@@ -103,13 +177,91 @@ def _bus(arch: NpuArch) -> set[str]:
     return {arch.weights_memory, arch.activations_memory}
 
 
-def _memory(arch: NpuArch, name: str) -> Any:
-    for mem in arch.offchip:
-        if mem.name == name:
-            return mem
-    raise TesselConfigError(f"{arch.name}: no off-chip memory named {name!r}")
+def plain(value: Any) -> Any:
+    """A value as TOML and JSON write it (enums by name, tuples as lists)."""
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, tuple):
+        return [plain(v) for v in value]
+    return value
 
 
-def _unknown(arch: NpuArch, name: str) -> TesselConfigError:
-    return TesselConfigError(f"unknown hardware parameter {name!r}; parameters are: "
-                             + ", ".join(param_names(arch)))
+def key_values(arch: NpuArch, keep: Callable[[Param], bool]) -> dict[str, Any]:
+    """The plain values of the field parameters ``keep`` selects, by dotted key (a per-memory
+    parameter: the list of its memories' values)."""
+    return {p.key: plain(value_of(arch, p)) for p in FIELDS if keep(p)}
+
+
+def candidate_values(arch: NpuArch, leave_out: frozenset[str] = frozenset()) -> tuple:
+    """The values of the ``candidates`` parameters (by key, but those in ``leave_out``)."""
+    return tuple(value_of(arch, p) for p in FIELDS if p.candidates and p.key not in leave_out)
+
+
+def checks_alone(p: Param) -> tuple[Check, ...]:
+    """The checks of ``p`` that a value alone can be checked against (no other parameter)."""
+    return tuple(c for c in p.checks if not c.reads_arch)
+
+
+def toml_layout(d: dict[str, Any]) -> dict[str, Any]:
+    """``NpuArch.to_dict()``'s content in the preset file's layout: the fields declared under
+    another key (``memory.weights``, ``dma.channels``) moved to their tables, and ``schema``
+    first when a key needs a schema after 1."""
+    out = dict(d)
+    for p in FIELDS:
+        if len(p.path) == 1 and p.key != p.path[0] and p.path[0] in out:
+            out.setdefault(p.table, {})[p.field] = out.pop(p.path[0])
+    needs = max((p.since for p in FIELDS if _present(d, p)), default=1)
+    return {"schema": needs, **out} if needs > 1 else out
+
+
+def _present(d: dict[str, Any], p: Param) -> bool:
+    if p.per_memory:
+        return any(p.field in m for m in d.get(OFFCHIP, ()))
+    for name in p.path[:-1]:
+        d = d.get(name, {})
+    return p.path[-1] in d
+
+
+def summary(arch: NpuArch) -> dict[str, Any]:
+    """``NpuArch.summary()``: the ``summary`` parameters by key, then the derived figures."""
+    out: dict[str, Any] = {p.key: plain(value_of(arch, p)) for p in FIELDS
+                           if p.summary and not p.per_memory}
+    out[OFFCHIP] = [{p.field: plain(getattr(m, p.field)) for p in FIELDS
+                     if p.summary and p.per_memory} for m in arch.offchip]
+    for k in DECLARABLE:
+        v = getattr(arch.derived, k)
+        out[k] = round(v, 4) if isinstance(v, float) else v
+    return out
+
+
+def knob_params() -> tuple[Param, ...]:
+    """The parameters `tessel advise` relaxes, in declaration order."""
+    return tuple(p for p in PARAMS if p.knob is not None)
+
+
+def explore_params() -> tuple[Param, ...]:
+    """The parameters `tessel explore` may vary, in declaration order."""
+    return tuple(p for p in PARAMS if p.explore is not None and p.settable)
+
+
+def assemble(values: Mapping[tuple[str, ...], Any], memories: list[dict[str, Any]]) -> NpuArch:
+    """The NpuArch (validated) holding ``values`` (attribute path -> value of each field
+    parameter) and ``memories`` (field -> value, one dict per off-chip memory)."""
+    return _build(NpuArch, (), values, memories)
+
+
+def _build(cls: type, path: tuple[str, ...], values: Mapping[tuple[str, ...], Any],
+           memories: list[dict[str, Any]]) -> Any:
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        t = hints[f.name]
+        if not f.init:
+            continue
+        if dataclasses.is_dataclass(t):
+            kwargs[f.name] = _build(t, (*path, f.name), values, memories)
+        elif f.name == OFFCHIP and not path:
+            kwargs[f.name] = tuple(OffChipMemory(**m) for m in memories)
+        else:
+            kwargs[f.name] = values[(*path, f.name)]
+    return cls(**kwargs)

@@ -1,9 +1,11 @@
 """The Tessel NPU hardware model: one frozen, typed object (``NpuArch``) and its parts.
 
 Everything a design-space exploration varies lives here; how the compiler behaves lives in
-``tessel.arch.options.CompileOptions``. Values are validated by ``tessel.arch.loader`` when
-read from TOML; derived figures (peak MACs, TOPS, area, ...) are computed once in
-``NpuArch.__post_init__`` and never stored in two places.
+``tessel.arch.options.CompileOptions``. Each parameter is declared once, on its field
+(``param(...)``, tessel.arch.decl): type, unit, default, checks, what it affects, how explore
+and advise use it; loader, validator, tools and docs derive from those declarations
+(``tessel.arch.params.PARAMS``). Derived figures (peak MACs, TOPS, area, ...) are computed
+once in ``NpuArch.__post_init__`` and never stored in two places.
 """
 
 from __future__ import annotations
@@ -15,7 +17,34 @@ import math
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
+from tessel.arch.checks import (
+    MAX_ACC_ENTRIES,
+    MAX_LUT_ENTRIES,
+    MAX_OFFCHIP_BYTES,
+    MAX_SRAM_BYTES,
+    MIN_LUT_ENTRIES,
+    Divides,
+    Finite,
+    IntIn,
+    MultipleOf,
+    Name,
+    NamesMemory,
+    Pow2,
+    Unique,
+)
+from tessel.arch.decl import (
+    AdviseKnob,
+    Affects,
+    Explore,
+    Limit,
+    Memories,
+    NameFormat,
+    Relax,
+    param,
+)
 from tessel.errors import TesselConfigError
+
+COSTS, NONE = Affects.COSTS, Affects.NONE
 
 
 class Dataflow(enum.Enum):
@@ -48,60 +77,100 @@ class MatrixEngine:
     else once per row fold (WS weights are preloaded into the array once per fold anyway).
     """
 
-    rows: int
-    cols: int
-    dataflow: Dataflow
-    fold_pipelining: bool = True
-    feed_bytes_per_cycle: int = 64  # bytes/cycle, SRAM -> operand buffers
-    input_buffer_bytes: int = 32768  # bytes, input window (line) buffer
-    weight_buffer_bytes: int = 16384  # bytes, weight buffer
+    rows: int = param(doc="`R`, the rows of the systolic array", checks=(Pow2(512),),
+                      affects=COSTS, candidates=True, explore=Explore("r", group=3),
+                      knob=AdviseKnob(Limit.MAC_ARRAY), area_term=True, summary=True)
+    cols: int = param(doc="`C`, the columns of the systolic array", checks=(Pow2(512),),
+                      affects=COSTS, candidates=True, explore=Explore("c", group=1),
+                      knob=AdviseKnob(Limit.MAC_ARRAY), area_term=True, summary=True)
+    dataflow: Dataflow = param(doc="what stays in the PEs", affects=COSTS,
+                               explore=Explore("", NameFormat.INITIALS), summary=True)
+    fold_pipelining: bool = param(
+        True, doc="consecutive folds overlap (`false`: SCALE-Sim v3's back-to-back folds)",
+        affects=COSTS, summary=True)
+    feed_bytes_per_cycle: int = param(
+        64, doc="operand port SRAM -> the array's buffers (\"Operand delivery\")",
+        unit="bytes/cycle", checks=(IntIn(1, 4096),), affects=COSTS, explore=Explore("fb"),
+        knob=AdviseKnob(Limit.OPERAND_PATH), summary=True)
+    input_buffer_bytes: int = param(
+        32768, doc="input window (line) buffer", unit="bytes", checks=(IntIn(0, MAX_SRAM_BYTES),),
+        explore=Explore("ib"), knob=AdviseKnob(Limit.OPERAND_PATH), area_term=True, summary=True)
+    weight_buffer_bytes: int = param(
+        16384, doc="weight buffer (OS re-reads weights per row fold when they do not fit)",
+        unit="bytes", checks=(IntIn(0, MAX_SRAM_BYTES),), explore=Explore("wb"),
+        area_term=True, summary=True)
 
 
 @dataclass(frozen=True)
 class VectorEngine:
     """L-lane integer vector unit (requantise, element-wise, LUT, pool, depthwise, reduce)."""
 
-    lanes: int
-    pipeline_latency_cycles: int
+    lanes: int = param(doc="`L`, the lanes of the vector engine", checks=(Pow2(1024),),
+                       affects=COSTS, candidates=True, explore=Explore("v", group=2),
+                       knob=AdviseKnob(Limit.VECTOR_LANES), area_term=True, summary=True)
+    pipeline_latency_cycles: int = param(
+        doc="fixed latency of every vector instruction", unit="cycles",
+        checks=(IntIn(0, 1000),), affects=COSTS)
 
 
 @dataclass(frozen=True)
 class OnChipMemory:
     """The NPU's private memories: banked scratchpad SRAM, int32 accumulator SRAM, LUT."""
 
-    sram_bytes: int
-    sram_banks: int
-    sram_bank_width_bytes: int
-    acc_bytes: int
-    lut_entries: int
+    sram_bytes: int = param(
+        doc="scratchpad size", unit="bytes",
+        checks=(IntIn(1024, MAX_SRAM_BYTES), MultipleOf(1024)), explore=Explore("s", NameFormat.KIB),
+        knob=AdviseKnob(Limit.SRAM_CAPACITY), area_term=True, summary=True)
+    sram_banks: int = param(doc="SRAM banks", checks=(Pow2(256), Divides("onchip.sram_bytes")))
+    sram_bank_width_bytes: int = param(doc="bytes per bank per cycle", unit="bytes",
+                                       checks=(Pow2(256),))
+    acc_bytes: int = param(
+        doc="accumulator (int32 entries = bytes / 4)", unit="bytes",
+        checks=(IntIn(4, 4 * MAX_ACC_ENTRIES), MultipleOf(4, "int32 entries")),
+        explore=Explore("a"), knob=AdviseKnob(Limit.ACC_CAPACITY), area_term=True, summary=True)
+    lut_entries: int = param(doc="LUT memory, int16 entries",
+                             checks=(IntIn(MIN_LUT_ENTRIES, MAX_LUT_ENTRIES),))
 
 
 @dataclass(frozen=True)
 class OffChipMemory:
     """One memory outside the NPU, reached by the DMA engines (index = position in the list)."""
 
-    name: str
-    kind: MemoryKind
-    size_bytes: int
-    bytes_per_cycle: int
-    latency_cycles: int
+    name: str = param(doc="the memory's name (`offchip.<name>.*` parameters, `memory.*`)",
+                      checks=(Name(), Unique("name")), settable=False, summary=True)
+    kind: MemoryKind = param(doc="selects the per-byte energy", summary=True)
+    size_bytes: int = param(doc="capacity", unit="bytes", checks=(IntIn(1, MAX_OFFCHIP_BYTES),),
+                            summary=True)
+    bytes_per_cycle: int = param(
+        doc="bandwidth at the NPU clock", unit="bytes/cycle", checks=(IntIn(1, 4096),),
+        affects=COSTS, candidates=True, knob=AdviseKnob(Limit.DRAM_BANDWIDTH), summary=True)
+    latency_cycles: int = param(
+        doc="fixed latency of every transfer", unit="cycles", checks=(IntIn(0, 100_000),),
+        affects=COSTS, summary=True,
+        knob=AdviseKnob(Limit.DMA_LATENCY, Relax.HALVE, Memories.ALL))
+
+
+def _figure(doc: str, default: Any = None, unit: str = "pJ", **kw: Any) -> Any:
+    extra = {} if default is None else {"default": default}
+    return param(**extra, doc=doc, unit=unit, checks=(Finite(),), affects=NONE, **kw)
 
 
 @dataclass(frozen=True)
 class Energy:
     """Per-event energies in picojoules, and static (leakage) power in milliwatts."""
 
-    mac_int8_pj: float
-    sram_read_byte_pj: float
-    sram_write_byte_pj: float
-    acc_access_pj: float
-    lpddr_byte_pj: float
-    sys_sram_byte_pj: float
-    flash_byte_pj: float
-    vector_lane_op_pj: float
-    lut_lookup_pj: float
-    static_power_mw: float
-    operand_buffer_byte_pj: float = 0.0  # one byte read from the matrix operand buffers
+    mac_int8_pj: float = _figure("one int8 x int8 -> int32 MAC")
+    sram_read_byte_pj: float = _figure("one byte read from the scratchpad")
+    sram_write_byte_pj: float = _figure("one byte written to the scratchpad")
+    acc_access_pj: float = _figure("one int32 accumulator read or write")
+    lpddr_byte_pj: float = _figure("one byte moved to or from an LPDDR memory")
+    sys_sram_byte_pj: float = _figure("one byte moved to or from a system SRAM")
+    flash_byte_pj: float = _figure("one byte moved to or from a flash memory")
+    vector_lane_op_pj: float = _figure("one element through a vector lane")
+    lut_lookup_pj: float = _figure("one LUT-memory access")
+    static_power_mw: float = _figure("leakage power", unit="mW", summary=True)
+    operand_buffer_byte_pj: float = _figure("one byte the array reads from its operand buffers",
+                                            0.0)
 
     def offchip_byte_pj(self, kind: MemoryKind) -> float:
         """Energy of moving one byte to or from an off-chip memory of ``kind``."""
@@ -116,10 +185,11 @@ class Energy:
 class Area:
     """Silicon area model in mm^2 (summed into ``Derived.area_mm2``)."""
 
-    mac_mm2: float
-    sram_kib_mm2: float
-    vector_lane_mm2: float
-    fixed_mm2: float
+    mac_mm2: float = _figure("one MAC of the array", unit="mm^2")
+    sram_kib_mm2: float = _figure("one KiB of scratchpad, accumulator and operand buffers",
+                                  unit="mm^2")
+    vector_lane_mm2: float = _figure("one vector lane", unit="mm^2")
+    fixed_mm2: float = _figure("control, DMA, interconnect", unit="mm^2")
 
 
 @dataclass(frozen=True)
@@ -144,17 +214,28 @@ _REL_TOL = 1e-3  # declared floats are written with ~3 significant figures
 class NpuArch:
     """A Tessel NPU design point: passed explicitly (``arch``) to every stage that needs it."""
 
-    name: str
-    description: str
-    process_node_nm: int
-    clock_hz: int
+    name: str = param(doc="preset name", checks=(Name(),), affects=NONE, settable=False,
+                      summary=True)
+    description: str = param(doc="prose (not part of `arch_hash`)", affects=NONE,
+                             settable=False, hashed=False)
+    process_node_nm: int = param(doc="process node the energy / area numbers are for",
+                                 unit="nm", checks=(IntIn(2, 180),), affects=NONE, summary=True)
+    clock_hz: int = param(doc="clock of every engine", unit="Hz",
+                          checks=(IntIn(1_000, 10**10),), affects=NONE,
+                          explore=Explore("f", NameFormat.MHZ), summary=True)
     matrix: MatrixEngine
     vector: VectorEngine
     onchip: OnChipMemory
     offchip: tuple[OffChipMemory, ...]
-    weights_memory: str
-    activations_memory: str
-    dma_channels: int
+    weights_memory: str = param(
+        key="memory.weights", checks=(NamesMemory(),), summary=True,
+        doc="where constants (weights, bias, requant tables, LUTs) live")
+    activations_memory: str = param(
+        key="memory.activations", checks=(NamesMemory(),), summary=True,
+        doc="where inputs, outputs and spilled activations live")
+    dma_channels: int = param(key="dma.channels", doc="transfers each DMA engine may have in "
+                              "flight", checks=(IntIn(1, 16),), affects=COSTS,
+                              knob=AdviseKnob(Limit.DMA_CHANNELS))
     energy: Energy
     area: Area
     derived: Derived = field(init=False, compare=False, repr=False)
@@ -213,26 +294,28 @@ class NpuArch:
         raise TesselConfigError(f"{self.name}: no off-chip memory named {name!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able form of the parameters (enums by name), without derived figures."""
-        return _plain({f.name: getattr(self, f.name) for f in fields(self) if f.init})
+        """Plain JSON-able form of the parameters (enums by name), without derived figures.
+
+        A parameter added after schema 1 is left out while it equals its documented default,
+        so an arch that schema 1 can describe keeps its hash, and its binaries stay valid."""
+        return _plain(self)
 
     def to_toml_dict(self) -> dict[str, Any]:
         """The parameters in the TOML preset's layout: `arch_from_dict` reads it back equal
-        (how a .tsl file carries a custom target)."""
-        d = self.to_dict()
-        d["memory"] = {"weights": d.pop("weights_memory"),
-                       "activations": d.pop("activations_memory")}
-        d["dma"] = {"channels": d.pop("dma_channels")}
-        return d
+        (how a .tsl file carries a custom target). ``schema`` is written when a parameter
+        needs a schema after 1."""
+        from tessel.arch.params import toml_layout
+
+        return toml_layout(self.to_dict())
 
     @property
     def arch_hash(self) -> str:
         """sha256 (hex, 64 chars) of the canonical parameters: equal iff the hardware is equal.
 
-        ``description`` is left out (prose, not hardware).
+        Parameters declared ``hashed=False`` (the description: prose, not hardware) are left
+        out, and so are those ``to_dict`` leaves out.
         """
-        content = self.to_dict()
-        content.pop("description")
+        content = _plain(self, hashed_only=True)
         text = json.dumps(content, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -242,39 +325,11 @@ class NpuArch:
         return bytes.fromhex(self.arch_hash)
 
     def summary(self) -> dict[str, Any]:
-        """Key figures for ``tessel targets``."""
-        d = self.derived
-        return {
-            "name": self.name,
-            "node_nm": self.process_node_nm,
-            "clock_mhz": self.clock_hz / 1e6,
-            "array": f"{self.matrix.rows}x{self.matrix.cols}",
-            "dataflow": self.matrix.dataflow.name,
-            "fold_pipelining": self.matrix.fold_pipelining,
-            "feed_bytes_per_cycle": self.matrix.feed_bytes_per_cycle,
-            "input_buffer_kib": self.matrix.input_buffer_bytes / 1024,
-            "weight_buffer_kib": self.matrix.weight_buffer_bytes / 1024,
-            "peak_macs_per_cycle": d.peak_macs_per_cycle,
-            "peak_tops": round(d.peak_tops, 4),
-            "vector_lanes": self.vector.lanes,
-            "sram_kib": self.onchip.sram_bytes // 1024,
-            "sram_bytes_per_cycle": d.sram_bytes_per_cycle,
-            "acc_kib": self.onchip.acc_bytes // 1024,
-            "offchip": [
-                {
-                    "name": m.name,
-                    "kind": m.kind.name,
-                    "size_mib": m.size_bytes / 2**20,
-                    "bytes_per_cycle": m.bytes_per_cycle,
-                    "latency_cycles": m.latency_cycles,
-                }
-                for m in self.offchip
-            ],
-            "weights_memory": self.weights_memory,
-            "activations_memory": self.activations_memory,
-            "area_mm2": round(d.area_mm2, 4),
-            "static_power_mw": self.energy.static_power_mw,
-        }
+        """Key figures for ``tessel targets``: the parameters declared ``summary`` by dotted
+        name (``offchip``: one dict per memory) and the declarable derived figures."""
+        from tessel.arch.params import summary
+
+        return summary(self)
 
 
 def _derive(arch: NpuArch) -> Derived:
@@ -309,13 +364,22 @@ def _check_declared(arch: NpuArch, key: str, value: float) -> None:
         )
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, hashed_only: bool = False) -> Any:
     if isinstance(value, enum.Enum):
         return value.name
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value) if f.init}
+        out = {}
+        for f in fields(value):
+            v = getattr(value, f.name)
+            decl = f.metadata.get("param")
+            if not f.init or decl is not None and (
+                    (hashed_only and not decl.hashed)
+                    or (decl.since > 1 and not decl.required and v == decl.default)):
+                continue
+            out[f.name] = _plain(v, hashed_only)
+        return out
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, hashed_only) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [_plain(v, hashed_only) for v in value]
     return value

@@ -34,10 +34,12 @@ def _row(a: NpuArch) -> list[str]:
     mems = ", ".join(
         f"{m['name']}:{m['bytes_per_cycle']}B/c+{m['latency_cycles']}" for m in s["offchip"]
     )
-    return [s["name"], f"{s['clock_mhz']:g}", f"{s['array']} {s['dataflow'][0]}S",
-            str(s["peak_macs_per_cycle"]), f"{s['peak_tops']:.3g}", str(s["sram_kib"]),
-            str(s["sram_bytes_per_cycle"]),
-            f"{s['feed_bytes_per_cycle']}B/c {s['input_buffer_kib']:g}+{s['weight_buffer_kib']:g}KiB",
+    operands = (f"{s['matrix.feed_bytes_per_cycle']}B/c {s['matrix.input_buffer_bytes'] / 1024:g}"
+                f"+{s['matrix.weight_buffer_bytes'] / 1024:g}KiB")
+    return [s["name"], f"{s['clock_hz'] / 1e6:g}",
+            f"{s['matrix.rows']}x{s['matrix.cols']} {s['matrix.dataflow'][0]}S",
+            str(s["peak_macs_per_cycle"]), f"{s['peak_tops']:.3g}",
+            str(s["onchip.sram_bytes"] // 1024), str(s["sram_bytes_per_cycle"]), operands,
             mems, f"{s['area_mm2']:.3f}"]
 
 

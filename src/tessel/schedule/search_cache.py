@@ -22,10 +22,11 @@ a step's choice is a function of the cost model's kind (part of the key) and
   operand its type, whether it is a constant (and where a data constant lives), and which
   operands are the same value; constant values only for ops whose estimation reads them
   (softmax / layer-norm plans, LUT tables: `Npu.values_matter` of the op definition);
-* the NPU fields that timing and instruction selection read (`timing_key`): every NpuArch
-  field except the name, description, process node, clock, energy and area figures (which
-  only turn cycles and event counts into seconds, joules and mm^2); for the steps of
-  vector-engine-only ops (`Npu.matrix` false) also without the matrix engine's.
+* the NPU parameters that timing and instruction selection read (`timing_key`): every NpuArch
+  parameter but those declared `Affects.NONE` (tessel.arch.decl: name, description, process
+  node, clock, energy and area figures, which only turn cycles and event counts into seconds,
+  joules and mm^2); for the steps of vector-engine-only ops (`Npu.matrix` false) also
+  without the matrix engine's.
 
 Steps with the same signature on NPUs with the same timing key get the same choice, so a
 cached choice (mapping and estimate) is returned instead of searching again. Failures are not
@@ -49,6 +50,8 @@ from typing import Any
 import numpy as np
 
 from tessel.arch import NpuArch
+from tessel.arch.decl import Affects
+from tessel.arch.params import candidate_values, key_values
 from tessel.ir import Node, Op
 from tessel.ops import conv_emit, definition
 from tessel.ops.context import CodegenContext
@@ -66,8 +69,6 @@ from tessel.schedule.estimate import Estimate
 SAMPLE_TILES = 3  # tiles per group of the first, cheap ranking of candidates
 FINALISTS = 3  # candidates estimated in full
 
-# NpuArch.to_toml_dict keys that no cycle count, mapping or event count depends on
-_NOT_TIMING = ("name", "description", "process_node_nm", "clock_hz", "energy", "area")
 
 
 def _canon(value: Any) -> Any:
@@ -159,22 +160,20 @@ def timing_key(arch: NpuArch, matrix: bool = True) -> str:
     hit = _KEYS.get((id(arch), matrix))
     if hit is not None and hit[0] is arch:
         return hit[1]
-    d = {k: v for k, v in arch.to_toml_dict().items()
-         if k not in _NOT_TIMING and (matrix or k != "matrix")}
-    key = json.dumps(d, sort_keys=True, default=str)
+    d = key_values(arch, lambda p: p.affects is not Affects.NONE
+                   and (matrix or p.table != "matrix"))
+    key = json.dumps(d, sort_keys=True)
     if len(_KEYS) > 64:
         _KEYS.clear()
     _KEYS[(id(arch), matrix)] = (arch, key)
     return key
 
 
-# NpuArch fields that only enter instruction costs and timings: for a given mapping, a step's
-# instructions, their cost keys (isa.costs.cost_key) and the shape of its program
-# (schedule/estimate.StepProgram) never depend on them (the emitters read them to list candidates
-# only; tests/unit/schedule/test_program_reuse.py checks every step of the zoo)
-_COST_ONLY = {"matrix": ("rows", "cols", "dataflow", "fold_pipelining", "feed_bytes_per_cycle"),
-              "vector": ("lanes", "pipeline_latency_cycles"), "dma": ("channels",)}
-_COST_ONLY_OFFCHIP = ("bytes_per_cycle", "latency_cycles")
+# NpuArch parameters declared Affects.COSTS only enter instruction costs and timings: for a
+# given mapping, a step's instructions, their cost keys (isa.costs.cost_key) and the shape of
+# its program (schedule/estimate.StepProgram) never depend on them (the emitters read them
+# to list candidates only; tests/unit/schedule/test_program_reuse.py checks every step of the
+# zoo)
 _PROGRAM_KEYS: dict[int, tuple[NpuArch, str]] = {}
 
 
@@ -185,33 +184,33 @@ def program_key(arch: NpuArch) -> str:
     hit = _PROGRAM_KEYS.get(id(arch))
     if hit is not None and hit[0] is arch:
         return hit[1]
-    d = {k: v for k, v in arch.to_toml_dict().items() if k not in _NOT_TIMING}
-    for section, names in _COST_ONLY.items():
-        d[section] = {k: v for k, v in d[section].items() if k not in names}
-    d["offchip"] = [{k: v for k, v in m.items() if k not in _COST_ONLY_OFFCHIP}
-                    for m in d["offchip"]]
-    key = json.dumps(d, sort_keys=True, default=str)
+    d = key_values(arch, lambda p: p.affects is Affects.PROGRAMS)
+    key = json.dumps(d, sort_keys=True)
     if len(_PROGRAM_KEYS) > 64:
         _PROGRAM_KEYS.clear()
     _PROGRAM_KEYS[id(arch)] = (arch, key)
     return key
 
 
+# candidates parameters (declared `candidates`, tessel.arch.decl) an emitter does not list its
+# candidates by: a chain's and a depthwise conv's lists read the array's columns and the vector
+# lanes (their chunk widths), a conv's the columns, the rows and the off-chip bandwidths (which
+# decide whether input-resident orders are offered); any other one is in every candidate key
+_CHAIN_IGNORES = frozenset({"matrix.rows", "offchip.bytes_per_cycle"})
+_CONV_IGNORES = frozenset({"vector.lanes"})
+
+
 def candidate_key(unit: Node | FusedChain, ctx: CodegenContext) -> tuple:
     """What a step's candidate list reads of the NPU besides its signature: the program key
-    and the cost-only fields its emitter lists candidates by (a chain: the array's columns and
-    the vector lanes, its chunk widths; a conv: the columns, and the lanes if depthwise, or
-    else the rows and the off-chip bandwidths, which decide whether input-resident orders are
-    offered); for other ops the whole timing key. tests/unit/schedule/test_program_reuse.py
-    checks every step of the zoo against each cost-only field."""
+    and the candidates parameters its emitter lists candidates by (above); for other ops the
+    whole timing key. tests/unit/schedule/test_program_reuse.py checks every step of the zoo
+    against each cost-only parameter."""
     arch = ctx.arch
     if isinstance(unit, FusedChain):
-        return (program_key(arch), arch.matrix.cols, arch.vector.lanes)
+        return (program_key(arch), *candidate_values(arch, _CHAIN_IGNORES))
     if unit.op is Op.QCONV2D:
-        if conv_emit.geometry(unit, ctx).depthwise:
-            return (program_key(arch), arch.matrix.cols, arch.vector.lanes)
-        return (program_key(arch), arch.matrix.cols, arch.matrix.rows,
-                tuple(m.bytes_per_cycle for m in arch.offchip))
+        ignores = _CHAIN_IGNORES if conv_emit.geometry(unit, ctx).depthwise else _CONV_IGNORES
+        return (program_key(arch), *candidate_values(arch, ignores))
     return (timing_key(arch, _uses_matrix(unit)),)
 
 

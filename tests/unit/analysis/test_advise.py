@@ -88,13 +88,13 @@ def test_relax_changes_exactly_one_parameter_by_2x():
     arch = load_preset("u55-256")
     r = relax(arch, Relaxation(Knob.MATRIX_ROWS))
     assert (r.matrix.rows, r.matrix.cols) == (2 * arch.matrix.rows, arch.matrix.cols)
-    r = relax(arch, Relaxation(Knob.OFFCHIP_BANDWIDTH, "flash"))
+    r = relax(arch, Relaxation(Knob.OFFCHIP_BYTES_PER_CYCLE, "flash"))
     assert [m.bytes_per_cycle for m in r.offchip] == [8, 2]  # sys_sram untouched, flash 1 -> 2
-    r = relax(arch, Relaxation(Knob.OFFCHIP_LATENCY))
+    r = relax(arch, Relaxation(Knob.OFFCHIP_LATENCY_CYCLES))
     assert [m.latency_cycles for m in r.offchip] == [16, 32]
     assert relax(arch, Relaxation(Knob.DMA_CHANNELS)).dma_channels == 2 * arch.dma_channels
     # separate weights / activations memories: one bandwidth relaxation each
-    mems = [c.memory for c in relaxations(arch) if c.knob is Knob.OFFCHIP_BANDWIDTH]
+    mems = [c.memory for c in relaxations(arch) if c.knob is Knob.OFFCHIP_BYTES_PER_CYCLE]
     assert mems == ["flash", "sys_sram"]
 
 
@@ -127,7 +127,7 @@ def test_json_markdown_and_table(advice):
     data = json.loads(advice.to_json())
     assert data["binding"] == advice.binding.value
     assert [g["change"] for g in data["ranked"]] == [g.change for g in advice.ranked]
-    assert data["ranked"][0]["knob"] == advice.ranked[0].knob.name
+    assert data["ranked"][0]["knob"] == advice.ranked[0].knob.value  # the dotted name
     assert data["layers"][0]["binding"] in {x.value for x in Limit}
     md = advice._repr_markdown_()
     assert "| rank | change |" in md and advice.ranked[0].change in md

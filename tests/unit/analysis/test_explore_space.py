@@ -26,12 +26,13 @@ BASE = load_target("tnpu-s")
 def test_parse_nested_dotted_and_ranges(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text('[matrix]\nrows = [8, 16]\ncols = {from = 4, to = 32, factor = 2}\n'
-                    '[params]\n"vector.lanes" = {from = 16, to = 64, step = 16}\n'
+                    '[params]\n"matrix.feed_bytes_per_cycle" = {from = 16, to = 64, step = 16}\n'
                     'clock_hz = 500_000_000\n[constraints]\nmax_area_mm2 = 1\nfps = 60\n'
                     '[objectives]\nlatency = "max"\n')
     space = load_space(path)
     assert dict(space.params) == {"clock_hz": (500_000_000,), "matrix.cols": (4, 8, 16, 32),
-                                  "matrix.rows": (8, 16), "vector.lanes": (16, 32, 48, 64)}
+                                  "matrix.feed_bytes_per_cycle": (16, 32, 48, 64),
+                                  "matrix.rows": (8, 16)}
     assert space.size == 32 and len(list(space.points())) == 32
     assert space.constraints.max_area_mm2 == 1.0 and space.constraints.fps == 60.0
     assert space.latency is LatencyAgg.MAX
@@ -66,10 +67,13 @@ def test_bad_toml_and_missing_file(tmp_path):
         load_space(tmp_path / "bad.toml")
 
 
-def test_values_checked_against_the_base():
+def test_values_checked_by_the_declared_rules_and_against_the_base():
     check_against(parse_space({"onchip": {"sram_bytes": [65536]}}), BASE)
-    with pytest.raises(TesselConfigError, match="onchip.sram_bytes = 1000"):
-        check_against(parse_space({"onchip": {"sram_bytes": [1000]}}), BASE)
+    with pytest.raises(TesselConfigError, match=r"onchip.sram_bytes must be an integer in \[1024"):
+        parse_space({"onchip": {"sram_bytes": [1000]}})
+    with pytest.raises(TesselConfigError, match="vector.lanes must be a positive power of two"):
+        parse_space({"vector": {"lanes": {"from": 16, "to": 64, "step": 16}}})  # 48
+    assert parse_space({"matrix": {"input_buffer_bytes": [0]}}).size == 1  # 0: no buffer
 
 
 def test_build_arch_replaces_values_and_scales_static_power():

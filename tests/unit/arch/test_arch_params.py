@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import enum
+
 import pytest
 
-from tessel.arch import Dataflow, load_preset
+from tessel.arch import Dataflow, list_presets, load_preset
+from tessel.arch.decl import Affects
+from tessel.arch.params import FIELDS, PARAMS, SCHEMA, param_names
+from tessel.arch.validate import check_value
 from tessel.errors import TesselConfigError
 
 S = load_preset("tnpu-s")
@@ -28,3 +33,70 @@ def test_unknown_parameter_lists_the_vocabulary() -> None:
         S.with_param("matrix.depth", 3)
     with pytest.raises(TesselConfigError, match="no off-chip memory named 'hbm'"):
         S.param("offchip.hbm.bytes_per_cycle")
+
+
+def _other(arch, name):
+    """Another valid value of `name` on `arch`, or None."""
+    v = arch.param(name)
+    if isinstance(v, bool):
+        return not v
+    if isinstance(v, enum.Enum):
+        return next(m for m in type(v) if m is not v)
+    if isinstance(v, str):
+        return next((m.name for m in arch.offchip if m.name != v), None)
+    for other in (2 * v, v // 2, v + 1):
+        try:
+            arch.with_param(name, other)
+            return other
+        except TesselConfigError:
+            pass
+    return None
+
+
+@pytest.mark.parametrize("preset", list_presets())
+def test_every_declared_parameter_can_be_read_and_set_by_its_name(preset: str) -> None:
+    a = load_preset(preset)
+    names = param_names(a)
+    expected = {p.key for p in PARAMS if p.settable and not p.per_memory}
+    expected |= {f"offchip.{m.name}.{p.field}" for p in FIELDS if p.per_memory and p.settable
+                 for m in a.offchip}
+    assert set(names) == expected
+    changed = 0
+    virtual = {p.key for p in PARAMS if p.writes}  # (sets every bus memory: not lossless)
+    for name in names:
+        assert name in virtual or a.with_param(name, a.param(name)) == a, name
+        other = _other(a, name)
+        if other is not None:
+            assert a.with_param(name, other).param(name) == other, name
+            changed += 1
+    assert changed >= len(names) - 2  # (memory.*: one memory only, on most presets)
+
+
+def test_declarations_are_consistent() -> None:
+    assert len({p.key for p in PARAMS}) == len(PARAMS) and SCHEMA >= 1
+    for p in PARAMS:
+        assert p.type in (int, float, bool, str) or issubclass(p.type, enum.Enum), p.key
+        if not p.required:  # a default is a valid value
+            check_value(p, p.key, p.default, None)
+        if p.candidates:  # a parameter candidate lists depend on never changes programs
+            assert p.affects is Affects.COSTS, p.key
+        if p.explore is not None:
+            assert p.settable and p.type is not float, p.key
+            assert p.explore.group == 0 or p.candidates, p.key
+        if p.knob is not None:
+            assert p.settable and p.type is int, p.key
+    groups = [p.explore.group for p in PARAMS if p.explore and p.explore.group]
+    assert len(groups) == len(set(groups))
+
+
+def test_area_terms_are_the_area_model_s() -> None:
+    """A parameter declared `area_term` changes Derived.area_mm2, no other one does."""
+    a = load_preset("tnpu-s")
+    for p in FIELDS:
+        if not p.settable or p.per_memory or p.table == "area":
+            continue
+        other = _other(a, p.key)
+        if other is None:
+            continue
+        moved = a.with_param(p.key, other).derived.area_mm2 != a.derived.area_mm2
+        assert moved == p.area_term, p.key

@@ -128,7 +128,7 @@ def test_load_target_by_name_and_path(tmp_path) -> None:
 def test_summary_and_to_dict() -> None:
     a = load_preset("tnpu-s")
     s = a.summary()
-    assert s["peak_macs_per_cycle"] == 256 and s["dataflow"] == "WEIGHT_STATIONARY"
+    assert s["peak_macs_per_cycle"] == 256 and s["matrix.dataflow"] == "WEIGHT_STATIONARY"
     d = a.to_dict()
     assert d["matrix"]["dataflow"] == Dataflow.WEIGHT_STATIONARY.name
     assert d["offchip"][0]["kind"] == "LPDDR"

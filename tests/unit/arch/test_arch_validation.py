@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
 from tessel.arch import CompileOptions, arch_from_text
+from tessel.arch.params import SCHEMA, param_info
 from tessel.errors import TesselConfigError
 
 BASE = (resources.files("tessel.arch") / "presets" / "tnpu-s.toml").read_text()
 WHERE = "presets/x.toml"
+OLD = Path(__file__).parent / "data" / "tnpu-s-before-operand-path.toml"
 
 
 def _load(text: str):
@@ -59,12 +62,69 @@ def test_bad_value_names_key(old: str, new: str, message: str) -> None:
     assert str(info.value).startswith(WHERE + ": ")
 
 
-def test_missing_key_and_table() -> None:
-    with pytest.raises(TesselConfigError, match="vector.lanes is missing"):
-        _load(_sub("lanes = 32\n", ""))
-    text = BASE.split("[dma]")[0] + "[energy]" + BASE.split("[energy]")[1]
-    with pytest.raises(TesselConfigError, match=r"\[dma\] table is missing"):
+def test_every_missing_key_is_reported_at_once_with_what_it_is_for() -> None:
+    text = _sub("rows = 16\n", "").replace("lanes = 32\n", "")
+    text = text.split("[dma]")[0] + "[energy]" + text.split("[energy]")[1]  # no [dma] table
+    with pytest.raises(TesselConfigError) as info:
         _load(text)
+    message = str(info.value)
+    assert message.startswith(WHERE + ": 3 problems:"), message
+    for key in ("matrix.rows", "vector.lanes", "dma.channels"):
+        doc = param_info(key).doc
+        assert f"{key} is missing ({doc}" in message and "it has no default" in message
+
+
+def test_a_key_with_a_documented_default_may_be_left_out() -> None:
+    keys = ["fold_pipelining = true", "feed_bytes_per_cycle = 64", "input_buffer_bytes = 32_768",
+            "weight_buffer_bytes = 16_384", "operand_buffer_byte_pj = 0.351166"]
+    text = "\n".join(line for line in BASE.splitlines()
+                     if not any(line.startswith(k) for k in keys))
+    arch = _load(text)
+    full = _load(BASE)
+    for key in ("matrix.fold_pipelining", "matrix.feed_bytes_per_cycle",
+                "matrix.input_buffer_bytes", "matrix.weight_buffer_bytes",
+                "energy.operand_buffer_byte_pj"):
+        assert arch.param(key) == param_info(key).default, key
+    assert arch.matrix == full.matrix  # tnpu-s's operand path is the documented default
+    assert arch.energy.operand_buffer_byte_pj == 0.0 != full.energy.operand_buffer_byte_pj
+    assert arch.with_param("energy.operand_buffer_byte_pj", 0.351166) == full
+
+
+def test_a_preset_from_before_the_operand_path_keys_loads() -> None:
+    """A preset written before matrix.feed_bytes_per_cycle and the operand buffers existed
+    loads with their defaults; the area it declares under [derived] is older than the area
+    model, and the error says which defaults it was compared with."""
+    text = OLD.read_text()
+    with pytest.raises(TesselConfigError, match=r"derived.area_mm2 is declared as 0.3484 but the "
+                       r"parameters give 0.372961 \(the file leaves out matrix.feed_bytes_per_cycle = 64, "
+                       r"matrix.input_buffer_bytes = 32768"):
+        _load(text)
+    arch = _load(text.split("[derived]")[0])
+    assert arch.matrix == _load(BASE).matrix and "schema" not in text
+
+
+@pytest.mark.parametrize("line,message", [
+    ("schema = 1", None),
+    (f"schema = {SCHEMA + 1}", f"schema = {SCHEMA + 1}: the file is written for a newer tessel"),
+    ("schema = 0", "schema must be a positive integer, got 0"),
+    ('schema = "1"', "schema must be a positive integer, got '1'"),
+])
+def test_schema_version(line: str, message: str | None) -> None:
+    text = _sub("schema = 1", line)
+    if message is None:
+        assert _load(text) == _load(BASE)
+    else:
+        with pytest.raises(TesselConfigError, match=message):
+            _load(text)
+    assert _load(_sub("schema = 1", "")) == _load(BASE)  # no schema: 1
+
+
+def test_unknown_key_suggests_the_closest_one() -> None:
+    with pytest.raises(TesselConfigError, match="unknown key 'matrix.feed_byte_per_cycle' "
+                                                r"\(did you mean 'feed_bytes_per_cycle'\?\)"):
+        _load(_sub("feed_bytes_per_cycle", "feed_byte_per_cycle"))
+    with pytest.raises(TesselConfigError, match=r"unknown key 'offchip\[0\].latency'"):
+        _load(_sub("latency_cycles = 100", "latency = 100"))
 
 
 def test_duplicate_memory_and_invalid_toml() -> None:

@@ -32,8 +32,8 @@ def test_table_lists_every_preset(capsys) -> None:
 def test_json_has_key_figures(capsys) -> None:
     assert _run(["targets", "--json", "--target", "u65-512"]) == 0
     (entry,) = json.loads(capsys.readouterr().out)
-    assert entry["peak_macs_per_cycle"] == 512 and entry["clock_mhz"] == 1000
-    assert entry["sram_kib"] == 384 and entry["sram_bytes_per_cycle"] == 16
+    assert entry["peak_macs_per_cycle"] == 512 and entry["clock_hz"] == 1_000_000_000
+    assert entry["onchip.sram_bytes"] == 384 * 1024 and entry["sram_bytes_per_cycle"] == 16
     assert entry["offchip"][0]["bytes_per_cycle"] == 12 and len(entry["arch_hash"]) == 64
 
 

@@ -3,7 +3,7 @@ candidate's arch-free program (schedule.estimate.StepProgram) on every NPU with 
 `program_key`, and its closed-form bound's terms (schedule.prerank.Terms) on every NPU.
 
 The claim under both: for a given mapping, a step's instructions' cost keys and its program's
-shape do not depend on the cost-only fields (`search_cache._COST_ONLY`), and a bound's sums do
+shape do not depend on the cost-only parameters (declared `Affects.COSTS`), and a bound's sums do
 not depend on the NPU at all. Checked here on every candidate of every step the plan asks
 about, on NPUs that differ in every cost-only field: the program built on one NPU, timed on the
 other, equals the estimate built there; the terms built on one NPU, evaluated on the other,
@@ -11,34 +11,73 @@ equal the bound computed there."""
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+from dataclasses import replace
+
 import pytest
 
 from tessel.analysis.estimate import estimate_graph
 from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
+from tessel.arch.decl import Affects
+from tessel.arch.params import FIELDS
+from tessel.errors import TesselConfigError
 from tessel.ops.fused_emit import FusedChain
 from tessel.schedule import plan as program
 from tessel.schedule import prerank, search_cache
 from tessel.schedule.cost_model import AnalyticalCostModel
 from tessel.schedule.estimate import CostCache, StepProgram, estimate_step, time_program
 
-# every cost-only field changed (search_cache._COST_ONLY), nothing else
-OTHER = {"matrix.rows": 8, "matrix.cols": 32, "matrix.dataflow": "OUTPUT_STATIONARY",
-         "matrix.fold_pipelining": False, "matrix.feed_bytes_per_cycle": 32,
-         "vector.lanes": 64, "vector.pipeline_latency_cycles": 7,
-         "offchip.lpddr.bytes_per_cycle": 8, "offchip.lpddr.latency_cycles": 37,
-         "dma.channels": 1}
+BASE = load_target("tnpu-s")
+
+
+def _variant(arch, name):
+    """Another valid value of parameter `name` on `arch`."""
+    v = arch.param(name)
+    if isinstance(v, bool):
+        return not v
+    if isinstance(v, enum.Enum):
+        return next(m for m in type(v) if m is not v)
+    for other in (v // 2, 2 * v, v + 1):
+        try:
+            arch.with_param(name, other)
+            return other
+        except TesselConfigError:
+            pass
+    raise AssertionError(f"no other valid value of {name}")
+
+
+def _names(affects):
+    """The with_param names of the settable parameters declared `affects` (on BASE)."""
+    return [name for p in FIELDS if p.affects is affects and p.settable
+            for name in ([f"offchip.{m.name}.{p.field}" for m in BASE.offchip] if p.per_memory
+                         else [p.key])]
+
+
+# every parameter declared cost-only (Affects.COSTS) changed, nothing else
+OTHER = {name: _variant(BASE, name) for name in _names(Affects.COSTS)}
 
 
 def test_program_key_leaves_out_the_cost_only_fields_and_nothing_else():
-    a = load_target("tnpu-s")
+    a = BASE
     b = a.with_params(OTHER)
     assert search_cache.program_key(a) == search_cache.program_key(b)
     assert search_cache.timing_key(a) != search_cache.timing_key(b)
-    for param, value in [("onchip.sram_bytes", 262_144), ("onchip.acc_bytes", 32_768),
-                         ("matrix.input_buffer_bytes", 16_384), ("onchip.lut_entries", 2048)]:
-        assert search_cache.program_key(a.with_param(param, value)) != \
-            search_cache.program_key(a), param
+    programs = _names(Affects.PROGRAMS)
+    assert {"onchip.sram_bytes", "matrix.input_buffer_bytes", "memory.weights"} <= set(programs)
+    for name in programs:
+        if name.startswith("memory."):  # (tnpu-s has one memory: give it a second one)
+            two = a.with_params({}, name="two")
+            two = dataclasses.replace(two, offchip=(*a.offchip, replace(a.offchip[0], name="x")))
+            assert search_cache.program_key(two.with_param(name, "x")) != \
+                search_cache.program_key(two), name
+            continue
+        assert search_cache.program_key(a.with_param(name, _variant(a, name))) != \
+            search_cache.program_key(a), name
+    for name in _names(Affects.NONE):  # seconds, joules, mm^2 and prose: no cycle count
+        assert search_cache.timing_key(a.with_param(name, _variant(a, name))) == \
+            search_cache.timing_key(a), name
 
 
 @pytest.mark.parametrize("model", ["ds_cnn", pytest.param("mobilenet_v2",
@@ -273,3 +312,93 @@ def test_shared_placed_figures_equal_each_placed_step(model, monkeypatch):
     assert set(checked) == {"_sram_top", "_hull", "_check_residents", "_planned_estimate",
                             "cycles", "events"}, checked
     assert min(checked.values()) >= 4, checked
+
+
+@pytest.fixture(scope="module")
+def ds_cnn_steps():
+    """(unit, emitter, estimation context) of every distinct step of ds_cnn on BASE."""
+    graph = quantised_graphs(["ds_cnn"], 2, None)["ds_cnn"]
+    steps, seen = [], set()
+    real = program._choose
+
+    def spy(node, ctx, *, required=True, cost_model=None, input_resident_orders=True):
+        est_ctx = program.estimation_context(ctx)
+        sig = search_cache.unit_signature(node, est_ctx)
+        if sig not in seen:
+            seen.add(sig)
+            steps.append((node, program._emitter(node), est_ctx))
+        return real(node, ctx, required=required, cost_model=cost_model,
+                    input_resident_orders=input_resident_orders)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(program, "_choose", spy)
+        estimate_graph(graph, BASE)
+    return steps
+
+
+def _differing_steps(steps, b) -> tuple[int, list[str]]:
+    """How many (step, mapping) pairs listed on both BASE and `b` were compared, and those
+    whose instructions differ: each step built on BASE and on `b` for the same mapping."""
+    from tessel.schedule.resident_rewrite import all_instructions
+
+    compared, differ = 0, []
+    for node, em, est_a in steps:
+        est_b = _context_on(b, est_a)
+        on_b = set(em.candidates(node, est_b))
+        for m in [m for m in em.candidates(node, est_a) if m in on_b]:
+            compared += 1
+            if all_instructions(em.step(node, m, est_a)) != \
+                    all_instructions(em.step(node, m, est_b)):
+                differ.append(f"{node} {m}")
+    return compared, differ
+
+
+@pytest.mark.parametrize("name", sorted(OTHER))
+def test_a_cost_only_parameter_changes_no_instruction(name, ds_cnn_steps):
+    """Checks the declarations themselves, not the keys built from them: on two NPUs differing
+    only in one parameter declared Affects.COSTS, every step of ds_cnn emits the same
+    instructions (every field of every instruction) for each mapping both list."""
+    compared, differ = _differing_steps(ds_cnn_steps, BASE.with_param(name, OTHER[name]))
+    assert compared > 40 and not differ, (name, compared, differ[:3])
+
+
+@pytest.fixture(scope="module")
+def ds_cnn_region():
+    """ds_cnn's NPU region (legalised, partitioned) and the steps and mappings BASE chooses."""
+    from tessel.lower.legalize import legalize
+    from tessel.lower.partition import partition
+
+    graph = legalize(quantised_graphs(["ds_cnn"], 2, None)["ds_cnn"])
+    part = partition(graph, no_fallback=True)
+    assert len(part.regions) == 1
+    schedule = program.plan(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, BASE)
+    return graph, part, [(s.unit, s.mapping, s.estimate) for s in schedule.steps]
+
+
+def _streams(region, arch) -> str:
+    """The instruction streams of ds_cnn compiled for `arch` with BASE's steps and mappings."""
+    from compile_region import compile_region
+    from tessel.emit.text import streams_text
+
+    graph, part, units = region
+    rp = compile_region(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch, {},
+                        units=units)
+    return streams_text(rp.program)
+
+
+@pytest.mark.parametrize("name", sorted(OTHER))
+def test_a_cost_only_parameter_leaves_the_compiled_program_alone(name, ds_cnn_region):
+    """The whole program (placement, constants, prefetches, every instruction) of ds_cnn with
+    the same steps and mappings is the same on NPUs differing only in a parameter declared
+    Affects.COSTS."""
+    assert _streams(ds_cnn_region, BASE.with_param(name, OTHER[name])) == \
+        _streams(ds_cnn_region, BASE), name
+
+
+def test_the_program_comparison_sees_a_program_changing_parameter(ds_cnn_region):
+    """The comparison above can fail: with the constants in another memory (memory.weights,
+    declared Affects.PROGRAMS) the same steps and mappings emit other DMA instructions."""
+    two = dataclasses.replace(BASE, offchip=(*BASE.offchip, replace(BASE.offchip[0], name="x")))
+    assert _streams(ds_cnn_region, two) == _streams(ds_cnn_region, BASE)
+    assert _streams(ds_cnn_region, two.with_param("memory.weights", "x")) != \
+        _streams(ds_cnn_region, two)
