@@ -71,6 +71,10 @@ TARGETS: list[Target] = (
     + [Target("backend compile <= 1 s", m, f"backend_s/{m}", "<=", 1.0, " s",
               "wall s, first compile in the process, tnpu-s") for m in ("mobilenet_v2",
                                                                          "resnet18")]
+    + [Target(f"estimate vs simulated: {what} <= {bound:g} %", "worst zoo model x preset",
+              f"fidelity_{k}", "<=", bound, " %", "bench_models' fidelity table")
+       for k, what, bound in (("p90", "per-layer p90", 5.0), ("max", "per-layer max", 15.0),
+                              ("whole", "|whole model|", 2.0))]
     + [Target("DSE >= 4 points/s per worker", "mobilenet_v2, 16 points, 1 local worker",
               "dse_per_worker/16", ">=", 4.0, "", "median of the rounds")]
     + [Target("DSE scaling >= 0.85", f"mobilenet_v2, 64 points, {who}", f"dse_scaling_{k}/64",

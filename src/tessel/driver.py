@@ -1,4 +1,5 @@
-"""`tessel.compile`: the whole pipeline of DESIGN.md, top to bottom, verifier between stages.
+"""`tessel.compile`: the whole pipeline (README.md, docs/backend.md), top to bottom, verifier
+between stages.
 
     nn.Module -> frontend (torch.export) -> float passes   \\ tessel.quantize
               -> quantise (pt2e, TesselQuantizer) -> integer IR (lower_qdq, NHWC)

@@ -20,7 +20,7 @@ KERNELS: dict[Op, Kernel] = {}
 
 
 def _special() -> Any:
-    """scipy.special, imported on first use (it takes ~0.5 s; the CLI starts without it)."""
+    """scipy.special, imported on first use (its import is slow; the CLI starts without it)."""
     import scipy.special
 
     return scipy.special
@@ -196,7 +196,7 @@ def upsample_nearest(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
 
 # ---------------------------------------------------------------- elementwise
 def expit(x: np.ndarray) -> np.ndarray:
-    """The logistic sigmoid (scipy's, imported on first use: scipy costs ~1 s to import)."""
+    """The logistic sigmoid (scipy's, imported on first use: scipy is slow to import)."""
     from scipy.special import expit as _expit
     return _expit(x)
 

@@ -1,4 +1,4 @@
-"""MACs of a node as BENCHMARKS.md counts them: conv, depthwise conv, linear and matmul only
+"""MACs of a node as docs/figures.md counts them: conv, depthwise conv, linear and matmul only
 (PyTorch FlopCounterMode's FLOPs / 2), for float and integer ops alike."""
 
 from __future__ import annotations

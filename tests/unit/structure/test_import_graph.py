@@ -2,7 +2,8 @@
 of every module, function-level and TYPE_CHECKING ones included): no cycle between tessel's
 top-level packages / modules (`tessel.codegen`, `tessel.schedule`, `tessel.driver`, the root
 package `tessel` itself, ...), and no module imports a private name (`_name`, or a name from
-a `_module`) of another top-level package. STYLE.md #14."""
+a `_module`) of another top-level package: a stage hands the next one a value through
+public names."""
 
 from __future__ import annotations
 
