@@ -17,7 +17,15 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import bench_cli, bench_cli_fail_fast, bench_dse, bench_models, bench_sim, report
+from benchmarks import (
+    bench_accuracy,
+    bench_cli,
+    bench_cli_fail_fast,
+    bench_dse,
+    bench_models,
+    bench_sim,
+    report,
+)
 from benchmarks.report import CLI_MODELS, SIM_MODELS, Section
 
 
@@ -28,6 +36,7 @@ def full() -> list[Section]:
     sections += bench_models.run(bench_models.MODELS, bench_models.default_presets(), 5)
     sections.append(bench_sim.versus_eager(SIM_MODELS))
     sections.append(bench_sim.versus_eager(["resnet18"], repeats=3, batch=64))
+    sections.append(bench_accuracy.run(bench_accuracy.MODELS))
     sections.append(bench_dse.run(points=16))
     # a sweep long enough that the workers' start (imports, the graphs' transfer) is a small
     # part of it: the scaling figure
@@ -43,6 +52,7 @@ def quick() -> list[Section]:
     sections += bench_models.run(small, ["tnpu-s", "u65-512"], 1)
     sections.append(bench_sim.versus_eager(small, repeats=1))
     sections.append(bench_sim.versus_eager(["ds_cnn"], repeats=1, batch=4))
+    sections.append(bench_accuracy.run(["ds_cnn"], calibration=4, samples=4))
     sections.append(bench_dse.run(points=4, rounds=1, models="ds_cnn", ray=False))
     sections.append(bench_cli.run(["ds_cnn"]))
     sections.append(bench_cli_fail_fast.run(runs=1))
