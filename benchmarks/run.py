@@ -5,7 +5,7 @@ judged met or not met from the figures of this run.
 Run: ``python -m benchmarks.run [--out FILE] [--quick]``. ``--quick`` runs each benchmark on
 small models with few repeats (a minute or two; a test of the page, not figures of record) and
 writes build/benchmarks-quick.md unless ``--out`` says otherwise. Exit status 1 when a measured
-target is not met (the page is written first).
+target is not met (the page is written first; not in quick mode).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(text)
     print(f"wrote {out} ({len(text.splitlines())} lines); targets not met: {failed}",
           file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failed and not args.quick else 0
 
 
 if __name__ == "__main__":
