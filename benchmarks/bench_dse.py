@@ -1,4 +1,4 @@
-"""Design-space exploration throughput (BENCHMARKS.md): design points fully evaluated per
+"""Design-space exploration throughput (docs/figures.md): design points fully evaluated per
 second per worker for MobileNetV2 with the compiler in the loop (mapping search, fusion,
 memory planning decisions, cost model), excluding the one-off quantisation; scaling from 1
 to 2 workers of one executor (local processes; a local Ray cluster of 1 then 2 CPUs, one actor
@@ -12,9 +12,9 @@ either (the figures are identical, only the time differs).
 
 Sweeps: rows x cols x lanes around tnpu-s (16 points, the default); ``--points 32`` / ``64``
 add the SRAM size and the DRAM bandwidth. Each worker pays a start whatever a point costs
-(the graphs received, a Ray actor's import of the compiler; numba's start, ~0.5 s; its first
-point searched cold, ~0.7 s against ~0.15 s warm): a large part of a 16-point run on two
-workers, so the scaling figure is read off the 64-point sweep (`make bench` runs both).
+(the graphs received, a Ray actor's import of the compiler, its first point searched with
+every cache cold): a large part of a 16-point run on two workers, so the scaling figure is
+read off the 64-point sweep (`make bench` runs both).
 
 Run: ``python -m benchmarks.bench_dse [--points N] [--rounds R] [--models a,b] [--no-ray]
 [--reference]``.
@@ -27,6 +27,7 @@ import os
 import statistics
 import time
 
+from benchmarks.report import Section
 from tessel.analysis.explore import explore, quantised_graphs
 from tessel.analysis.explore_run import REFERENCE_ENV
 
@@ -45,8 +46,8 @@ def _space(points: int) -> dict:
 
 def _quiet(timeout_s: float = 20.0, window_s: float = 0.5, share: float = 0.05) -> None:
     """Wait until the processes this one started (Ray's daemons and agents) use under `share`
-    of a CPU over `window_s`: `ray.init` returns while its agents are still starting (about a
-    second of CPU on this machine), which a sweep on a running cluster does not pay."""
+    of a CPU over `window_s`: `ray.init` returns while its agents are still starting, which a
+    sweep on a running cluster does not pay."""
     import psutil
 
     me = psutil.Process()
@@ -84,9 +85,65 @@ def _sweep(graphs, space: dict, workers: int, ray_run: str | None):
                          **({"ray": "auto"} if ray_run else {"workers": workers}))
         dt = time.perf_counter() - t0
     finally:
-        if ray_run:  # (started here, stopped off the clock: it takes ~1.5 s)
+        if ray_run:  # started here, so stopped off the clock, as its start is
             ray.shutdown()
     return dt, result
+
+
+def _rounds(graphs, space: dict, runs: list, rounds: int) -> list[tuple]:
+    """Rows (label, workers, points, median s, points/s, per worker, front, every round's s),
+    the rounds of every configuration interleaved (the machine is shared and noisy)."""
+    seconds: dict[str, list[float]] = {label: [] for label, _, _ in runs}
+    done: dict[str, tuple[int, int]] = {}  # label -> (points evaluated, front size)
+    for _ in range(rounds):
+        for label, workers, ray_run in runs:
+            dt, result = _sweep(graphs, space, workers, ray_run)
+            seconds[label].append(dt)
+            done[label] = (result.evaluated, len(result.front))
+    rows = []
+    for label, workers, _ in runs:
+        n, front = done[label]
+        dt = statistics.median(seconds[label])
+        rows.append((label, workers, n, dt, n / dt, n / dt / workers, front, seconds[label]))
+    return rows
+
+
+def run(points: int = 16, rounds: int = 3, models: str = "mobilenet_v2", ray: bool = True,
+        reference: bool = False) -> Section:
+    """The sweep's table; figures ``dse_per_worker/POINTS`` (1 local worker) and
+    ``dse_scaling_local/POINTS``, ``dse_scaling_ray/POINTS``."""
+    if reference:
+        os.environ[REFERENCE_ENV] = "1"  # read by every worker process (explore_run)
+    graphs = quantised_graphs(models.split(","), 8, None)
+    runs = [("1 local worker", 1, None), ("2 local workers", 2, None)]
+    if ray:
+        runs += [("local Ray (1 CPU)", 1, "ray"), ("local Ray (2 CPUs)", 2, "ray")]
+    rows = _rounds(graphs, _space(points), runs, rounds)
+    lines = [f"Models {models}, {points} points"
+             + (" (reference search: no pruning, no cache)" if reference else "")
+             + f"; {rounds} interleaved round(s) of each run, the median kept.\n",
+             "| run | points | seconds | points/s | points/s per worker | front | every round, s |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        every = " / ".join(f"{x:.1f}" for x in r[7])
+        lines.append(f"| {r[0]} | {r[2]} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:.2f} | {r[6]} | "
+                     f"{every} |")
+    # scaling (docs/figures.md): throughput with 2 workers / (2 x throughput with 1), one executor
+    figures = {f"dse_per_worker/{points}": rows[0][5],
+               f"dse_scaling_local/{points}": rows[1][4] / (2 * rows[0][4])}
+    lines.append(f"\nScaling, 2 local workers: {figures[f'dse_scaling_local/{points}']:.2f} "
+                 "(= throughput / (2 x 1 local worker)).")
+    if ray:
+        figures[f"dse_scaling_ray/{points}"] = rows[3][4] / (2 * rows[2][4])
+        lines.append(f"\nScaling, local Ray (2 CPUs): {figures[f'dse_scaling_ray/{points}']:.2f} "
+                     f"(= throughput / (2 x Ray with 1 CPU)); against 2 local workers: "
+                     f"{rows[3][4] / rows[1][4]:.2f} (the actors' own start and Ray's threads).")
+    command = "python -m benchmarks.bench_dse" + (f" --points {points}" if points != 16 else "")
+    command += (f" --rounds {rounds}" if rounds != 3 else "") + ("" if ray else " --no-ray")
+    command += (f" --models {models}" if models != "mobilenet_v2" else "")
+    command += " --reference" if reference else ""
+    return Section(f"Design-space exploration, {points} points", command, "\n".join(lines),
+                   figures)
 
 
 def main() -> None:
@@ -96,45 +153,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="runs of each sweep (median kept)")
     ap.add_argument("--models", default="mobilenet_v2", help="comma-separated zoo models")
     ap.add_argument("--reference", action="store_true",
-                    help="no pruning and no search cache (the search as before them)")
+                    help="no pruning and no search cache (the plain search, for comparison)")
     args = ap.parse_args()
-    if args.reference:
-        os.environ[REFERENCE_ENV] = "1"  # read by every worker process (explore_run)
-    graphs = quantised_graphs(args.models.split(","), 8, None)
-    space = _space(args.points)
-    runs = [("1 local worker", 1, None), ("2 local workers", 2, None)]
-    if not args.no_ray:
-        runs += [("local Ray (1 CPU)", 1, "ray"), ("local Ray (2 CPUs)", 2, "ray")]
-    # rounds interleaved (this machine is shared and noisy): each figure is the median round
-    seconds: dict[str, list[float]] = {label: [] for label, _, _ in runs}
-    done: dict[str, tuple[int, int]] = {}  # label -> (points evaluated, front size)
-    for _ in range(args.rounds):
-        for label, workers, ray_run in runs:
-            dt, result = _sweep(graphs, space, workers, ray_run)
-            seconds[label].append(dt)
-            done[label] = (result.evaluated, len(result.front))
-    rows = []
-    for label, workers, _ in runs:
-        n, front = done[label]
-        dt = statistics.median(seconds[label])
-        rows.append((label, workers, n, dt, n / dt, n / dt / workers, front))
-    print(f"models {args.models}"
-          + (" (reference search: no pruning, no cache)" if args.reference else ""))
-    print(f"median of {args.rounds} interleaved rounds")
-    print("| run | points | seconds | points/s | points/s per worker | front | every round, s |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        every = " / ".join(f"{x:.1f}" for x in seconds[r[0]])
-        print(f"| {r[0]} | {r[2]} | {r[3]:.1f} | {r[4]:.2f} | {r[5]:.2f} | {r[6]} | {every} |")
-    # scaling (BENCHMARKS.md): throughput with 2 workers / (2 x throughput with 1) of one executor
-    print(f"\nscaling 2 local workers: {rows[1][4] / (2 * rows[0][4]):.2f} "
-          "(= throughput / (2 x 1 local worker))")
-    if len(rows) == 4:
-        print(f"\nscaling local Ray (2 CPUs): {rows[3][4] / (2 * rows[2][4]):.2f} "
-              "(= throughput / (2 x Ray with 1 CPU))")
-        print(f"\nlocal Ray (2 CPUs) vs 2 local workers: {rows[3][4] / rows[1][4]:.2f}, vs 2 x 1 "
-              f"local worker: {rows[3][4] / (2 * rows[0][4]):.2f} (the actors' own start and "
-              "Ray's threads)")
+    print(run(args.points, args.rounds, args.models, not args.no_ray, args.reference).markdown)
+
 
 if __name__ == "__main__":
     main()

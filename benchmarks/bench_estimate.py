@@ -1,5 +1,5 @@
 """Estimation fidelity per layer: the analytical estimate the mapping search used vs the
-simulated cycles of the same layer (BENCHMARKS.md, "Estimation fidelity"), for every zoo model
+simulated cycles of the same layer (docs/figures.md, "Estimation fidelity"), for every zoo model
 on every preset, plus the simulated whole-model cycles and the backend compile time.
 
 Run: ``python -m benchmarks.bench_estimate [MODEL ...] [--presets a,b] [--calibration N]
@@ -10,8 +10,8 @@ pickled there, keyed by model name and calibration count).
 
 Per layer: err = |estimate - simulated| / simulated over the layers of `cm.profile`; p50, p90
 (nearest rank) and max, the worst layer's name; whole model = (sum of the layer estimates -
-simulated total) / simulated total. Goal of issue 9 point 5: p90 <= 5 %, max <= 15 %, whole
-model <= 2 %.
+simulated total) / simulated total. The goal (the "goal" column; also a target of `make
+bench`): p90 <= 5 %, max <= 15 %, whole model <= 2 %.
 """
 
 from __future__ import annotations

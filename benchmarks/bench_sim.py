@@ -6,7 +6,7 @@ decoding and the static checks are reported separately as "prepare").
 
 ``python -m benchmarks.bench_sim --models resnet18 mobilenet_v2 vit_small minilm``: bit-exact
 simulation of one input vs torch fp32 eager of the same input, in the same process, one thread
-each, interleaved, medians of CPU seconds (``time.process_time``: on a shared, loaded machine
+each, medians of CPU seconds (``time.process_time``: on a shared, loaded machine
 wall time mostly measures the other tenants) and of wall seconds. ``--models resnet18 --batch
 64``: 64 inputs through ``CompiledModel.run_batch`` vs eager on the same 64 in one batch.
 """
@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
+from benchmarks.report import Section
 from tessel.arch import NpuArch, load_preset
 from tessel.binary import TslProgram
 from tessel.isa import DType, EltOp, Engine, Instruction, Opcode
@@ -142,11 +144,9 @@ def _median_cpu_wall(fn: Callable[[], object], repeats: int) -> tuple[float, flo
     return statistics.median(cpu), statistics.median(wall)
 
 
-def bench_models(names: list[str], preset: str = "tnpu-s", repeats: int = REPEATS,
-                 batch: int = 0) -> None:
-    """Simulator vs torch eager on zoo models (calibration 4: only the binary matters here).
-    ``batch=N``: N inputs (the model's calibration generator) simulated together by
-    ``CompiledModel.run_batch`` vs eager on the same N inputs concatenated in one batch."""
+def _versus_eager_row(name: str, preset: str, repeats: int, batch: int) -> tuple[str, float]:
+    """One model's row and its CPU ratio (simulation / eager)."""
+    import numpy as np
     import torch
 
     from tessel.driver import compile_graph
@@ -154,59 +154,80 @@ def bench_models(names: list[str], preset: str = "tnpu-s", repeats: int = REPEAT
     from tessel.quant.api import quantize
     from tessel.quant.config import default_config
 
-    torch.set_num_threads(1)
-    print(f"## Bit-exact simulation vs torch fp32 eager ({preset}, 1 thread each, median of "
-          f"{repeats})\n")
-    print("| model | sim CPU s | eager CPU s | ratio (CPU) | sim wall s | eager wall s | "
-          "ratio (wall) |\n|---|---:|---:|---:|---:|---:|---:|")
-    for name in names:
-        spec = resolve(name)
-        model, example = spec.factory()
-        qm = quantize(model, example, calibration_data=spec.calibration_data(4),
-                      config=default_config(name), calibration_samples=4)
-        cm = compile_graph(qm.graph, load_preset(preset), name=name)
-        x = [t.numpy() for t in example]
-        with torch.no_grad(), _one_blas_thread():
-            if batch:
-                import numpy as np
+    spec = resolve(name)
+    model, example = spec.factory()
+    qm = quantize(model, example, calibration_data=spec.calibration_data(4),
+                  config=default_config(name), calibration_samples=4)
+    cm = compile_graph(qm.graph, load_preset(preset), name=name)
+    with torch.no_grad(), _one_blas_thread():
+        if batch:
+            samples = list(spec.calibration_data(batch))
+            xb = [np.stack([s[i].numpy() for s in samples]) for i in range(len(example))]
+            eb = [torch.cat([s[i] for s in samples]) for i in range(len(example))]
+            s_cpu, s_wall = _median_cpu_wall(lambda: cm.run_batch(*xb), repeats)
+            e_cpu, e_wall = _median_cpu_wall(lambda: model(*eb), repeats)
+            name = f"{name} x{batch}"
+        else:
+            x = [t.numpy() for t in example]
+            s_cpu, s_wall = _median_cpu_wall(lambda: cm.run(*x), repeats)
+            e_cpu, e_wall = _median_cpu_wall(lambda: model(*example), repeats)
+    return (f"| {name} | {s_cpu:.3f} | {e_cpu:.3f} | {s_cpu / e_cpu:.2f}x | {s_wall:.3f} | "
+            f"{e_wall:.3f} | {s_wall / e_wall:.2f}x |"), s_cpu / e_cpu
 
-                samples = list(spec.calibration_data(batch))
-                xb = [np.stack([s[i].numpy() for s in samples]) for i in range(len(example))]
-                eb = [torch.cat([s[i] for s in samples]) for i in range(len(example))]
-                s_cpu, s_wall = _median_cpu_wall(lambda cm=cm, xb=xb: cm.run_batch(*xb),
-                                                 repeats)
-                e_cpu, e_wall = _median_cpu_wall(lambda m=model, eb=eb: m(*eb), repeats)
-                name = f"{name} x{batch}"
-            else:
-                s_cpu, s_wall = _median_cpu_wall(lambda cm=cm, x=x: cm.run(*x), repeats)
-                e_cpu, e_wall = _median_cpu_wall(lambda m=model, ex=example: m(*ex), repeats)
-        print(f"| {name} | {s_cpu:.3f} | {e_cpu:.3f} | {s_cpu / e_cpu:.2f}x | {s_wall:.3f} | "
-              f"{e_wall:.3f} | {s_wall / e_wall:.2f}x |", flush=True)
+
+def versus_eager(names: list[str], preset: str = "tnpu-s", repeats: int = REPEATS,
+                 batch: int = 0) -> Section:
+    """Simulator vs torch eager on zoo models (calibration 4: only the binary matters here).
+    ``batch=N``: N inputs (the model's calibration generator) simulated together by
+    ``CompiledModel.run_batch`` vs eager on the same N inputs concatenated in one batch.
+    Figures: ``sim_vs_eager_cpu/NAME`` (or ``batch_vs_eager_cpu/NAME``), the CPU ratio."""
+    import torch
+
+    torch.set_num_threads(1)
+    lines = [f"{preset}, 1 thread each, medians of {repeats} after a warm-up.\n",
+             "| model | sim CPU s | eager CPU s | ratio (CPU) | sim wall s | eager wall s | "
+             "ratio (wall) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    figures = {}
+    for name in names:
+        row, ratio = _versus_eager_row(name, preset, repeats, batch)
+        lines.append(row)
+        figures[f"{'batch' if batch else 'sim'}_vs_eager_cpu/{name}"] = ratio
+        print(row, file=sys.stderr, flush=True)
+    command = f"python -m benchmarks.bench_sim --models {' '.join(names)}" + (
+        f" --batch {batch}" if batch else "")
+    title = (f"Simulation of a batch of {batch} vs torch fp32 eager" if batch
+             else "Bit-exact simulation vs torch fp32 eager")
+    return Section(title, command, "\n".join(lines), figures)
+
+
+def micro(tiles: int = 200) -> Section:
+    """Instructions per second of a mixed program, and int8 GEMM throughput, on tnpu-m."""
+    arch = load_preset("tnpu-m")  # the largest accumulator / SRAM of the presets
+    lines = [f"{arch.name}, medians of {REPEATS} after a warm-up.\n",
+             "| mode | instructions/s | seconds |", "|---|---:|---:|"]
+    for name, rate, sec in bench_instruction_rate(arch, tiles):
+        lines.append(f"| {name} | {rate:,.0f} | {sec:.4f} |")
+    default = bench_gemm(arch)
+    with _one_blas_thread():
+        single = bench_gemm(arch)
+    lines += ["", "| int8 tile (functional) | GMAC/s, default BLAS threads | GMAC/s, 1 BLAS "
+              "thread |", "|---|---:|---:|"]
+    for (name, rate, _), (_, rate1, _) in zip(default, single, strict=True):
+        lines.append(f"| {name} | {rate:.2f} | {rate1:.2f} |")
+    return Section("Simulator micro-benchmark", "python -m benchmarks.bench_sim",
+                   "\n".join(lines))
 
 
 def main() -> None:
-    import sys
-
     if len(sys.argv) > 2 and sys.argv[1] == "--models":
         args = sys.argv[2:]
         batch = 0
         if "--batch" in args:  # --models NAME... --batch N
             at = args.index("--batch")
             batch, args = int(args[at + 1]), args[:at] + args[at + 2:]
-        bench_models(args, repeats=3 if batch else REPEATS, batch=batch)
+        print(versus_eager(args, repeats=3 if batch else REPEATS, batch=batch).markdown)
         return
-    arch = load_preset("tnpu-m")  # the largest accumulator / SRAM of the presets
-    print(f"## Simulator speed ({arch.name}, median of {REPEATS} after a warm-up)\n")
-    print("| mode | instructions/s | seconds |\n|---|---:|---:|")
-    for name, rate, sec in bench_instruction_rate(arch):
-        print(f"| {name} | {rate:,.0f} | {sec:.4f} |")
-    default = bench_gemm(arch)
-    with _one_blas_thread():
-        single = bench_gemm(arch)
-    print("\n| int8 tile (functional) | GMAC/s, default BLAS threads | GMAC/s, 1 BLAS thread |")
-    print("|---|---:|---:|")
-    for (name, rate, _), (_, rate1, _) in zip(default, single, strict=True):
-        print(f"| {name} | {rate:.2f} | {rate1:.2f} |")
+    print(micro().markdown)
 
 
 if __name__ == "__main__":

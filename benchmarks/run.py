@@ -1,45 +1,86 @@
-"""`make bench`: every benchmark, as markdown (the figures docs/benchmarks.md reports), the
-targets of the open issues included (simulation vs eager, one input and a batch of 64; whole
-`tessel compile` vs torch.export; `run --check` vs `run`; CLI start-up; DSE)."""
+"""`make bench`: run every benchmark and write docs/benchmarks.md (benchmarks.report): each
+table under the command that produced it, the run's commit and machine, and the targets, each
+judged met or not met from the figures of this run.
+
+Run: ``python -m benchmarks.run [--out FILE] [--quick]``. ``--quick`` runs each benchmark on
+small models with few repeats (a minute or two; a test of the page, not figures of record) and
+writes build/benchmarks-quick.md unless ``--out`` says otherwise. Exit status 1 when a measured
+target is not met (the page is written first; not in quick mode).
+"""
 
 from __future__ import annotations
 
+import argparse
+import datetime
+import os
 import sys
+import time
+from pathlib import Path
 
-from benchmarks import bench_cli, bench_cli_fail_fast, bench_dse, bench_models, bench_sim
+from benchmarks import (
+    bench_accuracy,
+    bench_cli,
+    bench_cli_fail_fast,
+    bench_dse,
+    bench_models,
+    bench_sim,
+    report,
+)
+from benchmarks.report import CLI_MODELS, SIM_MODELS, Section
 
-SIM_MODELS = ["resnet18", "mobilenet_v2", "vit_small", "minilm"]
 
-
-def main() -> int:
-    print("## Simulator micro-benchmark (python -m benchmarks.bench_sim)\n", flush=True)
-    bench_sim.main()
+def full() -> list[Section]:
+    sections = [bench_sim.micro()]
     # the zoo before anything else compiles a zoo model: its compile times are the first
     # compile of each model in the process (later ones reuse the instruction-cost memos)
-    print("\n## Zoo models (python -m benchmarks.bench_models)\n", flush=True)
-    sys.argv = sys.argv[:1]
-    bench_models.main()
-    print(f"\n## Simulation vs eager (python -m benchmarks.bench_sim --models "
-          f"{' '.join(SIM_MODELS)})\n", flush=True)
-    bench_sim.bench_models(SIM_MODELS)
-    print("\n## A batch of 64 (python -m benchmarks.bench_sim --models resnet18 --batch 64)\n",
-          flush=True)
-    bench_sim.bench_models(["resnet18"], repeats=3, batch=64)
-    print("\n## Design-space exploration (python -m benchmarks.bench_dse)\n", flush=True)
-    bench_dse.main()
-    # a sweep long enough that the workers' start (imports, the graphs' transfer) is not a
-    # fifth of a 16-point run on two workers: the scaling figure
-    print("\n## Design-space exploration, 64 points (python -m benchmarks.bench_dse --points "
-          "64)\n", flush=True)
-    sys.argv = [sys.argv[0], "--points", "64"]
-    bench_dse.main()
-    sys.argv = sys.argv[:1]
-    print("\n## CLI: start-up, whole compile, run --check (python -m benchmarks.bench_cli)\n",
-          flush=True)
-    bench_cli.main()
-    print("\n## CLI fail-fast (python -m benchmarks.bench_cli_fail_fast)\n", flush=True)
-    bench_cli_fail_fast.main()
-    return 0
+    sections += bench_models.run(bench_models.MODELS, bench_models.default_presets(), 5)
+    sections.append(bench_sim.versus_eager(SIM_MODELS))
+    sections.append(bench_sim.versus_eager(["resnet18"], repeats=3, batch=64))
+    sections.append(bench_accuracy.run(bench_accuracy.MODELS))
+    sections.append(bench_dse.run(points=16))
+    # a sweep long enough that the workers' start (imports, the graphs' transfer) is a small
+    # part of it: the scaling figure
+    sections.append(bench_dse.run(points=64))
+    sections.append(bench_cli.run(CLI_MODELS))
+    sections.append(bench_cli_fail_fast.run())
+    return sections
+
+
+def quick() -> list[Section]:
+    small = ["ds_cnn", "digits_cnn"]
+    sections = [bench_sim.micro(tiles=20)]
+    sections += bench_models.run(small, ["tnpu-s", "u65-512"], 1)
+    sections.append(bench_sim.versus_eager(small, repeats=1))
+    sections.append(bench_sim.versus_eager(["ds_cnn"], repeats=1, batch=4))
+    sections.append(bench_accuracy.run(["ds_cnn"], calibration=4, samples=4))
+    sections.append(bench_dse.run(points=4, rounds=1, models="ds_cnn", ray=False))
+    sections.append(bench_cli.run(["ds_cnn"]))
+    sections.append(bench_cli_fail_fast.run(runs=1))
+    return sections
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=None,
+                    help="the page (default docs/benchmarks.md; --quick: "
+                         "build/benchmarks-quick.md)")
+    ap.add_argument("--quick", action="store_true", help="small models, few repeats")
+    args = ap.parse_args(argv)
+    out = args.out or report.ROOT / ("build/benchmarks-quick.md" if args.quick
+                                     else "docs/benchmarks.md")
+    # the graph cache would make a second run's quantisation free: every figure is measured cold
+    os.environ["TESSEL_CACHE_DIR"] = "off"
+    revision = report.commit()  # before anything is written
+    started = datetime.datetime.now(datetime.UTC)
+    t0 = time.perf_counter()
+    sections = quick() if args.quick else full()
+    text, failed = report.page(sections, revision, started, time.perf_counter() - t0,
+                               args.quick)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(f"wrote {out} ({len(text.splitlines())} lines); targets not met: {failed}",
+          file=sys.stderr)
+    return 1 if failed and not args.quick else 0
 
 
 if __name__ == "__main__":

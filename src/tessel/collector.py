@@ -4,8 +4,8 @@ The schedule stage builds millions of small objects (tiles, instructions, queue 
 several hundred thousand long-lived ones are alive (the imported modules, the model, its
 integer graph). With CPython's default thresholds a young collection runs every 700
 allocations and a full one, which walks every live object, every ~70 000: on a MobileNetV2
-compile that is about a third of the backend's time (measured: 2.1 s -> 1.4 s cold, 1.5 s
--> 1.3 s warm; docs/backend.md "Compile cost").
+compile that would be a large part of the backend's time (docs/backend.md, "Emit and
+serialise cost").
 
 `few_collections()` freezes the objects alive on entry (`gc.freeze`: the collector no longer
 walks them; nothing is freed or moved) and raises the young generation's threshold; on exit

@@ -1,4 +1,5 @@
-"""`tessel.compile`: the whole pipeline of DESIGN.md, top to bottom, verifier between stages.
+"""`tessel.compile`: the whole pipeline (README.md, docs/backend.md), top to bottom, verifier
+between stages.
 
     nn.Module -> ptq (quant.api: torch.export, pt2e with TesselQuantizer, calibrate, convert)
               -> import (frontend.qdq: the QDQ module as Graph IR)

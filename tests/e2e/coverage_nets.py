@@ -1,4 +1,4 @@
-"""Small networks nobody on the project tuned the compiler for (issue 15's reproducers) and an
+"""Small networks nobody on the project tuned the compiler for (graph-coverage cases) and an
 audio TCN: a stack of dilated causal conv1d residual blocks, the shape of keyword-spotting
 and speech-enhancement front ends."""
 
@@ -48,7 +48,7 @@ def randomise_bn(model: nn.Module, seed: int = 0) -> nn.Module:
 
 
 class Conv1dMix(nn.Module):
-    """Dilated, grouped, strided conv1d with causal padding (issue 15, reproducer 3)."""
+    """Dilated, grouped, strided conv1d with causal padding."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -62,7 +62,7 @@ class Conv1dMix(nn.Module):
 
 
 class ScalarParam(nn.Module):
-    """conv(x) * (s * 2) with a rank-0 parameter s (issue 15, reproducer 5)."""
+    """conv(x) * (s * 2) with a rank-0 parameter s."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -75,7 +75,7 @@ class ScalarParam(nn.Module):
 
 class CatCycle(nn.Module):
     """y = cat([a, b]); return cat([y, a]), relu(y): shared-scale groups that form a cycle
-    (DenseNet-like; issue 15, reproducer 4)."""
+    (DenseNet-like)."""
 
     def __init__(self) -> None:
         super().__init__()

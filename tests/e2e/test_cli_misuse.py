@@ -108,7 +108,7 @@ CASES = [  # (argv with {d} for the folder, exit code, a phrase of the message)
     ("compile {d}/m.py:good", 2, "-o/--output"),
     ("frobnicate", 2, "invalid choice"),
     ("run {d}/good.tsl --bogus", 2, "unrecognized arguments"),
-    # the model formats and data files added since issue 12
+    # the other model formats and data files
     ("compile {d}/junk.pt2 -o {d}/x.tsl", 1, "not a torch.export archive"),
     ("compile {d}/zip.pt2 -o {d}/x.tsl", 1, "not a loadable torch.export program"),
     ("compile {d}/cut.onnx -o {d}/x.tsl", 1, "not a readable ONNX model"),

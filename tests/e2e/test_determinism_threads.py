@@ -1,4 +1,4 @@
-"""Byte-identical binaries whatever the thread count and PYTHONHASHSEED (issue 13, point 3).
+"""Byte-identical binaries whatever the thread count and PYTHONHASHSEED.
 
 Each compile runs in a fresh interpreter: torch intra-op threads 1, 2 or the default, BLAS /
 OpenMP thread variables set or not, and a different hash seed.

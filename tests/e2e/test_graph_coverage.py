@@ -1,6 +1,6 @@
-"""Issue 15's reproducers as regression tests: each compiles, the simulator equals the golden
-model bit for bit, and the golden model is close to float PyTorch (SQNR) - or the model is
-refused with a named reason."""
+"""Graph-coverage networks (tests/e2e/coverage_nets.py) as regression tests: each compiles,
+the simulator equals the golden model bit for bit, and the golden model is close to float
+PyTorch (SQNR) - or the model is refused with a named reason."""
 
 from __future__ import annotations
 

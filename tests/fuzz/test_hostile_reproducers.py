@@ -1,6 +1,8 @@
-"""Every reproducer of issue 12, points 1-3, as a regression test: the IR parser, verifier,
-assembler, .tsl reader, runtime and simulator raise only tessel.errors types on them, and the
-simulator's memory stays within the target's memories plus a constant."""
+"""Hostile inputs as regression tests, in three groups (malformed text and binaries, accepted
+instructions that would make the simulator allocate without bound, metadata that disagrees
+with the program): the IR parser, verifier, assembler, .tsl reader, runtime and simulator
+raise only tessel.errors types on them, and the simulator's memory stays within the target's
+memories plus a constant."""
 
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ GOOD = """graph @g(%x: tensor<1x2x4x4xf32>) {
 }
 """
 LONG = "9" * 4400
-# (what the issue saw, the edit of GOOD that reproduces it, the error class, a message part)
+# (the failure it guards against, the edit of GOOD that reproduces it, the error class, a
+# message part)
 IR_CASES = [
     ("OverflowError: int8 constant out of range", ("dense<[1, 2]>", "dense<[1, 300]>"),
      TesselParseError, "is not a i8 integer"),
@@ -87,7 +90,7 @@ def test_asm_long_integer_is_a_parse_error():
         assemble(f"WAIT token=0x{'f' * 5000}")
 
 
-# ---- point 2: accepted instructions that made the simulator allocate without bound ---------
+# ---- accepted instructions that would make the simulator allocate without bound ------------
 DMA_STORE_45TIB = I(Opcode.DMA_STORE, mem=0, dtype=DType.I8, d0=4, d1=4, d2=65535, d3=65535,
                     ext_addr=0, ext_s0=1, ext_s1=4, ext_s2=0, ext_s3=0, sram_addr=0, sram_s0=1,
                     sram_s1=4, sram_s2=0, sram_s3=0)
@@ -146,7 +149,7 @@ def test_irregular_destination_overlap_is_decided_without_enumeration():
     assert time.perf_counter() - t0 < 5
 
 
-# ---- point 3: metadata that disagrees with the program ------------------------------------
+# ---- metadata that disagrees with the program ---------------------------------------------
 def _mutant(edit) -> bytes:
     base = read_tsl((CORPUS / "tiny_cnn.tsl").read_bytes())
     meta = dict(base.metadata)

@@ -1,6 +1,6 @@
 """Accuracy of a quantised model: the golden (integer) model against float PyTorch.
 
-Figures (defined in /work/shared/BENCHMARKS.md, "Quantisation"):
+Figures (defined in docs/figures.md, "Quantisation"):
 
 * SQNR (dB) per output = 10 log10(sum y_float^2 / sum (y_float - y_golden)^2) over the
   evaluation inputs;

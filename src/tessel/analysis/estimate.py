@@ -130,7 +130,7 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
     rd = list(events.offchip_read_bytes) + [0] * len(names)
     wr = list(events.offchip_write_bytes) + [0] * len(names)
     peak = arch.peak_macs_per_cycle
-    macs = sum(x.macs for x in layers)  # the model's MACs (BENCHMARKS.md), not re-executed ones
+    macs = sum(x.macs for x in layers)  # the model's MACs (docs/figures.md), not re-executed ones
     return EstimateReport(
         name or graph.name, arch.name, arch.clock_hz, cycles, 1e3 * cycles / arch.clock_hz,
         macs, macs / (cycles * peak) if cycles else 0.0, energy,

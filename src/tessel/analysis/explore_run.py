@@ -153,8 +153,8 @@ def affinity_queues(points: Sequence[dict[str, Any]], n: int, base: NpuArch
 
 class Warmth(enum.Enum):
     """What a worker's search cache already holds for a point (`Runs`): a point of a program
-    key it has not seen pays the candidates' programs (0.35-0.7 s on MobileNetV2, against
-    ~0.15 s for a point alike in everything but the DRAM)."""
+    key it has not seen pays the candidates' programs (on MobileNetV2 several times what a
+    point alike in everything but the DRAM costs)."""
 
     WARM = "warm"  # a point of the same group (program key and `_AFFINITY` parameters) seen
     PROGRAMS = "programs"  # the program key seen, not the group

@@ -1,7 +1,7 @@
 """The headline figures of one compiled model on its design point (the report's summary).
 
 Definitions (docs/analysis.md repeats them for readers; cycles, latency and MAC utilisation
-are those of BENCHMARKS.md):
+are those of docs/figures.md):
 
 * throughput = clock / cycles, inferences per second with inferences run back to back;
 * energy per inference = dynamic energy of every instruction's events + static power x latency;

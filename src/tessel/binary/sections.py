@@ -90,7 +90,8 @@ def read_host_graphs(data: bytes, entry: SectionEntry) -> tuple[dict[str, str], 
     """The HOST_GRAPHS section: a JSON object mapping "prologue"/"host_K"/"epilogue" to IR text that
     parses and verifies (the runtime runs these graphs on the CPU); returned with the graphs
     parsed, so that nothing parses them again (a host part holding an embedding table is tens
-    of MB of base64: MiniLM's prologue, 62 MB, took ~0.4 s per parse)."""
+    of MB of base64, MiniLM's prologue for one, and each parse of it costs a noticeable part
+    of a load)."""
     from tessel.binary.program import is_host_graph_key
     from tessel.errors import TesselError
     from tessel.ir import parse_graph, verify

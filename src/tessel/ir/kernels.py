@@ -28,7 +28,7 @@ def kernel_of(op: Op) -> Kernel | None:
 
 
 def _special() -> Any:
-    """scipy.special, imported on first use (it takes ~0.5 s; the CLI starts without it)."""
+    """scipy.special, imported on first use (its import is slow; the CLI starts without it)."""
     import scipy.special
 
     return scipy.special
@@ -61,7 +61,7 @@ def pad_hw(x: np.ndarray, padding: tuple[int, ...], value: float, extra: tuple[i
 
 # ---------------------------------------------------------------- special functions
 def expit(x: np.ndarray) -> np.ndarray:
-    """The logistic sigmoid (scipy's, imported on first use: scipy costs ~1 s to import)."""
+    """The logistic sigmoid (scipy's, imported on first use: scipy is slow to import)."""
     from scipy.special import expit as _expit
     return _expit(x)
 

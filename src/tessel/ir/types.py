@@ -34,7 +34,7 @@ class DType(enum.Enum):
 
     @property
     def itemsize(self) -> int:
-        return _ITEMSIZE[self]  # (np.dtype per call was on the codegen's hot paths)
+        return _ITEMSIZE[self]  # a table: np.dtype per call would be on the emitters' hot paths
 
     @property
     def bounds(self) -> tuple[int, int]:

@@ -3,7 +3,7 @@
 The document holds marked blocks (``<!-- BEGIN GENERATED opcodes -->`` ... ``<!-- END
 GENERATED opcodes -->`` and one ``fields NAME`` block per opcode); ``update(text)`` rewrites
 their contents. ``python -m tessel.isa.docgen docs/isa.md`` updates the file in place;
-tests/unit/isa/test_docgen.py fails when the file is out of date.
+tests/unit/isa/test_isa_docs.py fails when the file is out of date.
 """
 
 from __future__ import annotations

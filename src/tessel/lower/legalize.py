@@ -5,7 +5,7 @@ directly, exact by construction, applied before partitioning (`compile_graph`, a
 * A `qconv2d` whose top / left padding is beyond the CONV / DWCONV 4-bit fields (a dilated
   causal conv1d pads 16-48 on the left) becomes an integer `pad` with the input's zero point
   followed by the conv without padding. Padding contributes `x - in_zp = 0` to the
-  accumulator either way, so the result is bit-identical (tests/unit/schedule/test_legalize.py
+  accumulator either way, so the result is bit-identical (tests/unit/lower/test_legalize.py
   checks it against the golden model of the original graph).
 """
 

@@ -65,8 +65,9 @@ def _evenly(n: int, k: int) -> torch.Tensor:
 
 
 def _eigh(c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """torch.linalg.eigh on one thread: these matrices are small, threaded LAPACK eigh was up to
-    100x slower on a busy 2-core machine, and one thread everywhere keeps builds reproducible."""
+    """torch.linalg.eigh on one thread: these matrices are small, threaded LAPACK eigh is far
+    slower on a machine whose cores are busy, and one thread everywhere keeps builds
+    reproducible."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

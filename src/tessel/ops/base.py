@@ -9,7 +9,7 @@ stage needs to know about an IR op, declared once, next to the code it names.
   float function a LUT holds for a pointwise activation (`lut`);
 * whether and how the NPU runs it (`npu`: the step emitter, the support rule that says why
   not, what the search signature keeps of it);
-* what BENCHMARKS.md counts as its MACs (`macs`).
+* what docs/figures.md counts as its MACs (`macs`).
 
 Every per-op table of the compiler is derived from these definitions (`tessel.ops.registry`).
 `register` also fills the IR's spec and kernel tables, so `tessel.ir` reads the same

@@ -110,8 +110,8 @@ class _ObservedOnce(torch.nn.Module):
     """A weight's observer after the first calibration sample: that sample's forward observed
     this very tensor, and a running min / max over the same values again is the same, so the
     observer is skipped while its input is that tensor, unmodified (its version counter);
-    anything else still goes through the observer. (Per-channel weight observers were most of
-    MiniLM's calibration: 36 aminmax over 10 M weights per sample.)"""
+    anything else still goes through the observer. (Per-channel weight observers would be most
+    of MiniLM's calibration: 36 aminmax over 10 M weights per sample.)"""
 
     def __init__(self, observer: torch.nn.Module, seen: torch.Tensor) -> None:
         super().__init__()

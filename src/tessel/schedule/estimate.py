@@ -48,7 +48,7 @@ _WAIT, _SIGNAL, _WORK, _XFER, _TILE = range(5)
 def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
                   cache: CostCache | None = None, prefetched: bool = False,
                   prefetch: Sequence[Instruction] = ()) -> Estimate:
-    """Cycles of a step from per-instruction costs, following the program codegen emits for
+    """Cycles of a step from per-instruction costs, following the program the emit stage emits for
     it (emit/step.py): the same queue per engine in the same order, with the rings' WAIT /
     SIGNAL tokens, but each tile's compute instructions on an engine taken as one block of
     their summed cost. Timing follows the simulator's rules (sim/timing.py): WAIT and SIGNAL

@@ -1,4 +1,4 @@
-"""The schedule stage: NPU nodes -> a `Schedule` (tessel.schedule.result) that codegen emits
+"""The schedule stage: NPU nodes -> a `Schedule` (tessel.schedule.result) that the emit stage emits
 once. In order: the mapping search per op with the fusion choice (`plan_units`, `_choose`:
 every candidate ranked on a cost model, by default the analytical one; schedule/cost_model.py),
 the constant layout (each step's constants packed once, in program order), the DRAM arena
@@ -127,7 +127,7 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
             and compute_floor(est for _, _, est in choices) >= beat):
         return None
     # each step's constants (the emitter's pure `constants`) placed once, in program order;
-    # its work reads those addresses, and the DRAM placement when codegen (or the residency
+    # its work reads those addresses, and the DRAM placement when the emit stage (or the residency
     # planner) asks for its instructions
     # (memoized: the residency and prefetch planners and the estimates read the same tiles)
     works = []

@@ -207,7 +207,7 @@ def plan_prefetch(works: Sequence[StepWork], regions: Sequence[int],
 
 @dataclass(frozen=True)
 class PlannedStep:
-    """A step as codegen emits it: moved, and with its prefetch role (emit/step.py)."""
+    """A step as the emit stage emits it: moved, and with its prefetch role (emit/step.py)."""
 
     work: StepWork
     prefetched: bool  # its group-0 loads are issued by the previous step

@@ -1,12 +1,12 @@
-"""The Schedule: the value the schedule stage (`tessel.schedule.plan`) produces and codegen
+"""The Schedule: the value the schedule stage (`tessel.schedule.plan`) produces and the emit stage
 (`tessel.emit.program.emit`) emits from, once.
 
 A `ScheduledStep` is one NPU step: its unit (a node, or a fused group of nodes), the emitter's
 mapping, the cost model's estimate (and so its bound), its region, the resident tensors it
 reads / writes on chip, and its work (`StepWork`: the step's program, bound to where every
-tensor lives; codegen turns it into instructions). The `Schedule` adds where every tensor lives
+tensor lives; the emit stage turns it into instructions). The `Schedule` adds where every tensor lives
 (DRAM arena offsets, on-chip ranges of resident tensors) and the constant layout. The types
-live here, below the planner, because codegen reads them; docs/backend.md ("Schedule").
+live here, below the planner, because the emit stage reads them; docs/backend.md ("Schedule").
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class ConstantLayout:
 
 @dataclass(frozen=True)
 class Schedule:
-    """Everything codegen needs to emit the NPU program of `graph`, and what estimate, advise
+    """Everything the emit stage needs to emit the NPU program of `graph`, and what estimate, advise
     and explore read instead of compiling."""
 
     arch: NpuArch

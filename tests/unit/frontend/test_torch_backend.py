@@ -55,7 +55,7 @@ def test_digits_equals_tessel_compile_and_float():
 
 @pytest.mark.slow
 def test_mobilenet_v2_equals_tessel_compile_and_keeps_top1():
-    """The issue's second model: two held-out images through torch.compile(backend="tessel")
+    """MobileNetV2: two held-out images through torch.compile(backend="tessel")
     equal tessel.compile(...).run bit for bit, and int8 keeps float's top-1 on them."""
     torch._dynamo.reset()
     spec = resolve("mobilenet_v2")

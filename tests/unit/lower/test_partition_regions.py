@@ -1,7 +1,7 @@
 """Several NPU regions and values passed to wherever they are needed: a host op in the middle
 (conv -> an op with no NPU lowering -> conv) gives two NPU regions in one binary, bit-exact
 against the golden model after a save / load round trip; multi-output graphs whose outputs are
-graph inputs or host results (issue 15 point 2) compile and run bit-exact; the fallback summary
+graph inputs or host results compile and run bit-exact; the fallback summary
 and the --no-fallback list name each host op once with its reason."""
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ BY_MODEL = [pytest.param(n, marks=pytest.mark.xdist_group(f"zoo-{n}")) for n in 
 
 
 def sqnr_db(reference: torch.Tensor, test: torch.Tensor) -> float:
-    """BENCHMARKS.md: 10 log10(sum(ref^2) / sum((ref - test)^2))."""
+    """docs/figures.md: 10 log10(sum(ref^2) / sum((ref - test)^2))."""
     return float(10 * torch.log10(reference.pow(2).sum() / (reference - test).pow(2).sum()))
 
 

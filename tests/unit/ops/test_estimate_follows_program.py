@@ -1,7 +1,7 @@
-"""The estimate follows the program (issue 9 point 5): estimate_step runs a step's queues and
-tokens by the simulator's timing rules, with each off-chip port serving transfers first come,
-first served, so DMA-bound steps are no longer over-estimated by first-fit booking in tile
-order (+25..+46 % before on u55-256). The simulator is the oracle: every mapping the search
+"""The estimate follows the program: estimate_step runs a step's queues and tokens by the
+simulator's timing rules, with each off-chip port serving transfers first come, first served
+(booking transfers first-fit in tile order would over-estimate DMA-bound steps by tens of
+percent on u55-256). The simulator is the oracle: every mapping the search
 considers is compiled alone, simulated, and compared with its full estimate."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _check_all(g, em, arch, feeds, pick=lambda m: True, limit=4):
 
 def test_resnet18_residual_add_on_u55():
     """ResNet-18's first residual add (1x56x56x64 + 1x56x56x64) on u55-256: two loads and a
-    store per chunk on one LPDDR port, DMA-bound (was estimated +25 % and more)."""
+    store per chunk on one LPDDR port, DMA-bound (first-fit booking would over-estimate it)."""
     arch = load_preset("u55-256")
     rng = np.random.default_rng(3)
     g = binary_graph(rng, Op.QADD, (1, 56, 56, 64), (1, 56, 56, 64))

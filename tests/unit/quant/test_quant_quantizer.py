@@ -112,7 +112,7 @@ def test_concat_inputs_and_output_share_qparams(convnet_q: GraphModule) -> None:
 
 
 def test_average_pool_observes_its_own_range_flatten_keeps_it(convnet_q: GraphModule) -> None:
-    # an average's range can be far below its input's (issue 15): its output is observed,
+    # an average's range can be far below its input's: its output is observed,
     # a data-movement op after it keeps the parameters it reads
     pool = _node(convnet_q, aten.adaptive_avg_pool2d.default)
     flat = _node(convnet_q, aten.flatten.using_ints)

@@ -2,7 +2,8 @@
 of every module, function-level and TYPE_CHECKING ones included): no cycle between tessel's
 top-level packages / modules (`tessel.ops`, `tessel.schedule`, `tessel.driver`, the root
 package `tessel` itself, ...), and no module imports a private name (`_name`, or a name from
-a `_module`) of another top-level package. STYLE.md #14."""
+a `_module`) of another top-level package: a stage hands the next one a value through
+public names."""
 
 from __future__ import annotations
 
@@ -161,8 +162,8 @@ def test_no_private_name_of_another_package_read_through_its_module():
     assert not bad, "private names read across packages:\n  " + "\n  ".join(bad)
 
 
-# The pipeline's stages, bottom to top (DESIGN.md, "Layout"): a package imports only packages
-# below it. Utilities first; then the vocabulary every stage shares (the NPU's parameters, the
+# The pipeline's stages, bottom to top (the design contract's layout): a package imports only
+# packages below it. Utilities first; then the vocabulary every stage shares (the NPU's parameters, the
 # IR, the instruction set, the binary format); the simulator (the NPU's semantics: it imports
 # no compiler stage); the op definitions; then the compiler's stages in pipeline order, the
 # runtime, the driver, and what is built on the driver.

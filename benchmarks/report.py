@@ -1,0 +1,172 @@
+"""The page `make bench` writes (docs/benchmarks.md): a fixed header, the run's machine and
+commit, the targets table and one section per benchmark, each under the command that produced
+it. The benchmark modules return `Section`s; this module only assembles and judges them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import operator
+import os
+import platform
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Section:
+    """One benchmark's tables: `command` reproduces them alone; `figures` are the numbers the
+    targets read (keys such as ``"sim_vs_eager_cpu/resnet18"``)."""
+
+    title: str
+    command: str
+    markdown: str
+    figures: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal on one figure: ``figure <op> bound`` (op ``"<="``, ``"<"`` or ``">="``)."""
+
+    goal: str  # what the row says, e.g. "simulation <= 2x torch fp32 eager"
+    subject: str  # the model or configuration the figure is of
+    key: str  # the figure's key in the sections' `figures`
+    op: str
+    bound: float
+    unit: str = ""  # appended to the figure, e.g. "x" or " s"
+    basis: str = ""  # how it is measured, e.g. "CPU s, 1 thread"
+
+    def verdict(self, figures: dict[str, float]) -> tuple[str, str]:
+        """(the figure as text, "met" / "**NOT met**" / "not measured")."""
+        if self.key not in figures:
+            return "-", "not measured"
+        value = figures[self.key]
+        ok = _OPS[self.op](value, self.bound)
+        return f"{value:.2f}{self.unit}", "met" if ok else "**NOT met**"
+
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le, "<": operator.lt, ">=": operator.ge}
+
+SIM_MODELS = ["resnet18", "mobilenet_v2", "vit_small", "minilm"]
+CLI_MODELS = ["ds_cnn", "mobilenet_v2", "resnet18", "vit_small", "minilm"]
+
+TARGETS: list[Target] = (
+    [Target("simulation <= 2x torch fp32 eager", m, f"sim_vs_eager_cpu/{m}", "<=", 2.0, "x",
+            "CPU s, one input, 1 thread each") for m in SIM_MODELS]
+    + [Target("batch of 64 <= 1.5x torch fp32 eager", "resnet18", "batch_vs_eager_cpu/resnet18",
+              "<=", 1.5, "x", "CPU s, 64 inputs, 1 thread each")]
+    + [Target("whole `tessel compile` <= 2x torch.export", m, f"compile_vs_export_cpu/{m}", "<=",
+              2.0, "x", "CPU s of fresh processes") for m in CLI_MODELS]
+    + [Target("`tessel run --check` <= 2x `tessel run`", m, f"check_vs_run_cpu/{m}", "<=", 2.0,
+              "x", "CPU s of fresh processes") for m in CLI_MODELS]
+    + [Target("`tessel --help` < 0.5 s", "-", "help_wall", "<", 0.5, " s",
+              "median wall s of fresh processes")]
+    + [Target("refusing an unwritable destination < 1 s", "tessel compile ... -o /nonexistent/",
+              "fail_fast_wall", "<", 1.0, " s", "median wall s of fresh processes")]
+    + [Target("backend compile <= 1 s", m, f"backend_s/{m}", "<=", 1.0, " s",
+              "wall s, first compile in the process, tnpu-s") for m in ("mobilenet_v2",
+                                                                         "resnet18")]
+    + [Target(f"estimate vs simulated: {what} <= {bound:g} %", "worst zoo model x preset",
+              f"fidelity_{k}", "<=", bound, " %", "bench_models' fidelity table")
+       for k, what, bound in (("p90", "per-layer p90", 5.0), ("max", "per-layer max", 15.0),
+                              ("whole", "whole-model error", 2.0))]
+    + [Target("DSE >= 4 points/s per worker", "mobilenet_v2, 16 points, 1 local worker",
+              "dse_per_worker/16", ">=", 4.0, "", "median of the rounds")]
+    + [Target("DSE scaling >= 0.85", f"mobilenet_v2, 64 points, {who}", f"dse_scaling_{k}/64",
+              ">=", 0.85, "", "throughput with 2 / (2 x throughput with 1)")
+       for k, who in (("local", "2 local workers"), ("ray", "local Ray, 2 CPUs"))]
+)
+
+
+def targets_table(figures: dict[str, float]) -> tuple[str, int]:
+    """The targets as a markdown table, and how many were measured and not met."""
+    lines = ["| goal | of | measured | basis | |", "|---|---|---:|---|---|"]
+    failed = 0
+    for t in TARGETS:
+        value, verdict = t.verdict(figures)
+        failed += verdict.startswith("**NOT")
+        lines.append(f"| {t.goal} | {t.subject} | {value} | {t.basis} | {verdict} |")
+    return "\n".join(lines), failed
+
+
+def commit() -> str:
+    """The short hash of HEAD, with "+dirty" when tracked files differ from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return head + ("+dirty" if dirty else "")
+
+
+def machine() -> str:
+    """CPU count and model, Python and torch versions."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import numpy
+    import torch
+    return (f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
+            f"torch {torch.__version__}, numpy {numpy.__version__}")
+
+
+HEADER = """\
+# Benchmarks
+
+This page is written by `make bench` (`python -m benchmarks.run`); do not edit it by hand.
+To regenerate it, run `make bench` in a clean checkout and commit the page: the run's commit is
+below, and earlier figures live in git's history of this file.
+
+What the figures mean is defined in [How the figures are defined](figures.md): cycles, latency,
+MAC utilisation, roofline bound and efficiency, DRAM traffic, estimation fidelity, compile
+time, simulator speed and design-space exploration throughput and scaling. Simulated figures
+(cycles, utilisation, traffic, energy, estimate errors) are deterministic: they change only
+when the compiler or the timing model does. Times are medians of several runs on a machine
+that may be shared, so only ratios measured side by side in one run are meaningful; the
+target rows use CPU seconds where a shared machine makes wall time measure the other tenants.
+torch and BLAS are held to one thread wherever the simulator is compared with eager PyTorch.
+`make bench` exits with status 1 when a measured target is not met.
+
+Measured elsewhere, by their own commands:
+`make fuzz-models` (random models compiled and simulated against the golden model; it prints
+its counts), `make fuzz` (docs/reliability.md), `python -m benchmarks.bench_estimate`
+(per-layer estimation errors with the worst layer named), `python -m benchmarks.bench_residency`
+(on-chip residency off and on), `python -m benchmarks.scalesim_golden` (the matrix engine
+against SCALE-Sim's cycle formula) and `python -m benchmarks.binary_digests` (binaries
+byte-identical to another tree's).
+"""
+
+
+def page(sections: list[Section], revision: str, started: datetime.datetime, seconds: float,
+         quick: bool) -> tuple[str, int]:
+    """The whole page, and the number of measured targets not met (`revision`: `commit()`
+    taken when the run started)."""
+    figures: dict[str, float] = {}
+    for s in sections:
+        figures.update(s.figures)
+    table, failed = targets_table(figures)
+    parts = [HEADER,
+             f"- Commit: `{revision}`\n"
+             f"- Run: {started:%Y-%m-%d %H:%M} UTC, {seconds / 60:.1f} min, "
+             "`TESSEL_CACHE_DIR=off` (no quantised graph reused from an earlier run)\n"
+             f"- Machine: {machine()}\n"]
+    if quick:
+        parts.append("**Quick mode** (`python -m benchmarks.run --quick`): a test of this "
+                     "page's writer on small models; these figures are not the record.\n")
+    parts += ["## Targets\n", table + "\n"]
+    for s in sections:
+        parts += [f"## {s.title}: `{s.command}`\n", s.markdown.strip() + "\n"]
+    return "\n".join(parts), failed
