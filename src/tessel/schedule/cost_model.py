@@ -1,4 +1,4 @@
-"""Cost models behind one interface (STYLE.md #8): what the mapping search
+"""Cost models behind one interface (`CostModel`): what the mapping search
 (tessel.schedule.search_cache) asks for a candidate step's cycles.
 
 * `AnalyticalCostModel`: `estimate_step` (schedule/estimate.py), the per-instruction costs of

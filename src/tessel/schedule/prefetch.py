@@ -1,5 +1,5 @@
 """Prefetch of a step's first group (weights, requantisation parameters, tables) while the
-previous step runs (issue 10 point 3). docs/backend.md, "Steps, rings and tokens".
+previous step runs. docs/backend.md, "Steps, rings and tokens".
 
 A group's loads of constants never read the previous step's results, so DMA_IN may issue
 step k's group-0 loads during step k-1, once step k-1's own loads are issued, if they write

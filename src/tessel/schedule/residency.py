@@ -1,4 +1,4 @@
-"""On-chip residency planner (issue 10 point 2), the placement core: which activations stay
+"""On-chip residency planner, the placement core: which activations stay
 in the SRAM scratchpad from their producer step to their last consumer step, and where.
 
 Input: per tensor a lifetime interval of steps [start, end] (inclusive), its size and the
