@@ -100,7 +100,7 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
     same stage, `tessel.schedule.plan`, with the same `options`: with on-chip residency too),
     so the cycles are the compiled layers' estimates added up. `timing_only`: cycles and
     layers only, no energy events (`energy_pj`, `bytes_read`, `bytes_written` are empty). With
-    a search cache active (tessel.schedule.search_cache.use) steps searched before are not
+    a search cache active (tessel.schedule.search.use) steps searched before are not
     searched again."""
     options = options or CompileOptions()
     graph = legalize(graph)

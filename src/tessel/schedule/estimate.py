@@ -3,7 +3,7 @@
 compute block and transfer a `Term` of instructions), the timing loop that runs it by the
 simulator's rules (`_run`, compiled in schedule/estimate_kernel.py), and the per-arch memos that
 time it (`CostCache`). `estimate_step(work, arch)` is the entry point; the schedule stage's
-search keeps programs to time them again on other NPUs (tessel.schedule.search_cache)."""
+search keeps programs to time them again on other NPUs (tessel.schedule.search)."""
 
 from __future__ import annotations
 
