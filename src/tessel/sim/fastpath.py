@@ -250,7 +250,10 @@ def memory_view(state: MachineState, key: tuple) -> np.ndarray:
 
 
 def memory_tensor(state: MachineState, key: tuple) -> Any:
-    """``torch.from_numpy(memory_view(state, key))``, kept the same way."""
+    """``torch.from_numpy(memory_view(state, key))``, kept the same way. A dimension of
+    length 1 gets the stride of a dense layout (its stride never addresses anything, but
+    ``torch._int_mm`` reads a 1 x k operand whose row stride is 1 as column-major: wrong
+    sums)."""
     memo = state.views
     tkey = ("torch", key)
     tensor = None if memo is None else memo.get(tkey)
@@ -258,6 +261,13 @@ def memory_tensor(state: MachineState, key: tuple) -> Any:
         import torch
 
         view = memory_view(state, key)
+        if 1 in view.shape:
+            dense, strides = view.itemsize, list(view.strides)
+            for k in range(view.ndim - 1, -1, -1):
+                if view.shape[k] == 1:
+                    strides[k] = dense
+                dense *= view.shape[k]
+            view = np.lib.stride_tricks.as_strided(view, strides=strides)
         tensor = state.views[tkey] = torch.from_numpy(view)  # type: ignore[index]
     return tensor
 
