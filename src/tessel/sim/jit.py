@@ -124,6 +124,13 @@ class Kernel:
         return f"Kernel({self.__name__})"
 
 
+def compiled(k: Kernel) -> Callable[..., Any]:
+    """What a simulator step calls: ``k.compiled`` with kernels on (``enabled``, read now:
+    when the step is built), else its Python source ``k.py`` (the same semantics, run by the
+    interpreter: hundreds of times slower)."""
+    return k.compiled if enabled() else k.py
+
+
 HELPER = "_tessel_jit_helper"  # the mark ``helper`` sets on a function
 
 
