@@ -121,7 +121,13 @@ def test_requant(case: Case) -> None:
 # ---- ELTWISE -----------------------------------------------------------------------------------
 @st.composite
 def eltwise_fields(draw: Any, op: EltOp) -> dict[str, int]:
-    if draw(st.booleans()):  # TFLite-like add / mul
+    style = draw(st.sampled_from(["tflite", "tflite", "one", "wild", "wild"]))
+    if style == "one":  # inputs rescaled by exactly 1, (2^30, 1): a layer norm's SUB, MAX / MIN
+        return dict(a_zp=draw(ZP32), b_zp=draw(ZP32), left_shift=draw(extremes(0, 31)),
+                    a_mult=1 << 30, a_shift=1, b_mult=draw(st.sampled_from([1 << 30, 5 << 27])),
+                    b_shift=draw(st.sampled_from([1, 1, 0])), out_mult=draw(Q31),
+                    out_shift=draw(SHIFT), out_zp=draw(ZP32))
+    if style == "tflite":  # TFLite-like add / mul
         return dict(a_zp=draw(st.integers(-128, 127)), b_zp=draw(st.integers(-128, 127)),
                     left_shift=draw(st.sampled_from([0, 15, 20])),
                     a_mult=draw(st.integers(1 << 30, INT32_MAX)),

@@ -64,44 +64,67 @@ def wrap32(v):
 
 
 @jit.kernel
-def store_int(acc, p, rowsum, colsum, za, zb, kab, a0, asr, add):
-    """``acc[a0 + i asr + j] = wrap32(p[i, j] - za colsum[j] - zb rowsum[i] + kab)`` (``add``:
-    plus the entry's old value) for the rows of one sample; ``acc`` its flat int32
-    accumulator, ``p`` int32, the sums int64 (unread where their zero point is 0)."""
-    m, n = p.shape
-    for i in range(m):
-        row = -zb * rowsum[i] + kab if zb != 0 else kab
-        pr = p[i]
-        yr = acc[a0 + i * asr:a0 + i * asr + n]
-        if za != 0:
+def store_int(acc, s0, s1, p, a, b, za, zb, kab, a0, asr, add):
+    """For samples ``s0 .. s1 - 1`` (``acc``: every sample's flat int32 accumulator; ``p``,
+    ``a``: their rows one sample after another): ``acc[s, a0 + i asr + j] = wrap32(p[i, j] -
+    za colsum(b)[j] - zb rowsum(a)[i] + kab)`` (``add``: plus the entry's old value). ``p =
+    a @ b`` int32; ``a`` / ``b`` the int8 operands as stored (any strides), their sums in
+    int32 (exact: at most 14.7M terms of at most 128), computed where their zero point is
+    not 0."""
+    rows, n = p.shape
+    m = rows // (s1 - s0)
+    k = b.shape[0]
+    cols = np.zeros(n, np.int32)
+    if za != 0:  # four rows a pass: a row of B is short (16-64), its loop's overhead is not
+        k4 = k - k % 4
+        for t in range(0, k4, 4):
+            b0, b1, b2, b3 = b[t], b[t + 1], b[t + 2], b[t + 3]
+            for j in range(n):
+                cols[j] += np.int32(b0[j]) + np.int32(b1[j]) + np.int32(b2[j]) + np.int32(b3[j])
+        for t in range(k4, k):
+            br = b[t]
+            for j in range(n):
+                cols[j] += br[j]
+    col = cols.astype(np.int64) * za
+    for s in range(s0, s1):
+        accs = acc[s]
+        for i in range(m):
+            r = (s - s0) * m + i
+            row = kab
+            if zb != 0:
+                ar = a[r]
+                t = np.int32(0)
+                for q in range(k):
+                    t += ar[q]
+                row = kab - zb * np.int64(t)
+            pr = p[r]
+            yr = accs[a0 + i * asr:a0 + i * asr + n]
             if add:
                 for j in range(n):
-                    yr[j] = wrap32(np.int64(yr[j]) + pr[j] - za * colsum[j] + row)
+                    yr[j] = wrap32(np.int64(yr[j]) + pr[j] - col[j] + row)
             else:
                 for j in range(n):
-                    yr[j] = wrap32(np.int64(pr[j]) - za * colsum[j] + row)
-        elif add:
-            for j in range(n):
-                yr[j] = wrap32(np.int64(yr[j]) + pr[j] + row)
-        else:
-            for j in range(n):
-                yr[j] = wrap32(np.int64(pr[j]) + row)
+                    yr[j] = wrap32(np.int64(pr[j]) - col[j] + row)
 
 
 @jit.kernel
-def store_f32(acc, r, a0, asr, add):
-    """``acc[a0 + i asr + j] = r[i, j]`` (exact integers below 2^24 in float32; ``add``:
-    ``wrap32(entry + r)``) for the rows of one sample; ``acc`` its flat int32 accumulator."""
-    m, n = r.shape
-    for i in range(m):
-        yr = acc[a0 + i * asr:a0 + i * asr + n]
-        rr = r[i]
-        if add:
-            for j in range(n):
-                yr[j] = wrap32(np.int64(yr[j]) + np.int64(rr[j]))
-        else:
-            for j in range(n):
-                yr[j] = np.int32(rr[j])
+def store_f32(acc, s0, s1, r, a0, asr, add):
+    """For samples ``s0 .. s1 - 1``: ``acc[s, a0 + i asr + j] = r[i, j]`` (exact integers
+    below 2^24 in float32, one sample's rows after another; ``add``: ``wrap32(entry +
+    r)``)."""
+    rows, n = r.shape
+    m = rows // (s1 - s0)
+    for s in range(s0, s1):
+        accs = acc[s]
+        for i in range(m):
+            yr = accs[a0 + i * asr:a0 + i * asr + n]
+            rr = r[(s - s0) * m + i]
+            if add:
+                for j in range(n):
+                    yr[j] = wrap32(np.int64(yr[j]) + np.int64(rr[j]))
+            else:
+                for j in range(n):
+                    yr[j] = np.int32(rr[j])
 
 
 def f32_products(a: np.ndarray, b: np.ndarray, out: np.ndarray, exact: bool, chunk: int,

@@ -93,11 +93,9 @@ def weight_runs(f: dict[str, Any]) -> np.ndarray:
 
 
 @jit.kernel
-def pack_i8(x, s0, s1, runs, pad, a, sums, need_sums):
+def pack_i8(x, s0, s1, runs, pad, a):
     """The rows of samples ``s0 .. s1 - 1`` (``x``: every sample's SRAM, flat int8) into
-    ``a`` (flat int8, one sample's rows after another) as stored, ``pad`` in the padding;
-    ``need_sums``: ``sums[row]`` the row's sum (int64; each run lies in one row, rows are
-    ``a.size // len(sums)`` long)."""
+    ``a`` (flat int8, one sample's rows after another) as stored, ``pad`` in the padding."""
     per = a.size // (s1 - s0)
     fill = np.int8(pad)
     for s in range(s0, s1):
@@ -113,35 +111,6 @@ def pack_i8(x, s0, s1, runs, pad, a, sums, need_sums):
                 xr = xs[src:src + n]
                 for j in range(n):
                     dst[j] = xr[j]
-    if need_sums:
-        sum_rows(a.reshape(len(sums), -1), sums)
-
-
-@jit.helper
-def sum_rows(a, sums):
-    """``sums[i] = sum_j a[i, j]`` (int8 rows, any strides; int64)."""
-    for i in range(a.shape[0]):
-        ar = a[i]
-        t = np.int64(0)
-        for j in range(a.shape[1]):
-            t += ar[j]
-        sums[i] = t
-
-
-@jit.kernel
-def row_sums(a, sums):
-    """``sum_rows`` alone (an operand read in place)."""
-    sum_rows(a, sums)
-
-
-@jit.kernel
-def col_sums(b, sums):
-    """``sums[j] = sum_i b[i, j]`` (int8, any strides; int64)."""
-    sums[:] = 0
-    for i in range(b.shape[0]):
-        br = b[i]
-        for j in range(b.shape[1]):
-            sums[j] += br[j]
 
 
 @jit.helper
@@ -254,15 +223,13 @@ def build(op: Op, prep: Any) -> Step:
 def _int8_one(c: Conv, mm: Any, many: Step) -> Step:
     """One sample: ``A`` and ``B`` packed into pooled buffers or read in place, one GEMM into
     a pooled buffer (or the accumulator itself: both zero points 0, overwritten, dense rows),
-    the zero points' terms and the store."""
+    the zero points' terms and the store (``gemm.store_int``)."""
     import torch
 
-    pk, rs, cs = jit.compiled(pack_i8), jit.compiled(row_sums), jit.compiled(col_sums)
-    store = jit.compiled(gemm.store_int)
-    need_rows, need_cols = c.w_zp != 0, c.in_zp != 0
+    pk, store = jit.compiled(pack_i8), jit.compiled(gemm.store_int)
     za, zb = I64(c.in_zp), I64(c.w_zp)
     pad = c.in_zp if c.padded else 0
-    direct = not (need_rows or need_cols or c.add) and c.asr == c.cout
+    direct = not (za or zb or c.add) and c.asr == c.cout
     m, k, n = c.m, c.k, c.cout
 
     def make(state: MachineState) -> tuple:
@@ -273,27 +240,23 @@ def _int8_one(c: Conv, mm: Any, many: Step) -> Step:
         b = x[0, c.b_at:c.b_at + k * n] if c.b_at is not None else \
             pool.get(("conv_b8", k, n), (k * n,), I8)
         p = acc[0, c.a0:c.a0 + m * n] if direct else pool.get(("conv_p", m, n), (m * n,), I32)
-        rows, cols = pool.get(("conv_rows", m), (m,), I64), pool.get(("conv_cols", n), (n,), I64)
-        return (x, acc[0], a, b, p.reshape(m, n), rows, cols, torch.from_numpy(a.reshape(m, k)),
-                torch.from_numpy(b.reshape(k, n)), torch.from_numpy(p.reshape(m, n)))
+        a2, b2, p2 = a.reshape(m, k), b.reshape(k, n), p.reshape(m, n)
+        return (x, acc, a, b, a2, b2, p2, torch.from_numpy(a2), torch.from_numpy(b2),
+                torch.from_numpy(p2))
     views = Views(make)
 
     def step(state: MachineState) -> None:
         if state.batch is not None:
             many(state)
             return
-        x, acc, a, b, p, rows, cols, ta, tb, tp = views.get(state)
+        x, acc, a, b, a2, b2, p, ta, tb, tp = views.get(state)
         if c.a_at is None:
-            pk(x, 0, 1, c.a_runs, pad, a, rows, need_rows)
-        elif need_rows:
-            rs(a.reshape(m, k), rows)
+            pk(x, 0, 1, c.a_runs, pad, a)
         if c.b_at is None:
-            pk(x, 0, 1, c.b_runs, 0, b, cols, False)
-        if need_cols:
-            cs(b.reshape(k, n), cols)
+            pk(x, 0, 1, c.b_runs, 0, b)
         mm(ta, tb, out=tp)
         if not direct:
-            store(acc, p, rows, cols, za, zb, c.kab, c.a0, c.asr, c.add)
+            store(acc, 0, 1, p, a2, b2, za, zb, c.kab, c.a0, c.asr, c.add)
     return step
 
 
@@ -303,30 +266,21 @@ def _int8_many(c: Conv, mm: Any) -> Step:
     sample with its own."""
     import torch
 
-    pk, cs, store = jit.compiled(pack_i8), jit.compiled(col_sums), jit.compiled(gemm.store_int)
-    need_rows, need_cols = c.w_zp != 0, c.in_zp != 0
+    pk, store = jit.compiled(pack_i8), jit.compiled(gemm.store_int)
     za, zb = I64(c.in_zp), I64(c.w_zp)
     pad = c.in_zp if c.padded else 0
     m, k, n = c.m, c.k, c.cout
 
     def run(state: MachineState, x: np.ndarray, acc: np.ndarray, s0: int, s1: int,
             ws: int) -> None:
-        pool, rows_n = state.pool, (s1 - s0) * m
-        b = pool.get(("convb_b8", k, n), (k * n,), I8)
-        pk(x, ws, ws + 1, c.b_runs, 0, b, np.empty(k, I64), False)
-        cols = pool.get(("convb_cols", n), (n,), I64)
-        if need_cols:
-            cs(b.reshape(k, n), cols)
-        a = pool.get(("convb_a8", rows_n, k), (rows_n * k,), I8)
-        rows = pool.get(("convb_rows", rows_n), (rows_n,), I64)
-        p = pool.get(("convb_p", rows_n, n), (rows_n, n), I32)
-        pk(x, s0, s1, c.a_runs, pad, a, rows, need_rows)
-        mm(torch.from_numpy(a.reshape(rows_n, k)), torch.from_numpy(b.reshape(k, n)),
-           out=torch.from_numpy(p))
-        for s in range(s0, s1):
-            lo = (s - s0) * m
-            store(acc[s], p[lo:lo + m], rows[lo:lo + m], cols, za, zb, c.kab, c.a0, c.asr,
-                  c.add)
+        pool, rows = state.pool, (s1 - s0) * m
+        b = pool.get(("convb_b8", k, n), (k, n), I8)
+        pk(x, ws, ws + 1, c.b_runs, 0, b.reshape(-1))
+        a = pool.get(("convb_a8", rows, k), (rows, k), I8)
+        p = pool.get(("convb_p", rows, n), (rows, n), I32)
+        pk(x, s0, s1, c.a_runs, pad, a.reshape(-1))
+        mm(torch.from_numpy(a), torch.from_numpy(b), out=torch.from_numpy(p))
+        store(acc, s0, s1, p, a, b, za, zb, c.kab, c.a0, c.asr, c.add)
 
     def step(state: MachineState) -> None:
         x, acc = flat_rows(state, "sram", I8), flat_rows(state, "acc_bytes", I32)
@@ -355,7 +309,7 @@ def _f32_one(c: Conv, many: Step) -> Step:
         pool = state.pool
         a = pool.get(("conv_fa", m, k), (m, k), F32)
         b = pool.get(("conv_fb", k, n), (k, n), F32)
-        return (flat_rows(state, "sram", I8), flat_rows(state, "acc_bytes", I32)[0], a, b,
+        return (flat_rows(state, "sram", I8), flat_rows(state, "acc_bytes", I32), a, b,
                 pool.get(("conv_fr", m, n), (m, n), F32), pool.get(("conv_fs", m), (m,), I64),
                 pool.get(("conv_fk", k), (k,), I64), a.reshape(-1), b.reshape(-1))
     views = Views(make)
@@ -395,10 +349,10 @@ def _f32_one(c: Conv, many: Step) -> Step:
         else:
             bound = pair(x, a_runs, b_runs, in_zp, w_zp, af, bf, sums, cols, not proved)
         if proved or bound < exact:
-            store(acc, dot(a, b, out=r), a0, asr, add)
+            store(acc, 0, 1, dot(a, b, out=r), a0, asr, add)
             return
         gemm.f32_products(a, b, r, False, c.chunk,
-                          lambda part, add: store(acc, part, c.a0, c.asr, c.add or add))
+                          lambda part, more: store(acc, 0, 1, part, a0, asr, add or more))
     return step
 
 
@@ -419,11 +373,8 @@ def _f32_many(c: Conv) -> Step:
                    pool.get(("convf_s", rows), (rows,), I64), True)
         out = pool.get(("convf_r", rows, n), (rows, n), F32)
 
-        def put(r: np.ndarray, add: bool) -> None:
-            for s in range(s0, s1):
-                lo = (s - s0) * m
-                store(acc[s], r[lo:lo + m], c.a0, c.asr, c.add or add)
-        gemm.f32_products(a, b, out, proved or l1 * bm < gemm.F32_EXACT, c.chunk, put)
+        gemm.f32_products(a, b, out, proved or l1 * bm < gemm.F32_EXACT, c.chunk,
+                          lambda r, more: store(acc, s0, s1, r, c.a0, c.asr, c.add or more))
 
     def step(state: MachineState) -> None:
         x, acc = flat_rows(state, "sram", I8), flat_rows(state, "acc_bytes", I32)

@@ -77,7 +77,11 @@ def mbqm(t, scale, qh, ql, down):
 def contributions(x, n, zp, pre, scale, qh, ql, down, mul, buf):
     """``buf[:n]``: an operand's contribution per element, ``clip(x - zp)`` for MUL, else
     ``MBQM(sat32(clip(x - zp) * pre), q, shift)`` (``pre = 2^left_shift``); ``x`` of length
-    1 is one value for the whole row. One loop per form (the tile's: a branch per row)."""
+    1 is one value for the whole row. One loop per form (the tile's: a branch per row). The
+    multiplier ``(2^30, 1)`` is exactly 1 (docs/isa.md): ``MBQM(v, 2^30, 1) = floor((sat32(2v)
+    + 1) / 2)`` is ``v`` for ``|v| <= 2^30`` and the nearer of ``+-2^30`` beyond, so that
+    contribution is ``clip((x - zp) pre, -2^30, 2^30)`` (the narrower clip subsumes both
+    sat32 and the clip of ``x - zp``)."""
     if len(x) == 1:
         t = min(max(F64(x[0]) - zp, -CLIP), CLIP)
         if not mul:
@@ -86,6 +90,9 @@ def contributions(x, n, zp, pre, scale, qh, ql, down, mul, buf):
     elif mul:
         for i in range(n):
             buf[i] = min(max(F64(x[i]) - zp, -CLIP), CLIP)
+    elif scale == 2.0 and qh == 16384.0 and ql == 0.0:  # the multiplier (2^30, 1): one
+        for i in range(n):
+            buf[i] = min(max((F64(x[i]) - zp) * pre, -HALF), HALF)
     elif scale == 1.0:
         for i in range(n):
             t = min(max(F64(x[i]) - zp, -CLIP), CLIP)
@@ -145,7 +152,19 @@ def eltwise(a, b, out, p):
     ns, n2, n1, n0 = out.shape
     va, vb = a.shape[3] > 1, b.shape[3] > 1  # varying along the last axis
     bufa, bufb = np.empty(min(n0, CHUNK), F64), np.empty(min(n0, CHUNK), F64)
+    # an operand that is one row for all of a sample's rows (a bias per channel): its
+    # contributions once per sample
+    rows = n2 * n1 > 1
+    ca = rows and va and a.shape[1] == 1 and a.shape[2] == 1
+    cb = rows and vb and b.shape[1] == 1 and b.shape[2] == 1
+    fulla, fullb = np.empty(n0 if ca else 0, F64), np.empty(n0 if cb else 0, F64)
     for s in range(ns):
+        if ca and (s == 0 or a.shape[0] > 1):
+            contributions(a[min(s, a.shape[0] - 1), 0, 0], n0, za, pre, sa, qha, qla, da, mul,
+                          fulla)
+        if cb and (s == 0 or b.shape[0] > 1):
+            contributions(b[min(s, b.shape[0] - 1), 0, 0], n0, zb, pre, sb, qhb, qlb, db, mul,
+                          fullb)
         for i2 in range(n2):
             for i1 in range(n1):
                 xa = a[min(s, a.shape[0] - 1), min(i2, a.shape[1] - 1), min(i1, a.shape[2] - 1)]
@@ -153,11 +172,18 @@ def eltwise(a, b, out, p):
                 y = out[s, i2, i1]
                 for c in range(0, n0, CHUNK):
                     n = min(CHUNK, n0 - c)
-                    contributions(xa[c:c + n] if va else xa, n, za, pre, sa, qha, qla, da, mul,
-                                  bufa)
-                    contributions(xb[c:c + n] if vb else xb, n, zb, pre, sb, qhb, qlb, db, mul,
-                                  bufb)
-                    combine(op, bufa, bufb, n)
+                    if ca:  # (combine writes its first operand: a copy)
+                        bufa[:n] = fulla[c:c + n]
+                    else:
+                        contributions(xa[c:c + n] if va else xa, n, za, pre, sa, qha, qla, da,
+                                      mul, bufa)
+                    rb = bufb
+                    if cb:
+                        rb = fullb[c:c + n]
+                    else:
+                        contributions(xb[c:c + n] if vb else xb, n, zb, pre, sb, qhb, qlb, db,
+                                      mul, bufb)
+                    combine(op, bufa, rb, n)
                     output(bufa, n, y[c:c + n], zo, so, qho, qlo, do, lo, hi)
 
 

@@ -1,9 +1,8 @@
 """MATMUL: docs/isa.md's ``ACC[i, j] (=, +=) sum_t (A[i, t] - a_zp) (B[t, j] - b_zp)``.
 
 The products come from ``tessel.sim.gemm``'s exact GEMM. With the int8 GEMM, the operands
-are read in place when dense (``torch._int_mm`` on views of the SRAM; else a dense copy),
-``int8_sums`` adds up the rows of A and the columns of B where the other side's zero point
-needs them, and ``gemm.store_int`` writes the corrected, wrapped sums (the GEMM writes the
+are read in place when dense (``torch._int_mm`` on views of the SRAM; else a dense copy) and
+``gemm.store_int`` writes the sums corrected for the zero points, wrapped (the GEMM writes the
 accumulator itself when both zero points are 0, the tile is overwritten and its rows are
 dense). Without it (a host with no fast exact int8 GEMM), ``pack_f32`` writes ``x - zp`` as
 float32 with the exactness bound's factor, numpy's BLAS multiplies, ``gemm.store_f32``
@@ -37,27 +36,6 @@ from tessel.sim.prepare import Op
 from tessel.sim.state import MachineState, extent
 
 I64 = np.int64
-
-
-@jit.kernel
-def int8_sums(a, b, need_rows, need_cols, rows, cols):
-    """``rows[i] = sum_t a[i, t]`` (if ``need_rows``), ``cols[j] = sum_t b[t, j]`` (if
-    ``need_cols``), int64; int8 operands of any strides."""
-    m, k = a.shape
-    n = b.shape[1]
-    if need_rows:
-        for i in range(m):
-            ar = a[i]
-            s = np.int64(0)
-            for t in range(k):
-                s += ar[t]
-            rows[i] = s
-    if need_cols:
-        cols[:] = 0
-        for t in range(k):
-            br = b[t]
-            for j in range(n):
-                cols[j] += br[j]
 
 
 @jit.kernel
@@ -105,44 +83,40 @@ def build(op: Op, prep: Any) -> Step:
     """The MATMUL step: the int8 GEMM where this host has a fast exact one, else float32."""
     mm_ = Matmul(op)
     mm = gemm.int_mm() if mm_.k <= gemm.INT_MM_K_MAX else None
-    one, many = (_int8_one(mm_, mm), _int8_many(mm_, mm)) if mm is not None else \
-        (_f32_steps(mm_),) * 2
-
-    def step(state: MachineState) -> None:
-        (one if state.batch is None else many)(state)
-    return step
+    if mm is None:
+        return _f32_steps(mm_)
+    return _int8_one(mm_, mm, _int8_many(mm_, mm))
 
 
-def _int8_one(c: Matmul, mm: Any) -> Step:
+def _int8_one(c: Matmul, mm: Any, many: Step) -> Step:
     """One sample: the GEMM on the SRAM operands (pooled dense copies where strided), into
     the accumulator itself when that is all, else into a pooled buffer ``store_int`` reads."""
     import torch
 
-    sums, store = jit.compiled(int8_sums), jit.compiled(gemm.store_int)
+    store = jit.compiled(gemm.store_int)
     direct = not (c.za or c.zb or c.add) and contiguous((c.m, c.n), (c.asr, 1), 1)
-    need_rows, need_cols = bool(c.zb), bool(c.za)
 
     def make_pooled(pool: Any) -> tuple:
         ac = None if c.a_dense else pool.get(("mm_a8", c.m, c.k), (c.m, c.k), I8)
         bc = None if c.b_dense else pool.get(("mm_b8", c.k, c.n), (c.k, c.n), I8)
         out = None if direct else pool.get(("mm_p", c.m, c.n), (c.m, c.n), I32)
-        rows = pool.get(("mm_rows", c.m), (c.m,), I64)
-        cols = pool.get(("mm_cols", c.n), (c.n,), I64)
-        return tuple((x, None if x is None else torch.from_numpy(x))
-                     for x in (ac, bc, out)) + (rows, cols)
+        return tuple((x, None if x is None else torch.from_numpy(x)) for x in (ac, bc, out))
     pooled = PoolKept(make_pooled)
 
     def make(state: MachineState) -> tuple:
-        (ac, tac), (bc, tbc), (out, tout), rows, cols = pooled.get(state.pool)
+        (ac, tac), (bc, tbc), (out, tout) = pooled.get(state.pool)
         a8, b8 = memory_view(state, c.a_key)[0], memory_view(state, c.b_key)[0]
         return (a8, ac, memory_tensor(state, c.a_key) if tac is None else tac,
                 b8, bc, memory_tensor(state, c.b_key) if tbc is None else tbc,
                 out, memory_tensor(state, c.acc_key) if tout is None else tout,
-                flat_rows(state, "acc_bytes", I32)[0], rows, cols)
+                flat_rows(state, "acc_bytes", I32))
     views = Views(make)
 
     def step(state: MachineState) -> None:
-        a8, ac, ta, b8, bc, tb, p, tp, acc, rows, cols = views.get(state)
+        if state.batch is not None:
+            many(state)
+            return
+        a8, ac, ta, b8, bc, tb, p, tp, acc = views.get(state)
         if ac is not None:
             np.copyto(ac, a8)
             a8 = ac
@@ -150,10 +124,8 @@ def _int8_one(c: Matmul, mm: Any) -> Step:
             np.copyto(bc, b8)
             b8 = bc
         mm(ta, tb, out=tp)
-        if direct:
-            return
-        sums(a8, b8, need_rows, need_cols, rows, cols)
-        store(acc, p, rows, cols, c.za, c.zb, c.kab, c.a0, c.asr, c.add)
+        if not direct:
+            store(acc, 0, 1, p, a8, b8, c.za, c.zb, c.kab, c.a0, c.asr, c.add)
     return step
 
 
@@ -162,27 +134,18 @@ def _int8_many(c: Matmul, mm: Any) -> Step:
     sample."""
     import torch
 
-    sums, store = jit.compiled(int8_sums), jit.compiled(gemm.store_int)
-    need_rows, need_cols = bool(c.zb), bool(c.za)
+    store = jit.compiled(gemm.store_int)
 
     def gemm_rows(state: MachineState, s0: int, s1: int, bsample: int) -> None:
-        a8 = memory_view(state, c.a_key)
-        b8 = memory_view(state, c.b_key)[bsample]
-        pool, rows_n = state.pool, (s1 - s0) * c.m
-        ac = pool.get(("mmb_a8", rows_n, c.k), (rows_n, c.k), I8)
-        np.copyto(ac.reshape(s1 - s0, c.m, c.k), a8[s0:s1])
+        pool, rows = state.pool, (s1 - s0) * c.m
+        ac = pool.get(("mmb_a8", rows, c.k), (rows, c.k), I8)
+        np.copyto(ac.reshape(s1 - s0, c.m, c.k), memory_view(state, c.a_key)[s0:s1])
         bc = pool.get(("mmb_b8", c.k, c.n), (c.k, c.n), I8)
-        np.copyto(bc, b8)
-        p = pool.get(("mmb_p", rows_n, c.n), (rows_n, c.n), I32)
+        np.copyto(bc, memory_view(state, c.b_key)[bsample])
+        p = pool.get(("mmb_p", rows, c.n), (rows, c.n), I32)
         mm(torch.from_numpy(ac), torch.from_numpy(bc), out=torch.from_numpy(p))
-        cols = np.empty(c.n, I64)
-        rows = np.empty(rows_n, I64)
-        sums(ac, bc, need_rows, need_cols, rows, cols)
-        acc = flat_rows(state, "acc_bytes", I32)
-        for s in range(s0, s1):
-            lo = (s - s0) * c.m
-            store(acc[s], p[lo:lo + c.m], rows[lo:lo + c.m], cols, c.za, c.zb, c.kab, c.a0,
-                  c.asr, c.add)
+        store(flat_rows(state, "acc_bytes", I32), s0, s1, p, ac, bc, c.za, c.zb, c.kab, c.a0,
+              c.asr, c.add)
 
     def step(state: MachineState) -> None:
         ns = state.batch or 1
@@ -222,5 +185,6 @@ def _f32_steps(c: Matmul) -> Step:
             b, _, bm = packed(state, s, c.b_key, c.b_span, keep_b, (c.k, c.n), c.zb)
             out = state.pool.get(("mmf_out", c.m, c.n), (c.m, c.n), F32)
             gemm.f32_products(a, b, out, c.k <= c.chunk or l1 * bm < gemm.F32_EXACT, c.chunk,
-                              lambda r, add, s=s: store(acc[s], r, c.a0, c.asr, c.add or add))
+                              lambda r, more, s=s: store(acc, s, s + 1, r, c.a0, c.asr,
+                                                         c.add or more))
     return step

@@ -61,10 +61,21 @@ def requant_rows(x, x0, xs, dst, d0, ds, rows, params, zp, lo, hi):
     for s in range(x.shape[0]):
         prm = params[min(s, params.shape[0] - 1)]
         bias, scale, qh, ql, down = prm[0], prm[1], prm[2], prm[3], prm[4]
+        left = False  # no channel shifts left: sat32(t << 0) is t, that step left out
+        for c in range(width):
+            left |= scale[c] != 1.0
         xm, dm = x[s], dst[s]
         for r in range(rows):
             xr = xm[x0 + r * xs:x0 + r * xs + width]
             dr = dm[d0 + r * ds:d0 + r * ds + width]
+            if not left:
+                for c in range(width):
+                    t = min(max(np.float64(xr[c]) + bias[c], t_lo), t_hi)  # sat32(acc + bias)
+                    low = np.floor((t * ql[c] + 1073741824.0) * (1.0 / 65536.0))
+                    v = np.floor((t * qh[c] + low) * (1.0 / 32768.0)) * down[c]  # SRDHM, 2^-e
+                    v = np.trunc(v + np.copysign(0.5, v))  # RDBPOT
+                    dr[c] = np.int32(min(max(v + fz, y_lo), y_hi))
+                continue
             for c in range(width):
                 t = min(max(np.float64(xr[c]) + bias[c], t_lo), t_hi)  # sat32(acc + bias)
                 t = min(max(t * scale[c], t_lo), t_hi)  # sat32(t << left)
