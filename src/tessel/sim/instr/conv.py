@@ -11,11 +11,12 @@ padding holding ``in_zp`` so that it contributes ``(in_zp - in_zp) = 0``, or flo
 ``x - in_zp``, the padding 0), and ``gemm.store_int`` / ``store_f32`` write or add the
 accumulator rows ``acc_addr + p acc_stride``.
 
-A batch packs every sample's rows into one ``A`` (up to ``BATCH_GEMM_BYTES`` at a time) for
-one GEMM when the samples' weight bytes agree, else runs each sample with its own weights.
-Packed operands of ``PACK_MIN_VALUES`` values and more are kept with the bytes they came from
-(``hostmem.PackCache``): a layer's weights serve every row tile, a resident input every
-output-channel chunk, and any changed byte packs them again.
+An operand that is its SRAM bytes in order (a 1x1 tile's dense input, dense HWIO weights) is
+read in place by the int8 GEMM. A batch packs every sample's rows into one ``A`` (up to
+``BATCH_GEMM_BYTES`` at a time) for one GEMM when the samples' weight bytes agree, else runs
+each sample with its own weights. float32 packs of ``PACK_MIN_VALUES`` values and more are
+kept with the bytes they came from (``hostmem.PackCache``): a resident input serves every
+output-channel chunk, and any changed byte packs it again.
 """
 
 from __future__ import annotations
