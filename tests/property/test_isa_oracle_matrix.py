@@ -197,6 +197,8 @@ BIG = [  # (fields, batch): tiles the simulator hands to a GEMM library, packed 
           w_zp=3, mode=AccMode.ACCUMULATE), None),
     (dict(op=Opcode.CONV, in_h=9, in_w=9, cin=200, cout=32, kh=3, kw=3, out_h=7, out_w=7,
           in_zp=255, w_zp=-256), 2),
+    (dict(op=Opcode.CONV, in_h=10, in_w=10, cin=64, cout=64, kh=3, kw=3, pad_top=1,
+          pad_left=1, out_h=10, out_w=10), None),  # zero points 0: the GEMM writes the ACC
     (dict(op=Opcode.MATMUL, m=197, n=64, k=192, a_zp=-3, b_zp=0), None),
     (dict(op=Opcode.MATMUL, m=64, n=96, k=600, a_zp=255, b_zp=-256), 2),
     (dict(op=Opcode.MATMUL, m=120, n=130, k=576, a_zp=0, b_zp=0), None),

@@ -45,52 +45,48 @@ BATCH_GEMM_BYTES = 8 << 20  # a batch's CONV: samples per GEMM, by their im2col 
 INT_MM_MIN_MACS = 500_000  # one sample's tiles from here on: the int8 GEMM (when fast here)
 
 
-def runs_of(src: np.ndarray) -> np.ndarray:
+def runs_of(src: np.ndarray, width: int) -> np.ndarray:
     """``(R, 3)`` int64 runs ``(destination offset, source element or -1, length)`` copying a
-    matrix whose element ``(i, j)`` comes from source element ``src[i, j]`` (-1: padding):
-    maximal runs of consecutive source elements (or of padding) that stay in one row."""
-    rows, cols = src.shape
+    matrix of rows of ``src.shape[1]`` blocks of ``width`` elements, block ``(i, j)`` from the
+    ``width`` consecutive source elements at ``src[i, j]`` (-1: padding): maximal runs of
+    blocks that continue each other in the source (or are all padding) within one row."""
+    rows, blocks = src.shape
     flat = src.reshape(-1)
     pad = flat < 0
     cont = np.zeros(flat.size, bool)
-    cont[1:] = ((flat[1:] == flat[:-1] + 1) & ~pad[1:] & ~pad[:-1]) | (pad[1:] & pad[:-1])
-    cont[::cols] = False
+    cont[1:] = ((flat[1:] == flat[:-1] + width) & ~pad[1:] & ~pad[:-1]) | (pad[1:] & pad[:-1])
+    cont[::blocks] = False
     starts = np.flatnonzero(~cont)
-    lengths = np.diff(np.append(starts, flat.size))
-    return np.stack([starts, np.where(pad[starts], -1, flat[starts]), lengths], 1).astype(I64)
+    lengths = np.diff(np.append(starts, flat.size)) * width
+    return np.stack([starts * width, np.where(pad[starts], -1, flat[starts]), lengths],
+                    1).astype(I64)
 
 
 def window_runs(f: dict[str, Any]) -> tuple[np.ndarray, tuple[int, int], bool]:
-    """``runs_of`` the im2col matrix ``(M, K)`` of a CONV (docs/isa.md's loop indices; -1
-    where the window lies in the padding), built a block of output rows at a time; with the
-    SRAM bytes it reads ([lo, hi), empty if none) and whether it has padding."""
-    ow, kk_cin = f["out_w"], f["kh"] * f["kw"] * f["cin"]
-    block = max(1, (1 << 20) // max(1, ow * kk_cin))
-    parts, lo, hi, padded = [], None, None, False
-    for y0 in range(0, f["out_h"], block):
-        oy, ox, ky, kx, ci = np.ix_(np.arange(y0, min(f["out_h"], y0 + block)),
-                                    *(np.arange(n) for n in (ow, f["kh"], f["kw"], f["cin"])))
-        iy = oy * f["stride_h"] - f["pad_top"] + ky * f["dil_h"]
-        ix = ox * f["stride_w"] - f["pad_left"] + kx * f["dil_w"]
-        inside = (iy >= 0) & (iy < f["in_h"]) & (ix >= 0) & (ix < f["in_w"])
-        src = np.where(inside, f["in_addr"] + iy * f["in_stride_h"] + ix * f["in_stride_w"]
-                       + ci, -1).reshape(-1, kk_cin)
-        runs = runs_of(src)
-        runs[:, 0] += y0 * ow * kk_cin
-        parts.append(runs)
-        real = src[src >= 0]
-        padded |= real.size < src.size
-        if real.size:
-            lo = int(real.min()) if lo is None else min(lo, int(real.min()))
-            hi = int(real.max()) + 1 if hi is None else max(hi, int(real.max()) + 1)
-    return np.concatenate(parts), (lo or 0, hi or 0), padded
+    """``runs_of`` the im2col matrix ``(M, K)`` of a CONV, its blocks the ``cin`` channels of
+    one window position (docs/isa.md's loop indices; -1 where the position lies in the
+    padding); with the SRAM bytes it reads ([lo, hi), empty if none) and whether it has
+    padding."""
+    oy, ox, ky, kx = np.ix_(*(np.arange(n) for n in (f["out_h"], f["out_w"], f["kh"], f["kw"])))
+    iy = oy * f["stride_h"] - f["pad_top"] + ky * f["dil_h"]
+    ix = ox * f["stride_w"] - f["pad_left"] + kx * f["dil_w"]
+    inside = (iy >= 0) & (iy < f["in_h"]) & (ix >= 0) & (ix < f["in_w"])
+    src = np.where(inside, f["in_addr"] + iy * f["in_stride_h"] + ix * f["in_stride_w"], -1)
+    src = src.reshape(f["out_h"] * f["out_w"], -1)
+    real = src[src >= 0]
+    span = (int(real.min()), int(real.max()) + f["cin"]) if real.size else (0, 0)
+    return runs_of(src, f["cin"]), span, bool(real.size < src.size)
 
 
 def weight_runs(f: dict[str, Any]) -> np.ndarray:
-    """``runs_of`` the weights ``(K, cout)``, row ``(ky kw + kx) cin + ci``."""
+    """``runs_of`` the weights ``(K, cout)``, row ``(ky kw + kx) cin + ci`` (blocks of
+    ``cout`` when the output channels are contiguous, else single weights)."""
     t, ci, co = np.ix_(np.arange(f["kh"] * f["kw"]), np.arange(f["cin"]), np.arange(f["cout"]))
     src = f["w_addr"] + t * f["w_stride_k"] + ci * f["w_stride_ci"] + co * f["w_stride_co"]
-    return runs_of(src.reshape(-1, f["cout"]))
+    src = src.reshape(-1, f["cout"])
+    if f["w_stride_co"] == 1:
+        return runs_of(src[:, :1], f["cout"])
+    return runs_of(src, 1)
 
 
 @jit.kernel
@@ -203,9 +199,11 @@ class Conv:
 
 
 def _whole(runs: np.ndarray, size: int) -> int | None:
-    """The first SRAM byte of an operand that is one run of ``size`` bytes, else None."""
-    if len(runs) == 1 and runs[0, 2] == size and runs[0, 1] >= 0:
-        return int(runs[0, 1])
+    """The first SRAM byte of an operand whose ``size`` bytes are its SRAM bytes in order
+    (every run continues the one before, no padding), else None."""
+    base = int(runs[0, 1])
+    if base >= 0 and (runs[:, 1] - runs[:, 0] == base).all() and int(runs[:, 2].sum()) == size:
+        return base
     return None
 
 
