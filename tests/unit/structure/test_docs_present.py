@@ -25,9 +25,7 @@ MAX_BENCHMARKS_LINES = 500
 
 # Packages being moved or rewritten elsewhere: their docstrings still hold history markers.
 # The lead empties this list once they are cleaned; nothing else may be added to it.
-EXCLUDED: list[str] = [
-    "src/tessel/sim/",
-]
+EXCLUDED: list[str] = []
 
 ORDINALS = ("first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|"
             "thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|"
