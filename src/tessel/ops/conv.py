@@ -1,6 +1,7 @@
 """2-D convolution (ordinary, grouped, depthwise; conv1d as the frontend writes it: reshapes
-around a conv2d of height 1), batch norm (folded into the conv before it by a float pass), and
-the integer `qconv2d` they lower to: CONV (DWCONV when groups == channels) into the int32
+around a conv2d of height 1), transposed convolution (the gradient of a conv2d: upsampling
+decoders), batch norm (folded into the conv before it by a float pass), and the integer
+`qconv2d` they lower to: CONV (DWCONV when groups == channels) into the int32
 accumulator, then REQUANT per output channel (docs/numerics.md), run by
 tessel.ops.conv_emit.
 """
@@ -65,6 +66,29 @@ def conv2d_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorTyp
     return TensorType(nchw_like(layout, n, o, oh, ow), x.dtype, layout)
 
 
+def _conv_transpose2d_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
+    x, w = ts[0], ts[1]
+    require(attrs["layout"] is Layout.NCHW, "conv_transpose2d is NCHW (weights IOHW)")
+    n, c, h, wd = spatial(x, Layout.NCHW)
+    require(w.rank == 4, f"weight must be 4-D [in, out / groups, kh, kw], got rank {w.rank}")
+    ci, og, kh, kw = w.shape
+    g = attrs["groups"]
+    require(g >= 1 and ci == c and c % g == 0, f"weight has {ci} input channels, input {c} "
+            f"(groups={g})")
+    if len(ts) > 2:
+        require(ts[2].shape == (og * g,), f"bias shape {list(ts[2].shape)} != [{og * g}]")
+    (sh, sw), (ph, pw) = attrs["stride"], attrs["padding"]
+    (dh, dw), (oph, opw) = attrs["dilation"], attrs["output_padding"]
+    require(min(sh, sw, dh, dw) >= 1 and min(ph, pw, oph, opw) >= 0,
+            "strides and dilations must be >= 1, paddings >= 0")
+    require(oph < max(sh, dh) and opw < max(sw, dw),
+            "output_padding must be smaller than the stride or the dilation")
+    oh = (h - 1) * sh - 2 * ph + dh * (kh - 1) + oph + 1
+    ow = (wd - 1) * sw - 2 * pw + dw * (kw - 1) + opw + 1
+    require(oh >= 1 and ow >= 1, f"padding {[ph, pw]} leaves no output")
+    return TensorType((n, og * g, oh, ow), x.dtype, Layout.NCHW)
+
+
 def _qconv2d_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
     require_int(ts, 2)
     out = conv2d_type(ts[:2], attrs)
@@ -108,6 +132,40 @@ def _conv2d(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
     if len(xs) > 2:
         out = out + xs[2]
     return from_nhwc(out.astype(xs[0].dtype), layout)
+
+
+def _conv_transpose2d(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
+    """Every input pixel times the kernel, added into the output at stride steps (the
+    gradient of conv2d), then the padding cropped."""
+    x, w = xs[0], xs[1]
+    n, c, h, wd = x.shape
+    ci, og, kh, kw = w.shape
+    g = a["groups"]
+    cg = c // g
+    (sh, sw), (ph, pw) = a["stride"], a["padding"]
+    (dh, dw), (oph, opw) = a["dilation"], a["output_padding"]
+    full = np.zeros((n, og * g, (h - 1) * sh + dh * (kh - 1) + 1 + oph,
+                     (wd - 1) * sw + dw * (kw - 1) + 1 + opw), np.float64)
+    for gi in range(g):
+        xs_g = x[:, gi * cg:(gi + 1) * cg].astype(np.float64)
+        for i in range(kh):
+            for j in range(kw):
+                part = np.einsum("nchw,co->nohw", xs_g, w[gi * cg:(gi + 1) * cg, :, i, j])
+                full[:, gi * og:(gi + 1) * og, i * dh:i * dh + (h - 1) * sh + 1:sh,
+                     j * dw:j * dw + (wd - 1) * sw + 1:sw] += part
+    oh = full.shape[2] - 2 * ph
+    ow = full.shape[3] - 2 * pw
+    out = full[:, :, ph:ph + oh, pw:pw + ow]
+    if len(xs) > 2:
+        out = out + xs[2].reshape(1, -1, 1, 1)
+    return out.astype(x.dtype)
+
+
+def _conv_transpose2d_torch(a: Mapping[str, Any], xs: list[Any]) -> Any:
+    bias = xs[2] if len(xs) > 2 else None
+    return lazy_functional().conv_transpose2d(xs[0], xs[1], bias, list(a["stride"]),
+                                              list(a["padding"]), list(a["output_padding"]),
+                                              a["groups"], list(a["dilation"]))
 
 
 def _batch_norm(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
@@ -181,6 +239,13 @@ def conv_macs(graph: Graph, node: Node) -> int:
     kh, kw, cin_g = (w[1], w[2], w[3]) if node.attr("layout") is Layout.NHWC else (
         w[2], w[3], w[1])
     return math.prod(node.type.shape) * kh * kw * cin_g
+
+
+def conv_transpose_macs(graph: Graph, node: Node) -> int:
+    """Input elements x kernel taps x output channels per group (every input pixel meets the
+    whole kernel)."""
+    _, og, kh, kw = graph.type_of(node.inputs[1]).shape
+    return math.prod(graph.type_of(node.inputs[0]).shape) * og * kh * kw
 
 
 # ---------------------------------------------------------------- QDQ -> integer
@@ -269,6 +334,12 @@ register(
           golden=_qconv2d_golden, layout=LayoutRule.WINDOW_WEIGHTS,
           npu=Npu(conv_emit, conv_emit.refusal, quant_free=frozenset({"in_zp"}) | OUT_FIELDS),
           macs=conv_macs, traits=frozenset({Trait.INTEGER})),
+    OpDef(Op.CONV_TRANSPOSE2D, OpSpec(_CONV_OPERANDS, _conv_transpose2d_type, {
+        "stride": AttrSpec(AttrKind.INTS, (1, 1)), "padding": AttrSpec(AttrKind.INTS, (0, 0)),
+        "output_padding": AttrSpec(AttrKind.INTS, (0, 0)),
+        "dilation": AttrSpec(AttrKind.INTS, (1, 1)), "groups": AttrSpec(_I, 1),
+        "layout": AttrSpec(AttrKind.LAYOUT, Layout.NCHW)}, optional=1),
+          kernel=_conv_transpose2d, torch=_conv_transpose2d_torch, macs=conv_transpose_macs),
     OpDef(Op.BATCH_NORM, OpSpec(("input", "mean", "var", "weight", "bias"), _batch_norm_type,
                                 {"eps": AttrSpec(_F, 1e-5),
                                  "layout": AttrSpec(AttrKind.LAYOUT, Layout.NCHW)}, optional=2),
