@@ -19,7 +19,7 @@ from tessel.ir.graph import Graph, Node
 from tessel.ir.kernels import from_nhwc, pad_hw, to_nhwc, windows
 from tessel.ir.ops import CONV_ATTRS, Op, OpSpec, nchw_like, require, spatial, window_out
 from tessel.ir.rewriting import Rewriter
-from tessel.ir.types import Layout, TensorType
+from tessel.ir.types import DType, Layout, QuantParams, TensorType
 from tessel.ops import conv_emit, intops
 from tessel.ops.base import LayoutRule, Npu, OpDef, Trait, lazy_functional, register
 from tessel.ops.quantise import (
@@ -27,11 +27,13 @@ from tessel.ops.quantise import (
     OUT_FIELDS,
     IntVal,
     QOut,
+    channel_scales,
     deq,
     emit,
     fused_act,
     int_result,
     int_weight,
+    mac_bias,
     mac_operands,
     requant_params,
     require_int,
@@ -320,6 +322,78 @@ def lower_conv1d(rw: Rewriter, q: Node) -> str | None:
                 loc=tail.loc)
 
 
+# q(act(conv_transpose2d(dq(x), W, B)))  (groups 1, dilation 1)
+#   =>  one qconv2d of every output phase (stride sh x sw phases, each a conv of the input with
+#       a flipped sub-kernel, as output channels) -> depth-to-space -> crop the padding
+def lower_conv_transpose2d(rw: Rewriter, q: Node) -> str | None:
+    inner, lo, hi = fused_act(rw, q.inputs[0])
+    node = rw.producer_op(inner, Op.CONV_TRANSPOSE2D)
+    if node is None or node.attr("groups") != 1 or tuple(node.attr("dilation")) != (1, 1):
+        return None
+    x = deq(rw, node.inputs[0])
+    w = int_weight(rw, node.inputs[1])
+    if x is None or w is None or x.dtype is not DType.I8 or w[1].dtype != np.int8:
+        return None
+    _, warr, wquant = w
+    cout = warr.shape[1]
+    if any(wquant.zero_point) or (wquant.per_channel and wquant.axis != 1):
+        return None
+    w_scales = channel_scales(wquant, cout)
+    bias = mac_bias(rw, node.inputs[2] if len(node.inputs) > 2 else None, x.scale * w_scales)
+    if bias is None:
+        return None
+    (sh, sw), phases = node.attr("stride"), node.attr("stride")[0] * node.attr("stride")[1]
+    weights = phase_weights(warr, sh, sw)
+    scales = np.tile(w_scales, phases)
+    quant = QuantParams(tuple(float(s) for s in scales), (0,) * scales.size, 0)
+    wname = rw.constant(weights, hint=f"{node.name}_phases",
+                        type_=TensorType(weights.shape, DType.I8, quant=quant))
+    n, _, h, wd = rw.type_of(x.name).shape
+    _, _, oh, ow = node.type.shape
+    (ph, pw), (kkh, kkw) = node.attr("padding"), weights.shape[2:]
+    qh, qw = -(-(ph + oh) // sh), -(-(pw + ow) // sw)  # phase rows / columns needed
+    out = QOut.of(q)
+    hint = f"{node.name}_q"
+    conv = emit(rw, Op.QCONV2D, [x.name, wname, *requant_params(
+        rw, hint, x, scales, np.tile(bias, phases), out)],
+        {"stride": (1, 1), "padding": (kkh - 1, kkw - 1, max(qh - h, 0), max(qw - wd, 0)),
+         "dilation": (1, 1), "groups": 1, "layout": Layout.NCHW, "in_zp": x.zp,
+         **out.out_attrs(lo, hi)}, out.quant, hint=hint, loc=node.loc)
+    zh, zw = rw.type_of(conv).shape[2:]
+    y = emit(rw, Op.RESHAPE, [conv], {"shape": (n, sh, sw, cout, zh, zw)}, out.quant,
+             hint=f"{node.name}_phases", loc=node.loc)
+    y = emit(rw, Op.TRANSPOSE, [y], {"perm": (0, 3, 4, 1, 5, 2)}, out.quant,
+             hint=f"{node.name}_interleave", loc=node.loc)
+    y = emit(rw, Op.RESHAPE, [y], {"shape": (n, cout, zh * sh, zw * sw)}, out.quant,
+             hint=f"{node.name}_full", loc=node.loc)
+    for axis, start, size in ((2, ph, oh), (3, pw, ow)):
+        if (start, size) != (0, rw.type_of(y).shape[axis]):
+            y = emit(rw, Op.SLICE, [y], {"axis": axis, "start": start, "end": start + size,
+                                         "step": 1}, out.quant, hint=f"{node.name}_crop",
+                     loc=node.loc)
+    return y
+
+
+def phase_weights(w: np.ndarray, sh: int, sw: int) -> np.ndarray:
+    """A transposed conv's IOHW kernel as the OIHW kernel of one conv computing all its output
+    phases: output channel (rh * sw + rw) * cout + co of the conv over the input padded by
+    kernel - 1 is output pixel (q * sh + rh, r * sw + rw) of channel co before the crop; its
+    taps are those of phase (rh, rw), flipped (a conv correlates, a transposed conv convolves);
+    taps beyond the kernel are zero."""
+    cin, cout, kh, kw = w.shape
+    kkh, kkw = -(-kh // sh), -(-kw // sw)
+    out = np.zeros((sh * sw * cout, cin, kkh, kkw), w.dtype)
+    for rh in range(sh):
+        for rw_ in range(sw):
+            block = out[(rh * sw + rw_) * cout:(rh * sw + rw_ + 1) * cout]
+            for jh in range(kkh):
+                for jw in range(kkw):
+                    a, b = (kkh - 1 - jh) * sh + rh, (kkw - 1 - jw) * sw + rw_
+                    if a < kh and b < kw:
+                        block[:, :, jh, jw] = w[:, :, a, b].T
+    return out
+
+
 # ---------------------------------------------------------------- the definitions
 
 _I, _F = AttrKind.INT, AttrKind.FLOAT
@@ -339,7 +413,8 @@ register(
         "output_padding": AttrSpec(AttrKind.INTS, (0, 0)),
         "dilation": AttrSpec(AttrKind.INTS, (1, 1)), "groups": AttrSpec(_I, 1),
         "layout": AttrSpec(AttrKind.LAYOUT, Layout.NCHW)}, optional=1),
-          kernel=_conv_transpose2d, torch=_conv_transpose2d_torch, macs=conv_transpose_macs),
+          kernel=_conv_transpose2d, torch=_conv_transpose2d_torch,
+          lower=(lower_conv_transpose2d,), macs=conv_transpose_macs),
     OpDef(Op.BATCH_NORM, OpSpec(("input", "mean", "var", "weight", "bias"), _batch_norm_type,
                                 {"eps": AttrSpec(_F, 1e-5),
                                  "layout": AttrSpec(AttrKind.LAYOUT, Layout.NCHW)}, optional=2),
