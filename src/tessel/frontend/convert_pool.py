@@ -123,26 +123,41 @@ def vector_norm(ctx: ImportContext, node: Node, a: Args) -> str:
     raise Unsupported(f"vector norm of order {a['ord']}")
 
 
-def _integer_scale(size_in: int, size_out: int, given: Any) -> int:
+def _integer_scale(size_in: int, size_out: int, given: Any, mode: str) -> int:
     if size_in == 0 or size_out % size_in:
-        raise Unsupported(f"nearest upsampling {size_in} -> {size_out} (not an integer factor)")
+        raise Unsupported(f"{mode} upsampling {size_in} -> {size_out} (not an integer factor)")
     factor = size_out // size_in
     if given is not None and float(given) != float(factor):
-        raise Unsupported(f"nearest upsampling by a non-integer scale factor {given}")
+        raise Unsupported(f"{mode} upsampling by a non-integer scale factor {given}")
     return factor
 
 
-# aten.upsample_nearest2d(x, size | scales) => upsample_nearest(x, scale=[fh, fw]) (integer factors)
-@converts(A.upsample_nearest2d.vec, A.upsample_nearest2d.default)
-def upsample_nearest2d(ctx: ImportContext, node: Node, a: Args) -> str:
+def _upsample(ctx: ImportContext, node: Node, a: Args, mode: str) -> tuple[str, tuple[int, int]]:
+    """(x, integer scale factors) of a 2-D upsampling."""
     x = ctx.v(a["input"])
     if len(ctx.shape(x)) != 4:
-        raise Unsupported("nearest upsampling of a non-4-D tensor")
+        raise Unsupported(f"{mode} upsampling of a non-4-D tensor")
     shape, _ = ctx.out_meta(node)
     if "scale_factors" in a:
         sh, sw = a["scale_factors"] if a["scale_factors"] is not None else (None, None)
     else:
         sh, sw = a.get("scales_h"), a.get("scales_w")
-    fh = _integer_scale(ctx.shape(x)[2], shape[2], sh)
-    fw = _integer_scale(ctx.shape(x)[3], shape[3], sw)
-    return ctx.add(Op.UPSAMPLE_NEAREST, [x], {"scale": (fh, fw), "layout": Layout.NCHW})
+    return x, (_integer_scale(ctx.shape(x)[2], shape[2], sh, mode),
+               _integer_scale(ctx.shape(x)[3], shape[3], sw, mode))
+
+
+# aten.upsample_nearest2d(x, size | scales) => upsample_nearest(x, scale=[fh, fw]) (integer factors)
+@converts(A.upsample_nearest2d.vec, A.upsample_nearest2d.default)
+def upsample_nearest2d(ctx: ImportContext, node: Node, a: Args) -> str:
+    x, scale = _upsample(ctx, node, a, "nearest")
+    return ctx.add(Op.UPSAMPLE_NEAREST, [x], {"scale": scale, "layout": Layout.NCHW})
+
+
+# aten.upsample_bilinear2d(x, size | scales, align_corners)
+#   => upsample_bilinear(x, scale=[fh, fw], align_corners) (integer factors)
+@converts(A.upsample_bilinear2d.vec, A.upsample_bilinear2d.default)
+def upsample_bilinear2d(ctx: ImportContext, node: Node, a: Args) -> str:
+    x, scale = _upsample(ctx, node, a, "bilinear")
+    return ctx.add(Op.UPSAMPLE_BILINEAR, [x], {"scale": scale,
+                                               "align_corners": bool(a["align_corners"]),
+                                               "layout": Layout.NCHW})

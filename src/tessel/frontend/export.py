@@ -29,6 +29,7 @@ KEEP_WHOLE: tuple[torch._ops.OpOverload, ...] = (
     _A.matmul.default, _A.layer_norm.default, _A.scaled_dot_product_attention.default,
     _A.gelu.default, _A.hardswish.default, _A.hardsigmoid.default, _A.silu.default,
     _A.hardtanh.default, _A.upsample_nearest2d.default, _A.upsample_nearest2d.vec,
+    _A.upsample_bilinear2d.default, _A.upsample_bilinear2d.vec,
     _A.adaptive_avg_pool2d.default, _A._adaptive_avg_pool2d.default, _A.avg_pool2d.default,
     _A.softmax.int, _A.log_softmax.int,
 )

@@ -66,6 +66,7 @@ class Op(enum.Enum):
     REDUCE_MAX = "reduce_max"
     EMBEDDING = "embedding"
     UPSAMPLE_NEAREST = "upsample_nearest"
+    UPSAMPLE_BILINEAR = "upsample_bilinear"
     # data movement
     RESHAPE = "reshape"
     TRANSPOSE = "transpose"

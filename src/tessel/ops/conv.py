@@ -91,6 +91,14 @@ def _conv_transpose2d_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -
     return TensorType((n, og * g, oh, ow), x.dtype, Layout.NCHW)
 
 
+def _upsample_bilinear_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
+    require(attrs["layout"] is Layout.NCHW, "upsample_bilinear is NCHW")
+    n, c, h, w = spatial(ts[0], Layout.NCHW)
+    fh, fw = attrs["scale"]
+    require(fh >= 1 and fw >= 1, f"scale factors must be >= 1, got {[fh, fw]}")
+    return TensorType((n, c, h * fh, w * fw), ts[0].dtype, Layout.NCHW)
+
+
 def _qconv2d_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
     require_int(ts, 2)
     out = conv2d_type(ts[:2], attrs)
@@ -168,6 +176,35 @@ def _conv_transpose2d_torch(a: Mapping[str, Any], xs: list[Any]) -> Any:
     return lazy_functional().conv_transpose2d(xs[0], xs[1], bias, list(a["stride"]),
                                               list(a["padding"]), list(a["output_padding"]),
                                               a["groups"], list(a["dilation"]))
+
+
+def _linear_taps(n_in: int, n_out: int, align_corners: bool
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """PyTorch's linear interpolation along one axis: for each output index the two input
+    indices it reads and the second one's weight."""
+    o = np.arange(n_out, dtype=np.float64)
+    if align_corners:
+        src = o * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+    else:
+        src = np.maximum((o + 0.5) * (n_in / n_out) - 0.5, 0.0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    i1 = np.minimum(i0 + 1, n_in - 1)
+    return i0, i1, src - i0
+
+
+def _upsample_bilinear(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
+    x = xs[0].astype(np.float64)
+    _, _, h, w = x.shape
+    fh, fw = a["scale"]
+    r0, r1, wr = _linear_taps(h, h * fh, a["align_corners"])
+    c0, c1, wc = _linear_taps(w, w * fw, a["align_corners"])
+    rows = x[:, :, r0] * (1 - wr)[:, None] + x[:, :, r1] * wr[:, None]
+    return (rows[..., c0] * (1 - wc) + rows[..., c1] * wc).astype(xs[0].dtype)
+
+
+def _upsample_bilinear_torch(a: Mapping[str, Any], xs: list[Any]) -> Any:
+    return lazy_functional().interpolate(xs[0], scale_factor=tuple(float(s) for s in a["scale"]),
+                                         mode="bilinear", align_corners=a["align_corners"])
 
 
 def _batch_norm(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
@@ -359,17 +396,27 @@ def lower_conv_transpose2d(rw: Rewriter, q: Node) -> str | None:
         {"stride": (1, 1), "padding": (kkh - 1, kkw - 1, max(qh - h, 0), max(qw - wd, 0)),
          "dilation": (1, 1), "groups": 1, "layout": Layout.NCHW, "in_zp": x.zp,
          **out.out_attrs(lo, hi)}, out.quant, hint=hint, loc=node.loc)
-    zh, zw = rw.type_of(conv).shape[2:]
-    y = emit(rw, Op.RESHAPE, [conv], {"shape": (n, sh, sw, cout, zh, zw)}, out.quant,
-             hint=f"{node.name}_phases", loc=node.loc)
-    y = emit(rw, Op.TRANSPOSE, [y], {"perm": (0, 3, 4, 1, 5, 2)}, out.quant,
-             hint=f"{node.name}_interleave", loc=node.loc)
-    y = emit(rw, Op.RESHAPE, [y], {"shape": (n, cout, zh * sh, zw * sw)}, out.quant,
+    return _depth_to_space(rw, conv, True, sh, sw, cout, (ph, pw, oh, ow), out.quant, node)
+
+
+def _depth_to_space(rw: Rewriter, conv: str, phase_major: bool, sh: int, sw: int, c: int,
+                    crop: tuple[int, int, int, int], quant: QuantParams, node: Node) -> str:
+    """The output phases of `conv` (channels (phase, c) when `phase_major`, else (c, phase))
+    interleaved into rows and columns, then cropped to [top, top + h) x [left, left + w)."""
+    n, _, zh, zw = rw.type_of(conv).shape
+    shape, perm = ((n, sh, sw, c, zh, zw), (0, 3, 4, 1, 5, 2)) if phase_major else (
+        (n, c, sh, sw, zh, zw), (0, 1, 4, 2, 5, 3))
+    y = emit(rw, Op.RESHAPE, [conv], {"shape": shape}, quant, hint=f"{node.name}_phases",
+             loc=node.loc)
+    y = emit(rw, Op.TRANSPOSE, [y], {"perm": perm}, quant, hint=f"{node.name}_interleave",
+             loc=node.loc)
+    y = emit(rw, Op.RESHAPE, [y], {"shape": (n, c, zh * sh, zw * sw)}, quant,
              hint=f"{node.name}_full", loc=node.loc)
-    for axis, start, size in ((2, ph, oh), (3, pw, ow)):
+    top, left, h, w = crop
+    for axis, start, size in ((2, top, h), (3, left, w)):
         if (start, size) != (0, rw.type_of(y).shape[axis]):
             y = emit(rw, Op.SLICE, [y], {"axis": axis, "start": start, "end": start + size,
-                                         "step": 1}, out.quant, hint=f"{node.name}_crop",
+                                         "step": 1}, quant, hint=f"{node.name}_crop",
                      loc=node.loc)
     return y
 
@@ -415,6 +462,10 @@ register(
         "layout": AttrSpec(AttrKind.LAYOUT, Layout.NCHW)}, optional=1),
           kernel=_conv_transpose2d, torch=_conv_transpose2d_torch,
           lower=(lower_conv_transpose2d,), macs=conv_transpose_macs),
+    OpDef(Op.UPSAMPLE_BILINEAR, OpSpec(("x",), _upsample_bilinear_type, {
+        "scale": AttrSpec(AttrKind.INTS), "align_corners": AttrSpec(AttrKind.BOOL, False),
+        "layout": AttrSpec(AttrKind.LAYOUT, Layout.NCHW)}),
+          kernel=_upsample_bilinear, torch=_upsample_bilinear_torch),
     OpDef(Op.BATCH_NORM, OpSpec(("input", "mean", "var", "weight", "bias"), _batch_norm_type,
                                 {"eps": AttrSpec(_F, 1e-5),
                                  "layout": AttrSpec(AttrKind.LAYOUT, Layout.NCHW)}, optional=2),

@@ -57,6 +57,7 @@ class OpKind(enum.Enum):
     AVG_POOL = "avg_pool"
     MEAN = "mean"
     DATA_MOVEMENT = "data_movement"  # reshape, permute, pad, slice, ...
+    RESAMPLE = "resample"  # bilinear upsampling: convex combinations of input values
     SPLIT = "split"  # unbind / split: a list of tensors, read by getitem
     BATCH_NORM = "batch_norm"  # only inside a conv -> bn (-> act) chain (QAT)
 

@@ -60,6 +60,8 @@ _TABLE: dict[object, OpKind] = {
     aten.adaptive_avg_pool1d.default: OpKind.AVG_POOL,
     aten.adaptive_avg_pool2d.default: OpKind.AVG_POOL,
     aten.mean.dim: OpKind.MEAN,
+    aten.upsample_bilinear2d.vec: OpKind.RESAMPLE,
+    aten.upsample_bilinear2d.default: OpKind.RESAMPLE,
     aten.batch_norm.default: OpKind.BATCH_NORM,
     aten.unbind.int: OpKind.SPLIT,
     aten.split.Tensor: OpKind.SPLIT,
@@ -82,11 +84,12 @@ for _name in _DATA_MOVEMENT:
 
 # ops that pass a quantised value through a clamp (fusable into the producer's requantisation)
 CLAMP_KINDS = frozenset({OpKind.RELU, OpKind.CLAMP})
-# ops whose output values are input values (lossless), so they keep the input's scale and zero
-# point; averaging ops are not among them: a mean over many values can have a far smaller range
-# than its input (below one input LSB), so they get their own observed output range
+# ops whose output values are input values (lossless), or interpolate between neighbouring
+# input values (resampling: the same range and resolution), so they keep the input's scale and
+# zero point; averaging ops are not among them: a mean over many values can have a far smaller
+# range than its input (below one input LSB), so they get their own observed output range
 SAME_SCALE_KINDS = frozenset(
-    {OpKind.DATA_MOVEMENT, OpKind.MAX_POOL, OpKind.RELU, OpKind.CLAMP}
+    {OpKind.DATA_MOVEMENT, OpKind.RESAMPLE, OpKind.MAX_POOL, OpKind.RELU, OpKind.CLAMP}
 )
 AVERAGING_KINDS = frozenset({OpKind.AVG_POOL, OpKind.MEAN})
 LUT_KINDS = frozenset(
