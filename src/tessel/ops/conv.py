@@ -421,6 +421,61 @@ def _depth_to_space(rw: Rewriter, conv: str, phase_major: bool, sh: int, sw: int
     return y
 
 
+MAX_BILINEAR_SCALE = 5  # tent weights are multiples of 1 / (2 f): (2 fh)(2 fw) <= 127 in int8
+
+
+def tent(f: int) -> tuple[np.ndarray, int]:
+    """Linear interpolation by an integer factor `f` (align_corners off) as the kernel of a
+    transposed conv with stride f, times 2 f (integers), and the crop before its output (on an
+    input padded by one replicated pixel per side, add f)."""
+    a = np.arange(2 * f)
+    return np.rint(2 * f * np.maximum(0.0, 1 - np.abs((a - f // 2 + 0.5) / f - 0.5))), f // 2
+
+
+def _edge_padded(rw: Rewriter, x: IntVal, node: Node) -> IntVal:
+    """x with its first and last rows and columns repeated once (interpolation clamps at the
+    edges)."""
+    name = x.name
+    for axis in (2, 3):
+        size = rw.type_of(name).shape[axis]
+        edges = [emit(rw, Op.SLICE, [name], {"axis": axis, "start": s, "end": s + 1, "step": 1},
+                      x.quant, hint=f"{node.name}_edge", loc=node.loc) for s in (0, size - 1)]
+        name = emit(rw, Op.CONCAT, [edges[0], name, edges[1]], {"axis": axis}, x.quant,
+                    hint=f"{node.name}_padded", loc=node.loc)
+    return IntVal(name, x.scale, x.zp, x.dtype)
+
+
+# q(upsample_bilinear(dq(x), f) {align_corners off})  (integer factors up to 5)
+#   =>  edge-replicated x -> one depthwise-style qconv2d of the tent kernel's phases (f_h f_w
+#       output channels per channel) -> depth-to-space -> crop
+def lower_upsample_bilinear(rw: Rewriter, q: Node) -> str | None:
+    node = rw.producer_op(q.inputs[0], Op.UPSAMPLE_BILINEAR)
+    if node is None or node.attr("align_corners"):
+        return None
+    fh, fw = node.attr("scale")
+    x = deq(rw, node.inputs[0])
+    if x is None or x.dtype is not DType.I8 or max(fh, fw) > MAX_BILINEAR_SCALE:
+        return None
+    n, c, h, w = rw.type_of(x.name).shape
+    (kh, oh), (kw, ow) = tent(fh), tent(fw)
+    kernel = np.outer(kh, kw).astype(np.int8)[None, None]  # IOHW, one channel
+    phases = np.tile(phase_weights(kernel, fh, fw), (c, 1, 1, 1))  # [c f_h f_w, 1, 2, 2]
+    scale = 1.0 / (4 * fh * fw)
+    wname = rw.constant(phases, hint=f"{node.name}_tent", type_=TensorType(
+        phases.shape, DType.I8, quant=QuantParams((scale,), (0,))))
+    padded = _edge_padded(rw, x, node)
+    out = QOut.of(q)
+    hint = f"{node.name}_q"
+    channels = c * fh * fw
+    conv = emit(rw, Op.QCONV2D, [padded.name, wname, *requant_params(
+        rw, hint, padded, np.full(channels, scale), np.zeros(channels, np.int32), out)],
+        {"stride": (1, 1), "padding": (1, 1, 1, 1), "dilation": (1, 1), "groups": c,
+         "layout": Layout.NCHW, "in_zp": x.zp, **out.out_attrs()}, out.quant, hint=hint,
+        loc=node.loc)
+    return _depth_to_space(rw, conv, False, fh, fw, c, (fh + oh, fw + ow, h * fh, w * fw),
+                           out.quant, node)
+
+
 def phase_weights(w: np.ndarray, sh: int, sw: int) -> np.ndarray:
     """A transposed conv's IOHW kernel as the OIHW kernel of one conv computing all its output
     phases: output channel (rh * sw + rw) * cout + co of the conv over the input padded by
@@ -465,7 +520,8 @@ register(
     OpDef(Op.UPSAMPLE_BILINEAR, OpSpec(("x",), _upsample_bilinear_type, {
         "scale": AttrSpec(AttrKind.INTS), "align_corners": AttrSpec(AttrKind.BOOL, False),
         "layout": AttrSpec(AttrKind.LAYOUT, Layout.NCHW)}),
-          kernel=_upsample_bilinear, torch=_upsample_bilinear_torch),
+          kernel=_upsample_bilinear, torch=_upsample_bilinear_torch,
+          lower=(lower_upsample_bilinear,)),
     OpDef(Op.BATCH_NORM, OpSpec(("input", "mean", "var", "weight", "bias"), _batch_norm_type,
                                 {"eps": AttrSpec(_F, 1e-5),
                                  "layout": AttrSpec(AttrKind.LAYOUT, Layout.NCHW)}, optional=2),
