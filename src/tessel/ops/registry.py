@@ -21,8 +21,10 @@ from __future__ import annotations
 from types import ModuleType
 
 from tessel.errors import TesselCompileError
-from tessel.ir import Graph, Node, Op
+from tessel.ir import DType, Graph, Node, Op
 from tessel.ops.base import DEFINITIONS, OpDef, Trait
+
+NPU_DTYPES = (DType.I8, DType.I16, DType.I32)  # the element types of the NPU's tensors
 
 
 def definition(op: Op) -> OpDef:
@@ -53,6 +55,15 @@ def npu_refusal(node: Node, graph: Graph | None = None) -> str | None:
         return f"no NPU lowering for '{node.op.value}'"
     if not node.type.dtype.is_int:
         return f"{node.type.dtype.value} result (the NPU computes on integers)"
+    if node.type.dtype not in NPU_DTYPES:
+        return (f"{node.type.dtype.value} result (the NPU holds "
+                f"{', '.join(d.value for d in NPU_DTYPES)} tensors)")
+    if graph is not None:
+        for name in node.inputs:
+            dtype = graph.type_of(name).dtype
+            if dtype not in NPU_DTYPES:
+                return (f"operand %{name} is {dtype.value} (the NPU holds "
+                        f"{', '.join(d.value for d in NPU_DTYPES)} tensors)")
     return npu.refusal(node, graph) if npu.refusal is not None else None
 
 
