@@ -30,8 +30,9 @@ import numpy as np
 
 from tessel.errors import TesselCompileError
 from tessel.ir import Layout, Node
-from tessel.isa import SPECS, Engine, Instruction, Opcode
+from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.isa.limits import MAX_DILATION, MAX_KERNEL, MAX_PAD, MAX_STRIDE
 from tessel.ops import dma
 from tessel.ops.context import (
     ISA_DTYPE,
@@ -130,23 +131,22 @@ def refusal(node: Node, graph) -> str | None:
     a = node.attr_map
     if a["layout"] is not Layout.NHWC:
         return "the NPU needs NHWC convolutions (run the to_nhwc pass)"
-    max_dil = SPECS[Opcode.CONV].field("dil_h").max
-    if max(a["dilation"]) > max_dil:
-        return f"dilation {max(a['dilation'])} is beyond the CONV instruction (max {max_dil})"
-    max_pad = min(SPECS[op].field("pad_top").max for op in (Opcode.CONV, Opcode.DWCONV))
-    if max(a["padding"][:2]) > max_pad:
+    if max(a["dilation"]) > MAX_DILATION:
+        return f"dilation {max(a['dilation'])} is beyond the CONV instruction (max {MAX_DILATION})"
+    if max(a["padding"][:2]) > MAX_PAD:
         return (f"top / left padding {max(a['padding'][:2])} is beyond the CONV / DWCONV "
-                f"instructions (max {max_pad})")
+                f"instructions (max {MAX_PAD})")
     if graph is None:
         return None
     c = graph.type_of(node.inputs[0]).shape[3]
     _, kh, kw, _ = graph.type_of(node.inputs[1]).shape  # OHWI
     depthwise = a["groups"] > 1 and a["groups"] == c
-    big = max(kh, kw, *a["stride"]) > MAX_KERNEL
+    big = max(kh, kw) > MAX_KERNEL or max(a["stride"]) > MAX_STRIDE
     if big and (depthwise or a["dilation"] != (1, 1) or (
-            max(a["stride"]) > MAX_KERNEL and any(a["padding"]))):
-        return (f"kernels or strides beyond {MAX_KERNEL} are supported for ordinary convs only "
-                "(strides > 15 also need no padding and dilation 1)")
+            max(a["stride"]) > MAX_STRIDE and any(a["padding"]))):
+        return (f"kernels beyond {MAX_KERNEL} or strides beyond {MAX_STRIDE} are supported for "
+                f"ordinary convs only (strides > {MAX_STRIDE} also need no padding and "
+                "dilation 1)")
     return None
 
 
@@ -506,9 +506,6 @@ def _compute_instrs(node: Node, g: ConvGeometry, c0: int, cn: int, rows: int, in
     return compute, req
 
 
-MAX_KERNEL = 15  # CONV's kh / kw / stride fields (4 bits)
-
-
 def _split(k: int) -> list[tuple[int, int]]:
     """(first tap, taps) blocks of at most MAX_KERNEL taps covering k taps."""
     n = -(-k // MAX_KERNEL)
@@ -517,17 +514,18 @@ def _split(k: int) -> list[tuple[int, int]]:
 
 
 def _phase_factor(stride: int) -> int:
-    """Smallest f dividing `stride` with stride / f <= MAX_KERNEL (1 when it already fits)."""
-    return next(f for f in range(1, stride + 1) if stride % f == 0 and stride // f <= MAX_KERNEL)
+    """Smallest f dividing `stride` with stride / f <= MAX_STRIDE (1 when it already fits)."""
+    return next(f for f in range(1, stride + 1) if stride % f == 0 and stride // f <= MAX_STRIDE)
 
 
 @dataclass(frozen=True)
 class SubConv:
     """One CONV's share of the kernel: taps ky = py + fy * (y0 + i) for i < bh (same for x).
 
-    Kernels over 15 taps split into accumulating blocks; strides over 15 use the polyphase
-    identity: with f | stride, a stride-s conv is the sum over phases (py, px) of stride-s/f
-    convs on the input subsampled by f from offset (py, px) (needs no padding, dilation 1)."""
+    Kernels over MAX_KERNEL taps split into accumulating blocks; strides over MAX_STRIDE use
+    the polyphase identity: with f | stride, a stride-s conv is the sum over phases (py, px)
+    of stride-s/f convs on the input subsampled by f from offset (py, px) (needs no padding,
+    dilation 1)."""
 
     py: int
     px: int

@@ -27,6 +27,7 @@ from tessel.ir import Layout, Node, Op
 from tessel.isa import SPECS, Instruction, Opcode
 from tessel.isa.fields import AccSrc, ParamMode, PoolOp, ReduceOp
 from tessel.isa.fields import DType as IsaDType
+from tessel.isa.limits import MAX_TILE_HW
 from tessel.ops import dma
 from tessel.ops.context import (
     ISA_DTYPE,
@@ -152,7 +153,7 @@ def _fitting(node: Node, ctx: CodegenContext, g: PoolGeometry, rows: int, ch: in
 def _pool_layout(g: PoolGeometry, m: PoolMapping, ctx: CodegenContext, node: Node
                  ) -> tuple[int, int, int, int]:
     """(input base, input slot bytes, output base, output slot bytes)."""
-    if g.max_in_rows(m.rows) > 4095 or m.rows > 4095:
+    if g.max_in_rows(m.rows) > MAX_TILE_HW or m.rows > MAX_TILE_HW:
         raise TesselCompileError("tile taller than POOL allows")
     depth = 2 if m.double_buffer else 1
     isz = node.type.dtype.itemsize
