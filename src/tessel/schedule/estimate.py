@@ -18,7 +18,9 @@ import numpy as np
 from tessel.arch import NpuArch
 from tessel.isa import Engine, Instruction
 from tessel.isa.costs import Cost, cost_key, instruction_cost
+from tessel.isa.limits import NUM_ENGINES
 from tessel.ops.step import StepWork, top_slots
+from tessel.schedule.estimate_kernel import COLS, SIGNAL, TILE, WAIT, WORK, XFER
 
 
 class Bound(enum.Enum):
@@ -41,8 +43,9 @@ class Estimate:
 # of an engine are one _WORK; every DMA transfer is its own _XFER; a compute engine's tile (its
 # WAITs, its instructions, its SIGNALs) is one _TILE. Their cycles are arch-free: a _WORK, an
 # _XFER or a _TILE names a term (an index into StepProgram.terms) whose cycles on an NPU are its
-# instructions' costs added up (`CostCache.term_values`)
-_WAIT, _SIGNAL, _WORK, _XFER, _TILE = range(5)
+# instructions' costs added up (`CostCache.term_values`). An op's kind is its row's kind in the
+# compiled loop's table (schedule/estimate_kernel.py).
+_WAIT, _SIGNAL, _WORK, _XFER, _TILE = WAIT, SIGNAL, WORK, XFER, TILE
 
 
 def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
@@ -265,16 +268,16 @@ class StepProgram:
                     if row is None:
                         row = conv[op] = _row(op)
                     kind = row[0]
-                    if kind == 1:
+                    if kind == _SIGNAL:
                         nsig[row[1]] += 1
-                    elif kind == 4:
+                    elif kind == _TILE:
                         for s in op[3]:
                             nsig[s] += 1
                     rows.append(row)
                 starts.append(len(rows))
             off = np.zeros(shape.keys + 1, np.int64)
             np.cumsum(nsig, out=off[1:])
-            shape.table = (np.array(rows, np.int64).reshape(-1, 7),
+            shape.table = (np.array(rows, np.int64).reshape(-1, COLS),
                            np.array(starts, np.int64), off)
         return shape.table
 
@@ -345,15 +348,15 @@ def _row(op: tuple) -> tuple:
     if kind == _TILE:
         ws, ss = op[1], op[3]
         assert len(ws) <= 2 and len(ss) <= 2, "a tile waits for and signals two keys at most"
-        return (4, ws[0], ws[1] if len(ws) > 1 else -1, op[2], ss[0] if ss else -1,
+        return (_TILE, ws[0], ws[1] if len(ws) > 1 else -1, op[2], ss[0] if ss else -1,
                 ss[1] if len(ss) > 1 else -1, op[4])
     if kind == _WAIT:
-        return (0, op[1], 0, 0, 0, 0, 0)
+        return (_WAIT, op[1], 0, 0, 0, 0, 0)
     if kind == _SIGNAL:
-        return (1, op[1], op[2], 0, 0, 0, 0)
+        return (_SIGNAL, op[1], op[2], 0, 0, 0, 0)
     if kind == _WORK:
-        return (2, op[1], 0, 0, 0, 0, 0)
-    return (3, op[1], op[2], 0, 0, 0, 0)
+        return (_WORK, op[1], 0, 0, 0, 0, 0)
+    return (_XFER, op[1], op[2], 0, 0, 0, 0)
 
 
 def _run(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: int
@@ -553,7 +556,7 @@ def _run_compiled(kernel: Callable[..., None], prog: StepProgram, vals: Sequence
                   lats: Sequence[int], channels: int) -> tuple[int, dict[Engine, int]]:
     """_run by schedule/estimate_kernel.py (the same figures)."""
     rows, starts, sig_off = prog.table()
-    out = np.zeros(5, np.int64)
+    out = np.zeros(1 + NUM_ENGINES, np.int64)
     kernel(rows, starts, sig_off, np.array(vals, np.int64), np.array(lats, np.int64), channels,
            out)
     if out[0] < 0:

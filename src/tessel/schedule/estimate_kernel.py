@@ -8,7 +8,7 @@ times each candidate's arch-free program once per NPU, so this loop is most of w
 costs once programs are shared across points (docs/analysis.md).
 
 Table rows (one per op, the engines' queues one after another; ``starts[e]``: engine e's first
-row, ``starts[4]``: the end), 7 columns:
+row, ``starts[NUM_ENGINES]``: the end), 7 columns, the first the row's kind:
 
     WAIT    0  key
     SIGNAL  1  key  wake mask
@@ -21,9 +21,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from tessel.isa.fields import Engine
+from tessel.isa.limits import ALL_ENGINES_MASK, NUM_ENGINES
 from tessel.sim import jit
 
 COLS = 7
+WAIT, SIGNAL, WORK, XFER, TILE = range(5)  # the row kinds (column 0)
+# engine numbers as plain ints (numba freezes module-level ints and tuples into the kernel)
+DMA_IN, DMA_OUT = int(Engine.DMA_IN), int(Engine.DMA_OUT)
+# compute engines first, then the DMA engines' control ops
+ORDER = tuple(int(e) for e in (Engine.MATRIX, Engine.VECTOR, Engine.DMA_IN, Engine.DMA_OUT))
 
 
 @jit.helper
@@ -62,29 +69,28 @@ def run(ops: np.ndarray, starts: np.ndarray, sig_off: np.ndarray, vals: np.ndarr
     sigs = np.empty(max(sig_off[nk], 1), np.int64)
     nsig = np.zeros(max(nk, 1), np.int64)
     taken = np.zeros(max(nk, 1), np.int64)
-    pc = starts[:4].copy()
-    ready = np.zeros(4, np.int64)
-    busy = np.zeros(4, np.int64)
-    last_end = np.zeros(4, np.int64)
-    fly = np.zeros((4, channels + 1), np.int64)
-    nfly = np.zeros(4, np.int64)
-    span_lo = np.full(4, -1, np.int64)
-    span_hi = np.full(4, -1, np.int64)
+    pc = starts[:NUM_ENGINES].copy()
+    ready = np.zeros(NUM_ENGINES, np.int64)
+    busy = np.zeros(NUM_ENGINES, np.int64)
+    last_end = np.zeros(NUM_ENGINES, np.int64)
+    fly = np.zeros((NUM_ENGINES, channels + 1), np.int64)
+    nfly = np.zeros(NUM_ENGINES, np.int64)
+    span_lo = np.full(NUM_ENGINES, -1, np.int64)
+    span_hi = np.full(NUM_ENGINES, -1, np.int64)
     port = np.zeros(lats.shape[0], np.int64)
     first = np.int64(1) << 62
-    order = (1, 2, 0, 3)  # MATRIX, VECTOR, DMA_IN, DMA_OUT
-    pending = 15
+    pending = ALL_ENGINES_MASK
     while True:
         while pending:
-            for oi in range(4):
-                e = order[oi]
+            for oi in range(NUM_ENGINES):
+                e = ORDER[oi]
                 if not (pending >> e) & 1:
                     continue
                 pending &= ~(1 << e)
                 k, r, nq = pc[e], ready[e], starts[e + 1]
                 while k < nq:
                     kind = ops[k, 0]
-                    if kind == 4:
+                    if kind == TILE:
                         w = ops[k, 1]
                         t0 = taken[w]
                         if t0 >= nsig[w]:
@@ -117,7 +123,7 @@ def run(ops: np.ndarray, starts: np.ndarray, sig_off: np.ndarray, vals: np.ndarr
                                 sigs[sig_off[s] + nsig[s]] = r
                                 nsig[s] += 1
                         pending |= ops[k, 6]
-                    elif kind == 0:
+                    elif kind == WAIT:
                         a = ops[k, 1]
                         t0 = taken[a]
                         if t0 >= nsig[a]:
@@ -125,14 +131,14 @@ def run(ops: np.ndarray, starts: np.ndarray, sig_off: np.ndarray, vals: np.ndarr
                         x = sigs[sig_off[a] + t0]
                         r = (x if x > r else r) + 1
                         taken[a] = t0 + 1
-                    elif kind == 1:
+                    elif kind == SIGNAL:
                         x = last_end[e]
                         r = (x if x > r else r) + 1
                         s = ops[k, 1]
                         sigs[sig_off[s] + nsig[s]] = r
                         nsig[s] += 1
                         pending |= ops[k, 2]
-                    elif kind == 2:
+                    elif kind == WORK:
                         c = vals[ops[k, 1]]
                         if c:
                             if r < first:
@@ -146,9 +152,9 @@ def run(ops: np.ndarray, starts: np.ndarray, sig_off: np.ndarray, vals: np.ndarr
                 ready[e] = r
         c0 = c1 = np.int64(-1)
         for i in range(2):
-            e = 0 if i == 0 else 3
+            e = DMA_IN if i == 0 else DMA_OUT
             k = pc[e]
-            if k < starts[e + 1] and ops[k, 0] == 3:
+            if k < starts[e + 1] and ops[k, 0] == XFER:
                 t = ready[e] if nfly[e] < channels else _issue_time(ready[e], fly[e], nfly[e],
                                                                       channels)
                 if i == 0:
@@ -158,7 +164,7 @@ def run(ops: np.ndarray, starts: np.ndarray, sig_off: np.ndarray, vals: np.ndarr
         if c0 < 0 and c1 < 0:
             break
         i = 0 if c1 < 0 or 0 <= c0 <= c1 else 1  # DMA_IN first on a tie
-        best = 0 if i == 0 else 3
+        best = DMA_IN if i == 0 else DMA_OUT
         t = c0 if i == 0 else c1
         other_t = c1 if i == 0 else c0
         k, nq = pc[best], starts[best + 1]
@@ -193,7 +199,7 @@ def run(ops: np.ndarray, starts: np.ndarray, sig_off: np.ndarray, vals: np.ndarr
                 span_hi[best] = end
             k += 1
             issued = t + 1
-            if k >= nq or ops[k, 0] != 3:
+            if k >= nq or ops[k, 0] != XFER:
                 break
             t = issued if nfly[best] < channels else _issue_time(issued, fly[best], nfly[best],
                                                                  channels)
@@ -203,13 +209,13 @@ def run(ops: np.ndarray, starts: np.ndarray, sig_off: np.ndarray, vals: np.ndarr
         pc[best] = k
         last_end[best] = end_max
         pending = 1 << best
-    for e in (0, 3):
+    for e in (DMA_IN, DMA_OUT):
         busy[e] += span_hi[e] - span_lo[e]
-    for e in range(4):
+    for e in range(NUM_ENGINES):
         if pc[e] < starts[e + 1]:
             out[0] = -1  # the token protocol does not complete
             return
     top = max(ready.max(), last_end.max())
     out[0] = top - min(first, ready.max())
-    for e in range(4):
+    for e in range(NUM_ENGINES):
         out[1 + e] = busy[e]
