@@ -78,6 +78,10 @@ class Window:
         """Field name -> value (for ``Instruction.make``)."""
         return {name: getattr(self, attr) for attr, name in FIELD_OF.items()}
 
+    def window_attrs(self) -> dict[str, int]:
+        """Attribute -> value of the window alone (a geometry built on it: its window)."""
+        return {attr: getattr(self, attr) for attr in FIELD_OF}
+
     def frame(self) -> tuple[int, int]:
         """(rows, columns) of the padded frame the window sweeps, from (-pt, -pl)."""
         return (frame_extent(self.oh, self.sh, self.kh, self.dh),

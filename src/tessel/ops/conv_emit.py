@@ -33,6 +33,7 @@ from tessel.ir import Layout, Node
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
 from tessel.isa.limits import MAX_DILATION, MAX_KERNEL, MAX_PAD, MAX_STRIDE
+from tessel.isa.window import Window
 from tessel.ops import dma
 from tessel.ops.context import (
     ISA_DTYPE,
@@ -72,32 +73,15 @@ class ConvMapping:
             "" if self.double_buffer else " single-buffered") + dw
 
 
-def window_rows(g, oy0: int, rows: int) -> tuple[int, int, int]:
-    """(first input row, row count, tile pad_top) that output rows [oy0, oy0 + rows) of a
-    sliding window (conv, pool: anything with h, kh, sh, dh, pt) read; rows past the input
-    are the bottom padding the instruction supplies."""
-    lo = oy0 * g.sh - g.pt
-    hi = (oy0 + rows - 1) * g.sh - g.pt + (g.kh - 1) * g.dh
-    r0, r1 = max(lo, 0), min(hi, g.h - 1)
-    return r0, r1 - r0 + 1, r0 - lo
-
-
 @dataclass(frozen=True)
-class ConvGeometry:
+class ConvGeometry(Window):
+    """A conv's window and its tensors: input n x h x w x c (NHWC), cout output channels in
+    `groups` groups."""
+
     h: int
     w: int
     c: int
-    oh: int
-    ow: int
     cout: int
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    dh: int
-    dw: int
-    pt: int
-    pl: int
     groups: int
     n: int = 1  # batch: images are independent, each tile belongs to one
     # derived once (the mapping search and its bounds read them hundreds of thousands of times)
@@ -119,7 +103,8 @@ class ConvGeometry:
         return self.cout // self.groups
 
     def in_rows(self, oy0: int, rows: int) -> tuple[int, int, int]:
-        return window_rows(self, oy0, rows)
+        """(first input row, row count, tile pad_top) of output rows [oy0, oy0 + rows)."""
+        return self.rows_for(oy0, rows, self.h)
 
     def weight_bytes(self, chunk: int) -> int:
         return self._weights_per_channel * chunk
@@ -158,8 +143,10 @@ def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
     n, h, w, c = ctx.graph.type_of(node.inputs[0]).shape
     _, oh, ow, cout = node.type.shape
     _, kh, kw, _ = ctx.graph.type_of(node.inputs[1]).shape  # OHWI
-    return ConvGeometry(h, w, c, oh, ow, cout, kh, kw, *a["stride"], *a["dilation"],
-                        a["padding"][0], a["padding"][1], a["groups"], n)
+    (sh, sw), (dh, dw) = a["stride"], a["dilation"]
+    return ConvGeometry(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=a["padding"][0],
+                        pl=a["padding"][1], oh=oh, ow=ow, h=h, w=w, c=c, cout=cout,
+                        groups=a["groups"], n=n)
 
 
 def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
