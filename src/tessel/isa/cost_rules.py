@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from tessel.arch.types import Dataflow
 from tessel.isa.events import Events
@@ -60,10 +60,14 @@ def _cdiv(a: int, b: int) -> int:
 class CostRule:
     """The cycles and events of an instruction in isolation on one engine."""
 
-    cycles_doc: ClassVar[str]  # the cycle formula of docs/isa.md's table of cost classes
-    events_doc: ClassVar[str]
-
     def cost(self, i: Instruction, arch: NpuArch) -> Cost:
+        raise NotImplementedError
+
+    def cycles_doc(self) -> str:
+        """The cycle formula, for docs/isa.md's table of cost rules."""
+        raise NotImplementedError
+
+    def events_doc(self) -> str:
         raise NotImplementedError
 
 
@@ -74,11 +78,14 @@ _NO_EVENTS = Events()
 class Control(CostRule):
     """WAIT / SIGNAL / END: one cycle (a WAIT's blocked time is not part of its cost)."""
 
-    cycles_doc: ClassVar[str] = str(CONTROL_CYCLES)
-    events_doc: ClassVar[str] = "none"
-
     def cost(self, i: Instruction, arch: NpuArch) -> Cost:
         return Cost(CONTROL_CYCLES, _NO_EVENTS)
+
+    def cycles_doc(self) -> str:
+        return str(CONTROL_CYCLES)
+
+    def events_doc(self) -> str:
+        return "none"
 
 
 @dataclass(frozen=True)
@@ -88,11 +95,6 @@ class Transfer(CostRule):
 
     load: bool  # off-chip -> SRAM (else SRAM -> off-chip)
     elements: Product
-
-    cycles_doc: ClassVar[str] = ("`latency + ceil(bytes / min(mem.bytes_per_cycle, SRAM_BW))`, "
-                                 "`bytes = elements*nbytes(dtype)`")
-    events_doc: ClassVar[str] = ("off-chip bytes read (load) / written (store) of `mem`; SRAM "
-                                 "bytes written / read")
 
     def cost(self, i: Instruction, arch: NpuArch) -> Cost:
         nbytes = self.elements.of(i) * i.dtype.nbytes
@@ -107,6 +109,13 @@ class Transfer(CostRule):
             ev = Events(sram_read_bytes=nbytes, offchip_write_bytes=tuple(per_mem),
                         offchip_read_bytes=(0,) * len(per_mem))
         return Cost(mem.latency_cycles + _cdiv(nbytes, bpc), ev)
+
+    def cycles_doc(self) -> str:
+        return ("`latency + ceil(bytes / min(mem.bytes_per_cycle, SRAM_BW))`, "
+                f"`bytes = {self.elements.doc()}*nbytes(dtype)`")
+
+    def events_doc(self) -> str:
+        return "off-chip bytes read (LOAD) / written (STORE) of `mem`; SRAM bytes written / read"
 
 
 # ---- the matrix array ---------------------------------------------------------------------------
@@ -165,11 +174,6 @@ class Gemm(CostRule):
     window: Product | None  # the input tile's bytes with its halo (None: M*K, no halo)
     depthwise: bool = False  # each column reads its own channel: M*K*N operand bytes, once
 
-    cycles_doc: ClassVar[str] = ("`max(G, ceil(sram_reads / matrix.feed_bytes_per_cycle))`, "
-                                 "`G` = GEMM cycles below")
-    events_doc: ClassVar[str] = ("`macs = M*N*K`; SRAM reads, operand-buffer bytes, accumulator "
-                                 "reads/writes below")
-
     def dims(self, i: Instruction) -> tuple[int, int, int]:
         """(M, N, K) of the tile."""
         return self.m.of(i), self.n.of(i), self.k.of(i)
@@ -209,6 +213,12 @@ class Gemm(CostRule):
                                    operand_bytes=operand, acc_reads=acc_reads,
                                    acc_writes=acc_writes))
 
+    def cycles_doc(self) -> str:
+        return "`max(G, ceil(sram_reads / matrix.feed_bytes_per_cycle))`, `G` = GEMM cycles below"
+
+    def events_doc(self) -> str:
+        return "`macs = M*N*K`; SRAM reads, operand-buffer bytes, accumulator reads/writes below"
+
 
 # ---- the vector engine --------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -220,12 +230,14 @@ class Vector(CostRule):
     events: Callable[[Instruction], Events]
     events_text: str
 
-    cycles_doc: ClassVar[str] = ("`pipeline_latency + max(ceil(work / L), ceil((sram_read + "
-                                 "sram_write) / SRAM_BW))`")
-    events_doc: ClassVar[str] = "below"
-
     def cost(self, i: Instruction, arch: NpuArch) -> Cost:
         work, ev = self.work.of(i), self.events(i)
         sram = _cdiv(ev.sram_read_bytes + ev.sram_write_bytes, arch.derived.sram_bytes_per_cycle)
         cycles = arch.vector.pipeline_latency_cycles + max(_cdiv(work, arch.vector.lanes), sram)
         return Cost(cycles, ev)
+
+    def cycles_doc(self) -> str:
+        return "`pipeline_latency + max(ceil(work / L), ceil((sram_read + sram_write) / SRAM_BW))`"
+
+    def events_doc(self) -> str:
+        return "below"

@@ -33,6 +33,10 @@ class Rule:
         """Why ``i`` breaks the rule, or None."""
         raise NotImplementedError
 
+    def doc(self) -> str:
+        """The rule as docs/isa.md's table of static rules writes it."""
+        raise NotImplementedError
+
 
 @dataclass(frozen=True)
 class AccRowsApart(Rule):
@@ -45,6 +49,9 @@ class AccRowsApart(Rule):
         if i.acc_stride < w:
             return f"acc_stride {i.acc_stride} < {self.width} {w}: output rows overlap"
         return None
+
+    def doc(self) -> str:
+        return f"`acc_stride >= {self.width}`"
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,9 @@ class TypeIn(Rule):
             return None
         return f"{i.opcode.name} works on {' or '.join(t.name for t in self.allowed)} only"
 
+    def doc(self) -> str:
+        return f"`{self.field}` is {' or '.join(f'`{t.name}`' for t in self.allowed)}"
+
 
 @dataclass(frozen=True)
 class ClampWithin(Rule):
@@ -71,6 +81,9 @@ class ClampWithin(Rule):
         if not t.lo <= i.act_min <= i.act_max <= t.hi:
             return f"clamp [{i.act_min}, {i.act_max}] is empty or outside {t.name} [{t.lo}, {t.hi}]"
         return None
+
+    def doc(self) -> str:
+        return f"`{self.dtype}.min <= act_min <= act_max <= {self.dtype}.max`"
 
 
 @dataclass(frozen=True)
