@@ -7,7 +7,7 @@ every configuration interleaved, each figure the median round (`--rounds`, 3 by 
 A Ray cluster is started, and left to finish starting its agents, before its clock starts.
 
 The mapping search prunes candidates with closed-form bounds and each worker keeps a cache of
-searched steps (tessel.schedule.search_cache); ``--reference`` measures the search without
+searched steps (tessel.schedule.search); ``--reference`` measures the search without
 either (the figures are identical, only the time differs).
 
 Sweeps: rows x cols x lanes around tnpu-s (16 points, the default); ``--points 32`` / ``64``

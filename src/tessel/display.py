@@ -35,10 +35,6 @@ def fmt_change(pct: float, digits: int = 2) -> str:
     return f"{round(pct, digits) or 0.0:+.{digits}f} %"  # no '-0.00 %' for a tiny decrease
 
 
-def fmt_float(x: float, digits: int = 3) -> str:
-    return f"{x:,.{digits}f}"
-
-
 @dataclass(frozen=True)
 class Table:
     """Header, preformatted string cells, which columns are numeric (right-aligned) and

@@ -28,7 +28,7 @@ from tessel.display import TERMINAL_WIDTH, Table, fmt_change, fmt_int, short_rep
 from tessel.errors import TesselError
 from tessel.ir import Graph
 from tessel.progress import track
-from tessel.schedule import search_cache
+from tessel.schedule import search
 
 MIN_GAIN_PCT = 1.0  # a relaxation "binds" a layer only if it saves at least this much
 
@@ -264,10 +264,10 @@ def layer_table(a: Advice, n: int) -> Table:
 
 def advise(graph: Graph, arch: NpuArch, *, name: str | None = None) -> Advice:
     """Estimate ``graph`` on ``arch`` and on each 2x relaxation of it; rank the relaxations.
-    The estimates share one search cache (tessel.schedule.search_cache: exact), so a step
+    The estimates share one search cache (tessel.schedule.search: exact), so a step
     whose cost a relaxation does not touch is searched once."""
-    if search_cache.active() is None:
-        with search_cache.use(search_cache.SearchCache()):
+    if search.active() is None:
+        with search.use(search.SearchCache()):
             return advise(graph, arch, name=name)
     base = estimate_graph(graph, arch, name=name)
     gains, skipped = [], []

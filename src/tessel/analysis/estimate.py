@@ -6,9 +6,8 @@ exploration; `tessel estimate`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from tessel.arch import CompileOptions, NpuArch, load_target
@@ -19,6 +18,7 @@ from tessel.isa.costs import Events, energy_breakdown_pj, static_energy_pj
 from tessel.lower.legalize import legalize
 from tessel.lower.partition import partition
 from tessel.ops.registry import node_macs
+from tessel.runtime.profile import TOP_LAYERS, InferenceFigures
 from tessel.schedule.events import step_events
 from tessel.schedule.plan import plan
 
@@ -34,26 +34,11 @@ class LayerEstimate:
 
 
 @dataclass(frozen=True)
-class EstimateReport:
-    model: str
-    target: str
-    clock_hz: int
-    cycles: int
-    latency_ms: float
-    macs: int
-    mac_utilisation: float
-    energy_pj: dict[str, float]
-    bytes_read: dict[str, int]
-    bytes_written: dict[str, int]
+class EstimateReport(InferenceFigures):
+    """The analytical estimate of a model's inference: the figures the simulator's profile
+    reports, from the schedule alone (no binary, no simulation)."""
+
     layers: tuple[LayerEstimate, ...]
-    host_ops: tuple[str, ...]
-
-    @property
-    def energy_uj(self) -> float:
-        return sum(self.energy_pj.values()) / 1e6
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True)
 
     def summary(self) -> str:
         rd, wr = sum(self.bytes_read.values()), sum(self.bytes_written.values())
@@ -90,9 +75,6 @@ class EstimateReport:
         return self.summary() + "\n\n" + self.layer_table(TOP_LAYERS).markdown()
 
 
-TOP_LAYERS = 10  # layers shown by the notebook views
-
-
 def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
                    options: CompileOptions | None = None, timing_only: bool = False
                    ) -> EstimateReport:
@@ -100,7 +82,7 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
     same stage, `tessel.schedule.plan`, with the same `options`: with on-chip residency too),
     so the cycles are the compiled layers' estimates added up. `timing_only`: cycles and
     layers only, no energy events (`energy_pj`, `bytes_read`, `bytes_written` are empty). With
-    a search cache active (tessel.schedule.search_cache.use) steps searched before are not
+    a search cache active (tessel.schedule.search.use) steps searched before are not
     searched again."""
     options = options or CompileOptions()
     graph = legalize(graph)

@@ -20,7 +20,6 @@ from typing import Any
 
 from tessel.analysis.explore_output import write_outputs
 from tessel.analysis.explore_space import (
-    LatencyAgg,
     Space,
     build_arch,
     check_against,
@@ -61,10 +60,6 @@ class ExploreResult:
     evaluated: int  # points computed by this run (the others came from the study file)
     seconds: float
     files: tuple[Path, ...] = field(default=())
-
-    @property
-    def latency_agg(self) -> LatencyAgg:
-        return self.space.latency
 
     def front_rows(self) -> list[dict[str, Any]]:
         """One dict per front point: arch name, parameters, objectives, power at the fps."""

@@ -28,8 +28,8 @@ from tessel.arch import NpuArch, arch_from_dict
 from tessel.errors import TesselCompileError, TesselConfigError, TesselUnsupportedOpError
 from tessel.ir import Graph
 from tessel.schedule import estimate as step_estimate
-from tessel.schedule.search_cache import SearchCache, program_key, pruning
-from tessel.schedule.search_cache import use as use_search_cache
+from tessel.schedule.search import SearchCache, program_key, pruning
+from tessel.schedule.search import use as use_search_cache
 
 # set (to anything but "" / "0") in the environment of the processes that evaluate points: the
 # reference search (no pruning, no search cache), for measuring what they save
@@ -39,7 +39,7 @@ _STATE: dict[str, Any] = {}  # per process: "graphs", "base", "context", "search
 
 
 def search_cache() -> SearchCache:
-    """This process's cache of mapping searches (tessel.schedule.search_cache): design points
+    """This process's cache of mapping searches (tessel.schedule.search): design points
     that share the fields a step depends on reuse its search, events and constant sizes."""
     cache = _STATE.get("search_cache")
     if cache is None:
@@ -125,13 +125,13 @@ def _eval_in_worker(point: dict[str, Any], ahead: int) -> PointResult:
 
 
 # point parameters that decide most of what a worker's search cache shares between points,
-# after the program key (search_cache.candidate_key): those declared with an explore group
+# after the program key (search.candidate_key): those declared with an explore group
 # (tessel.arch.decl.Explore.group), in group order
 _AFFINITY = GROUPED
 
 
 def affinity_key(point: dict[str, Any], base: NpuArch) -> tuple:
-    """The order of `affinity_queues`: the program key (search_cache.program_key, "" for a
+    """The order of `affinity_queues`: the program key (search.program_key, "" for a
     point that is not a valid NPU), the `_AFFINITY` parameters, then the others."""
     try:
         program = program_key(build_arch(base, point))
@@ -144,7 +144,7 @@ def affinity_key(point: dict[str, Any], base: NpuArch) -> tuple:
 def affinity_queues(points: Sequence[dict[str, Any]], n: int, base: NpuArch
                     ) -> list[deque[dict[str, Any]]]:
     """`points` in `n` queues of about equal length, one per worker, so that a worker's points
-    share what its search cache keeps (tessel.schedule.search_cache): sorted by
+    share what its search cache keeps (tessel.schedule.search): sorted by
     `affinity_key`, cut into consecutive runs."""
     ordered = sorted(points, key=lambda p: affinity_key(p, base))
     cuts = [len(ordered) * i // n for i in range(n + 1)]

@@ -35,7 +35,7 @@ class Affects(enum.Enum):
 
     PROGRAMS is the safe default: a parameter nobody classified keeps programs apart."""
 
-    PROGRAMS = "programs"  # instruction selection or placement reads it (search_cache.program_key)
+    PROGRAMS = "programs"  # instruction selection or placement reads it (search.program_key)
     COSTS = "costs"  # only instruction costs and timing read it, never a step's instructions
     NONE = "none"  # no cycle count either: seconds, joules, mm^2, prose (not in the timing key)
 

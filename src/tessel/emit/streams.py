@@ -60,10 +60,6 @@ class Ring:
         """The slot the producer fills next (valid after acquire)."""
         return (self.acquired - 1) % self.depth
 
-    @property
-    def consumer_slot(self) -> int:
-        return (self.consumed - 1) % self.depth
-
     def slot_after_acquire(self) -> int:
         """The slot the next `acquire` will return (to address a tile before acquiring)."""
         return self.acquired % self.depth

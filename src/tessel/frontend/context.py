@@ -17,8 +17,7 @@ import numpy as np
 import torch
 import torch.fx
 
-from tessel.ir import UNKNOWN_LOC, DType, GraphBuilder, Op, SourceLoc, TensorType
-from tessel.ir.attrs import ConstData
+from tessel.ir import UNKNOWN_LOC, DType, GraphBuilder, Op, QuantParams, SourceLoc, TensorType
 
 
 class Unsupported(Exception):
@@ -129,9 +128,8 @@ class ImportContext:
 
     def const(self, array: np.ndarray, hint: str | None = None,
               loc: SourceLoc | None = None) -> str:
-        name = self.builder.add(Op.CONSTANT, (), {"value": ConstData(np.asarray(array))},
-                                name=hint or self.hint + "_const",
-                                loc=self.loc if loc is None else loc)
+        name = self.builder.constant(array, name=hint or self.hint + "_const",
+                                     loc=self.loc if loc is None else loc)
         self.defs[name] = _Def(Op.CONSTANT, (), {})
         return name
 
@@ -146,6 +144,37 @@ class ImportContext:
         if isinstance(arg, (bool, int, float)):
             return self.scalar(arg, dtype)
         raise Unsupported(f"operand {arg!r} is neither a tensor nor a number")
+
+    def scaled(self, x: str, factor: float, dtype: DType) -> str:
+        """x * factor (a scalar of `dtype`); x itself for a factor of 1."""
+        return x if factor == 1 else self.add(Op.MUL, [x, self.scalar(factor, dtype)])
+
+    def square(self, x: str) -> str:
+        return self.add(Op.MUL, [x, x])
+
+    def dequantized_constant(self, q: np.ndarray, scales: np.ndarray, zero_points: np.ndarray,
+                             axis: int | None) -> str:
+        """An integer constant read in the float domain, the form every importer writes (and
+        the lowering reads back, tessel.ops.quantise.int_weight): dequantize(C) for one scale;
+        for per-channel scales along `axis`, mul(cast(C), scales) (after a zero-point sub),
+        the constant's type carrying its QuantParams."""
+        scales = np.asarray(scales, np.float64).reshape(-1)
+        zps = np.broadcast_to(np.asarray(zero_points, np.int64).reshape(-1), scales.shape)
+        quant = QuantParams(tuple(float(s) for s in scales), tuple(int(z) for z in zps), axis)
+        if axis is None:
+            return self.add(Op.DEQUANTIZE, [self.quantized_constant(q, quant)],
+                            {"scale": float(scales[0]), "zero_point": int(zps[0])})
+        x = self.add(Op.CAST, [self.quantized_constant(q, quant)], {"dtype": DType.F32})
+        bshape = [1] * q.ndim
+        bshape[axis] = scales.size
+        if np.any(zps):
+            x = self.add(Op.SUB, [x, self.const(zps.astype(np.float32).reshape(bshape))])
+        return self.add(Op.MUL, [x, self.const(scales.astype(np.float32).reshape(bshape))])
+
+    def quantized_constant(self, q: np.ndarray, quant: QuantParams) -> str:
+        """An integer constant whose type carries `quant`."""
+        type_ = TensorType(tuple(int(d) for d in q.shape), DType.from_numpy(q.dtype), quant=quant)
+        return self.builder.constant(q, name=self.hint + "_int", loc=self.loc, type_=type_)
 
     # ------------------------------------------------------------ data movement, folded
     def cast(self, x: str, dtype: DType) -> str:

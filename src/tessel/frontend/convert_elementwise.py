@@ -29,7 +29,7 @@ def _scaled(ctx: ImportContext, node: Node, arg: Any, alpha: Any) -> Any:
     if not isinstance(arg, Node):
         return arg * alpha
     _, dtype = ctx.out_meta(node)
-    return ctx.add(Op.MUL, [ctx.operand(arg, dtype), ctx.scalar(alpha, dtype)])
+    return ctx.scaled(ctx.operand(arg, dtype), alpha, dtype)
 
 
 def _binary_scaled(ctx: ImportContext, node: Node, op: Op, a: Args) -> str:

@@ -128,11 +128,7 @@ def addmm(ctx: ImportContext, node: Node, a: Args) -> str:
         return ctx.add(Op.LINEAR, [m1, d.inputs[0], bias])
     _, dtype = ctx.out_meta(node)
     prod = ctx.add(Op.MATMUL, [m1, m2])
-    if alpha != 1:
-        prod = ctx.add(Op.MUL, [prod, ctx.scalar(alpha, dtype)])
-    if beta != 1:
-        bias = ctx.add(Op.MUL, [bias, ctx.scalar(beta, dtype)])
-    return ctx.add(Op.ADD, [prod, bias])
+    return ctx.add(Op.ADD, [ctx.scaled(prod, alpha, dtype), ctx.scaled(bias, beta, dtype)])
 
 
 def _batch_norm(ctx: ImportContext, a: Args, training: bool) -> tuple:

@@ -115,7 +115,7 @@ def vector_norm(ctx: ImportContext, node: Node, a: Args) -> str:
     x = ctx.cast(ctx.v(a["self"]), dtype)
     order, dims, keep = float(a["ord"]), a["dim"], a["keepdim"]
     if order == 2.0:
-        return ctx.add(Op.SQRT, [_reduce(ctx, node, Op.SUM, ctx.add(Op.MUL, [x, x]), dims, keep)])
+        return ctx.add(Op.SQRT, [_reduce(ctx, node, Op.SUM, ctx.square(x), dims, keep)])
     if order == 1.0:
         return _reduce(ctx, node, Op.SUM, ctx.add(Op.ABS, [x]), dims, keep)
     if order == math.inf:

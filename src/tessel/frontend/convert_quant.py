@@ -24,8 +24,7 @@ import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_
 import torch.fx
 
 from tessel.frontend.context import ImportContext, Unsupported, converts, ir_dtype
-from tessel.ir import DType, Op, QuantParams, TensorType
-from tessel.ir.attrs import ConstData
+from tessel.ir import Op, QuantParams
 
 QD = torch.ops.quantized_decomposed
 Node = torch.fx.Node
@@ -65,16 +64,8 @@ def dequantize_per_tensor(ctx: ImportContext, node: Node, a: Args) -> str:
     if t.quant is None:  # an integer constant: give its type the parameters it is read with
         value = ctx.builder.build([]).constant_value(x)
         if value is not None:
-            x = _quant_constant(ctx, np.asarray(value), QuantParams((float(scale),), (int(zp),)))
+            x = ctx.quantized_constant(np.asarray(value), QuantParams((float(scale),), (int(zp),)))
     return ctx.add(Op.DEQUANTIZE, [x], {"scale": float(scale), "zero_point": int(zp)})
-
-
-def _quant_constant(ctx: ImportContext, q: np.ndarray, quant: QuantParams) -> str:
-    """An integer constant whose type carries `quant`."""
-    type_ = TensorType(tuple(int(d) for d in q.shape), DType.from_numpy(q.dtype), quant=quant)
-    name = ctx.builder.add(Op.CONSTANT, (), {"value": ConstData(q)}, name=ctx.hint + "_int",
-                           loc=ctx.loc, type_=type_)
-    return name
 
 
 # quantized_decomposed.dequantize_per_channel(C, scales, zps, axis, ...) of a constant C
@@ -89,10 +80,4 @@ def dequantize_per_channel(ctx: ImportContext, node: Node, a: Args) -> str:
     axis = int(args[3]) % max(q.ndim, 1)
     if q.ndim == 0 or q.shape[axis] != scales.size:
         raise Unsupported(f"dequantize_per_channel: {scales.size} scales for shape {list(q.shape)}")
-    quant = QuantParams(tuple(float(s) for s in scales), tuple(int(z) for z in zps), axis)
-    x = ctx.add(Op.CAST, [_quant_constant(ctx, q, quant)], {"dtype": DType.F32})
-    bshape = [1] * q.ndim
-    bshape[axis] = scales.size
-    if np.any(zps):
-        x = ctx.add(Op.SUB, [x, ctx.const(zps.astype(np.float32).reshape(bshape))])
-    return ctx.add(Op.MUL, [x, ctx.const(scales.astype(np.float32).reshape(bshape))])
+    return ctx.dequantized_constant(q, scales, zps, axis)

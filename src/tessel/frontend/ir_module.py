@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from tessel.errors import TesselConfigError
-from tessel.ir import Graph, Layout, Node, Op, unique_name
+from tessel.ir import Graph, Layout, Node, unique_name
 from tessel.ops import definition
 
 
@@ -50,10 +50,10 @@ class IRModule(nn.Module):
         taken = set(dir(self))
         self._slots: dict[str, str] = {}
         for node in graph.nodes:
-            name = _module_name(node.name if node.op is Op.CONSTANT else
+            name = _module_name(node.name if node.is_constant else
                                 (node.loc.module or node.name), taken)
             self._slots[node.name] = name
-            if node.op is Op.CONSTANT:
+            if node.is_constant:
                 self._constant(name, np.asarray(node.attr("value").array))
             elif (definition(node.op).torch is None
                   or node.attr_map.get("layout", Layout.NCHW) is not Layout.NCHW):
@@ -75,7 +75,7 @@ class IRModule(nn.Module):
                                                                    strict=True)}
         for node in self.graph.nodes:
             slot = getattr(self, self._slots[node.name])
-            env[node.name] = slot if node.op is Op.CONSTANT else slot(
+            env[node.name] = slot if node.is_constant else slot(
                 *(env[i] for i in node.inputs))
         outputs = tuple(env[o] for o in self.graph.outputs)
         return outputs[0] if len(outputs) == 1 else outputs

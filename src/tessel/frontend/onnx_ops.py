@@ -88,9 +88,7 @@ def _weight(o: OnnxContext, name: str, transpose: bool, scale: float) -> str:
         return o.ctx.const(np.ascontiguousarray(w * np.float32(scale) if scale != 1 else w),
                            hint=name)
     w = o.ctx.transpose(o.v(name), (1, 0)) if transpose else o.v(name)
-    if scale != 1:
-        w = o.add(Op.MUL, [w, o.ctx.scalar(scale, o.type(name).dtype)])
-    return w
+    return o.ctx.scaled(w, scale, o.type(name).dtype)
 
 
 # Gemm(A, B, C) {alpha, beta, transA = 0, transB}  =>  linear(A, B^T, C) (scaled by alpha / beta)
@@ -113,9 +111,7 @@ def gemm(o: OnnxContext, n: Node) -> Results:
             return [o.add(Op.LINEAR, [o.v(n.input[0]), w, o.ctx.reshape(o.v(n.input[2]), (out,))])]
     y = o.add(Op.LINEAR, [o.v(n.input[0]), w])
     c = o.v(n.input[2])
-    if beta != 1.0:
-        c = o.add(Op.MUL, [c, o.ctx.scalar(beta, o.type(n.input[2]).dtype)])
-    return [o.add(Op.ADD, [y, c])]
+    return [o.add(Op.ADD, [y, o.ctx.scaled(c, beta, o.type(n.input[2]).dtype)])]
 
 
 # MatMul(A, B)  =>  linear(A, B^T) for a constant 2-D B, else matmul(A, B)

@@ -18,9 +18,8 @@ import numpy as np
 import onnx
 
 from tessel.frontend.context import Unsupported
-from tessel.frontend.convert_quant import _quant_constant
 from tessel.frontend.onnx_import import OnnxContext, attributes, onnx_converts, onnx_dtype
-from tessel.ir import DType, Op, QuantParams
+from tessel.ir import DType, Op
 
 Node = onnx.NodeProto
 Results = list[str | np.ndarray | None]
@@ -323,16 +322,8 @@ def dequantize_linear(o: OnnxContext, n: Node) -> Results:
     q = np.asarray(o.arrays[n.input[0]])
     q, zp, _ = _to_signed(q, zp, DType.from_numpy(q.dtype))
     if scale.size == 1:
-        c = _quant_constant(o.ctx, q, QuantParams((float(scale[0]),), (int(zp[0]),)))
-        return [o.add(Op.DEQUANTIZE, [c], {"scale": float(scale[0]), "zero_point": int(zp[0])})]
+        return [o.ctx.dequantized_constant(q, scale, zp[:1], None)]
     axis = int(attributes(n).get("axis", 1)) % q.ndim
     if q.shape[axis] != scale.size:
         raise Unsupported(f"{scale.size} scales for shape {list(q.shape)} along axis {axis}")
-    zps = np.broadcast_to(zp, scale.shape)
-    quant = QuantParams(tuple(float(s) for s in scale), tuple(int(z) for z in zps), axis)
-    x = o.add(Op.CAST, [_quant_constant(o.ctx, q, quant)], {"dtype": DType.F32})
-    bshape = [1] * q.ndim
-    bshape[axis] = scale.size
-    if np.any(zps):
-        x = o.add(Op.SUB, [x, o.ctx.const(zps.astype(np.float32).reshape(bshape))])
-    return [o.add(Op.MUL, [x, o.ctx.const(scale.astype(np.float32).reshape(bshape))])]
+    return [o.ctx.dequantized_constant(q, scale, np.broadcast_to(zp, scale.shape), axis)]

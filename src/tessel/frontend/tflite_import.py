@@ -28,14 +28,12 @@ import tflite
 
 from tessel.errors import TesselConfigError, TesselFormatError, TesselUnsupportedOpError
 from tessel.frontend.context import ImportContext, Unsupported
-from tessel.frontend.convert_quant import _quant_constant
 from tessel.frontend.importer import drop_dead
 from tessel.ir import (
     DType,
     Graph,
     GraphBuilder,
     Op,
-    QuantParams,
     SourceLoc,
     TensorType,
     sanitize_name,
@@ -120,21 +118,9 @@ class TfliteContext:
         if not t.quantized:
             return self.ctx.const(np.asarray(data, np.float32 if t.dtype is DType.F32 else None),
                                   hint=t.name)
-        if not t.per_channel:
-            quant = QuantParams((t.scales[0],), (t.zero_points[0],))
-            c = _quant_constant(self.ctx, np.ascontiguousarray(data), quant)
-            return self.ctx.add(Op.DEQUANTIZE, [c], {"scale": t.scales[0],
-                                                     "zero_point": t.zero_points[0]})
-        quant = QuantParams(t.scales, t.zero_points, axis)
-        x = self.ctx.add(Op.CAST, [_quant_constant(self.ctx, np.ascontiguousarray(data), quant)],
-                         {"dtype": DType.F32})
-        bshape = [1] * data.ndim
-        bshape[axis] = len(t.scales)
-        zps = np.asarray(t.zero_points, np.float32).reshape(bshape)
-        if np.any(zps):
-            x = self.ctx.add(Op.SUB, [x, self.ctx.const(zps)])
-        return self.ctx.add(Op.MUL, [x, self.ctx.const(
-            np.asarray(t.scales, np.float32).reshape(bshape))])
+        return self.ctx.dequantized_constant(np.ascontiguousarray(data), np.asarray(t.scales),
+                                             np.asarray(t.zero_points),
+                                             axis if t.per_channel else None)
 
     def add(self, op: Op, inputs: Sequence[str], attrs: dict[str, Any] | None = None) -> str:
         return self.ctx.add(op, inputs, attrs)

@@ -80,9 +80,11 @@ class GraphBuilder:
     def type_of(self, name: str) -> TensorType:
         return self._types[name]
 
-    def constant(self, array: np.ndarray, name: str = "const", loc: SourceLoc = UNKNOWN_LOC) -> str:
+    def constant(self, array: np.ndarray, name: str = "const", loc: SourceLoc = UNKNOWN_LOC,
+                 type_: TensorType | None = None) -> str:
+        """A constant holding `array`; `type_`: its type when it carries QuantParams."""
         data = ConstData(np.asarray(array))
-        return self.add(Op.CONSTANT, (), {"value": data}, name=name, loc=loc)
+        return self.add(Op.CONSTANT, (), {"value": data}, name=name, loc=loc, type_=type_)
 
     def add(self, op: Op, inputs: Sequence[str], attrs: Mapping[str, Any] | None = None, *,
             name: str | None = None, loc: SourceLoc = UNKNOWN_LOC,

@@ -61,6 +61,16 @@ class Node:
     def attr(self, key: str, default: Any = None) -> Any:
         return self.attr_map.get(key, default)
 
+    @property
+    def is_constant(self) -> bool:
+        """A constant: no operands, its value an attribute."""
+        return self.op is Op.CONSTANT
+
+    @property
+    def is_host(self) -> bool:
+        """An ATen op the IR cannot express, run through torch on the host."""
+        return self.op is Op.HOST
+
     def replace(self, **changes: Any) -> Node:
         if "attrs" in changes and isinstance(changes["attrs"], Mapping):
             changes["attrs"] = freeze_attrs(changes["attrs"])

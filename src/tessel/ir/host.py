@@ -20,7 +20,6 @@ import numpy as np
 
 from tessel.errors import TesselError
 from tessel.ir.graph import Node
-from tessel.ir.ops import Op
 
 
 def resolve_target(target: str) -> Any:
@@ -77,7 +76,7 @@ def run_host_node(node: Node, inputs: list[np.ndarray]) -> np.ndarray:
     """Execute a `host` node on numpy inputs through torch; returns its (single) result."""
     import torch
 
-    if node.op is not Op.HOST:
+    if not node.is_host:
         raise TesselError(f"{node} is not a host op")
     op = resolve_target(node.attr("target"))
     tensors = [torch.from_numpy(np.array(x, copy=True)) for x in inputs]

@@ -68,7 +68,7 @@ def run_graph(graph: Graph, inputs: Sequence[np.ndarray] | Mapping[str, np.ndarr
 
 def _execute(node: Node, args: list[np.ndarray], kernels: Mapping[Op, Kernel] | None
              ) -> np.ndarray:
-    if node.op is Op.HOST:
+    if node.is_host:
         from tessel.ir.host import run_host_node  # torch-backed; imported only when needed
         fn = lambda a, xs: run_host_node(node, xs)  # noqa: E731
     else:

@@ -50,7 +50,7 @@ class Rewriter:
 
     def const(self, name: str) -> np.ndarray | None:
         node = self.emitted.get(name)
-        if node is None or node.op is not Op.CONSTANT:
+        if node is None or not node.is_constant:
             return None
         return node.attr("value").array
 
@@ -88,9 +88,10 @@ class Rewriter:
         return self.emit(node)
 
     def constant(self, array: np.ndarray, *, name: str | None = None, hint: str = "cst",
-                 loc: SourceLoc = UNKNOWN_LOC) -> str:
+                 loc: SourceLoc = UNKNOWN_LOC, type_: TensorType | None = None) -> str:
+        """A constant holding `array`; `type_`: its type when it carries QuantParams."""
         return self.add(Op.CONSTANT, (), {"value": ConstData(np.asarray(array))}, name=name,
-                        hint=hint, loc=loc)
+                        hint=hint, loc=loc, type_=type_)
 
 
 def infer_type(op: Op, types: Sequence[TensorType], attrs: Iterable[tuple[str, Any]]) -> TensorType:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from tessel.errors import TesselVerifyError
 from tessel.ir.attrs import check_attr
 from tessel.ir.graph import Graph, Node
-from tessel.ir.ops import InferError, Op, spec
+from tessel.ir.ops import InferError, spec
 from tessel.ir.types import TensorType
 
 
@@ -51,7 +51,7 @@ def _check_node(node: Node, defined: dict[str, TensorType]) -> list[str]:
     problems.extend(_check_attrs(node))
     if problems:
         return problems
-    if node.op is Op.HOST:
+    if node.is_host:
         return []
     try:
         inferred = s.infer([defined[i] for i in node.inputs], _with_defaults(node))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tessel.ir import Graph, Node, Op
+from tessel.ir import Graph, Node
 from tessel.ops import Trait, definition
 from tessel.ops.registry import node_macs, npu_refusal
 
@@ -37,7 +37,7 @@ class HostReason(enum.Enum):
 
 def host_reason(graph: Graph, node: Node) -> HostReason:
     """Why `node` (which npu_supported refused) runs on the host."""
-    if node.op is Op.HOST:
+    if node.is_host:
         return HostReason.UNSUPPORTED_OP
     if not node.type.dtype.is_int:
         return HostReason.NOT_QUANTISED
@@ -61,7 +61,7 @@ def host_op_lines(graph: Graph, nodes: Sequence[Node]) -> list[str]:
 
 def op_label(node: Node) -> str:
     """The op as a user knows it: the ATen target of a float host op, else the IR op."""
-    return str(node.attr("target")) if node.op is Op.HOST else node.op.value
+    return str(node.attr("target")) if node.is_host else node.op.value
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def summary_text(d: dict) -> str:
 
 def summarize(graph: Graph, part: Partition) -> FallbackSummary:
     """The summary of a partition of `graph`."""
-    ops = [n for n in graph.nodes if n.op is not Op.CONSTANT and not is_boundary(n)]
+    ops = [n for n in graph.nodes if not n.is_constant and not is_boundary(n)]
     on_npu = {n.name for n in part.npu_nodes}
     by_reason: dict[HostReason, list[str]] = {}
     for n in part.host_ops:

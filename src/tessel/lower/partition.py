@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from tessel.binary.metadata import host_part_keys
 from tessel.errors import TesselCompileError
-from tessel.ir import Graph, GraphBuilder, Node, Op, Value, verify
+from tessel.ir import Graph, GraphBuilder, Node, Value, verify
 from tessel.lower.fallback import is_boundary, no_fallback_message, op_label
 from tessel.ops.registry import is_view, npu_supported
 
@@ -63,7 +63,7 @@ class Partition:
         lines = []
         for k, (host, key) in enumerate(zip(self.hosts, self.host_keys(), strict=True)):
             ops = ", ".join(f"%{n.name} = {op_label(n)}" for n in host.nodes
-                            if n.op is not Op.CONSTANT)
+                            if not n.is_constant)
             lines.append(f"host {key}: {ops or '(nothing)'}")
             if k < len(self.regions):
                 r = self.regions[k]
@@ -75,8 +75,8 @@ class Partition:
 
 
 def partition(graph: Graph, *, no_fallback: bool = False) -> Partition:
-    on_npu = {n.name for n in graph.nodes if n.op is not Op.CONSTANT and npu_supported(n, graph)}
-    host_ops = [n for n in graph.nodes if n.op is not Op.CONSTANT and n.name not in on_npu
+    on_npu = {n.name for n in graph.nodes if not n.is_constant and npu_supported(n, graph)}
+    host_ops = [n for n in graph.nodes if not n.is_constant and n.name not in on_npu
                 and not is_boundary(n)]
     if no_fallback and host_ops:
         raise TesselCompileError(no_fallback_message(graph, host_ops))
@@ -106,7 +106,7 @@ def _stages(graph: Graph, on_npu: set[str]) -> dict[str, int]:
     (even: host, odd: NPU) not before any operand's stage."""
     stage = {v.name: 0 for v in graph.inputs}
     for node in graph.nodes:
-        if node.op is Op.CONSTANT:
+        if node.is_constant:
             continue
         s = max([stage[i] for i in node.inputs if i in stage] + [0])
         want = 1 if node.name in on_npu else 0
@@ -176,7 +176,7 @@ def _subgraph(graph: Graph, name: str, inputs, nodes, outputs) -> Graph:
 
     def constant(i: str) -> None:
         c = graph.producer(i)
-        if c is not None and c.op is Op.CONSTANT and i not in have:
+        if c is not None and c.is_constant and i not in have:
             b.append(c)
             have.add(i)
 

@@ -148,12 +148,6 @@ def align_and_calibrate_batchnorm(model: nn.Module, batch: torch.Tensor,
             h.remove()
 
 
-@torch.no_grad()
-def calibrate_batchnorm(model: nn.Module, batch: torch.Tensor) -> None:
-    """Set every BatchNorm's running mean/var to the statistics of `batch` (one pass)."""
-    _run_with_batch_statistics(model, batch)
-
-
 def _run_with_batch_statistics(model: nn.Module, batch: torch.Tensor) -> None:
     bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     saved = [m.momentum for m in bns]

@@ -99,4 +99,4 @@ register(
 
 def is_host(node: Node) -> bool:
     """An ATen op the IR cannot express (run through torch on the host)."""
-    return node.op is Op.HOST
+    return node.is_host

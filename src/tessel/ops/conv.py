@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tessel.ir.attrs import AttrKind, AttrSpec, ConstData
+from tessel.ir.attrs import AttrKind, AttrSpec
 from tessel.ir.graph import Graph, Node
 from tessel.ir.kernels import from_nhwc, pad_hw, to_nhwc, windows
 from tessel.ir.ops import CONV_ATTRS, Op, OpSpec, nchw_like, require, spatial, window_out
@@ -229,7 +229,7 @@ def _reshaped_weight(rw: Rewriter, name: str) -> tuple[str, np.ndarray, object] 
         return None
     arr = w[1].reshape(node.attr("shape"))
     type_ = TensorType(arr.shape, rw.type_of(w[0]).dtype, quant=rw.type_of(w[0]).quant)
-    cname = rw.add(Op.CONSTANT, (), {"value": ConstData(arr)}, hint=f"{w[0]}_4d", type_=type_)
+    cname = rw.constant(arr, hint=f"{w[0]}_4d", type_=type_)
     return cname, arr, w[2]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tessel.ir.attrs import AttrKind, AttrSpec, ConstData
+from tessel.ir.attrs import AttrKind, AttrSpec
 from tessel.ir.builder import canonical_attrs
 from tessel.ir.graph import UNKNOWN_LOC, Node, SourceLoc
 from tessel.ir.ops import InferError, Op
@@ -172,7 +172,7 @@ def quantize_constant(rw: Rewriter, name: str, dtype: DType = DType.I8) -> IntVa
     q = np.clip(np.rint(arr / scale), -qmax, qmax).astype(dtype.numpy)
     quant = QuantParams((scale,), (0,))
     type_ = TensorType(tuple(q.shape), dtype, quant=quant)
-    cname = rw.add(Op.CONSTANT, (), {"value": ConstData(q)}, hint=f"{name}_q", type_=type_)
+    cname = rw.constant(q, hint=f"{name}_q", type_=type_)
     return IntVal(cname, scale, 0, dtype)
 
 

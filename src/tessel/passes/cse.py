@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tessel.ir.graph import Graph, Node, rename_uses
-from tessel.ir.ops import Op
 from tessel.ir.rewriting import drop_newly_dead
 from tessel.passes.base import Pass
 
@@ -29,7 +28,7 @@ class CommonSubexpressionElimination(Pass):
         nodes = []
         for old in graph.nodes:
             node = rename_uses(old, renames)
-            key = _key(node) if node.op is not Op.HOST else None
+            key = _key(node) if not node.is_host else None
             # op(a, b) {attrs} defined twice  =>  second use reads the first
             if key is not None and key in seen:
                 renames[node.name] = seen[key]

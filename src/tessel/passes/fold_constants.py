@@ -11,7 +11,6 @@ import numpy as np
 
 from tessel.ir.graph import Graph, Node
 from tessel.ir.kernels import kernel_of
-from tessel.ir.ops import Op
 from tessel.ir.rewriting import Rewriter, rewrite
 from tessel.ir.verifier import attrs_with_defaults
 from tessel.passes.base import Pass
@@ -24,7 +23,7 @@ MAX_GROWN_ELEMENTS = 1 << 20
 def _fold(rw: Rewriter, node: Node, limit: int) -> str | None:
     # op(constant, ..., constant)  =>  constant(kernel(op)(values))
     kernel = kernel_of(node.op)
-    if node.op in (Op.CONSTANT, Op.HOST) or not node.inputs or kernel is None:
+    if node.is_constant or node.is_host or not node.inputs or kernel is None:
         return None
     args = [rw.const(i) for i in node.inputs]
     if any(a is None for a in args):

@@ -73,7 +73,7 @@ class FusePointwiseLut(Pass):
 def _constant_operand(graph: Graph, user: Node, index: int) -> bool:
     """A scalar constant operand, or the table of a LUT (position-independent values)."""
     node = graph.node_map.get(user.inputs[index])
-    if node is None or node.op is not Op.CONSTANT:
+    if node is None or not node.is_constant:
         return False
     return node.type.numel == 1 or (user.op is Op.LUT and index == 1)
 

@@ -72,10 +72,10 @@ def lower_qdq(qdq: Graph) -> Graph:
 def is_host_node(node: Node) -> bool:
     """True for a node the NPU cannot run: a `host` op or any float compute op (constants and
     the quantize / dequantize boundaries are not counted; they run on the host by definition)."""
-    if node.op is Op.HOST:
+    if node.is_host:
         return True
     d = definition(node.op)
-    if d.has(Trait.INTEGER) or d.has(Trait.BOUNDARY) or node.op is Op.CONSTANT:
+    if d.has(Trait.INTEGER) or d.has(Trait.BOUNDARY) or node.is_constant:
         return False
     return not node.type.dtype.is_int
 
@@ -101,6 +101,6 @@ def _constant_only(graph: Graph, node: Node) -> bool:
         producer = graph.producer(name)
         if producer is None:
             return False
-        if producer.op is not Op.CONSTANT:
+        if not producer.is_constant:
             stack.extend(producer.inputs)
     return True

@@ -74,7 +74,10 @@ _MODULE = re.compile(r"\(module ([^)]*)\)\s*$")
 
 
 @dataclass(frozen=True)
-class Profile:
+class InferenceFigures:
+    """What one inference of a model costs on an NPU, as the simulator's profile and the
+    analytical estimate (tessel.analysis.estimate) both report it (docs/figures.md)."""
+
     model: str
     target: str
     clock_hz: int
@@ -82,26 +85,33 @@ class Profile:
     latency_ms: float
     macs: int
     mac_utilisation: float
-    energy_pj: dict[str, float]
-    bytes_read: dict[str, int]
+    energy_pj: dict[str, float]  # per energy event (MACs, SRAM, each off-chip memory, ...)
+    bytes_read: dict[str, int]  # per off-chip memory
     bytes_written: dict[str, int]
+    layers: tuple[Any, ...]
+    host_ops: tuple[str, ...] = field(default=())  # one line per host (CPU) op
+
+    @property
+    def energy_uj(self) -> float:
+        return sum(self.energy_pj.values()) / 1e6
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Profile(InferenceFigures):
+    """The simulator's figures of a compiled model: the whole inference and every layer."""
+
     layers: tuple[LayerStats, ...]
-    host_ops: tuple[str, ...] = field(default=())
     arena_peak_bytes: int = 0
     arena_naive_bytes: int = 0
     macs_executed: int = 0  # MACs the NPU ran (cascaded stripes recompute their halo rows)
     regions: int = 1  # NPU regions (host parts run between them)
     fallback: str = ""  # the fallback summary (ops and MACs on the NPU, host ops by reason)
 
-    @property
-    def energy_uj(self) -> float:
-        return sum(self.energy_pj.values()) / 1e6
-
     def slowest(self, k: int = 5) -> list[LayerStats]:
         return sorted(self.layers, key=lambda layer: -layer.cycles)[:k]
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True)
 
     def layer_table(self, top: int | None = None) -> Table:
         """Per-layer table (all layers in program order, or the ``top`` slowest); layers are

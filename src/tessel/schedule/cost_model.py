@@ -1,5 +1,5 @@
 """Cost models behind one interface (`CostModel`): what the mapping search
-(tessel.schedule.search_cache) asks for a candidate step's cycles.
+(tessel.schedule.search) asks for a candidate step's cycles.
 
 * `AnalyticalCostModel`: `estimate_step` (schedule/estimate.py), the per-instruction costs of
   docs/isa.md run through the step's queues and tokens by the simulator's timing rules, with
@@ -72,7 +72,7 @@ class AnalyticalCostModel:
     def program(self, work: StepWork, arch: NpuArch, *, sample: int | None = None
                 ) -> StepProgram:
         """The arch-free program `estimate` times (`time(program(work, arch), arch) ==
-        estimate(work, arch)`); valid on every NPU with `arch`'s search_cache.program_key."""
+        estimate(work, arch)`); valid on every NPU with `arch`'s search.program_key."""
         return StepProgram(work, sample, self.cost_cache(arch).tiles)
 
     def time(self, prog: StepProgram, arch: NpuArch) -> Estimate:

@@ -1,16 +1,16 @@
 """The analytical estimate of one step's cycles from the per-instruction costs of docs/isa.md
 (`tessel.isa.costs`): the step's arch-free program (`StepProgram`: its queues and tokens, each
-compute block and transfer a `Term` of instructions), the timing loop that runs it by the
-simulator's rules (`_run`, compiled in schedule/estimate_kernel.py), and the per-arch memos that
-time it (`CostCache`). `estimate_step(work, arch)` is the entry point; the schedule stage's
-search keeps programs to time them again on other NPUs (tessel.schedule.search_cache)."""
+compute block and transfer a `Term` of instructions), timed by the NPU's timing rules, the
+simulator's own (tessel.sim.clock), with the per-arch memos of `CostCache`.
+`estimate_step(work, arch)` is the entry point; the schedule stage's search keeps programs to
+time them again on other NPUs (tessel.schedule.search)."""
 
 from __future__ import annotations
 
 import enum
 import functools
 import itertools
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,9 +18,8 @@ import numpy as np
 from tessel.arch import NpuArch
 from tessel.isa import Engine, Instruction
 from tessel.isa.costs import Cost, cost_key, instruction_cost
-from tessel.isa.limits import NUM_ENGINES
 from tessel.ops.step import StepWork, top_slots
-from tessel.schedule.estimate_kernel import COLS, SIGNAL, TILE, WAIT, WORK, XFER
+from tessel.sim import clock
 
 
 class Bound(enum.Enum):
@@ -39,13 +38,14 @@ class Estimate:
     busy: dict[Engine, int]
 
 
-# ops of a step's program at tile granularity (StepProgram): consecutive compute instructions
-# of an engine are one _WORK; every DMA transfer is its own _XFER; a compute engine's tile (its
-# WAITs, its instructions, its SIGNALs) is one _TILE. Their cycles are arch-free: a _WORK, an
-# _XFER or a _TILE names a term (an index into StepProgram.terms) whose cycles on an NPU are its
-# instructions' costs added up (`CostCache.term_values`). An op's kind is its row's kind in the
-# compiled loop's table (schedule/estimate_kernel.py).
-_WAIT, _SIGNAL, _WORK, _XFER, _TILE = WAIT, SIGNAL, WORK, XFER, TILE
+# ops of a step's program at tile granularity (StepProgram), the rows of tessel.sim.clock:
+# consecutive compute instructions of an engine are one _WORK; every DMA transfer is its own
+# _XFER; a compute engine's tile (its WAITs, its instructions, its SIGNALs) is one _TILE. Their
+# cycles are arch-free: a _WORK, an _XFER or a _TILE names a term (an index into
+# StepProgram.terms) whose cycles on an NPU are its instructions' costs added up
+# (`CostCache.term_values`)
+_WAIT, _SIGNAL, _WORK, _XFER, _TILE = (clock.ROW_WAIT, clock.ROW_SIGNAL, clock.ROW_WORK,
+                                       clock.ROW_XFER, clock.ROW_TILE)
 
 
 def estimate_step(work: StepWork, arch: NpuArch, *, sample: int | None = None,
@@ -124,13 +124,14 @@ def term(instrs: Sequence[Instruction], engine: Engine | None = None) -> Term:
 class _Shape:
     """A program's structure: its queues with term indices (interned: programs alike in all but
     their terms' instructions share one, its `sid` keys their timings) and, once asked for, its
-    table for the compiled loop (schedule/estimate_kernel.py)."""
+    table of tessel.sim.clock rows."""
 
-    __slots__ = ("sid", "queues", "keys", "table")
+    __slots__ = ("sid", "queues", "keys", "table", "arrays")
 
     def __init__(self, sid: int, queues: tuple[tuple[tuple, ...], ...], keys: int):
         self.sid, self.queues, self.keys = sid, queues, keys
-        self.table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.table: tuple[list[int], list[int], list[int]] | None = None
+        self.arrays: tuple[np.ndarray, ...] | None = None
 
 
 _SHAPES: dict[tuple, _Shape] = {}  # (keys, queues) -> its _Shape (emptied when full)
@@ -252,14 +253,14 @@ class StepProgram:
         self.keys, self.shape_id = keys, shape.sid
         del self._q, self._index, self._shared, self.waiter, self.slots
 
-    def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The program as schedule/estimate_kernel.py's int64 table: (rows, each engine's first row
-        and the end, each token key's first slot in the signals' buffer and the end); one per
-        program shape."""
+    def table(self, compiled: bool) -> tuple:
+        """The program as tessel.sim.clock's rows, each engine's first row and the end, and
+        each token key's first slot in the signals' buffer and the end: flat lists for the
+        Python source, int64 arrays for the compiled form; one of each per program shape."""
         shape = self._shape
         if shape.table is None:
-            rows: list[tuple] = []
-            starts = [0]
+            rows: list[int] = []
+            bounds = [0]
             nsig = [0] * shape.keys
             conv: dict[tuple, tuple] = {}
             for q in shape.queues:
@@ -273,13 +274,17 @@ class StepProgram:
                     elif kind == _TILE:
                         for s in op[3]:
                             nsig[s] += 1
-                    rows.append(row)
-                starts.append(len(rows))
-            off = np.zeros(shape.keys + 1, np.int64)
-            np.cumsum(nsig, out=off[1:])
-            shape.table = (np.array(rows, np.int64).reshape(-1, COLS),
-                           np.array(starts, np.int64), off)
-        return shape.table
+                    rows.extend(row)
+                bounds.append(len(rows) // clock.COLS)
+            off = [0] * (shape.keys + 1)
+            for k, n in enumerate(nsig):
+                off[k + 1] = off[k] + n
+            shape.table = (rows, bounds, off)
+        if not compiled:
+            return shape.table
+        if shape.arrays is None:
+            shape.arrays = tuple(np.array(x, np.int64) for x in shape.table)
+        return shape.arrays
 
     def _key(self, waiter: int) -> int:
         self.waiter.append(int(waiter))
@@ -343,182 +348,33 @@ class StepProgram:
 
 
 def _row(op: tuple) -> tuple:
-    """An op of StepProgram.queues as a row of schedule/estimate_kernel.py's table."""
+    """An op of StepProgram.queues as a row of tessel.sim.clock (COLS ints)."""
     kind = op[0]
     if kind == _TILE:
         ws, ss = op[1], op[3]
         assert len(ws) <= 2 and len(ss) <= 2, "a tile waits for and signals two keys at most"
         return (_TILE, ws[0], ws[1] if len(ws) > 1 else -1, op[2], ss[0] if ss else -1,
-                ss[1] if len(ss) > 1 else -1, op[4])
+                ss[1] if len(ss) > 1 else -1, op[4], 0)
     if kind == _WAIT:
-        return (_WAIT, op[1], 0, 0, 0, 0, 0)
+        return (_WAIT, op[1], 0, 0, 0, 0, 0, 0)
     if kind == _SIGNAL:
-        return (_SIGNAL, op[1], op[2], 0, 0, 0, 0)
+        return (_SIGNAL, op[1], op[2], 0, 0, 0, 0, 0)
     if kind == _WORK:
-        return (_WORK, op[1], 0, 0, 0, 0, 0)
-    return (_XFER, op[1], op[2], 0, 0, 0, 0)
+        return (_WORK, op[1], 0, 0, 0, 0, 0, 0)
+    return (_XFER, op[1], op[2], 0, 0, 0, 0, 0)  # no hazards: tokens order a step's buffers
 
 
-def _run(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: int
-         ) -> tuple[int, dict[Engine, int]]:
-    """Time the step's queues by the simulator's rules (see estimate_step), with `vals` the
-    cycles of its terms and `lats` the off-chip memories' latencies; returns the end of
-    the last op and the busy cycles per engine (compute: work; DMA: cycles with a transfer in
-    flight). Compute engines and DMA control ops run as far as their tokens allow; the next
-    transfer is then the DMA engine's whose issue time is earliest (DMA_IN first on a tie, as
-    in the simulator's event loop), so each port sees its transfers in order of issue."""
-    queues = prog.queues
-    signals: list[list[int]] = [[] for _ in range(prog.keys)]
-    taken = [0] * prog.keys
-    n = len(queues)
-    lens = [len(q) for q in queues]
-    pc = [0] * n
-    ready = [0] * n
-    busy = [0] * n
-    last_end = [0] * n  # DMA: latest end of the engine's transfers
-    inflight: list[list[int]] = [[] for _ in range(n)]
-    span = [[-1, -1] for _ in range(n)]  # DMA: the current run of overlapping transfers
-    port = [0] * len(lats)
-    first = 1 << 62  # start of the first non-control op (where the simulator's layer starts)
-    dma = (int(Engine.DMA_IN), int(Engine.DMA_OUT))
-    order = (int(Engine.MATRIX), int(Engine.VECTOR), int(Engine.DMA_IN), int(Engine.DMA_OUT))
-
-    pending = (1 << n) - 1
-    while True:
-        while pending:  # run what the tokens allow, until every engine is blocked
-            for e in order:
-                if not pending >> e & 1:
-                    continue
-                pending &= ~(1 << e)
-                # engine e's ops up to its next transfer or blocked WAIT; its signals wake
-                # the engines that wait for them (bits of `pending`)
-                q, k, r, nq = queues[e], pc[e], ready[e], lens[e]
-                while k < nq:
-                    op = q[k]
-                    kind = op[0]
-                    if kind == _TILE:  # (_TILE, wait keys, work cycles, signal keys, wake mask)
-                        ws = op[1]
-                        w = ws[0]
-                        t0 = taken[w]
-                        if t0 >= len(signals[w]):
-                            break
-                        if len(ws) > 1:
-                            w1 = ws[1]
-                            t1 = taken[w1]
-                            if t1 >= len(signals[w1]):
-                                break
-                            x = signals[w][t0]
-                            r = (x if x > r else r) + 1
-                            x = signals[w1][t1]
-                            r = (x if x > r else r) + 1
-                            taken[w] = t0 + 1
-                            taken[w1] = t1 + 1
-                        else:
-                            x = signals[w][t0]
-                            r = (x if x > r else r) + 1
-                            taken[w] = t0 + 1
-                        c = vals[op[2]]
-                        if c:
-                            if r < first:
-                                first = r
-                            r += c
-                            busy[e] += c
-                        for x in op[3]:
-                            r += 1
-                            signals[x].append(r)
-                        pending |= op[4]
-                    elif kind == _WAIT:
-                        a = op[1]
-                        t0 = taken[a]
-                        sig = signals[a]
-                        if t0 >= len(sig):
-                            break
-                        x = sig[t0]
-                        r = (x if x > r else r) + 1
-                        taken[a] = t0 + 1
-                    elif kind == _SIGNAL:  # (_SIGNAL, key, wake mask)
-                        x = last_end[e]
-                        r = (x if x > r else r) + 1
-                        signals[op[1]].append(r)
-                        pending |= op[2]
-                    elif kind == _WORK:
-                        c = vals[op[1]]
-                        if c:
-                            if r < first:
-                                first = r
-                            r += c
-                            busy[e] += c
-                    else:
-                        break
-                    k += 1
-                pc[e], ready[e] = k, r
-        cand = [-1, -1]  # per DMA engine: issue time of its next transfer, -1 if none
-        for i, e in enumerate(dma):
-            k = pc[e]
-            if k < lens[e] and queues[e][k][0] == _XFER:
-                fly = inflight[e]
-                cand[i] = ready[e] if len(fly) < channels else _issue_time(ready[e], fly,
-                                                                            channels)
-        if cand[0] < 0 and cand[1] < 0:
-            break
-        # DMA_IN first on a tie (the event loop's engine order)
-        i = 0 if cand[1] < 0 or 0 <= cand[0] <= cand[1] else 1
-        best, t, other_t = dma[i], cand[i], cand[1 - i]
-        q, k, nq = queues[best], pc[best], lens[best]
-        fly, sp = inflight[best], span[best]
-        end_max = last_end[best]
-        while True:  # this engine's transfers, while they are issued before the other's
-            _, ti, mem, _ = q[k]
-            lat = lats[mem]
-            data = vals[ti] - lat
-            if t < first:
-                first = t
-            x = t + lat
-            p = port[mem]
-            end = port[mem] = (x if x > p else p) + data
-            if len(fly) >= channels:
-                fly[:] = [x for x in fly if x > t]
-            fly.append(end)
-            if end > end_max:
-                end_max = end
-            if t > sp[1]:
-                busy[best] += sp[1] - sp[0]
-                sp[0], sp[1] = t, end
-            elif end > sp[1]:
-                sp[1] = end
-            k += 1
-            issued = t + 1
-            if k >= nq or q[k][0] != _XFER:
-                break
-            t = issued if len(fly) < channels else _issue_time(issued, fly, channels)
-            if other_t >= 0 and (t > other_t or (t == other_t and i == 1)):
-                break
-        ready[best] = issued
-        pc[best] = k
-        last_end[best] = end_max
-        pending = 1 << best
-    for e in dma:
-        busy[e] += span[e][1] - span[e][0]
-    if any(pc[e] < lens[e] for e in range(n)):
-        raise AssertionError("estimate_step: the step's token protocol does not complete")
-    total = max(max(ready), max(last_end)) - min(first, max(ready))
-    return total, {e: busy[int(e)] for e in Engine}
-
-
-# tiered: programs are timed by `_run` until this process has timed KERNEL_AFTER of them, then
-# by the compiled loop (schedule/estimate_kernel.py, built ahead of time: ~3 ms to load, but ~6 s
-# to build the first time on a machine; numba's just-in-time compile, ~0.35 s to start, where
-# it cannot be built). The compiled loop saves ~0.1 ms a program (~5 us against ~130 us, plus
-# ~90 us to flatten a program once, and a search's programs are timed again on every design
-# point sharing them): one compile (MobileNetV2: ~600 programs) would not win back a first
-# build, a design-space exploration worker does after its first few points, and switches after
-# its first (`expect_programs`: docs/backend.md)
+# tiered: a process times programs with the timing rules' Python source until it has timed
+# KERNEL_AFTER of them, then with their compiled form (tessel.sim.clock, built ahead of time
+# once per machine; numba's just-in-time compile where it cannot be built): one compile does
+# not win back the compiled form's start, a design-space exploration worker does after its
+# first few points, and switches after its first (`expect_programs`: docs/backend.md)
 KERNEL_AFTER = 1500
-_TIMED = [0]  # programs this process has timed with _run
+_TIMED = [0]  # programs this process has timed with the Python source
 
 
 def programs_run() -> int:
-    """Programs this process has timed with `_run` (the tier's count; it stops at
+    """Programs this process has timed with the Python source (the tier's count; it stops at
     KERNEL_AFTER)."""
     return _TIMED[0]
 
@@ -526,51 +382,35 @@ def programs_run() -> int:
 def expect_programs(n: int) -> None:
     """Tell the tier this process will time about `n` more programs (an exploration worker
     with points left in its run, tessel.analysis.explore_run): if that takes it to
-    KERNEL_AFTER, the compiled loop from now on, since its start (a load, or a first build)
-    will be paid anyway and the programs `_run` would time until then cost ~0.1 ms each
-    more."""
+    KERNEL_AFTER, the compiled form from now on, since its start (a load, or a first build)
+    will be paid anyway."""
     if _TIMED[0] < KERNEL_AFTER <= _TIMED[0] + n:
         _TIMED[0] = KERNEL_AFTER
 
 
-def _time(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: int
-          ) -> tuple[int, dict[Engine, int]]:
-    """_run, or its compiled form once the process has timed KERNEL_AFTER programs."""
-    if _TIMED[0] >= KERNEL_AFTER:
-        kernel = _kernel()
-        if kernel is not None:
-            return _run_compiled(kernel, prog, vals, lats, channels)
-    _TIMED[0] += 1
-    return _run(prog, vals, lats, channels)
+def _time(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: int,
+          compiled: bool | None = None) -> tuple[int, dict[Engine, int]]:
+    """The program's cycles (from its first non-control op to the end of its last op) and busy
+    cycles per engine by tessel.sim.clock: its Python source, or its compiled form once the
+    process has timed KERNEL_AFTER programs (`compiled`: force one)."""
+    if compiled is None:
+        compiled = _TIMED[0] >= KERNEL_AFTER and _compiled_available()
+        if not compiled:
+            _TIMED[0] += 1
+    rows, bounds, sig_off = prog.table(compiled)
+    out, _, _ = clock.time_rows(rows, bounds, sig_off, vals, lats, channels, compiled=compiled)
+    if out[clock.OUT_BLOCKED]:
+        raise AssertionError("estimate_step: the step's token protocol does not complete")
+    total = int(out[clock.OUT_TOP]) - min(int(out[clock.OUT_FIRST]),
+                                          int(out[clock.OUT_MAX_READY]))
+    return total, {e: int(out[clock.OUT_BUSY + e]) for e in Engine}
 
 
 @functools.cache
-def _kernel() -> Callable[..., None] | None:
-    """schedule/estimate_kernel.py's compiled `run`, or None with kernels off (tessel.sim.jit)."""
-    from tessel.schedule import estimate_kernel as step_kernel
+def _compiled_available() -> bool:
+    """Compiled kernels are on (tessel.sim.jit)."""
     from tessel.sim import jit
-    return step_kernel.run.compiled if jit.enabled() else None
-
-
-def _run_compiled(kernel: Callable[..., None], prog: StepProgram, vals: Sequence[int],
-                  lats: Sequence[int], channels: int) -> tuple[int, dict[Engine, int]]:
-    """_run by schedule/estimate_kernel.py (the same figures)."""
-    rows, starts, sig_off = prog.table()
-    out = np.zeros(1 + NUM_ENGINES, np.int64)
-    kernel(rows, starts, sig_off, np.array(vals, np.int64), np.array(lats, np.int64), channels,
-           out)
-    if out[0] < 0:
-        raise AssertionError("estimate_step: the step's token protocol does not complete")
-    return int(out[0]), {e: int(out[1 + e]) for e in Engine}
-
-
-def _issue_time(ready: int, inflight: list[int], channels: int) -> int:
-    """When a DMA engine ready at `ready` can issue its next transfer: at most `channels` in
-    flight (`inflight`: end times of its earlier transfers, possibly finished ones)."""
-    if len(inflight) < channels:
-        return ready
-    live = sorted((x for x in inflight if x > ready), reverse=True)
-    return live[channels - 1] if len(live) >= channels else ready
+    return jit.enabled()
 
 
 def limit(busy: dict[Engine, int], total: int) -> Bound:
@@ -615,7 +455,7 @@ def _memo_of(registry: dict[NpuArch, dict], arch: NpuArch) -> dict:
     return memo
 
 
-# (program shape, DMA channels, off-chip latencies, term cycles) -> its timing by _run, for
+# (program shape, DMA channels, off-chip latencies, term cycles) -> its timing, for
 # every CostCache (bounded by CostCache.RUNS, as one cache's was)
 _RUNS: dict[tuple, tuple[int, dict[Engine, int]]] = {}
 
@@ -627,7 +467,7 @@ class CostCache:
     terms in `StepProgram`, shared by the programs of works with a `cost_scope`; and the
     timings of programs already run (a search's candidates often give the same program: a third
     of MobileNetV2's; shared by every CostCache, as the same program on arches alike in what
-    `_run` reads times alike)."""
+    the timing reads times alike)."""
 
     RUNS = 4096  # programs whose timing is kept (the map is emptied when full)
 
@@ -637,7 +477,7 @@ class CostCache:
         self._terms = term_memo(arch)
         self.lats = tuple(m.latency_cycles for m in arch.offchip)
         self.tiles: dict[tuple[Hashable, Hashable], tuple] = {}
-        self._runs = _RUNS  # shared by every CostCache: the key holds what _run reads of arch
+        self._runs = _RUNS  # shared by every CostCache: the key holds what timing reads of arch
 
     def term_values(self, terms: Sequence[Term]) -> tuple[int, ...]:
         """The cycles of each term on this arch."""
@@ -658,8 +498,8 @@ class CostCache:
         return tuple(out)
 
     def run(self, prog: StepProgram) -> tuple[int, dict[Engine, int]]:
-        """`_run` of the program on this arch, memoised by the program's shape, its terms'
-        cycles and the two figures `_run` reads of the arch (DMA channels, off-chip
+        """The program's timing on this arch, memoised by the program's shape, its terms'
+        cycles and the two figures the timing reads of the arch (DMA channels, off-chip
         latencies), so arches differing elsewhere share timings."""
         vals = self.term_values(prog.terms)
         channels = self.arch.dma_channels

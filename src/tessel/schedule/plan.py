@@ -28,7 +28,7 @@ from tessel.ops.fused_emit import FusedChain
 from tessel.ops.registry import emitter_for, is_view
 from tessel.ops.step import StepWork, memoized
 from tessel.progress import task
-from tessel.schedule import fusion, search_cache
+from tessel.schedule import fusion, search
 from tessel.schedule import prefetch as prefetch_steps
 from tessel.schedule import resident_rewrite as resident
 from tessel.schedule.cost_model import AnalyticalCostModel, CostModel
@@ -71,8 +71,8 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
                      prefetch, units, True, cost_model)
         assert only is not None  # (nothing to beat: a schedule)
         return only
-    cache = search_cache.active()  # (an empty cache is falsy: test for None)
-    with search_cache.use(cache if cache is not None else search_cache.SearchCache()):
+    cache = search.active()  # (an empty cache is falsy: test for None)
+    with search.use(cache if cache is not None else search.SearchCache()):
         chained = _plan(graph, nodes, inputs, outputs, arch, region_sizes, True, prefetch,
                         None, True, cost_model)
         assert chained is not None
@@ -218,7 +218,7 @@ def _placed(unit: Unit, mapping: Any, ctx: CodegenContext,
     its DMAs the rewrite replaces also reads where its tensors live in DRAM (`_placement`;
     its weights live below the arena, plan_dram). tests/unit/schedule/test_program_reuse.py
     checks every shared figure against the step's own on every zoo step."""
-    cache = search_cache.active()
+    cache = search.active()
     if cache is None:
         return _Placed()
     known = cache.by_program(cache.shared(unit, ctx), ctx.arch, "placed")
@@ -286,7 +286,7 @@ def _resident_cycles(choices: Sequence, works: Sequence[StepWork], ctx: CodegenC
     rewrite reads the NPU's SRAM layout fields alone, and which DMAs hit a resident reads the
     DRAM places of the step's activations and data constants (its weights live below the
     arena: plan_dram), which `_placement` keys."""
-    cache = search_cache.active()
+    cache = search.active()
     if cache is None or cost is None:
         return None
 
@@ -475,8 +475,8 @@ def _choose(node: Unit, ctx: CodegenContext, *, required: bool = True,
             ) -> tuple[Any, Estimate] | None:
     """The mapping with the fewest estimated cycles: every candidate ranked on a sampled
     estimate, the best few estimated in full (ties: first candidate, deterministic); the
-    search, its closed-form pruning and its cache: tessel.schedule.search_cache."""
-    return search_cache.choose(node, ctx, _emitter(node), estimation_context(ctx),
+    search, its closed-form pruning and its cache: tessel.schedule.search."""
+    return search.choose(node, ctx, _emitter(node), estimation_context(ctx),
                                required=required,
                                cost_model=cost_model,
                                input_resident_orders=input_resident_orders)

@@ -1,5 +1,5 @@
 """Closed-form lower bounds of a mapping candidate's estimate, from the mapping and the op's
-geometry alone (no instruction is built): the mapping search (tessel.schedule.search_cache)
+geometry alone (no instruction is built): the mapping search (tessel.schedule.search)
 uses them to skip candidates that cannot make its shortlist, so it picks exactly what the
 unpruned search picks.
 
@@ -44,7 +44,7 @@ def _cdiv(a: int, b: int) -> int:
 # -- arch-free terms -------------------------------------------------------------------------------
 # A bound is built once per (unit signature, mapping, sample) from the geometry alone, as sums of
 # atoms whose values only the NPU decides, and evaluated per NPU (`Terms.evaluate`): design points
-# that share a step's signature share its terms (tessel.schedule.search_cache). Atoms:
+# that share a step's signature share its terms (tessel.schedule.search). Atoms:
 #   ("g", m, n, k)   the GEMM fold formula (isa.costs.gemm_cycles) on the matrix engine
 #   ("v", work)      a vector instruction: pipeline latency + ceil(work / lanes)
 #   ("c", mem, n)    the data cycles of n bytes on memory mem's port: ceil(n / min(its bytes per
@@ -547,7 +547,7 @@ def chain_terms(chain: fused_emit.FusedChain, m: fused_emit.FusedMapping, ctx: C
 class Bounds:
     """Lower bounds for the candidates of one unit (its geometry computed once, on first
     need); `memo`: (mapping, sample) -> Terms, shared by the searches of units with the same
-    signature (on any NPU: terms are arch-free; tessel.schedule.search_cache)."""
+    signature (on any NPU: terms are arch-free; tessel.schedule.search)."""
 
     def __init__(self, unit: Any, ctx: CodegenContext, memo: dict | None = None):
         self.unit, self.ctx = unit, ctx
@@ -577,9 +577,3 @@ class Bounds:
             return None
         return self.terms(mapping, sample).evaluate(self.ctx.arch)
 
-
-def lower_bound(unit: Any, mapping: Any, ctx: CodegenContext, sample: int | None
-                ) -> int | None:
-    """A lower bound of the unit's estimate with `mapping` (sampled as `sample`), or None when
-    the op has no closed form here."""
-    return Bounds(unit, ctx)(mapping, sample)

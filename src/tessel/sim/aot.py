@@ -3,10 +3,10 @@ is compiled once per machine by numba's ahead-of-time compiler (``numba.pycc``) 
 extension module kept in the kernel cache folder, which a later process loads in about a
 millisecond without importing numba.
 
-Why: numba's start in a process is ~0.35 s (its import, then, on a kernel's first call, its
-target's registries and the cached machine code's load); a design-space exploration worker
-pays it for schedule/estimate_kernel.py's timing loop, and it was the largest part of what a second
-worker adds to a sweep over one (docs/benchmarks.md). The extension module needs only numpy.
+Why: numba's start in a process (its import, then, on a kernel's first call, its target's
+registries and the cached machine code's load) would otherwise be paid by every design-space
+exploration worker for the timing rules (tessel.sim.clock), a large part of what a second
+worker adds to a sweep over one. The extension module needs only numpy.
 
 A module is named ``tessel_aot_<kernel's module>_<kernel>``; its folder by a hash of what it is
 built from: the kernel's module source, tessel/sim/jit.py and this file, the signature,

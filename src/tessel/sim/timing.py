@@ -1,31 +1,16 @@
-"""The timing model: when each instruction starts and ends, given costs, tokens and bandwidth.
+"""The simulator's timing: when each instruction of a prepared program starts and ends, by the
+NPU's timing rules (tessel.sim.clock, which also times the compiler's estimates), one clock
+row per instruction: its cost (``tessel.isa.costs.instruction_cost``), the DMA transfers'
+memory, latency and operand boxes, the semaphores' tokens.
 
-Rules (docs/architecture.md, "Simulator", states them for readers):
-
-* every engine starts at cycle 0 and issues its queue in order; MATRIX and VECTOR run one
-  instruction at a time (start = end of the previous one); costs come from
-  ``tessel.isa.costs.instruction_cost``;
-* a DMA engine issues at most one transfer per cycle and keeps up to ``dma.channels`` in
-  flight; a transfer waits for an earlier in-flight transfer of its engine whose operand boxes
-  overlap its own with either writing; SIGNAL and END on a DMA engine wait for all its
-  transfers;
-* a transfer of ``B`` bytes on memory ``m`` has a latency phase (``latency_cycles``; latencies
-  of concurrent transfers overlap) then a data phase of ``ceil(B / min(bw_m, SRAM_BW))``
-  cycles. Each off-chip memory has one data port: data phases of all transfers on it (both
-  DMA engines) are serialised first come, first served. Alone, a transfer costs exactly
-  ``dma_cost``;
-* SIGNAL costs 1 cycle and its token is available at its end; the k-th WAIT on a semaphore
-  takes the k-th SIGNAL's token (one producer and one consumer per semaphore), so it ends at
-  ``max(ready, token time) + 1``;
-* total cycles = the end of the last non-control instruction (in a compiled program, the last
-  DMA_STORE byte written).
-
-Instructions are scheduled globally in order of start time (an event loop), so the shared
-data ports are granted in the order transfers become ready.
+Total cycles = the end of the last non-control instruction (in a compiled program, the last
+DMA_STORE byte written). A semaphore's count above SEM_MAX at a SIGNAL (its tokens not yet
+taken, in start order) traps; a program whose engines cannot all reach their END deadlocks.
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,12 +18,14 @@ import numpy as np
 from tessel.errors import TesselSimError
 from tessel.isa.costs import instruction_cost
 from tessel.isa.fields import Engine
-from tessel.isa.footprint import Access, accesses
+from tessel.isa.footprint import Access, Space, accesses
 from tessel.isa.table import Opcode
+from tessel.sim import clock
 from tessel.sim.functional import SEM_MAX, deadlock_message
 from tessel.sim.prepare import Op, PreparedProgram
 
 DMA_OPS = frozenset({Opcode.DMA_LOAD, Opcode.DMA_STORE})
+_SPACES = tuple(Space)  # a box's space as its index here
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,119 +68,99 @@ def op_timings(prep: PreparedProgram) -> tuple[tuple[OpTiming, ...], ...]:
     return prep.cache["op_timings"]
 
 
-def _conflict(a: tuple[Access, ...], b: tuple[Access, ...]) -> bool:
-    for x in a:
-        for y in b:
-            if (x.space == y.space and x.mem == y.mem and (x.write or y.write)
-                    and x.lo < y.hi and y.lo < x.hi):
-                return True
-    return False
-
-
-class _Engine:
-    """Run-time state of one engine's queue in the event loop."""
-
-    __slots__ = ("queue", "times", "pc", "ready", "inflight", "starts", "ends", "is_dma")
-
-    def __init__(self, queue: tuple[Op, ...], times: tuple[OpTiming, ...], is_dma: bool):
-        self.queue, self.times, self.is_dma = queue, times, is_dma
-        self.pc, self.ready = 0, 0
-        self.inflight: list[tuple[int, tuple[Access, ...]]] = []  # (end, boxes)
-        self.starts = [0] * len(queue)
-        self.ends = [0] * len(queue)
-
-
-class TimingModel:
-    """Event loop over the four queues of a prepared program."""
-
-    def __init__(self, prep: PreparedProgram):
-        self.prep = prep
-        timings = op_timings(prep)
-        self.engines = [_Engine(q, t, Engine(e) in (Engine.DMA_IN, Engine.DMA_OUT))
-                        for e, (q, t) in enumerate(zip(prep.queues, timings, strict=True))]
-        self.channels = prep.arch.dma_channels
-        self.port_free = [0] * len(prep.arch.offchip)
-        self.signals: dict[tuple[int, int, int], list[int]] = {}
-        self.taken: dict[tuple[int, int, int], int] = {}
-
-    def _candidate(self, e: int, eng: _Engine) -> int | None:
-        """Earliest start of the engine's next instruction, or None if it is blocked."""
-        op = eng.queue[eng.pc]
-        t = eng.ready
-        code = op.opcode
-        if code is Opcode.WAIT:
-            key = (int(op.f["engine"]), e, op.f["token"])
-            k = self.taken.get(key, 0)
-            sig = self.signals.get(key, ())
-            return max(t, sig[k]) if k < len(sig) else None
-        if not eng.is_dma or not eng.inflight:
-            return t
-        ends = [end for end, _ in eng.inflight]
-        if code is not Opcode.DMA_LOAD and code is not Opcode.DMA_STORE:
-            return max(t, max(ends))  # SIGNAL / END wait for every transfer
-        boxes = eng.times[eng.pc].boxes
-        for end, other in eng.inflight:
-            if end > t and _conflict(boxes, other):
-                t = end
-        busy = sorted((end for end in ends if end > t), reverse=True)
-        if len(busy) >= self.channels:
-            t = busy[self.channels - 1]
-        return t
-
-    def _issue(self, e: int, eng: _Engine, t: int) -> None:
-        op, tm = eng.queue[eng.pc], eng.times[eng.pc]
-        code = op.opcode
-        if code is Opcode.DMA_LOAD or code is Opcode.DMA_STORE:
-            data = tm.cycles - tm.latency
-            begin = max(t + tm.latency, self.port_free[tm.mem])
-            end = self.port_free[tm.mem] = begin + data
-            eng.inflight = [x for x in eng.inflight if x[0] > t]
-            eng.inflight.append((end, tm.boxes))
-            eng.ready = t + 1
-        else:
-            end = t + tm.cycles
-            eng.ready = end
-            if code is Opcode.WAIT:
-                key = (int(op.f["engine"]), e, op.f["token"])
-                self.taken[key] = self.taken.get(key, 0) + 1
-            elif code is Opcode.SIGNAL:
-                self._signal((e, int(op.f["engine"]), op.f["token"]), end, op)
-        eng.starts[eng.pc], eng.ends[eng.pc] = t, end
-        eng.pc += 1
-
-    def _signal(self, key: tuple[int, int, int], end: int, op: Op) -> None:
-        sig = self.signals.setdefault(key, [])
-        sig.append(end)
-        if len(sig) - self.taken.get(key, 0) > SEM_MAX:
-            raise TesselSimError(f"{op.where()}: token {key[2]} count from {Engine(key[0]).name} "
-                                 f"to {Engine(key[1]).name} would exceed {SEM_MAX}")
-
-    def run(self) -> InstrTimes:
-        live = [(e, eng) for e, eng in enumerate(self.engines) if eng.queue]
-        while live:
-            best, best_t = None, None
-            for e, eng in live:
-                t = self._candidate(e, eng)
-                if t is not None and (best_t is None or t < best_t):
-                    best, best_t = (e, eng), t
-            if best is None:
-                pcs = [eng.pc for eng in self.engines]
-                raise TesselSimError(deadlock_message(self.prep.queues, pcs, None))
-            self._issue(best[0], best[1], best_t)
-            if best[1].pc == len(best[1].queue):
-                live.remove(best)
-        return InstrTimes(tuple(tuple(x.starts) for x in self.engines),
-                        tuple(tuple(x.ends) for x in self.engines), self._total())
-
-    def _total(self) -> int:
-        work = [end for eng in self.engines for op, end in zip(eng.queue, eng.ends, strict=True)
-                if op.opcode not in (Opcode.WAIT, Opcode.SIGNAL, Opcode.END)]
-        return max(work, default=0)
+def clock_table(prep: PreparedProgram) -> tuple:
+    """The program as clock rows (one per instruction, engines in order), computed once per
+    prepared program: (rows, bounds, token slots, cycles per row, latencies, boxes, the
+    semaphore key of each WAIT / SIGNAL row or -1, the keys' (producer, consumer, token))."""
+    cached = prep.cache.get("clock")
+    if cached is not None:
+        return cached
+    timings = op_timings(prep)
+    keys: dict[tuple[int, int, int], int] = {}
+    rows: list[int] = []
+    bounds, vals, boxes, row_key = [0], [], [], []
+    nsig: list[int] = []
+    for e, (queue, times) in enumerate(zip(prep.queues, timings, strict=True)):
+        for op, tm in zip(queue, times, strict=True):
+            k = len(vals)
+            vals.append(tm.cycles)
+            code = op.opcode
+            if code is Opcode.WAIT or code is Opcode.SIGNAL:
+                peer = int(op.f["engine"])
+                sem = (peer, e, op.f["token"]) if code is Opcode.WAIT else (e, peer, op.f["token"])
+                key = keys.setdefault(sem, len(keys))
+                if key == len(nsig):
+                    nsig.append(0)
+                row_key.append(key)
+                if code is Opcode.WAIT:
+                    rows += (clock.ROW_WAIT, key, 0, 0, 0, 0, 0, 0)
+                else:
+                    nsig[key] += 1
+                    rows += (clock.ROW_SIGNAL, key, 1 << peer, 0, 0, 0, 0, 0)
+                continue
+            row_key.append(-1)
+            if code is Opcode.END:
+                rows += (clock.ROW_END, 0, 0, 0, 0, 0, 0, 0)
+            elif tm.mem >= 0:  # a transfer (DMA_LOAD / DMA_STORE without a static trap)
+                first = len(boxes) // clock.BOX
+                for x in tm.boxes:
+                    boxes += (_SPACES.index(x.space), x.mem, x.lo, x.hi, int(x.write))
+                rows += (clock.ROW_XFER, k, tm.mem, first, len(boxes) // clock.BOX, 0, 0, 0)
+            else:
+                rows += (clock.ROW_WORK, k, 0, 0, 0, 0, 0, 0)
+        bounds.append(len(vals))
+    off = [0]
+    for n in nsig:
+        off.append(off[-1] + n)
+    lats = [m.latency_cycles for m in prep.arch.offchip]
+    sems = tuple(sorted(keys, key=keys.get))
+    table = (rows, bounds, off, vals, lats, boxes, row_key, sems)
+    prep.cache["clock"] = table
+    return table
 
 
 def instr_times(prep: PreparedProgram) -> InstrTimes:
-    """Run the timing model over a prepared program."""
-    return TimingModel(prep).run()
+    """Start and end of every instruction of the prepared program (tessel.sim.clock)."""
+    rows, bounds, off, vals, lats, boxes, row_key, sems = clock_table(prep)
+    out, starts, ends = clock.time_rows(rows, bounds, off, vals, lats, prep.arch.dma_channels,
+                                        boxes=boxes, record=True)
+    if out[clock.OUT_BLOCKED]:
+        pcs = [out[clock.OUT_PC + e] - bounds[e] for e in range(len(prep.queues))]
+        raise TesselSimError(deadlock_message(prep.queues, pcs, None))
+    _check_counts(prep, bounds, starts, row_key, sems)
+    per = [(tuple(starts[bounds[e]:bounds[e + 1]]), tuple(ends[bounds[e]:bounds[e + 1]]))
+           for e in range(len(prep.queues))]
+    return InstrTimes(tuple(s for s, _ in per), tuple(x for _, x in per),
+                      out[clock.OUT_LAST_WORK])
+
+
+def _check_counts(prep: PreparedProgram, bounds: list[int], starts: list[int],
+                  row_key: list[int], sems: tuple) -> None:
+    """A SIGNAL whose semaphore would hold more than SEM_MAX tokens not yet taken when it runs
+    (the WAITs that start before it, or at the same cycle on an engine before its own, have
+    taken theirs) traps."""
+    engine_of = [e for e in range(len(prep.queues)) for _ in range(bounds[e], bounds[e + 1])]
+    signals: dict[int, list[int]] = {}
+    waits: dict[int, list[tuple[int, int]]] = {}
+    for e, queue in enumerate(prep.queues):
+        for i, op in enumerate(queue):
+            row = bounds[e] + i
+            key = row_key[row]
+            if key < 0:
+                continue
+            if op.opcode is Opcode.SIGNAL:
+                signals.setdefault(key, []).append(row)
+            else:
+                waits.setdefault(key, []).append((starts[row], e))
+    for key, rows in signals.items():
+        taken = sorted(waits.get(key, ()))
+        for j, row in enumerate(rows):
+            before = bisect.bisect_left(taken, (starts[row], engine_of[row]))
+            if j + 1 - before > SEM_MAX:
+                p, c, tok = sems[key]
+                op = prep.queues[engine_of[row]][row - bounds[engine_of[row]]]
+                raise TesselSimError(f"{op.where()}: token {tok} count from {Engine(p).name} "
+                                     f"to {Engine(c).name} would exceed {SEM_MAX}")
 
 
 def busy_cycles(starts: tuple[int, ...], ends: tuple[int, ...], queue: tuple[Op, ...],

@@ -56,7 +56,7 @@ from tessel.analysis.explore_space import arch_name, parse_space
 from tessel.arch import arch_from_dict, arch_from_text, docgen, load_preset
 from tessel.arch.params import SCHEMA, param_names
 from tessel.errors import TesselConfigError
-from tessel.schedule import search_cache
+from tessel.schedule import search
 
 expect = json.loads(os.environ["TESSEL_EXPECT"])
 docs = Path(expect["docs"])
@@ -80,8 +80,8 @@ print(json.dumps({
     "space": [list(v) for k, v in space.params], "point": arch_name(a, {"matrix.zero_skip": 2}),
     "knob": Knob.MATRIX_ZERO_SKIP.value,
     "relaxed": [r.label(a) for r in relaxations(a)],
-    "program_key_same": search_cache.program_key(a) == search_cache.program_key(b),
-    "timing_key_same": search_cache.timing_key(a) == search_cache.timing_key(b),
+    "program_key_same": search.program_key(a) == search.program_key(b),
+    "timing_key_same": search.timing_key(a) == search.timing_key(b),
     "summary": b.summary()["matrix.zero_skip"],
     "doc_row": [r for r in docgen.param_table().splitlines() if "zero_skip" in r],
     "arch_doc_stale": docgen.update(text) != text,

@@ -24,7 +24,7 @@ from tessel.ops.step import Slots
 from tessel.schedule import prerank
 from tessel.schedule.estimate import estimate_step
 from tessel.schedule.plan import estimation_context
-from tessel.schedule.search_cache import SAMPLE_TILES
+from tessel.schedule.search import SAMPLE_TILES
 from tessel.sim import simulate
 
 ORDERS = list(conv_emit.ConvOrder)

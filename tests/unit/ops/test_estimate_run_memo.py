@@ -1,5 +1,5 @@
 """CostCache.run: the timing of a step's program is memoised by its shape and its terms' cycles
-(and the DMA channels and off-chip latencies, all `_run` reads of the arch; one memo for every
+(and the DMA channels and off-chip latencies, all the timing reads of the arch; one memo for every
 CostCache); an estimate served from the memo equals the one that runs the program, and its
 busy map is its own."""
 
@@ -15,7 +15,7 @@ from tessel.isa.costs import instruction_cost
 from tessel.ops import eltwise_emit
 from tessel.ops.context import CodegenContext, ConstPool
 from tessel.schedule import estimate as step_estimate
-from tessel.schedule.estimate import CostCache, StepProgram, _run, estimate_step
+from tessel.schedule.estimate import CostCache, StepProgram, estimate_step
 from tessel.schedule.plan import estimation_context
 
 
@@ -23,6 +23,10 @@ def _values(prog, arch) -> list[int]:
     """The cycles of the program's terms, each instruction's cost computed afresh."""
     return [sum(instruction_cost(i, arch, t.engine).cycles for i in t.instrs)
             for t in prog.terms]
+
+
+def _time(prog, vals, lats, channels):
+    return step_estimate._time(prog, vals, lats, channels, compiled=False)
 
 
 def _lats(arch) -> list[int]:
@@ -50,7 +54,7 @@ def test_memoised_run_equals_a_fresh_run(preset, monkeypatch):
             assert first == again == alone, (str(m), sample)
             assert again.busy is not first.busy
             prog = StepProgram(work, sample)
-            assert shared.run(prog) == _run(prog, _values(prog, arch), _lats(arch),
+            assert shared.run(prog) == _time(prog, _values(prog, arch), _lats(arch),
                                             arch.dma_channels)
     assert 0 < len(shared._runs) <= 2 * len(cands)
 
@@ -75,7 +79,7 @@ def test_the_memo_is_bounded(monkeypatch):
     ("offchip.lpddr.latency_cycles", 7, False), ("dma.channels", 1, False)])
 def test_arches_alike_in_what_run_reads_share_timings(param, value, shared, monkeypatch):
     # one arch-free program timed on two arches: the second is served the first's timing only if
-    # _run would time it alike (the same term cycles, DMA channels and latencies)
+    # the timing would time it alike (the same term cycles, DMA channels and latencies)
     monkeypatch.setattr(step_estimate, "_RUNS", {})
     a = load_preset("tnpu-s")
     b = a.with_param(param, value)
@@ -88,6 +92,6 @@ def test_arches_alike_in_what_run_reads_share_timings(param, value, shared, monk
     # (a transfer's cycles include its memory's latency)
     alike = param not in ("vector.lanes", "offchip.lpddr.latency_cycles")
     assert (_values(prog, a) == _values(prog, b)) is alike
-    assert CostCache(a).run(prog) == _run(prog, _values(prog, a), _lats(a), a.dma_channels)
-    assert CostCache(b).run(prog) == _run(prog, _values(prog, b), _lats(b), b.dma_channels)
+    assert CostCache(a).run(prog) == _time(prog, _values(prog, a), _lats(a), a.dma_channels)
+    assert CostCache(b).run(prog) == _time(prog, _values(prog, b), _lats(b), b.dma_channels)
     assert len(step_estimate._RUNS) == (1 if shared else 2)

@@ -18,7 +18,7 @@ from tessel.isa import fixedpoint as fp
 from tessel.ops import fused_emit
 from tessel.ops.context import CodegenContext, ConstPool
 from tessel.quant.golden import run_golden
-from tessel.schedule import fusion, prerank, search_cache
+from tessel.schedule import fusion, prerank, search
 from tessel.schedule.estimate import estimate_step
 from tessel.schedule.plan import estimation_context, plan_dram, plan_units
 from tessel.sim import simulate
@@ -324,7 +324,7 @@ def test_chain_bounds_below_every_estimate(preset):
         est_ctx = estimation_context(ctx)
         for chain in fusion.fusible_chain(g, npu_nodes(g), 0):
             for m in fused_emit.candidates(chain, est_ctx):
-                for sample in (search_cache.SAMPLE_TILES, None):
+                for sample in (search.SAMPLE_TILES, None):
                     est = estimate_step(fused_emit.step(chain, m, est_ctx), arch,
                                         sample=sample).cycles
                     low = prerank.chain_bound(chain, m, est_ctx, sample)

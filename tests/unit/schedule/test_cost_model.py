@@ -20,7 +20,7 @@ from tessel.ops import fused_emit
 from tessel.ops.context import CodegenContext, ConstPool
 from tessel.ops.fused_emit import FusedChain
 from tessel.ops.registry import emitter_for, is_view, npu_supported
-from tessel.schedule import fusion, search_cache
+from tessel.schedule import fusion, search
 from tessel.schedule.cost_model import (
     AnalyticalCostModel,
     CostModel,
@@ -125,7 +125,7 @@ def _units(g):
 
 def _plan(g, arch, model=None, **kw):
     nodes = _npu_nodes(g)
-    with search_cache.use(None):
+    with search.use(None):
         return plan(g, nodes, [v.name for v in g.inputs], [g.outputs[0]], arch,
                     cost_model=model, **kw)
 
@@ -148,7 +148,7 @@ def test_models_agree_on_every_candidate(name, g, preset):
     checked = 0
     for unit, em in _units(g):
         for mapping in em.candidates(unit, est_ctx):
-            for sample in (None, search_cache.SAMPLE_TILES):
+            for sample in (None, search.SAMPLE_TILES):
                 work = em.step(unit, mapping, est_ctx)
                 a = analytical.estimate(work, arch, sample=sample)
                 s = simulated.estimate(work, arch, sample=sample)
@@ -190,17 +190,17 @@ def _choices(name, preset):
     ctx, est_ctx = _contexts(g, arch)
     out = []
     for unit, em in _units(g):
-        with search_cache.use(None):
-            best = search_cache.choose(unit, ctx, em, est_ctx, required=False)
+        with search.use(None):
+            best = search.choose(unit, ctx, em, est_ctx, required=False)
         if best is None:
             continue
         cands = list(em.candidates(unit, est_ctx))
         works = [em.step(unit, m, est_ctx) for m in cands]
-        sampled = [SimulatedCostModel().estimate(w, arch, sample=search_cache.SAMPLE_TILES)
+        sampled = [SimulatedCostModel().estimate(w, arch, sample=search.SAMPLE_TILES)
                    for w in works]
         full = [simulate_step(w, arch)[0] for w in works]
         short = sorted(range(len(cands)), key=lambda k: (sampled[k].cycles, k))
-        ref = min(short[:search_cache.FINALISTS], key=lambda k: (full[k], k))
+        ref = min(short[:search.FINALISTS], key=lambda k: (full[k], k))
         out.append((_is_pair(unit), str(unit), best, full[ref], full))
     return out
 
@@ -270,11 +270,11 @@ def test_the_search_asks_the_model_it_is_given(preset):
     full = [AnalyticalCostModel().estimate(em.step(node, m, est_ctx), arch).cycles
             for m in cands]
     assert max(full) > min(full)  # the preference can be told apart
-    cache = search_cache.SearchCache()
-    with search_cache.use(cache):
-        fast = search_cache.choose(node, ctx, em, est_ctx)
+    cache = search.SearchCache()
+    with search.use(cache):
+        fast = search.choose(node, ctx, em, est_ctx)
         slow_model = _Slowest()
-        slow = search_cache.choose(node, ctx, em, est_ctx, cost_model=slow_model)
+        slow = search.choose(node, ctx, em, est_ctx, cost_model=slow_model)
     assert fast[1].cycles == min(full)
     # the slow model's choice: its own estimate of a mapping other than the fastest
     k = [str(m) for m in cands].index(str(slow[0]))

@@ -1,4 +1,4 @@
-"""What the mapping search shares across design points (search_cache.SearchCache.shared): a
+"""What the mapping search shares across design points (search.SearchCache.shared): a
 candidate's arch-free program (schedule.estimate.StepProgram) on every NPU with the same
 `program_key`, and its closed-form bound's terms (schedule.prerank.Terms) on every NPU.
 
@@ -25,7 +25,7 @@ from tessel.arch.params import FIELDS
 from tessel.errors import TesselConfigError
 from tessel.ops.fused_emit import FusedChain
 from tessel.schedule import plan as program
-from tessel.schedule import prerank, search_cache
+from tessel.schedule import prerank, search
 from tessel.schedule.cost_model import AnalyticalCostModel
 from tessel.schedule.estimate import CostCache, StepProgram, estimate_step, time_program
 
@@ -62,22 +62,22 @@ OTHER = {name: _variant(BASE, name) for name in _names(Affects.COSTS)}
 def test_program_key_leaves_out_the_cost_only_fields_and_nothing_else():
     a = BASE
     b = a.with_params(OTHER)
-    assert search_cache.program_key(a) == search_cache.program_key(b)
-    assert search_cache.timing_key(a) != search_cache.timing_key(b)
+    assert search.program_key(a) == search.program_key(b)
+    assert search.timing_key(a) != search.timing_key(b)
     programs = _names(Affects.PROGRAMS)
     assert {"onchip.sram_bytes", "matrix.input_buffer_bytes", "memory.weights"} <= set(programs)
     for name in programs:
         if name.startswith("memory."):  # (tnpu-s has one memory: give it a second one)
             two = a.with_params({}, name="two")
             two = dataclasses.replace(two, offchip=(*a.offchip, replace(a.offchip[0], name="x")))
-            assert search_cache.program_key(two.with_param(name, "x")) != \
-                search_cache.program_key(two), name
+            assert search.program_key(two.with_param(name, "x")) != \
+                search.program_key(two), name
             continue
-        assert search_cache.program_key(a.with_param(name, _variant(a, name))) != \
-            search_cache.program_key(a), name
+        assert search.program_key(a.with_param(name, _variant(a, name))) != \
+            search.program_key(a), name
     for name in _names(Affects.NONE):  # seconds, joules, mm^2 and prose: no cycle count
-        assert search_cache.timing_key(a.with_param(name, _variant(a, name))) == \
-            search_cache.timing_key(a), name
+        assert search.timing_key(a.with_param(name, _variant(a, name))) == \
+            search.timing_key(a), name
 
 
 @pytest.mark.parametrize("model", ["ds_cnn", pytest.param("mobilenet_v2",
@@ -93,7 +93,7 @@ def test_programs_and_terms_built_on_one_npu_hold_on_another(model, monkeypatch)
     def spy(node, ctx, *, required=True, cost_model=None, input_resident_orders=True):
         em = program._emitter(node)
         est_ctx = program.estimation_context(ctx)
-        sig = search_cache.unit_signature(node, est_ctx)
+        sig = search.unit_signature(node, est_ctx)
         if sig not in seen:
             seen.add(sig)
             _check_unit(node, em, est_ctx, b, checked)
@@ -122,14 +122,14 @@ def test_candidate_lists_depend_on_their_key_only(model, monkeypatch):
         nonlocal kept, changed
         em = program._emitter(node)
         est_a = program.estimation_context(ctx)
-        sig = search_cache.unit_signature(node, est_a)
+        sig = search.unit_signature(node, est_a)
         if sig not in seen:
             seen.add(sig)
             want = list(em.candidates(node, est_a))
             for b in variants:
                 est_b = _context_on(b, est_a)
-                if search_cache.candidate_key(node, est_b) == \
-                        search_cache.candidate_key(node, est_a):
+                if search.candidate_key(node, est_b) == \
+                        search.candidate_key(node, est_a):
                     assert list(em.candidates(node, est_b)) == want, (str(node), b.name)
                     kept += 1
                 else:
@@ -158,7 +158,7 @@ def _check_unit(node, em, est_a, b, checked) -> None:
     for m in em.candidates(node, est_a):
         if m not in on_b:
             continue
-        for sample in (search_cache.SAMPLE_TILES, None):
+        for sample in (search.SAMPLE_TILES, None):
             prog = StepProgram(em.step(node, m, est_a), sample)
             again = StepProgram(em.step(node, m, est_b), sample)
             assert prog.shape_id == again.shape_id, (str(node), str(m))
@@ -182,7 +182,7 @@ def test_a_sweep_shares_programs_and_terms_across_points():
     a = load_target("tnpu-s")
     b = a.with_params({"vector.pipeline_latency_cycles": 7, "dma.channels": 1,
                        "matrix.fold_pipelining": False, "offchip.lpddr.latency_cycles": 37})
-    cache = search_cache.SearchCache()
+    cache = search.SearchCache()
     first = _count_builds(graph, a, cache)
     misses = cache.misses
     second = _count_builds(graph, b, cache)
@@ -195,9 +195,9 @@ def test_a_sweep_shares_programs_and_terms_across_points():
     assert {k: first[k] + second[k] for k in first} == stored  # nothing built twice
     assert second["programs"] < first["programs"] / 4, (first, second)
     for arch in (a.with_params({"matrix.cols": 8}), a.with_params(OTHER)):
-        with search_cache.use(cache):
+        with search.use(cache):
             got = estimate_graph(graph, arch)
-        with search_cache.use(None), search_cache.pruning(False):
+        with search.use(None), search.pruning(False):
             ref = estimate_graph(graph, arch)
         assert (got.cycles, got.layers) == (ref.cycles, ref.layers)
 
@@ -219,7 +219,7 @@ def _count_builds(graph, arch, cache) -> dict[str, int]:
         mp.setattr(AnalyticalCostModel, "program", counted("programs", real_program))
         mp.setattr(prerank, "conv_terms", counted("terms", real_conv))
         mp.setattr(prerank, "chain_terms", counted("terms", real_chain))
-        with search_cache.use(cache):
+        with search.use(cache):
             estimate_graph(graph, arch)
     return counts
 
@@ -229,17 +229,17 @@ def test_programs_of_the_least_recently_used_program_keys_are_dropped():
     keys only (each is tens of MB for a large model), and its figures stay the reference's."""
     graph = quantised_graphs(["ds_cnn"], 2, None)["ds_cnn"]
     a = load_target("tnpu-s")
-    cache = search_cache.SearchCache(max_program_keys=2)
+    cache = search.SearchCache(max_program_keys=2)
     sizes = (262_144, 393_216, 524_288)
     for size in sizes:
         arch = a.with_param("onchip.sram_bytes", size)
-        with search_cache.use(cache):
+        with search.use(cache):
             got = estimate_graph(graph, arch)
-        with search_cache.use(None), search_cache.pruning(False):
+        with search.use(None), search.pruning(False):
             ref = estimate_graph(graph, arch)
         assert (got.cycles, got.layers) == (ref.cycles, ref.layers)
     kept = {pk for shared in cache._shared.values() for pk in shared.programs}
-    assert kept == {search_cache.program_key(a.with_param("onchip.sram_bytes", s))
+    assert kept == {search.program_key(a.with_param("onchip.sram_bytes", s))
                     for s in sizes[1:]}
 
 
@@ -304,10 +304,10 @@ def test_shared_placed_figures_equal_each_placed_step(model, monkeypatch):
 
     monkeypatch.setattr(program, "_resident_cycles", cycles_spy)
     monkeypatch.setattr(program, "_plan", plan_spy)
-    cache = search_cache.SearchCache()
+    cache = search.SearchCache()
     for arch in (a, a.with_params({"matrix.cols": 8}), a.with_params(OTHER),
                  a.with_params({"vector.lanes": 16, "matrix.rows": 8})):
-        with search_cache.use(cache):
+        with search.use(cache):
             estimate_graph(graph, arch)
     assert set(checked) == {"_sram_top", "_hull", "_check_residents", "_planned_estimate",
                             "cycles", "events"}, checked
@@ -323,7 +323,7 @@ def ds_cnn_steps():
 
     def spy(node, ctx, *, required=True, cost_model=None, input_resident_orders=True):
         est_ctx = program.estimation_context(ctx)
-        sig = search_cache.unit_signature(node, est_ctx)
+        sig = search.unit_signature(node, est_ctx)
         if sig not in seen:
             seen.add(sig)
             steps.append((node, program._emitter(node), est_ctx))

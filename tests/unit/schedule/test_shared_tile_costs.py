@@ -12,7 +12,7 @@ from tessel.analysis.estimate import estimate_graph
 from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
 from tessel.schedule import plan as program
-from tessel.schedule import search_cache
+from tessel.schedule import search
 from tessel.schedule.estimate import CostCache, estimate_step
 
 
@@ -37,14 +37,14 @@ def _check(graph, arch, monkeypatch) -> tuple[int, int]:
         nonlocal checked, reused
         em = program._emitter(node)
         est_ctx = program.estimation_context(ctx)
-        sig = search_cache.unit_signature(node, est_ctx)
+        sig = search.unit_signature(node, est_ctx)
         cands = [] if sig in seen else list(em.candidates(node, est_ctx))
         seen.add(sig)
         for order in (cands, cands[::-1]):
             shared = CostCache(ctx.arch)
             alone_tiles = 0
             for m in order:
-                for sample in (search_cache.SAMPLE_TILES, None):
+                for sample in (search.SAMPLE_TILES, None):
                     work = em.step(node, m, est_ctx)
                     alone = CostCache(ctx.arch)
                     want = estimate_step(work, ctx.arch, sample=sample, cache=alone)

@@ -101,26 +101,26 @@ def test_the_key_changes_with_the_signature():
     assert aot.key(a) != aot.key(b) and aot.key(a) == aot.key(jit.Kernel(_sum_twice, SIGNATURE))
 
 
-def test_a_process_times_with_the_step_loop_without_importing_numba():
-    """schedule/estimate_kernel.py's loop (built ahead of time in the user's kernel cache by this
-    process first, if not there) is loaded and run by a new process that never imports numba."""
-    from tessel.schedule import estimate_kernel as step_kernel
+def test_a_process_times_with_the_timing_rules_without_importing_numba():
+    """The timing rules' compiled form (tessel.sim.clock, built ahead of time in the user's
+    kernel cache by this process first, if not there) is loaded and run by a new process that
+    never imports numba."""
+    from tessel.sim import clock
 
-    assert step_kernel.run.compiled is not None and step_kernel.run.form is jit.Form.AHEAD_OF_TIME
+    assert (clock.run_arrays.compiled is not None
+            and clock.run_arrays.form is jit.Form.AHEAD_OF_TIME)
     code = textwrap.dedent("""
         import sys
         import numpy as np
-        from tessel.schedule import estimate_kernel as step_kernel
-        from tessel.sim import jit
-        run = step_kernel.run.compiled
-        # one WORK op (term 0: 5 cycles) on MATRIX, nothing else
-        ops = np.array([[2, 0, 0, 0, 0, 0, 0]], np.int64)
-        out = np.zeros(5, np.int64)
-        run(ops, np.array([0, 0, 1, 1, 1], np.int64), np.zeros(1, np.int64),
-            np.array([5], np.int64), np.zeros(1, np.int64), 2, out)
-        assert step_kernel.run.form is jit.Form.AHEAD_OF_TIME, step_kernel.run.form
+        from tessel.sim import clock, jit
+        # one WORK row (term 0: 5 cycles) on MATRIX, nothing else
+        rows = np.array([clock.ROW_WORK, 0, 0, 0, 0, 0, 0, 0], np.int64)
+        out, _, _ = clock.time_rows(rows, np.array([0, 0, 1, 1, 1], np.int64),
+                                    np.zeros(1, np.int64), [5], [0], 2, compiled=True)
+        assert clock.run_arrays.form is jit.Form.AHEAD_OF_TIME, clock.run_arrays.form
         assert "numba" not in sys.modules
-        print(int(out[0]), int(out[2]))
+        print(int(out[clock.OUT_TOP] - out[clock.OUT_FIRST]),
+              int(out[clock.OUT_BUSY + clock.MATRIX]))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)

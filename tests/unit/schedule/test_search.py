@@ -1,5 +1,5 @@
 """The mapping search's closed-form pruning (schedule/prerank.py) and its cache across steps and
-design points (schedule/search_cache.py): every figure equals the reference search's (no
+design points (schedule/search.py): every figure equals the reference search's (no
 pruning, no cache) on random design points; the bounds are below every candidate's estimate."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tessel.errors import TesselCompileError, TesselConfigError
 from tessel.ops.context import CodegenContext
 from tessel.ops.fused_emit import FusedChain
 from tessel.schedule import plan as program
-from tessel.schedule import prerank, search_cache
+from tessel.schedule import prerank, search
 from tessel.schedule.estimate import estimate_step
 
 CHOICES = {
@@ -53,7 +53,7 @@ def _points(n: int, seed: int) -> list[dict]:
 
 def _reference(graph, arch):
     """The unpruned search without a cache (what `_choose` did before pruning)."""
-    with search_cache.pruning(False), search_cache.use(None):
+    with search.pruning(False), search.use(None):
         return _outcome(lambda: estimate_graph(graph, arch))
 
 
@@ -70,7 +70,7 @@ def test_cached_pruned_estimates_equal_reference(graphs, model, n, seed):
     """Random design points around tnpu-s, one cache shared by all of them (so points reuse
     each other's steps): every report equal, field by field, to the reference search's."""
     base = load_target("tnpu-s")
-    cache = search_cache.SearchCache()
+    cache = search.SearchCache()
     graph = graphs[model]
     compared = 0
     for point in _points(n, seed):
@@ -79,11 +79,11 @@ def test_cached_pruned_estimates_equal_reference(graphs, model, n, seed):
         except TesselConfigError:
             continue
         ref = _reference(graph, arch)
-        with search_cache.use(cache):
+        with search.use(cache):
             got = _outcome(lambda a=arch: estimate_graph(graph, a))
         assert got == ref, point
         if not isinstance(ref, str):
-            with search_cache.use(cache):
+            with search.use(cache):
                 fast = estimate_graph(graph, arch, timing_only=True)
             assert (fast.cycles, fast.layers) == (ref.cycles, ref.layers)
             assert fast.energy_pj == {} and fast.bytes_read == {}
@@ -96,7 +96,7 @@ def test_evaluate_point_same_with_and_without_cache(graphs):
     base = load_target("tnpu-s")
     two = {"ds_cnn": graphs["ds_cnn"]}
     for point in _points(6, 3):
-        with search_cache.pruning(False):
+        with search.pruning(False):
             ref = evaluate_point(point, two, base, cache=False)
         got = evaluate_point(point, two, base, cache=True)
         assert (got.feasible, got.reason, got.area_mm2, got.per_model) == (
@@ -161,9 +161,9 @@ def _check_bounds(graph, arch, monkeypatch, chains_only=False, kinds=None) -> li
         if bounds.available and (chain or not chains_only):
             for m in em.candidates(node, est_ctx):
                 s = estimate_step(em.step(node, m, est_ctx), ctx.arch,
-                                  sample=search_cache.SAMPLE_TILES).cycles
+                                  sample=search.SAMPLE_TILES).cycles
                 f = estimate_step(em.step(node, m, est_ctx), ctx.arch).cycles
-                lo_s, lo_f = bounds(m, search_cache.SAMPLE_TILES), bounds(m, None)
+                lo_s, lo_f = bounds(m, search.SAMPLE_TILES), bounds(m, None)
                 assert lo_s <= s and lo_f <= f, (str(node), str(m), lo_s, s, lo_f, f)
                 checked.append(lo_s / max(s, 1))
         return real(node, ctx, required=required, cost_model=cost_model,
@@ -184,13 +184,13 @@ def test_signature_ignores_names_and_zero_points_not_shapes(graphs):
     convs = [n for n in graph.nodes if n.op.name == "QCONV2D"]
     sigs = {}
     for n in convs:
-        sigs.setdefault(search_cache.unit_signature(n, ctx), []).append(n.name)
+        sigs.setdefault(search.unit_signature(n, ctx), []).append(n.name)
     assert len(sigs) < len(convs)  # repeated blocks share
     assert len(sigs) > 10  # but shapes differ
     fast = arch.with_params({"clock_hz": 2 * arch.clock_hz})
-    assert search_cache.timing_key(fast) == search_cache.timing_key(arch)
+    assert search.timing_key(fast) == search.timing_key(arch)
     wide = arch.with_params({"matrix.cols": 2 * arch.matrix.cols})
-    assert search_cache.timing_key(wide) != search_cache.timing_key(arch)
+    assert search.timing_key(wide) != search.timing_key(arch)
 
 
 def test_vector_only_emitters_never_read_the_matrix_fields():
@@ -209,11 +209,11 @@ def test_vector_only_emitters_never_read_the_matrix_fields():
 
 def test_values_without_canonical_form_are_not_cached():
     import numpy as np
-    with pytest.raises(search_cache.Uncacheable):
-        search_cache._canon(object())
+    with pytest.raises(search.Uncacheable):
+        search._canon(object())
     a, b = np.zeros((2, 3), np.int8), np.zeros((3, 2), np.int8)
-    assert search_cache._canon(a) != search_cache._canon(b)  # shape is part of the form
-    assert search_cache._canon(a) == search_cache._canon(a.copy())
+    assert search._canon(a) != search._canon(b)  # shape is part of the form
+    assert search._canon(a) == search._canon(a.copy())
 
 
 def test_weight_stationary_search_reuses_a_full_search_without_input_resident_orders(
@@ -223,7 +223,7 @@ def test_weight_stationary_search_reuses_a_full_search_without_input_resident_or
     the cache, never searched again; convs that had such orders are searched again, starting
     from the full search's estimates (each the estimate of that mapping)."""
     runs = []
-    real = search_cache._search
+    real = search._search
 
     def spy(node, ctx, em, est_ctx, prune, model, weight_stationary=False, estimates=None,
             shared=None, programs=None):
@@ -237,9 +237,9 @@ def test_weight_stationary_search_reuses_a_full_search_without_input_resident_or
                 assert est == estimate_step(em.step(node, m, est_ctx), ctx.arch, sample=sample)
         return out
 
-    monkeypatch.setattr(search_cache, "_search", spy)
+    monkeypatch.setattr(search, "_search", spy)
     graph = graphs["mobilenet_v2"]
-    with search_cache.use(search_cache.SearchCache()):
+    with search.use(search.SearchCache()):
         estimate_graph(graph, load_target("tnpu-s"), timing_only=True)
     full = {name: ir for name, ws, ir in runs if not ws}
     again = [name for name, ws, _ in runs if ws]
@@ -265,13 +265,13 @@ def test_eltwise_zero_points_and_multipliers_leave_the_signature_and_every_estim
                if n.op.name in ops]
         if elt:
             est_ctx = program.estimation_context(ctx)
-            seen.setdefault(search_cache.unit_signature(node, est_ctx), []).append(
+            seen.setdefault(search.unit_signature(node, est_ctx), []).append(
                 (node, est_ctx, elt[0]))
         return real(node, ctx, **kw)
 
     with monkeypatch.context() as mp:
         mp.setattr(program, "_choose", spy)
-        with search_cache.use(None):
+        with search.use(None):
             estimate_graph(graphs[model], load_target("tnpu-s"), timing_only=True)
     shared = [units for units in seen.values()
               if len({repr(sorted(n.attr_map.items())) for _, _, n in units}) > 1]
@@ -286,5 +286,5 @@ def test_eltwise_zero_points_and_multipliers_leave_the_signature_and_every_estim
             cands = list(em.candidates(node, est_ctx))
             figures.append([(m, estimate_step(em.step(node, m, est_ctx), est_ctx.arch,
                                               sample=sample))
-                            for m in cands for sample in (search_cache.SAMPLE_TILES, None)])
+                            for m in cands for sample in (search.SAMPLE_TILES, None)])
         assert all(f == figures[0] for f in figures[1:]), str(units[0][0])

@@ -1,7 +1,9 @@
-"""schedule/estimate_kernel.py's compiled timing loop equals schedule.estimate._run, the Python reference,
-on every program the plan times for zoo models (the searches' candidates, residency and
-prefetch estimates), with each preset's latencies and 1, 2 and 4 DMA channels; and CostCache
-serves the compiled figures only where they are the reference's."""
+"""The timing rules (tessel.sim.clock) are written once and run in two forms: compiled (ahead of
+time, or numba's just-in-time compile of the same source) and as their Python source. Both
+give the same figures on every program the plan times for zoo models (the searches'
+candidates, residency and prefetch estimates), with each preset's latencies and 1, 2 and 4 DMA
+channels; CostCache takes the compiled form once the process has timed KERNEL_AFTER programs
+and kernels are on."""
 
 from __future__ import annotations
 
@@ -12,9 +14,8 @@ from tessel.analysis.estimate import estimate_graph
 from tessel.analysis.explore import quantised_graphs
 from tessel.arch import load_target
 from tessel.schedule import estimate as step_estimate
-from tessel.schedule import estimate_kernel as step_kernel
 from tessel.schedule.estimate import CostCache, StepProgram
-from tessel.sim import jit
+from tessel.sim import clock, jit
 
 
 def _programs(model: str, preset: str) -> list[tuple[StepProgram, tuple[int, ...], tuple]]:
@@ -37,12 +38,14 @@ def _programs(model: str, preset: str) -> list[tuple[StepProgram, tuple[int, ...
 @pytest.mark.parametrize("model,preset", [
     ("ds_cnn", "tnpu-s"), ("ds_cnn", "u55-256"),
     pytest.param("mobilenet_v2", "tnpu-s", marks=pytest.mark.slow)])
-def test_compiled_loop_equals_the_reference(model, preset, form):
-    """Both compiled forms: the one built ahead of time (the loop declares its signature:
+def test_compiled_form_equals_the_python_source(model, preset, form, monkeypatch):
+    """Both compiled forms: the one built ahead of time (the kernel declares its signature:
     tessel.sim.aot) and numba's just-in-time compile of the same source."""
-    loop = step_kernel.run if form is jit.Form.AHEAD_OF_TIME else jit.Kernel(step_kernel.run.py)
-    kernel = loop.compiled  # (a Kernel without a signature: just in time)
+    loop = (clock.run_arrays if form is jit.Form.AHEAD_OF_TIME
+            else jit.Kernel(clock.run_arrays.py))
+    loop.compiled  # noqa: B018 (a Kernel without a signature: just in time)
     assert loop.form is form
+    monkeypatch.setattr(clock, "run_arrays", loop)
     progs = _programs(model, preset)
     assert len(progs) > 50
     seen = set()
@@ -51,28 +54,41 @@ def test_compiled_loop_equals_the_reference(model, preset, form):
             continue
         seen.add((prog.shape_id, vals, lats))
         for channels in (1, 2, 4):
-            want = step_estimate._run(prog, vals, lats, channels)
-            got = step_estimate._run_compiled(kernel, prog, vals, lats, channels)
+            want = step_estimate._time(prog, vals, lats, channels, compiled=False)
+            got = step_estimate._time(prog, vals, lats, channels, compiled=True)
             assert got == want, (prog.shape_id, channels)
 
 
 def test_the_table_holds_every_op():
     prog, _, _ = _programs("ds_cnn", "tnpu-s")[0]
-    rows, starts, sig_off = prog.table()
-    assert rows.shape == (sum(len(q) for q in prog.queues), step_kernel.COLS)
+    rows, starts, sig_off = prog.table(compiled=True)
+    assert rows.shape == (sum(len(q) for q in prog.queues) * clock.COLS,)
     assert list(np.diff(starts)) == [len(q) for q in prog.queues]
+    assert [list(x) for x in prog.table(compiled=True)] == list(prog.table(compiled=False))
     assert sig_off[-1] == sum(1 for q in prog.queues for op in q if op[0] == step_estimate._SIGNAL) + sum(
         len(op[3]) for q in prog.queues for op in q if op[0] == step_estimate._TILE)
 
 
-def test_cost_cache_takes_the_compiled_loop_and_the_reference_with_kernels_off(monkeypatch):
-    """CostCache.run times with the compiled loop when kernels are on (and the process has
-    timed KERNEL_AFTER programs), with _run when TESSEL_SIM_KERNELS=0; the same figures on every
-    NPU."""
-    calls = []
-    real = step_estimate._run_compiled
-    monkeypatch.setattr(step_estimate, "_run_compiled", lambda *a: calls.append(1) or real(*a))
-    monkeypatch.setattr(step_estimate, "KERNEL_AFTER", 0)  # (tiered: after this many _runs)
+def _count_compiled(monkeypatch) -> list[int]:
+    """A list that grows by one each time the compiled form runs."""
+    calls: list[int] = []
+    real = clock.time_rows
+
+    def spy(*a, **kw):
+        if kw.get("compiled"):
+            calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(clock, "time_rows", spy)
+    return calls
+
+
+def test_cost_cache_takes_the_compiled_form_and_the_source_with_kernels_off(monkeypatch):
+    """CostCache.run times with the compiled form when kernels are on (and the process has
+    timed KERNEL_AFTER programs), with the Python source when TESSEL_SIM_KERNELS=0; the same
+    figures on every NPU."""
+    calls = _count_compiled(monkeypatch)
+    monkeypatch.setattr(step_estimate, "KERNEL_AFTER", 0)  # (tiered: after this many timings)
     prog, _, _ = _programs("ds_cnn", "tnpu-s")[-1]
     a = load_target("tnpu-s")
     b = a.with_params({"dma.channels": 1, "vector.lanes": 8})
@@ -80,31 +96,31 @@ def test_cost_cache_takes_the_compiled_loop_and_the_reference_with_kernels_off(m
     for kernels in ("1", "0"):
         monkeypatch.setenv("TESSEL_SIM_KERNELS", kernels)
         monkeypatch.setattr(step_estimate, "_RUNS", {})
-        step_estimate._kernel.cache_clear()
+        step_estimate._compiled_available.cache_clear()
         calls.clear()
         for arch in (a, b):
             cost = CostCache(arch)
             figures[kernels, arch.dma_channels] = got = cost.run(prog)
-            assert got == step_estimate._run(prog, cost.term_values(prog.terms), cost.lats,
-                                    arch.dma_channels)
+            assert got == step_estimate._time(prog, cost.term_values(prog.terms), cost.lats,
+                                              arch.dma_channels, compiled=False)
         assert len(calls) == (2 if kernels == "1" else 0)
-    step_estimate._kernel.cache_clear()
+    step_estimate._compiled_available.cache_clear()
     assert figures["1", 2] == figures["0", 2] and figures["1", 1] == figures["0", 1]
 
 
-def test_the_compiled_loop_waits_for_kernel_after_runs(monkeypatch):
-    """Tiered: the first KERNEL_AFTER timings of a process are _run's, the later ones the
-    compiled loop's (kernels on); every one equal to _run."""
+def test_the_compiled_form_waits_for_kernel_after_timings(monkeypatch):
+    """Tiered: the first KERNEL_AFTER timings of a process are the Python source's, the later
+    ones the compiled form's (kernels on); every one equal to the source's."""
     progs = _programs("ds_cnn", "tnpu-s")[:6]
-    calls = []
-    real = step_estimate._run_compiled
-    monkeypatch.setattr(step_estimate, "_run_compiled", lambda *a: calls.append(1) or real(*a))
     monkeypatch.setattr(step_estimate, "KERNEL_AFTER", 3)
     monkeypatch.setattr(step_estimate, "_TIMED", [0])
-    on = step_estimate._kernel() is not None
+    on = step_estimate._compiled_available()
+    calls = _count_compiled(monkeypatch)
     for k, (prog, vals, lats) in enumerate(progs):
-        assert step_estimate._time(prog, vals, lats, 2) == step_estimate._run(prog, vals, lats, 2)
-        assert len(calls) == (max(0, k - 2) if on else 0), k
+        want = step_estimate._time(prog, vals, lats, 2, compiled=False)
+        calls_before = len(calls)
+        assert step_estimate._time(prog, vals, lats, 2) == want
+        assert len(calls) - calls_before == (1 if on and k >= 3 else 0), k
 
 
 def test_expect_programs_moves_the_tier_only_when_the_expected_total_reaches_it(monkeypatch):
