@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from tessel.isa.fields import DType, Engine, Field, LutMode
 from tessel.isa.fixedpoint import MAX_SHIFT, MIN_SHIFT
+from tessel.isa.instrs.vector import PARAM_BYTES
 from tessel.isa.table import NUM_TOKENS, SPECS, Opcode
 
 __all__ = [
@@ -17,7 +18,7 @@ __all__ = [
     "MAX_CENTRED_INT8", "MAX_FRAC_BITS", "MAX_KERNEL", "MAX_LEFT_SHIFT", "MAX_LUT_ENTRIES", "MAX_MATRIX_ZP",
     "MAX_OFFCHIP_BYTES", "MAX_OFFCHIP_MEMORIES", "MAX_PAD", "MAX_REDUCTION", "MAX_SHIFT",
     "MAX_STRIDE", "MAX_TILE_HW", "MIN_LUT_ENTRIES", "MIN_MATRIX_ZP", "MIN_SHIFT", "NUM_ENGINES",
-    "NUM_TOKENS", "field",
+    "NUM_TOKENS", "REQUANT_PARAM_BYTES", "field",
 ]
 
 
@@ -54,6 +55,7 @@ MAX_FRAC_BITS = field(Opcode.UNARY, "frac_bits").max
 # |x - zp| of an int8 operand x and a matrix zero point zp
 MAX_CENTRED_INT8 = max(DType.I8.hi - MIN_MATRIX_ZP, MAX_MATRIX_ZP - DType.I8.lo)
 # the multipliers' shift fields: tessel.isa.fixedpoint's MIN_SHIFT .. MAX_SHIFT (re-exported)
+REQUANT_PARAM_BYTES = PARAM_BYTES  # REQUANT's int32 bias, multiplier and shift per channel
 
 # ---- memories the fields address ----------------------------------------------------------------
 MAX_OFFCHIP_MEMORIES = 1 << field(Opcode.DMA_LOAD, "mem").bits

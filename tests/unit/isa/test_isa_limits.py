@@ -97,3 +97,13 @@ def test_the_memories_the_fields_address() -> None:
     for op in (Opcode.LUT, Opcode.LUT_LOAD):
         assert L.MAX_LUT_ENTRIES == 1 << SPECS[op].field("lut_base").bits
     assert L.MAX_OFFCHIP_BYTES == SPECS[Opcode.DMA_LOAD].field("ext_addr").max + 1
+
+
+def test_requant_reads_its_parameters_per_channel() -> None:
+    from isa_samples import SAMPLES
+
+    from tessel.isa.footprint import accesses
+
+    ins = SAMPLES[Opcode.REQUANT]
+    (params,) = [a for a in accesses(ins) if a.what == "params"]
+    assert params.hi - params.lo == L.REQUANT_PARAM_BYTES * ins.ch
