@@ -6,9 +6,10 @@ decoding and the static checks are reported separately as "prepare").
 
 ``python -m benchmarks.bench_sim --models resnet18 mobilenet_v2 vit_small minilm``: bit-exact
 simulation of one input vs torch fp32 eager of the same input, in the same process, one thread
-each, medians of CPU seconds (``time.process_time``: on a shared, loaded machine
+each, interleaved, medians of CPU seconds (``time.process_time``: on a shared, loaded machine
 wall time mostly measures the other tenants) and of wall seconds. ``--models resnet18 --batch
 64``: 64 inputs through ``CompiledModel.run_batch`` vs eager on the same 64 in one batch.
+``--repeats N``: medians of N (default 7, 3 for a batch).
 """
 
 from __future__ import annotations
@@ -133,15 +134,20 @@ def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
     return threadpoolctl.threadpool_limits(1)
 
 
-def _median_cpu_wall(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
-    fn()
-    cpu, wall = [], []
-    for _ in range(repeats):
-        c0, w0 = time.process_time(), time.perf_counter()
+def _interleaved(fns: list[Callable[[], object]], repeats: int) -> list[tuple[float, float]]:
+    """Median (CPU, wall) seconds of each function, after one warm-up call each, the calls
+    interleaved (f1, f2, f1, f2, ...): a shared machine's load drifts, and both sides of a
+    ratio then see the same drift."""
+    for fn in fns:
         fn()
-        cpu.append(time.process_time() - c0)
-        wall.append(time.perf_counter() - w0)
-    return statistics.median(cpu), statistics.median(wall)
+    times: list[tuple[list[float], list[float]]] = [([], []) for _ in fns]
+    for _ in range(repeats):
+        for fn, (cpu, wall) in zip(fns, times, strict=True):
+            c0, w0 = time.process_time(), time.perf_counter()
+            fn()
+            cpu.append(time.process_time() - c0)
+            wall.append(time.perf_counter() - w0)
+    return [(statistics.median(cpu), statistics.median(wall)) for cpu, wall in times]
 
 
 def _versus_eager_row(name: str, preset: str, repeats: int, batch: int) -> tuple[str, float]:
@@ -164,13 +170,13 @@ def _versus_eager_row(name: str, preset: str, repeats: int, batch: int) -> tuple
             samples = list(spec.calibration_data(batch))
             xb = [np.stack([s[i].numpy() for s in samples]) for i in range(len(example))]
             eb = [torch.cat([s[i] for s in samples]) for i in range(len(example))]
-            s_cpu, s_wall = _median_cpu_wall(lambda: cm.run_batch(*xb), repeats)
-            e_cpu, e_wall = _median_cpu_wall(lambda: model(*eb), repeats)
+            (s_cpu, s_wall), (e_cpu, e_wall) = _interleaved(
+                [lambda: cm.run_batch(*xb), lambda: model(*eb)], repeats)
             name = f"{name} x{batch}"
         else:
             x = [t.numpy() for t in example]
-            s_cpu, s_wall = _median_cpu_wall(lambda: cm.run(*x), repeats)
-            e_cpu, e_wall = _median_cpu_wall(lambda: model(*example), repeats)
+            (s_cpu, s_wall), (e_cpu, e_wall) = _interleaved(
+                [lambda: cm.run(*x), lambda: model(*example)], repeats)
     return (f"| {name} | {s_cpu:.3f} | {e_cpu:.3f} | {s_cpu / e_cpu:.2f}x | {s_wall:.3f} | "
             f"{e_wall:.3f} | {s_wall / e_wall:.2f}x |"), s_cpu / e_cpu
 
@@ -221,11 +227,14 @@ def micro(tiles: int = 200) -> Section:
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--models":
         args = sys.argv[2:]
-        batch = 0
-        if "--batch" in args:  # --models NAME... --batch N
-            at = args.index("--batch")
-            batch, args = int(args[at + 1]), args[:at] + args[at + 2:]
-        print(versus_eager(args, repeats=3 if batch else REPEATS, batch=batch).markdown)
+        opts = {"--batch": 0, "--repeats": 0}
+        for flag in opts:  # --models NAME... [--batch N] [--repeats N]
+            if flag in args:
+                at = args.index(flag)
+                opts[flag], args = int(args[at + 1]), args[:at] + args[at + 2:]
+        batch = opts["--batch"]
+        repeats = opts["--repeats"] or (3 if batch else REPEATS)
+        print(versus_eager(args, repeats=repeats, batch=batch).markdown)
         return
     print(micro().markdown)
 

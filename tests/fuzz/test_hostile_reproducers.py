@@ -251,7 +251,7 @@ def test_host_memory_exhaustion_is_a_tessel_error(monkeypatch):
     import numpy as np
 
     from tessel.errors import TesselConfigError
-    from tessel.sim import fastpath, functional, state
+    from tessel.sim import instr, state
 
     copy = I(Opcode.DMA_LOAD, mem=0, dtype=DType.I8, d0=4, ext_addr=0, ext_s0=1, sram_addr=0,
              sram_s0=1)
@@ -260,9 +260,7 @@ def test_host_memory_exhaustion_is_a_tessel_error(monkeypatch):
     def out_of_memory(*args, **kwargs):
         raise MemoryError()
 
-    monkeypatch.setitem(functional.HANDLERS, Opcode.DMA_LOAD, out_of_memory)
-    # the fast path's closure too (a failing closure re-runs the reference handler)
-    monkeypatch.setitem(fastpath.BUILDERS, Opcode.DMA_LOAD, lambda op, prep: out_of_memory)
+    monkeypatch.setitem(instr.BUILDERS, Opcode.DMA_LOAD, lambda op, prep: out_of_memory)
     with pytest.raises(TesselSimError, match="DMA_IN instruction 0.*ran out of memory"):
         simulate(prog, ARCH, {})
     monkeypatch.setattr(state.np, "zeros", out_of_memory)

@@ -47,10 +47,8 @@ def _conv2d(ctx: ImportContext, x: str, w: str, bias: str | None, stride: tuple[
                                        "groups": int(groups), "layout": Layout.NCHW})
 
 
-def _conv(ctx: ImportContext, a: Args, transposed: bool = False) -> str:
+def _conv(ctx: ImportContext, a: Args) -> str:
     """conv2d, or conv1d as a conv2d over a height-1 image (reshape in, conv2d, reshape out)."""
-    if transposed:
-        raise Unsupported("transposed convolution")
     x, w = ctx.v(a["input"]), ctx.v(a["weight"])
     bias = ctx.v(a["bias"]) if a.get("bias") is not None else None
     rank = len(ctx.shape(w))
@@ -80,12 +78,35 @@ def conv(ctx: ImportContext, node: Node, a: Args) -> str:
     return _conv(ctx, a)
 
 
-# aten.convolution(x, w, b, stride, padding, dilation, transposed, _, groups) => conv2d
+def _conv_transpose(ctx: ImportContext, a: Args) -> str:
+    """conv_transpose2d (2-D only: a 1-D one is not imported)."""
+    x, w = ctx.v(a["input"]), ctx.v(a["weight"])
+    if len(ctx.shape(w)) != 4 or len(ctx.shape(x)) != 4:
+        raise Unsupported("transposed convolution of a rank other than 2-D, or unbatched")
+    bias = [ctx.v(a["bias"])] if a.get("bias") is not None else []
+    return ctx.add(Op.CONV_TRANSPOSE2D, [x, w, *bias], {
+        "stride": ints(a["stride"], 2, "stride"), "padding": ints(a["padding"], 2, "padding"),
+        "output_padding": ints(a["output_padding"], 2, "output_padding"),
+        "dilation": ints(a["dilation"], 2, "dilation"), "groups": int(a["groups"]),
+        "layout": Layout.NCHW})
+
+
+# aten.convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups)
+#   => conv2d, or conv_transpose2d when transposed
 @converts(A.convolution.default)
 def convolution(ctx: ImportContext, node: Node, a: Args) -> str:
+    if a["transposed"]:
+        return _conv_transpose(ctx, a)
     if any(int(p) for p in a["output_padding"]):
         raise Unsupported("convolution with output_padding")
-    return _conv(ctx, a, transposed=bool(a["transposed"]))
+    return _conv(ctx, a)
+
+
+# aten.conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation)
+#   => conv_transpose2d (IOHW weights)
+@converts(A.conv_transpose2d.input)
+def conv_transpose2d(ctx: ImportContext, node: Node, a: Args) -> str:
+    return _conv_transpose(ctx, a)
 
 
 # aten.linear(x, w, b) => linear(x, w, b)

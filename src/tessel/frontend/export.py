@@ -24,7 +24,8 @@ from tessel.frontend.model_input import as_module
 _A = torch.ops.aten
 
 KEEP_WHOLE: tuple[torch._ops.OpOverload, ...] = (
-    _A.conv1d.default, _A.conv2d.default, _A.conv2d.padding, _A.linear.default,
+    _A.conv1d.default, _A.conv2d.default, _A.conv2d.padding, _A.conv_transpose2d.input,
+    _A.linear.default,
     _A.matmul.default, _A.layer_norm.default, _A.scaled_dot_product_attention.default,
     _A.gelu.default, _A.hardswish.default, _A.hardsigmoid.default, _A.silu.default,
     _A.hardtanh.default, _A.upsample_nearest2d.default, _A.upsample_nearest2d.vec,

@@ -52,6 +52,7 @@ class Op(enum.Enum):
     POW = "pow"
     # compute
     CONV2D = "conv2d"
+    CONV_TRANSPOSE2D = "conv_transpose2d"
     LINEAR = "linear"
     MATMUL = "matmul"
     BATCH_NORM = "batch_norm"

@@ -1,6 +1,7 @@
 """2-D convolution (ordinary, grouped, depthwise; conv1d as the frontend writes it: reshapes
-around a conv2d of height 1), batch norm (folded into the conv before it by a float pass), and
-the integer `qconv2d` they lower to: CONV (DWCONV when groups == channels) into the int32
+around a conv2d of height 1), transposed convolution (the gradient of a conv2d: upsampling
+decoders), batch norm (folded into the conv before it by a float pass), and the integer
+`qconv2d` they lower to: CONV (DWCONV when groups == channels) into the int32
 accumulator, then REQUANT per output channel (docs/numerics.md), run by
 tessel.ops.conv_emit.
 """
@@ -18,7 +19,7 @@ from tessel.ir.graph import Graph, Node
 from tessel.ir.kernels import from_nhwc, pad_hw, to_nhwc, windows
 from tessel.ir.ops import CONV_ATTRS, Op, OpSpec, nchw_like, require, spatial, window_out
 from tessel.ir.rewriting import Rewriter
-from tessel.ir.types import Layout, TensorType
+from tessel.ir.types import DType, Layout, QuantParams, TensorType
 from tessel.ops import conv_emit, intops
 from tessel.ops.base import LayoutRule, Npu, OpDef, Trait, lazy_functional, register
 from tessel.ops.quantise import (
@@ -26,11 +27,13 @@ from tessel.ops.quantise import (
     OUT_FIELDS,
     IntVal,
     QOut,
+    channel_scales,
     deq,
     emit,
     fused_act,
     int_result,
     int_weight,
+    mac_bias,
     mac_operands,
     requant_params,
     require_int,
@@ -63,6 +66,29 @@ def conv2d_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorTyp
     oh = window_out(h, kh, sh, pt, pb, dh)
     ow = window_out(wd, kw, sw, pl, pr, dw)
     return TensorType(nchw_like(layout, n, o, oh, ow), x.dtype, layout)
+
+
+def _conv_transpose2d_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
+    x, w = ts[0], ts[1]
+    require(attrs["layout"] is Layout.NCHW, "conv_transpose2d is NCHW (weights IOHW)")
+    n, c, h, wd = spatial(x, Layout.NCHW)
+    require(w.rank == 4, f"weight must be 4-D [in, out / groups, kh, kw], got rank {w.rank}")
+    ci, og, kh, kw = w.shape
+    g = attrs["groups"]
+    require(g >= 1 and ci == c and c % g == 0, f"weight has {ci} input channels, input {c} "
+            f"(groups={g})")
+    if len(ts) > 2:
+        require(ts[2].shape == (og * g,), f"bias shape {list(ts[2].shape)} != [{og * g}]")
+    (sh, sw), (ph, pw) = attrs["stride"], attrs["padding"]
+    (dh, dw), (oph, opw) = attrs["dilation"], attrs["output_padding"]
+    require(min(sh, sw, dh, dw) >= 1 and min(ph, pw, oph, opw) >= 0,
+            "strides and dilations must be >= 1, paddings >= 0")
+    require(oph < max(sh, dh) and opw < max(sw, dw),
+            "output_padding must be smaller than the stride or the dilation")
+    oh = (h - 1) * sh - 2 * ph + dh * (kh - 1) + oph + 1
+    ow = (wd - 1) * sw - 2 * pw + dw * (kw - 1) + opw + 1
+    require(oh >= 1 and ow >= 1, f"padding {[ph, pw]} leaves no output")
+    return TensorType((n, og * g, oh, ow), x.dtype, Layout.NCHW)
 
 
 def _qconv2d_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
@@ -108,6 +134,40 @@ def _conv2d(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
     if len(xs) > 2:
         out = out + xs[2]
     return from_nhwc(out.astype(xs[0].dtype), layout)
+
+
+def _conv_transpose2d(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
+    """Every input pixel times the kernel, added into the output at stride steps (the
+    gradient of conv2d), then the padding cropped."""
+    x, w = xs[0], xs[1]
+    n, c, h, wd = x.shape
+    ci, og, kh, kw = w.shape
+    g = a["groups"]
+    cg = c // g
+    (sh, sw), (ph, pw) = a["stride"], a["padding"]
+    (dh, dw), (oph, opw) = a["dilation"], a["output_padding"]
+    full = np.zeros((n, og * g, (h - 1) * sh + dh * (kh - 1) + 1 + oph,
+                     (wd - 1) * sw + dw * (kw - 1) + 1 + opw), np.float64)
+    for gi in range(g):
+        xs_g = x[:, gi * cg:(gi + 1) * cg].astype(np.float64)
+        for i in range(kh):
+            for j in range(kw):
+                part = np.einsum("nchw,co->nohw", xs_g, w[gi * cg:(gi + 1) * cg, :, i, j])
+                full[:, gi * og:(gi + 1) * og, i * dh:i * dh + (h - 1) * sh + 1:sh,
+                     j * dw:j * dw + (wd - 1) * sw + 1:sw] += part
+    oh = full.shape[2] - 2 * ph
+    ow = full.shape[3] - 2 * pw
+    out = full[:, :, ph:ph + oh, pw:pw + ow]
+    if len(xs) > 2:
+        out = out + xs[2].reshape(1, -1, 1, 1)
+    return out.astype(x.dtype)
+
+
+def _conv_transpose2d_torch(a: Mapping[str, Any], xs: list[Any]) -> Any:
+    bias = xs[2] if len(xs) > 2 else None
+    return lazy_functional().conv_transpose2d(xs[0], xs[1], bias, list(a["stride"]),
+                                              list(a["padding"]), list(a["output_padding"]),
+                                              a["groups"], list(a["dilation"]))
 
 
 def _batch_norm(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
@@ -183,6 +243,13 @@ def conv_macs(graph: Graph, node: Node) -> int:
     return math.prod(node.type.shape) * kh * kw * cin_g
 
 
+def conv_transpose_macs(graph: Graph, node: Node) -> int:
+    """Input elements x kernel taps x output channels per group (every input pixel meets the
+    whole kernel)."""
+    _, og, kh, kw = graph.type_of(node.inputs[1]).shape
+    return math.prod(graph.type_of(node.inputs[0]).shape) * og * kh * kw
+
+
 # ---------------------------------------------------------------- QDQ -> integer
 
 
@@ -255,6 +322,78 @@ def lower_conv1d(rw: Rewriter, q: Node) -> str | None:
                 loc=tail.loc)
 
 
+# q(act(conv_transpose2d(dq(x), W, B)))  (groups 1, dilation 1)
+#   =>  one qconv2d of every output phase (stride sh x sw phases, each a conv of the input with
+#       a flipped sub-kernel, as output channels) -> depth-to-space -> crop the padding
+def lower_conv_transpose2d(rw: Rewriter, q: Node) -> str | None:
+    inner, lo, hi = fused_act(rw, q.inputs[0])
+    node = rw.producer_op(inner, Op.CONV_TRANSPOSE2D)
+    if node is None or node.attr("groups") != 1 or tuple(node.attr("dilation")) != (1, 1):
+        return None
+    x = deq(rw, node.inputs[0])
+    w = int_weight(rw, node.inputs[1])
+    if x is None or w is None or x.dtype is not DType.I8 or w[1].dtype != np.int8:
+        return None
+    _, warr, wquant = w
+    cout = warr.shape[1]
+    if any(wquant.zero_point) or (wquant.per_channel and wquant.axis != 1):
+        return None
+    w_scales = channel_scales(wquant, cout)
+    bias = mac_bias(rw, node.inputs[2] if len(node.inputs) > 2 else None, x.scale * w_scales)
+    if bias is None:
+        return None
+    (sh, sw), phases = node.attr("stride"), node.attr("stride")[0] * node.attr("stride")[1]
+    weights = phase_weights(warr, sh, sw)
+    scales = np.tile(w_scales, phases)
+    quant = QuantParams(tuple(float(s) for s in scales), (0,) * scales.size, 0)
+    wname = rw.constant(weights, hint=f"{node.name}_phases",
+                        type_=TensorType(weights.shape, DType.I8, quant=quant))
+    n, _, h, wd = rw.type_of(x.name).shape
+    _, _, oh, ow = node.type.shape
+    (ph, pw), (kkh, kkw) = node.attr("padding"), weights.shape[2:]
+    qh, qw = -(-(ph + oh) // sh), -(-(pw + ow) // sw)  # phase rows / columns needed
+    out = QOut.of(q)
+    hint = f"{node.name}_q"
+    conv = emit(rw, Op.QCONV2D, [x.name, wname, *requant_params(
+        rw, hint, x, scales, np.tile(bias, phases), out)],
+        {"stride": (1, 1), "padding": (kkh - 1, kkw - 1, max(qh - h, 0), max(qw - wd, 0)),
+         "dilation": (1, 1), "groups": 1, "layout": Layout.NCHW, "in_zp": x.zp,
+         **out.out_attrs(lo, hi)}, out.quant, hint=hint, loc=node.loc)
+    zh, zw = rw.type_of(conv).shape[2:]
+    y = emit(rw, Op.RESHAPE, [conv], {"shape": (n, sh, sw, cout, zh, zw)}, out.quant,
+             hint=f"{node.name}_phases", loc=node.loc)
+    y = emit(rw, Op.TRANSPOSE, [y], {"perm": (0, 3, 4, 1, 5, 2)}, out.quant,
+             hint=f"{node.name}_interleave", loc=node.loc)
+    y = emit(rw, Op.RESHAPE, [y], {"shape": (n, cout, zh * sh, zw * sw)}, out.quant,
+             hint=f"{node.name}_full", loc=node.loc)
+    for axis, start, size in ((2, ph, oh), (3, pw, ow)):
+        if (start, size) != (0, rw.type_of(y).shape[axis]):
+            y = emit(rw, Op.SLICE, [y], {"axis": axis, "start": start, "end": start + size,
+                                         "step": 1}, out.quant, hint=f"{node.name}_crop",
+                     loc=node.loc)
+    return y
+
+
+def phase_weights(w: np.ndarray, sh: int, sw: int) -> np.ndarray:
+    """A transposed conv's IOHW kernel as the OIHW kernel of one conv computing all its output
+    phases: output channel (rh * sw + rw) * cout + co of the conv over the input padded by
+    kernel - 1 is output pixel (q * sh + rh, r * sw + rw) of channel co before the crop; its
+    taps are those of phase (rh, rw), flipped (a conv correlates, a transposed conv convolves);
+    taps beyond the kernel are zero."""
+    cin, cout, kh, kw = w.shape
+    kkh, kkw = -(-kh // sh), -(-kw // sw)
+    out = np.zeros((sh * sw * cout, cin, kkh, kkw), w.dtype)
+    for rh in range(sh):
+        for rw_ in range(sw):
+            block = out[(rh * sw + rw_) * cout:(rh * sw + rw_ + 1) * cout]
+            for jh in range(kkh):
+                for jw in range(kkw):
+                    a, b = (kkh - 1 - jh) * sh + rh, (kkw - 1 - jw) * sw + rw_
+                    if a < kh and b < kw:
+                        block[:, :, jh, jw] = w[:, :, a, b].T
+    return out
+
+
 # ---------------------------------------------------------------- the definitions
 
 _I, _F = AttrKind.INT, AttrKind.FLOAT
@@ -269,6 +408,13 @@ register(
           golden=_qconv2d_golden, layout=LayoutRule.WINDOW_WEIGHTS,
           npu=Npu(conv_emit, conv_emit.refusal, quant_free=frozenset({"in_zp"}) | OUT_FIELDS),
           macs=conv_macs, traits=frozenset({Trait.INTEGER})),
+    OpDef(Op.CONV_TRANSPOSE2D, OpSpec(_CONV_OPERANDS, _conv_transpose2d_type, {
+        "stride": AttrSpec(AttrKind.INTS, (1, 1)), "padding": AttrSpec(AttrKind.INTS, (0, 0)),
+        "output_padding": AttrSpec(AttrKind.INTS, (0, 0)),
+        "dilation": AttrSpec(AttrKind.INTS, (1, 1)), "groups": AttrSpec(_I, 1),
+        "layout": AttrSpec(AttrKind.LAYOUT, Layout.NCHW)}, optional=1),
+          kernel=_conv_transpose2d, torch=_conv_transpose2d_torch,
+          lower=(lower_conv_transpose2d,), macs=conv_transpose_macs),
     OpDef(Op.BATCH_NORM, OpSpec(("input", "mean", "var", "weight", "bias"), _batch_norm_type,
                                 {"eps": AttrSpec(_F, 1e-5),
                                  "layout": AttrSpec(AttrKind.LAYOUT, Layout.NCHW)}, optional=2),

@@ -34,6 +34,7 @@ class OpKind(enum.Enum):
     """The op types the quantiser knows (anything else stays float and runs on the host)."""
 
     CONV = "conv"
+    CONV_TRANSPOSE = "conv_transpose"  # groups 1: weights per output channel (axis 1)
     LINEAR = "linear"
     MATMUL = "matmul"
     ADD = "add"

@@ -18,6 +18,7 @@ _TABLE: dict[object, OpKind] = {
     aten.conv2d.default: OpKind.CONV,
     aten.conv1d.padding: OpKind.CONV,
     aten.conv2d.padding: OpKind.CONV,
+    aten.conv_transpose2d.input: OpKind.CONV_TRANSPOSE,
     aten.linear.default: OpKind.LINEAR,
     aten.matmul.default: OpKind.MATMUL,
     aten.bmm.default: OpKind.MATMUL,
@@ -92,7 +93,7 @@ LUT_KINDS = frozenset(
     {OpKind.SIGMOID, OpKind.TANH, OpKind.HARDSWISH, OpKind.HARDSIGMOID, OpKind.GELU, OpKind.SILU,
      OpKind.EXP}
 )
-MAC_KINDS = frozenset({OpKind.CONV, OpKind.LINEAR, OpKind.MATMUL})
+MAC_KINDS = frozenset({OpKind.CONV, OpKind.CONV_TRANSPOSE, OpKind.LINEAR, OpKind.MATMUL})
 BINARY_KINDS = frozenset({OpKind.ADD, OpKind.SUB, OpKind.MUL, OpKind.DIV})
 
 

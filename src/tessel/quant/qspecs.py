@@ -129,15 +129,16 @@ def softmax_input_qspec(dtype: ActDtype, *, qat: bool) -> QuantizationSpec:
     return dataclasses.replace(spec, observer_or_fake_quant_ctr=SoftmaxInputObserver)
 
 
-def weight_qspec(*, qat: bool) -> QuantizationSpec:
-    """Spec of a conv / linear weight: int8 symmetric per output channel (axis 0)."""
+def weight_qspec(*, qat: bool, axis: int = 0) -> QuantizationSpec:
+    """Spec of a conv / linear weight: int8 symmetric per output channel (`axis`: 0, or 1 for a
+    transposed conv's [in, out, kh, kw])."""
     if qat:
         ctr = FakeQuantize.with_args(observer=MovingAveragePerChannelMinMaxObserver)
     else:
         ctr = PerChannelMinMaxObserver
     qmin, qmax = WEIGHT_RANGE
     return QuantizationSpec(
-        torch.int8, ctr, qmin, qmax, torch.per_channel_symmetric, ch_axis=0
+        torch.int8, ctr, qmin, qmax, torch.per_channel_symmetric, ch_axis=axis
     )
 
 

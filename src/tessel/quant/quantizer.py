@@ -243,7 +243,13 @@ class TesselQuantizer(Quantizer):
         if kind is OpKind.MATMUL:
             inputs.setdefault(w, x_spec)
         else:
-            inputs[w] = weight_qspec(qat=self.is_qat)
+            axis = 0
+            if kind is OpKind.CONV_TRANSPOSE:  # weights [in, out / groups, kh, kw]
+                groups = node.args[6] if len(node.args) > 6 else 1
+                if groups != 1:
+                    return  # the output channels are not one weight axis: stays float
+                axis = 1
+            inputs[w] = weight_qspec(qat=self.is_qat, axis=axis)
             bias = node.args[2] if len(node.args) > 2 else None
             if is_float_tensor(bias):
                 inputs[bias] = bias_qspec((x, node), (w, node))

@@ -17,8 +17,8 @@ from tessel.binary.program import TslProgram
 from tessel.errors import TesselConfigError
 from tessel.isa.fields import Engine
 from tessel.isa.table import Opcode
-from tessel.sim.fastpath import fast_steps
 from tessel.sim.functional import FunctionalRun, run_functional
+from tessel.sim.instr import steps as instruction_steps
 from tessel.sim.prepare import PreparedProgram, prepared
 from tessel.sim.state import (
     NP_DTYPE,
@@ -59,7 +59,7 @@ def simulate(program: TslProgram | PreparedProgram, arch: NpuArch,
     state = MachineState(arch)
     place_constants(state, prog)
     write_inputs(state, prog, inputs)
-    fast_steps(prep)  # built (torch imported, if used) before the threads are pinned
+    instruction_steps(prep)  # built (torch imported, if used) before the threads are pinned
     with single_threaded():  # small tiles: one BLAS thread is fastest, and results never vary
         count = run_functional(prep, state)
     outputs = {d.name: read_output(state, d) for d in prog.outputs}
@@ -80,7 +80,7 @@ class NpuSession:
         of n; each instruction is applied to all samples, see ``BatchState``). ``reuse``
         (one sample): take the memories of a released session of this program, reset to
         their power-up state (``reset_state``), instead of new ones; ``release`` gives them
-        back. (Stable memories also let the fast path keep its operand views.)"""
+        back. (Stable memories also let the steps keep their operand views.)"""
         self.prep = prepared(program, arch)
         self.reused = False
         if batch is None and reuse:

@@ -8,90 +8,35 @@ count above 255 stalls here (the other engines may drain it); it traps only if n
 move. (The timing model traps when its real schedule overflows a count.) Token counts never
 depend on data, so the order is computed once per program region (``linear_plan``) and a run
 executes the flat list of its data instructions; ``FunctionalRun(linear=False)`` runs the
-engine loop itself.
+engine loop itself. Each executed instruction runs its step (``tessel.sim.instr``); a
+failing step becomes a ``TesselSimError`` naming the instruction (``failure``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from tessel.errors import TesselSimError
 from tessel.isa.fields import Engine
 from tessel.isa.table import NUM_TOKENS, Opcode
-from tessel.sim.matrix import exec_conv, exec_dwconv, exec_matmul
+from tessel.sim.hostmem import BATCH_POOL_BYTES, Pool, pool_for
+from tessel.sim.instr import steps as instruction_steps
 from tessel.sim.prepare import Op, PreparedProgram
-from tessel.sim.state import NP_DTYPE, MachineState, Trap, extent, pattern
-from tessel.sim.vector import (
-    exec_copy,
-    exec_eltwise,
-    exec_lut,
-    exec_lut_load,
-    exec_pool,
-    exec_reduce,
-    exec_requant,
-    exec_unary,
-)
+from tessel.sim.state import MachineState, Trap
 
 SEM_MAX = 255
 
 
-def _dma(state: MachineState, f: dict[str, Any], load: bool) -> None:
-    dt = NP_DTYPE[f["dtype"]]
-    dims = (f["d0"], f["d1"], f["d2"], f["d3"])
-    strides = (f["ext_s0"], f["ext_s1"], f["ext_s2"], f["ext_s3"])
-    buf = state.offchip[f["mem"]]
-    if load and state.shared is not None:
-        buf = state.ext_buffer(f["mem"], *extent(f["ext_addr"], dims, strides, dt.itemsize))
-    ext = pattern(buf, f["ext_addr"], dims, strides, dt)
-    sram = pattern(state.sram, f["sram_addr"], dims,
-                   (f["sram_s0"], f["sram_s1"], f["sram_s2"], f["sram_s3"]), dt)
-    if load:
-        sram[...] = ext
-    else:
-        ext[...] = sram
-
-
-def exec_dma_load(state: MachineState, f: dict[str, Any]) -> None:
-    _dma(state, f, load=True)
-
-
-def exec_dma_store(state: MachineState, f: dict[str, Any]) -> None:
-    _dma(state, f, load=False)
-
-
-HANDLERS: dict[Opcode, Callable[[MachineState, dict[str, Any]], None]] = {
-    Opcode.DMA_LOAD: exec_dma_load,
-    Opcode.DMA_STORE: exec_dma_store,
-    Opcode.CONV: exec_conv,
-    Opcode.MATMUL: exec_matmul,
-    Opcode.REQUANT: exec_requant,
-    Opcode.ELTWISE: exec_eltwise,
-    Opcode.LUT: exec_lut,
-    Opcode.LUT_LOAD: exec_lut_load,
-    Opcode.POOL: exec_pool,
-    Opcode.DWCONV: exec_dwconv,
-    Opcode.REDUCE: exec_reduce,
-    Opcode.COPY: exec_copy,
-    Opcode.UNARY: exec_unary,
-}
-
-
-def execute(op: Op, state: MachineState) -> None:
-    """Run one non-control instruction; any trap becomes a TesselSimError naming it."""
-    if op.error is not None:
-        raise TesselSimError(f"{op.where()}: {op.error}")
-    try:
-        HANDLERS[op.opcode](state, op.f)
-    except Trap as exc:
-        raise TesselSimError(f"{op.where()}: {exc}") from None
-    except MemoryError:
-        raise TesselSimError(f"{op.where()}: the host ran out of memory simulating it") from None
-    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as exc:
-        raise TesselSimError(f"{op.where()}: simulator fault ({type(exc).__name__}: "
-                             f"{str(exc)[:200]}); please report this file") from None
+def failure(op: Op, exc: BaseException) -> TesselSimError:
+    """The error an instruction's failing step becomes, naming the instruction: its trap, the
+    host running out of memory, or (anything else) a simulator fault."""
+    if isinstance(exc, Trap):
+        return TesselSimError(f"{op.where()}: {exc}")
+    if isinstance(exc, MemoryError):
+        return TesselSimError(f"{op.where()}: the host ran out of memory simulating it")
+    return TesselSimError(f"{op.where()}: simulator fault ({type(exc).__name__}: "
+                          f"{str(exc)[:200]}); please report this file")
 
 
 _EXEC, _WAIT, _SIGNAL, _END = 0, 1, 2, 3
@@ -119,26 +64,16 @@ def control_table(prep: PreparedProgram) -> tuple[tuple[tuple[int, int, Op], ...
     return hit
 
 
-def dispatch_table(prep: PreparedProgram, fast: bool) -> tuple[tuple[tuple[int, int, Any],
-                                                                      ...], ...]:
-    """``control_table`` with each executed instruction's callable ``fn(state)`` in place of
-    its op: its fast-path closure (``fast``, where it has one) or the reference handler bound
-    to it; once per prepared program and mode."""
-    name = "dispatch_fast" if fast else "dispatch_ref"
-    hit = prep.cache.get(name)
+def dispatch_table(prep: PreparedProgram) -> tuple[tuple[tuple[int, int, Any], ...], ...]:
+    """``control_table`` with each executed instruction's step ``fn(state)`` (``tessel.sim
+    .instr``) in place of its op; once per prepared program."""
+    hit = prep.cache.get("dispatch")
     if hit is None:
         control = control_table(prep)
-        if fast:
-            from tessel.sim.fastpath import fast_steps
-
-            steps = fast_steps(prep)
-        else:
-            steps = tuple((None,) * len(q) for q in control)
-        hit = prep.cache[name] = tuple(
-            tuple((kind, key, (partial(execute, op) if step is None else step)
-                   if kind == _EXEC else op)
+        hit = prep.cache["dispatch"] = tuple(
+            tuple((kind, key, step if kind == _EXEC else op)
                   for (kind, key, op), step in zip(row, srow, strict=True))
-            for row, srow in zip(control, steps, strict=True))
+            for row, srow in zip(control, instruction_steps(prep), strict=True))
     return hit
 
 
@@ -164,19 +99,14 @@ def _run_engine(table: tuple[tuple[int, int, Any], ...], ops: tuple[Op, ...], pc
             pc += 1
     except TesselSimError:
         raise
-    except Exception as exc:  # a fast-path closure failed: the reference handler explains
-        op = ops[pc]
-        execute(op, state)
-        raise TesselSimError(f"{op.where()}: simulator fault in the fast path "
-                             f"({type(exc).__name__}: {str(exc)[:200]}); please report this "
-                             "file") from None
+    except Exception as exc:
+        raise failure(ops[pc], exc) from None
     return pc
 
 
-def run_functional(prep: PreparedProgram, state: MachineState, fast: bool = True) -> int:
-    """Execute every queue to its END; returns the number of instructions executed.
-    ``fast=False``: the reference handlers only (the fast path is tested against them)."""
-    return FunctionalRun(prep, state, fast).run_until(None)
+def run_functional(prep: PreparedProgram, state: MachineState) -> int:
+    """Execute every queue to its END; returns the number of instructions executed."""
+    return FunctionalRun(prep, state).run_until(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,16 +121,15 @@ class Plan:
     deadlock: str | None
 
 
-PLANS_MAX = 64  # linearised plans kept per prepared program and mode
+PLANS_MAX = 64  # linearised plans kept per prepared program
 
 
-def linear_plan(prep: PreparedProgram, fast: bool, pcs: list[int], sem: list[int],
-                stops: list[int]) -> Plan:
+def linear_plan(prep: PreparedProgram, pcs: list[int], sem: list[int], stops: list[int]) -> Plan:
     """The plan of ``run_until(stops)`` from (pcs, sem): the engine loop itself (``_advance``)
     run once on a table whose executed instructions only record themselves. Token counts
     never depend on data, so this order is exactly what the loop would run; cached per
-    (mode, pcs, sem, stops), i.e. once per program region."""
-    plans = prep.cache.setdefault("plans_fast" if fast else "plans_ref", {})
+    (pcs, sem, stops), i.e. once per program region."""
+    plans = prep.cache.setdefault("plans", {})
     key = (tuple(pcs), tuple(sem), tuple(stops))
     hit = plans.get(key)
     if hit is not None:
@@ -214,7 +143,7 @@ def linear_plan(prep: PreparedProgram, fast: bool, pcs: list[int], sem: list[int
         _advance(record, prep.queues, pcs2, sem2, None, stops)  # type: ignore[arg-type]
     except TesselSimError as exc:  # a deadlock (nothing else can raise here)
         deadlock = str(exc)
-    table = dispatch_table(prep, fast)
+    table = dispatch_table(prep)
     plan = Plan(tuple((table[e][i][2], prep.queues[e][i]) for e, i in order), tuple(pcs2),
                 tuple(sem2), deadlock)
     if len(plans) >= PLANS_MAX:
@@ -224,19 +153,16 @@ def linear_plan(prep: PreparedProgram, fast: bool, pcs: list[int], sem: list[int
 
 
 def run_plan(steps: tuple[tuple[Any, Op], ...], state: MachineState) -> None:
-    """Run a plan's instructions in order (``_run_engine``'s fault handling)."""
+    """Run a plan's instructions in order (a failure names its instruction: ``failure``)."""
     op = None
     try:
         for fn, op in steps:  # noqa: B007 (op names a failing instruction below)
             fn(state)
     except TesselSimError:
         raise
-    except Exception as exc:  # a fast-path closure failed: the reference handler explains
+    except Exception as exc:
         assert op is not None
-        execute(op, state)
-        raise TesselSimError(f"{op.where()}: simulator fault in the fast path "
-                             f"({type(exc).__name__}: {str(exc)[:200]}); please report this "
-                             "file") from None
+        raise failure(op, exc) from None
 
 
 def _advance(table: Any, queues: tuple[tuple[Op, ...], ...], pcs: list[int], sem: list[int],
@@ -259,22 +185,17 @@ def _advance(table: Any, queues: tuple[tuple[Op, ...], ...], pcs: list[int], sem
 class FunctionalRun:
     """The queues' program counters and token counts, kept between calls so that a program of
     several NPU regions can stop at a region boundary (the host runs) and resume there.
-    ``fast``: run the precompiled closures of ``tessel.sim.fastpath`` where they exist (one
-    sample or a batch: every closure works on a leading axis of samples). ``linear``: run the
-    region's linearised plan (``linear_plan``: the same order, no token bookkeeping at run
-    time); False: the engine loop itself (tests compare the two)."""
+    Instructions run as their steps (``tessel.sim.instr``: one sample or a batch alike).
+    ``linear``: run the region's linearised plan (``linear_plan``: the same order, no token
+    bookkeeping at run time); False: the engine loop itself (tests compare the two)."""
 
-    def __init__(self, prep: PreparedProgram, state: MachineState, fast: bool = True,
-                 linear: bool = True) -> None:
-        self.prep, self.state, self.fast, self.linear = prep, state, fast, linear
+    def __init__(self, prep: PreparedProgram, state: MachineState, linear: bool = True) -> None:
+        self.prep, self.state, self.linear = prep, state, linear
         self.pcs = [0] * len(prep.queues)
         self.sem = [0] * (4 * 4 * NUM_TOKENS)  # flat [producer][consumer][token]
-        self.table = dispatch_table(prep, fast)
-        if fast:
-            from tessel.sim.fastpath import BATCH_POOL_BYTES, Pool, pool_for
-
-            # a batch's buffers are n times larger: kept for this run only, bounded
-            state.pool = pool_for(prep) if state.batch is None else Pool(BATCH_POOL_BYTES)
+        self.table = dispatch_table(prep)
+        # a batch's buffers are n times larger: kept for this run only, bounded
+        state.pool = pool_for(prep) if state.batch is None else Pool(BATCH_POOL_BYTES)
 
     def run_until(self, stops: list[int] | None) -> int:
         """Run every queue up to index stops[engine] (exclusive; None: to its end); returns
@@ -283,7 +204,7 @@ class FunctionalRun:
         stops = [len(q) for q in queues] if stops is None else stops
         if not self.linear:
             return _advance(self.table, queues, pcs, sem, self.state, stops)
-        plan = linear_plan(self.prep, self.fast, pcs, sem, stops)
+        plan = linear_plan(self.prep, pcs, sem, stops)
         run_plan(plan.steps, self.state)
         pcs[:], sem[:] = plan.pcs, plan.sem
         if plan.deadlock is not None:

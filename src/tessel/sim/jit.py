@@ -1,32 +1,33 @@
-"""Compiled kernels for the simulator's fast path (numba), and the switch that turns them off.
+"""Compiled kernels (numba) for the simulator's instructions, and the switch that turns them off.
 
-Why: after ``tessel.sim.fastpath`` what a run costs is numpy's per-call floor, about 1-2.5 us
-per pass on the 1.5k-8k elements of a tile, times the 5-14 passes of a REQUANT or ELTWISE
-form (docs/architecture.md, "Where the time goes"). One compiled loop does such a form in one
-pass over the tile, in the integer arithmetic of docs/numerics.md itself, for one call's floor:
-in int64, or (REQUANT, ELTWISE: ``kern_rq``, ``kern_vec``) in float64 steps that are each
-exact on integers, since without AVX-512 int64 multiplies, shifts, min and max are emulated;
-never a float shortcut with a data-dependent bound to prove.
+Why: an instruction of a tile is a few thousand elements, where numpy's per-call floor (about
+1-2.5 us a pass) times the passes a requantisation or an ELTWISE needs costs more than the
+work. One compiled loop does an instruction's arithmetic in one pass, for one call's floor,
+written per element as docs/isa.md and docs/numerics.md write it: in int64, or (REQUANT,
+ELTWISE: ``tessel.sim.instr.requant`` / ``eltwise``) in float64 steps that are each exact on
+integers, since without AVX-512 int64 multiplies, shifts, min and max are emulated; never a
+float shortcut with a data-dependent bound to prove.
 
 A kernel is a plain Python function of numpy arrays and ints, module level, decorated with
 ``kernel``. It is compiled by numba (nopython, without the GIL, ``error_model="numpy"`` so an
 integer division by zero does not raise, ``fastmath`` off) on its first use and cached on disk
 by numba (beside the module, or in the user's cache directory when that is read-only), so a
-later process loads it instead of compiling it. Nothing here imports numba until a fast-path
-plan asks for a kernel: ``import tessel`` and ``tessel --help`` do not pay numba's ~0.3 s.
+later process loads it instead of compiling it. Nothing here imports numba until a step asks
+for a kernel: ``import tessel`` and ``tessel --help`` do not pay numba's ~0.3 s.
 
 A kernel may call ``helper`` functions (plain Python, module level): uncompiled they run as they
 are, and a kernel's compilation compiles them into it (numba's ``register_jitable``), so a step
-written once (a requantisation, say) serves several loops.
+written once (a requantisation, say) serves several loops. (numba's disk cache of a kernel
+checks only its own module's file: a helper lives in the module of the kernels calling it.)
 
 A kernel declared with a signature (``kernel(signature="void(i8[:], i8)")``, numba's type
 string) is built ahead of time instead, once per machine, into an extension module a process
 loads without importing numba (``tessel.sim.aot``; numba's just-in-time compile when that build
 is not possible).
 
-``TESSEL_SIM_KERNELS=0`` (or numba not installed) turns kernels off: the fast path then uses
-its numpy forms, which stay as a second implementation the tests compare the kernels with
-(``enabled`` is read when a program is prepared, so a test can switch per program).
+``TESSEL_SIM_KERNELS=0`` (or numba not installed) turns compiling off: the simulator's steps then
+run their kernels' Python source (``compiled``: the same semantics, hundreds of times slower;
+``enabled`` is read when a program's steps are built, so a test can switch per program).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ _OFF = ("0", "off", "no", "false")
 
 
 def enabled() -> bool:
-    """Whether the fast path should use compiled kernels now (env switch, numba installed:
-    found, not imported)."""
+    """Whether kernels should be compiled now (env switch, numba installed: found, not
+    imported)."""
     if os.environ.get(ENV, "1").strip().lower() in _OFF:
         return False
     return _numba_installed()
@@ -122,6 +123,13 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"Kernel({self.__name__})"
+
+
+def compiled(k: Kernel) -> Callable[..., Any]:
+    """What a simulator step calls: ``k.compiled`` with kernels on (``enabled``, read now:
+    when the step is built), else its Python source ``k.py`` (the same semantics, run by the
+    interpreter: hundreds of times slower)."""
+    return k.compiled if enabled() else k.py
 
 
 HELPER = "_tessel_jit_helper"  # the mark ``helper`` sets on a function

@@ -1,10 +1,9 @@
-"""The simulated machine's memories, strided views into them, and program I/O placement.
+"""The simulated machine's memories and program I/O placement.
 
 Every memory is a zero-initialised numpy ``uint8`` byte array sized from the ``NpuArch``:
 one per off-chip memory, the on-chip SRAM, the accumulator (read as little-endian int32) and
-the LUT memory (read as little-endian int16). Instructions reach their operands through
-``nd`` / ``pattern``: numpy views with arbitrary byte strides (negative, zero, unaligned), so
-an affine operand pattern is one vectorised read or write, never a loop over elements.
+the LUT memory (read as little-endian int16); a ``BatchState`` holds n of each. The
+instructions' steps reach their operands through views of these (``tessel.sim.hostmem``).
 """
 
 from __future__ import annotations
@@ -61,9 +60,8 @@ class MachineState:
 
     batch: int | None = None  # a BatchState simulates several samples at once
     shared: tuple[int, int, int, np.ndarray] | None = None
-    requant_cache: dict | None = None  # REQUANT parameter block -> checked plan (vector.py)
-    pool: Any = None  # host buffers of the fast path (tessel.sim.fastpath.Pool)
-    views: dict | None = None  # operand views shared by the fast path's closures (memory_view)
+    pool: Any = None  # host buffers of the instructions' steps (tessel.sim.hostmem.Pool)
+    views: dict | None = None  # operand views shared by the steps (hostmem.memory_view)
 
     def ext_buffer(self, mem: int, lo: int, hi: int) -> np.ndarray:
         """The off-chip memory a DMA reads bytes [lo, hi) of (BatchState: maybe shared)."""
@@ -109,44 +107,6 @@ def extent(base: int, shape: Sequence[int], strides: Sequence[int], itemsize: in
     lo = base + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides, strict=True))
     hi = base + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides, strict=True)) + itemsize
     return lo, hi
-
-
-def nd(buf: np.ndarray, base: int, shape: Sequence[int], strides: Sequence[int],
-       dtype: np.dtype) -> np.ndarray:
-    """A view of ``buf`` (a byte array): element ``idx`` at byte ``base + sum(idx * strides)``.
-
-    ``shape`` / ``strides`` are outermost first. numpy checks that the view stays inside the
-    buffer; the static rules have already checked it, so a failure here is a simulator bug
-    reported as a trap rather than a crash.
-    """
-    try:
-        if buf.ndim == 1:
-            return np.ndarray(tuple(shape), dtype, buffer=buf, offset=base,
-                              strides=tuple(strides))
-        # a batch: each row is one sample's memory; the view must stay inside one row
-        lo, hi = extent(base, shape, strides, dtype.itemsize)
-        if lo < 0 or hi > buf.shape[1]:
-            raise ValueError("outside the memory")
-        return np.ndarray((buf.shape[0], *shape), dtype, buffer=buf, offset=base,
-                          strides=(buf.strides[0], *strides))
-    except (ValueError, TypeError) as exc:
-        raise Trap(f"operand at byte {base}, shape {tuple(shape)}, strides {tuple(strides)} "
-                   f"leaves its memory of {buf.shape[-1]} bytes ({exc})") from None
-
-
-def pattern(buf: np.ndarray, base: int, dims: Sequence[int], strides: Sequence[int],
-            dtype: np.dtype) -> np.ndarray:
-    """An ISA operand pattern (``dims`` / ``strides`` innermost first, as ``d0, d1, ...``).
-
-    The view's axes are in loop order (the last dimension outermost), so ``.ravel()`` lists
-    the elements in the order the pseudocode of docs/isa.md visits them.
-    """
-    return nd(buf, base, dims[::-1], strides[::-1], dtype)
-
-
-def acc_view(state: MachineState, entry: int, rows: int, cols: int, row_stride: int) -> np.ndarray:
-    """``rows x cols`` accumulator entries (int32) from ``entry``, rows ``row_stride`` apart."""
-    return nd(state.acc_bytes, 4 * entry, (rows, cols), (4 * row_stride, 4), I32)
 
 
 def surely_disjoint(dims: Sequence[int], strides: Sequence[int], elem: int) -> bool:

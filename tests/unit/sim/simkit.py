@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 
 from tessel.arch import NpuArch, load_preset
 from tessel.binary import TslProgram
 from tessel.isa import Engine, Instruction, Opcode
-from tessel.sim import jit
 from tessel.sim.functional import run_functional
 from tessel.sim.prepare import prepare
 from tessel.sim.state import MachineState
@@ -70,14 +67,3 @@ def acc_read(state: MachineState, entry: int, shape) -> np.ndarray:
 
 def wrap32(x: np.ndarray) -> np.ndarray:
     return ((np.asarray(x, np.int64) + 2**31) % 2**32 - 2**31).astype(np.int64)
-
-
-def kernels_as(form: str, monkeypatch: Any, kernels: Sequence[tuple[Any, str]]) -> str:
-    """Kernels on (``jit.ENV``); ``form`` "py": each (module, name) kernel of ``kernels``
-    handed to its builder as its uncompiled source (``Kernel.py``), "compiled": as compiled.
-    Returns ``form`` (the value of a tests' ``impl`` fixture)."""
-    monkeypatch.setenv(jit.ENV, "1")
-    if form == "py":
-        for mod, name in kernels:
-            monkeypatch.setattr(mod, name, SimpleNamespace(compiled=getattr(mod, name).py))
-    return form

@@ -80,12 +80,12 @@ def _memories(st: MachineState, ends=(2 * REGION,)) -> str:
     return h.hexdigest()
 
 
-def _both(prep, seed: int, stops_seq, fast: bool = True):
+def _both(prep, seed: int, stops_seq):
     """(memories, pcs, sem, count or error text) of the linear run and of the engine loop."""
     out = []
     for linear in (True, False):
         st = _state(seed)
-        run = FunctionalRun(prep, st, fast, linear=linear)
+        run = FunctionalRun(prep, st, linear=linear)
         got = None
         try:
             for stops in stops_seq:
@@ -97,10 +97,9 @@ def _both(prep, seed: int, stops_seq, fast: bool = True):
 
 
 @pytest.mark.parametrize("seed", range(40))
-@pytest.mark.parametrize("fast", [True, False])
-def test_random_token_programs_run_as_the_engine_loop(seed, fast):
+def test_random_token_programs_run_as_the_engine_loop(seed):
     prep = prepare(program(_random_streams(seed)), ARCH)
-    lin, loop = _both(prep, seed, [None], fast)
+    lin, loop = _both(prep, seed, [None])
     assert lin == loop
     assert (seed % 2 == 1) or isinstance(lin[3], int)  # balanced tokens never deadlock
 
@@ -142,8 +141,8 @@ def test_plan_has_no_control_instructions_and_is_cached():
     prep = prepare(program(_random_streams(0)), ARCH)
     pcs, sem = [0] * 4, [0] * (4 * 4 * 16)
     stops = [len(q) for q in prep.queues]
-    plan = linear_plan(prep, True, pcs, sem, stops)
-    assert plan is linear_plan(prep, True, pcs, sem, stops)
+    plan = linear_plan(prep, pcs, sem, stops)
+    assert plan is linear_plan(prep, pcs, sem, stops)
     kinds = {op.opcode for _, op in plan.steps}
     assert not kinds & {Opcode.WAIT, Opcode.SIGNAL, Opcode.END}
     n_data = sum(op.opcode not in (Opcode.WAIT, Opcode.SIGNAL, Opcode.END)

@@ -8,7 +8,7 @@ import torch
 from simkit import I, acc_read, run_raw, wrap32
 
 from tessel.isa import AccMode, Engine, Opcode
-from tessel.sim.matrix import gemm_float
+from tessel.sim.gemm import chunk_len
 
 RNG = np.random.default_rng(1234)
 
@@ -30,10 +30,13 @@ def test_matmul_matches_int64_reference(m, n, k, a_zp, b_zp):
     assert np.array_equal(got, wrap32(ref))
 
 
-def test_gemm_float_choice_is_exact_bound():
-    assert gemm_float(1023, 0, 0) is np.float32  # 1023 * 128 * 128 < 2^24
-    assert gemm_float(1024, 0, 0) is np.float64
-    assert gemm_float(2048, 255, -256) is np.float64
+def test_chunk_len_is_the_float32_exactness_bound():
+    """The longest reduction of int8 products whose partial sums all stay below 2^24."""
+    assert chunk_len(0, 0) == 1023  # 1023 * 128 * 128 < 2^24 <= 1024 * 128 * 128
+    assert chunk_len(255, -256) == (2**24 - 1) // (383 * 384)
+    for a_zp, b_zp in ((0, 0), (-128, 5), (255, -256)):
+        span = max(abs(-128 - a_zp), abs(127 - a_zp)) * max(abs(-128 - b_zp), abs(127 - b_zp))
+        assert chunk_len(a_zp, b_zp) * span < 2**24 <= (chunk_len(a_zp, b_zp) + 1) * span
 
 
 def test_matmul_accumulate_wraps_int32():
@@ -133,14 +136,21 @@ def test_conv_random_geometries_match_torch():
 
 
 @pytest.mark.parametrize("density", [0.02, 0.2, 1.0])
-def test_exact_matmul_l1_path_and_chunked_path_are_exact(density):
-    """Sparse rows take the single-GEMM path (L1 bound), dense ones the chunked path."""
-    from tessel.sim.matrix import chunk_len, exact_matmul
+@pytest.mark.parametrize("int8", [True, False], ids=["int8", "float32"])
+def test_long_matmul_sparse_and_dense_rows_are_exact(density, int8, monkeypatch):
+    """K = 4608 (past float32's exactness for one GEMM): rows mostly at the zero point pass
+    the data bound in one float32 GEMM, dense ones take exact chunks; the int8 GEMM (where
+    this host has one) is exact either way."""
+    from tessel.sim import gemm
 
+    monkeypatch.setattr(gemm, "USE_INT_MM", int8)
     rng = np.random.default_rng(7)
-    k = 4608
-    a = rng.integers(0, 256, (64, k)) * (rng.random((64, k)) < density)
-    b = rng.integers(-128, 128, (k, 48))
-    ref = a @ b
-    got = exact_matmul(a.astype(np.float32), b.astype(np.float32), chunk_len(-128, 0))
-    assert np.array_equal(np.asarray(got, np.float64), ref.astype(np.float64))
+    m, k, n, a_zp = 64, 4608, 48, -100
+    a = np.where(rng.random((m, k)) < density, rng.integers(-128, 128, (m, k)), a_zp)
+    a = a.astype(np.int8)
+    b = _i8(k, n)
+    ins = I(Opcode.MATMUL, m=m, n=n, k=k, a_addr=0, a_stride_m=k, a_zp=a_zp, b_addr=300_000,
+            b_stride_k=n, acc_addr=0, acc_stride=n)
+    st = run_raw({Engine.MATRIX: [ins]}, sram=[(0, a), (300_000, b)])
+    ref = (a.astype(np.int64) - a_zp) @ b.astype(np.int64)
+    assert np.array_equal(acc_read(st, 0, (m, n)), wrap32(ref))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from simkit import I, run_raw, sram_read
 
+from fixedpoint_ref import mbqm_ref, requantize_ref, rounding_div_ref
 from tessel.isa import (
     AccSrc,
     DType,
@@ -20,7 +21,6 @@ from tessel.isa import (
     ReduceOp,
     UnaryOp,
 )
-from tessel.isa.fixedpoint import mbqm_ref, requantize_ref, rounding_div_ref
 
 RNG = np.random.default_rng(99)
 V = Engine.VECTOR

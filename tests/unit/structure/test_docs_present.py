@@ -23,12 +23,6 @@ ROOT = Path(__file__).resolve().parents[3]
 BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"
 MAX_BENCHMARKS_LINES = 500
 
-# Packages being moved or rewritten elsewhere: their docstrings still hold history markers.
-# The lead empties this list once they are cleaned; nothing else may be added to it.
-EXCLUDED: list[str] = [
-    "src/tessel/sim/",
-]
-
 ORDINALS = ("first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|"
             "thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|"
             "twentieth|\\d+(?:st|nd|rd|th)")
@@ -50,11 +44,6 @@ ALLOWED_LINES: dict[Path, re.Pattern[str]] = {BENCHMARKS_PAGE: re.compile(r"^- R
 # file names a docstring or a doc points to: they must exist
 REPO_PATH = re.compile(r"\b(?:src|tests|benchmarks|docs)/[\w./-]*\w\.(?:py|md|json|toml|tir)\b")
 DOC_NAME = re.compile(r"(?<![\w/.-])[\w-]+\.md\b")
-
-
-def _excluded(path: Path) -> bool:
-    rel = path.relative_to(ROOT).as_posix()
-    return any(rel.startswith(prefix) for prefix in EXCLUDED)
 
 
 def _docs() -> list[Path]:
@@ -118,12 +107,12 @@ def test_docs_hold_no_history():
 
 
 def test_docstrings_and_comments_hold_no_history():
-    found = _findings([p for p in _sources() if not _excluded(p)])
+    found = _findings(_sources())
     assert not found, "\n".join(found)
 
 
 def test_docs_and_docstrings_point_to_files_that_exist():
-    found = _missing_files(_docs() + [p for p in _sources() if not _excluded(p)])
+    found = _missing_files(_docs() + _sources())
     assert not found, "\n".join(found)
 
 

@@ -1,0 +1,287 @@
+"""ELTWISE: docs/isa.md's per-element ``a (op) b`` with TFLite's rescales, one compiled loop.
+
+The kernel (``eltwise``) is the pseudocode written out per element (docs/numerics.md):
+
+    MUL:   r = sat32(clip(a - a_zp) * clip(b - b_zp))            clip: to [-2^31, 2^31]
+    else:  r = sat32(A op B),  A = MBQM(sat32(clip(a - a_zp) << left), a_mult, a_shift)
+    out  = clamp(MBQM(r, out_mult, out_shift) + out_zp, act_min, act_max)
+
+with ``MBQM(t) = RDBPOT(SRDHM(sat32(t << max(shift, 0)), q), max(-shift, 0))`` in float64
+operations that are each exact, as REQUANT's kernel does them (``instr.requant``'s docstring
+has the proof: SRDHM on the multiplier's 16-bit halves, RDBPOT as ``trunc(v + copysign(1/2,
+v))``; left shifts are multiplies by powers of two). Every value is an integer: ``|clip(.)| <=
+2^31``, ``|A + B| <= 2^32``; MUL's product of two clipped values (up to 2^62) may round, but
+rounding is monotonic and INT32_MIN / MAX are representable, so the sat32 of the rounded
+product is the sat32 of the exact one (below 2^31 in magnitude the product is exact). The
+clip of ``x - zp`` only matters where it changes the saturated result, so it is the
+pseudocode's. The op and the operand forms are the same over a tile, so each is one loop
+chosen per row (``contributions``, ``combine``, ``output``): 1.3-2.5x faster than one loop
+computing every form.
+
+An operand is passed as the C-ordered array of its distinct values (length 1 along a stride-0
+axis); one whose last axis is 1 (a value per row) has its contribution computed once per row.
+Two int8 operands (a CNN's residual add) read a table of the output for every pair of values,
+computed by the same kernel over all 256 x 256 pairs (``pair_table``), with one gather
+(``pair_gather``). The output is written element by element, so an operand that shares bytes
+with it is copied first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tessel.isa.fields import DType, EltOp
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.sim import jit
+from tessel.sim.hostmem import Step, Views, disjoint, view
+from tessel.sim.prepare import Op, PreparedProgram
+from tessel.sim.state import NP_DTYPE, MachineState, extent
+
+I64 = np.int64
+F64 = np.float64
+CLIP = float(1 << 31)  # |x - zp| is clipped to this
+HALF = float(1 << 30)  # SRDHM's rounding term
+T_LO, T_HI = float(INT32_MIN), float(INT32_MAX)  # sat32
+_ADD, _SUB, _MUL, _MAX = int(EltOp.ADD), int(EltOp.SUB), int(EltOp.MUL), int(EltOp.MAX)
+# ``params``: op, 2^left_shift, then per side (a, b, out) zero point and ``mbqm_row``'s four
+# constants, then act_min, act_max
+OP, LEFT, SIDE_A, SIDE_B, STAGE, ACT = 0, 1, 2, 7, 12, 17
+SIZE = 19
+CHUNK = 512  # a row's elements per pass: the two contribution buffers stay in L1
+PAIR_MIN = 1024  # two int8 operands: tiles of this many elements and more read a pair table
+PAIR_TABLES_MAX = 256  # pair tables kept per prepared program (one per distinct parameters)
+
+
+@jit.helper
+def srdhm_rdbpot(t, qh, ql, down):
+    """``RDBPOT(SRDHM(t, q), e)`` of ``t`` inside int32 with ``q = 2^16 qh + ql`` and
+    ``down = 2^-e`` (``instr.requant``'s exact float64 steps, written out again here rather
+    than imported: numba's disk cache of a kernel checks only its own module's file, so a
+    helper shared across modules could be run stale after an edit)."""
+    low = np.floor((t * ql + HALF) * (1.0 / 65536.0))
+    s = np.floor((t * qh + low) * (1.0 / 32768.0))
+    v = s * down
+    return np.trunc(v + np.copysign(0.5, v))
+
+
+@jit.helper
+def mbqm(t, scale, qh, ql, down):
+    """``MultiplyByQuantizedMultiplier(t, q, shift)`` of ``|t| <= 2^31`` (``scale``:
+    ``2^max(shift, 0)``; ``mbqm_row``)."""
+    return srdhm_rdbpot(min(max(t * scale, T_LO), T_HI), qh, ql, down)
+
+
+@jit.helper
+def contributions(x, n, zp, pre, scale, qh, ql, down, mul, buf):
+    """``buf[:n]``: an operand's contribution per element, ``clip(x - zp)`` for MUL, else
+    ``MBQM(sat32(clip(x - zp) * pre), q, shift)`` (``pre = 2^left_shift``); ``x`` of length
+    1 is one value for the whole row. One loop per form (the tile's: a branch per row). The
+    multiplier ``(2^30, 1)`` is exactly 1 (docs/isa.md): ``MBQM(v, 2^30, 1) = floor((sat32(2v)
+    + 1) / 2)`` is ``v`` for ``|v| <= 2^30`` and the nearer of ``+-2^30`` beyond, so that
+    contribution is ``clip((x - zp) pre, -2^30, 2^30)`` (the narrower clip subsumes both
+    sat32 and the clip of ``x - zp``)."""
+    if len(x) == 1:
+        t = min(max(F64(x[0]) - zp, -CLIP), CLIP)
+        if not mul:
+            t = mbqm(min(max(t * pre, T_LO), T_HI), scale, qh, ql, down)
+        buf[:n] = t
+    elif mul:
+        for i in range(n):
+            buf[i] = min(max(F64(x[i]) - zp, -CLIP), CLIP)
+    elif scale == 2.0 and qh == 16384.0 and ql == 0.0:  # the multiplier (2^30, 1): one
+        for i in range(n):
+            buf[i] = min(max((F64(x[i]) - zp) * pre, -HALF), HALF)
+    elif scale == 1.0:
+        for i in range(n):
+            t = min(max(F64(x[i]) - zp, -CLIP), CLIP)
+            buf[i] = srdhm_rdbpot(min(max(t * pre, T_LO), T_HI), qh, ql, down)
+    else:
+        for i in range(n):
+            t = min(max(F64(x[i]) - zp, -CLIP), CLIP)
+            buf[i] = mbqm(min(max(t * pre, T_LO), T_HI), scale, qh, ql, down)
+
+
+@jit.helper
+def combine(op, ra, rb, n):
+    """``ra[i] = r = sat32(ra[i] op rb[i])`` (MAX / MIN: no sat32, both inside int32)."""
+    if op == _ADD:
+        for i in range(n):
+            ra[i] = min(max(ra[i] + rb[i], T_LO), T_HI)
+    elif op == _SUB:
+        for i in range(n):
+            ra[i] = min(max(ra[i] - rb[i], T_LO), T_HI)
+    elif op == _MUL:
+        for i in range(n):
+            ra[i] = min(max(ra[i] * rb[i], T_LO), T_HI)
+    elif op == _MAX:
+        for i in range(n):
+            ra[i] = max(ra[i], rb[i])
+    else:
+        for i in range(n):
+            ra[i] = min(ra[i], rb[i])
+
+
+@jit.helper
+def output(r, n, y, zo, so, qho, qlo, do, lo, hi):
+    """``y[i] = clamp(MBQM(r[i], out) + zo, lo, hi)`` (``r`` inside int32)."""
+    if so == 1.0:
+        for i in range(n):
+            y[i] = np.int32(min(max(srdhm_rdbpot(r[i], qho, qlo, do) + zo, lo), hi))
+    else:
+        for i in range(n):
+            y[i] = np.int32(min(max(mbqm(r[i], so, qho, qlo, do) + zo, lo), hi))
+
+
+@jit.kernel
+def eltwise(a, b, out, p):
+    """``out[s, i2, i1, i0] = ELTWISE(a[..], b[..])`` with the fields of ``params`` (``p``);
+    ``a`` / ``b`` of shape ``(samples or 1, n2 or 1, n1 or 1, n0 or 1)``, C order. Each row in
+    chunks of CHUNK: both operands' contributions into float64 buffers, the op, the output
+    stage."""
+    op, pre = int(p[OP]), p[LEFT]
+    mul = op == _MUL
+    za, sa, qha, qla, da = p[SIDE_A], p[SIDE_A + 1], p[SIDE_A + 2], p[SIDE_A + 3], \
+        p[SIDE_A + 4]
+    zb, sb, qhb, qlb, db = p[SIDE_B], p[SIDE_B + 1], p[SIDE_B + 2], p[SIDE_B + 3], \
+        p[SIDE_B + 4]
+    zo, so, qho, qlo, do = p[STAGE], p[STAGE + 1], p[STAGE + 2], p[STAGE + 3], \
+        p[STAGE + 4]
+    lo, hi = p[ACT], p[ACT + 1]
+    ns, n2, n1, n0 = out.shape
+    va, vb = a.shape[3] > 1, b.shape[3] > 1  # varying along the last axis
+    bufa, bufb = np.empty(min(n0, CHUNK), F64), np.empty(min(n0, CHUNK), F64)
+    # an operand that is one row for all of a sample's rows (a bias per channel): its
+    # contributions once per sample
+    rows = n2 * n1 > 1
+    ca = rows and va and a.shape[1] == 1 and a.shape[2] == 1
+    cb = rows and vb and b.shape[1] == 1 and b.shape[2] == 1
+    fulla, fullb = np.empty(n0 if ca else 0, F64), np.empty(n0 if cb else 0, F64)
+    for s in range(ns):
+        if ca and (s == 0 or a.shape[0] > 1):
+            contributions(a[min(s, a.shape[0] - 1), 0, 0], n0, za, pre, sa, qha, qla, da, mul,
+                          fulla)
+        if cb and (s == 0 or b.shape[0] > 1):
+            contributions(b[min(s, b.shape[0] - 1), 0, 0], n0, zb, pre, sb, qhb, qlb, db, mul,
+                          fullb)
+        for i2 in range(n2):
+            for i1 in range(n1):
+                xa = a[min(s, a.shape[0] - 1), min(i2, a.shape[1] - 1), min(i1, a.shape[2] - 1)]
+                xb = b[min(s, b.shape[0] - 1), min(i2, b.shape[1] - 1), min(i1, b.shape[2] - 1)]
+                y = out[s, i2, i1]
+                for c in range(0, n0, CHUNK):
+                    n = min(CHUNK, n0 - c)
+                    if ca:  # (combine writes its first operand: a copy)
+                        bufa[:n] = fulla[c:c + n]
+                    else:
+                        contributions(xa[c:c + n] if va else xa, n, za, pre, sa, qha, qla, da,
+                                      mul, bufa)
+                    rb = bufb
+                    if cb:
+                        rb = fullb[c:c + n]
+                    else:
+                        contributions(xb[c:c + n] if vb else xb, n, zb, pre, sb, qhb, qlb, db,
+                                      mul, bufb)
+                    combine(op, bufa, rb, n)
+                    output(bufa, n, y[c:c + n], zo, so, qho, qlo, do, lo, hi)
+
+
+@jit.kernel
+def pair_gather(a, b, table, out):
+    """``out[s, i2, i1, i0] = table[256 (a + 128) + (b + 128)]``: int8 ``a`` / ``b`` shaped as
+    ``eltwise``'s, ``table`` its output for every pair of values (``pair_table``)."""
+    ns, n2, n1, n0 = out.shape
+    va, vb = a.shape[3] > 1, b.shape[3] > 1
+    for s in range(ns):
+        for i2 in range(n2):
+            for i1 in range(n1):
+                xa = a[min(s, a.shape[0] - 1), min(i2, a.shape[1] - 1), min(i1, a.shape[2] - 1)]
+                xb = b[min(s, b.shape[0] - 1), min(i2, b.shape[1] - 1), min(i1, b.shape[2] - 1)]
+                y = out[s, i2, i1]
+                for i in range(n0):
+                    ka = np.int64(xa[i if va else 0]) + 128
+                    kb = np.int64(xb[i if vb else 0]) + 128
+                    y[i] = table[ka * 256 + kb]
+
+
+def mbqm_row(zp: int, mult: int, shift: int) -> list[float]:
+    """``zp``, then ``mbqm``'s constants: ``2^left`` (``left = max(shift, 0)``), the
+    multiplier's high and low 16 bits and ``2^-e`` (``e = max(-shift, 0)``)."""
+    left, e = max(shift, 0), max(-shift, 0)
+    return [zp, 2.0 ** left, mult >> 16, mult & 0xFFFF, 2.0 ** -e]
+
+
+def params(f: dict[str, Any]) -> np.ndarray:
+    """``eltwise``'s float64 parameter vector of an ELTWISE's fields (every entry an integer
+    below 2^32 or a power of two, so exact)."""
+    mul = f["op"] == EltOp.MUL
+    v = [int(f["op"]), 1.0 if mul else 2.0 ** f["left_shift"],
+         *mbqm_row(f["a_zp"], f["a_mult"], f["a_shift"]),
+         *mbqm_row(f["b_zp"], f["b_mult"], f["b_shift"]),
+         *mbqm_row(f["out_zp"], f["out_mult"], f["out_shift"]), f["act_min"], f["act_max"]]
+    assert len(v) == SIZE
+    return np.array(v, F64)
+
+
+def pair_table(p: np.ndarray, dt: np.dtype, cache: dict) -> np.ndarray:
+    """The output of ``eltwise`` with parameters ``p`` for every pair of int8 values, entry
+    ``256 (a + 128) + (b + 128)`` (kept in ``cache`` by the parameters and output type)."""
+    key = ("pair", p.tobytes(), dt.str)
+    table = cache.get(key)
+    if table is None:
+        every = np.arange(-128, 128, dtype=np.int8)
+        out = np.empty((1, 1, 256, 256), dt)
+        jit.compiled(eltwise)(every.reshape(1, 1, 256, 1), every.reshape(1, 1, 1, 256), out, p)
+        if len(cache) >= PAIR_TABLES_MAX:
+            cache.clear()
+        table = cache[key] = out.reshape(-1)
+    return table
+
+
+def _operand(f: dict[str, Any], name: str) -> tuple[int, tuple, tuple, np.dtype]:
+    """An operand's address, distinct-value shape (1 along a stride-0 axis), strides and
+    type."""
+    shape = (f["d2"], f["d1"], f["d0"])
+    strides = (f[f"{name}_s2"], f[f"{name}_s1"], f[f"{name}_s0"])
+    distinct = tuple(1 if s == 0 else n for n, s in zip(shape, strides, strict=True))
+    return f[f"{name}_addr"], distinct, strides, NP_DTYPE[f[f"{name}_dtype"]]
+
+
+def build(op: Op, prep: PreparedProgram) -> Step:
+    f = op.f
+    shape = (f["d2"], f["d1"], f["d0"])
+    p = params(f)
+    ops = [_operand(f, name) for name in ("a", "b", "out")]
+    out_span = extent(ops[2][0], shape, ops[2][2], ops[2][3].itemsize)
+    safe = [disjoint(extent(addr, shape, st, dt.itemsize), out_span)
+            for addr, _, st, dt in ops[:2]]
+    pair = f["a_dtype"] == f["b_dtype"] == DType.I8 and np.prod(shape) >= PAIR_MIN
+    if pair:
+        table = pair_table(p, ops[2][3], prep.cache.setdefault("elt_pairs", {}))
+        gather = jit.compiled(pair_gather)
+        run = lambda a, b, y: gather(a, b, table, y)  # noqa: E731
+    else:
+        kernel = jit.compiled(eltwise)
+        run = lambda a, b, y: kernel(a, b, y, p)  # noqa: E731
+
+    def make(state: MachineState) -> tuple:
+        a, b, out = (view(state.sram, addr, distinct, st, dt) for addr, distinct, st, dt in ops)
+        # an operand is copied first where it may share the output's bytes or is not C-ordered
+        return (a, not (a.flags.c_contiguous and safe[0]), b,
+                not (b.flags.c_contiguous and safe[1]), out, out.flags.c_contiguous)
+    kept = Views(make)
+
+    def step(state: MachineState) -> None:
+        a, copy_a, b, copy_b, out, direct = kept.get(state)
+        if copy_a:
+            a = a.copy()
+        if copy_b:
+            b = b.copy()
+        if direct:
+            run(a, b, out)
+        else:
+            y = np.empty(out.shape, out.dtype)
+            run(a, b, y)
+            out[...] = y
+    return step

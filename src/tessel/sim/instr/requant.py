@@ -1,0 +1,184 @@
+"""REQUANT: docs/isa.md's ``y = requantize(x, bias, q31, shift, out_zp, act_min, act_max)`` per
+element, one compiled loop over the tile (``requant_rows``).
+
+The kernel is the requantisation of docs/numerics.md written out per element,
+
+    y = clamp(MBQM(sat32(acc + bias), q31, shift) + zp, lo, hi)
+    MBQM(t) = RDBPOT(SRDHM(sat32(t << max(shift, 0)), q31), max(-shift, 0))
+
+with ``SRDHM(t, q) = (t q + 2^30) >> 31`` and ``RDBPOT(t, e) = (t + 2^(e-1) - [t < 0]) >> e``
+(floor shifts; ``e = 0``: ``t``), in float64 operations that are each exact (on a host
+without AVX-512 every int64 multiply, arithmetic shift, min and max is emulated; the int64
+form ran at ~2.2 ns an element, this one ~1.5):
+
+* sat32 and the left shift: integers below 2^33, and a multiply by ``2^left`` (exact scaling)
+  clamped to the int32 range;
+* SRDHM with ``q = 2^16 qh + ql`` (``qh < 2^15``, ``ql < 2^16``):
+  ``floor((t q + 2^30) / 2^31) = floor((t qh + floor((t ql + 2^30) / 2^16)) / 2^15)``: every
+  operand an integer below 2^48, every scaling by a power of two exact, and the inner floor
+  drops only a remainder below 2^16, which cannot carry the outer one across 2^31;
+* RDBPOT rounds half away from zero: ``trunc(v + copysign(1/2, v))`` with ``v = s 2^-e`` (at
+  most 33 significant bits; ``e = 0``: ``v`` an integer, which the half does not move).
+
+Branch-free: a channel's column of the parameter table holds its bias, ``2^left``, ``qh``,
+``ql`` and ``2^-e`` (``param_table``, which also traps on a multiplier or shift outside its
+range), so a shift of 0 is the identity of the same steps. Tables are kept by the parameter
+bytes (a program that writes its parameters at run time stays exact). The kernel reads the
+memories as flat arrays of elements (row strides in elements, unit-stride rows numba
+vectorises); a row stride that is not a whole number of elements, or a source the output
+overlaps other than exactly in place, goes through dense host copies (``densify``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tessel.isa.fields import AccSrc, ParamMode
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
+from tessel.sim import jit
+from tessel.sim.hostmem import I32, Step, Views, disjoint, flat_rows, uniform, view
+from tessel.sim.prepare import Op, PreparedProgram
+from tessel.sim.state import NP_DTYPE, MachineState, Trap, extent
+
+I64 = np.int64
+TABLES_MAX = 4096  # distinct parameter blocks kept per prepared program
+ROW_MAX = 1024  # a dense tile's kernel rows: at most this many elements (several tile rows)
+
+
+@jit.kernel
+def requant_rows(x, x0, xs, dst, d0, ds, rows, params, zp, lo, hi):
+    """For every sample ``s``: ``dst[s, d0 + r ds + c] = requantize(x[s, x0 + r xs + c])``
+    for ``rows`` rows of ``width = params.shape[2]`` elements, element ``c`` with column
+    ``c`` of ``params[s]`` (``params[0]`` when there is one table for all samples; see
+    ``param_table``). ``x``: flat int32 memories; ``dst``: flat int8, int16 or int32 ones.
+    (Row slices, not computed indices: numba then knows the indices are not negative and
+    vectorises the row.)"""
+    width = params.shape[2]
+    t_lo, t_hi = np.float64(INT32_MIN), np.float64(INT32_MAX)
+    fz, y_lo, y_hi = np.float64(zp), np.float64(lo), np.float64(hi)
+    for s in range(x.shape[0]):
+        prm = params[min(s, params.shape[0] - 1)]
+        bias, scale, qh, ql, down = prm[0], prm[1], prm[2], prm[3], prm[4]
+        left = False  # no channel shifts left: sat32(t << 0) is t, that step left out
+        for c in range(width):
+            left |= scale[c] != 1.0
+        xm, dm = x[s], dst[s]
+        for r in range(rows):
+            xr = xm[x0 + r * xs:x0 + r * xs + width]
+            dr = dm[d0 + r * ds:d0 + r * ds + width]
+            if not left:
+                for c in range(width):
+                    t = min(max(np.float64(xr[c]) + bias[c], t_lo), t_hi)  # sat32(acc + bias)
+                    low = np.floor((t * ql[c] + 1073741824.0) * (1.0 / 65536.0))
+                    v = np.floor((t * qh[c] + low) * (1.0 / 32768.0)) * down[c]  # SRDHM, 2^-e
+                    v = np.trunc(v + np.copysign(0.5, v))  # RDBPOT
+                    dr[c] = np.int32(min(max(v + fz, y_lo), y_hi))
+                continue
+            for c in range(width):
+                t = min(max(np.float64(xr[c]) + bias[c], t_lo), t_hi)  # sat32(acc + bias)
+                t = min(max(t * scale[c], t_lo), t_hi)  # sat32(t << left)
+                low = np.floor((t * ql[c] + 1073741824.0) * (1.0 / 65536.0))
+                v = np.floor((t * qh[c] + low) * (1.0 / 32768.0)) * down[c]  # SRDHM, 2^-e
+                v = np.trunc(v + np.copysign(0.5, v))  # RDBPOT
+                dr[c] = np.int32(min(max(v + fz, y_lo), y_hi))
+
+
+def param_table(raw: bytes, p: int, width: int) -> np.ndarray:
+    """``requant_rows``' ``(5, width)`` float64 table of a parameter block's bytes (int32
+    bias[p], q31[p], shift[p]), each channel's column repeated to ``width`` elements (a
+    multiple of p): bias, ``2^left``, the multiplier's high and low 16 bits, ``2^-e``.
+    Traps on a multiplier or shift outside its range (docs/isa.md)."""
+    bias, q31, shift = np.frombuffer(raw, I32).reshape(3, p).astype(I64)
+    bad = (q31 < 0) | (shift < MIN_SHIFT) | (shift > MAX_SHIFT)
+    if bad.any():
+        j = int(np.argmax(bad))
+        raise Trap(f"parameter entry {j}: multiplier {int(q31[j])} / shift {int(shift[j])} "
+                   f"outside [0, 2^31) / [{MIN_SHIFT}, {MAX_SHIFT}]")
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    table = np.stack([bias.astype(np.float64), np.ldexp(1.0, left),
+                      (q31 >> 16).astype(np.float64), (q31 & 0xFFFF).astype(np.float64),
+                      np.ldexp(1.0, -right)])
+    return np.ascontiguousarray(np.tile(table, (1, width // p)), np.float64)
+
+
+def row_tiles(rows: int, ch: int) -> int:
+    """Tile rows per kernel row for a dense tile: the largest divisor of ``rows`` with at
+    most ROW_MAX elements (1 when even one row is longer). Rows of a few elements leave the
+    vectorised loop's width unused: 16-channel rows cost 2x the element time of 784-element
+    ones (measured)."""
+    return max((d for d in range(1, rows + 1) if rows % d == 0 and d * ch <= ROW_MAX),
+               default=1)
+
+
+def build(op: Op, prep: PreparedProgram) -> Step:
+    f = op.f
+    rows, ch = f["rows"], f["ch"]
+    dt = NP_DTYPE[f["out_dtype"]]
+    w = dt.itemsize
+    from_acc = f["src"] == AccSrc.ACC
+    x_mem, unit = ("acc_bytes", 4) if from_acc else ("sram", 1)
+    x_addr, x_row = unit * f["src_addr"], unit * f["src_stride"]  # bytes
+    d_addr, d_row = f["dst_addr"], f["dst_stride"]
+    x_span = extent(x_addr, (rows, ch), (x_row, 4), 4)
+    d_span = extent(d_addr, (rows, ch), (d_row, w), w)
+    in_place = w == 4 and x_addr == d_addr and x_row == d_row  # each element read, then written
+    # the kernel reads a row as it writes: a source the output overlaps is copied first
+    copy_x = x_row % 4 != 0 or (not from_acc and not disjoint(x_span, d_span) and not in_place)
+    copy_d = d_row % w != 0
+    dense = not copy_x and not copy_d and x_row == 4 * ch and d_row == w * ch
+    k = row_tiles(rows, ch) if dense else 1
+    kernel_rows, width = rows // k, k * ch
+    p = ch if f["param_mode"] == ParamMode.PER_CHANNEL else 1
+    p_addr, nbytes = f["param_addr"], 12 * p
+    zp, lo, hi = f["out_zp"], f["act_min"], f["act_max"]
+    run = jit.compiled(requant_rows)
+    tables = prep.cache.setdefault("requant_tables", {})
+
+    def table(raw: bytes) -> np.ndarray:
+        key = (raw, width)
+        t = tables.get(key)
+        if t is None:
+            if len(tables) >= TABLES_MAX:
+                tables.clear()
+            t = tables[key] = param_table(raw, p, width)
+        return t
+
+    def operands(state: MachineState) -> tuple:
+        x = flat_rows(state, x_mem, I32, x_addr % 4)
+        d = flat_rows(state, "sram", dt, d_addr % w)
+        ns = x.shape[0]
+        xs = view(getattr(state, x_mem), x_addr, (rows, ch), (x_row, 4), I32) if copy_x \
+            else None
+        ds = view(state.sram, d_addr, (rows, ch), (d_row, w), dt) if copy_d else None
+        block = memoryview(state.sram)[p_addr:p_addr + nbytes] if state.batch is None else None
+        return x, x_addr // 4, x_row // 4 * k, d, d_addr // w, d_row // w * k, xs, ds, ns, block
+    views = Views(operands)
+    memo: list = [(None, None)]  # (the last parameter bytes, their table): replaced whole
+
+    def params(state: MachineState, block: Any) -> np.ndarray:
+        if state.batch is None:
+            raw = block.tobytes()
+            last, t = memo[0]
+            if raw != last:
+                t = table(raw)[None]
+                memo[0] = (raw, t)
+            return t
+        blk = state.sram[:, p_addr:p_addr + nbytes]
+        if uniform(blk):
+            return table(blk[0].tobytes())[None]
+        return np.stack([table(b.tobytes()) for b in blk])
+
+    def step(state: MachineState) -> None:
+        x, x0, xs, d, d0, ds, xv, dv, ns, block = views.get(state)
+        prm = params(state, block)
+        if xv is not None:  # a dense copy of the source, read as rows of ch
+            x, x0, xs = xv.copy().reshape(ns, -1), 0, ch
+        if dv is None:
+            run(x, x0, xs, d, d0, ds, kernel_rows, prm, zp, lo, hi)
+            return
+        out = np.empty((ns, rows * ch), dt)
+        run(x, x0, xs, out, 0, ch, kernel_rows, prm, zp, lo, hi)
+        dv[...] = out.reshape(ns, rows, ch)
+    return step
