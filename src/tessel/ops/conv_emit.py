@@ -30,8 +30,10 @@ import numpy as np
 
 from tessel.errors import TesselCompileError
 from tessel.ir import Layout, Node
-from tessel.isa import SPECS, Engine, Instruction, Opcode
+from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.isa.limits import MAX_DILATION, MAX_KERNEL, MAX_PAD, MAX_STRIDE
+from tessel.isa.window import Window
 from tessel.ops import dma
 from tessel.ops.context import (
     ISA_DTYPE,
@@ -71,32 +73,15 @@ class ConvMapping:
             "" if self.double_buffer else " single-buffered") + dw
 
 
-def window_rows(g, oy0: int, rows: int) -> tuple[int, int, int]:
-    """(first input row, row count, tile pad_top) that output rows [oy0, oy0 + rows) of a
-    sliding window (conv, pool: anything with h, kh, sh, dh, pt) read; rows past the input
-    are the bottom padding the instruction supplies."""
-    lo = oy0 * g.sh - g.pt
-    hi = (oy0 + rows - 1) * g.sh - g.pt + (g.kh - 1) * g.dh
-    r0, r1 = max(lo, 0), min(hi, g.h - 1)
-    return r0, r1 - r0 + 1, r0 - lo
-
-
 @dataclass(frozen=True)
-class ConvGeometry:
+class ConvGeometry(Window):
+    """A conv's window and its tensors: input n x h x w x c (NHWC), cout output channels in
+    `groups` groups."""
+
     h: int
     w: int
     c: int
-    oh: int
-    ow: int
     cout: int
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    dh: int
-    dw: int
-    pt: int
-    pl: int
     groups: int
     n: int = 1  # batch: images are independent, each tile belongs to one
     # derived once (the mapping search and its bounds read them hundreds of thousands of times)
@@ -118,7 +103,8 @@ class ConvGeometry:
         return self.cout // self.groups
 
     def in_rows(self, oy0: int, rows: int) -> tuple[int, int, int]:
-        return window_rows(self, oy0, rows)
+        """(first input row, row count, tile pad_top) of output rows [oy0, oy0 + rows)."""
+        return self.rows_for(oy0, rows, self.h)
 
     def weight_bytes(self, chunk: int) -> int:
         return self._weights_per_channel * chunk
@@ -130,23 +116,22 @@ def refusal(node: Node, graph) -> str | None:
     a = node.attr_map
     if a["layout"] is not Layout.NHWC:
         return "the NPU needs NHWC convolutions (run the to_nhwc pass)"
-    max_dil = SPECS[Opcode.CONV].field("dil_h").max
-    if max(a["dilation"]) > max_dil:
-        return f"dilation {max(a['dilation'])} is beyond the CONV instruction (max {max_dil})"
-    max_pad = min(SPECS[op].field("pad_top").max for op in (Opcode.CONV, Opcode.DWCONV))
-    if max(a["padding"][:2]) > max_pad:
+    if max(a["dilation"]) > MAX_DILATION:
+        return f"dilation {max(a['dilation'])} is beyond the CONV instruction (max {MAX_DILATION})"
+    if max(a["padding"][:2]) > MAX_PAD:
         return (f"top / left padding {max(a['padding'][:2])} is beyond the CONV / DWCONV "
-                f"instructions (max {max_pad})")
+                f"instructions (max {MAX_PAD})")
     if graph is None:
         return None
     c = graph.type_of(node.inputs[0]).shape[3]
     _, kh, kw, _ = graph.type_of(node.inputs[1]).shape  # OHWI
     depthwise = a["groups"] > 1 and a["groups"] == c
-    big = max(kh, kw, *a["stride"]) > MAX_KERNEL
+    big = max(kh, kw) > MAX_KERNEL or max(a["stride"]) > MAX_STRIDE
     if big and (depthwise or a["dilation"] != (1, 1) or (
-            max(a["stride"]) > MAX_KERNEL and any(a["padding"]))):
-        return (f"kernels or strides beyond {MAX_KERNEL} are supported for ordinary convs only "
-                "(strides > 15 also need no padding and dilation 1)")
+            max(a["stride"]) > MAX_STRIDE and any(a["padding"]))):
+        return (f"kernels beyond {MAX_KERNEL} or strides beyond {MAX_STRIDE} are supported for "
+                f"ordinary convs only (strides > {MAX_STRIDE} also need no padding and "
+                "dilation 1)")
     return None
 
 
@@ -158,8 +143,10 @@ def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
     n, h, w, c = ctx.graph.type_of(node.inputs[0]).shape
     _, oh, ow, cout = node.type.shape
     _, kh, kw, _ = ctx.graph.type_of(node.inputs[1]).shape  # OHWI
-    return ConvGeometry(h, w, c, oh, ow, cout, kh, kw, *a["stride"], *a["dilation"],
-                        a["padding"][0], a["padding"][1], a["groups"], n)
+    (sh, sw), (dh, dw) = a["stride"], a["dilation"]
+    return ConvGeometry(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=a["padding"][0],
+                        pl=a["padding"][1], oh=oh, ow=ow, h=h, w=w, c=c, cout=cout,
+                        groups=a["groups"], n=n)
 
 
 def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
@@ -506,9 +493,6 @@ def _compute_instrs(node: Node, g: ConvGeometry, c0: int, cn: int, rows: int, in
     return compute, req
 
 
-MAX_KERNEL = 15  # CONV's kh / kw / stride fields (4 bits)
-
-
 def _split(k: int) -> list[tuple[int, int]]:
     """(first tap, taps) blocks of at most MAX_KERNEL taps covering k taps."""
     n = -(-k // MAX_KERNEL)
@@ -517,17 +501,18 @@ def _split(k: int) -> list[tuple[int, int]]:
 
 
 def _phase_factor(stride: int) -> int:
-    """Smallest f dividing `stride` with stride / f <= MAX_KERNEL (1 when it already fits)."""
-    return next(f for f in range(1, stride + 1) if stride % f == 0 and stride // f <= MAX_KERNEL)
+    """Smallest f dividing `stride` with stride / f <= MAX_STRIDE (1 when it already fits)."""
+    return next(f for f in range(1, stride + 1) if stride % f == 0 and stride // f <= MAX_STRIDE)
 
 
 @dataclass(frozen=True)
 class SubConv:
     """One CONV's share of the kernel: taps ky = py + fy * (y0 + i) for i < bh (same for x).
 
-    Kernels over 15 taps split into accumulating blocks; strides over 15 use the polyphase
-    identity: with f | stride, a stride-s conv is the sum over phases (py, px) of stride-s/f
-    convs on the input subsampled by f from offset (py, px) (needs no padding, dilation 1)."""
+    Kernels over MAX_KERNEL taps split into accumulating blocks; strides over MAX_STRIDE use
+    the polyphase identity: with f | stride, a stride-s conv is the sum over phases (py, px)
+    of stride-s/f convs on the input subsampled by f from offset (py, px) (needs no padding,
+    dilation 1)."""
 
     py: int
     px: int

@@ -280,8 +280,8 @@ def geometries(chain: FusedChain, ctx: CodegenContext) -> tuple:
 def _pool_geometry(node: Node, ctx: CodegenContext) -> conv_emit.ConvGeometry:
     """A max pool's window as a depthwise conv's geometry (no weights)."""
     p = pool_emit.pool_geometry(node, ctx)
-    return conv_emit.ConvGeometry(p.h, p.w, p.c, p.oh, p.ow, p.c, p.kh, p.kw, p.sh, p.sw, p.dh,
-                                 p.dw, p.pt, p.pl, p.c, p.n)
+    return conv_emit.ConvGeometry(**p.window_attrs(), h=p.h, w=p.w, c=p.c, cout=p.c,
+                                  groups=p.c, n=p.n)
 
 
 def order(plan: _Plan) -> tuple[_Groups, _Hosts]:

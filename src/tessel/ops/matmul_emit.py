@@ -31,6 +31,7 @@ from tessel.ir import DType, Node, Op
 from tessel.isa import Instruction, Opcode
 from tessel.isa.costs import gemm_cycles
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.isa.limits import MAX_EXTENT
 from tessel.ops import dma
 from tessel.ops.context import (
     ISA_DTYPE,
@@ -45,7 +46,7 @@ from tessel.ops.context import (
 from tessel.ops.eltwise_emit import const_blob, const_operand, is_const
 from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
-MAX_FIELD = 65535  # m, n, k and acc_stride are 16-bit fields
+MAX_FIELD = MAX_EXTENT  # m, n, k and acc_stride are 16-bit fields
 KEEP = 6  # candidates passed on to the exact (per-tile) estimate
 
 
