@@ -111,3 +111,11 @@ def test_the_semantics_registry(monkeypatch) -> None:
     assert Opcode.CONV not in semantics.unimplemented()
     with pytest.raises(ValueError, match="CONV is implemented by"):
         semantics.implement(Opcode.CONV, other)
+
+
+def test_the_simulator_implements_every_instruction() -> None:
+    import tessel.sim.instr as instr
+
+    assert semantics.unimplemented() == []
+    for opcode, build in instr.BUILDERS.items():
+        assert SPECS[opcode].implementation is build

@@ -13,6 +13,8 @@ with its own weights.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from tessel.isa.fields import AccMode
@@ -21,10 +23,6 @@ from tessel.sim.hostmem import I8, I32, Step, Views, flat_rows
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import MachineState
 
-I64 = np.int64
-# the fields of ``dwconv_tile``'s ``geo``, in order
-GEO = ("x0", "xsh", "xsw", "w0", "wsh", "wsw", "a0", "asr", "in_h", "in_w", "ch", "kh", "kw",
-       "sh", "sw", "dh", "dw", "pt", "pl", "oh", "ow", "zp", "accumulate")
 
 
 @jit.helper
@@ -34,14 +32,10 @@ def wrap32(v):
 
 
 @jit.kernel
-def dwconv_tile(x, acc, geo):
+def dwconv_tile(x, acc, x0, xsh, xsw, w0, wsh, wsw, a0, asr, in_h, in_w, ch, kh, kw, sh, sw, dh,
+                dw, pt, pl, oh, ow, zp, accumulate):
     """One DWCONV on every sample: ``x`` (int8 SRAM) and ``acc`` (int32 accumulator) flat
-    ``(samples, elements)``, ``geo`` the int64 fields of ``GEO``."""
-    x0, xsh, xsw, w0, wsh, wsw, a0, asr = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], \
-        geo[6], geo[7]
-    in_h, in_w, ch, kh, kw, sh, sw = geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14]
-    dh, dw, pt, pl, oh, ow, zp, accumulate = geo[15], geo[16], geo[17], geo[18], geo[19], \
-        geo[20], geo[21], geo[22]
+    ``(samples, elements)``; then the geometry by name (offsets and strides in elements)."""
     wide = ow * ch
     wt = np.empty((kh * kw, wide), np.int32)  # each position's weights along an output row
     buf = np.empty(wide, np.int32)
@@ -94,6 +88,10 @@ def dwconv_tile(x, acc, geo):
                         ar[c] = br[c]
 
 
+# the geometry arguments of ``dwconv_tile``, in order
+GEO = tuple(inspect.signature(dwconv_tile.py).parameters)[2:]
+
+
 def build(op: Op, prep: PreparedProgram) -> Step:
     f = op.f
     vals = dict(x0=f["in_addr"], xsh=f["in_stride_h"], xsw=f["in_stride_w"], w0=f["w_addr"],
@@ -102,11 +100,11 @@ def build(op: Op, prep: PreparedProgram) -> Step:
                 kw=f["kw"], sh=f["stride_h"], sw=f["stride_w"], dh=f["dil_h"], dw=f["dil_w"],
                 pt=f["pad_top"], pl=f["pad_left"], oh=f["out_h"], ow=f["out_w"],
                 zp=f["in_zp"], accumulate=int(f["mode"] == AccMode.ACCUMULATE))
-    geo = np.array([vals[k] for k in GEO], I64)
+    geo = tuple(int(vals[k]) for k in GEO)
     run = jit.compiled(dwconv_tile)
     views = Views(lambda state: (flat_rows(state, "sram", I8), flat_rows(state, "acc_bytes", I32)))
 
     def step(state: MachineState) -> None:
         x, acc = views.get(state)
-        run(x, acc, geo)
+        run(x, acc, *geo)
     return step
