@@ -24,7 +24,6 @@ from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import MachineState
 
 
-
 @jit.helper
 def wrap32(v):
     """``v`` modulo 2^32 in int32's range."""

@@ -23,7 +23,6 @@ from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import NP_DTYPE, MachineState, Trap, extent
 
 
-
 @jit.kernel
 def pool_tile(x, out, x0, xsh, xsw, o0, osh, osw, in_h, in_w, ch, kh, kw, sh, sw, dh, dw, pt, pl,
               oh, ow, is_max, lo, hi):
