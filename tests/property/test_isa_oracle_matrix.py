@@ -1,6 +1,7 @@
 """CONV, MATMUL and DWCONV on the simulator against docs/isa.md in plain integers
 (``isa_ref``): every zero point from -256 to 255, padding, strides, dilation, negative / zero /
-unaligned operand strides, weights in any layout, OVERWRITE and ACCUMULATE (wrapping int32),
+unaligned operand strides, weights in any layout (CONV's int8 or int4), OVERWRITE and
+ACCUMULATE (wrapping int32),
 reductions long enough to need more than one exact float32 GEMM, one sample and batches whose
 samples' weights differ (or differ in one byte); and large tiles (the sizes a GEMM library
 takes) against the same formulas evaluated in int64 numpy, itself checked against
@@ -13,12 +14,13 @@ from typing import Any
 import isa_ref as ref
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle_kit import ACC_ENTRIES, ARCH, ZP9, Case, case_of, check, place, program_of, strides_for
 from test_isa_oracle_vector import out_extent, pad
 
 from tessel.isa import AccMode, Engine, Instruction, Opcode
+from tessel.isa.instrs.matrix import WeightType
 from tessel.sim.functional import run_functional
 from tessel.sim.prepare import prepare
 from tessel.sim.state import BatchState, MachineState
@@ -62,14 +64,21 @@ def conv_case(draw: Any, big: bool = False) -> Case:
     window = draw(st.sampled_from([2048, 16384]))
     in_s = draw(strides_for([in_w, in_h], 1, span=cin))
     in_addr = place(draw, [cin, in_w, in_h], [1, *in_s], 1, window)
-    w_addr, (ws_k, ws_ci, ws_co) = _layout(draw, [kh * kw, cin, cout], window)
+    w_type = draw(st.sampled_from([WeightType.I8, WeightType.I8, WeightType.I4]))
+    if w_type is WeightType.I4:  # strides in nibbles, the base nibble 2 * w_addr
+        base, (ws_k, ws_ci, ws_co) = _layout(draw, [kh * kw, cin, cout], 2 * window)
+        w_addr = base // 2 + draw(st.sampled_from([0, base % 2]))
+        lo, hi = ref.box(2 * w_addr, [kh * kw, cin, cout], [ws_k, ws_ci, ws_co], 1)
+        assume(lo >= 0 and hi <= 2 * window)
+    else:
+        w_addr, (ws_k, ws_ci, ws_co) = _layout(draw, [kh * kw, cin, cout], window)
     acc_addr, acc_stride = _acc(draw, oh * ow, cout)
     ins = Instruction.make(
         Opcode.CONV, in_addr=in_addr, in_h=in_h, in_w=in_w, in_stride_h=in_s[1],
         in_stride_w=in_s[0], cin=cin, in_zp=draw(ZP9), kh=kh, kw=kw, stride_h=sh, stride_w=sw,
         dil_h=dh, dil_w=dw, pad_top=pt, pad_left=pl, out_h=oh, out_w=ow, cout=cout,
         w_addr=w_addr, w_stride_k=ws_k, w_stride_ci=ws_ci, w_stride_co=ws_co, w_zp=draw(ZP9),
-        acc_addr=acc_addr, acc_stride=acc_stride, mode=_mode(draw))
+        acc_addr=acc_addr, acc_stride=acc_stride, mode=_mode(draw), w_type=w_type)
     return case_of(draw, M, [ins])
 
 
@@ -148,8 +157,14 @@ def conv_int64(sram: np.ndarray, acc: np.ndarray, f: dict) -> np.ndarray:
             at = np.where(inside, f["in_addr"] + iy * f["in_stride_h"] + ix * f["in_stride_w"]
                           + ci, 0)
             x = np.where(inside, s8[at] - f["in_zp"], 0)
-            k = s8[f["w_addr"] + (ky * f["kw"] + kx) * f["w_stride_k"] + ci_w * f["w_stride_ci"]
-                   + co * f["w_stride_co"]] - f["w_zp"]
+            off = ((ky * f["kw"] + kx) * f["w_stride_k"] + ci_w * f["w_stride_ci"]
+                   + co * f["w_stride_co"])
+            if f["w_type"] == WeightType.I4:  # nibble 2 w_addr + off, sign-extended
+                n = 2 * f["w_addr"] + off
+                v = (sram[n >> 1].astype(np.int64) >> (4 * (n & 1))) & 0xF
+                k = np.where(v >= 8, v - 16, v) - f["w_zp"]
+            else:
+                k = s8[f["w_addr"] + off] - f["w_zp"]
             s += x @ k
     return _store(acc, f, s.reshape(-1, f["cout"]))
 
@@ -199,6 +214,10 @@ BIG = [  # (fields, batch): tiles the simulator hands to a GEMM library, packed 
           in_zp=255, w_zp=-256), 2),
     (dict(op=Opcode.CONV, in_h=10, in_w=10, cin=64, cout=64, kh=3, kw=3, pad_top=1,
           pad_left=1, out_h=10, out_w=10), None),  # zero points 0: the GEMM writes the ACC
+    (dict(op=Opcode.CONV, in_h=16, in_w=16, cin=32, cout=64, kh=3, kw=3, pad_top=1,
+          pad_left=1, out_h=16, out_w=16, in_zp=-128, w_zp=0, w_type=WeightType.I4), None),
+    (dict(op=Opcode.CONV, in_h=9, in_w=9, cin=200, cout=32, kh=3, kw=3, out_h=7, out_w=7,
+          in_zp=3, w_zp=1, w_type=WeightType.I4), 2),
     (dict(op=Opcode.MATMUL, m=197, n=64, k=192, a_zp=-3, b_zp=0), None),
     (dict(op=Opcode.MATMUL, m=64, n=96, k=600, a_zp=255, b_zp=-256), 2),
     (dict(op=Opcode.MATMUL, m=120, n=130, k=576, a_zp=0, b_zp=0), None),
@@ -245,3 +264,22 @@ def test_large_tiles(kw: dict, n: int | None) -> None:
         for k, (sram, acc) in enumerate(samples):
             got = state.acc_bytes if n is None else state.acc_bytes[k]
             assert np.array_equal(got, form(sram, acc, f)), (run, k)
+
+
+@pytest.mark.parametrize("dataflow", ["WEIGHT_STATIONARY", "OUTPUT_STATIONARY"])
+def test_int4_weights_read_half_the_bytes(dataflow: str) -> None:
+    """docs/isa.md's operand path: the weight reads are the bytes as stored, ceil(K*N/2) for
+    int4; MACs and the operand-buffer (unpacked) bytes are those of int8 weights."""
+    from dataclasses import replace
+
+    from tessel.arch.types import Dataflow
+    from tessel.isa.costs import instruction_cost
+
+    arch = replace(ARCH, matrix=replace(ARCH.matrix, dataflow=Dataflow[dataflow]))
+    kw = dict(op=Opcode.CONV, in_h=6, in_w=6, cin=7, cout=9, kh=3, kw=3, out_h=4, out_w=4)
+    k_n = 3 * 3 * 7 * 9  # odd: the last byte holds one weight
+    e8 = instruction_cost(_big_instruction(kw), arch).events
+    e4 = instruction_cost(_big_instruction({**kw, "w_type": WeightType.I4}), arch).events
+    assert k_n <= arch.matrix.weight_buffer_bytes // 2  # read once either way
+    assert e8.sram_read_bytes - e4.sram_read_bytes == k_n - (k_n + 1) // 2
+    assert (e4.macs, e4.operand_bytes) == (e8.macs, e8.operand_bytes)

@@ -173,6 +173,9 @@ class Gemm(CostRule):
     k: Product  # reduction (DWCONV: kernel taps)
     window: Product | None  # the input tile's bytes with its halo (None: M*K, no halo)
     depthwise: bool = False  # each column reads its own channel: M*K*N operand bytes, once
+    # weights per byte as stored (None: one): the weight path reads the bytes as stored and
+    # unpacks them before the array
+    weights_per_byte: Callable[[Instruction], int] | None = None
 
     def dims(self, i: Instruction) -> tuple[int, int, int]:
         """(M, N, K) of the tile."""
@@ -191,18 +194,20 @@ class Gemm(CostRule):
         col_folds, row_folds = _cdiv(n, c), _cdiv(m, r)
         window, im2col = self.input_bytes(i)
         weights = k * n
+        per_byte = 1 if self.weights_per_byte is None else self.weights_per_byte(i)
+        w_bytes = _cdiv(weights, per_byte)  # as stored in SRAM
         # the tile's input is read once when it fits the input window buffer, else per operand
         per_operand = im2col * (1 if self.depthwise else col_folds)
         in_reads = window if window <= mx.input_buffer_bytes else per_operand
         operand = per_operand
         if df == Dataflow.WEIGHT_STATIONARY:
-            w_reads = weights  # preloaded into the array once per fold
+            w_reads = w_bytes  # preloaded into the array once per fold
             operand += weights
             k_folds = _cdiv(k, r)
             acc_writes = m * n * k_folds
             acc_reads = m * n * (k_folds - 1 + (i.mode == AccMode.ACCUMULATE))
         else:
-            w_reads = weights if weights <= mx.weight_buffer_bytes else weights * row_folds
+            w_reads = w_bytes if w_bytes <= mx.weight_buffer_bytes else w_bytes * row_folds
             operand += weights * row_folds
             acc_writes = m * n
             acc_reads = m * n * (i.mode == AccMode.ACCUMULATE)

@@ -102,7 +102,11 @@ def _reference_accesses(i) -> list[tuple]:
     if op in (Opcode.CONV, Opcode.DWCONV):
         ch = i.cin if op == Opcode.CONV else i.ch
         inp = _enumerated(i.in_addr, [i.in_h, i.in_w, ch], [i.in_stride_h, i.in_stride_w, 1], 1)
-        if op == Opcode.CONV:
+        if op == Opcode.CONV and i.w_type == 1:  # int4: the bytes holding the nibbles
+            nib = pattern_addresses(2 * i.w_addr, [i.kh * i.kw, ch, i.cout],
+                                    [i.w_stride_k, i.w_stride_ci, i.w_stride_co]) >> 1
+            w = int(nib.min()), int(nib.max()) + 1
+        elif op == Opcode.CONV:
             w = _enumerated(i.w_addr, [i.kh * i.kw, ch, i.cout],
                             [i.w_stride_k, i.w_stride_ci, i.w_stride_co], 1)
         else:

@@ -3,12 +3,13 @@ also on the vector engine)."""
 
 from __future__ import annotations
 
+import enum
 from typing import TYPE_CHECKING
 
 from tessel.isa.access import Access, Space, getter, new_access, positions, span2, span3
 from tessel.isa.cost_rules import Gemm, Product, Vector, product
 from tessel.isa.events import Events
-from tessel.isa.fields import AccMode, Engine, Field, signed_field, unsigned_field
+from tessel.isa.fields import AccMode, Engine, Field, enum_field, signed_field, unsigned_field
 from tessel.isa.groups import EXTENT_BITS, acc_output, address, extent, nhwc_input, sram_stride
 from tessel.isa.opcode import Opcode
 from tessel.isa.spec import AccRowsApart, Frame, InstrSpec
@@ -21,6 +22,35 @@ _SRAM, _ACC = Space.SRAM, Space.ACC
 _NHWC = ("in_addr", "in_h", "in_w", "in_stride_h", "in_stride_w")
 _ACC_FIELDS = ("acc_addr", "acc_stride", "mode")
 _PIXELS = ("out_h", "out_w")
+
+
+class WeightType(enum.IntEnum):
+    """How a matrix instruction's weights are stored. I8: one int8 per byte, strides in bytes.
+    I4: two signed 4-bit weights per byte (the element at nibble index ``n`` is the low half
+    of byte ``n >> 1`` when ``n`` is even, the high half when odd), the weight strides
+    counting nibbles from ``2 * w_addr``; each weight enters the array as the int8 it equals.
+    """
+
+    I8 = 0
+    I4 = 1
+
+    @property
+    def per_byte(self) -> int:
+        """Weights per byte."""
+        return 2 if self is WeightType.I4 else 1
+
+    def span(self, lo: int, hi: int) -> tuple[int, int]:
+        """The bytes [lo, hi) of a box of elements [lo, hi) whose base is a byte address
+        scaled to elements (``per_byte * addr``)."""
+        p = self.per_byte
+        return lo // p, -(-hi // p)
+
+
+def weight_type(name: str) -> Field:
+    """The storage of the weights (the fields' last: appended to the encoding's unused bits,
+    so an int8 instruction encodes as it did before the field existed)."""
+    return enum_field(name, WeightType, 2, "weight storage: I8, or I4 (two per byte, strides "
+                      "in nibbles)", default=WeightType.I8)
 
 
 def zero_point(name: str, doc: str) -> Field:
@@ -50,17 +80,23 @@ CONV_FIELDS = (
     signed_field("w_stride_co", 24, "bytes between output channels", default=1),
     zero_point("w_zp", "weight zero point (subtracted; 0 for symmetric weights)"),
     *acc_output(),
+    weight_type("w_type"),
 )
 _CONV = getter(CONV_FIELDS, *_NHWC, "cin", "w_addr", "kh", "kw", "cout", "w_stride_k",
-               "w_stride_ci", "w_stride_co", *_PIXELS)
+               "w_stride_ci", "w_stride_co", *_PIXELS, "w_type")
 _CONV_ACC = positions(CONV_FIELDS, *_ACC_FIELDS)
+
+
+def _conv_per_byte(i: Instruction) -> int:
+    return WeightType(i.w_type).per_byte
 
 
 def _conv_accesses(i: Instruction) -> tuple[Access, ...]:
     a = i.args
-    ia, ih, iw, sh, sw, cin, wa, kh, kw, cout, sk, sci, sco, oh, ow = _CONV(a)
+    ia, ih, iw, sh, sw, cin, wa, kh, kw, cout, sk, sci, sco, oh, ow, wt = _CONV(a)
     lo, hi = span3(ia, ih, sh, iw, sw, cin, 1, 1)
-    wlo, whi = span3(wa, kh * kw, sk, cin, sci, cout, sco, 1)
+    wt = WeightType(wt)
+    wlo, whi = wt.span(*span3(wa * wt.per_byte, kh * kw, sk, cin, sci, cout, sco, 1))
     return (new_access(Access, ("in", _SRAM, lo, hi, False, 0)),
             new_access(Access, ("w", _SRAM, wlo, whi, False, 0)),
             *_acc_boxes(a, _CONV_ACC, oh * ow, cout))
@@ -140,8 +176,9 @@ SPECS = (
         opcode=Opcode.CONV, engine=Engine.MATRIX,
         summary="int8 conv tile, implicit window -> int32 acc", fields=CONV_FIELDS,
         cost=Gemm(m=product(*_PIXELS), n=product("cout"), k=product("kh", "kw", "cin"),
-                  window=_in_tile("cin")),
-        cost_fields=("in_h", "in_w", "cin", "kh", "kw", "out_h", "out_w", "cout", "mode"),
+                  window=_in_tile("cin"), weights_per_byte=_conv_per_byte),
+        cost_fields=("in_h", "in_w", "cin", "kh", "kw", "out_h", "out_w", "cout", "mode",
+                     "w_type"),
         accesses=_conv_accesses,
         sram_elements=(("in", _in_tile("cin")), ("w", product("kh", "kw", "cin", "cout"))),
         frame=Frame("cin", im2col=product(*_PIXELS, "kh", "kw", "cin")),
