@@ -185,7 +185,11 @@ def boxes(op: str, f: dict) -> list[tuple[str, int, int]]:
             [f["acc_stride"], 1], 1)
     elif op == "MATMUL":
         add("SRAM", f["a_addr"], [f["m"], f["k"]], [f["a_stride_m"], f["a_stride_k"]], 1)
-        add("SRAM", f["b_addr"], [f["k"], f["n"]], [f["b_stride_k"], f["b_stride_n"]], 1)
+        if f["b_type"] == 1:  # int4 B: a box of nibbles, the bytes holding them
+            lo, hi = box(2 * f["b_addr"], [f["k"], f["n"]], [f["b_stride_k"], f["b_stride_n"]], 1)
+            out.append(("SRAM", lo // 2, (hi + 1) // 2))
+        else:
+            add("SRAM", f["b_addr"], [f["k"], f["n"]], [f["b_stride_k"], f["b_stride_n"]], 1)
         add("ACC", f["acc_addr"], [f["m"], f["n"]], [f["acc_stride"], 1], 1)
     elif op == "REQUANT":
         p = f["ch"] if f["param_mode"] == 0 else 1
@@ -298,8 +302,8 @@ def ref_matmul(m: Machine, f: dict) -> Writes:
         for j in range(f["n"]):
             s = sum((rd(m.sram, f["a_addr"] + i * f["a_stride_m"] + t * f["a_stride_k"], 1)
                      - f["a_zp"])
-                    * (rd(m.sram, f["b_addr"] + t * f["b_stride_k"] + j * f["b_stride_n"], 1)
-                       - f["b_zp"]) for t in range(f["k"]))
+                    * (wt(m.sram, f["b_addr"], t * f["b_stride_k"] + j * f["b_stride_n"],
+                          f["b_type"]) - f["b_zp"]) for t in range(f["k"]))
             _acc_store(m, out, f["acc_addr"] + i * f["acc_stride"] + j, s, f["mode"] == 1)
     return out
 

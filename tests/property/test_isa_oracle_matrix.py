@@ -1,6 +1,6 @@
 """CONV, MATMUL and DWCONV on the simulator against docs/isa.md in plain integers
 (``isa_ref``): every zero point from -256 to 255, padding, strides, dilation, negative / zero /
-unaligned operand strides, weights in any layout (CONV's int8 or int4), OVERWRITE and
+unaligned operand strides, weights in any layout (int8 or int4), OVERWRITE and
 ACCUMULATE (wrapping int32),
 reductions long enough to need more than one exact float32 GEMM, one sample and batches whose
 samples' weights differ (or differ in one byte); and large tiles (the sizes a GEMM library
@@ -47,6 +47,19 @@ def _layout(draw: Any, ns: list[int], window: int) -> tuple[int, list[int]]:
     return place(draw, ns, ss, 1, window), ss
 
 
+def _weights(draw: Any, ns: list[int], window: int) -> tuple[WeightType, int, list[int]]:
+    """(type, base, strides) of weights of dims ``ns``: int8 as ``_layout``, or int4 (strides
+    in nibbles from nibble ``2 * base``)."""
+    w_type = draw(st.sampled_from([WeightType.I8, WeightType.I8, WeightType.I4]))
+    if w_type is WeightType.I8:
+        return (w_type, *_layout(draw, ns, window))
+    nib, ss = _layout(draw, ns, 2 * window)
+    base = nib // 2 + draw(st.sampled_from([0, nib % 2]))
+    lo, hi = ref.box(2 * base, ns, ss, 1)
+    assume(lo >= 0 and hi <= 2 * window)
+    return w_type, base, ss
+
+
 def _mode(draw: Any) -> AccMode:
     return draw(st.sampled_from(list(AccMode)))
 
@@ -64,14 +77,7 @@ def conv_case(draw: Any, big: bool = False) -> Case:
     window = draw(st.sampled_from([2048, 16384]))
     in_s = draw(strides_for([in_w, in_h], 1, span=cin))
     in_addr = place(draw, [cin, in_w, in_h], [1, *in_s], 1, window)
-    w_type = draw(st.sampled_from([WeightType.I8, WeightType.I8, WeightType.I4]))
-    if w_type is WeightType.I4:  # strides in nibbles, the base nibble 2 * w_addr
-        base, (ws_k, ws_ci, ws_co) = _layout(draw, [kh * kw, cin, cout], 2 * window)
-        w_addr = base // 2 + draw(st.sampled_from([0, base % 2]))
-        lo, hi = ref.box(2 * w_addr, [kh * kw, cin, cout], [ws_k, ws_ci, ws_co], 1)
-        assume(lo >= 0 and hi <= 2 * window)
-    else:
-        w_addr, (ws_k, ws_ci, ws_co) = _layout(draw, [kh * kw, cin, cout], window)
+    w_type, w_addr, (ws_k, ws_ci, ws_co) = _weights(draw, [kh * kw, cin, cout], window)
     acc_addr, acc_stride = _acc(draw, oh * ow, cout)
     ins = Instruction.make(
         Opcode.CONV, in_addr=in_addr, in_h=in_h, in_w=in_w, in_stride_h=in_s[1],
@@ -95,12 +101,12 @@ def matmul_case(draw: Any) -> Case:
     k = draw(st.one_of(st.integers(1, 40), st.integers(100, 300)))  # long: several exact GEMMs
     window = draw(st.sampled_from([2048, 16384]))
     a_addr, (a_sm, a_sk) = _layout(draw, [m, k], window)
-    b_addr, (b_sk, b_sn) = _layout(draw, [k, n], window)
+    b_type, b_addr, (b_sk, b_sn) = _weights(draw, [k, n], window)
     acc_addr, acc_stride = _acc(draw, m, n)
     ins = Instruction.make(
         Opcode.MATMUL, m=m, n=n, k=k, a_addr=a_addr, a_stride_m=a_sm, a_stride_k=a_sk,
         a_zp=draw(ZP9), b_addr=b_addr, b_stride_k=b_sk, b_stride_n=b_sn, b_zp=draw(ZP9),
-        acc_addr=acc_addr, acc_stride=acc_stride, mode=_mode(draw))
+        acc_addr=acc_addr, acc_stride=acc_stride, mode=_mode(draw), b_type=b_type)
     return case_of(draw, M, [ins])
 
 
@@ -174,7 +180,13 @@ def matmul_int64(sram: np.ndarray, acc: np.ndarray, f: dict) -> np.ndarray:
     i, t = np.ix_(np.arange(f["m"]), np.arange(f["k"]))
     t2, j = np.ix_(np.arange(f["k"]), np.arange(f["n"]))
     a = s8[f["a_addr"] + i * f["a_stride_m"] + t * f["a_stride_k"]] - f["a_zp"]
-    b = s8[f["b_addr"] + t2 * f["b_stride_k"] + j * f["b_stride_n"]] - f["b_zp"]
+    off = t2 * f["b_stride_k"] + j * f["b_stride_n"]
+    if f["b_type"] == WeightType.I4:
+        n = 2 * f["b_addr"] + off
+        v = (sram[n >> 1].astype(np.int64) >> (4 * (n & 1))) & 0xF
+        b = np.where(v >= 8, v - 16, v) - f["b_zp"]
+    else:
+        b = s8[f["b_addr"] + off] - f["b_zp"]
     return _store(acc, f, a @ b)
 
 
@@ -221,6 +233,8 @@ BIG = [  # (fields, batch): tiles the simulator hands to a GEMM library, packed 
     (dict(op=Opcode.MATMUL, m=197, n=64, k=192, a_zp=-3, b_zp=0), None),
     (dict(op=Opcode.MATMUL, m=64, n=96, k=600, a_zp=255, b_zp=-256), 2),
     (dict(op=Opcode.MATMUL, m=120, n=130, k=576, a_zp=0, b_zp=0), None),
+    (dict(op=Opcode.MATMUL, m=197, n=64, k=192, a_zp=-3, b_zp=0, b_type=WeightType.I4), None),
+    (dict(op=Opcode.MATMUL, m=64, n=96, k=600, a_zp=7, b_zp=2, b_type=WeightType.I4), 2),
 ]
 
 
@@ -267,7 +281,11 @@ def test_large_tiles(kw: dict, n: int | None) -> None:
 
 
 @pytest.mark.parametrize("dataflow", ["WEIGHT_STATIONARY", "OUTPUT_STATIONARY"])
-def test_int4_weights_read_half_the_bytes(dataflow: str) -> None:
+@pytest.mark.parametrize("kw,field", [
+    (dict(op=Opcode.CONV, in_h=6, in_w=6, cin=7, cout=9, kh=3, kw=3, out_h=4, out_w=4),
+     "w_type"),
+    (dict(op=Opcode.MATMUL, m=5, n=9, k=63), "b_type")])
+def test_int4_weights_read_half_the_bytes(dataflow: str, kw: dict, field: str) -> None:
     """docs/isa.md's operand path: the weight reads are the bytes as stored, ceil(K*N/2) for
     int4; MACs and the operand-buffer (unpacked) bytes are those of int8 weights."""
     from dataclasses import replace
@@ -276,10 +294,9 @@ def test_int4_weights_read_half_the_bytes(dataflow: str) -> None:
     from tessel.isa.costs import instruction_cost
 
     arch = replace(ARCH, matrix=replace(ARCH.matrix, dataflow=Dataflow[dataflow]))
-    kw = dict(op=Opcode.CONV, in_h=6, in_w=6, cin=7, cout=9, kh=3, kw=3, out_h=4, out_w=4)
-    k_n = 3 * 3 * 7 * 9  # odd: the last byte holds one weight
+    k_n = 567  # K*N of both, odd: the last byte holds one weight
     e8 = instruction_cost(_big_instruction(kw), arch).events
-    e4 = instruction_cost(_big_instruction({**kw, "w_type": WeightType.I4}), arch).events
+    e4 = instruction_cost(_big_instruction({**kw, field: WeightType.I4}), arch).events
     assert k_n <= arch.matrix.weight_buffer_bytes // 2  # read once either way
     assert e8.sram_read_bytes - e4.sram_read_bytes == k_n - (k_n + 1) // 2
     assert (e4.macs, e4.operand_bytes) == (e8.macs, e8.operand_bytes)

@@ -115,7 +115,11 @@ def _reference_accesses(i) -> list[tuple]:
                 *acc(i.out_h * i.out_w, i.cout if op == Opcode.CONV else ch)]
     if op == Opcode.MATMUL:
         a = _enumerated(i.a_addr, [i.m, i.k], [i.a_stride_m, i.a_stride_k], 1)
-        b = _enumerated(i.b_addr, [i.k, i.n], [i.b_stride_k, i.b_stride_n], 1)
+        if i.b_type == 1:  # int4 B: the bytes holding the nibbles
+            nib = pattern_addresses(2 * i.b_addr, [i.k, i.n], [i.b_stride_k, i.b_stride_n]) >> 1
+            b = int(nib.min()), int(nib.max()) + 1
+        else:
+            b = _enumerated(i.b_addr, [i.k, i.n], [i.b_stride_k, i.b_stride_n], 1)
         return [("a", Space.SRAM, *a, False, 0), ("b", Space.SRAM, *b, False, 0), *acc(i.m, i.n)]
     if op == Opcode.REQUANT:
         e = 1 if i.src == AccSrc.ACC else 4

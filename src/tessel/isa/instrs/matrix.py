@@ -91,6 +91,10 @@ def _conv_per_byte(i: Instruction) -> int:
     return WeightType(i.w_type).per_byte
 
 
+def _matmul_per_byte(i: Instruction) -> int:
+    return WeightType(i.b_type).per_byte
+
+
 def _conv_accesses(i: Instruction) -> tuple[Access, ...]:
     a = i.args
     ia, ih, iw, sh, sw, cin, wa, kh, kw, cout, sk, sci, sco, oh, ow, wt = _CONV(a)
@@ -116,17 +120,19 @@ MATMUL_FIELDS = (
     signed_field("b_stride_n", 24, "bytes between columns of B", default=1),
     zero_point("b_zp", "zero point of B (subtracted)"),
     *acc_output(),
+    weight_type("b_type"),
 )
 _MATMUL = getter(MATMUL_FIELDS, "a_addr", "m", "k", "a_stride_m", "a_stride_k", "b_addr", "n",
-                 "b_stride_k", "b_stride_n")
+                 "b_stride_k", "b_stride_n", "b_type")
 _MATMUL_ACC = positions(MATMUL_FIELDS, *_ACC_FIELDS)
 
 
 def _matmul_accesses(i: Instruction) -> tuple[Access, ...]:
     a = i.args
-    aa, m, k, sam, sak, ba, n, sbk, sbn = _MATMUL(a)
+    aa, m, k, sam, sak, ba, n, sbk, sbn, bt = _MATMUL(a)
     alo, ahi = span2(aa, m, sam, k, sak, 1)
-    blo, bhi = span2(ba, k, sbk, n, sbn, 1)
+    bt = WeightType(bt)
+    blo, bhi = bt.span(*span2(ba * bt.per_byte, k, sbk, n, sbn, 1))
     return (new_access(Access, ("a", _SRAM, alo, ahi, False, 0)),
             new_access(Access, ("b", _SRAM, blo, bhi, False, 0)),
             *_acc_boxes(a, _MATMUL_ACC, m, n))
@@ -186,8 +192,9 @@ SPECS = (
     InstrSpec(
         opcode=Opcode.MATMUL, engine=Engine.MATRIX,
         summary="int8 GEMM tile A[m,k] x B[k,n] -> int32 acc", fields=MATMUL_FIELDS,
-        cost=Gemm(m=product("m"), n=product("n"), k=product("k"), window=None),
-        cost_fields=("m", "n", "k", "mode"), accesses=_matmul_accesses,
+        cost=Gemm(m=product("m"), n=product("n"), k=product("k"), window=None,
+                  weights_per_byte=_matmul_per_byte),
+        cost_fields=("m", "n", "k", "mode", "b_type"), accesses=_matmul_accesses,
         sram_elements=(("a", product("m", "k")), ("b", product("k", "n"))),
         rules=(AccRowsApart("n"),), section="MATMUL (matrix engine)"),
     InstrSpec(
