@@ -179,6 +179,9 @@ def boxes(op: str, f: dict) -> list[tuple[str, int, int]]:
         elif op == "CONV":
             add("SRAM", f["w_addr"], [kk, c, f["cout"]],
                 [f["w_stride_k"], f["w_stride_ci"], f["w_stride_co"]], 1)
+        elif f["w_type"] == 1:
+            lo, hi = box(2 * f["w_addr"], [kk, c], [f["w_stride_k"], 1], 1)
+            out.append(("SRAM", lo // 2, (hi + 1) // 2))
         else:
             add("SRAM", f["w_addr"], [kk, c], [f["w_stride_k"], 1], 1)
         add("ACC", f["acc_addr"], [f["out_h"] * f["out_w"], f["cout"] if op == "CONV" else c],
@@ -321,8 +324,8 @@ def ref_dwconv(m: Machine, f: dict) -> Writes:
                         if 0 <= iy < f["in_h"] and 0 <= ix < f["in_w"]:
                             x = rd(m.sram, f["in_addr"] + iy * f["in_stride_h"]
                                    + ix * f["in_stride_w"] + c, 1)
-                            k = rd(m.sram, f["w_addr"] + (ky * f["kw"] + kx) * f["w_stride_k"]
-                                   + c, 1)
+                            k = wt(m.sram, f["w_addr"], (ky * f["kw"] + kx) * f["w_stride_k"]
+                                   + c, f["w_type"])
                             s += (x - f["in_zp"]) * k
                 a = f["acc_addr"] + (oy * f["out_w"] + ox) * f["acc_stride"] + c
                 _acc_store(m, out, a, s, f["mode"] == 1)

@@ -130,14 +130,22 @@ def dwconv_case(draw: Any) -> Case:
     in_s = draw(strides_for([in_w, in_h], 1, span=ch))
     in_addr = place(draw, [ch, in_w, in_h], [1, *in_s], 1, window)
     (ws_k,) = draw(strides_for([kh * kw], 1, span=ch))
-    w_addr = place(draw, [ch, kh * kw], [1, ws_k], 1, window)
+    w_type = draw(st.sampled_from([WeightType.I8, WeightType.I8, WeightType.I4]))
+    if w_type is WeightType.I4:  # nibbles from nibble 2 * w_addr
+        nib = place(draw, [ch, kh * kw], [1, ws_k], 1, 2 * window)
+        w_addr = nib // 2 + draw(st.sampled_from([0, nib % 2]))
+        lo, hi = ref.box(2 * w_addr, [ch, kh * kw], [1, ws_k], 1)
+        assume(lo >= 0 and hi <= 2 * window)
+    else:
+        w_addr = place(draw, [ch, kh * kw], [1, ws_k], 1, window)
     acc_addr, acc_stride = _acc(draw, oh * ow, ch)
     engine = draw(st.sampled_from([Engine.MATRIX, Engine.VECTOR]))
     ins = Instruction.make(
         Opcode.DWCONV, in_addr=in_addr, in_h=in_h, in_w=in_w, in_stride_h=in_s[1],
         in_stride_w=in_s[0], ch=ch, in_zp=draw(ZP9), kh=kh, kw=kw, stride_h=sh, stride_w=sw,
         dil_h=dh, dil_w=dw, pad_top=pt, pad_left=pl, out_h=oh, out_w=ow, w_addr=w_addr,
-        w_stride_k=ws_k, acc_addr=acc_addr, acc_stride=acc_stride, mode=_mode(draw))
+        w_stride_k=ws_k, acc_addr=acc_addr, acc_stride=acc_stride, mode=_mode(draw),
+        w_type=w_type)
     return case_of(draw, engine, [ins])
 
 
@@ -300,3 +308,20 @@ def test_int4_weights_read_half_the_bytes(dataflow: str, kw: dict, field: str) -
     assert k_n <= arch.matrix.weight_buffer_bytes // 2  # read once either way
     assert e8.sram_read_bytes - e4.sram_read_bytes == k_n - (k_n + 1) // 2
     assert (e4.macs, e4.operand_bytes) == (e8.macs, e8.operand_bytes)
+
+
+@pytest.mark.parametrize("engine", [Engine.MATRIX, Engine.VECTOR])
+def test_int4_depthwise_weights_read_half_the_bytes(engine: Engine) -> None:
+    """DWCONV on either engine: the weight bytes read halve with int4 (the array's weight
+    path reads ``ceil(K*N/2)``; the vector engine reads one input byte and half a weight
+    byte per MAC)."""
+    from tessel.isa.costs import instruction_cost
+
+    kw = dict(in_addr=0, in_h=6, in_w=6, in_stride_h=6 * 7, in_stride_w=7, ch=7, kh=3, kw=3,
+              out_h=4, out_w=4, w_addr=4000, w_stride_k=7, acc_addr=0, acc_stride=7)
+    e8 = instruction_cost(Instruction.make(Opcode.DWCONV, **kw), ARCH, engine).events
+    e4 = instruction_cost(Instruction.make(Opcode.DWCONV, w_type=WeightType.I4, **kw), ARCH,
+                          engine).events
+    weights = 3 * 3 * 7 if engine == Engine.MATRIX else 4 * 4 * 7 * 3 * 3  # read once / per MAC
+    assert e8.sram_read_bytes - e4.sram_read_bytes == weights - (weights + 1) // 2
+    assert e4.macs == e8.macs

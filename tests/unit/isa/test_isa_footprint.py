@@ -109,6 +109,9 @@ def _reference_accesses(i) -> list[tuple]:
         elif op == Opcode.CONV:
             w = _enumerated(i.w_addr, [i.kh * i.kw, ch, i.cout],
                             [i.w_stride_k, i.w_stride_ci, i.w_stride_co], 1)
+        elif i.w_type == 1:
+            nib = pattern_addresses(2 * i.w_addr, [i.kh * i.kw, ch], [i.w_stride_k, 1]) >> 1
+            w = int(nib.min()), int(nib.max()) + 1
         else:
             w = _enumerated(i.w_addr, [i.kh * i.kw, ch], [i.w_stride_k, 1], 1)
         return [("in", Space.SRAM, *inp, False, 0), ("w", Space.SRAM, *w, False, 0),

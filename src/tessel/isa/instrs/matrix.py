@@ -147,16 +147,19 @@ DWCONV_FIELDS = (
     address("w_addr", "SRAM byte address of weight (ky=0, kx=0, c=0); channels contiguous"),
     sram_stride("w_stride_k", "bytes between kernel positions (ky * kw + kx)"),
     *acc_output(),
+    weight_type("w_type"),
 )
-_DWCONV = getter(DWCONV_FIELDS, *_NHWC, "ch", "w_addr", "kh", "kw", "w_stride_k", *_PIXELS)
+_DWCONV = getter(DWCONV_FIELDS, *_NHWC, "ch", "w_addr", "kh", "kw", "w_stride_k", *_PIXELS,
+                 "w_type")
 _DWCONV_ACC = positions(DWCONV_FIELDS, *_ACC_FIELDS)
 
 
 def _dwconv_accesses(i: Instruction) -> tuple[Access, ...]:
     a = i.args
-    ia, ih, iw, sh, sw, ch, wa, kh, kw, sk, oh, ow = _DWCONV(a)
+    ia, ih, iw, sh, sw, ch, wa, kh, kw, sk, oh, ow, wt = _DWCONV(a)
     lo, hi = span3(ia, ih, sh, iw, sw, ch, 1, 1)
-    wlo, whi = span2(wa, kh * kw, sk, ch, 1, 1)
+    wt = WeightType(wt)
+    wlo, whi = wt.span(*span2(wa * wt.per_byte, kh * kw, sk, ch, 1, 1))
     return (new_access(Access, ("in", _SRAM, lo, hi, False, 0)),
             new_access(Access, ("w", _SRAM, wlo, whi, False, 0)),
             *_acc_boxes(a, _DWCONV_ACC, oh * ow, ch))
@@ -166,10 +169,12 @@ _DW_WORK = product("out_h", "out_w", "ch", "kh", "kw")  # one MAC per output and
 
 
 def _dwconv_vector_events(i: Instruction) -> Events:
-    """DWCONV on the vector engine: one input and one weight byte per MAC."""
+    """DWCONV on the vector engine: one input byte and one weight (a byte, or half of one
+    for int4) per MAC."""
     outs = i.out_h * i.out_w * i.ch
     e = outs * i.kh * i.kw
-    return Events(macs=e, sram_read_bytes=2 * e, acc_writes=outs,
+    per_byte = _conv_per_byte(i)
+    return Events(macs=e, sram_read_bytes=e + -(-e // per_byte), acc_writes=outs,
                   acc_reads=outs * (i.mode == AccMode.ACCUMULATE))
 
 
@@ -202,11 +207,12 @@ SPECS = (
         summary="int8 depthwise conv tile -> int32 acc", fields=DWCONV_FIELDS,
         # the array's depthwise mode: channels on the columns, kernel taps on the rows
         cost=Gemm(m=product(*_PIXELS), n=product("ch"), k=product("kh", "kw"),
-                  window=_in_tile("ch"), depthwise=True),
+                  window=_in_tile("ch"), depthwise=True, weights_per_byte=_conv_per_byte),
         also_cost=Vector(_DW_WORK, _dwconv_vector_events,
-                         "MACs = work (int8 MAC energy); SRAM reads `2*work`; acc writes "
+                         "MACs = work (int8 MAC energy); SRAM reads `work + W`, `W` the "
+                         "weight bytes read (`work`, int4: `ceil(work/2)`); acc writes "
                          "`out_h*out_w*ch` (+ reads if ACCUMULATE)"),
-        cost_fields=("in_h", "in_w", "ch", "kh", "kw", "out_h", "out_w", "mode"),
+        cost_fields=("in_h", "in_w", "ch", "kh", "kw", "out_h", "out_w", "mode", "w_type"),
         accesses=_dwconv_accesses,
         sram_elements=(("in", _in_tile("ch")), ("out", product(*_PIXELS, "ch"))),
         frame=Frame("ch"), rules=(AccRowsApart("ch"),),
