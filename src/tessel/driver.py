@@ -125,7 +125,7 @@ def _compile(model, example_inputs, target, calibration_data, options, quant_con
     from tessel.frontend.qdq import import_qdq
     from tessel.passes.to_nhwc import to_nhwc
     from tessel.quant.api import QuantizedModel, host_list, ptq
-    from tessel.quant.config import QuantConfig
+    from tessel.quant.config import QuantConfig, weights_record
     from tessel.quant.lower import lower_qdq
 
     options = options or CompileOptions()
@@ -160,7 +160,8 @@ def _compile(model, example_inputs, target, calibration_data, options, quant_con
         t0 = time.perf_counter()
         say("computing the reference outputs for `tessel run --check`")
         qm = QuantizedModel(graph, qdq, config, samples, host_list(graph))
-        extra = {"source": {**source_record(source), "calibration": options.calibration_samples},
+        extra = {"source": {**source_record(source), "calibration": options.calibration_samples,
+                            **weights_record(config)},
                  REFERENCE_KEY: _reference(model, qm, example_inputs)}
         times.record("reference", t0)
     return compile_graph(graph, arch, options=options, name=name, progress=say, times=times,

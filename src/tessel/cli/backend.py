@@ -92,7 +92,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from tessel.driver import compile as tessel_compile
     from tessel.models import resolve
     from tessel.models.digest import source_record
-    from tessel.quant.config import default_config
 
     if args.calibration < 1:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
@@ -106,7 +105,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     cm = tessel_compile(model, inputs, target=arch, options=options,
                         calibration_data=calibration,
-                        quant_config=default_config(spec.name),
+                        quant_config=quant_config(args, spec),
                         name=source_record(args.model)["model"],  # no path: reproducible
                         progress=_progress, source=args.model,
                         dump=Dumps(stages, lambda text: print(
@@ -148,13 +147,35 @@ def _compile_result(cm, output: Path, seconds: float) -> dict:
 
 
 def add_data_arguments(p: argparse.ArgumentParser) -> None:
-    """--inputs and --calibration-data (see tessel.models.data_files)."""
+    """--inputs and --calibration-data (see tessel.models.data_files); --weights and
+    --layer-weights (the weight types, tessel.quant.config.WeightDtype)."""
     p.add_argument("--inputs", type=Path, metavar="X.npz",
                    help="example inputs (.npy, or .npz with the arrays in input order) instead "
                    "of the model's own")
     p.add_argument("--calibration-data", type=Path, metavar="DIR|FILE.npz",
                    help="calibration samples: a .npz with one sample per array, or a directory "
                    "with one .npy/.npz per sample (default: the model's own calibration data)")
+    p.add_argument("--weights", choices=("int8", "int4"), default="int8",
+                   help="the weight type of every conv / linear layer: int8, or int4 (two per "
+                   "byte: half the weight bytes, coarser weights; docs/numerics.md)")
+    p.add_argument("--layer-weights", action="append", default=[], metavar="PATTERN=TYPE",
+                   help="the weight type of the layers whose module name matches PATTERN (an "
+                   "fnmatch pattern, e.g. 'layer4.*=int4' or 'fc=int8'); repeatable, later "
+                   "ones win")
+
+
+def quant_config(args: argparse.Namespace, spec):
+    """The QuantConfig of a model (`default_config`) with --weights / --layer-weights."""
+    from tessel.quant.config import (
+        WeightDtype,
+        default_config,
+        parse_layer_weights,
+        with_weight_choices,
+    )
+
+    layers = [parse_layer_weights(t) for t in getattr(args, "layer_weights", [])]
+    return with_weight_choices(default_config(spec.name),
+                               WeightDtype(getattr(args, "weights", "int8")), layers)
 
 
 def model_data(args: argparse.Namespace, spec) -> tuple:
@@ -192,12 +213,11 @@ def quantised_graph(args: argparse.Namespace, spec):
     """The integer graph of `spec` (with --inputs / --calibration-data), quantised once and then
     reused from the graph cache (tessel.quant.cache) unless --no-cache."""
     from tessel.quant.cache import cached_graph
-    from tessel.quant.config import default_config
 
     if args.calibration < 1:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
     model, inputs, calibration = model_data(args, spec)
-    return cached_graph(args.model, model, inputs, calibration, default_config(spec.name),
+    return cached_graph(args.model, model, inputs, calibration, quant_config(args, spec),
                         args.calibration, use_default=not args.no_cache)
 
 
