@@ -50,6 +50,7 @@ from tessel.ops.context import (
     StepConstants,
     align,
     const_addresses,
+    require_int4,
 )
 from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
@@ -183,6 +184,8 @@ def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
     _, kh, kw, _ = ctx.graph.type_of(node.inputs[1]).shape  # OHWI
     (sh, sw), (dh, dw) = a["stride"], a["dilation"]
     wbits = 4 if ctx.graph.type_of(node.inputs[1]).dtype is DType.I4 else 8
+    if wbits == 4:
+        require_int4(node, ctx)
     return ConvGeometry(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=a["padding"][0],
                         pl=a["padding"][1], oh=oh, ow=ow, h=h, w=w, c=c, cout=cout,
                         groups=a["groups"], n=n, wbits=wbits)

@@ -45,6 +45,7 @@ from tessel.ops.context import (
     StepConstants,
     align,
     const_addresses,
+    require_int4,
 )
 from tessel.ops.conv_emit import pack_int4
 from tessel.ops.eltwise_emit import const_blob, const_operand, is_const
@@ -132,6 +133,8 @@ def gemm(node: Node, ctx: CodegenContext) -> Gemm:
     why = refusal(node, ctx.graph)
     if why is not None:
         raise TesselCompileError(f"{node} at {node.loc}: {why}")
+    if tb.dtype is DType.I4:
+        require_int4(node, ctx)
     if node.op is Op.QLINEAR:
         k = ta.shape[-1]
         return Gemm(math.prod(ta.shape[:-1]), tb.shape[0], k, (Batch(0, 0, 0),),

@@ -191,3 +191,20 @@ def test_the_i4_type_in_ir_text():
     with pytest.raises(ValueError, match="outside"):
         ConstData(w * 2, DType.I4)
     assert ConstData(w, DType.I4) != ConstData(w)  # an i4 constant is not its int8 twin
+
+
+def test_an_npu_without_the_int4_decoder_refuses_int4_layers():
+    from dataclasses import replace
+
+    from tessel.arch import load_preset
+    from tessel.errors import TesselCompileError
+
+    arch = load_preset("tnpu-s")
+    arch = replace(arch, matrix=replace(arch.matrix, int4_weights=False))
+    factory, shape = MODELS["mixed"]
+    model = factory().eval()
+    x = torch.randn(*shape)
+    with pytest.raises(TesselCompileError, match="no int4 weight decoder .*--layer-weights"):
+        tessel.compile(model, (x,), target=arch, calibration_data=[(x,)], quant_config=INT4)
+    # the decoder's area is part of the NPU's
+    assert load_preset("tnpu-s").derived.area_mm2 > arch.derived.area_mm2
