@@ -144,24 +144,22 @@ def _layers_section(profile: Profile, tl: Timeline) -> str:
     cols = columns(profile, with_sram=True)
     raw = layer_rows(profile, tl.sram_peaks.per_layer_sram)
     pretty = layer_rows(profile, tl.sram_peaks.per_layer_sram, pretty=True)
-    shown = [k for k, c in enumerate(cols) if c.key != "name"]  # the IR name: a tooltip
-    head = "".join(f'<th data-key="{_e(cols[k].key)}">{_e(cols[k].label)}</th>' for k in shown)
-    body = "".join("<tr>" + "".join(_cell(cols[k], r[k], p[k], p[0]) for k in shown) + "</tr>"
+    head = "".join(f'<th data-key="{_e(c.key)}">{_e(c.label)}</th>' for c in cols)
+    body = "".join("<tr>" + "".join(_cell(c, r[k], p[k]) for k, c in enumerate(cols)) + "</tr>"
                    for r, p in zip(raw, pretty, strict=True))
-    note = ("Layers are named by their PyTorch module path (hover for the IR name and the full "
-            "text of a clipped cell). Click a header to sort; numbers use thousands separators.")
+    note = ("Layers are named by their PyTorch module path (their IR name when the model "
+            "recorded no module); the IR name is the second column. Hover over a clipped cell "
+            "for its full text. Click a header to sort; numbers use thousands separators.")
     return (f'<section id="layers"><h2>Layers ({len(profile.layers)})</h2>'
             f'<p class="note">{_e(note)}</p><div class="pager" id="layer-pager"></div>'
             f'<div class="wide"><table id="layer-table"><thead><tr>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table></div></section>")
 
 
-def _cell(col, raw: str, text: str, ir_name: str) -> str:
+def _cell(col, raw: str, text: str) -> str:
     if col.numeric:
         return f'<td class="num" data-v="{_e(raw)}">{_e(text)}</td>'
-    if col.key == "module":
-        return f'<td title="IR {_e(ir_name)}">{_e(text)}</td>'
-    if col.key in ("loc", "mapping"):
+    if col.key in ("loc", "mapping", "ir_name"):
         return f'<td class="clip" title="{_e(text)}">{_e(text)}</td>'
     return f"<td>{_e(text)}</td>"
 

@@ -26,6 +26,7 @@ from tessel.isa.fields import Engine
 from tessel.isa.footprint import Space, accesses
 from tessel.isa.table import Opcode
 from tessel.runtime.compiled import CompiledModel
+from tessel.runtime.profile import layer_label
 from tessel.sim.prepare import PreparedProgram, prepared
 from tessel.sim.timing import DMA_OPS, InstrTimes, instr_times, op_timings
 
@@ -38,7 +39,7 @@ class EngineSlice:
     """A run of consecutive instructions of one layer on one engine."""
 
     engine: Engine
-    layer: str
+    layer: str  # the layer's name (module path, else IR name: profile.layer_label)
     layer_index: int  # position in metadata["layers"], -1 for PROGRAM_LAYER
     start: int  # cycle
     end: int
@@ -108,7 +109,8 @@ def build_timeline(compiled: CompiledModel) -> Timeline:
     prep = prepared(compiled.program, compiled.arch)
     sched = instr_times(prep)
     owners = _owners(prep, compiled.program.metadata.get("layers", []))
-    names = [info["name"] for info in compiled.program.metadata.get("layers", [])]
+    names = [layer_label(info["name"], info.get("loc", ""))
+             for info in compiled.program.metadata.get("layers", [])]
     slices: list[EngineSlice] = []
     for e in Engine:
         slices.extend(_engine_slices(prep, sched, e, owners[e], names))

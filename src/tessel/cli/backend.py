@@ -51,6 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="keep activations in the SRAM between steps where the cost model finds "
                    "it faster (default on; docs/backend.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--layers", type=int, default=10, metavar="N",
+                   help="slowest layers shown in the text table (default 10; 0: every layer)")
+    add_wide_argument(p)
     p.set_defaults(func=cmd_estimate)
 
     p = sub.add_parser("run", help="run a .tsl binary on the simulator")
@@ -75,6 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "HTML report, Perfetto trace, per-layer CSV")
     p.add_argument("binary", type=Path)
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
+    add_wide_argument(p)
     from tessel.analysis.cli_options import add_report_arguments
     add_report_arguments(p)
     p.set_defaults(func=cmd_profile)
@@ -182,6 +186,19 @@ def model_data(args: argparse.Namespace, spec) -> tuple:
     return model, inputs, calibration
 
 
+def add_wide_argument(p: argparse.ArgumentParser) -> None:
+    """--wide: tables at their full width (default: fitted to COLUMNS or the terminal, long
+    cells wrapped; full width off a terminal)."""
+    p.add_argument("--wide", action="store_true", help="print tables at full width, every "
+                   "column on one line per row (default: fitted to $COLUMNS or the terminal)")
+
+
+def table_width(args: argparse.Namespace) -> int | None:
+    """The width text tables are fitted to: None (no limit) with --wide."""
+    from tessel.display import output_width
+    return None if getattr(args, "wide", False) else output_width()
+
+
 def add_cache_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="quantise again instead of reusing "
                    "the cached integer graph (cache: $TESSEL_CACHE_DIR, else "
@@ -213,8 +230,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if args.json:
         print(report.to_json())
     else:
+        if args.layers < 0:
+            raise TesselConfigError(f"--layers must be >= 0, got {args.layers}")
         print(report.summary())
-        report.layer_table(10).print()
+        report.layer_table(args.layers or None).print(wide=args.wide)
     return 0
 
 
@@ -333,7 +352,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         print(prof.to_json())
     else:
         print(prof.summary())
-        prof.layer_table().print()
+        prof.layer_table().print(wide=args.wide)
     for path in write_reports(args, cm):
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     return 0

@@ -20,7 +20,8 @@ def test_one_row_per_layer_with_the_profile_figures(compiled, tmp_path):
     prof = compiled.profile
     path = write_csv(prof, tmp_path / "layers.csv")
     got = rows(path.read_text())
-    assert [r["name"] for r in got] == [lay.name for lay in prof.layers]
+    assert [r["layer"] for r in got] == [lay.label for lay in prof.layers]
+    assert [r["ir_name"] for r in got] == [lay.name for lay in prof.layers]
     for r, lay in zip(got, prof.layers, strict=True):
         assert (r["op"], r["loc"], r["mapping"], r["bound"]) == (lay.op, lay.loc, lay.mapping,
                                                                  lay.bound)
