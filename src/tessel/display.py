@@ -78,6 +78,19 @@ def wrap_cell(text: str, width: int) -> list[str]:
     return lines + [rest] if rest else lines
 
 
+def fit_text(text: str, width: int | None) -> str:
+    """Plain lines (a summary) wrapped at spaces to ``width`` (None: unchanged); a wrapped
+    line's continuation is indented by two spaces."""
+    if width is None:
+        return text
+    import textwrap
+
+    return "\n".join(
+        "\n".join(textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=True,
+                                break_on_hyphens=False)) if len(line) > width else line
+        for line in text.split("\n"))
+
+
 @dataclass(frozen=True)
 class Table:
     """Header, preformatted string cells, which columns are numeric (right-aligned) and

@@ -28,6 +28,7 @@ import torch
 
 from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.collector import few_collections, no_collections
+from tessel.display import plural
 from tessel.emit.metadata import model_metadata
 from tessel.emit.program import emit
 from tessel.emit.text import streams_text
@@ -198,7 +199,8 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     dump(Stage.PARTITION, part.text)
     fallback = summarize(graph, part)
     t0 = times.record("partition", t0)
-    say(f"compiling {len(part.npu_nodes)} NPU ops in {len(part.regions)} region(s) for "
+    say(f"compiling {plural(len(part.npu_nodes), 'NPU op')} in "
+        f"{plural(len(part.regions), 'region')} for "
         f"{arch.name}")
     meta = {**model_metadata(graph, arch, name or graph.name, part, fallback), **(metadata or {})}
     sizes = [len(r.nodes) for r in part.regions] or None

@@ -53,6 +53,12 @@ def test_every_result_command_prints_json(tmp_path, capsys):
     assert _json(capsys, ["accuracy", model, "--calibration", "2", "--samples", "2",
                           "--json"])["sqnr_db"]
     assert _json(capsys, ["advise", model, "--calibration", "2", "--json"])["ranked"]
+    cmp = _json(capsys, ["compare", model, "--targets", "tnpu-s,tnpu-m", "--calibration", "2",
+                         "--json"])
+    assert [(r["model"], r["target"]) for r in cmp["results"]] == [
+        ("tiny.py:make", "tnpu-s"), ("tiny.py:make", "tnpu-m")]
+    assert _json(capsys, ["compare", str(tsl), str(tsl), "--json"])["a"]["cycles"] == \
+        comp["cycles"]
     front = _json(capsys, ["explore", model, "--space", str(space), "--out",
                            str(tmp_path / "x"), "--workers", "0", "--calibration", "2",
                            "--json"])["front"]

@@ -27,6 +27,7 @@ from tessel.arch.params import knob_params, param_info
 from tessel.display import (
     TERMINAL_WIDTH,
     Table,
+    fit_text,
     fmt_change,
     fmt_int,
     plural,
@@ -221,8 +222,9 @@ class Advice:
     def table(self, max_layers: int = 15, width: int | None = TERMINAL_WIDTH) -> str:
         """Text: the ranked relaxations, then the slowest layers and what binds them, at most
         ``width`` columns (None: no limit)."""
-        return "\n".join([self.summary(), "", self.ranked_table().text(width), *_notes(self),
-                          "", self.layer_table(max_layers).text(width), *_skipped_rows(self)])
+        return "\n".join([fit_text(self.summary(), width), "", self.ranked_table().text(width),
+                          *_notes(self), "", self.layer_table(max_layers).text(width),
+                          *(fit_text(x, width) for x in _skipped_rows(self))])
 
     def __repr__(self) -> str:
         top = self.ranked[0] if self.ranked else None

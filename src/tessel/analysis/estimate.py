@@ -49,8 +49,8 @@ class EstimateReport(InferenceFigures):
     def summary(self) -> str:
         rd, wr = sum(self.bytes_read.values()), sum(self.bytes_written.values())
         return (f"estimate for {self.model} on {self.target}: {self.cycles:,} cycles = "
-                f"{self.latency_ms:.3f} ms; energy {self.energy_uj:.2f} uJ; MAC utilisation "
-                f"{100 * self.mac_utilisation:.1f} %; off-chip read {rd / 1e6:.2f} MB, written "
+                f"{self.latency_ms:.3f} ms\nenergy {self.energy_uj:.2f} uJ; MAC utilisation "
+                f"{100 * self.mac_utilisation:.1f} %\noff-chip read {rd / 1e6:.2f} MB, written "
                 f"{wr / 1e6:.2f} MB; host ops {len(self.host_ops)}")
 
     def layer_table(self, top: int | None = None) -> Table:
@@ -74,7 +74,8 @@ class EstimateReport(InferenceFigures):
             ("host_ops", len(self.host_ops))])
 
     def _repr_html_(self) -> str:
-        return summary_html(f"EstimateReport {self.model} on {self.target}", [self.summary()],
+        return summary_html(f"EstimateReport {self.model} on {self.target}",
+                            self.summary().split("\n"),
                             [self.layer_table(TOP_LAYERS)])
 
     def _repr_markdown_(self) -> str:

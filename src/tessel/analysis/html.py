@@ -19,6 +19,7 @@ from tessel.analysis import plots
 from tessel.analysis.figures import Summary, check_fps, summarize, summary_rows
 from tessel.analysis.table import columns, layer_rows
 from tessel.analysis.timeline import Timeline, build_timeline
+from tessel.display import plural
 from tessel.fileio import write_atomic as write_text
 from tessel.runtime.compiled import CompiledModel
 from tessel.runtime.profile import Profile
@@ -55,7 +56,7 @@ SCRIPT = """
     rows.forEach(function (r, i) {
       r.style.display = (i >= page * size && i < (page + 1) * size) ? "" : "none"; });
     pager.querySelector("span").textContent = "page " + (page + 1) + " of " + pages +
-      " (" + rows.length + " layers)";
+      " (" + rows.length + (rows.length === 1 ? " layer)" : " layers)");
   }
   pager.innerHTML = '<button type="button">previous</button><button type="button">next' +
     '</button><button type="button">all</button><span></span>';
@@ -95,8 +96,9 @@ def _img(png: bytes, alt: str, ident: str) -> str:
 def _summary_section(s: Summary) -> str:
     rows = "".join(f'<tr data-field="{_e(key)}"><th>{_e(label)}</th><td>{_e(value)}</td></tr>'
                    for key, label, value in summary_rows(s))
-    notes = ["Peak SRAM use is the highest scratchpad byte any instruction touches (each "
-             "layer's SRAM is allocated from address 0)."]
+    notes = ["A layer's SRAM working set is the scratchpad bytes its instructions touch (tiles "
+             "and the resident tensors it reads or writes); the highest byte touched includes "
+             "tensors kept resident on chip between layers."]
     if not s.fps_achievable:
         notes.append(f"The frame rate {s.fps:g} fps is above the throughput "
                      f"({s.throughput_ips:,.1f} inferences/s): the design cannot keep up.")
@@ -118,14 +120,16 @@ def _roofline_section(profile: Profile, tl: Timeline) -> str:
     pts = plots.roofline_points(profile)
     skipped = len(profile.layers) - len(pts)
     no_bytes = sum(1 for p in pts if p.intensity == float("inf"))
-    notes = [f"{len(pts)} layers plotted; compute roof {tl.compiled.arch.peak_macs_per_cycle} "
+    notes = [f"{plural(len(pts), 'layer')} plotted; compute roof {tl.compiled.arch.peak_macs_per_cycle} "
              "MACs/cycle; bandwidth roofs: "
              + "; ".join(r.label for r in plots.bandwidth_roofs(tl)) + "."]
     if skipped:
-        notes.append(f"{skipped} layers without MACs (pooling, element-wise, data movement) "
+        notes.append(f"{plural(skipped, 'layer')} without MACs (pooling, element-wise, data "
+                     "movement) "
                      "are not plotted.")
     if no_bytes:
-        notes.append(f"{no_bytes} layers moved no off-chip byte; drawn at the right edge.")
+        notes.append(f"{plural(no_bytes, 'layer')} moved no off-chip byte; drawn at the right "
+                     "edge.")
     return ('<section id="roofline"><h2>Roofline</h2>'
             + _img(plots.roofline_png(profile, tl), "roofline", "roofline-plot")
             + "".join(f'<p class="note">{_e(n)}</p>' for n in notes) + "</section>")
@@ -142,8 +146,8 @@ def _timeline_section(profile: Profile, tl: Timeline) -> str:
 
 def _layers_section(profile: Profile, tl: Timeline) -> str:
     cols = columns(profile, with_sram=True)
-    raw = layer_rows(profile, tl.sram_peaks.per_layer_sram)
-    pretty = layer_rows(profile, tl.sram_peaks.per_layer_sram, pretty=True)
+    raw = layer_rows(profile, tl.sram_peaks.per_layer_working_set)
+    pretty = layer_rows(profile, tl.sram_peaks.per_layer_working_set, pretty=True)
     head = "".join(f'<th data-key="{_e(c.key)}">{_e(c.label)}</th>' for c in cols)
     body = "".join("<tr>" + "".join(_cell(c, r[k], p[k]) for k, c in enumerate(cols)) + "</tr>"
                    for r, p in zip(raw, pretty, strict=True))
@@ -188,8 +192,10 @@ DEFINITIONS = (
      "ops, LUT lookups) x the preset's per-event energies, plus static power x latency."),
     ("Average power", "Dynamic energy per inference x frame rate + static power (the NPU "
      "leaks all the time and idles between frames)."),
-    ("Peak SRAM", "The highest scratchpad byte any instruction touches (each layer's SRAM is "
-     "allocated from address 0)."),
+    ("SRAM working set", "The scratchpad bytes a layer's instructions touch (the union of their "
+     "operand boxes, resident tensors included); the summary gives the largest, and the "
+     "highest scratchpad byte any instruction touches (tensors kept resident between layers "
+     "sit at the top of the scratchpad)."),
     ("TOPS/W", "2 x MACs / energy per inference (one MAC = two operations)."),
     ("Layer cycles", "A layer's span in the schedule, first instruction start to last "
      "instruction end on any engine; layers overlap in a pipelined schedule, so shares of "

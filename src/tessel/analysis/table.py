@@ -39,7 +39,7 @@ def columns(profile: Profile, with_sram: bool) -> list[Column]:
         cols += [Column(f"{m}_read_bytes", f"{m} read B", True),
                  Column(f"{m}_written_bytes", f"{m} written B", True)]
     if with_sram:
-        cols.append(Column("sram_peak_bytes", "SRAM peak B", True))
+        cols.append(Column("sram_working_set_bytes", "SRAM working set B", True))
     cols += [Column("energy_pj", "energy pJ", True),
              Column("cycles_share_pct", "share of cycles %", True)]
     return cols
@@ -50,7 +50,7 @@ def layer_rows(profile: Profile, sram: Sequence[int] | None = None, *,
     """Cells of every layer, in the order of ``columns(profile, sram is not None)``: plain
     numbers (CSV), or with ``pretty`` thousands separators and short source paths (HTML)."""
     if sram is not None and len(sram) != len(profile.layers):
-        raise ValueError(f"{len(sram)} SRAM peaks for {len(profile.layers)} layers")
+        raise ValueError(f"{len(sram)} SRAM working sets for {len(profile.layers)} layers")
     return [_row(profile, lay, None if sram is None else sram[k], pretty)
             for k, lay in enumerate(profile.layers)]
 

@@ -221,6 +221,7 @@ def quantised_graph(args: argparse.Namespace, spec):
 def cmd_estimate(args: argparse.Namespace) -> int:
     from tessel.analysis.estimate import estimate_graph
     from tessel.arch import CompileOptions, load_target
+    from tessel.display import fit_text
     from tessel.models import resolve
 
     arch = load_target(args.target)
@@ -232,7 +233,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     else:
         if args.layers < 0:
             raise TesselConfigError(f"--layers must be >= 0, got {args.layers}")
-        print(report.summary())
+        print(fit_text(report.summary(), table_width(args)))
         report.layer_table(args.layers or None).print(wide=args.wide)
     return 0
 
@@ -342,6 +343,7 @@ def _load_npy(path: Path) -> np.ndarray:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from tessel.analysis.cli_options import write_reports
+    from tessel.display import fit_text
     from tessel.runtime.compiled import load
 
     for path in (args.html, args.trace, args.csv):
@@ -351,7 +353,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.json:
         print(prof.to_json())
     else:
-        print(prof.summary())
+        print(fit_text(prof.summary(), table_width(args)))
         prof.layer_table().print(wide=args.wide)
     for path in write_reports(args, cm):
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)

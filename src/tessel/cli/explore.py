@@ -56,8 +56,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
                           "latency": result.space.latency.value, "front": result.front_rows()},
                          indent=1, sort_keys=True))
     else:
-        print(result.summary())
         from tessel.cli.backend import table_width
+        from tessel.display import fit_text
+        print(fit_text(result.summary(), table_width(args)))
         print(result.front_table().text(table_width(args)))
         print("wrote " + ", ".join(str(f) for f in result.files[:3])
               + (f" and {len(result.files) - 3} presets" if len(result.files) > 3 else ""))
