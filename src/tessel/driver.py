@@ -142,7 +142,7 @@ def _compile(model, example_inputs, target, calibration_data, options, quant_con
         if isinstance(model, QDQModule):  # ONNX / TFLite: quantised already, its own scales
             qdq = model.qdq_graph
         else:
-            say(f"quantising {name} ({options.calibration_samples} calibration samples)")
+            say(f"quantising {name}")  # ptq says how many calibration samples it runs
             example_inputs = example_inputs_of(model, example_inputs)
             converted, samples = ptq(model, example_inputs, calibration_data, config,
                                      options.calibration_samples)

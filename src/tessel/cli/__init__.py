@@ -79,11 +79,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage errors (argparse printed them; code 2), --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    from tessel.progress import configure
+    from tessel.progress import configure, watching
+    from tessel.quiet import third_party_messages
     configure(args.verbose - args.quiet)
     previous = _install(signal.SIGTERM, _on_sigterm)
     try:
-        return int(args.func(args) or 0)
+        with watching(f"tessel {args.command}: starting"), \
+                third_party_messages(shown=args.verbose > 0):
+            return int(args.func(args) or 0)
     except TesselError as exc:
         if args.debug:
             raise

@@ -26,7 +26,7 @@ from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.collector import few_collections
-from tessel.display import Table, short_repr, summary_html
+from tessel.display import Table, plural, short_repr, summary_html
 from tessel.errors import TesselConfigError
 from tessel.frontend.ir_module import QDQModule
 from tessel.frontend.locations import model_root
@@ -157,7 +157,10 @@ def ptq(model: torch.nn.Module | torch.export.ExportedProgram, example_inputs: S
         raise TesselConfigError(f"calibration_samples must be >= 1, got {calibration_samples}")
     data = [_as_args(example_inputs)] if calibration_data is None else list(
         itertools.islice(calibration_data, calibration_samples))
-    info(f"quantise: torch.export and prepare ({len(data)} calibration samples)")
+    fewer = "" if calibration_data is None or len(data) >= calibration_samples else \
+        f", all there are; {calibration_samples} asked"
+    info(f"quantise: torch.export and prepare ({plural(len(data), 'calibration sample')}"
+         f"{fewer})")
     prepared = prepare_pt2e(export_for_quant(as_module(model), example_inputs),
                             TesselQuantizer(config))
     count = calibrate(prepared, data, example_inputs)
