@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from tessel.arch import CompileOptions, NpuArch, load_target
@@ -178,7 +179,9 @@ def _reference(model: Any, qm: Any, example_inputs: Sequence[torch.Tensor] | Non
     inputs = example_inputs_of(model, example_inputs)
     golden = qm.run(*inputs)
     return reference_metadata(golden, float_reference(as_module(model), inputs),
-                              low_range_outputs(qm.graph, golden))
+                              low_range_outputs(qm.graph, golden),
+                              [np.asarray(x.detach().cpu() if hasattr(x, "detach") else x)
+                               for x in inputs])
 
 
 @no_collections()  # the backend makes millions of objects and no cyclic garbage (tessel.collector)

@@ -239,17 +239,26 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from tessel.runtime.compiled import load
     from tessel.runtime.inputs import check_inputs
+    from tessel.runtime.reference import stored_reference
 
     cm = load(args.binary)
     source = cm.program.metadata.get("source")
-    inputs = [_load_npy(p) for p in args.input] if args.input else \
-        _example_inputs(source, args.binary, args.model)
+    stored = stored_reference(cm.program.metadata)
+    if args.input:
+        inputs = [_load_npy(p) for p in args.input]
+    elif stored is not None and stored.inputs is not None:  # the example inputs, as compiled
+        inputs = [np.array(x) for x in stored.inputs]
+    else:
+        inputs = _example_inputs(source, args.binary, args.model)
     batch = getattr(args, "batch", False)
     if batch and not args.input:
         raise TesselConfigError("--batch needs --input arrays with the samples stacked")
     inputs = check_inputs(cm, inputs, allow_nonfinite=args.allow_nonfinite, batch=batch)
+    _progress(f"simulating {args.binary.name} on {cm.arch.name}")
     outputs = cm.run_batch(*inputs, allow_nonfinite=True) if batch else cm.run(
         *inputs, allow_nonfinite=True)  # checked just above
     result: dict = {"outputs": {n: {"shape": list(o.shape), "dtype": str(o.dtype)}
@@ -259,11 +268,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     ok = True
     if args.check:
         result["check"], ok = _check(cm, source, inputs, outputs, args)
+        note = _source_note(source, args) if result["check"]["reference"] == "stored" else ""
+        if note:
+            result["check"]["note"] = note
     if args.json:
         print(json.dumps(result, indent=1, sort_keys=True))
     else:
-        import numpy as np
-
         for n, o in zip(cm.output_names, outputs, strict=True):
             flat = o.reshape(-1)
             print(f"{n}: shape {list(o.shape)} {o.dtype}, first values {np.round(flat[:6], 4)}")
@@ -271,8 +281,10 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"{cm.last_run.host_seconds:.3f} s)")
         if args.check:
             from tessel.runtime.check import CheckReport
-            fields = {k: v for k, v in result["check"].items() if k != "reference"}
+            fields = {k: v for k, v in result["check"].items() if k not in ("reference", "note")}
             print(CheckReport(**fields).text())
+            if result["check"].get("note"):
+                print(result["check"]["note"])
     return 0 if ok else 1
 
 
@@ -308,6 +320,25 @@ def _check(cm, source, inputs, outputs, args) -> tuple[dict, bool]:
                              float_reference(model, inputs), qm.graph, inputs)
     return {**report.to_json(), "reference": "stored" if stored is not None else "re-quantised"}, \
         report.bit_exact
+
+
+def _source_note(source, args: argparse.Namespace) -> str:
+    """One line when the check ran without the model's source (references stored in the
+    binary): what was checked, and what needs ``--model``."""
+    from tessel.runtime.source import recorded_model
+
+    if args.model:  # asked for: a wrong one is an error, not a note
+        recorded_model(source, "--check", args.binary, args.model)
+        return ""
+    try:
+        recorded_model(source, "--check", args.binary, None)
+    except TesselError:
+        model = source.get("model", "?") if isinstance(source, dict) else "?"
+        return (f"note: the model's source ({model}) was not found: bit-exactness and SQNR are "
+                "against the golden and float outputs stored in the binary for its example "
+                "inputs; a float SQNR on other inputs (--input) needs --model "
+                "path/to/file.py:factory")
+    return ""
 
 
 def _example_inputs(source, binary: Path, override: str | None) -> list[np.ndarray]:
@@ -349,6 +380,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     for path in (args.html, args.trace, args.csv):
         check_writable(path)
     cm = load(args.binary)
+    _progress(f"profiling {args.binary.name}: the timing model of its program")
     prof = cm.profile
     if args.json:
         print(prof.to_json())
