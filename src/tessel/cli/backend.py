@@ -18,11 +18,21 @@ if TYPE_CHECKING:  # numpy is imported by the commands, not by `tessel --help`
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compile", help="compile a model to a .tsl binary for an NPU target")
-    p.add_argument("model", help="zoo name (see `tessel models`), path/to/file.py:factory or a "
-                   "saved ExportedProgram (model.pt2)")
-    p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
-    p.add_argument("-o", "--output", type=Path, required=True, help="the .tsl file to write")
+    p = sub.add_parser(
+        "compile", help="compile a model to a .tsl binary for an NPU target",
+        description="Compile MODEL for an NPU target into a .tsl binary (quantised to int8 "
+        "by Tessel unless the model brings its own scales).",
+        epilog="MODEL inputs: " + "; ".join(f"{k}: {v}" for k, v in INPUT_FORMATS) + ". "
+        f"Defaults: --target {DEFAULT_TARGET}; -o MODEL's name with .tsl in the working "
+        "directory (resnet18.tsl, net.py:make -> net.tsl, model.onnx -> model.tsl).")
+    p.add_argument("model", metavar="MODEL", help="what to compile: " + ", ".join(
+        k for k, _ in INPUT_FORMATS) + " (see below)")
+    p.add_argument("--target", default=DEFAULT_TARGET,
+                   help=f"preset name or path to a .toml file (default {DEFAULT_TARGET}; "
+                   "`tessel targets` lists the presets)")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE.tsl",
+                   help="the .tsl file to write (default: MODEL's name with .tsl, in the "
+                   "working directory)")
     p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
                    help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     add_data_arguments(p)
@@ -84,12 +94,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_profile)
 
 
+DEFAULT_TARGET = "tnpu-s"
+# what MODEL may be (tessel.models.resolve; the model files: tessel.models.loader.MODEL_FILES)
+INPUT_FORMATS = (
+    ("zoo name", "a model of `tessel models` (resnet18, mobilenet_v2, ...)"),
+    ("path/to/file.py:factory", "a Python file whose factory() returns (model, example "
+     "inputs); an optional calibration() yields calibration samples"),
+    ("model.pt2", "a program saved with torch.export.save"),
+    ("model.onnx", "an ONNX model, opset >= 13 (float: quantised by Tessel; QDQ: its own "
+     "scales)"),
+    ("model.tflite", "a fully-int8 TFLite model (its own scales)"),
+)
+
+
+def default_output(model: str) -> Path:
+    """Where `compile` writes without -o: the model's name with .tsl, in the working
+    directory (a zoo name as is; a file by its stem, ``net.py:make`` -> ``net.tsl``)."""
+    stem = model.rpartition(":")[0] if model.rpartition(":")[0].endswith(".py") else model
+    return Path(Path(stem).stem + ".tsl")
+
+
 def _progress(msg: str) -> None:
     from tessel.progress import info
     info(msg)  # stderr with a timestamp unless -q (tessel.progress.configure)
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    if args.output is None:
+        args.output = default_output(args.model)
     check_writable(args.output)  # before the imports and the compile: fails in well under 1 s
     from tessel.arch import CompileOptions, load_target
     from tessel.driver import Dumps, parse_stages
