@@ -7,7 +7,7 @@ width, markdown and HTML (notebooks, reports).
     t.markdown(); t.html()
 
 Fitting never cuts a cell: a table wider than the width wraps its text columns (widest
-first, at spaces or after ``+ . , _ = / : -``), numbers never; when even that does not fit,
+first, at spaces or after ``+ . , _ = / :``), numbers never; when even that does not fit,
 each row is folded into ``header: value`` lines. Number formatting is defined here once, so
 the CLI, notebooks and reports agree: integers with thousands separators, signed changes as
 ``+4.57 %`` (a negative change is a reduction: faster, less energy).
@@ -27,7 +27,7 @@ TERMINAL_WIDTH = 100  # the notebook / plain-text default width of ``Profile.tab
 MIN_WIDTH = 20  # COLUMNS below this is ignored (not a terminal width)
 _GAP = "   "  # between two columns
 _MIN_TEXT = 8  # a text column is not wrapped narrower than this (or its natural width)
-_BREAKS = frozenset(" +.,_=/:-")  # a wrapped cell's line may end after one of these
+_BREAKS = frozenset(" +.,_=/:")  # a wrapped cell's line may end after one of these
 
 
 def fmt_int(n: int | float) -> str:
@@ -63,7 +63,7 @@ def output_width(stream: TextIO | None = None) -> int | None:
 
 def wrap_cell(text: str, width: int) -> list[str]:
     """``text`` in lines of at most ``width`` characters: broken at a space when one is in
-    the line's second half, else after the line's last ``+ . , _ = / : -`` or space, else
+    the line's second half, else after the line's last ``+ . , _ = / :`` or space, else
     inside a word; every character but the spaces at a break is kept."""
     if width < 1 or len(text) <= width:
         return [text]
@@ -251,7 +251,7 @@ def _longest_piece(text: str) -> int:
     return max((len(p) for p in _PIECE.findall(text)), default=0)
 
 
-_PIECE = re.compile(r"[^ +.,_=/:-]*[+.,_=/:-]*")
+_PIECE = re.compile(r"[^ +.,_=/:]*[+.,_=/:]*")
 
 
 def _isatty(stream: object) -> bool:

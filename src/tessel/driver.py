@@ -124,6 +124,7 @@ def _compile(model, example_inputs, target, calibration_data, options, quant_con
     from tessel.frontend.ir_module import QDQModule
     from tessel.frontend.locations import model_root
     from tessel.frontend.model_input import example_inputs_of, is_exported
+    from tessel.frontend.output_names import output_names
     from tessel.frontend.qdq import import_qdq
     from tessel.passes.to_nhwc import to_nhwc
     from tessel.quant.api import QuantizedModel, host_list, ptq
@@ -153,6 +154,9 @@ def _compile(model, example_inputs, target, calibration_data, options, quant_con
         integer = lower_qdq(qdq)
         dump(Stage.LOWER, lambda: print_graph(integer, elide_constants=True))
         graph = to_nhwc(integer)
+        graph = graph.with_output_names(  # the model's own output names (output_0, ...)
+            output_names(model, example_inputs if example_inputs is not None else (),
+                         len(graph.outputs)))
         dump(Stage.QUANTIZE, lambda: print_graph(graph, elide_constants=True))
     times.record("frontend+quantise", t0)
     extra: dict[str, Any] = {}
