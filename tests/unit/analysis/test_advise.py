@@ -131,8 +131,9 @@ def test_json_markdown_and_table(advice):
     assert data["layers"][0]["binding"] in {x.value for x in Limit}
     md = advice._repr_markdown_()
     assert "| rank | change |" in md and advice.ranked[0].change in md
-    text = advice.table()
+    text = advice.table(width=None)
     assert text.splitlines()[0] == advice.summary() and "2 slowest of 2 layers" in text
+    assert max(len(x) for x in advice.table().splitlines()) <= 100  # fitted: the summary too
 
 
 def _cli(argv: list[str]) -> int:
