@@ -127,13 +127,16 @@ class Table:
         room = width - len(_GAP) * (n - 1)
         pieces = [max([_longest_piece(self.header[k])] + [len(r[k]) for r in self.rows])
                   for k in range(n)]
-        text = [k for k in range(n) if not self._is_num(k)]
+        text = [k for k in range(n) if not self._is_num(k) and k > 0]
+        first = [0] if n and not self._is_num(0) else []
+        comfortable = [min(nat[k], 2 * _MIN_TEXT) for k in range(n)]
+        least = [min(nat[k], _MIN_TEXT) for k in range(n)]
         out = list(nat)
-        # text columns wrap first (to a comfortable width), then numeric headers, then text
-        # columns to their minimum
-        for cols, floor in ((text, [min(nat[k], 2 * _MIN_TEXT) for k in range(n)]),
+        # text columns wrap first (to a comfortable width; the first column, the name, last),
+        # then numeric headers, then text columns to their minimum (the name last)
+        for cols, floor in ((text, comfortable), (first, comfortable),
                             ([k for k in range(n) if self._is_num(k)], pieces),
-                            (text, [min(nat[k], _MIN_TEXT) for k in range(n)])):
+                            (text, least), (first, least)):
             while sum(out) > room:
                 k = max((k for k in cols if out[k] > floor[k]), key=lambda k: out[k],
                         default=None)
