@@ -98,16 +98,19 @@ def test_other_packages_warnings_hidden_unless_verbose():
         assert ("from a library" in texts) is shown and "from tessel" in texts, (shown, texts)
 
 
-def test_watchdog_says_what_runs_when_nothing_was_written(capsys):
+def test_watchdog_says_what_runs_when_nothing_was_written(monkeypatch):
     import io
 
+    import tessel.progress
+
+    monkeypatch.setattr(tessel.progress, "SILENCE_S", 0.5)
     stream = io.StringIO()
     configure(0, stream=stream)
     try:
         with watching("tessel test: starting"):
-            time.sleep(1.6)  # one silence: one line naming what runs
+            time.sleep(0.9)  # one silence: one line naming what runs
             info("step two ...")
-            time.sleep(1.6)
+            time.sleep(0.9)
     finally:
         configure(-1)
     lines = stream.getvalue().splitlines()
