@@ -18,6 +18,7 @@ notebook; `print(...)` of its `table()` gives the text form.
 The model is DS-CNN, the keyword-spotting network of the zoo (`tessel models` lists them);
 any `nn.Module` in eval mode with example inputs works the same way."""),
     ("code", """import numpy as np
+
 import tessel
 from tessel.arch import load_target
 from tessel.models import load, resolve

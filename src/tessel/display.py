@@ -63,14 +63,16 @@ def output_width(stream: TextIO | None = None) -> int | None:
 
 def wrap_cell(text: str, width: int) -> list[str]:
     """``text`` in lines of at most ``width`` characters: broken at a space when one is in
-    the line's second half, else after the line's last ``+ . , _ = / :`` or space, else
-    inside a word; every character but the spaces at a break is kept."""
+    the line's second half, else after the line's last ``+ . , _ = / :`` or space (or a
+    hyphen between two words of 4 letters or more: ``weight-`` ``stationary``, never
+    ``tnpu-`` ``s``), else inside a word; every character but the spaces at a break is
+    kept."""
     if width < 1 or len(text) <= width:
         return [text]
     lines, rest = [], text
     while len(rest) > width:
         spaces = [i for i in range(1, width + 1) if rest[i] == " "]
-        other = [i + 1 for i in range(width) if rest[i] in _BREAKS]
+        other = [i + 1 for i in range(width) if rest[i] in _BREAKS or _hyphen(rest, i)]
         cut = spaces[-1] if spaces and spaces[-1] > width // 2 else \
             max(spaces[-1:] + other[-1:], default=width)
         lines.append(rest[:cut].rstrip(" "))
@@ -247,6 +249,12 @@ class Table:
             body.append("<tr>" + "".join(cells) + "</tr>")
         return (f"<table{ident}>{cap}<thead><tr>{head}</tr></thead>"
                 f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def _hyphen(text: str, i: int) -> bool:
+    """Whether ``text`` may break after the hyphen at ``i`` (4+ letters on each side)."""
+    return text[i] == "-" and re.fullmatch(r"\w{4}", text[max(0, i - 4):i]) is not None \
+        and re.match(r"\w{4}", text[i + 1:i + 5]) is not None
 
 
 def _longest_piece(text: str) -> int:

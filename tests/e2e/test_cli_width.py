@@ -14,7 +14,7 @@ from test_cli_json import TINY
 
 from tessel.cli import main
 
-PIECES = re.compile(r"[^ +.,_=/:]+[+.,_=/:]*")
+PIECES = re.compile(r"[^ +.,_=/:-]+[+.,_=/:-]*")
 
 
 def _run(capsys, argv: list[str]) -> str:
