@@ -33,6 +33,7 @@ th, td { border: 1px solid #ddd; padding: 2px 6px; }
 th { background: #f3f3f3; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.clip { max-width: 9em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+td.wrap { min-width: 8em; max-width: 16em; overflow-wrap: anywhere; }
 .wide { overflow-x: auto; } .note { color: #555; font-size: 0.9em; }
 #layer-table { font-size: 0.8em; }
 #layer-table th { cursor: pointer; vertical-align: bottom; min-width: 3em; }
@@ -152,8 +153,9 @@ def _layers_section(profile: Profile, tl: Timeline) -> str:
     body = "".join("<tr>" + "".join(_cell(c, r[k], p[k]) for k, c in enumerate(cols)) + "</tr>"
                    for r, p in zip(raw, pretty, strict=True))
     note = ("Layers are named by their PyTorch module path (their IR name when the model "
-            "recorded no module); the IR name is the second column. Hover over a clipped cell "
-            "for its full text. Click a header to sort; numbers use thousands separators.")
+            "recorded no module); the IR name is the second column. Hover over a clipped "
+            "source cell for its full path. Click a header to sort; numbers use thousands "
+            "separators.")
     return (f'<section id="layers"><h2>Layers ({len(profile.layers)})</h2>'
             f'<p class="note">{_e(note)}</p><div class="pager" id="layer-pager"></div>'
             f'<div class="wide"><table id="layer-table"><thead><tr>{head}</tr></thead>'
@@ -163,7 +165,9 @@ def _layers_section(profile: Profile, tl: Timeline) -> str:
 def _cell(col, raw: str, text: str) -> str:
     if col.numeric:
         return f'<td class="num" data-v="{_e(raw)}">{_e(text)}</td>'
-    if col.key in ("loc", "mapping", "ir_name"):
+    if col.key in ("mapping", "ir_name"):  # whole, wrapped: never hidden
+        return f'<td class="wrap">{_e(text)}</td>'
+    if col.key == "loc":
         return f'<td class="clip" title="{_e(text)}">{_e(text)}</td>'
     return f"<td>{_e(text)}</td>"
 

@@ -95,6 +95,11 @@ def test_report_shows_its_plots_and_every_layer(browser, compiled, tmp_path):
     images, tables, _ = _look(browser, page, tmp_path / "report.png")
     assert len(images) == 3 and all(w and w > 300 for _, w in images), images
     assert tables["layer-table"] == len(compiled.profile.layers)
+    shown = browser.execute_script(  # every mapping and IR name whole: none overflows its cell
+        "return Array.from(document.querySelectorAll('#layer-table td.wrap')).map("
+        "c => [c.textContent, c.scrollWidth <= c.clientWidth + 1]);")
+    assert {text for text, _ in shown} >= {lay.mapping for lay in compiled.profile.layers}
+    assert all(fits for _, fits in shown), shown
     pager = browser.find_element("id", "layer-pager").text
     n = len(compiled.profile.layers)
     assert f"({n} layers)" in pager or f"({n} layer)" in pager
