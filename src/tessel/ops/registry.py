@@ -41,7 +41,7 @@ def emitter_for(node: Node) -> ModuleType:
     """The module that lowers `node` to NPU instructions."""
     npu = definition(node.op).npu
     if npu is None or npu.emitter is None:
-        raise TesselCompileError(f"{node} at {node.loc}: no NPU lowering for '{node.op.value}'")
+        raise TesselCompileError(f"{node.described()}: no NPU lowering for '{node.op.value}'")
     return npu.emitter
 
 
