@@ -17,6 +17,7 @@ from tessel.version import __version__
 
 if TYPE_CHECKING:  # the lazy attributes below, with their real types for mypy and IDEs
     from tessel.analysis.advise import advise
+    from tessel.analysis.precision import auto_weights
     from tessel.analysis.compare import compare_binaries, compare_targets
     from tessel.analysis.estimate import estimate
     from tessel.analysis.explore import explore
@@ -38,6 +39,7 @@ _LAZY = {  # heavy entry points (torch) are imported on first use
     "compare_targets": ("tessel.analysis.compare", "compare_targets"),
     "compare_binaries": ("tessel.analysis.compare", "compare_binaries"),
     "layer_accuracy": ("tessel.analysis.layer_accuracy", "layer_accuracy"),
+    "auto_weights": ("tessel.analysis.precision", "auto_weights"),
     "CompiledModel": ("tessel.runtime.compiled", "CompiledModel"),
     "Profile": ("tessel.runtime.profile", "Profile"),
 }
@@ -54,6 +56,7 @@ __all__ = [
     "CompiledModel",
     "Profile",
     "advise",
+    "auto_weights",
     "compare_binaries",
     "compare_targets",
     "estimate",

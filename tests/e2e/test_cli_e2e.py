@@ -79,6 +79,32 @@ def test_no_fallback_names_the_host_ops(tmp_path, capsys):
     assert "--no-fallback" in err and "m.py:7" in err
 
 
+def test_auto_weight_precision_from_the_command_line(tmp_path, capsys):
+    """--weights auto: the plan is printed (layers, bytes saved, measured SQNR against int8's
+    within the budget), the binary records the chosen types, so `run --check` quantises again
+    the same way and is bit-exact; a malformed budget is refused with the expected form."""
+    out = tmp_path / "digits_auto.tsl"
+    assert main(["compile", "digits_cnn", "--target", "tnpu-s", "-o", str(out),
+                 "--calibration", "4", "--weights", "auto", "--accuracy-budget", "sqnr=3"]) == 0
+    text = capsys.readouterr().out
+    head = next(line for line in text.splitlines() if line.startswith("precision auto:"))
+    n4 = int(head.split()[2])
+    values = [float(v.split()[0]) for v in head.split("sqnr ")[1].split(" against int8's ")]
+    assert values[0] >= values[1] - 3.0, head
+    assert "int4" in text and "bytes saved" in text
+    x = tmp_path / "x.npy"
+    np.save(x, resolve("digits_cnn").factory()[1][0].numpy())
+    assert main(["run", str(out), "--input", str(x), "--check", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["check"]["bit_exact"] is True
+    tasm = tmp_path / "p.tasm"
+    assert main(["disasm", str(out), "-o", str(tasm)]) == 0
+    assert tasm.read_text().count("_type=I4") >= (1 if n4 else 0)
+    assert main(["compile", "digits_cnn", "-o", str(tmp_path / "bad.tsl"), "--weights", "auto",
+                 "--accuracy-budget", "psnr=1"]) != 0
+    assert "METRIC=LOSS" in capsys.readouterr().err
+
+
 def test_int4_weights_from_the_command_line(tmp_path, capsys):
     """--weights int4 with a --layer-weights exception: the binary records the choice, so that
     `run --check` on new inputs quantises the model again the same way (bit-exact); the

@@ -137,7 +137,7 @@ def random_like(example: Sample, count: int, seed: int = 1234) -> list[Sample]:
     return out
 
 
-def _eval_set(spec: ModelSpec, calibration: int, count: int, example: Sample
+def eval_set(spec: ModelSpec, calibration: int, count: int, example: Sample
               ) -> tuple[list[Sample], np.ndarray | None, str]:
     """Evaluation inputs (and labels where they exist), disjoint from calibration, and what
     they are."""
@@ -230,7 +230,7 @@ def evaluate(model_spec: str, calibration: int = DEFAULT_CALIBRATION_SAMPLES,
     config = config if config is not None else default_config(spec.name)
     calib = list(spec.calibration_data(calibration))
     qm = quantize(model, example, calib, config, calibration_samples=calibration)
-    inputs, labels, described = _eval_set(spec, calibration, eval_samples, example)
+    inputs, labels, described = eval_set(spec, calibration, eval_samples, example)
     floats, goldens, per_inf = _run_all(qm, model, inputs)
     in_f, in_g, _ = _run_all(qm, model, calib[:max(1, min(len(calib), eval_samples))])
     qdq = _qdq_outputs(qm, inputs)

@@ -135,13 +135,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
     arch = load_target(args.target)
     spec = resolve(args.model)
     model, inputs, calibration = model_data(args, spec)
+    config = quant_config(args, spec, (model, inputs, calibration))
     options = CompileOptions(calibration_samples=args.calibration,
                              allow_host_fallback=not args.no_fallback,
                              on_chip_residency=args.on_chip_residency)
     t0 = time.perf_counter()
     cm = tessel_compile(model, inputs, target=arch, options=options,
                         calibration_data=calibration,
-                        quant_config=quant_config(args, spec),
+                        quant_config=config,
                         name=source_record(args.model)["model"],  # no path: reproducible
                         progress=_progress, source=args.model,
                         dump=Dumps(stages, lambda text: print(
@@ -191,17 +192,30 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration-data", type=Path, metavar="DIR|FILE.npz",
                    help="calibration samples: a .npz with one sample per array, or a directory "
                    "with one .npy/.npz per sample (default: the model's own calibration data)")
-    p.add_argument("--weights", choices=("int8", "int4"), default="int8",
-                   help="the weight type of every conv / linear layer: int8, or int4 (two per "
-                   "byte: half the weight bytes, coarser weights; docs/numerics.md)")
+    add_weight_arguments(p)
+
+
+def add_weight_arguments(p: argparse.ArgumentParser) -> None:
+    """--weights, --accuracy-budget and --layer-weights (tessel.quant.config.WeightDtype,
+    tessel.analysis.precision)."""
+    p.add_argument("--weights", choices=("int8", "int4", "auto"), default="int8",
+                   help="the weight type of every conv / linear layer: int8, int4 (two per "
+                   "byte: half the weight bytes, coarser weights; docs/numerics.md), or auto "
+                   "(int4 where --accuracy-budget allows, measured on held-out inputs)")
+    p.add_argument("--accuracy-budget", default="sqnr=1.0", metavar="METRIC=LOSS",
+                   help="with --weights auto: the accuracy int4 may cost against all-int8 "
+                   "weights: sqnr=DB (output SQNR vs float), cosine=X or top1=X (fractions); "
+                   "default sqnr=1.0")
     p.add_argument("--layer-weights", action="append", default=[], metavar="PATTERN=TYPE",
                    help="the weight type of the layers whose module name matches PATTERN (an "
                    "fnmatch pattern, e.g. 'layer4.*=int4' or 'fc=int8'); repeatable, later "
                    "ones win")
 
 
-def quant_config(args: argparse.Namespace, spec):
-    """The QuantConfig of a model (`default_config`) with --weights / --layer-weights."""
+def quant_config(args: argparse.Namespace, spec, data: tuple | None = None):
+    """The QuantConfig of a model (`default_config`) with --weights / --layer-weights; with
+    --weights auto, the per-layer choice of tessel.analysis.precision on `data` (`model_data`'s
+    model, inputs and calibration samples), printed."""
     from tessel.quant.config import (
         WeightDtype,
         default_config,
@@ -210,8 +224,35 @@ def quant_config(args: argparse.Namespace, spec):
     )
 
     layers = [parse_layer_weights(t) for t in getattr(args, "layer_weights", [])]
-    return with_weight_choices(default_config(spec.name),
-                               WeightDtype(getattr(args, "weights", "int8")), layers)
+    weights = getattr(args, "weights", "int8")
+    if weights != "auto":
+        return with_weight_choices(default_config(spec.name), WeightDtype(weights), layers)
+    base = with_weight_choices(default_config(spec.name), WeightDtype.INT8, layers)
+    plan = auto_precision(args, spec, base, data if data is not None else model_data(args, spec))
+    print(plan.text(table_width(args)), file=sys.stderr if getattr(args, "json", False)
+          else sys.stdout)
+    return plan.config
+
+
+AUTO_HELD_OUT = 8  # held-out inputs --weights auto measures every candidate on
+
+
+def auto_precision(args: argparse.Namespace, spec, base, data: tuple):
+    """The PrecisionPlan of `spec` under --accuracy-budget (held-out inputs: as `tessel
+    accuracy` picks them)."""
+    from tessel.analysis.accuracy import eval_set
+    from tessel.analysis.precision import AccuracyBudget, choose_weights, golden_evaluator
+    from tessel.frontend.ir_module import QDQModule
+
+    budget = AccuracyBudget.parse(args.accuracy_budget)
+    model, inputs, calibration = data
+    if isinstance(model, QDQModule):
+        raise TesselConfigError(f"--weights auto: {args.model} is already quantised (its own "
+                                "scales and weights); it takes no weight type")
+    calibration = list(calibration) if calibration is not None else [inputs]
+    held_out = eval_set(spec, args.calibration, AUTO_HELD_OUT, inputs)[0][:AUTO_HELD_OUT]
+    evaluate = golden_evaluator(model, inputs, calibration, held_out, args.calibration)
+    return choose_weights(model, evaluate, held_out, budget, base, spec.name)
 
 
 def model_data(args: argparse.Namespace, spec) -> tuple:
@@ -236,7 +277,7 @@ def model_data(args: argparse.Namespace, spec) -> tuple:
         calibration = spec.calibration_data(args.calibration)
         if spec.calibration_description:
             _progress(f"calibration: {spec.calibration_description}")
-    return model, inputs, calibration
+    return model, inputs, list(calibration)
 
 
 def add_wide_argument(p: argparse.ArgumentParser) -> None:
@@ -266,7 +307,8 @@ def quantised_graph(args: argparse.Namespace, spec):
     if args.calibration < 1:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
     model, inputs, calibration = model_data(args, spec)
-    return cached_graph(args.model, model, inputs, calibration, quant_config(args, spec),
+    config = quant_config(args, spec, (model, inputs, calibration))
+    return cached_graph(args.model, model, inputs, calibration, config,
                         args.calibration, use_default=not args.no_cache)
 
 

@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES,
                    help=f"calibration samples for quantisation (default {DEFAULT_CALIBRATION_SAMPLES})")
     p.add_argument("--json", action="store_true", help="print the Pareto front as JSON")
-    from tessel.cli.backend import add_wide_argument
+    from tessel.cli.backend import add_weight_arguments, add_wide_argument
+    add_weight_arguments(p)
     add_wide_argument(p)
     p.set_defaults(func=cmd_explore)
 
@@ -47,7 +48,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.calibration < 1:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
     check_writable(args.out, directory=True)
-    result = explore(args.models, args.space, target=args.target, out=args.out,
+    result = explore(_models(args), args.space, target=args.target, out=args.out,
                      workers=args.workers, ray=args.ray, search=args.search,
                      trials=args.trials, seed=args.seed,
                      calibration_samples=args.calibration, progress=True)
@@ -63,3 +64,20 @@ def cmd_explore(args: argparse.Namespace) -> int:
         print("wrote " + ", ".join(str(f) for f in result.files[:3])
               + (f" and {len(result.files) - 3} presets" if len(result.files) > 3 else ""))
     return 0
+
+
+def _models(args: argparse.Namespace):
+    """The model names, or with --weights / --layer-weights their integer graphs quantised so
+    (through the graph cache; --weights auto chooses per layer first)."""
+    if args.weights == "int8" and not args.layer_weights:
+        return args.models
+    from tessel.cli.backend import quantised_graph
+    from tessel.errors import TesselConfigError
+    from tessel.models import resolve
+
+    if len(set(args.models)) != len(args.models):
+        raise TesselConfigError(f"a model is named twice: {list(args.models)}")
+    return {m: quantised_graph(argparse.Namespace(**{**vars(args), "model": m, "inputs": None,
+                                                     "calibration_data": None,
+                                                     "no_cache": False}), resolve(m))
+            for m in args.models}

@@ -1,0 +1,351 @@
+"""Mixed precision chosen for the user: which layers' weights can be int4 under an accuracy budget.
+
+The budget is a loss against the all-int8 model, in one metric measured on held-out inputs
+(never the calibration inputs): output SQNR against float (dB), cosine similarity to float
+(embeddings), or top-1 agreement with float (classifiers).
+
+1. Sensitivity: in the float model, each conv / linear layer's weights alone are fake-quantised
+   to int4 the way the quantiser does it (symmetric per output channel, [-7, 7]); the squared
+   error this adds at the outputs on the held-out inputs is the layer's noise.
+2. Order: layers by weight bytes saved per unit of noise, the cheapest bytes first.
+3. The longest prefix of that order whose predicted metric meets the budget (noise powers add:
+   the int8 model's measured noise plus the chosen layers' noises), then checked for real: the
+   model quantised with those layers int4, its golden (integer) model against float on the
+   held-out inputs. A prefix that misses the budget is bisected on real measurements down to
+   the longest one that meets it (the int8 model meets it by definition).
+
+    plan = choose_weights(model, example, calibration, held_out, AccuracyBudget.parse("sqnr=1"))
+    print(plan.text()); plan.config          # the QuantConfig to compile with
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import torch
+
+from tessel.analysis.accuracy import cosine, sqnr_db
+from tessel.display import Table, fmt_int, plural, short_repr, summary_html
+from tessel.errors import TesselConfigError
+from tessel.progress import info
+from tessel.quant.config import LayerOverride, QuantConfig, WeightDtype
+from tessel.quant.qspecs import WEIGHT_RANGES
+
+Sample = tuple[torch.Tensor, ...]
+Outputs = list[np.ndarray]  # per model output, the held-out samples concatenated on axis 0
+
+
+class Metric(enum.Enum):
+    """What an accuracy budget is measured in (golden model against float, held-out inputs)."""
+
+    SQNR = "sqnr"  # dB over every output: 10 log10(sum y^2 / sum (y - y_int)^2)
+    COSINE = "cosine"  # mean over samples of the first output's cosine similarity
+    TOP1 = "top1"  # fraction of samples whose first output's argmax equals float's
+
+
+@dataclass(frozen=True)
+class AccuracyBudget:
+    """How much of the all-int8 model's accuracy mixed precision may spend: ``loss`` in
+    ``metric``'s unit (dB of SQNR, cosine similarity, or top-1 agreement as a fraction)."""
+
+    metric: Metric = Metric.SQNR
+    loss: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.metric, Metric):
+            raise TesselConfigError(f"AccuracyBudget.metric must be a Metric, got "
+                                    f"{self.metric!r}")
+        if not (math.isfinite(self.loss) and self.loss >= 0):
+            raise TesselConfigError(f"accuracy budget {self.loss!r}: give a loss >= 0")
+        if self.metric is not Metric.SQNR and self.loss > 1:
+            raise TesselConfigError(f"accuracy budget {self.metric.value}={self.loss}: a "
+                                    f"{self.metric.value} loss is a fraction in [0, 1]")
+
+    @staticmethod
+    def parse(text: str) -> AccuracyBudget:
+        """``METRIC=LOSS`` as the command line takes it: ``sqnr=1`` (dB), ``cosine=0.01``,
+        ``top1=0.02``."""
+        name, _, value = text.partition("=")
+        metrics = ", ".join(m.value for m in Metric)
+        try:
+            return AccuracyBudget(Metric(name.strip().lower()), float(value))
+        except ValueError:
+            raise TesselConfigError(
+                f"--accuracy-budget {text!r}: expected METRIC=LOSS with METRIC one of {metrics} "
+                f"(e.g. sqnr=1.0: at most 1 dB of SQNR below the all-int8 model)") from None
+
+    def __str__(self) -> str:
+        unit = " dB" if self.metric is Metric.SQNR else ""
+        return f"{self.metric.value} loss <= {self.loss:g}{unit}"
+
+
+def measure(metric: Metric, floats: Outputs, goldens: Outputs) -> float:
+    """``metric`` of ``goldens`` against ``floats`` (higher is better for all three)."""
+    if metric is Metric.SQNR:
+        return sqnr_db(np.concatenate([f.ravel() for f in floats]),
+                       np.concatenate([g.ravel() for g in goldens]))
+    f0, g0 = floats[0].reshape(floats[0].shape[0], -1), goldens[0].reshape(
+        goldens[0].shape[0], -1)
+    if metric is Metric.COSINE:
+        return float(np.mean(cosine(f0, g0)))
+    return float(np.mean(f0.argmax(-1) == g0.argmax(-1)))
+
+
+@dataclass(frozen=True)
+class LayerChoice:
+    """One conv / linear layer: its weights' type in the plan, and what int4 does to it."""
+
+    layer: str  # module path
+    kind: str  # the module's class (Conv2d, Linear, ...)
+    weights: int  # weight count
+    int4: bool
+    bytes_saved: int  # weight bytes int4 saves against int8 (two per byte)
+    alone_db: float  # SQNR loss (dB) predicted for the int8 model with only this layer int4
+
+
+@dataclass(frozen=True)
+class PrecisionPlan:
+    """The chosen weight types and the measurements that chose them."""
+
+    model: str
+    budget: AccuracyBudget
+    samples: int  # held-out inputs measured on
+    int8_value: float  # the all-int8 model's metric
+    value: float  # the chosen model's metric (measured, not predicted)
+    layers: tuple[LayerChoice, ...]  # in module order
+    evaluations: int  # models quantised and measured
+    order: tuple[str, ...]  # every layer, cheapest int4 bytes first (the chosen are a prefix)
+    config: QuantConfig
+
+    @property
+    def int4_layers(self) -> tuple[str, ...]:
+        return tuple(x.layer for x in self.layers if x.int4)
+
+    @property
+    def bytes_saved(self) -> int:
+        return sum(x.bytes_saved for x in self.layers if x.int4)
+
+    @property
+    def int8_bytes(self) -> int:
+        return sum(x.weights for x in self.layers)
+
+    def table(self) -> Table:
+        rows = [(x.layer, x.kind, "int4" if x.int4 else "int8", fmt_int(x.weights),
+                 fmt_int(x.bytes_saved if x.int4 else 0), f"{x.alone_db:.2f}")
+                for x in self.layers]
+        return Table(("layer", "module", "weights", "count", "bytes saved", "int4 alone: dB"),
+                     rows, numeric=(False, False, False, True, True, True),
+                     title=f"weight precision per layer ({self.budget}; "
+                           f"{plural(self.samples, 'held-out input')})")
+
+    def summary(self) -> str:
+        unit = " dB" if self.budget.metric is Metric.SQNR else ""
+        n4 = len(self.int4_layers)
+        return (f"precision auto: {n4} of {plural(len(self.layers), 'layer')} int4, weights "
+                f"{fmt_int(self.int8_bytes - self.bytes_saved)} of {fmt_int(self.int8_bytes)} "
+                f"bytes ({100 * self.bytes_saved / max(self.int8_bytes, 1):.1f} % saved); "
+                f"{self.budget.metric.value} {self.value:.4g}{unit} against int8's "
+                f"{self.int8_value:.4g}{unit} ({plural(self.evaluations, 'model')} measured)")
+
+    def text(self, width: int | None = None) -> str:
+        return self.summary() + "\n" + self.table().text(width)
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["budget"] = {"metric": self.budget.metric.value, "loss": self.budget.loss}
+        d.pop("config")
+        d["int4_layers"] = list(self.int4_layers)
+        return json.dumps(d, indent=1, sort_keys=True)
+
+    def __repr__(self) -> str:
+        return short_repr("PrecisionPlan", [("model", repr(self.model)),
+                                            ("int4", f"{len(self.int4_layers)}/{len(self.layers)}"),
+                                            ("saved", f"{fmt_int(self.bytes_saved)} B"),
+                                            ("value", f"{self.value:.4g}")])
+
+    def _repr_html_(self) -> str:
+        return summary_html(f"PrecisionPlan of {self.model}", [self.summary()], [self.table()])
+
+
+_WEIGHT_AXIS = {torch.nn.Conv1d: 0, torch.nn.Conv2d: 0, torch.nn.Conv3d: 0, torch.nn.Linear: 0,
+                torch.nn.ConvTranspose1d: 1, torch.nn.ConvTranspose2d: 1}
+
+
+def weight_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module, int]]:
+    """(module path, module, output-channel axis) of every conv / linear layer, in module
+    order (transposed convs only with groups 1, as the quantiser takes them)."""
+    out = []
+    for path, m in model.named_modules():
+        axis = _WEIGHT_AXIS.get(type(m))
+        if axis is None or not path or getattr(m, "weight", None) is None:
+            continue
+        if axis == 1 and m.groups != 1:
+            continue
+        out.append((path, m, axis))
+    return out
+
+
+def fake_int4(w: torch.Tensor, axis: int) -> torch.Tensor:
+    """``w`` through symmetric per-channel int4 quantisation (the quantiser's rule)."""
+    qmin, qmax = WEIGHT_RANGES[WeightDtype.INT4]
+    dims = tuple(d for d in range(w.dim()) if d != axis)
+    amax = w.abs().amax(dim=dims, keepdim=True)
+    scale = torch.where(amax > 0, amax / qmax, torch.ones_like(amax))
+    return torch.clamp(torch.round(w / scale), qmin, qmax) * scale
+
+
+def float_outputs(model: torch.nn.Module, samples: Sequence[Sample]) -> Outputs:
+    rows = []
+    with torch.no_grad():
+        for s in samples:
+            y = model(*s)
+            y = (y,) if isinstance(y, torch.Tensor) else tuple(y)
+            rows.append([t.detach().numpy().astype(np.float64) for t in y])
+    return [np.concatenate([r[k] for r in rows]) for k in range(len(rows[0]))]
+
+
+def layer_noise(model: torch.nn.Module, samples: Sequence[Sample], floats: Outputs
+                ) -> list[float]:
+    """Per weight layer: the squared error at the outputs when only its weights are int4."""
+    noises = []
+    for path, m, axis in weight_layers(model):
+        info(f"precision auto: sensitivity of {path}")
+        original = m.weight.data
+        m.weight.data = fake_int4(original, axis)
+        try:
+            outs = float_outputs(model, samples)
+        finally:
+            m.weight.data = original
+        noises.append(sum(float(np.sum((f - o) ** 2)) for f, o in zip(floats, outs,
+                                                                       strict=True)))
+    return noises
+
+
+def _escape(path: str) -> str:
+    """A module path as an fnmatch pattern that matches only itself."""
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in path)
+
+
+def with_int4(config: QuantConfig, paths: Sequence[str]) -> QuantConfig:
+    """``config`` with the weights of the modules at ``paths`` int4, before its own overrides
+    (so a user's per-layer choice still wins)."""
+    chosen = tuple(LayerOverride(module=_escape(p), weights=WeightDtype.INT4) for p in paths)
+    return replace(config, overrides=chosen + config.overrides)
+
+
+Evaluate = Callable[[QuantConfig], Outputs]  # a config's golden outputs on the held-out inputs
+
+
+def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequence[Sample],
+                   budget: AccuracyBudget, config: QuantConfig | None = None,
+                   name: str = "model") -> PrecisionPlan:
+    """The plan that makes the most weight bytes int4 within ``budget`` (module docstring).
+
+    ``evaluate(config)`` quantises the model with ``config`` and returns its golden outputs
+    on ``held_out`` (see :func:`golden_evaluator`); ``config`` is the base (all-int8 unless
+    the user's overrides say otherwise)."""
+    config = config if config is not None else QuantConfig()
+    if config.weights is not WeightDtype.INT8:
+        raise TesselConfigError("precision auto starts from int8 weights: leave --weights / "
+                                "QuantConfig.weights at int8 (per-layer choices still apply)")
+    layers = weight_layers(model)
+    if not layers:
+        raise TesselConfigError(f"{name}: no conv or linear layer to choose a weight type for")
+    floats = float_outputs(model, held_out)
+    noises = layer_noise(model, held_out, floats)
+    signal = sum(float(np.sum(f**2)) for f in floats)
+    info("precision auto: the all-int8 model")
+    measured = {0: measure(budget.metric, floats, evaluate(config))}
+    goal = measured[0] - budget.loss
+    int8_noise = signal / 10 ** (measured[0] / 10) if budget.metric is Metric.SQNR else 0.0
+    saved = [(m.weight.numel() - (m.weight.numel() + 1) // 2) for _, m, _ in layers]
+    order = sorted(range(len(layers)),
+                   key=lambda i: (-saved[i] / max(noises[i], 1e-30), layers[i][0]))
+
+    def meets(k: int) -> bool:
+        if k not in measured:
+            info(f"precision auto: the {plural(k, 'cheapest layer')} int4")
+            paths = [layers[i][0] for i in order[:k]]
+            measured[k] = measure(budget.metric, floats, evaluate(with_int4(config, paths)))
+        return measured[k] >= goal
+
+    guess = _predicted_prefix(budget, order, noises, signal, int8_noise, floats, held_out)
+    lo, hi = 0, len(order)  # the prefix of lo layers meets the budget; the answer is <= hi
+    if meets(guess):
+        lo = guess
+    else:
+        hi = guess - 1
+    while lo < hi:  # bisect on real measurements
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if meets(mid) else (lo, mid - 1)
+    chosen = set(order[:lo])
+    alone = [_alone_db(signal, int8_noise, n) for n in noises]
+    choices = tuple(LayerChoice(path, type(m).__name__, m.weight.numel(), i in chosen, saved[i],
+                                alone[i])
+                    for i, (path, m, _) in enumerate(layers))
+    final = with_int4(config, [layers[i][0] for i in order[:lo]])
+    return PrecisionPlan(name, budget, len(held_out), measured[0], measured[lo], choices,
+                         len(measured), tuple(layers[i][0] for i in order), final)
+
+
+def _alone_db(signal: float, int8_noise: float, noise: float) -> float:
+    if int8_noise <= 0 or signal <= 0:
+        return 0.0
+    return 10 * math.log10((int8_noise + noise) / int8_noise)
+
+
+def _predicted_prefix(budget: AccuracyBudget, order: list[int], noises: list[float],
+                      signal: float, int8_noise: float, floats: Outputs,
+                      held_out: Sequence[Sample]) -> int:
+    """The longest prefix the noise model says meets the budget (top-1: all of them)."""
+    if budget.metric is Metric.TOP1:
+        return len(order)
+    if budget.metric is Metric.SQNR:
+        allowed = int8_noise * (10 ** (budget.loss / 10) - 1)
+    else:  # 1 - cos ~ |noise|^2 / (2 |y|^2) per sample; the mean over samples
+        allowed = 2 * budget.loss * signal / max(len(held_out), 1)
+    total, k = 0.0, 0
+    for i in order:
+        total += noises[i]
+        if total > allowed:
+            break
+        k += 1
+    return k
+
+
+def golden_evaluator(model: torch.nn.Module, example: Sample, calibration: Sequence[Sample],
+                     held_out: Sequence[Sample], calibration_samples: int) -> Evaluate:
+    """``evaluate`` for :func:`choose_weights`: PTQ with the config, then the golden model on
+    every held-out input."""
+    from tessel.quant.api import quantize
+
+    def evaluate(config: QuantConfig) -> Outputs:
+        qm = quantize(model, example, calibration, config,
+                      calibration_samples=calibration_samples)
+        rows = [qm.run(*s) for s in held_out]
+        return [np.concatenate([np.asarray(r[k], np.float64) for r in rows])
+                for k in range(len(rows[0]))]
+
+    return evaluate
+
+
+def auto_weights(model: torch.nn.Module, example_inputs: Sample,
+                 calibration_data: Sequence[Sample], held_out: Sequence[Sample],
+                 budget: AccuracyBudget | str = "sqnr=1", config: QuantConfig | None = None,
+                 *, calibration_samples: int | None = None) -> PrecisionPlan:
+    """The weight types to quantise ``model`` with: int4 where ``budget`` allows it, measured
+    on ``held_out`` (inputs not in ``calibration_data``). ``plan.config`` goes to
+    ``tessel.compile(..., quant_config=plan.config)`` or ``tessel.quantize``."""
+    budget = AccuracyBudget.parse(budget) if isinstance(budget, str) else budget
+    calibration = list(calibration_data)
+    if not held_out:
+        raise TesselConfigError("auto_weights needs held-out inputs to measure accuracy on")
+    evaluate = golden_evaluator(model, example_inputs, calibration, held_out,
+                                calibration_samples or len(calibration))
+    return choose_weights(model, evaluate, held_out, budget, config,
+                          type(model).__name__)
