@@ -17,11 +17,11 @@ from tessel.version import __version__
 
 if TYPE_CHECKING:  # the lazy attributes below, with their real types for mypy and IDEs
     from tessel.analysis.advise import advise
-    from tessel.analysis.precision import auto_weights
     from tessel.analysis.compare import compare_binaries, compare_targets
     from tessel.analysis.estimate import estimate
     from tessel.analysis.explore import explore
     from tessel.analysis.layer_accuracy import layer_accuracy
+    from tessel.analysis.precision import auto_weights
     from tessel.driver import compile
     from tessel.quant.api import quantize
     from tessel.runtime.compiled import CompiledModel, load
