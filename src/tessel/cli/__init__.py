@@ -25,8 +25,8 @@ EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 3
 # Modules that add sub-commands through register(subparsers), in help order.
 COMMAND_MODULES = (
     "tessel.cli.frontend", "tessel.cli.opt", "tessel.cli.quant", "tessel.cli.backend",
-    "tessel.cli.advise", "tessel.cli.compare", "tessel.cli.explore", "tessel.cli.hw",
-    "tessel.cli.asm",
+    "tessel.cli.advise", "tessel.cli.compare", "tessel.cli.explore", "tessel.cli.scenario",
+    "tessel.cli.hw", "tessel.cli.asm",
 )
 
 

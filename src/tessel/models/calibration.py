@@ -50,8 +50,10 @@ def smooth_images(n: int, seed: int, size: int = 224) -> list[tuple[torch.Tensor
 def mfcc_frames(seed: int, index: int, frames: int = 49, coeffs: int = 10) -> torch.Tensor:
     """One [1, 1, frames, coeffs] MFCC-like input: a word (loud, varying) inside silence."""
     g = _generator(seed, index)
-    mean = torch.tensor(_MFCC_MEAN[:coeffs])
-    std = torch.tensor(_MFCC_STD[:coeffs])
+    extra = max(0, coeffs - len(_MFCC_MEAN))  # higher coefficients: mean 0, std decaying 10 %
+    mean = torch.tensor((_MFCC_MEAN + (0.0,) * extra)[:coeffs])
+    std = torch.tensor((_MFCC_STD + tuple(_MFCC_STD[-1] * 0.9 ** (k + 1)
+                                          for k in range(extra)))[:coeffs])
     # smooth in time: white noise low-passed with a 5-frame moving average, re-scaled to unit std
     noise = torch.randn(1, coeffs, frames + 4, generator=g)
     smooth = F.avg_pool1d(noise, kernel_size=5, stride=1)[0].T * (5 ** 0.5)

@@ -21,6 +21,7 @@ class Task(enum.Enum):
 
     CLASSIFIER = "classifier"  # logits [N, classes]: top-1 agreement / accuracy
     EMBEDDING = "embedding"  # unit vectors [N, D]: cosine similarity
+    DENSE = "dense"  # maps or values (segmentation, heat maps, depth, angles): output SQNR
     GENERIC = "generic"  # a user model of unknown kind: raw output error only
 
 

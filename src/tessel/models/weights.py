@@ -148,6 +148,13 @@ def align_and_calibrate_batchnorm(model: nn.Module, batch: torch.Tensor,
             h.remove()
 
 
+@torch.no_grad()
+def calibrate_batchnorm(model: nn.Module, batch: torch.Tensor) -> None:
+    """Every BN's running mean / var set to the statistics of `batch` (one pass; weights
+    unchanged); the model is in eval mode afterwards."""
+    _run_with_batch_statistics(model, batch)
+
+
 def _run_with_batch_statistics(model: nn.Module, batch: torch.Tensor) -> None:
     bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     saved = [m.momentum for m in bns]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from tessel.errors import TesselConfigError, did_you_mean
-from tessel.models import digits, ds_cnn, minilm, mobilenet_v2, resnet, vit
+from tessel.models import digits, ds_cnn, minilm, mobilenet_v2, resnet, vit, xr
 from tessel.models.loader import model_file_spec, split_path_spec, user_spec
 from tessel.models.spec import ModelAndInputs, ModelSpec, Task, check_model_and_inputs
 
@@ -74,6 +74,10 @@ ZOO: dict[str, ModelSpec] = {
                   Task.CLASSIFIER, "grey image [1, 1, 8, 8] float32 in [0, 1]",
                   digits.calibration_data,
                   example=digits.example_inputs),
+        *(ModelSpec(name, xr.factory(name), xr.DESCRIPTIONS[name][0],
+                    Task.CLASSIFIER if name == "kws_res8" else Task.DENSE,
+                    xr.DESCRIPTIONS[name][1], xr.calibration(name), example=xr.example(name))
+          for name in xr.NAMES),
     )
 }
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from tessel.models import ZOO, ModelSpec, Task, digits, ds_cnn, mobilenet_v2, resnet, vit
+from tessel.models import ZOO, ModelSpec, Task, digits, ds_cnn, mobilenet_v2, resnet, vit, xr
 from tessel.threads import single_threaded
 
 OUTPUT_SHAPES = {
@@ -16,6 +16,12 @@ OUTPUT_SHAPES = {
     "vit_small": (1, 1000),
     "minilm": (1, 384),
     "digits_cnn": (1, 10),
+    "eye_seg": (1, 4, 64, 96),
+    "gaze": (1, 2),
+    "hand_det": ((1, 1, 32, 32), (1, 2, 32, 32), (1, 2, 32, 32)),
+    "hand_pose": (1, 21, 48, 48),
+    "depth": (1, 1, 96, 128),
+    "kws_res8": (1, 12),
 }
 INPUT_SHAPES = {
     "mobilenet_v2": [(1, 3, 224, 224)],
@@ -24,6 +30,12 @@ INPUT_SHAPES = {
     "vit_small": [(1, 3, 224, 224)],
     "minilm": [(1, 32), (1, 32)],
     "digits_cnn": [(1, 1, 8, 8)],
+    "eye_seg": [(1, 1, 64, 96)],
+    "gaze": [(1, 1, 36, 60), (1, 2)],
+    "hand_det": [(1, 3, 128, 128)],
+    "hand_pose": [(1, 3, 96, 96)],
+    "depth": [(1, 3, 96, 128)],
+    "kws_res8": [(1, 1, 101, 40)],
 }
 # one xdist group per model, so a model's cached build is shared by its tests under -n 2
 BY_MODEL = [pytest.param(n, marks=pytest.mark.xdist_group(f"zoo-{n}")) for n in OUTPUT_SHAPES]
@@ -36,7 +48,8 @@ def test_zoo_lists_every_model_with_a_complete_spec() -> None:
     for name, spec in ZOO.items():
         assert isinstance(spec, ModelSpec) and spec.name == name
         assert spec.description and spec.input_description
-        assert spec.task is (Task.EMBEDDING if name == "minilm" else Task.CLASSIFIER)
+        assert spec.task is (Task.EMBEDDING if name == "minilm" else Task.DENSE
+                             if name in xr.NAMES and name != "kws_res8" else Task.CLASSIFIER)
     with pytest.raises(AttributeError):
         ZOO["ds_cnn"].name = "x"  # type: ignore[misc]
 
@@ -51,8 +64,10 @@ def test_model(name: str) -> None:
     assert [tuple(x.shape) for x in inputs] == INPUT_SHAPES[name]
     with torch.no_grad():
         out = model(*inputs)
-    assert tuple(out.shape) == OUTPUT_SHAPES[name]
-    assert torch.isfinite(out).all()
+    outs = out if isinstance(out, tuple) else (out,)
+    shapes = tuple(tuple(o.shape) for o in outs)
+    assert shapes == (OUTPUT_SHAPES[name] if isinstance(out, tuple) else (OUTPUT_SHAPES[name],))
+    assert all(torch.isfinite(o).all() for o in outs)
 
     # `tessel run` without --input makes the same inputs without building the model
     assert ZOO[name].example is not None
@@ -64,7 +79,9 @@ def test_model(name: str) -> None:
     for a, b in zip(inputs, inputs2, strict=True):
         assert torch.equal(a, b)
     with torch.no_grad():
-        assert torch.equal(model2(*inputs2), out)
+        again = model2(*inputs2)
+    assert all(torch.equal(a, b) for a, b in zip(
+        again if isinstance(again, tuple) else (again,), outs, strict=True))
 
     exported = torch.export.export(model, inputs, strict=False)
     with torch.no_grad():
