@@ -23,6 +23,7 @@ from benchmarks import (
     bench_cli_fail_fast,
     bench_dse,
     bench_models,
+    bench_precision,
     bench_sim,
     report,
 )
@@ -37,6 +38,7 @@ def full() -> list[Section]:
     sections.append(bench_sim.versus_eager(SIM_MODELS))
     sections.append(bench_sim.versus_eager(["resnet18"], repeats=3, batch=64))
     sections.append(bench_accuracy.run(bench_accuracy.MODELS))
+    sections.append(bench_precision.run(bench_precision.MODELS))
     sections.append(bench_dse.run(points=16))
     # a sweep long enough that the workers' start (imports, the graphs' transfer) is a small
     # part of it: the scaling figure
@@ -53,6 +55,7 @@ def quick() -> list[Section]:
     sections.append(bench_sim.versus_eager(small, repeats=1))
     sections.append(bench_sim.versus_eager(["ds_cnn"], repeats=1, batch=4))
     sections.append(bench_accuracy.run(["ds_cnn"], calibration=4, samples=4))
+    sections.append(bench_precision.run({"ds_cnn": "sqnr=1"}, "tnpu-s"))
     sections.append(bench_dse.run(points=4, rounds=1, models="ds_cnn", ray=False))
     sections.append(bench_cli.run(["ds_cnn"]))
     sections.append(bench_cli_fail_fast.run(runs=1))
