@@ -73,6 +73,9 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "tslh_arena_size": (_U64, [_P]),
     "tslh_executed": (_U64, [_P]),
     "tslh_macs": (_U64, [_P]),
+    "tslh_sim_run": (_I, [ctypes.POINTER(SimConfig), _I, ctypes.c_char_p, ctypes.c_size_t, _U32,
+                          _P, _P, _P, _P, _U64, ctypes.POINTER(ctypes.c_int32),
+                          ctypes.POINTER(ctypes.c_char_p)]),
 }
 
 
@@ -147,6 +150,22 @@ def check(data: bytes, arch: Any = None) -> tuple[int, Error, int]:
     target = ctypes.byref(target_of(arch)) if arch is not None else None
     code = lib().tslh_check(data, len(data), target, ctypes.byref(err), ctypes.byref(size))
     return code, err, size.value
+
+
+def run_queue(arch: Any, engine: int, stream: bytes, count: int, sram: np.ndarray,
+              acc: np.ndarray, lut: np.ndarray, ext: np.ndarray) -> tuple[int, int, str]:
+    """Run `count` encoded instructions of one engine on the C NPU model over the given memories
+    (uint8 arrays: SRAM, accumulator bytes, LUT bytes, off-chip memory 0 from address 0),
+    updated in place. Returns (status, index of the trapping instruction or -1, reason)."""
+    index, trap = ctypes.c_int32(-1), ctypes.c_char_p()
+    arrays = [np.ascontiguousarray(a, np.uint8) for a in (sram, acc, lut, ext)]
+    for a, b in zip(arrays, (sram, acc, lut, ext), strict=True):
+        if a is not b:
+            raise TesselConfigError("run_queue: memories must be contiguous uint8 arrays")
+    code = lib().tslh_sim_run(ctypes.byref(sim_config(arch)), engine, stream, len(stream), count,
+                              *(a.ctypes.data for a in arrays), ext.size, ctypes.byref(index),
+                              ctypes.byref(trap))
+    return code, index.value, (trap.value or b"").decode()
 
 
 @dataclass(frozen=True)

@@ -119,3 +119,40 @@ uint64_t tslh_macs(const tslh *h) { return h->sim.macs; }
 void tslh_constants(const tslh *h, uint32_t *memory, uint64_t *address, uint64_t *size, int *in_binary) {
     tsl_constants_placement(&h->model, memory, address, size, in_binary);
 }
+
+/* Run one engine's queue on the C NPU model over the given memories (the ISA tests): SRAM,
+ * accumulator (bytes), LUT memory (bytes) and off-chip memory 0 [0, ext_size) are copied in
+ * and back out. Returns the status; *trap_index is the failing instruction (or -1). */
+int tslh_sim_run(const tsl_sim_config *cfg, int engine, const uint8_t *cmds, size_t nbytes,
+                 uint32_t count, uint8_t *sram, uint8_t *acc, uint8_t *lut, uint8_t *ext,
+                 uint64_t ext_size, int32_t *trap_index, const char **trap) {
+    tsl_sim *s = (tsl_sim *)calloc(1, sizeof(tsl_sim));
+    size_t size = tsl_sim_memory_size(cfg);
+    void *raw = malloc(size + 16);
+    tsl_error err;
+    tsl_status st;
+    *trap_index = -1;
+    *trap = "";
+    if (!s || !raw) { free(s); free(raw); return TSL_E_ARGUMENT; }
+    st = tsl_sim_init(s, cfg, (void *)(((uintptr_t)raw + 15) & ~(uintptr_t)15), size);
+    if (st == TSL_OK) {
+        tsl_sim_driver.reset(s);
+        memcpy(s->sram, sram, cfg->sram_bytes);
+        memcpy(s->acc, acc, (size_t)cfg->acc_entries * 4);
+        memcpy(s->lut, lut, (size_t)cfg->lut_entries * 2);
+        tsl_sim_driver.map_memory(s, 0, 0, ext, ext_size, 1);
+        tsl_sim_driver.submit(s, (tsl_engine)engine, cmds, nbytes, 0, count);
+        tsl_sim_driver.start(s);
+        st = tsl_sim_driver.wait(s, &err);
+        if (st != TSL_OK) {
+            *trap_index = err.index;
+            *trap = s->trap ? s->trap : "";
+        }
+        memcpy(sram, s->sram, cfg->sram_bytes);
+        memcpy(acc, s->acc, (size_t)cfg->acc_entries * 4);
+        memcpy(lut, s->lut, (size_t)cfg->lut_entries * 2);
+    }
+    free(raw);
+    free(s);
+    return st;
+}
