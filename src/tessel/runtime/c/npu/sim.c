@@ -83,10 +83,46 @@ static tsl_status sim_start(void *ctx) {
     return TSL_OK;
 }
 
+static uint64_t mul_sat(uint64_t a, uint64_t b) {
+    return (b && a > UINT64_MAX / b) ? UINT64_MAX : a * b;
+}
+
+/* elements or MACs an instruction processes (its "work"; MACs for the matrix engine) */
+static uint64_t work_of(uint8_t op, const int64_t *f) {
+    switch (op) {
+    case TSL_OP_DMA_LOAD: case TSL_OP_DMA_STORE:
+        return mul_sat(mul_sat((uint64_t)f[DMA_D0], (uint64_t)f[DMA_D0 + 1]), mul_sat((uint64_t)f[DMA_D0 + 2], (uint64_t)f[DMA_D0 + 3]));
+    case TSL_OP_COPY:
+        return mul_sat(mul_sat((uint64_t)f[CP_D0], (uint64_t)f[CP_D0 + 1]), mul_sat((uint64_t)f[CP_D0 + 2], (uint64_t)f[CP_D0 + 3]));
+    case TSL_OP_CONV:
+        return mul_sat(mul_sat((uint64_t)(f[CV_OUT_H] * f[CV_OUT_W]), (uint64_t)f[CV_COUT]),
+                       (uint64_t)(f[CV_KH] * f[CV_KW] * f[CV_CIN]));
+    case TSL_OP_MATMUL: return mul_sat((uint64_t)(f[MM_M] * f[MM_N]), (uint64_t)f[MM_K]);
+    case TSL_OP_DWCONV:
+        return mul_sat((uint64_t)(f[DW_OUT_H] * f[DW_OUT_W] * f[DW_CH]), (uint64_t)(f[DW_KH] * f[DW_KW]));
+    case TSL_OP_POOL:
+        return mul_sat((uint64_t)(f[PO_OUT_H] * f[PO_OUT_W] * f[PO_CH]), (uint64_t)(f[PO_KH] * f[PO_KW]));
+    case TSL_OP_REQUANT: return (uint64_t)(f[RQ_ROWS] * f[RQ_CH]);
+    case TSL_OP_LUT_LOAD: return (uint64_t)f[LL_COUNT];
+    default: /* ELTWISE, LUT, REDUCE, UNARY: d0 d1 d2 after 1 to 3 leading fields */
+        {
+            int at = op == TSL_OP_ELTWISE ? EW_D0 : op == TSL_OP_LUT ? LU_D0 : op == TSL_OP_REDUCE ? RD_D0 : UN_D0;
+            return mul_sat(mul_sat((uint64_t)f[at], (uint64_t)f[at + 1]), (uint64_t)f[at + 2]);
+        }
+    }
+}
+
 static tsl_status execute(tsl_sim *s, int engine, uint8_t op, const int64_t *f) {
     const char *why;
+    uint64_t w;
     if (!tsl_isa_runs_on(op, engine)) { s->trap = "instruction of another engine"; return TSL_E_NPU_TRAP; }
     if ((why = tsl_sim_static_error(s, op, f)) != NULL) { s->trap = why; return TSL_E_NPU_TRAP; }
+    w = work_of(op, f);
+    if (s->budget && (w > s->budget || s->work > s->budget - w)) {
+        s->trap = "work budget exceeded";
+        return TSL_E_NPU_TRAP;
+    }
+    s->work += w;
     switch (op) {
     case TSL_OP_CONV: case TSL_OP_MATMUL: case TSL_OP_DWCONV: return tsl_sim_matrix(s, op, f);
     case TSL_OP_DMA_LOAD: case TSL_OP_DMA_STORE: case TSL_OP_COPY: case TSL_OP_LUT_LOAD:

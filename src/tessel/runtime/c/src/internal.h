@@ -83,6 +83,7 @@ int tsl_isa_runs_on(uint8_t opcode, int engine);
 /* Decode the instruction at p (avail bytes left): its fields (signed values) into f. */
 tsl_status tsl_isa_decode(const uint8_t *p, size_t avail, int64_t *f, uint32_t *nfields);
 uint32_t tsl_isa_field_count(uint8_t opcode);
+int tsl_isa_field(uint8_t opcode, uint32_t k, uint32_t *at, uint32_t *bits, int64_t *lo, int64_t *hi);
 
 /* ---- load.c / meta.c / host_plan.c ------------------------------------------------------- */
 typedef struct tsl_section {

@@ -137,3 +137,16 @@ tsl_status tsl_isa_decode(const uint8_t *p, size_t avail, int64_t *f, uint32_t *
     if (nfields) *nfields = o->nfields;
     return TSL_OK;
 }
+
+/* The bit position, width and legal range of field k of an opcode (for tools: the fuzzer). */
+int tsl_isa_field(uint8_t opcode, uint32_t k, uint32_t *at, uint32_t *bits, int64_t *lo, int64_t *hi) {
+    const ospec *o = find(opcode);
+    uint32_t j, pos = 8;
+    if (!o || k >= o->nfields) return 0;
+    for (j = 0; j < k; j++) pos += o->fields[j].bits;
+    *at = pos;
+    *bits = o->fields[k].bits;
+    *lo = o->fields[k].lo;
+    *hi = o->fields[k].hi;
+    return 1;
+}

@@ -52,6 +52,9 @@ typedef struct tsl_sim {
     uint8_t sem[TSL_ENGINES][TSL_ENGINES][16];
     uint64_t executed;        /* instructions executed since init */
     uint64_t macs;            /* multiply-accumulates of CONV, MATMUL, DWCONV since init */
+    uint64_t work;            /* elements and MACs processed since init (docs/isa.md §5 work) */
+    uint64_t budget;          /* 0: none; else an instruction that would take the work past it
+                                 traps (a bound for fuzzing hostile programs) */
     const char *trap;         /* why the last trap happened (static text) */
 } tsl_sim;
 
