@@ -325,3 +325,23 @@ def test_int4_depthwise_weights_read_half_the_bytes(engine: Engine) -> None:
     weights = 3 * 3 * 7 if engine == Engine.MATRIX else 4 * 4 * 7 * 3 * 3  # read once / per MAC
     assert e8.sram_read_bytes - e4.sram_read_bytes == weights - (weights + 1) // 2
     assert e4.macs == e8.macs
+
+
+def test_the_int4_decoder_bounds_a_tile_and_costs_energy() -> None:
+    """docs/isa.md: an int4 tile takes at least ceil(unpacked / int4_decode_per_cycle) cycles
+    and counts one unpacked weight per weight read; an NPU without the decoder refuses it."""
+    from dataclasses import replace
+
+    from tessel.isa.costs import instruction_cost
+
+    kw = dict(op=Opcode.MATMUL, m=2, n=64, k=64, b_type=WeightType.I4)  # little to stream
+    slow = replace(ARCH, matrix=replace(ARCH.matrix, int4_decode_per_cycle=3))
+    fast = instruction_cost(_big_instruction(kw), ARCH)
+    cost = instruction_cost(_big_instruction(kw), slow)
+    assert cost.events.int4_unpacked == fast.events.int4_unpacked == 64 * 64
+    assert cost.cycles == -(-64 * 64 // 3) > fast.cycles
+    assert instruction_cost(_big_instruction({**kw, "b_type": WeightType.I8}),
+                            ARCH).events.int4_unpacked == 0
+    none = replace(ARCH, matrix=replace(ARCH.matrix, int4_weights=False))
+    with pytest.raises(ValueError, match="without the int4 decoder"):
+        instruction_cost(_big_instruction(kw), none)

@@ -196,30 +196,39 @@ class Gemm(CostRule):
         weights = k * n
         per_byte = 1 if self.weights_per_byte is None else self.weights_per_byte(i)
         w_bytes = _cdiv(weights, per_byte)  # as stored in SRAM
+        if per_byte > 1 and not mx.int4_weights:
+            raise ValueError(f"{i.opcode.name} with int4 weights on an NPU without the int4 "
+                             "decoder (matrix.int4_weights = false)")
         # the tile's input is read once when it fits the input window buffer, else per operand
         per_operand = im2col * (1 if self.depthwise else col_folds)
         in_reads = window if window <= mx.input_buffer_bytes else per_operand
         operand = per_operand
         if df == Dataflow.WEIGHT_STATIONARY:
-            w_reads = w_bytes  # preloaded into the array once per fold
+            w_reads, unpacked = w_bytes, weights  # preloaded into the array once per fold
             operand += weights
             k_folds = _cdiv(k, r)
             acc_writes = m * n * k_folds
             acc_reads = m * n * (k_folds - 1 + (i.mode == AccMode.ACCUMULATE))
         else:
-            w_reads = w_bytes if w_bytes <= mx.weight_buffer_bytes else w_bytes * row_folds
+            passes = 1 if w_bytes <= mx.weight_buffer_bytes else row_folds
+            w_reads, unpacked = w_bytes * passes, weights * passes
             operand += weights * row_folds
             acc_writes = m * n
             acc_reads = m * n * (i.mode == AccMode.ACCUMULATE)
         sram_reads = in_reads + w_reads
         compute = gemm_cycles(m, n, k, r, c, df, mx.fold_pipelining)
         cycles = max(compute, _cdiv(sram_reads, mx.feed_bytes_per_cycle))
+        unpacked = unpacked if per_byte > 1 else 0
+        if unpacked:
+            cycles = max(cycles, _cdiv(unpacked, mx.int4_decode_per_cycle))
         return Cost(cycles, Events(macs=m * n * k, sram_read_bytes=sram_reads,
                                    operand_bytes=operand, acc_reads=acc_reads,
-                                   acc_writes=acc_writes))
+                                   acc_writes=acc_writes, int4_unpacked=unpacked))
 
     def cycles_doc(self) -> str:
-        return "`max(G, ceil(sram_reads / matrix.feed_bytes_per_cycle))`, `G` = GEMM cycles below"
+        return ("`max(G, ceil(sram_reads / matrix.feed_bytes_per_cycle), ceil(unpacked / "
+                "matrix.int4_decode_per_cycle))`, `G` = GEMM cycles below, `unpacked` the int4 "
+                "weights read (0 for int8)")
 
     def events_doc(self) -> str:
         return "`macs = M*N*K`; SRAM reads, operand-buffer bytes, accumulator reads/writes below"

@@ -41,6 +41,7 @@ class Events:
     lut_accesses: int = _event("lut", "lut_lookup_pj")
     # bytes the matrix array reads from its operand buffers
     operand_bytes: int = _event("operand", "operand_buffer_byte_pj")
+    int4_unpacked: int = _event("int4_decode", "int4_decode_pj")  # int4 weights unpacked
     offchip_read_bytes: tuple[int, ...] = _offchip_event()
     offchip_write_bytes: tuple[int, ...] = _offchip_event()
 

@@ -19,19 +19,26 @@ The input-resident orders pack the weights of all chunks back to back (each chun
 packs it), then the parameter table (12 bytes per channel, chunk by chunk: channel c's entry
 at 12 * c). They are offered for ordinary and grouped convs with more than one chunk (a
 depthwise chunk reads only its own channels: WEIGHTS already reads its input once).
+
+int4 weights (an I4 weight tensor) are stored two per byte (CONV / DWCONV ``w_type`` I4), the
+even element in the low half; each instruction's block of weights starts on a byte (a block
+of an odd count ends with a zero half), so the pre-tiled order and the strides (counted in
+elements either way) are those of int8 weights.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tessel.errors import TesselCompileError
-from tessel.ir import Layout, Node
+from tessel.ir import DType, Layout, Node
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.isa.instrs.matrix import WeightType
 from tessel.isa.limits import MAX_DILATION, MAX_KERNEL, MAX_PAD, MAX_STRIDE
 from tessel.isa.window import Window
 from tessel.ops import dma
@@ -43,6 +50,7 @@ from tessel.ops.context import (
     StepConstants,
     align,
     const_addresses,
+    require_int4,
 )
 from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
@@ -84,6 +92,7 @@ class ConvGeometry(Window):
     cout: int
     groups: int
     n: int = 1  # batch: images are independent, each tile belongs to one
+    wbits: int = 8  # bits of a stored weight: 8, or 4 (int4, two per byte)
     # derived once (the mapping search and its bounds read them hundreds of thousands of times)
     depthwise: bool = field(init=False, repr=False, compare=False)
     _weights_per_channel: int = field(init=False, repr=False, compare=False)
@@ -106,8 +115,38 @@ class ConvGeometry(Window):
         """(first input row, row count, tile pad_top) of output rows [oy0, oy0 + rows)."""
         return self.rows_for(oy0, rows, self.h)
 
+    @property
+    def w_type(self) -> WeightType:
+        return WeightType.I4 if self.wbits == 4 else WeightType.I8
+
     def weight_bytes(self, chunk: int) -> int:
-        return self._weights_per_channel * chunk
+        """Bytes of the pre-tiled weights of `chunk` output channels."""
+        if self.wbits == 8:
+            return self._weights_per_channel * chunk
+        return _packed_bytes(self, chunk)
+
+    def chunk_offset(self, c0: int, chunk: int) -> int:
+        """Where the weights of the chunk starting at channel `c0` begin among those of every
+        chunk packed back to back (each but the last `chunk` wide)."""
+        return c0 // chunk * self.weight_bytes(chunk)
+
+
+def block_bytes(elements: int, wbits: int) -> int:
+    """Bytes of one instruction's block of `elements` weights (a block starts on a byte)."""
+    return (elements * wbits + 7) // 8
+
+
+def weight_blocks(g: ConvGeometry, chunk: int) -> list[int]:
+    """Weights of each CONV / DWCONV instruction's block of a chunk, in pre-tiled order."""
+    if g.depthwise:
+        return [g.kh * g.kw * chunk]
+    cg = per_conv(g, chunk)
+    return [sc.bh * sc.bw * g.cin_g * cg for sc in sub_convs(g) for _ in range(chunk // cg)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _packed_bytes(g: ConvGeometry, chunk: int) -> int:
+    return sum(block_bytes(e, g.wbits) for e in weight_blocks(g, chunk))
 
 
 def refusal(node: Node, graph) -> str | None:
@@ -144,9 +183,12 @@ def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
     _, oh, ow, cout = node.type.shape
     _, kh, kw, _ = ctx.graph.type_of(node.inputs[1]).shape  # OHWI
     (sh, sw), (dh, dw) = a["stride"], a["dilation"]
+    wbits = 4 if ctx.graph.type_of(node.inputs[1]).dtype is DType.I4 else 8
+    if wbits == 4:
+        require_int4(node, ctx)
     return ConvGeometry(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=a["padding"][0],
                         pl=a["padding"][1], oh=oh, ow=ow, h=h, w=w, c=c, cout=cout,
-                        groups=a["groups"], n=n)
+                        groups=a["groups"], n=n, wbits=wbits)
 
 
 def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
@@ -318,7 +360,7 @@ def constants(node: Node, m: ConvMapping, ctx: CodegenContext) -> StepConstants:
     chunks = _chunk_list(g, m)
     if m.order.input_resident:
         return StepConstants(_blobs_all(node, g, chunks, ctx))
-    return StepConstants(tuple(_blobs(node, g, chunks, ctx)))
+    return StepConstants(tuple(blobs(node, g, chunks, ctx)))
 
 
 def step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedConstants | None = None
@@ -399,11 +441,11 @@ def _in_step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedCons
         c0, cn = chunks[t]
         iaddr = lay.stripe + s.group * lay.stripe_stride
         if resident:
-            loads, gaddr = [], lay.weights + g.weight_bytes(c0)
+            loads, gaddr = [], lay.weights + g.chunk_offset(c0, m.chunk)
         else:
             gaddr = lay.weights + s.inp * lay.weights_stride
-            loads = dma.contiguous(Opcode.DMA_LOAD, mem, waddr + g.weight_bytes(c0), gaddr,
-                                   g.weight_bytes(cn))
+            loads = dma.contiguous(Opcode.DMA_LOAD, mem, waddr + g.chunk_offset(c0, m.chunk),
+                                   gaddr, g.weight_bytes(cn))
         oaddr = lay.out + s.out * lay.out_stride
         acc_addr = lay.acc + s.acc * lay.acc_stride
         matrix, vector, stores = _compute(node, g, chunks[t], stripes[j], iaddr, gaddr,
@@ -481,7 +523,8 @@ def _compute_instrs(node: Node, g: ConvGeometry, c0: int, cn: int, rows: int, in
     if g.depthwise:
         compute = [Instruction.make(Opcode.DWCONV, in_addr=iaddr, in_stride_h=g.w * cn,
                                     in_stride_w=cn, ch=cn, w_addr=gaddr, w_stride_k=cn,
-                                    acc_addr=acc_addr, acc_stride=cn, **common)]
+                                    acc_addr=acc_addr, acc_stride=cn, w_type=g.w_type,
+                                    **common)]
     else:
         compute = _convs(g, a, cn, c0, iaddr, in_rows, pad_top, rows, gaddr, acc_addr)
     dt = ISA_DTYPE[node.type.dtype]
@@ -542,7 +585,7 @@ def _convs(g: ConvGeometry, a: dict, cn: int, c0: int, iaddr: int, in_rows: int,
     image (rows py, py+fy, ... of the tile); its first tap y0 shifts the padding, or the base
     when the padding runs out."""
     cg = per_conv(g, cn)  # output channels of one CONV (the chunk, or one conv group)
-    out, w_off = [], 0
+    out, w_off = [], 0  # w_off: bytes of the blocks before this CONV's
     for k_sub, sc in enumerate(sub_convs(g)):
         sh_v, sw_v = g.w * g.c * sc.fy, g.c * sc.fx  # strides of the virtual image
         base = iaddr + sc.py * g.w * g.c + sc.px * g.c
@@ -552,17 +595,18 @@ def _convs(g: ConvGeometry, a: dict, cn: int, c0: int, iaddr: int, in_rows: int,
             base, in_h, pt = base - pt * sh_v, in_h + pt, 0
         if pl < 0:
             base, in_w, pl = base - pl * sw_v, in_w + pl, 0
+        block = block_bytes(sc.bh * sc.bw * g.cin_g * cg, g.wbits)
         for k in range(cn // cg):
             out.append(Instruction.make(
                 Opcode.CONV, in_addr=base + ((c0 + k * cg) // g.cout_g) * g.cin_g, in_h=in_h,
                 in_w=in_w, in_stride_h=sh_v, in_stride_w=sw_v, cin=g.cin_g, in_zp=a["in_zp"],
                 kh=sc.bh, kw=sc.bw, stride_h=g.sh // sc.fy, stride_w=g.sw // sc.fx,
                 dil_h=g.dh, dil_w=g.dw, pad_top=pt, pad_left=pl, out_h=rows, out_w=g.ow,
-                w_addr=gaddr + w_off + k * sc.bh * sc.bw * g.cin_g * cg,
+                w_addr=gaddr + w_off + k * block, w_type=g.w_type,
                 w_stride_k=g.cin_g * cg, w_stride_ci=cg, w_stride_co=1, w_zp=0, cout=cg,
                 acc_addr=acc_addr + k * cg, acc_stride=cn,
                 mode=AccMode.OVERWRITE if k_sub == 0 else AccMode.ACCUMULATE))
-        w_off += sc.bh * sc.bw * g.cin_g * cn
+        w_off += cn // cg * block
     return out
 
 
@@ -572,8 +616,8 @@ def per_conv(g: ConvGeometry, chunk: int) -> int:
     return chunk if g.groups == 1 else g.cout_g
 
 
-def _blobs(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: CodegenContext
-           ) -> list[bytes]:
+def blobs(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: CodegenContext
+          ) -> list[bytes]:
     """Weights pre-tiled + parameters, chunk by chunk: one blob per chunk."""
     w = ctx.const(node.inputs[1]).astype(np.int8)  # OHWI
     params = _params(node, ctx)
@@ -598,9 +642,10 @@ def _params(node: Node, ctx: CodegenContext):
 
 
 def _chunk_weights(w: np.ndarray, g: ConvGeometry, c0: int, cn: int) -> bytes:
-    """Output channels [c0, c0 + cn) of the OHWI weights `w`, pre-tiled in read order."""
+    """Output channels [c0, c0 + cn) of the OHWI weights `w`, pre-tiled in read order: one
+    block per CONV / DWCONV instruction (`weight_blocks`), int4 packed per block."""
     if g.depthwise:
-        wt = w[c0:c0 + cn, :, :, 0].reshape(cn, g.kh * g.kw).T  # [kh*kw, cn]
+        parts = [w[c0:c0 + cn, :, :, 0].reshape(cn, g.kh * g.kw).T]  # [kh*kw, cn]
     else:
         cg = per_conv(g, cn)
         parts = []
@@ -608,5 +653,16 @@ def _chunk_weights(w: np.ndarray, g: ConvGeometry, c0: int, cn: int) -> bytes:
             taps = w[:, sc.py::sc.fy, sc.px::sc.fx][:, sc.y0:sc.y0 + sc.bh,
                                                      sc.x0:sc.x0 + sc.bw]
             parts += [taps[o0:o0 + cg].reshape(cg, -1).T for o0 in range(c0, c0 + cn, cg)]
-        wt = np.concatenate([p.reshape(-1) for p in parts])
-    return np.ascontiguousarray(wt).tobytes()
+    flat = [np.ascontiguousarray(p).reshape(-1) for p in parts]
+    if g.wbits == 4:
+        return b"".join(pack_int4(f) for f in flat)
+    return np.concatenate(flat).tobytes()
+
+
+def pack_int4(values: np.ndarray) -> bytes:
+    """Signed 4-bit `values` two per byte, the even element in the low half (a zero half
+    after an odd count)."""
+    v = np.asarray(values, np.int64).reshape(-1)
+    if v.size % 2:
+        v = np.append(v, 0)
+    return ((v[0::2] & 0xF) | ((v[1::2] & 0xF) << 4)).astype(np.uint8).tobytes()

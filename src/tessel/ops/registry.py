@@ -41,7 +41,7 @@ def emitter_for(node: Node) -> ModuleType:
     """The module that lowers `node` to NPU instructions."""
     npu = definition(node.op).npu
     if npu is None or npu.emitter is None:
-        raise TesselCompileError(f"{node} at {node.loc}: no NPU lowering for '{node.op.value}'")
+        raise TesselCompileError(f"{node.described()}: no NPU lowering for '{node.op.value}'")
     return npu.emitter
 
 
@@ -59,9 +59,9 @@ def npu_refusal(node: Node, graph: Graph | None = None) -> str | None:
         return (f"{node.type.dtype.value} result (the NPU holds "
                 f"{', '.join(d.value for d in NPU_DTYPES)} tensors)")
     if graph is not None:
-        for name in node.inputs:
+        for k, name in enumerate(node.inputs):
             dtype = graph.type_of(name).dtype
-            if dtype not in NPU_DTYPES:
+            if dtype not in NPU_DTYPES and not (dtype is DType.I4 and k in npu.int4):
                 return (f"operand %{name} is {dtype.value} (the NPU holds "
                         f"{', '.join(d.value for d in NPU_DTYPES)} tensors)")
     return npu.refusal(node, graph) if npu.refusal is not None else None

@@ -76,7 +76,7 @@ counts = st.integers(0, 10**9)
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.builds(Events, counts, counts, counts, counts, counts, counts, counts, counts,
+@given(st.builds(Events, counts, counts, counts, counts, counts, counts, counts, counts, counts,
                  st.tuples(counts), st.tuples(counts)))
 def test_the_breakdown_is_each_component_times_its_energy(ev: Events) -> None:
     en, mem = ARCH.energy, ARCH.offchip[0]
@@ -87,6 +87,7 @@ def test_the_breakdown_is_each_component_times_its_energy(ev: Events) -> None:
             "vector": ev.vector_lane_ops * en.vector_lane_op_pj,
             "lut": ev.lut_accesses * en.lut_lookup_pj,
             "operand": ev.operand_bytes * en.operand_buffer_byte_pj,
+            "int4_decode": ev.int4_unpacked * en.int4_decode_pj,
             mem.name: (ev.offchip_read_bytes[0] + ev.offchip_write_bytes[0])
             * en.offchip_byte_pj(mem.kind)}
     got = energy_breakdown_pj(ev, ARCH)

@@ -175,6 +175,7 @@ def _dwconv_vector_events(i: Instruction) -> Events:
     e = outs * i.kh * i.kw
     per_byte = _conv_per_byte(i)
     return Events(macs=e, sram_read_bytes=e + -(-e // per_byte), acc_writes=outs,
+                  int4_unpacked=e if per_byte > 1 else 0,
                   acc_reads=outs * (i.mode == AccMode.ACCUMULATE))
 
 
