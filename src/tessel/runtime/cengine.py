@@ -12,11 +12,30 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
 from tessel.errors import TesselConfigError, TesselFormatError, TesselSimError
+
+
+class Engine(StrEnum):
+    """What runs a binary: the Python simulator (host parts by the golden kernels), or the C
+    runtime (libtessel, its host kernels) on the C NPU model."""
+
+    PYTHON = "python"
+    C = "c"
+
+
+def engine_of(value: Engine | str) -> Engine:
+    """`value` as an Engine; TesselConfigError naming the choices otherwise."""
+    try:
+        return Engine(value)
+    except ValueError:
+        raise TesselConfigError(f"unknown engine {value!r}; choose from "
+                                f"{', '.join(e.value for e in Engine)}") from None
+
 
 MAX_RANK = 8
 MEMORIES = 8
