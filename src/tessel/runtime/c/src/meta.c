@@ -254,7 +254,7 @@ static tsl_status model_names(tsl_loader *L, tsl_json meta, uint16_t *env, uint3
     tsl_json list, x;
     tsl_json_iter it;
     uint32_t i, j;
-    int v;
+    int v = 0;
     tsl_status st;
     if (tsl_json_get(meta, "model_inputs", &list)) {
         tsl_json_iter_init(&it, list);
@@ -311,7 +311,7 @@ static tsl_status bind_region(tsl_loader *L, uint32_t k, uint16_t *env, uint32_t
     const tsl_region *g = &m->region[k];
     int16_t step = (int16_t)(2 * k + 1);
     uint32_t i;
-    int v;
+    int v = 0;
     tsl_status st;
     for (i = 0; i < g->in_count; i++) {
         const tsl_desc *d = &m->desc[m->region_io[g->in_first + i]];
