@@ -133,3 +133,17 @@ def _hash_of(path: Path) -> str | None:
         return lib.tslh_source_hash().decode()
     except (OSError, AttributeError):
         return None
+
+
+def main() -> int:
+    """`python -m tessel.runtime.cbuild` (make test): build the library now, or say in one line
+    why the C engine is unavailable (exit 0 either way: nothing else needs it)."""
+    try:
+        print(f"C runtime: {library()}")
+    except TesselConfigError as exc:
+        print(f"C runtime not available: {exc}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
