@@ -40,6 +40,6 @@ setup(
         "tessel.runtime._ctessel", [str(p.relative_to(Path.cwd())) for p in sources(HOST_SOURCES)],
         include_dirs=[str((C_ROOT / "include").relative_to(Path.cwd()))],
         define_macros=[("TSL_SOURCE_HASH", f'"{source_hash()}"')],
-        extra_compile_args=["-std=c99", "-O2"], libraries=["m"], optional=True)],
+        extra_compile_args=["-std=c99", "-O3"], libraries=["m"], optional=True)],
     cmdclass={"build_ext": OptionalBuild},
 )

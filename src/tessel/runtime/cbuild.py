@@ -26,7 +26,7 @@ from tessel.errors import TesselConfigError
 C_ROOT = Path(__file__).resolve().parent / "c"
 CORE_SOURCES = ("src",)                 # libtessel: the firmware library
 HOST_SOURCES = ("src", "npu", "host")   # + the C NPU model and the ctypes wrapper
-FLAGS = ("-std=c99", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra")
+FLAGS = ("-std=c99", "-O3", "-fPIC", "-shared", "-Wall", "-Wextra")  # -O3: vectorised MAC loops
 COMPILERS = ("cc", "gcc", "clang")
 
 
@@ -117,7 +117,8 @@ def library() -> Path:
     if installed is not None and _hash_of(installed) == source_hash():
         return installed
     cc = compiler()
-    key = hashlib.sha256(f"{source_hash()}\0{_compiler_id(cc)}".encode()).hexdigest()[:20]
+    key = hashlib.sha256(f"{source_hash()}\0{_compiler_id(cc)}\0{FLAGS}".encode()
+                         ).hexdigest()[:20]
     path = _folder() / f"c-runtime-{key}" / "libtessel_host.so"
     if not path.exists():
         build(path, cc)

@@ -18,11 +18,11 @@ static void clear(uint32_t *acc, int64_t n, int overwrite) {
 }
 
 /* acc[0 .. n) += xv * (w(base, off + j * stride) - zp) */
-static void axpy(uint32_t *acc, int64_t n, int32_t xv, const uint8_t *sram, int64_t base,
-                 int64_t off, int64_t stride, int32_t zp, int i4) {
+static void axpy(uint32_t *restrict acc, int64_t n, int32_t xv, const uint8_t *restrict sram,
+                 int64_t base, int64_t off, int64_t stride, int32_t zp, int i4) {
     int64_t j;
     if (!i4 && stride == 1) {
-        const int8_t *w = (const int8_t *)(sram + (base + off));
+        const int8_t *restrict w = (const int8_t *)(sram + (base + off));
         for (j = 0; j < n; j++) acc[j] += (uint32_t)(xv * (w[j] - zp));
         return;
     }
