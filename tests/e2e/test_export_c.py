@@ -4,6 +4,7 @@ outputs `tessel run` prints, bit for bit."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -40,6 +41,10 @@ def test_exported_ds_cnn_builds_and_prints_the_run_outputs(tmp_path, capsys):
     project = tmp_path / "ds_cnn_c"
     assert main(["export", "c", str(binary), "-o", str(project)]) == 0
     assert "ds_cnn_example.h (its example inputs)" in capsys.readouterr().out
+    assert main(["export", "c", str(binary), "-o", str(project), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["name"] == "ds_cnn" and listed["example_inputs"] is True
+    assert str(project / "main.c") in listed["files"]
     header = (project / "ds_cnn_model.h").read_text()
     cm = load(binary)
     assert f"#define DS_CNN_ARENA_SIZE {cm.c_engine.arena_size}u" in header

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 
@@ -16,6 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the folder to write (created; files of an earlier export replaced)")
     p.add_argument("--name", help="the C prefix of the generated names (default: the binary's "
                    "file name)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (folder, files, "
+                   "arena size)")
     p.set_defaults(func=cmd_export)
 
 
@@ -23,6 +26,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     from tessel.runtime.export_c import export_c
 
     out = export_c(args.binary, args.output, args.name)
+    if args.json:
+        print(json.dumps({"folder": str(out.folder), "name": out.name,
+                          "files": [str(f) for f in out.files], "arena_size": out.arena_size,
+                          "example_inputs": out.example_inputs}, indent=1))
+        return 0
     example = "its example inputs" if out.example_inputs else "zero inputs (none stored)"
     print(f"wrote {out.folder}/: {out.name}_model.h (arena {out.arena_size:,} bytes), "
           f"{out.name}_example.h ({example}), main.c, Makefile, CMakeLists.txt, tessel/ "
