@@ -19,6 +19,7 @@ from pathlib import Path
 
 from benchmarks import (
     bench_accuracy,
+    bench_c_runtime,
     bench_cli,
     bench_cli_fail_fast,
     bench_dse,
@@ -45,7 +46,18 @@ def full() -> list[Section]:
     sections.append(bench_dse.run(points=64))
     sections.append(bench_cli.run(CLI_MODELS))
     sections.append(bench_cli_fail_fast.run())
+    if _c_engine_available():
+        sections.append(bench_c_runtime.run())
     return sections
+
+
+def _c_engine_available() -> bool:
+    from tessel.runtime.cengine import available
+
+    reason = available()
+    if reason is not None:
+        print(f"C runtime section left out: {reason}", file=sys.stderr)
+    return reason is None
 
 
 def quick() -> list[Section]:
@@ -59,6 +71,8 @@ def quick() -> list[Section]:
     sections.append(bench_dse.run(points=4, rounds=1, models="ds_cnn", ray=False))
     sections.append(bench_cli.run(["ds_cnn"]))
     sections.append(bench_cli_fail_fast.run(runs=1))
+    if _c_engine_available():
+        sections.append(bench_c_runtime.run(["ds_cnn"], repeats=1))
     return sections
 
 

@@ -5,8 +5,9 @@
 (the graph input is an output too in every fifth model; --host-outputs: in every model)
 
 For each seed: build the random integer model, compile it for a preset chosen by the seed,
-simulate it on a seeded input and compare with the golden model bit for bit. Counted:
-mismatches (simulator != golden), crashes (any exception other than a clean refusal),
+simulate it on a seeded input and compare with the golden model bit for bit, and the C runtime
+on the C NPU model with the simulator (when a C compiler is available). Counted:
+mismatches (simulator != golden, or C != simulator), crashes (any exception other than a clean refusal),
 refusals (a `TesselCompileError` naming the reason), fully compiled models (no host op), and the
 reasons ops fell back to the host. Exit status 1 on any mismatch or crash.
 """
@@ -31,6 +32,9 @@ from tessel.arch import list_presets, load_preset  # noqa: E402
 from tessel.driver import compile_graph  # noqa: E402
 from tessel.errors import TesselCompileError  # noqa: E402
 from tessel.quant.golden import run_golden  # noqa: E402
+from tessel.runtime.cengine import available  # noqa: E402
+
+C_ENGINE_MISSING = available()
 
 
 def one(seed: int, presets: list[str], host_outputs: bool | None) -> tuple[str, list[str]]:
@@ -41,13 +45,15 @@ def one(seed: int, presets: list[str], host_outputs: bool | None) -> tuple[str, 
         x = np.random.default_rng(seed).integers(-128, 128, g.inputs[0].type.shape, np.int8)
         cm = compile_graph(g, arch, name=g.name)
         got, want = cm.run(x), run_golden(g, [x])
+        c_got = cm.run(x, engine="c") if C_ENGINE_MISSING is None else got
     except TesselCompileError as exc:  # a clean refusal names its reason
         return f"refused: {str(exc).splitlines()[0][:120]}", []
     except Exception as exc:  # noqa: BLE001 - a crash is what we count
         tb = traceback.extract_tb(exc.__traceback__)[-1]
         return f"crash: {type(exc).__name__} at {Path(tb.filename).name}:{tb.lineno}", []
     reasons = [re.sub(r"^%\S+ = ", "", h).split(" at ")[0] for h in cm.program.metadata["host_ops"]]
-    same = all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+    same = all(np.array_equal(a, b) and np.array_equal(a, c)
+               for a, b, c in zip(got, want, c_got, strict=True))
     return ("ok" if same else "mismatch"), reasons
 
 
@@ -59,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="make the graph input an output of every model (default: every fifth)")
     args = p.parse_args(argv)
     presets = list_presets()
+    print("C runtime: " + (C_ENGINE_MISSING or "compared with the simulator on every model"))
     counts: collections.Counter = collections.Counter()
     reasons: collections.Counter = collections.Counter()
     bad: list[str] = []

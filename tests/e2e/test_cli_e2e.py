@@ -11,6 +11,7 @@ import pytest
 
 from tessel.cli import main
 from tessel.models import ZOO, resolve
+from tessel.runtime.cengine import available
 
 
 def _no_build():
@@ -37,6 +38,11 @@ def test_compile_run_check_profile(tmp_path, capsys, monkeypatch):
     assert again_run["check"]["reference"] == "re-quantised"
     assert again_run["check"]["bit_exact"] is True
     assert again_run["check"]["sqnr_db"] == pytest.approx(run["check"]["sqnr_db"], abs=1e-4)
+    if available() is None:  # the C runtime on the C NPU model: bit-exact, the same SQNR
+        assert main(["run", str(out), "--engine", "c", "--check", "--json"]) == 0
+        c_run = json.loads(capsys.readouterr().out)
+        assert c_run["engine"] == "c" and c_run["check"]["bit_exact"] is True
+        assert c_run["check"]["sqnr_db"] == run["check"]["sqnr_db"]
     xb = tmp_path / "xb.npy"  # three samples stacked: simulated together, each checked
     np.save(xb, np.stack([s[0].numpy() for s in resolve("digits_cnn").calibration_data(3)]))
     assert main(["run", str(out), "--input", str(xb), "--batch", "--check", "--json"]) == 0
@@ -118,6 +124,9 @@ def test_int4_weights_from_the_command_line(tmp_path, capsys):
     assert main(["run", str(out), "--input", str(x), "--check", "--json"]) == 0
     run = json.loads(capsys.readouterr().out)
     assert run["check"]["reference"] == "re-quantised" and run["check"]["bit_exact"] is True
+    if available() is None:  # int4 weights on the C NPU model
+        assert main(["run", str(out), "--engine", "c", "--input", str(x), "--check"]) == 0
+        assert "check: C runtime vs golden model: bit-exact" in capsys.readouterr().out
     tasm = tmp_path / "p.tasm"
     assert main(["disasm", str(out), "-o", str(tasm)]) == 0
     text = tasm.read_text()

@@ -1,7 +1,8 @@
 """200 seeded random models from the NPU's ops (convs of every kind incl. conv1d, pools incl.
 global windows, residuals, concats and cat chains, rank-0 / broadcast constants, LUTs,
 movement, mean + linear head; batch 1-8; extra outputs): compile + simulate == golden, bit for
-bit, every output, on a preset chosen per model. `make fuzz-models` runs 2,000 seeds."""
+bit, every output, on a preset chosen per model; the C runtime on the C NPU model gives the same
+bits from the same binary. `make fuzz-models` runs 2,000 seeds."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from random_models import random_model
 from tessel.arch import list_presets, load_preset
 from tessel.driver import compile_graph
 from tessel.quant.golden import run_golden
+from tessel.runtime.cengine import available
+
+C_ENGINE_MISSING = available()  # tests/unit/runtime: never None where a C compiler exists
 
 COUNT = 200
 PRESETS = list_presets()
@@ -31,5 +35,8 @@ def test_random_models_bit_exact(chunk):
         want = run_golden(g, [x])
         for k, (a, b) in enumerate(zip(got, want, strict=True)):
             assert np.array_equal(a, b), f"seed {seed} on {arch.name}: output {k} != golden"
+        if C_ENGINE_MISSING is None:  # the C runtime + C NPU model on the same binary
+            for k, (a, b) in enumerate(zip(cm.run(x, engine="c"), got, strict=True)):
+                assert np.array_equal(a, b), f"seed {seed} on {arch.name}: output {k}: C != Python"
     assert ops["qconv2d"] >= 25 and ops["qlinear"] == len(range(chunk, COUNT, 8))
     print(f"\nchunk {chunk}: op counts {dict(sorted(ops.items()))}")

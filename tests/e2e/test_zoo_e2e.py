@@ -1,6 +1,6 @@
 """Every zoo model compiles for every preset (or fails with the clear does-not-fit error) and
-the simulator running the binary equals the golden model bit for bit; compiling twice gives
-identical bytes."""
+the simulator running the binary equals the golden model bit for bit, and so does the C runtime
+on the C NPU model; compiling twice gives identical bytes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from zoo_cache import golden, quantized
 from tessel.arch import list_presets, load_preset
 from tessel.driver import compile_graph
 from tessel.errors import TesselCompileError
+from tessel.runtime.cengine import available
+
+C_ENGINE_MISSING = available()  # tests/unit/runtime: never None where a C compiler exists
 
 MODELS = ["digits_cnn", "ds_cnn", "mobilenet_v2", "resnet18", "vit_small", "minilm"]
 # weights that cannot fit the target's memory: the compiler must say so, naming the budget
@@ -36,6 +39,9 @@ def test_zoo_model_bit_exact_on_preset(name, preset):
     outputs = cm.run(*inputs)
     for got, want in zip(outputs, golden(name), strict=True):
         np.testing.assert_array_equal(got, want)
+    if C_ENGINE_MISSING is None:  # the C runtime on the C NPU model: the same bits
+        for got, want in zip(cm.run(*inputs, engine="c"), outputs, strict=True):
+            np.testing.assert_array_equal(got, want)
     prof = cm.profile
     assert prof.cycles > 0 and 0 < prof.mac_utilisation <= 1
     print(f"\n{name} on {preset}: {prof.cycles} cycles, MAC util {prof.mac_utilisation:.3f}, "

@@ -26,7 +26,7 @@ EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 3
 COMMAND_MODULES = (
     "tessel.cli.frontend", "tessel.cli.opt", "tessel.cli.quant", "tessel.cli.backend",
     "tessel.cli.advise", "tessel.cli.compare", "tessel.cli.explore", "tessel.cli.scenario",
-    "tessel.cli.hw", "tessel.cli.asm",
+    "tessel.cli.hw", "tessel.cli.asm", "tessel.cli.export",
 )
 
 

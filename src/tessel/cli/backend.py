@@ -68,6 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("run", help="run a .tsl binary on the simulator")
     p.add_argument("binary", type=Path)
+    p.add_argument("--engine", choices=("python", "c"), default="python",
+                   help="python: the Python simulator (default); c: the C runtime on the C NPU "
+                   "model, built with the system C compiler (docs/runtime.md)")
     p.add_argument("--input", action="append", default=[], type=Path, metavar="X.npy",
                    help="an input array (repeat in the model's input order); default: the "
                    "model's example inputs")
@@ -352,12 +355,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if batch and not args.input:
         raise TesselConfigError("--batch needs --input arrays with the samples stacked")
     inputs = check_inputs(cm, inputs, allow_nonfinite=args.allow_nonfinite, batch=batch)
-    _progress(f"simulating {args.binary.name} on {cm.arch.name}")
-    outputs = cm.run_batch(*inputs, allow_nonfinite=True) if batch else cm.run(
-        *inputs, allow_nonfinite=True)  # checked just above
+    _progress(f"running {args.binary.name} with the C runtime on {cm.arch.name}"
+              if args.engine == "c" else f"simulating {args.binary.name} on {cm.arch.name}")
+    outputs = cm.run_batch(*inputs, allow_nonfinite=True, engine=args.engine) if batch else \
+        cm.run(*inputs, allow_nonfinite=True, engine=args.engine)  # checked just above
     result: dict = {"outputs": {n: {"shape": list(o.shape), "dtype": str(o.dtype)}
                                 for n, o in zip(cm.output_names, outputs, strict=True)},
-                    "npu_seconds": cm.last_run.npu_seconds,
+                    "engine": args.engine, "npu_seconds": cm.last_run.npu_seconds,
                     "host_seconds": cm.last_run.host_seconds}
     ok = True
     if args.check:
@@ -371,12 +375,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         for n, o in zip(cm.output_names, outputs, strict=True):
             flat = o.reshape(-1)
             print(f"{n}: shape {list(o.shape)} {o.dtype}, first values {np.round(flat[:6], 4)}")
-        print(f"simulated in {cm.last_run.npu_seconds:.3f} s (host ops "
-              f"{cm.last_run.host_seconds:.3f} s)")
+        if args.engine == "c":
+            print(f"ran on the C runtime in {cm.last_run.npu_seconds:.3f} s (host ops included)")
+        else:
+            print(f"simulated in {cm.last_run.npu_seconds:.3f} s (host ops "
+                  f"{cm.last_run.host_seconds:.3f} s)")
         if args.check:
             from tessel.runtime.check import CheckReport
             fields = {k: v for k, v in result["check"].items() if k not in ("reference", "note")}
-            print(CheckReport(**fields).text())
+            print(CheckReport(**fields).text("C runtime" if args.engine == "c" else "simulator"))
             if result["check"].get("note"):
                 print(result["check"]["note"])
     return 0 if ok else 1

@@ -36,8 +36,9 @@ class CheckReport:
     def to_json(self) -> dict:
         return asdict(self)
 
-    def text(self) -> str:
-        lines = ["check: simulator vs golden model: " + (
+    def text(self, engine: str = "simulator") -> str:
+        """The report as lines; `engine` names what ran the binary."""
+        lines = [f"check: {engine} vs golden model: " + (
             "bit-exact" if self.bit_exact else "MISMATCH in " + ", ".join(self.differing))]
         lines.append("SQNR vs float PyTorch: " + ", ".join(
             f"{k} {v:.1f} dB" for k, v in self.sqnr_db.items()))

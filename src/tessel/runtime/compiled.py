@@ -22,6 +22,7 @@ from tessel.display import plural, short_repr, summary_html
 from tessel.errors import TesselConfigError, TesselError, TesselFormatError
 from tessel.fileio import write_atomic
 from tessel.ir import Graph, parse_graph, run_graph
+from tessel.runtime.cengine import CEngine, Engine, engine_of
 from tessel.runtime.profile import Profile, build_profile
 from tessel.runtime.regions import Region, regions_of
 
@@ -93,30 +94,57 @@ class CompiledModel:
         default = [d.name for d in self.program.outputs]
         return list(self.program.metadata.get("model_outputs", default))
 
-    def run(self, *inputs: np.ndarray, timing: bool = False,
-            allow_nonfinite: bool = False) -> list[np.ndarray]:
+    def run(self, *inputs: np.ndarray, timing: bool = False, allow_nonfinite: bool = False,
+            engine: Engine | str = Engine.PYTHON) -> list[np.ndarray]:
         """Outputs for one set of inputs (numpy or torch tensors, in the model's order).
 
         The inputs are checked first (count, shape, dtype, integer range, and NaN / inf unless
         ``allow_nonfinite``): TesselConfigError naming the input. ``timing`` is accepted for
         compatibility; cycles and energy are data-independent, see ``profile``.
+        ``engine="c"`` runs the binary with the C runtime on the C NPU model (built with the
+        system C compiler on first use; docs/runtime.md), bit-exact with the simulator.
         """
+        if engine_of(engine) is Engine.C:
+            from tessel.runtime.inputs import check_inputs
+
+            arrays = check_inputs(self, [_numpy(x) for x in inputs],
+                                  allow_nonfinite=allow_nonfinite)
+            return self._run_c(arrays)
         return self._run(inputs, None, allow_nonfinite)
 
+    @cached_property
+    def c_engine(self) -> CEngine:
+        """The binary loaded by the C runtime on the C NPU model of `arch` (built on first use;
+        TesselConfigError in one line when no C compiler is available)."""
+        return CEngine(self.binary, self.arch)
+
+    def _run_c(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        t0 = time.perf_counter()
+        outputs = self.c_engine.run(*arrays)
+        self.last_run = RunStats(npu_seconds=time.perf_counter() - t0)
+        return outputs
+
     def run_batch(self, *inputs: np.ndarray, allow_nonfinite: bool = False,
-                  max_batch: int = 64) -> list[np.ndarray]:
+                  max_batch: int = 64, engine: Engine | str = Engine.PYTHON
+                  ) -> list[np.ndarray]:
         """Outputs for N samples at once: every input has a leading batch axis of N samples
         stacked (``inputs[i][k]`` is sample k's input i, shaped as ``run`` takes it), every
         output gets the same leading axis. Equal, bit for bit, to calling ``run`` on each
         sample and stacking the results; the NPU regions simulate the samples together
         (``tessel.sim.state.BatchState``), host parts run sample by sample. Runs at most
         ``max_batch`` samples at a time (memory: a few MiB of simulated memories per sample).
+        ``engine="c"``: the C runtime, one sample after the other.
         """
         from tessel.runtime.inputs import check_inputs
 
         arrays = check_inputs(self, [_numpy(x) for x in inputs],
                               allow_nonfinite=allow_nonfinite, batch=True)
         n = arrays[0].shape[0] if arrays else 0
+        if engine_of(engine) is Engine.C and n:
+            t0 = time.perf_counter()
+            runs = [self.c_engine.run(*(a[k] for a in arrays)) for k in range(n)]
+            self.last_run = RunStats(npu_seconds=time.perf_counter() - t0)
+            return [np.stack(v) for v in zip(*runs, strict=True)]
         if max_batch < 1:
             raise TesselConfigError(f"run_batch: max_batch must be >= 1, got {max_batch}")
         if n == 0:
@@ -266,4 +294,4 @@ def _numpy(x) -> np.ndarray:
     return np.asarray(x)
 
 
-__all__ = ["CompiledModel", "RunStats", "load", "load_preset"]
+__all__ = ["CompiledModel", "Engine", "RunStats", "load", "load_preset"]

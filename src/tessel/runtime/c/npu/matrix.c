@@ -1,0 +1,115 @@
+/* CONV, MATMUL and DWCONV (docs/isa.md §4): int8 (or int4) products summed into int32
+ * accumulator entries. Sums wrap modulo 2^32 (wrap32), so they accumulate in 32-bit unsigned
+ * arithmetic directly in the accumulator: OVERWRITE clears the entries first, ACCUMULATE adds. */
+#include "model.h"
+
+/* wt(base, offset) of docs/isa.md CONV: an int8 weight, or an int4 one (offsets in nibbles) */
+static inline int32_t weight(const uint8_t *sram, int64_t base, int64_t off, int i4) {
+    int64_t n;
+    int v;
+    if (!i4) return (int8_t)sram[base + off];
+    n = 2 * base + off;
+    v = (sram[n >> 1] >> (4 * (n & 1))) & 0xf;
+    return v >= 8 ? v - 16 : v;
+}
+
+static void clear(uint32_t *acc, int64_t n, int overwrite) {
+    if (overwrite) memset(acc, 0, (size_t)n * 4);
+}
+
+/* acc[0 .. n) += xv * (w(base, off + j * stride) - zp) */
+static void axpy(uint32_t *restrict acc, int64_t n, int32_t xv, const uint8_t *restrict sram,
+                 int64_t base, int64_t off, int64_t stride, int32_t zp, int i4) {
+    int64_t j;
+    if (!i4 && stride == 1) {
+        const int8_t *restrict w = (const int8_t *)(sram + (base + off));
+        for (j = 0; j < n; j++) acc[j] += (uint32_t)(xv * (w[j] - zp));
+        return;
+    }
+    for (j = 0; j < n; j++) acc[j] += (uint32_t)(xv * (weight(sram, base, off + j * stride, i4) - zp));
+}
+
+static void conv(tsl_sim *s, const int64_t *f) {
+    const uint8_t *x = s->sram;
+    int64_t oy, ox, ky, kx, ci;
+    int64_t cout = f[CV_COUT], cin = f[CV_CIN], kw = f[CV_KW];
+    int32_t in_zp = (int32_t)f[CV_IN_ZP], w_zp = (int32_t)f[CV_W_ZP];
+    int i4 = (int)f[CV_W_TYPE], overwrite = f[CV_MODE] == 0;
+    for (oy = 0; oy < f[CV_OUT_H]; oy++)
+        for (ox = 0; ox < f[CV_OUT_W]; ox++) {
+            uint32_t *acc = (uint32_t *)s->acc + (f[CV_ACC_ADDR] + (oy * f[CV_OUT_W] + ox) * f[CV_ACC_STRIDE]);
+            clear(acc, cout, overwrite);
+            for (ky = 0; ky < f[CV_KH]; ky++) {
+                int64_t iy = oy * f[CV_STRIDE_H] - f[CV_PAD_TOP] + ky * f[CV_DIL_H];
+                if (iy < 0 || iy >= f[CV_IN_H]) continue;
+                for (kx = 0; kx < kw; kx++) {
+                    int64_t ix = ox * f[CV_STRIDE_W] - f[CV_PAD_LEFT] + kx * f[CV_DIL_W];
+                    int64_t row, koff;
+                    if (ix < 0 || ix >= f[CV_IN_W]) continue;
+                    row = f[CV_IN_ADDR] + iy * f[CV_IN_SH] + ix * f[CV_IN_SW];
+                    koff = (ky * kw + kx) * f[CV_W_SK];
+                    for (ci = 0; ci < cin; ci++) {
+                        int32_t xv = (int8_t)x[row + ci] - in_zp;
+                        if (xv == 0) continue;
+                        axpy(acc, cout, xv, x, f[CV_W_ADDR], koff + ci * f[CV_W_SCI], f[CV_W_SCO], w_zp, i4);
+                    }
+                }
+            }
+        }
+    s->macs += (uint64_t)(f[CV_OUT_H] * f[CV_OUT_W] * cout) * (uint64_t)(f[CV_KH] * kw * cin);
+}
+
+static void matmul(tsl_sim *s, const int64_t *f) {
+    int64_t i, t, n = f[MM_N];
+    int32_t a_zp = (int32_t)f[MM_A_ZP], b_zp = (int32_t)f[MM_B_ZP];
+    int i4 = (int)f[MM_B_TYPE], overwrite = f[MM_MODE] == 0;
+    for (i = 0; i < f[MM_M]; i++) {
+        uint32_t *acc = (uint32_t *)s->acc + (f[MM_ACC_ADDR] + i * f[MM_ACC_STRIDE]);
+        clear(acc, n, overwrite);
+        for (t = 0; t < f[MM_K]; t++) {
+            int32_t av = (int8_t)s->sram[f[MM_A_ADDR] + i * f[MM_A_SM] + t * f[MM_A_SK]] - a_zp;
+            if (av == 0) continue;
+            axpy(acc, n, av, s->sram, f[MM_B_ADDR], t * f[MM_B_SK], f[MM_B_SN], b_zp, i4);
+        }
+    }
+    s->macs += (uint64_t)(f[MM_M] * n) * (uint64_t)f[MM_K];
+}
+
+static void dwconv(tsl_sim *s, const int64_t *f) {
+    const uint8_t *x = s->sram;
+    int64_t oy, ox, ky, kx, c, ch = f[DW_CH], kw = f[DW_KW];
+    int32_t in_zp = (int32_t)f[DW_IN_ZP];
+    int i4 = (int)f[DW_W_TYPE], overwrite = f[DW_MODE] == 0;
+    for (oy = 0; oy < f[DW_OUT_H]; oy++)
+        for (ox = 0; ox < f[DW_OUT_W]; ox++) {
+            uint32_t *acc = (uint32_t *)s->acc + (f[DW_ACC_ADDR] + (oy * f[DW_OUT_W] + ox) * f[DW_ACC_STRIDE]);
+            clear(acc, ch, overwrite);
+            for (ky = 0; ky < f[DW_KH]; ky++) {
+                int64_t iy = oy * f[DW_STRIDE_H] - f[DW_PAD_TOP] + ky * f[DW_DIL_H];
+                if (iy < 0 || iy >= f[DW_IN_H]) continue;
+                for (kx = 0; kx < kw; kx++) {
+                    int64_t ix = ox * f[DW_STRIDE_W] - f[DW_PAD_LEFT] + kx * f[DW_DIL_W];
+                    const int8_t *row;
+                    int64_t koff;
+                    if (ix < 0 || ix >= f[DW_IN_W]) continue;
+                    row = (const int8_t *)x + (f[DW_IN_ADDR] + iy * f[DW_IN_SH] + ix * f[DW_IN_SW]);
+                    koff = (ky * kw + kx) * f[DW_W_SK];
+                    if (!i4) {
+                        const int8_t *w = (const int8_t *)x + (f[DW_W_ADDR] + koff);
+                        for (c = 0; c < ch; c++) acc[c] += (uint32_t)((row[c] - in_zp) * w[c]);
+                    } else {
+                        for (c = 0; c < ch; c++)
+                            acc[c] += (uint32_t)((row[c] - in_zp) * weight(x, f[DW_W_ADDR], koff + c, 1));
+                    }
+                }
+            }
+        }
+    s->macs += (uint64_t)(f[DW_OUT_H] * f[DW_OUT_W] * ch) * (uint64_t)(f[DW_KH] * kw);
+}
+
+tsl_status tsl_sim_matrix(tsl_sim *s, uint8_t op, const int64_t *f) {
+    if (op == TSL_OP_CONV) conv(s, f);
+    else if (op == TSL_OP_MATMUL) matmul(s, f);
+    else dwconv(s, f);
+    return TSL_OK;
+}

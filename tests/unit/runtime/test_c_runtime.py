@@ -1,0 +1,93 @@
+"""The C runtime through its Python binding: it builds wherever a C compiler is, says in one line
+what is missing where none is, refuses a binary with a host op it has no kernel for (naming the
+op), names the rule a corrupted binary breaks, and `run(engine="c")` equals the simulator."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tessel.binary import read_tsl, write_tsl
+from tessel.errors import TesselConfigError, TesselFormatError
+from tessel.runtime import cbuild, cengine
+from tessel.runtime.compiled import CompiledModel
+
+CORPUS = Path(__file__).resolve().parents[2] / "fuzz" / "corpus"
+
+
+def _compiler_on_path() -> bool:
+    return any(shutil.which(c) for c in cbuild.COMPILERS)
+
+
+def test_the_c_engine_is_available_where_a_compiler_is():
+    """So that the C comparisons of the zoo and random-model tests cannot silently vanish."""
+    if _compiler_on_path():
+        assert cengine.available() is None
+    else:
+        assert "C compiler" in cengine.available()
+
+
+def test_without_a_compiler_one_line_says_what_is_missing(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setattr(cbuild, "_installed", lambda: None)
+    cbuild.library.cache_clear()
+    monkeypatch.setattr(cengine, "_LIB", None)
+    try:
+        with pytest.raises(TesselConfigError) as err:
+            cbuild.library()
+        message = str(err.value)
+        assert "\n" not in message and "C compiler" in message and "cc, gcc or clang" in message
+        assert cengine.available() == message
+    finally:
+        cbuild.library.cache_clear()
+
+
+def _tiny() -> CompiledModel:
+    return CompiledModel.from_bytes((CORPUS / "tiny_cnn.tsl").read_bytes())
+
+
+def test_engine_c_equals_the_simulator_and_an_unknown_engine_is_named():
+    cm = _tiny()
+    x = np.random.default_rng(0).standard_normal(cm.c_engine.inputs[0].shape).astype(np.float32)
+    for got, want in zip(cm.run(x, engine="c"), cm.run(x), strict=True):
+        np.testing.assert_array_equal(got, want)
+    batch = np.stack([x, -x])
+    for got, want in zip(cm.run_batch(batch, engine="c"), cm.run_batch(batch), strict=True):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(TesselConfigError, match="unknown engine 'cuda'; choose from python, c"):
+        cm.run(x, engine="cuda")
+
+
+def _with_host_graph(data: bytes, key: str, text: str) -> bytes:
+    program = read_tsl(data)
+    graphs = {**program.host_graphs, key: text}
+    return write_tsl(dataclasses.replace(program, host_graphs=graphs, parsed_host=None))
+
+
+def test_a_host_op_without_a_c_kernel_is_refused_at_load_by_name():
+    cm = _tiny()
+    epilogue = cm.program.host_graphs["epilogue"]
+    out = epilogue.split("return %", 1)[1].split()[0]
+    shape = epilogue.split(f"%{out} = ", 1)[1].split(": ", 1)[1].split("\n", 1)[0]
+    text = epilogue.replace(f"  return %{out}",
+                            f"  %s = sigmoid(%{out}) : {shape}\n  return %s")
+    data = _with_host_graph(cm.binary, "epilogue", text)
+    read_tsl(data)  # the Python reader accepts it: the simulator runs sigmoid
+    with pytest.raises(TesselFormatError, match=r"host op .*name 'sigmoid'"):
+        cengine.CEngine(data, cm.arch)
+
+
+def test_a_corrupted_binary_names_its_rule():
+    data = (CORPUS / "tiny_cnn.tsl").read_bytes()
+    assert cengine.check(data)[0] == 0
+    assert cengine.check(data[:79])[0] == 1  # TSL_E_TRUNCATED
+    assert cengine.check(b"XSL" + data[3:])[0] == 2  # TSL_E_MAGIC
+    flipped = bytearray(data)
+    flipped[40] ^= 1  # inside the arch hash: the header CRC no longer matches
+    code, err, _ = cengine.check(bytes(flipped))
+    assert code == 4 and "header CRC-32 mismatch" in cengine.describe(err)
