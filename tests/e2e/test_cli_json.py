@@ -78,5 +78,8 @@ def test_every_command_has_json_or_is_a_text_tool():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     for name, p in sub.choices.items():
-        has = any("--json" in a.option_strings for a in p._actions)
-        assert has or name in NO_RESULTS, f"tessel {name} has no --json"
+        actions = [a for a in p._actions if a.dest == "action"]  # `tessel scenario check`
+        for full, q in ([(f"{name} {k}", v) for k, v in actions[0].choices.items()] if actions
+                        else [(name, p)]):
+            has = any("--json" in a.option_strings for a in q._actions)
+            assert has or name in NO_RESULTS, f"tessel {full} has no --json"
