@@ -6,9 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import itertools
-import logging
 import sys
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -166,21 +164,9 @@ def exported_spec(path: Path) -> ModelSpec:
     from tessel.frontend.model_input import example_inputs_of
 
     def program() -> torch.export.ExportedProgram:
-        if not path.is_file():
-            raise TesselConfigError(f"model file not found: {path}")
-        if not zipfile.is_zipfile(path):  # checked here: torch logs a traceback, then fails
-            raise TesselConfigError(f"{path}: not a torch.export archive (not a zip file; "
-                                    "write one with torch.export.save)")
-        quiet = logging.getLogger("torch.export")
-        level = quiet.level
-        quiet.setLevel(logging.ERROR)  # torch logs the archive's traceback as a warning
-        try:
-            return torch.export.load(path)
-        except Exception as e:  # torch raises many kinds for a bad archive
-            raise TesselConfigError(f"{path}: not a loadable torch.export program "
-                                    f"({type(e).__name__}: {e})") from None
-        finally:
-            quiet.setLevel(level)
+        from tessel.frontend.pt2 import load_pt2
+
+        return load_pt2(path)  # weights-only: no code from the file runs
 
     def factory() -> ModelAndInputs:
         ep = program()
