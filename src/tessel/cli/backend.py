@@ -85,8 +85,45 @@ def _progress(msg: str) -> None:
     info(msg)  # stderr with a timestamp unless -q (tessel.progress.configure)
 
 
+def read_files(args: argparse.Namespace) -> list[Path]:
+    """The files a model command reads, known from its arguments alone: the model file
+    (file.py:factory, .pt2 / .onnx / .tflite), --inputs, --calibration-data (or the arrays in
+    its folder) and a --target file."""
+    files = []
+    model = getattr(args, "model", None)
+    if isinstance(model, str):
+        path = model.rpartition(":")[0] if model.rpartition(":")[0].endswith(".py") else model
+        files.append(Path(path))
+    files += [p for p in (getattr(args, "inputs", None), getattr(args, "target", None))
+              if p is not None]
+    data = getattr(args, "calibration_data", None)
+    if data is not None:
+        files += sorted(Path(data).glob("*.np[yz]")) if Path(data).is_dir() else [Path(data)]
+    return files
+
+
+def model_sources(model: object, spec: str) -> list[Path]:
+    """The source files of a loaded model: the file its spec names and the file of every
+    module class in it (a zoo model's module, a helper module a model file imports)."""
+    import inspect
+
+    from tessel.models.digest import source_file
+
+    files = {source_file(spec)}
+    modules = model.modules() if hasattr(model, "modules") else [model]
+    for m in modules:
+        try:
+            found = inspect.getsourcefile(type(m))
+        except TypeError:  # a built-in class
+            continue
+        if found:
+            files.add(Path(found))
+    return sorted(files)
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
-    check_writable(args.output)  # before the imports and the compile: fails in well under 1 s
+    # before the imports and the compile: fails in well under 1 s
+    check_writable(args.output, inputs=read_files(args))
     from tessel.arch import CompileOptions, load_target
     from tessel.driver import Dumps, parse_stages
     from tessel.driver import compile as tessel_compile
@@ -100,6 +137,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     arch = load_target(args.target)
     spec = resolve(args.model)
     model, inputs, calibration = model_data(args, spec)
+    check_writable(args.output, inputs=model_sources(model, args.model))
     options = CompileOptions(calibration_samples=args.calibration,
                              allow_host_fallback=not args.no_fallback,
                              on_chip_residency=args.on_chip_residency)
@@ -326,7 +364,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from tessel.runtime.compiled import load
 
     for path in (args.html, args.trace, args.csv):
-        check_writable(path)
+        check_writable(path, inputs=[args.binary])
     cm = load(args.binary)
     prof = cm.profile
     if args.json:

@@ -30,9 +30,14 @@ def split_path_spec(spec: str) -> tuple[Path, str] | None:
 
 
 def _import_file(path: Path, where: str):
-    """Import `path` as a module (cached in sys.modules under a name derived from its path)."""
+    """Import `path` as a module (cached in sys.modules under a name derived from its path).
+    Its folder goes first on sys.path, as for a script `python path` runs, so the file can
+    import the modules beside it."""
     if not path.is_file():
         raise TesselConfigError(f"model file not found: {path} (from model spec {where!r})")
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     module_name = "tessel_user_model_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
