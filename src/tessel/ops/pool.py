@@ -164,13 +164,15 @@ def _qmean_golden(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
     axes = sorted({ax % x.ndim for ax in a["axes"]})
     kept = [i for i in range(x.ndim) if i not in axes]
     moved = x.transpose(kept + axes)
-    flat = moved.reshape(moved.shape[:len(kept)] + (-1,))
+    # [..., 1, K]: the sums keep a trailing axis even over every axis (the requantisation
+    # works on arrays, never on a rank-0 scalar)
+    flat = moved.reshape(moved.shape[:len(kept)] + (1, -1))
     s = intops.reduce(flat, ReduceOp.SUM, -1, a["in_zp"])
     y = intops.requant(s, 0, a["multiplier"], a["shift"], a["out_zp"], a["act_min"],
                        a["act_max"], a["dtype"].numpy)
     if a["keepdim"]:
         return y.reshape([1 if i in axes else d for i, d in enumerate(x.shape)])
-    return y
+    return y.reshape([x.shape[i] for i in kept])
 
 
 # ---------------------------------------------------------------- QDQ -> integer
