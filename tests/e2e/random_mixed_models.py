@@ -5,7 +5,8 @@ epilogue has to get right.
 
 Each model takes 1-4 inputs (`forward(*args)`, so export names them `args_0`, `args_1`, ...):
 the trunk input of rank 2 ([N, F]), 3 ([N, C, L]) or 4 ([N, C, H, W]) and extra inputs that a
-host op, an add or a concat reads later (often only a host op after an NPU region). Ops:
+host op, an add or a concat reads later (often only a host op after an NPU region), some of a
+shape that broadcasts against the value they meet. Ops:
 linear, conv1d, conv2d, concat of 2-5 values along any axis, squeeze / unsqueeze / flatten /
 transpose between ranks, batch norm, GELU, ReLU, clip, division by a constant and by a tensor,
 abs, softmax along any axis, nearest interpolation, maximum / minimum, mean over any axes,
@@ -197,9 +198,12 @@ def _pointwise(p: _Plan, x: int, kind: str) -> int:
 
 
 def _partner(p: _Plan, x: int, inputs_first: bool = True) -> int:
-    """A second operand of x's shape: often a graph input (a new one when none fits), else an
-    earlier value of that shape, else a GELU of x."""
+    """A second operand for x: sometimes of a shape that broadcasts against x's (a new input);
+    often a graph input of x's shape (a new one when none fits), else an earlier value of
+    that shape, else a GELU of x."""
     r = p.rng
+    if r.integers(0, 5) == 0:
+        return p.input(_broadcast_shape(r, p.shapes[x]))
     same = p.same_shape(x)
     inputs = [v for v in same if v < 0]
     if inputs_first and r.integers(0, 2):
@@ -207,6 +211,14 @@ def _partner(p: _Plan, x: int, inputs_first: bool = True) -> int:
     if same and r.integers(0, 2):
         return int(r.choice(same))
     return p.add("gelu", (x,), p.shapes[x])
+
+
+def _broadcast_shape(r: np.random.Generator, shape: Shape) -> Shape:
+    """A shape that broadcasts to `shape` without changing it: some axes 1, or fewer axes."""
+    if r.integers(0, 3) == 0:
+        return shape[int(r.integers(1, len(shape))):]
+    ones = r.integers(0, 2, len(shape)).astype(bool)
+    return tuple(1 if one else d for one, d in zip(ones, shape, strict=True))
 
 
 def _host_op(p: _Plan, x: int, kind: str) -> int:
