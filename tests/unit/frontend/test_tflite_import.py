@@ -1,5 +1,6 @@
 """int8 TFLite import: each listed operator against LiteRT's reference kernels (integer outputs
-exact where the rounding rule is the same, within 1 LSB elsewhere), simulator == golden, the
+exact where the rounding rule is the same, within 1 LSB elsewhere: MEAN over H, W keeping its
+dimensions), simulator == golden, the
 model's own scales kept, clear errors for unsupported operators and malformed files."""
 
 from __future__ import annotations
@@ -115,14 +116,19 @@ OPERATORS: list[tuple[str, Callable[[Net], Q], bool]] = [
     ("MUL", _binary(B.MUL), True),
     ("AVERAGE_POOL_2D", _pool(B.AVERAGE_POOL_2D), True),
     ("MAX_POOL_2D", _pool(B.MAX_POOL_2D), True),
-    ("MEAN", lambda n: n.mean(n.input((1, 7, 9, 16), 0.1, 4), (1, 2)), False),
+    ("MEAN (H, W, keep_dims)", lambda n: n.mean(n.input((1, 7, 9, 16), 0.1, 4), (1, 2)), False),
+    ("MEAN (H, W)", lambda n: n.mean(n.input((1, 25, 5, 64), 0.1, 4), (1, 2), False), True),
+    ("MEAN (one axis, keep_dims)", lambda n: n.mean(n.input((1, 5, 6, 8), 0.1, 4), (2,)), True),
+    ("MEAN (rank 3)", lambda n: n.mean(n.input((2, 12, 10), 0.1, 4), (1,), False), True),
     ("RESHAPE", lambda n: n.reshape(n.input((1, 4, 5, 6)), (1, 20, 6)), True),
-    ("SOFTMAX", lambda n: n.softmax(n.input((16, 10), 0.1, 2)), False),
+    ("SOFTMAX", lambda n: n.softmax(n.input((16, 10), 0.1, 2)), True),
     ("CONCATENATION", lambda n: n.concat([n.input((1, 4, 4, 3)), n.input((1, 4, 4, 5))], 3), True),
     ("PAD", lambda n: n.pad(n.input((1, 5, 5, 3)), [(0, 0), (1, 2), (2, 1), (0, 0)]), True),
-    ("LOGISTIC", _unary(B.LOGISTIC, 0.06), False),
-    ("TANH", _unary(B.TANH, 0.03), False),
-    ("HARD_SWISH", _unary(B.HARD_SWISH, 0.04), False),
+    ("LOGISTIC", _unary(B.LOGISTIC, 0.06), True),
+    ("TANH", _unary(B.TANH, 0.03), True),
+    ("HARD_SWISH", _unary(B.HARD_SWISH, 0.04), True),
+    ("HARD_SWISH (scale 0.3)", _unary(B.HARD_SWISH, 0.3), True),
+    ("HARD_SWISH (scale 0.005)", _unary(B.HARD_SWISH, 0.005), True),
     ("QUANTIZE (int8 -> int8)", lambda n: n.requantize(n.input((1, 8, 8)), 0.031, 9), True),
 ]
 
