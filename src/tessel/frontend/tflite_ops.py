@@ -137,7 +137,7 @@ def pool_2d(tc: TfliteContext, op: TfOp) -> None:
     tc.output(op.outputs[0], y, o.FusedActivationFunction())
 
 
-# MEAN(x, axes) {keep_dims}  =>  mean
+# MEAN(x, axes) {keep_dims}  =>  mean {litert: LiteRT's multiplier, tessel.ops.litert}
 @tflite_converts(B.MEAN)
 def mean(tc: TfliteContext, op: TfOp) -> None:
     x, axes_t = op.inputs[0], op.inputs[1]
@@ -146,7 +146,7 @@ def mean(tc: TfliteContext, op: TfOp) -> None:
     rank = len(x.shape)
     axes = tuple(sorted({int(a) % rank for a in axes_t.data.reshape(-1)}))
     keep = bool(op.options.KeepDims()) if op.options is not None else False
-    y = tc.add(Op.MEAN, [tc.value(x)], {"axes": axes, "keepdim": keep})
+    y = tc.add(Op.MEAN, [tc.value(x)], {"axes": axes, "keepdim": keep, "litert": True})
     tc.output(op.outputs[0], y)
 
 

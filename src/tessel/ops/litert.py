@@ -2,6 +2,10 @@
 models: an imported graph computes what LiteRT's reference kernels compute, while Tessel's own
 quantised models keep Tessel's rules.
 
+* MEAN: LiteRT quantises `s_in / s_out` and folds `1 / n` into that multiplier by an integer
+  division (`mean_multiplier`); Tessel's own `qmean` quantises `s_in / (n s_out)`. The two
+  differ in the last bit of some outputs; an imported MEAN carries `litert = true` and its
+  `qmean` (on the NPU) takes LiteRT's multiplier.
 * HARD_SWISH: LiteRT runs fixed-point steps on int16 intermediates (`hardswish_table_i8`). An
   int8 -> int8 function is one 256-entry table, so the importer tabulates those steps for the
   tensor's parameters and the op runs as Tessel's LUT (on the NPU), exactly.
@@ -14,6 +18,15 @@ import numpy as np
 from tessel.isa.fixedpoint import quantize_multiplier
 
 _I16_MIN, _I16_MAX = -(1 << 15), (1 << 15) - 1
+
+
+def mean_multiplier(in_scale: float, out_scale: float, n: int) -> tuple[int, int]:
+    """LiteRT's (q31, shift) of an int8 mean over `n` elements: `s_in / s_out` quantised, then
+    shifted left by up to floor(log2 n) bits (at most 32, and the shift stays >= -31) and
+    divided by `n`, truncating."""
+    q31, shift = quantize_multiplier(float(in_scale) / float(out_scale))
+    extra = min(n.bit_length() - 1, 32, 31 + shift)
+    return (q31 << extra) // n, shift - extra
 
 
 # ---------------------------------------------------------------- HARD_SWISH
