@@ -9,7 +9,13 @@ exploration results), under one contract:
   would give it (0666 minus the umask), not the 0600 of ``tempfile.mkstemp``.
 * ``check_writable``: called by the CLI before any expensive work, so an unwritable
   destination (missing folder, a file's child, a read-only or pseudo file system) fails in
-  well under a second instead of after a whole compile.
+  well under a second instead of after a whole compile. It also refuses a destination that
+  would destroy data: an existing file that is not a regular file (a device such as
+  ``/dev/null``, a FIFO, a socket), or one that is the same file as an input of the command
+  (the model's source file, an input or calibration array, the target file, the binary read;
+  compared by inode after following links, so a symlink or hard link to it is refused too).
+* Symbolic links are written through: writing ``link`` replaces the file it points to
+  (atomically, in that file's folder) and leaves the link in place.
 * ``read_text``: IR / program text; a missing file, a directory or a binary file given where
   text is expected is one ``TesselConfigError`` naming the path.
 * ``cache_folder``: where a cache of Tessel's lives (an environment variable, or the user's
@@ -23,6 +29,7 @@ from __future__ import annotations
 import glob
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from tessel.errors import TesselConfigError
@@ -40,7 +47,7 @@ def _why(exc: OSError) -> str:
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     """Write `data` (text as UTF-8) to `path` via a temporary file in the same folder."""
-    p = Path(path)
+    p = _through_links(Path(path))
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     if p.is_dir():
         raise TesselConfigError(f"cannot write {p}: it is a directory")
@@ -90,15 +97,24 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def check_writable(path: str | os.PathLike[str] | None, *, directory: bool = False) -> None:
-    """Raise TesselConfigError now if `path` could not be written later (None: nothing to do).
+def _through_links(p: Path) -> Path:
+    """The file a symbolic link (chain) points to; other paths as they are."""
+    return Path(os.path.realpath(p)) if p.is_symlink() else p
 
-    A file destination must not be a directory and its folder must exist and accept a new
-    file (tested by creating and removing one). ``directory=True``: `path` is an output
-    folder; it may not exist yet, but then its nearest existing ancestor must accept files."""
+
+def check_writable(path: str | os.PathLike[str] | None, *, directory: bool = False,
+                   inputs: Iterable[str | os.PathLike[str] | None] = ()) -> None:
+    """Raise TesselConfigError now if `path` could not be written later (None: nothing to do)
+    or writing it would destroy data.
+
+    A file destination must not be a directory nor another non-regular file, nor the same file
+    as one of `inputs` (the files the command reads); its folder must exist and accept a new
+    file (tested by creating and removing one). A symbolic link is checked as the file it
+    points to (what `write_atomic` writes). ``directory=True``: `path` is an output folder; it
+    may not exist yet, but then its nearest existing ancestor must accept files."""
     if path is None:
         return
-    p = Path(path)
+    p = _through_links(Path(path))
     if directory:
         if p.exists() and not p.is_dir():
             raise TesselConfigError(f"cannot write into {p}: it is not a directory")
@@ -109,12 +125,34 @@ def check_writable(path: str | os.PathLike[str] | None, *, directory: bool = Fal
         return
     if p.is_dir():
         raise TesselConfigError(f"cannot write {p}: it is a directory")
+    if p.exists() and not p.is_file():
+        raise TesselConfigError(f"refusing to write {path}: it is not a regular file (a device, "
+                                "FIFO or socket would be replaced)")
+    _check_not_an_input(Path(path), p, inputs)
     folder = p.parent
     if not folder.exists():
         raise TesselConfigError(f"cannot write {p}: folder {folder} does not exist")
     if not folder.is_dir():
         raise TesselConfigError(f"cannot write {p}: {folder} is not a directory")
     _probe(folder, p)
+
+
+def _check_not_an_input(given: Path, p: Path, inputs: Iterable[str | os.PathLike[str] | None]
+                        ) -> None:
+    if not p.exists():
+        return
+    for i in inputs:
+        if i is None:
+            continue
+        try:
+            same = os.path.samefile(p, i)
+        except OSError:  # a missing input: the command reports it
+            continue
+        if same:
+            link = f" (through the link {given} -> {p})" if given.is_symlink() else ""
+            raise TesselConfigError(f"refusing to write {given}: it is the input file {i}{link}; "
+                                    "writing the output there would destroy it (choose another "
+                                    "-o)")
 
 
 def _probe(folder: Path, target: Path) -> None:

@@ -1,15 +1,25 @@
-"""Differential fuzzing of the backend with the random-model generator (`make fuzz-models`).
+"""Differential fuzzing of the whole compiler with two random-model generators (`make fuzz-models`).
 
-    python tests/e2e/fuzz_models.py --seeds 2000 [--start 0] [--host-outputs]
+    python tests/e2e/fuzz_models.py --seeds 2000 [--start 0] [--family int,mixed] [--host-outputs]
 
-(the graph input is an output too in every fifth model; --host-outputs: in every model)
+Families (each seed builds one model of each family asked for):
 
-For each seed: build the random integer model, compile it for a preset chosen by the seed,
-simulate it on a seeded input and compare with the golden model bit for bit, and the C runtime
-on the C NPU model with the simulator (when a C compiler is available). Counted:
-mismatches (simulator != golden, or C != simulator), crashes (any exception other than a clean refusal),
-refusals (a `TesselCompileError` naming the reason), fully compiled models (no host op), and the
-reasons ops fell back to the host. Exit status 1 on any mismatch or crash.
+* `int` (random_models.py): an integer NHWC graph of the NPU's ops, compiled as it is (the graph
+  input is an output too in every fifth model; --host-outputs: in every model);
+* `mixed` (random_mixed_models.py): a float PyTorch model of rank 2-4 with 1-3 inputs, whose
+  host ops (abs, maximum / minimum, division by a tensor) sit before, between and after NPU
+  regions; quantised on 3 seeded calibration samples (torch.export, pt2e), compiled, written
+  and read back as a `.tsl`.
+
+For each model: compile for a preset chosen by the seed, run the binary on a seeded input and
+compare with the golden model bit for bit (NaN equal to NaN, dtypes equal); `int` models also on
+the C runtime and C NPU model against the simulator (when a C compiler is available). Counted: mismatches
+(simulator != golden, or C != simulator), crashes (any exception other than a clean Tessel refusal while
+compiling), unrunnable binaries (any exception while reading or running a compiled binary),
+refusals (a Tessel error naming the reason), models fully on the NPU, and for `mixed` where the
+host ops sit (prologue, between NPU regions, epilogue) and how often inputs only host parts
+read and outputs that are inputs occur. Exit status 1 on any mismatch, crash or unrunnable
+binary.
 """
 
 from __future__ import annotations
@@ -20,76 +30,205 @@ import re
 import sys
 import time
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from random_mixed_models import random_mixed_model, sample_inputs  # noqa: E402
 from random_models import random_model  # noqa: E402
 
 from tessel.arch import list_presets, load_preset  # noqa: E402
 from tessel.driver import compile_graph  # noqa: E402
-from tessel.errors import TesselCompileError  # noqa: E402
+from tessel.errors import TesselError  # noqa: E402
 from tessel.quant.golden import run_golden  # noqa: E402
 from tessel.runtime.cengine import available  # noqa: E402
+from tessel.runtime.compiled import CompiledModel  # noqa: E402
 
+FAMILIES = ("int", "mixed")
 C_ENGINE_MISSING = available()
 
 
-def one(seed: int, presets: list[str], host_outputs: bool | None) -> tuple[str, list[str]]:
-    """('ok' | 'mismatch' | 'refused: ...' | 'crash: ...', host-op reasons) of one seed."""
+def _run_both(cm: CompiledModel, *x):
+    """The simulator's outputs, and the C engine's where it is built (else the same)."""
+    got = cm.run(*x)
+    return got, (cm.run(*x, engine="c") if C_ENGINE_MISSING is None else got)
+
+
+@dataclass
+class Outcome:
+    """One model's result: status ('ok', 'mismatch', 'refused: ...', 'crash: ...',
+    'unrunnable: ...'), the host-op reasons and, for mixed models, its shape features."""
+
+    status: str
+    reasons: list[str] = field(default_factory=list)
+    features: set[str] = field(default_factory=set)
+
+
+def _where(exc: BaseException) -> str:
+    tb = traceback.extract_tb(exc.__traceback__)[-1]
+    return f"{type(exc).__name__} at {Path(tb.filename).name}:{tb.lineno}: {str(exc)[:100]}"
+
+
+def _same(got, want) -> bool:
+    return len(got) == len(want) and all(
+        a.dtype == b.dtype and a.shape == b.shape
+        and np.array_equal(a, b, equal_nan=a.dtype.kind == "f") for a, b in zip(got, want, strict=False))
+
+
+def _reasons(cm: CompiledModel) -> list[str]:
+    return [re.sub(r"^%\S+ = ", "", h).split(" at ")[0] for h in cm.program.metadata["host_ops"]]
+
+
+def one_int(seed: int, presets: list[str], host_outputs: bool | None) -> Outcome:
+    """Compile + run one integer random model against the golden model."""
     try:
         g = random_model(seed, host_outputs=host_outputs)
         arch = load_preset(presets[seed % len(presets)])
         x = np.random.default_rng(seed).integers(-128, 128, g.inputs[0].type.shape, np.int8)
         cm = compile_graph(g, arch, name=g.name)
-        got, want = cm.run(x), run_golden(g, [x])
-        c_got = cm.run(x, engine="c") if C_ENGINE_MISSING is None else got
-    except TesselCompileError as exc:  # a clean refusal names its reason
-        return f"refused: {str(exc).splitlines()[0][:120]}", []
+    except TesselError as exc:  # a clean refusal names its reason
+        return Outcome(f"refused: {str(exc).splitlines()[0][:120]}")
     except Exception as exc:  # noqa: BLE001 - a crash is what we count
-        tb = traceback.extract_tb(exc.__traceback__)[-1]
-        return f"crash: {type(exc).__name__} at {Path(tb.filename).name}:{tb.lineno}", []
-    reasons = [re.sub(r"^%\S+ = ", "", h).split(" at ")[0] for h in cm.program.metadata["host_ops"]]
-    same = all(np.array_equal(a, b) and np.array_equal(a, c)
-               for a, b, c in zip(got, want, c_got, strict=True))
-    return ("ok" if same else "mismatch"), reasons
+        return Outcome(f"crash: {_where(exc)}")
+    try:
+        (got, c_got), want = _run_both(CompiledModel.from_bytes(cm.binary), x), run_golden(g, [x])
+    except Exception as exc:  # noqa: BLE001 - a binary that cannot run is a finding
+        return Outcome(f"unrunnable: {_where(exc)}")
+    same = _same(got, want) and _same(c_got, got)
+    return Outcome("ok" if same else "mismatch", _reasons(cm))
+
+
+def one_mixed(seed: int, presets: list[str]) -> Outcome:
+    """Quantise, compile, save / load and run one mixed-rank float model; golden comparison."""
+    import tessel
+
+    try:
+        model, example = random_mixed_model(seed)
+        calib = [sample_inputs(model, 1000 * seed + k) for k in range(1, 4)]
+        qm = tessel.quantize(model, example, calib)
+        arch = load_preset(presets[seed % len(presets)])
+        cm = compile_graph(qm.graph, arch, name=f"mixed{seed}")
+    except TesselError as exc:
+        return Outcome(f"refused: {str(exc).splitlines()[0][:120]}")
+    except Exception as exc:  # noqa: BLE001
+        return Outcome(f"crash: {_where(exc)}")
+    x = [t.numpy() for t in sample_inputs(model, 1000 * seed + 7)]
+    try:
+        loaded = CompiledModel.from_bytes(cm.binary)
+        got, want = loaded.run(*x), qm.run(*x)
+    except Exception as exc:  # noqa: BLE001
+        return Outcome(f"unrunnable: {_where(exc)}")
+    return Outcome("ok" if _same(got, want) else "mismatch", _reasons(cm),
+                   _features(loaded, qm.graph, model))
+
+
+def _features(cm: CompiledModel, graph, model) -> set[str]:
+    """Where the host ops sit and which I/O shapes the model has (the generator's targets)."""
+    def works(g) -> bool:
+        return g is not None and any(not n.is_constant and n.op.value not in (
+            "quantize", "dequantize") for n in g.nodes)
+
+    parts = cm.host_parts
+    out = set()
+    if works(parts[0]):
+        out.add("host ops before the NPU")
+    if len(parts) > 2 and any(works(p) for p in parts[1:-1]):
+        out.add("host ops between NPU regions")
+    if len(parts) > 1 and works(parts[-1]):
+        out.add("host ops after the NPU")
+    if not cm.regions or not cm.program.metadata.get("layers"):
+        out.add("no NPU work")
+    later = {v.name for p in parts[1:] if p is not None for v in p.inputs}
+    early = _read_by(parts[0]) | {n for r in cm.regions for n in r.inputs}
+    if any(v.name in later and v.name not in early for v in graph.inputs):
+        out.add("inputs only later host parts read")
+    if set(graph.outputs) & {v.name for v in graph.inputs}:
+        out.add("outputs that are inputs")
+    ranks = {len(s) for s in model.input_shapes}
+    out.update(f"rank-{r} input" for r in ranks)
+    out.update(f"op {s.kind}" for s in model.steps)
+    return out
+
+
+def _read_by(graph) -> set[str]:
+    """Values some node of `graph` reads."""
+    return set() if graph is None else {i for n in graph.nodes for i in n.inputs}
+
+
+@dataclass
+class Tally:
+    """Counts of one family over the seeds run."""
+
+    counts: collections.Counter = field(default_factory=collections.Counter)
+    reasons: collections.Counter = field(default_factory=collections.Counter)
+    features: collections.Counter = field(default_factory=collections.Counter)
+    full: int = 0
+    bad: list[str] = field(default_factory=list)
+
+    def add(self, seed: int, o: Outcome) -> None:
+        kind = o.status.split(":")[0]
+        self.counts[kind] += 1
+        self.full += kind == "ok" and not o.reasons
+        self.reasons.update(o.reasons)
+        self.features.update(o.features)
+        if kind != "ok":
+            self.bad.append(f"seed {seed}: {o.status}")
+
+    def failed(self) -> bool:
+        return any(self.counts[k] for k in ("mismatch", "crash", "unrunnable"))
+
+    def report(self, family: str, n: int) -> list[str]:
+        c = self.counts
+        lines = [f"[{family}] ok {c['ok']}, mismatches {c['mismatch']}, crashes {c['crash']}, "
+                 f"unrunnable {c['unrunnable']}, refused {c['refused']}; fully on the NPU "
+                 f"{self.full} ({100.0 * self.full / n:.1f} %)"]
+        for what, k in sorted(self.features.items()):
+            if not what.startswith("op "):
+                lines.append(f"  {what}: {k} ({100.0 * k / n:.1f} %)")
+        ops = sorted((w[3:], k) for w, k in self.features.items() if w.startswith("op "))
+        if ops:
+            lines.append("  models with op: " + ", ".join(f"{w} {k}" for w, k in ops))
+        lines += [f"  host op x{k}: {why}" for why, k in self.reasons.most_common(12)]
+        lines += ["  " + line for line in self.bad[:50]]
+        return lines
+
+
+def run(seeds: range, families: tuple[str, ...], host_outputs: bool = False
+        ) -> dict[str, Tally]:
+    presets = list_presets()
+    tallies = {f: Tally() for f in families}
+    for seed in seeds:
+        if "int" in families:
+            tallies["int"].add(seed, one_int(seed, presets, True if host_outputs else None))
+        if "mixed" in families:
+            tallies["mixed"].add(seed, one_mixed(seed, presets))
+    return tallies
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=2000)
     p.add_argument("--start", type=int, default=0)
+    p.add_argument("--family", default=",".join(FAMILIES),
+                   help=f"comma-separated generators among {', '.join(FAMILIES)} (default: both)")
     p.add_argument("--host-outputs", action="store_true",
-                   help="make the graph input an output of every model (default: every fifth)")
+                   help="int: make the graph input an output of every model (default: every fifth)")
     args = p.parse_args(argv)
-    presets = list_presets()
-    print("C runtime: " + (C_ENGINE_MISSING or "compared with the simulator on every model"))
-    counts: collections.Counter = collections.Counter()
-    reasons: collections.Counter = collections.Counter()
-    bad: list[str] = []
-    full = 0
+    families = tuple(f for f in args.family.split(",") if f)
+    if not families or set(families) - set(FAMILIES):
+        p.error(f"--family: choose among {', '.join(FAMILIES)}")
     t0 = time.perf_counter()
-    for seed in range(args.start, args.start + args.seeds):
-        status, why = one(seed, presets, True if args.host_outputs else None)
-        kind = status.split(":")[0]
-        counts[kind] += 1
-        if kind == "ok" and not why:
-            full += 1
-        reasons.update(why)
-        if kind in ("mismatch", "crash") or kind == "refused":
-            bad.append(f"seed {seed}: {status}")
-    n = args.seeds
-    print(f"{n} seeds ({args.start}..{args.start + n - 1}) in {time.perf_counter() - t0:.0f} s")
-    print(f"ok {counts['ok']}, mismatches {counts['mismatch']}, crashes {counts['crash']}, "
-          f"refused {counts['refused']}; fully compiled (no host op) {full} "
-          f"({100.0 * full / n:.1f} %)")
-    for why, k in reasons.most_common():
-        print(f"  host op x{k}: {why}")
-    for line in bad[:50]:
-        print("  " + line)
-    return 1 if counts["mismatch"] or counts["crash"] else 0
+    tallies = run(range(args.start, args.start + args.seeds), families, args.host_outputs)
+    print(f"{args.seeds} seeds ({args.start}..{args.start + args.seeds - 1}) x "
+          f"{len(families)} famil{'y' if len(families) == 1 else 'ies'} in "
+          f"{time.perf_counter() - t0:.0f} s")
+    for family, tally in tallies.items():
+        print("\n".join(tally.report(family, args.seeds)))
+    print("C runtime: " + (C_ENGINE_MISSING or "compared with the simulator on every int model"))
+    return 1 if any(t.failed() for t in tallies.values()) else 0
 
 
 if __name__ == "__main__":

@@ -44,8 +44,23 @@ def test_zoo_model_bit_exact_on_preset(name, preset):
             np.testing.assert_array_equal(got, want)
     prof = cm.profile
     assert prof.cycles > 0 and 0 < prof.mac_utilisation <= 1
+    whole, p90, worst = _fidelity(prof)
     print(f"\n{name} on {preset}: {prof.cycles} cycles, MAC util {prof.mac_utilisation:.3f}, "
-          f"host ops {len(prof.host_ops)}")
+          f"host ops {len(prof.host_ops)}; estimate vs simulated: whole {100 * whole:+.2f} %, "
+          f"per layer p90 {100 * p90:.2f} %, max {100 * worst:.2f} %")
+    # docs/benchmarks.md's bounds on every zoo model and preset
+    assert abs(whole) <= 0.02 and p90 <= 0.05 and worst <= 0.15, (whole, p90, worst)
+
+
+def _fidelity(prof) -> tuple[float, float, float]:
+    """(whole-model, per-layer p90 (nearest rank), per-layer max) relative errors of the
+    analytical estimates recorded in the binary against the simulated cycles."""
+    est = sum(layer.estimated_cycles for layer in prof.layers)
+    errs = sorted(abs(layer.estimated_cycles - layer.cycles) / layer.cycles
+                  for layer in prof.layers if layer.cycles)
+    assert errs, "no layer with simulated cycles"
+    return ((est - prof.cycles) / prof.cycles, errs[min(len(errs) - 1, int(0.9 * len(errs)))],
+            errs[-1])
 
 
 @pytest.mark.slow

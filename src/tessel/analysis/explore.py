@@ -181,7 +181,7 @@ def _as_search(search: Search | str, space: Space, trials: int) -> Search:
 
 def quantised_graphs(models: Sequence[str] | Mapping[str, Graph], samples: int,
                      cache_dir: Path | None) -> dict[str, Graph]:
-    """Quantise each model once (cached as a pickle in ``cache_dir/graphs``)."""
+    """Quantise each model once (cached as Graph IR text in ``cache_dir/graphs``)."""
     if isinstance(models, Mapping):
         return dict(models)
     if not models:

@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_disasm(args: argparse.Namespace) -> int:
     from tessel.binary import load_tsl
     from tessel.binary.text import program_to_text
-    check_writable(args.output)
+    check_writable(args.output, inputs=[args.binary])
     text = program_to_text(load_tsl(args.binary))
     if args.output is None:
         print(text, end="")
@@ -35,7 +35,7 @@ def cmd_disasm(args: argparse.Namespace) -> int:
 def cmd_asm(args: argparse.Namespace) -> int:
     from tessel.binary import save_tsl
     from tessel.binary.text import program_from_text
-    check_writable(args.output)
+    check_writable(args.output, inputs=[args.source])
     text = read_text(args.source, "program text")
     save_tsl(args.output, program_from_text(text, source=str(args.source)))
     print(f"wrote {args.output}")

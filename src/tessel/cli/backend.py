@@ -122,10 +122,47 @@ def _progress(msg: str) -> None:
     info(msg)  # stderr with a timestamp unless -q (tessel.progress.configure)
 
 
+def read_files(args: argparse.Namespace) -> list[Path]:
+    """The files a model command reads, known from its arguments alone: the model file
+    (file.py:factory, .pt2 / .onnx / .tflite), --inputs, --calibration-data (or the arrays in
+    its folder) and a --target file."""
+    files = []
+    model = getattr(args, "model", None)
+    if isinstance(model, str):
+        path = model.rpartition(":")[0] if model.rpartition(":")[0].endswith(".py") else model
+        files.append(Path(path))
+    files += [p for p in (getattr(args, "inputs", None), getattr(args, "target", None))
+              if p is not None]
+    data = getattr(args, "calibration_data", None)
+    if data is not None:
+        files += sorted(Path(data).glob("*.np[yz]")) if Path(data).is_dir() else [Path(data)]
+    return files
+
+
+def model_sources(model: object, spec: str) -> list[Path]:
+    """The source files of a loaded model: the file its spec names and the file of every
+    module class in it (a zoo model's module, a helper module a model file imports)."""
+    import inspect
+
+    from tessel.models.digest import source_file
+
+    files = {source_file(spec)}
+    modules = model.modules() if hasattr(model, "modules") else [model]
+    for m in modules:
+        try:
+            found = inspect.getsourcefile(type(m))
+        except TypeError:  # a built-in class
+            continue
+        if found:
+            files.add(Path(found))
+    return sorted(files)
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     if args.output is None:
         args.output = default_output(args.model)
-    check_writable(args.output)  # before the imports and the compile: fails in well under 1 s
+    # before the imports and the compile: fails in well under 1 s
+    check_writable(args.output, inputs=read_files(args))
     from tessel.arch import CompileOptions, load_target
     from tessel.driver import Dumps, parse_stages
     from tessel.driver import compile as tessel_compile
@@ -138,6 +175,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     arch = load_target(args.target)
     spec = resolve(args.model)
     model, inputs, calibration = model_data(args, spec)
+    check_writable(args.output, inputs=model_sources(model, args.model))
     config = quant_config(args, spec, (model, inputs, calibration))
     options = CompileOptions(calibration_samples=args.calibration,
                              allow_host_fallback=not args.no_fallback,
@@ -479,7 +517,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from tessel.runtime.compiled import load
 
     for path in (args.html, args.trace, args.csv):
-        check_writable(path)
+        check_writable(path, inputs=[args.binary])
     cm = load(args.binary)
     _progress(f"profiling {args.binary.name}: the timing model of its program")
     prof = cm.profile

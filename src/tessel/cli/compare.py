@@ -48,7 +48,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.layers < 0:
         raise TesselConfigError(f"--layers must be >= 0, got {args.layers}")
     if args.html is not None:
-        check_writable(args.html)
+        check_writable(args.html, inputs=_read_files(args))
     binaries = [i for i in args.items if i.endswith(".tsl")]
     if binaries:
         cmp = _binaries(args, binaries)
@@ -65,6 +65,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"wrote {write_compare_html(cmp, args.html)}",
               file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _read_files(args: argparse.Namespace) -> list[Path]:
+    """The files the comparison reads: binaries, model files (file.py:factory) and target files."""
+    files = [Path(i.rpartition(":")[0] if ":" in i else i) for i in args.items
+             if i.endswith(".tsl") or ".py:" in i]
+    files += [Path(t) for t in (args.targets or "").split(",") if t.endswith(".toml")]
+    return files
 
 
 def _binaries(args: argparse.Namespace, binaries: list[str]):

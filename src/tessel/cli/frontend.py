@@ -47,16 +47,18 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from tessel.cli.backend import model_sources, read_files
     from tessel.frontend import import_model
     from tessel.ir import print_graph
     from tessel.models import load
     from tessel.passes import check_dump_after, run_pipeline
 
     check_dump_after([d for d in args.dump_after if d != "import"])
-    check_writable(args.output)
+    check_writable(args.output, inputs=read_files(args))
     from tessel.frontend.ir_module import IRModule, QDQModule
 
     model, inputs = load(args.model)
+    check_writable(args.output, inputs=model_sources(model, args.model))
     if isinstance(model, (IRModule, QDQModule)):  # model.onnx / model.tflite: imported already
         graph = model.graph if isinstance(model, IRModule) else model.qdq_graph
     else:

@@ -39,7 +39,7 @@ def run_opt(args: argparse.Namespace) -> int:
     dump_after = check_dump_after(args.dump_after)
     names = [n.strip() for n in args.passes.split(",") if n.strip()]
     passes = default_pipeline() if names == ["default"] else names
-    check_writable(args.output)
+    check_writable(args.output, inputs=[args.file])
     text = read_text(args.file, "IR file")
     graph = run_pipeline(parse_graph(text, source=args.file), passes, dump_after=dump_after,
                          verify_each=not args.no_verify)

@@ -78,7 +78,7 @@ def emit(schedule: Schedule, metadata: dict[str, Any], part: Partition | None = 
         if (regions := region_records(part, ends)) is not None:
             meta["npu_regions"] = regions
         hosts = {key: print_graph(g) for key, g in zip(part.host_keys(), part.hosts, strict=True)
-                 if g.nodes and g.outputs}
+                 if g.outputs and (g.nodes or g.inputs)}
     program = TslProgram(
         arch.arch_hash_bytes, queues, schedule.constants.blob, schedule.constants.memory, 0,
         tuple(_descriptor(graph, n, tensors[n]) for n in schedule.inputs),

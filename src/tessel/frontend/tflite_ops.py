@@ -22,6 +22,7 @@ from tessel.frontend.tflite_import import (
     tflite_converts,
 )
 from tessel.ir import DType, Layout, Op
+from tessel.ops import litert
 
 B = tflite.BuiltinOperator
 
@@ -136,7 +137,7 @@ def pool_2d(tc: TfliteContext, op: TfOp) -> None:
     tc.output(op.outputs[0], y, o.FusedActivationFunction())
 
 
-# MEAN(x, axes) {keep_dims}  =>  mean
+# MEAN(x, axes) {keep_dims}  =>  mean {litert: LiteRT's multiplier, tessel.ops.litert}
 @tflite_converts(B.MEAN)
 def mean(tc: TfliteContext, op: TfOp) -> None:
     x, axes_t = op.inputs[0], op.inputs[1]
@@ -145,7 +146,7 @@ def mean(tc: TfliteContext, op: TfOp) -> None:
     rank = len(x.shape)
     axes = tuple(sorted({int(a) % rank for a in axes_t.data.reshape(-1)}))
     keep = bool(op.options.KeepDims()) if op.options is not None else False
-    y = tc.add(Op.MEAN, [tc.value(x)], {"axes": axes, "keepdim": keep})
+    y = tc.add(Op.MEAN, [tc.value(x)], {"axes": axes, "keepdim": keep, "litert": True})
     tc.output(op.outputs[0], y)
 
 
@@ -187,9 +188,16 @@ _UNARY = {B.LOGISTIC: Op.SIGMOID, B.TANH: Op.TANH, B.HARD_SWISH: Op.HARDSWISH, B
 
 
 # LOGISTIC / TANH / HARD_SWISH / RELU  =>  sigmoid / tanh / hardswish / relu
+# (HARD_SWISH int8 -> int8 carries LiteRT's int8 table: its fixed-point steps, tessel.ops.litert)
 @tflite_converts(*_UNARY)
 def unary(tc: TfliteContext, op: TfOp) -> None:
-    tc.output(op.outputs[0], tc.add(_UNARY[op.code], [tc.value(op.inputs[0])]))
+    x, out = op.inputs[0], op.outputs[0]
+    attrs = {}
+    if op.code == B.HARD_SWISH and x.dtype is DType.I8 and out.dtype is DType.I8 \
+            and not (x.per_channel or out.per_channel):
+        attrs["table"] = litert.hardswish_table_i8(x.scales[0], x.zero_points[0],
+                                                   out.scales[0], out.zero_points[0])
+    tc.output(out, tc.add(_UNARY[op.code], [tc.value(x)], attrs))
 
 
 # RELU6 / RELU_N1_TO_1  =>  clamp

@@ -10,7 +10,9 @@ the graph splits the NPU work into as many regions as the graph needs and nothin
 sent to the host. A region with no real NPU work (only views) runs on the host instead.
 
 Values cross between stages by name through the runtime: any value (a graph input, a constant,
-a result of any earlier stage) can be read by any later stage or be a graph output. With
+a result of any earlier stage) can be read by any later stage or be a graph output. The
+prologue declares (and hands on) every graph input no NPU region reads, so the binary records
+the type of each input the caller passes. With
 no_fallback, any host op other than the boundary quantize/dequantize is an error naming each
 op once, with its reason and source line.
 """
@@ -161,9 +163,21 @@ def _host(graph: Graph, stage: dict[str, int], s: int, count: int) -> Graph:
     outputs = [n.name for n in nodes if n.name in later]
     if last:
         outputs += [o for o in graph.outputs if graph.constant_value(o) is not None]
+    if s == 0:  # the prologue declares every model input the NPU does not read as it is
+        passing = _passed_through(graph, stage, reads)
+        reads.update(dict.fromkeys(passing))
+        outputs += passing
     inputs = [Value(v, graph.type_of(v)) for v in reads]
     suffix = "prologue" if s == 0 else "epilogue" if last else f"host{s // 2}"
     return _subgraph(graph, f"{graph.name}_{suffix}", inputs, nodes, tuple(dict.fromkeys(outputs)))
+
+
+def _passed_through(graph: Graph, stage: dict[str, int], reads: dict[str, None]) -> list[str]:
+    """Graph inputs that neither the prologue's ops nor an NPU region read: inputs only a later
+    host part reads, inputs that are outputs as they are, unused inputs. The prologue takes them
+    and hands them on, so the binary records every model input's type (runtime.inputs)."""
+    npu_reads = {i for n in graph.nodes if stage.get(n.name, 0) % 2 == 1 for i in n.inputs}
+    return [v.name for v in graph.inputs if v.name not in reads and v.name not in npu_reads]
 
 
 def _subgraph(graph: Graph, name: str, inputs, nodes, outputs) -> Graph:

@@ -6,9 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import itertools
-import logging
 import sys
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,9 +30,14 @@ def split_path_spec(spec: str) -> tuple[Path, str] | None:
 
 
 def _import_file(path: Path, where: str):
-    """Import `path` as a module (cached in sys.modules under a name derived from its path)."""
+    """Import `path` as a module (cached in sys.modules under a name derived from its path).
+    Its folder goes first on sys.path, as for a script `python path` runs, so the file can
+    import the modules beside it."""
     if not path.is_file():
         raise TesselConfigError(f"model file not found: {path} (from model spec {where!r})")
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     module_name = "tessel_user_model_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -166,21 +169,9 @@ def exported_spec(path: Path) -> ModelSpec:
     from tessel.frontend.model_input import example_inputs_of
 
     def program() -> torch.export.ExportedProgram:
-        if not path.is_file():
-            raise TesselConfigError(f"model file not found: {path}")
-        if not zipfile.is_zipfile(path):  # checked here: torch logs a traceback, then fails
-            raise TesselConfigError(f"{path}: not a torch.export archive (not a zip file; "
-                                    "write one with torch.export.save)")
-        quiet = logging.getLogger("torch.export")
-        level = quiet.level
-        quiet.setLevel(logging.ERROR)  # torch logs the archive's traceback as a warning
-        try:
-            return torch.export.load(path)
-        except Exception as e:  # torch raises many kinds for a bad archive
-            raise TesselConfigError(f"{path}: not a loadable torch.export program "
-                                    f"({type(e).__name__}: {e})") from None
-        finally:
-            quiet.setLevel(level)
+        from tessel.frontend.pt2 import load_pt2
+
+        return load_pt2(path)  # weights-only: no code from the file runs
 
     def factory() -> ModelAndInputs:
         ep = program()

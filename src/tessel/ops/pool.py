@@ -21,7 +21,7 @@ from tessel.ir.ops import POOL_ATTRS, Op, OpSpec, axis_index, nchw_like, require
 from tessel.ir.rewriting import Rewriter
 from tessel.ir.types import Layout, TensorType
 from tessel.isa.fields import PoolOp, ReduceOp
-from tessel.ops import intops, pool_emit
+from tessel.ops import intops, litert, pool_emit
 from tessel.ops.base import LayoutRule, Npu, OpDef, Trait, lazy_functional, lazy_torch, register
 from tessel.ops.conv import window_fields
 from tessel.ops.movement import lower_movement
@@ -164,13 +164,15 @@ def _qmean_golden(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
     axes = sorted({ax % x.ndim for ax in a["axes"]})
     kept = [i for i in range(x.ndim) if i not in axes]
     moved = x.transpose(kept + axes)
-    flat = moved.reshape(moved.shape[:len(kept)] + (-1,))
+    # [..., 1, K]: the sums keep a trailing axis even over every axis (the requantisation
+    # works on arrays, never on a rank-0 scalar)
+    flat = moved.reshape(moved.shape[:len(kept)] + (1, -1))
     s = intops.reduce(flat, ReduceOp.SUM, -1, a["in_zp"])
     y = intops.requant(s, 0, a["multiplier"], a["shift"], a["out_zp"], a["act_min"],
                        a["act_max"], a["dtype"].numpy)
     if a["keepdim"]:
         return y.reshape([1 if i in axes else d for i, d in enumerate(x.shape)])
-    return y
+    return y.reshape([x.shape[i] for i in kept])
 
 
 # ---------------------------------------------------------------- QDQ -> integer
@@ -222,7 +224,10 @@ def lower_mean(rw: Rewriter, q: Node) -> str | None:
 def _mean(rw: Rewriter, node: Node, x: IntVal, axes, keepdim: bool, out: QOut) -> str:
     shape = rw.type_of(x.name).shape
     n = math.prod(shape[a % len(shape)] for a in axes)
-    q31, shift = multiplier(x.scale / (n * out.scale))
+    if node.attr("litert"):  # an imported model's own multiplier (tessel.ops.litert)
+        q31, shift = litert.mean_multiplier(x.scale, out.scale, n)
+    else:
+        q31, shift = multiplier(x.scale / (n * out.scale))
     attrs = {"axes": tuple(axes), "keepdim": keepdim, "in_zp": x.zp,
              "multiplier": q31, "shift": shift, **out.out_attrs()}
     return emit(rw, Op.QMEAN, [x.name], attrs, out.quant, hint=f"{node.name}_q", loc=node.loc)
@@ -236,9 +241,11 @@ _POOL_NPU = Npu(pool_emit, pool_emit.pool_refusal, matrix=False)
 _INTEGER = frozenset({Trait.INTEGER})
 
 
-def _reduction(op: Op, fn: Callable[..., np.ndarray], torch: str, lower: tuple = ()) -> OpDef:
-    return OpDef(op, OpSpec(("x",), _reduce_type, _REDUCE_ATTRS), kernel=_reducer(fn),
-                 torch=_reduce_torch(torch), layout=LayoutRule.AXES, lower=lower)
+def _reduction(op: Op, fn: Callable[..., np.ndarray], torch: str, lower: tuple = (),
+               extra: Mapping[str, AttrSpec] | None = None) -> OpDef:
+    return OpDef(op, OpSpec(("x",), _reduce_type, {**_REDUCE_ATTRS, **(extra or {})}),
+                 kernel=_reducer(fn), torch=_reduce_torch(torch), layout=LayoutRule.AXES,
+                 lower=lower)
 
 
 register(
@@ -249,7 +256,8 @@ register(
     OpDef(Op.AVG_POOL2D, OpSpec(("x",), _pool2d_type, {**POOL_ATTRS,
                                                        "count_include_pad": AttrSpec(_B, True)}),
           kernel=_pool2d, torch=_pool_torch, layout=LayoutRule.WINDOW, lower=(lower_avg_pool,)),
-    _reduction(Op.MEAN, np.mean, "mean", (lower_mean,)),
+    # litert: an imported .tflite MEAN, lowered with LiteRT's multiplier (tessel.ops.litert)
+    _reduction(Op.MEAN, np.mean, "mean", (lower_mean,), {"litert": AttrSpec(_B, optional=True)}),
     _reduction(Op.SUM, np.sum, "sum"),
     _reduction(Op.REDUCE_MAX, np.max, "amax"),
     OpDef(Op.QAVG_POOL2D, OpSpec(("x",), _qavg_pool_type, {

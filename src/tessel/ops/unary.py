@@ -133,7 +133,10 @@ def lower_lut(rw: Rewriter, q: Node) -> str | None:
     x, out = deq(rw, node.inputs[0]), QOut.of(q)
     if x is None or x.dtype is not out.dtype or x.dtype not in (DType.I8, DType.I16):
         return None  # a LUT maps int8 -> int8 or int16 -> int16
-    if x.dtype is DType.I8:
+    given = node.attr("table")
+    if given is not None and x.dtype is DType.I8 and (out.qmin, out.qmax) == (-128, 127):
+        table = given.array  # the source framework's own int8 table (docs/frontend.md)
+    elif x.dtype is DType.I8:
         table = lut.make_lut_i8(fn, x.scale, x.zp, out.scale, out.zp, out.qmin, out.qmax)
     else:
         table = lut.make_lut_i16(fn, x.scale, x.zp, out.scale, out.zp)
@@ -168,11 +171,11 @@ _INT_POINTWISE = frozenset({Trait.INTEGER, Trait.POINTWISE})
 
 
 def _float(op: Op, fn: Fn, torch: Callable[[Mapping[str, Any], list[Any]], Any],
-           table: FloatFn | None = None, **spec: Any) -> OpDef:
+           lut_fn: FloatFn | None = None, **spec: Any) -> OpDef:
     """A float element-wise op: its kernel, torch kernel, and the LUT it lowers to (if any)."""
     return OpDef(op, OpSpec(_X, same_type, spec), kernel=_unary(fn), torch=torch,
-                 layout=LayoutRule.FOLLOW, lower=(lower_lut,) if table else (),
-                 lut=_table(table) if table else None)
+                 layout=LayoutRule.FOLLOW, lower=(lower_lut,) if lut_fn else (),
+                 lut=_table(lut_fn) if lut_fn else None)
 
 
 register(
@@ -189,8 +192,10 @@ register(
           kernel=_gelu_kernel,
           torch=lambda a, xs: lazy_functional().gelu(xs[0], approximate=a["approximate"]),
           layout=LayoutRule.FOLLOW, lower=(lower_lut,), lut=_gelu_table),
+    # table: an imported model's int8 LUT of its framework's integer kernel (tessel.ops.litert)
     _float(Op.HARDSWISH, lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
-           _functional("hardswish"), lut.hardswish),
+           _functional("hardswish"), lut.hardswish,
+           table=AttrSpec(AttrKind.TENSOR, optional=True)),
     _float(Op.HARDSIGMOID, lambda x: np.clip(x + 3.0, 0.0, 6.0) / 6.0,
            _functional("hardsigmoid"), lut.hardsigmoid),
     _float(Op.SILU, lambda x: x * expit(x), _functional("silu"), lut.silu),

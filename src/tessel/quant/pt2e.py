@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -23,9 +24,11 @@ from torchao.quantization.pt2e import (
     ObserverBase,
     PerChannelMinMaxObserver,
     move_exported_model_to_eval,
+    qat_utils,
 )
 from torchao.quantization.pt2e import constant_fold as constant_fold_module
 from torchao.quantization.pt2e.constant_fold import ConstantFolder
+from torchao.quantization.pt2e.qat_utils import _fold_conv_bn_qat
 from torchao.quantization.pt2e.quantize_pt2e import (
     _quant_node_constraint,
     convert_pt2e,
@@ -283,10 +286,64 @@ def convert(prepared: GraphModule) -> GraphModule:
     value torchao's gives it (unknown: not folded) without computing it first.
     tests/unit/quant/test_convert.py checks the result against ``convert_pt2e(prepared)``: the
     same code, node names, constants and outputs."""
-    model = convert_pt2e(prepared, fold_quantize=False)
+    with _qat_fold(_fold_conv_bn_ptq):
+        model = convert_pt2e(prepared, fold_quantize=False)
     with _folder_class(_QuantizeFolder):
         constant_fold_module.constant_fold(model, _quant_node_constraint)
     return model
+
+
+@contextlib.contextmanager
+def _qat_fold(fn: Any) -> Iterator[None]:
+    """convert_pt2e calls `fn` in the block where it calls torchao's `_fold_conv_bn_qat`."""
+    module = importlib.import_module(convert_pt2e.__module__)
+    saved = _fold_conv_bn_qat
+    module._fold_conv_bn_qat = fn
+    try:
+        yield
+    finally:
+        module._fold_conv_bn_qat = saved
+
+
+def _fold_conv_bn_ptq(m: GraphModule) -> GraphModule:
+    """What torchao's `_fold_conv_bn_qat` does to a module prepared for PTQ, without tracing
+    the 96 QAT conv / batch-norm patterns it looks for (about 11 CPU seconds whenever a batch
+    norm is left, e.g. one after a linear layer). None of them occurs in a PTQ graph
+    (prepare_pt2e has folded every conv -> batch norm, and only QAT prepares the patterns'
+    weight scaling), so each of its four passes (conv1d, conv2d and their transposes) only
+    duplicates the dequantize nodes and merges them back; that is kept, so the graph is the
+    one torchao gives (tests/unit/quant/test_convert.py). A batch norm with a conv within the
+    pattern's reach, or a statistics update, goes to torchao's function itself."""
+    bns = [n for n in m.graph.nodes if qat_utils._is_bn_node(n)]
+    if not bns:
+        return m
+    if any(n.target == torch.ops.aten.add_.Tensor for n in m.graph.nodes) or any(
+            _conv_before(bn) for bn in bns):  # a pattern may be there: torchao's own fold
+        return _fold_conv_bn_qat(m)
+    for _ in range(4 * (2 if torch.cuda.is_available() else 1)):
+        m.graph.eliminate_dead_code()
+        m.recompile()
+        qat_utils._duplicate_dequantize_node(m)
+        m.recompile()
+        qat_utils._remove_extra_dequantize(m)
+        m.graph.eliminate_dead_code()
+        m.recompile()
+    m.graph.eliminate_dead_code()
+    m.recompile()
+    return m
+
+
+def _conv_before(bn: torch.fx.Node) -> bool:
+    """Whether a conv feeds the batch norm within the three steps of the QAT pattern
+    (conv -> div -> add -> batch norm)."""
+    node = bn
+    for _ in range(3):
+        if not node.args or not isinstance(node.args[0], torch.fx.Node):
+            return False
+        node = node.args[0]
+        if qat_utils._is_conv_or_conv_transpose_node(node):
+            return True
+    return False
 
 
 @contextlib.contextmanager

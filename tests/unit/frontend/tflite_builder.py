@@ -269,10 +269,11 @@ class Net:
                   StrideH=stride, FilterWidth=k, FilterHeight=k)
         return y
 
-    def mean(self, x: Q, axes: tuple[int, ...], keep: bool = True) -> Q:
+    def mean(self, x: Q, axes: tuple[int, ...], keep: bool = True, same: bool = False) -> Q:
+        """MEAN; `same`: the output keeps the input's scale and zero point."""
         at = self.b.tensor("axes", (len(axes),), I32, data=np.asarray(axes, np.int32))
         shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes)
-        y = self._act("mean", shape, x.scale * 0.6, x.zp + 5)
+        y = self._act("mean", shape, x.scale if same else x.scale * 0.6, x.zp + (0 if same else 5))
         self.b.op(B.MEAN, [x.index, at], [y.index], "ReducerOptions", KeepDims=keep)
         return y
 

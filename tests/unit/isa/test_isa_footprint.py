@@ -161,10 +161,7 @@ def test_accesses_by_position_match_the_operand_patterns() -> None:
                         "m", "n", "k", "rows", "ch", "cin", "cout", "in_h", "in_w", "out_h",
                         "out_w", "kh", "kw"):
                     changes[f.name] = int(rng.integers(max(f.min, 1), 5))
-            try:
-                ins = sample.replace(**changes)
-            except Exception:
-                continue
+            ins = sample.replace(**changes)  # values inside every field's range
             got = [tuple(a) for a in accesses(ins)]
             assert got == _reference_accesses(ins), ins
             checked += 1

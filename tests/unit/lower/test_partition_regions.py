@@ -60,6 +60,18 @@ class ConvAndInput(nn.Module):
         return self.c(x), x
 
 
+class InputsOnlyHostOpsRead(nn.Module):
+    """Input `y` is read only by a host op after an NPU region, `z` is returned as it is, `w` is
+    not read at all: the caller still passes all four."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 3, 3, padding=1)
+
+    def forward(self, x, y, z, w):
+        return torch.maximum(self.c(x), y), z
+
+
 def _model(cls, *args):
     torch.manual_seed(0)
     return cls(*args).eval()
@@ -155,3 +167,17 @@ def test_compile_prints_the_fallback_summary(tmp_path, capsys):
     assert "in 2 regions" in capsys.readouterr().out
     assert main(["run", str(out), "--check", "--json"]) == 0
     assert '"bit_exact": true' in capsys.readouterr().out
+
+
+def test_inputs_that_only_host_parts_read_are_model_inputs_of_the_binary():
+    model = _model(InputsOnlyHostOpsRead)
+    g = torch.Generator().manual_seed(3)
+    xs = tuple(torch.randn(1, 3, 8, 8, generator=g) for _ in range(4))
+    qm = tessel.quantize(model, xs, calibration_data=[xs])
+    cm = CompiledModel.from_bytes(tessel.compile(model, xs, calibration_data=[xs]).binary)
+    assert cm.input_names == ["x", "y", "z", "w"]
+    prologue = [v.name for v in cm.prologue.inputs]
+    assert {"y", "z", "w"} <= set(prologue)  # declared by the prologue, handed on
+    got, want = cm.run(*xs), qm.run(*xs)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+    assert np.array_equal(got[1], xs[2].numpy())

@@ -38,8 +38,9 @@ def reference(op: Op, a: dict, x: np.ndarray) -> np.ndarray:
         axes = tuple(ax % x.ndim for ax in a["axes"])
         acc = np.clip((x.astype(np.int64) - a["in_zp"]).sum(axis=axes, keepdims=a["keepdim"]),
                       -(2**31), 2**31 - 1)
-        return fp.requantize(acc, 0, a["multiplier"], a["shift"], a["out_zp"], a["act_min"],
-                             a["act_max"], out_dtype=a["dtype"].numpy)
+        return fp.requantize(np.reshape(acc, (-1,)), 0, a["multiplier"], a["shift"],
+                             a["out_zp"], a["act_min"], a["act_max"],
+                             out_dtype=a["dtype"].numpy).reshape(np.shape(acc))
     pt, pl, pb, pr = a["padding"]
     xt = torch.tensor(x.astype(np.float64)).permute(0, 3, 1, 2)
     kw = dict(kernel_size=a["kernel"], stride=a["stride"], ceil_mode=a["ceil_mode"])
@@ -90,6 +91,7 @@ CASES = [
     (Op.QMEAN, (1, 64, 384), mean_attrs((-1,), 384, False, DType.I16), DType.I16),
     (Op.QMEAN, (1, 56, 56, 96), mean_attrs((1, 2), 56 * 56, False, DType.I8), DType.I8),
     (Op.QMEAN, (3, 50, 7), mean_attrs((1,), 50, True, DType.I8), DType.I8),
+    (Op.QMEAN, (2, 18), mean_attrs((0, 1), 36, True, DType.I8), DType.I8),  # every axis
 ]
 
 
