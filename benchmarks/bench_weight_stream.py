@@ -2,12 +2,13 @@
 ResNet-18 on u55-256 (weights in flash at 1 B/cycle) against Vela's estimate and against its
 flash floor, with int8 and int4 weights.
 
-Run: ``python -m benchmarks.bench_weight_stream [MODEL ...] [--presets a,b] [--against SRC]``;
+Run: ``python -m benchmarks.bench_weight_stream [MODEL ...] [--presets a,b] [--against SRC |
+--baseline FILE]``;
 prints one line per (model, weights, preset): ``model weights preset simulated estimated``
 (``error ...`` where a model does not fit), then the ResNet-18 u55-256 rows. With
 ``--against SRC`` the same lines are computed by the tree whose src is SRC (a subprocess with
-``PYTHONPATH=SRC``) and a markdown table compares the two, cycle by cycle; exits 1 if any
-simulated cycle count rose.
+``PYTHONPATH=SRC``; with ``--baseline FILE``, read from an earlier run's output) and a markdown
+table compares the two, cycle by cycle; exits 1 if any simulated cycle count rose.
 
 Vela's figure is ethos-u-vela 5.2's estimate for ResNet-18 on its Ethos_U55_High_End_Embedded
 system with Shared_Sram (the system u55-256 is matched to: docs/architecture.md), about
@@ -109,16 +110,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--presets", default=",".join(PRESETS))
     ap.add_argument("--no-int4", action="store_true", help="skip ResNet-18 int4 on u55-256")
     ap.add_argument("--against", metavar="SRC", help="compare with the tree whose src is SRC")
+    ap.add_argument("--baseline", metavar="FILE",
+                    help="compare with the lines of an earlier run saved in FILE")
     args = ap.parse_args(argv)
     presets = args.presets.split(",")
     extra = "resnet18" in args.models and not args.no_int4
-    mine = lines(args.models, presets, extra, echo=sys.stderr if args.against else sys.stdout)
-    if args.against:
-        argv_ = [sys.executable, "-m", "benchmarks.bench_weight_stream", *args.models,
-                 "--presets", args.presets] + (["--no-int4"] if not extra else [])
-        res = subprocess.run(argv_, env=dict(os.environ, PYTHONPATH=args.against), cwd=ROOT,
-                             capture_output=True, text=True, check=True)
-        theirs = [x for x in res.stdout.splitlines() if len(x.split()) >= 4
+    compare = args.against or args.baseline
+    mine = lines(args.models, presets, extra, echo=sys.stderr if compare else sys.stdout)
+    if compare:
+        if args.against:
+            argv_ = [sys.executable, "-m", "benchmarks.bench_weight_stream", *args.models,
+                     "--presets", args.presets] + (["--no-int4"] if not extra else [])
+            text = subprocess.run(argv_, env=dict(os.environ, PYTHONPATH=args.against),
+                                  cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        else:
+            text = Path(args.baseline).read_text()
+        theirs = [x for x in text.splitlines() if len(x.split()) >= 4
                   and not x.startswith("resnet18 u55-256 ")]
         table, rose = _table(mine, theirs)
         print(table)

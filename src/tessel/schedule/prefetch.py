@@ -96,8 +96,10 @@ def shift_step(work: StepWork, delta: int, keep: Sequence[tuple[int, int]] = ())
 
     def tile_fn(g: int, t: int, s: Slots) -> TileWork:
         tile = work.tile_fn(g, t, s)
+        copies = [tuple(_shift(list(pair), delta, keep)) for pair in tile.copies]
         return TileWork(_shift(tile.loads, delta, keep), _shift(tile.matrix, delta, keep),
-                        _shift(tile.vector, delta, keep), _shift(tile.stores, delta, keep))
+                        _shift(tile.vector, delta, keep), _shift(tile.stores, delta, keep),
+                        copies)
 
     return StepWork(work.shape, work.group_count, group_fn, tile_fn, work.tile_key)
 
