@@ -178,7 +178,7 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
             est = _planned_estimate(recs[k], p, cost)
         ests.append(est)
     staged_plan = _stage(planned, ests, [s[4] for s in placed], keeps, per_step, arch, arena,
-                         (wmem, len(consts.blob)), cost) if stage_weights else None
+                         (wmem, len(consts.blob)), cost, recs) if stage_weights else None
     if staged_plan is not None and sum(x.estimate.cycles for x in staged_plan.steps) >= sum(
             e.cycles for e in ests):  # (its producers lost what its consumers gained)
         staged_plan = None
@@ -201,7 +201,8 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
 def _stage(planned: Sequence[prefetch_steps.PlannedStep], ests: Sequence[Estimate],
            regions: Sequence[int], keeps: Sequence[Sequence[tuple[int, int]]] | None,
            residents: Sequence[Sequence[resident.Resident]], arch: NpuArch, arena: ArenaPlan,
-           constants: tuple[int, int], cost: CostCache) -> staging.StagingPlan:
+           constants: tuple[int, int], cost: CostCache, recs: Sequence[_Placed]
+           ) -> staging.StagingPlan:
     """`staging.plan_staging` of the planned steps: the staging area is the activation memory
     above the arena; a resident tensor is live in SRAM from the first step that touches it
     to the last (a DRAM range reused by two tensors merges their spans: only more is kept)."""
@@ -222,10 +223,15 @@ def _stage(planned: Sequence[prefetch_steps.PlannedStep], ests: Sequence[Estimat
         return estimate_step(work, arch, cache=cost, prefetched=p.prefetched,
                              prefetch=p.prefetch)
 
+    def hull(k: int) -> tuple[int, int] | None:
+        p = planned[k]
+        own = _hull(recs[k], p.unmoved if p.unmoved is not None else p.work, keeps[k])
+        return None if own is None else (own[0] + p.shift, own[1] + p.shift)
+
     return staging.plan_staging(
         [p.work for p in planned], ests, regions, [p.prefetched for p in planned],
-        [p.prefetch for p in planned], keeps, arch, constants,
-        (arena.base + arena.peak_bytes, amem.size_bytes), live, estimate)
+        [p.prefetch for p in planned], arch, constants,
+        (arena.base + arena.peak_bytes, amem.size_bytes), live, estimate, hull)
 
 
 class _Placement(dict):

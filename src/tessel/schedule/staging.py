@@ -197,18 +197,22 @@ def _copy_pair(wmem: int, amem: int, src: int, dst: int, n: int, slot_addr: int
 
 def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
                  regions: Sequence[int], prefetched: Sequence[bool],
-                 prefetch: Sequence[Sequence[Instruction]], keeps: Sequence[Sequence[tuple]],
-                 arch: NpuArch, constants: tuple[int, int], staging: tuple[int, int],
+                 prefetch: Sequence[Sequence[Instruction]], arch: NpuArch,
+                 constants: tuple[int, int], staging: tuple[int, int],
                  live: Sequence[Sequence[tuple[int, int]]],
-                 estimate: Callable[[int, StepWork], Estimate]) -> StagingPlan:
+                 estimate: Callable[[int, StepWork], Estimate],
+                 hull: Callable[[int], tuple[int, int] | None]) -> StagingPlan:
     """Per step, its work and estimate with weight staging (module docstring).
 
     works[k]: step k as emitted (moved by the prefetch planner); estimates[k]: its estimate;
-    prefetched[k] / prefetch[k]: its prefetch role (schedule/prefetch.py); keeps[k]: SRAM
-    ranges of its resident tensors; constants: (weights memory, end of the constant pool);
-    staging: [lo, hi) of the activation memory free for the staging area; live[k]: SRAM
-    ranges of every resident tensor live during step k (touched by it or not);
-    estimate(k, work): step k's estimate of `work` in its prefetch role."""
+    prefetched[k] / prefetch[k]: its prefetch role (schedule/prefetch.py); constants: (weights
+    memory, end of the constant pool); staging: [lo, hi) of the activation memory free for
+    the staging area; live[k]: SRAM ranges of every resident tensor live during step k
+    (touched by it or not); estimate(k, work): step k's estimate of `work` in its prefetch
+    role; hull(k): `prefetch.own_hull` of works[k] outside its resident tensors (raises
+    prefetch.NotShiftable where an operand straddles one)."""
+    from tessel.schedule.prefetch import NotShiftable
+
     wmem, end = constants
     amem = arch.memory_index(arch.activations_memory)
     out = [StagingStep(w, e) for w, e in zip(works, estimates, strict=True)]
@@ -245,7 +249,11 @@ def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
         tiles = _tiles(work)
         if len(tiles) < 2:
             continue
-        busy = [*live[p], *_touched(work, keeps[p])]
+        try:
+            own = hull(p)
+        except NotShiftable:
+            continue
+        busy = [*live[p], *([own] if own is not None else [])]
         for ins in prefetch[p]:
             busy += [(a.lo, a.hi) for a in accesses(ins) if a.space is Space.SRAM]
         bounce, room = _bounce(0, arch.onchip.sram_bytes, busy)
@@ -285,33 +293,6 @@ def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
             out[k] = StagingStep(w, got, out[k].copied, sum(hi - lo for lo, hi in staged))
     top = max([staging[0]] + [at + hi - lo for (lo, hi), at in done.items()])
     return StagingPlan(out, top)
-
-
-def _touched(work: StepWork, keep: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """[lowest, highest + 1) SRAM byte the step's instructions touch outside its resident
-    tensors' ranges `keep` (at the lowest and the highest slot of each ring: `SramPlan` lays
-    a ring's slots out upwards), or nothing."""
-    top = top_slots(work.shape)
-    lo, hi = None, None
-
-    def visit(instrs: Sequence[Instruction]) -> None:
-        nonlocal lo, hi
-        for ins in instrs:
-            for a in accesses(ins):
-                if a.space is Space.SRAM and not any(k0 <= a.lo and a.hi <= k1
-                                                     for k0, k1 in keep):
-                    lo = a.lo if lo is None else min(lo, a.lo)
-                    hi = a.hi if hi is None else max(hi, a.hi)
-
-    for g in range(work.group_count):
-        for slot in {0, top.group}:
-            gr = work.group_fn(g, slot)
-            visit(gr.weight_loads + gr.param_loads + gr.vector_setup)
-        for t in range(gr.tile_count):
-            for s in {Slots(), top}:
-                tile = work.tile_fn(g, t, s)
-                visit(tile.loads + tile.matrix + tile.vector + tile.stores)
-    return [] if lo is None else [(lo, hi)]
 
 
 def _bounce(lo: int, hi: int, busy: Sequence[tuple[int, int]]) -> tuple[int, int]:
