@@ -222,18 +222,7 @@ def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
     loads = [_loads(w, p) for w, p in zip(works, prefetched, strict=True)]
     flash = [sum(r[1] - r[0] for ins in ls if (r := _const_range(ins, wmem, end)))
              / wbpc for ls in loads]
-    ranges: dict[tuple[int, int], _Range] = {}
-    for k, (est, ls) in enumerate(zip(estimates, loads, strict=True)):
-        if flash[k] < CONSUMER_SHARE * est.cycles:
-            continue
-        compute = max(est.busy.get(Engine.MATRIX, 0), est.busy.get(Engine.VECTOR, 0))
-        gain = max(0.0, 1.0 - compute / flash[k])
-        first = _first_tile_loads(works[k], prefetched[k])
-        for ins in ls:
-            r = _const_range(ins, wmem, end)
-            if r is not None and r not in ranges and r[1] - r[0] >= MIN_PIECE:
-                # the step's first loads overlap nothing: each of their bytes saves a cycle
-                ranges[r] = _Range(r[0], r[1], k, (1.0 if ins in first else gain) / wbpc)
+    ranges = _rank(works, estimates, prefetched, loads, flash, constants, wbpc)
     ranked = sorted(ranges.values(), key=lambda r: (-r.gain, r.consumer, r.lo))
     if not ranked:
         return StagingPlan(out, staging[0])
@@ -243,24 +232,17 @@ def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
     copies: dict[int, dict[tuple[int, int], list]] = {}
     slots: dict[int, tuple[int, int]] = {}  # producer -> (bounce slot 0, slot bytes)
     for p, est in enumerate(estimates):
+        if partial is not None and (partial[0].consumer <= p
+                                    or regions[partial[0].consumer] != regions[p]):
+            _drop_partial(out, works, copies, slots, partial, estimate)  # (too late for it)
+            partial = None
         if flash[p] > PRODUCER_SHARE * est.cycles or not ranked:
             continue
-        work = works[p]
-        tiles = _tiles(work)
-        if len(tiles) < 2:
-            continue
+        work, tiles = works[p], _tiles(works[p])
         try:
-            own = hull(p)
+            bounce, piece = _slots(p, tiles, est, arch, live[p], prefetch[p], hull)
         except NotShiftable:
             continue
-        busy = [*live[p], *([own] if own is not None else [])]
-        for ins in prefetch[p]:
-            busy += [(a.lo, a.hi) for a in accesses(ins) if a.space is Space.SRAM]
-        bounce, room = _bounce(0, arch.onchip.sram_bytes, busy)
-        # DMA_IN's idle time: a copy's load holds back DMA_IN's next SIGNAL (a DMA SIGNAL
-        # waits for its transfers), so a tile's piece fits in what its own loads leave idle
-        slack = (est.cycles - est.busy.get(Engine.DMA_IN, 0)) / len(tiles) * SLACK_SHARE
-        piece = min(room, MAX_PIECE, int(slack * wbpc) // ALIGN * ALIGN)
         while piece >= MIN_PIECE:
             plan = _assign(p, tiles, piece, ranked, partial, cursor, staging[1], regions,
                            wmem, amem, bounce)
@@ -295,6 +277,48 @@ def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
     return StagingPlan(out, top)
 
 
+def _rank(works: Sequence[StepWork], estimates: Sequence[Estimate],
+          prefetched: Sequence[bool], loads: Sequence[list[Instruction]],
+          flash: Sequence[float], constants: tuple[int, int], wbpc: int
+          ) -> dict[tuple[int, int], _Range]:
+    """The constant ranges of the consumers (steps whose flash time is at least
+    CONSUMER_SHARE of their cycles) with what a staged byte of each saves."""
+    wmem, end = constants
+    ranges: dict[tuple[int, int], _Range] = {}
+    for k, (est, ls) in enumerate(zip(estimates, loads, strict=True)):
+        if not ls or flash[k] < CONSUMER_SHARE * est.cycles:
+            continue
+        compute = max(est.busy.get(Engine.MATRIX, 0), est.busy.get(Engine.VECTOR, 0))
+        gain = max(0.0, 1.0 - compute / flash[k])
+        first = _first_tile_loads(works[k], prefetched[k])
+        for ins in ls:
+            r = _const_range(ins, wmem, end)
+            if r is not None and r not in ranges and r[1] - r[0] >= MIN_PIECE:
+                # the step's first loads overlap nothing: each of their bytes saves a cycle
+                ranges[r] = _Range(r[0], r[1], k, (1.0 if ins in first else gain) / wbpc)
+    return ranges
+
+
+def _slots(p: int, tiles: list[tuple[int, int]], est: Estimate, arch: NpuArch,
+           live: Sequence[tuple[int, int]], prefetch: Sequence[Instruction],
+           hull: Callable[[int], tuple[int, int] | None]) -> tuple[int, int]:
+    """(bounce slot 0's address, the first piece size to try) of producer `p`: the slots in
+    the largest SRAM gap outside its hull, the prefetch it issues and the live residents; the
+    piece SLACK_SHARE of a tile's share of DMA_IN's idle time (a copy's load holds back
+    DMA_IN's next SIGNAL, which waits for its transfers), within a slot. Piece 0 where it has
+    fewer than two tiles to carry copies."""
+    if len(tiles) < 2:
+        return 0, 0
+    own = hull(p)
+    busy = [*live, *([own] if own is not None else [])]
+    for ins in prefetch:
+        busy += [(a.lo, a.hi) for a in accesses(ins) if a.space is Space.SRAM]
+    bounce, room = _bounce(0, arch.onchip.sram_bytes, busy)
+    slack = (est.cycles - est.busy.get(Engine.DMA_IN, 0)) / len(tiles) * SLACK_SHARE
+    wbpc = arch.offchip[arch.memory_index(arch.weights_memory)].bytes_per_cycle
+    return bounce, min(room, MAX_PIECE, int(slack * wbpc) // ALIGN * ALIGN)
+
+
 def _bounce(lo: int, hi: int, busy: Sequence[tuple[int, int]]) -> tuple[int, int]:
     """(address, bytes per slot) of the largest pair of bounce slots in SRAM [lo, hi) outside
     the `busy` ranges."""
@@ -318,9 +342,6 @@ def _assign(p: int, tiles: list[tuple[int, int]], piece: int, ranked: list[_Rang
     half-copied, the staging cursor, the ranges finished with their addresses, the cycles its
     pieces save their consumers)."""
     queue = [r for r in ranked if r.consumer > p and regions[r.consumer] == regions[p]]
-    if partial is not None and (partial[0].consumer <= p
-                                or regions[partial[0].consumer] != regions[p]):
-        return None
     cur = partial
     gain = 0.0
     finished: list[tuple[_Range, int]] = []
@@ -376,6 +397,7 @@ def _drop_partial(out: list[StagingStep], works: Sequence[StepWork],
                 n += 1
             if own:
                 kept[tile] = own
+        copies[p] = kept
         work = with_copies(works[p], kept) if kept else works[p]
         copied = sum(ld.d0 * max(ld.d1, 1) for c in kept.values() for ld, _ in c)
         out[p] = StagingStep(work, estimate(p, work), copied)
