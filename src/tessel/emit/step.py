@@ -42,7 +42,7 @@ def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,
         else None
     q_in, q_mx, q_vec, q_out = (streams.queues[e] for e in (Engine.DMA_IN, Engine.MATRIX,
                                                              Engine.VECTOR, Engine.DMA_OUT))
-    pending = 0  # copies loaded but not yet published
+    unpublished = 0  # copies loaded but not yet published
     for g in range(work.group_count):
         gslot = gp.acquire()
         if gw is not None:
@@ -68,12 +68,12 @@ def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,
             if defer and t == 0:
                 _publish_group(gw, gp)
             inp.publish()
-            for _ in range(pending):  # the previous tile's copies: landed by now
+            for _ in range(unpublished):  # the previous tile's copies: landed by now
                 cp.publish()
             for load, _ in tile.copies:
                 cp.acquire()
                 q_in.append(load)
-            pending = len(tile.copies)
+            unpublished = len(tile.copies)
             inp.consume()
             if acc is not None:
                 acc.acquire()
@@ -95,7 +95,7 @@ def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,
         if gw is not None:
             gw.release()
         gp.release()
-    for _ in range(pending):
+    for _ in range(unpublished):
         cp.publish()
     streams.emit(Engine.DMA_IN, *prefetch)
     streams.end_step(prefetched=bool(prefetch))

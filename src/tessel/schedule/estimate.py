@@ -188,7 +188,7 @@ class StepProgram:
             1 << Engine.DMA_OUT)
         memo: dict[Hashable, tuple] = {}
         groups = work.group_count if sample is None else min(2, work.group_count)
-        pending = 0  # copies loaded but not yet published
+        unpublished = 0  # copies loaded but not yet published
         for g in range(groups):
             group = work.group_fn(g, 0)
             self.counts.append(group.tile_count)
@@ -223,12 +223,12 @@ class StepProgram:
                         self._publish(gw)
                     self._publish(gp)
                 q_in.append(in_ready_s)
-                for _ in range(pending):  # emit/step.py: with the next tile's input
+                for _ in range(unpublished):  # emit/step.py: with the next tile's input
                     self._publish(cp)
                 for x in cloads:
                     self._acquire(cp)
                     q_in.append(x)
-                pending = len(cloads)
+                unpublished = len(cloads)
                 # a compute engine's tile: its WAITs, its instructions, its SIGNALs
                 if acc is not None:
                     q_mx.append((_TILE, mx_waits[k >= acc[2]], mwork, mx_signals, mx_wake))
@@ -246,7 +246,7 @@ class StepProgram:
             if gw is not None:
                 self._release(gw)
             self._release(gp)
-        for _ in range(pending):
+        for _ in range(unpublished):
             self._publish(cp)
         q_in.extend(self._xfers(prefetch))  # the next step's group 0 (schedule/prefetch.py)
         for r in rings:  # Streams.end_step: drain every ring, then the step-done tokens
