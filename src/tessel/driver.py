@@ -214,7 +214,7 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     sizes = [len(r.nodes) for r in part.regions] or None
     schedule = plan(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch,
                     region_sizes=sizes, on_chip_residency=options.on_chip_residency,
-                    prefetch=options.prefetch_groups)
+                    prefetch=options.prefetch_groups, stage_weights=options.stage_weights)
     t0 = times.record("schedule", t0)
     dump(Stage.SCHEDULE, lambda: schedule_text(schedule))
     region = emit(schedule, meta, part)

@@ -97,7 +97,7 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
     sizes = [len(r.nodes) for r in part.regions] or None
     schedule = plan(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch,
                     region_sizes=sizes, on_chip_residency=options.on_chip_residency,
-                    prefetch=options.prefetch_groups)
+                    prefetch=options.prefetch_groups, stage_weights=options.stage_weights)
     layers, events = [], Events()
     for step in schedule.steps:
         if not timing_only:

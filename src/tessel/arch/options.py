@@ -31,6 +31,10 @@ class CompileOptions:
     prefetch_groups: load each step's first group of weights and parameters while the
         previous step runs, where SRAM allows (default on; docs/backend.md "Steps, rings and
         tokens"); off gives the program of a strict barrier between steps.
+    stage_weights: where weights live in a memory slower than the activation memory, copy
+        the constants of weight-bound steps into free activation memory while earlier
+        compute-bound steps run, and read them from there (default on; docs/backend.md
+        "Weight staging").
     """
 
     calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
@@ -39,6 +43,7 @@ class CompileOptions:
     seed: int = 0
     on_chip_residency: bool = True
     prefetch_groups: bool = True
+    stage_weights: bool = True
 
     def __post_init__(self) -> None:
         n = self.calibration_samples
@@ -63,5 +68,7 @@ class CompileOptions:
             raise TesselConfigError(
                 f"prefetch_groups must be a bool, got {self.prefetch_groups!r}"
             )
+        if not isinstance(self.stage_weights, bool):
+            raise TesselConfigError(f"stage_weights must be a bool, got {self.stage_weights!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise TesselConfigError(f"seed must be an integer >= 0, got {self.seed!r}")

@@ -9,6 +9,12 @@ Prefetch (schedule/prefetch.py): a step whose first group was loaded by the prev
 step's group-0 loads (`prefetch`) issues them on DMA_IN after its last tile's loads, before
 the drains, and its end waits for them to land (`Streams.end_step`). When a step loads its
 first group itself, DMA_IN issues the first tile's loads before signalling the group ready.
+
+Staging copies (schedule/staging.py): a tile's copies pass through a DMA_IN -> DMA_OUT ring
+(`StepShape.copy_depth` bounce slots): DMA_IN loads each after the tile's input is published
+and publishes it with the next tile's input (a DMA SIGNAL waits for every transfer in flight:
+the copy runs while DMA_IN waits for a free input slot and loads the next input), DMA_OUT
+stores it after the tile's outputs.
 """
 
 from __future__ import annotations
@@ -32,8 +38,11 @@ def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,
     acc = streams.ring(Engine.MATRIX, Engine.VECTOR, shape.acc_depth) if shape.uses_matrix \
         else None
     out = streams.ring(Engine.VECTOR, Engine.DMA_OUT, shape.out_depth)
+    cp = streams.ring(Engine.DMA_IN, Engine.DMA_OUT, shape.copy_depth) if shape.copy_depth \
+        else None
     q_in, q_mx, q_vec, q_out = (streams.queues[e] for e in (Engine.DMA_IN, Engine.MATRIX,
                                                              Engine.VECTOR, Engine.DMA_OUT))
+    unpublished = 0  # copies loaded but not yet published
     for g in range(work.group_count):
         gslot = gp.acquire()
         if gw is not None:
@@ -59,6 +68,12 @@ def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,
             if defer and t == 0:
                 _publish_group(gw, gp)
             inp.publish()
+            for _ in range(unpublished):  # the previous tile's copies: landed by now
+                cp.publish()
+            for load, _ in tile.copies:
+                cp.acquire()
+                q_in.append(load)
+            unpublished = len(tile.copies)
             inp.consume()
             if acc is not None:
                 acc.acquire()
@@ -73,9 +88,15 @@ def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,
             out.consume()
             q_out.extend(tile.stores)
             out.release()
+            for _, store in tile.copies:
+                cp.consume()
+                q_out.append(store)
+                cp.release()
         if gw is not None:
             gw.release()
         gp.release()
+    for _ in range(unpublished):
+        cp.publish()
     streams.emit(Engine.DMA_IN, *prefetch)
     streams.end_step(prefetched=bool(prefetch))
 

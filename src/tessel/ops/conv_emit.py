@@ -74,11 +74,22 @@ class ConvMapping:
     double_buffer: bool = True
     engine: Engine = Engine.MATRIX  # where DWCONV runs (depthwise only)
     order: ConvOrder = ConvOrder.WEIGHTS
+    # INPUT_STREAM: slots of the weight-chunk ring, the chunks in flight ahead of the matrix
+    # engine (None: as `double_buffer`, 2 or 1); `_stream_candidates`
+    weight_depth: int | None = None
 
     def __str__(self) -> str:
         dw = " dw=vector" if self.engine is Engine.VECTOR else ""
+        wd = "" if self.weight_depth is None else f" weight_buffers={self.weight_depth}"
         return f"{self.order.value} rows={self.rows} cout_chunk={self.chunk}" + (
-            "" if self.double_buffer else " single-buffered") + dw
+            "" if self.double_buffer else " single-buffered") + wd + dw
+
+    @property
+    def weight_ring(self) -> int:
+        """Slots of the INPUT_STREAM weight-chunk ring."""
+        if self.weight_depth is not None:
+            return self.weight_depth
+        return 2 if self.double_buffer else 1
 
 
 @dataclass(frozen=True)
@@ -222,6 +233,34 @@ def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
                                           for order in (ConvOrder.INPUT, ConvOrder.INPUT_STREAM)])
             if m is not None:
                 out.append(m)
+            out += _stream_candidates(g, ctx, node, r, ch, m)
+    return out
+
+
+def _stream_candidates(g: ConvGeometry, ctx: CodegenContext, node: Node, rows: int, chunk: int,
+                       first: ConvMapping | None) -> list[ConvMapping]:
+    """Weight-streamed mappings whose weight ring is deeper than the stripe ring: where the
+    weights come from a slow memory, the next chunks' loads overlap the matrix engine only if
+    the ring has a free slot while it runs. Offered where `first` (the first fit of the
+    default buffering) streams weights through fewer slots: the stripe, output and accumulator
+    rings single-buffered, the weight ring 2 or 3 deep (the search chooses); and, at the
+    array's narrowest chunk, the half-width chunk, whose slots are half the bytes (a
+    flash-bound conv keeps its weights two deep where a full-width pair does not fit)."""
+    if first is not None and (first.order is ConvOrder.INPUT or first.weight_ring >= 2):
+        return []
+    out = []
+    for depth in (2, 3):
+        m = _first_fit(g, ctx, node, [ConvMapping(rows, chunk, False, Engine.MATRIX,
+                                                  ConvOrder.INPUT_STREAM, depth)])
+        if m is not None:
+            out.append(m)
+    half = ctx.arch.matrix.cols // 2
+    if chunk == ctx.arch.matrix.cols and g.groups == 1 and half >= 1 and not out:
+        for db, depth in ((True, None), (False, 2), (False, 3)):
+            m = _first_fit(g, ctx, node, [ConvMapping(rows, half, db, Engine.MATRIX,
+                                                      ConvOrder.INPUT_STREAM, depth)])
+            if m is not None:
+                out.append(m)
     return out
 
 
@@ -340,7 +379,7 @@ def _in_layout(g: ConvGeometry, m: ConvMapping, ctx: CodegenContext, node: Node)
         wstride, weights = 0, plan.sram(align(g.weight_bytes(g.cout)), "weights (all chunks)")
     else:
         wstride = align(g.weight_bytes(m.chunk))
-        weights = plan.sram(depth * wstride, "weight chunk")
+        weights = plan.sram(m.weight_ring * wstride, "weight chunk")
     obytes = align(m.rows * g.ow * m.chunk * node.type.dtype.itemsize)
     out = plan.sram(depth * obytes, "output tile")
     entries = m.rows * g.ow * m.chunk
@@ -457,8 +496,9 @@ def _in_step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedCons
         return m.order, chunks[t][1], stripes[j][2], in_rows, pad_top
 
     depth = 2 if m.double_buffer else 1
-    shape = StepShape(uses_matrix=True, in_depth=depth, acc_depth=depth, out_depth=depth,
-                      group_depth=depth)
+    # the tile ring (its DMA_IN -> MATRIX loads) is the weight-chunk ring of INPUT_STREAM
+    shape = StepShape(uses_matrix=True, in_depth=depth if resident else m.weight_ring,
+                      acc_depth=depth, out_depth=depth, group_depth=depth)
     return StepWork(shape, len(stripes), group_fn, tile_fn, tile_key, ctx.cost_scope(node))
 
 

@@ -33,6 +33,10 @@ class TileWork:
     matrix: list[Instruction] = field(default_factory=list)
     vector: list[Instruction] = field(default_factory=list)
     stores: list[Instruction] = field(default_factory=list)  # DMA_OUT
+    # constants staged for a later step (schedule/staging.py): (DMA_LOAD from the weights
+    # memory into a bounce slot, DMA_STORE of that slot to the activation memory), passed
+    # through the step's copy ring (`StepShape.copy_depth`)
+    copies: list[tuple[Instruction, Instruction]] = field(default_factory=list)
 
 
 @dataclass
@@ -55,6 +59,7 @@ class StepShape:
     acc_depth: int = 2
     out_depth: int = 2
     group_depth: int = 2
+    copy_depth: int = 0  # bounce slots of the DMA_IN -> DMA_OUT copy ring (0: no copies)
 
 
 def top_slots(shape: StepShape) -> Slots:

@@ -167,7 +167,10 @@ class StepProgram:
         inp = self._ring(Engine.DMA_IN, first, shape.in_depth)
         acc = self._ring(Engine.MATRIX, Engine.VECTOR, shape.acc_depth) if mx else None
         out = self._ring(Engine.VECTOR, Engine.DMA_OUT, shape.out_depth)
-        rings = [r for r in (gw, gp, inp, acc, out) if r is not None]
+        # emit/step.py: the staging copies' ring, DMA_IN -> DMA_OUT (schedule/staging.py)
+        cp = self._ring(Engine.DMA_IN, Engine.DMA_OUT, shape.copy_depth) \
+            if shape.copy_depth else None
+        rings = [r for r in (gw, gp, inp, acc, out, cp) if r is not None]
         q_in, q_mx, q_vec, q_out = self._q
         # the token ops of one tile (Ring.acquire / publish / consume / release)
         in_ready_s, in_free_w = self._signal(inp[4]), (_WAIT, inp[5], 0, 0)
@@ -185,6 +188,7 @@ class StepProgram:
             1 << Engine.DMA_OUT)
         memo: dict[Hashable, tuple] = {}
         groups = work.group_count if sample is None else min(2, work.group_count)
+        unpublished = 0  # copies loaded but not yet published
         for g in range(groups):
             group = work.group_fn(g, 0)
             self.counts.append(group.tile_count)
@@ -209,7 +213,7 @@ class StepProgram:
             self.run_tiles += n
             k0 = inp[3]  # tiles so far in the step (each ring slot acquired once per tile)
             for t in range(n):
-                loads, mwork, vwork, stores = self._tile(work, g, t, memo)
+                loads, mwork, vwork, stores, cloads, cstores = self._tile(work, g, t, memo)
                 k = k0 + t
                 if k >= inp[2]:
                     q_in.append(in_free_w)
@@ -219,6 +223,12 @@ class StepProgram:
                         self._publish(gw)
                     self._publish(gp)
                 q_in.append(in_ready_s)
+                for _ in range(unpublished):  # emit/step.py: with the next tile's input
+                    self._publish(cp)
+                for x in cloads:
+                    self._acquire(cp)
+                    q_in.append(x)
+                unpublished = len(cloads)
                 # a compute engine's tile: its WAITs, its instructions, its SIGNALs
                 if acc is not None:
                     q_mx.append((_TILE, mx_waits[k >= acc[2]], mwork, mx_signals, mx_wake))
@@ -226,12 +236,18 @@ class StepProgram:
                 q_out.append(out_ready_w)
                 q_out.extend(stores)
                 q_out.append(out_free_s)
+                for x in cstores:
+                    self._consume(cp)
+                    q_out.append(x)
+                    self._release(cp)
             for r in (inp, acc, out):
                 if r is not None:
                     r[3] += n
             if gw is not None:
                 self._release(gw)
             self._release(gp)
+        for _ in range(unpublished):
+            self._publish(cp)
         q_in.extend(self._xfers(prefetch))  # the next step's group 0 (schedule/prefetch.py)
         for r in rings:  # Streams.end_step: drain every ring, then the step-done tokens
             for _ in range(min(r[2], r[3])):
@@ -336,12 +352,16 @@ class StepProgram:
             tile = work.tile_fn(g, t, self.slots)
             terms = (tuple([(term((i,)), i.mem) for i in tile.loads]),
                      term(tile.matrix, Engine.MATRIX), term(tile.vector, Engine.VECTOR),
-                     tuple([(term((i,)), i.mem) for i in tile.stores]))
+                     tuple([(term((i,)), i.mem) for i in tile.stores]),
+                     tuple([(term((c[0],)), c[0].mem) for c in tile.copies]),
+                     tuple([(term((c[1],)), c[1].mem) for c in tile.copies]))
             if scoped is not None:
                 self._shared[scoped] = terms
         ix = self._term
         ops = ([(_XFER, ix(x), m, 0) for x, m in terms[0]], ix(terms[1]), ix(terms[2]),
-               [(_XFER, ix(x), m, 0) for x, m in terms[3]])
+               [(_XFER, ix(x), m, 0) for x, m in terms[3]],
+               [(_XFER, ix(x), m, 0) for x, m in terms[4]],
+               [(_XFER, ix(x), m, 0) for x, m in terms[5]])
         if key is not None:
             memo[key] = ops
         return ops

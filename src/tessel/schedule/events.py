@@ -84,7 +84,8 @@ def _tally(work: StepWork) -> Rows:
                 continue
             tile = work.tile_fn(g, t, top)
             own: dict[tuple, list[Any]] = {}
-            count(tile.loads + tile.matrix + tile.stores, None, 1, own)
+            count(tile.loads + tile.matrix + tile.stores
+                  + [i for pair in tile.copies for i in pair], None, 1, own)
             count(tile.vector, Engine.VECTOR, 1, own)
             tiles[key] = [own, 1]
     for own, n in tiles.values():

@@ -11,7 +11,7 @@ the constant layout (each step's constants packed once, in program order), the D
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,11 +28,17 @@ from tessel.ops.fused_emit import FusedChain
 from tessel.ops.registry import emitter_for, is_view
 from tessel.ops.step import StepWork, memoized
 from tessel.progress import task
-from tessel.schedule import fusion, search
+from tessel.schedule import fusion, search, staging
 from tessel.schedule import prefetch as prefetch_steps
 from tessel.schedule import resident_rewrite as resident
 from tessel.schedule.cost_model import AnalyticalCostModel, CostModel
-from tessel.schedule.estimate import CostCache, Estimate, StepProgram, time_program
+from tessel.schedule.estimate import (
+    CostCache,
+    Estimate,
+    StepProgram,
+    estimate_step,
+    time_program,
+)
 from tessel.schedule.events import EventTally
 from tessel.schedule.memory import ArenaPlan, plan_arena
 from tessel.schedule.residency import plan_step_residents
@@ -43,7 +49,7 @@ from tessel.schedule.result import ConstantLayout, Schedule, ScheduledStep, Unit
 def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str],
          arch: NpuArch, *, region_sizes: Sequence[int] | None = None,
          on_chip_residency: bool = False, prefetch: bool = True, units: list | None = None,
-         cost_model: CostModel | None = None) -> Schedule:
+         cost_model: CostModel | None = None, stage_weights: bool = True) -> Schedule:
     """The schedule of the NPU nodes `nodes` (in order) of `graph`; `inputs` / `outputs` are
     the boundary values (the program's I/O). `region_sizes`: how many of `nodes` each NPU
     region has (one region if None); regions share one DRAM arena and one constant pool, and
@@ -51,7 +57,9 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     searching (tests). `on_chip_residency`: keep activations on chip between steps where the
     cost model finds it faster (schedule/resident_rewrite.py; CompileOptions turns it on by default).
     `prefetch`: load each step's first group during the previous step where SRAM allows
-    (schedule/prefetch.py).
+    (schedule/prefetch.py). `stage_weights`: copy constants of weight-bound steps into free
+    activation memory during earlier steps where weights live in slower memory
+    (schedule/staging.py).
     `cost_model`: what the mapping search estimates candidates with (None: the analytical
     model; tessel.schedule.cost_model); residency and prefetch re-estimate steps analytically.
 
@@ -68,19 +76,19 @@ def plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Se
     cost_model = cost_model if cost_model is not None else AnalyticalCostModel()
     if units is not None or not on_chip_residency:
         only = _plan(graph, nodes, inputs, outputs, arch, region_sizes, on_chip_residency,
-                     prefetch, units, True, cost_model)
+                     prefetch, units, True, cost_model, stage_weights=stage_weights)
         assert only is not None  # (nothing to beat: a schedule)
         return only
     cache = search.active()  # (an empty cache is falsy: test for None)
     with search.use(cache if cache is not None else search.SearchCache()):
         chained = _plan(graph, nodes, inputs, outputs, arch, region_sizes, True, prefetch,
-                        None, True, cost_model)
+                        None, True, cost_model, stage_weights=stage_weights)
         assert chained is not None
         if not any(isinstance(s.unit, FusedChain) or _input_resident(s.mapping)
                    for s in chained.steps):
             return chained
         alone = _plan(graph, nodes, inputs, outputs, arch, region_sizes, True, prefetch, None,
-                      False, cost_model, chained.cycles)
+                      False, cost_model, chained.cycles, stage_weights)
     return alone if alone is not None and alone.cycles < chained.cycles else chained
 
 
@@ -101,7 +109,8 @@ def _input_resident(mapping: Any) -> bool:
 def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str],
           arch: NpuArch, region_sizes: Sequence[int] | None, on_chip_residency: bool,
           prefetch: bool, units: list | None, chains: bool,
-          cost_model: CostModel | None, beat: int | None = None) -> Schedule | None:
+          cost_model: CostModel | None, beat: int | None = None,
+          stage_weights: bool = True) -> Schedule | None:
     """The schedule (see `plan`); `beat`: None once its steps' `compute_floor` is not below
     these cycles (it could not have fewer), before residency, prefetch and the arena (with the
     analytical model only: residency and prefetch re-estimate steps analytically, and the
@@ -163,16 +172,66 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
         [s[3] for s in placed], [s[4] for s in placed], keeps, arch.onchip.sram_bytes,
         (wmem, len(consts.blob)), prefetch,
         lambda k, work, keep: _hull(recs[k], work, keep))
-    steps = []
-    for k, ((unit, mapping, est, _, r), p) in enumerate(zip(placed, planned, strict=True)):
+    ests = []
+    for k, ((_, _, est, _, _), p) in enumerate(zip(placed, planned, strict=True)):
         if est is None or p.prefetched or p.prefetch:
             est = _planned_estimate(recs[k], p, cost)
-        steps.append(ScheduledStep(unit, mapping, est, r, p.work, tuple(per_step[k]),
-                                   p.prefetched, p.prefetch,
-                                   EventTally(rewritten[k], recs[k].tally)))
+        ests.append(est)
+    staged_plan = _stage(planned, ests, [s[4] for s in placed], keeps, per_step, arch, arena,
+                         (wmem, len(consts.blob)), cost, recs) if stage_weights else None
+    if staged_plan is not None and sum(x.estimate.cycles for x in staged_plan.steps) >= sum(
+            e.cycles for e in ests):  # (its producers lost what its consumers gained)
+        staged_plan = None
+    staged = staged_plan.steps if staged_plan is not None else None
+    steps = []
+    for k, ((unit, mapping, _, _, r), p) in enumerate(zip(placed, planned, strict=True)):
+        work, est, tally = p.work, ests[k], EventTally(rewritten[k], recs[k].tally)
+        if staged is not None and staged[k].work is not p.work:
+            work, est, tally = staged[k].work, staged[k].estimate, EventTally(staged[k].work)
+        steps.append(ScheduledStep(unit, mapping, est, r, work, tuple(per_step[k]),
+                                   p.prefetched, p.prefetch, tally))
+    # the staging area lies above the arena: the activation memory the program needs
+    peak = arena.peak_bytes if staged_plan is None else max(
+        arena.peak_bytes, staged_plan.top - arena.base)
     return Schedule(arch, graph, tuple(steps), len(per_region), tuple(inputs), tuple(outputs),
-                    dict(dram), arena.peak_bytes, arena.naive_bytes,
+                    dict(dram), peak, arena.naive_bytes,
                     ConstantLayout(wmem, bytes(consts.blob), data_consts), spilled)
+
+
+def _stage(planned: Sequence[prefetch_steps.PlannedStep], ests: Sequence[Estimate],
+           regions: Sequence[int], keeps: Sequence[Sequence[tuple[int, int]]] | None,
+           residents: Sequence[Sequence[resident.Resident]], arch: NpuArch, arena: ArenaPlan,
+           constants: tuple[int, int], cost: CostCache, recs: Sequence[_Placed]
+           ) -> staging.StagingPlan:
+    """`staging.plan_staging` of the planned steps: the staging area is the activation memory
+    above the arena; a resident tensor is live in SRAM from the first step that touches it
+    to the last (a DRAM range reused by two tensors merges their spans: only more is kept)."""
+    amem = arch.offchip[arch.memory_index(arch.activations_memory)]
+    keeps = keeps if keeps is not None else [[] for _ in planned]
+    span: dict[resident.Resident, list[int]] = {}
+    for k, res in enumerate(residents):
+        for x in res:
+            key = replace(x, partial=False, keep=())
+            span.setdefault(key, [k, k])[1] = k
+    live: list[list[tuple[int, int]]] = [[] for _ in planned]
+    for x, (a, b) in span.items():
+        for k in range(a, b + 1):
+            live[k].append((x.sram, x.sram + x.hi - x.lo))
+
+    def estimate(k: int, work: StepWork) -> Estimate:
+        p = planned[k]
+        return estimate_step(work, arch, cache=cost, prefetched=p.prefetched,
+                             prefetch=p.prefetch)
+
+    def hull(k: int) -> tuple[int, int] | None:
+        p = planned[k]
+        own = _hull(recs[k], p.unmoved if p.unmoved is not None else p.work, keeps[k])
+        return None if own is None else (own[0] + p.shift, own[1] + p.shift)
+
+    return staging.plan_staging(
+        [p.work for p in planned], ests, regions, [p.prefetched for p in planned],
+        [p.prefetch for p in planned], arch, constants,
+        (arena.base + arena.peak_bytes, amem.size_bytes), live, estimate, hull)
 
 
 class _Placement(dict):

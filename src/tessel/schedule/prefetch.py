@@ -96,8 +96,10 @@ def shift_step(work: StepWork, delta: int, keep: Sequence[tuple[int, int]] = ())
 
     def tile_fn(g: int, t: int, s: Slots) -> TileWork:
         tile = work.tile_fn(g, t, s)
+        copies = [tuple(_shift(list(pair), delta, keep)) for pair in tile.copies]
         return TileWork(_shift(tile.loads, delta, keep), _shift(tile.matrix, delta, keep),
-                        _shift(tile.vector, delta, keep), _shift(tile.stores, delta, keep))
+                        _shift(tile.vector, delta, keep), _shift(tile.stores, delta, keep),
+                        copies)
 
     return StepWork(work.shape, work.group_count, group_fn, tile_fn, work.tile_key)
 
@@ -213,6 +215,7 @@ class PlannedStep:
     prefetched: bool  # its group-0 loads are issued by the previous step
     prefetch: tuple[Instruction, ...]  # the next step's group-0 loads this step issues
     unmoved: StepWork | None = None  # the step before its SRAM shift (the same costs)
+    shift: int = 0  # bytes its SRAM operands moved up (`plan_prefetch`)
 
     def estimate(self, arch: NpuArch, cache: CostCache | None = None) -> Estimate:
         """`estimate_step` of the step as emitted (of its unmoved work: a shift changes
@@ -238,5 +241,6 @@ def plan_steps(works: Sequence[StepWork], regions: Sequence[int],
                                                                                strict=True))]
     return [PlannedStep(w, plan[k].prefetched,
                         tuple(group0_loads(moved[k + 1]))
-                        if k + 1 < len(moved) and plan[k + 1].prefetched else (), works[k])
+                        if k + 1 < len(moved) and plan[k + 1].prefetched else (), works[k],
+                        plan[k].shift)
             for k, w in enumerate(moved)]

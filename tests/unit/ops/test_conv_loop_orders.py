@@ -202,3 +202,68 @@ def test_search_picks_input_resident_where_rereads_dominate():
     best_ws = min(c for m, c in full.items() if m.order is conv_emit.ConvOrder.WEIGHTS)
     best = min(full.values())
     assert best < best_ws  # reading the input once pays here
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+@pytest.mark.parametrize("kw", [{"h": 7, "w": 7, "c": 64, "cout": 48},
+                                {"h": 14, "w": 14, "c": 32, "cout": 40, "s": 2},
+                                {"groups": 2, "c": 16, "cout": 48}])
+def test_deep_weight_ring_bit_exact_and_estimate_follows(kw, depth):
+    """INPUT_STREAM with a weight-chunk ring deeper than its stripe ring (and the half-width
+    chunk): bit-exact, its estimate as close to the simulated cycles as the default
+    buffering's (the same few cycles of region start and end apart), its SRAM holding
+    `depth` chunk slots."""
+    arch = load_preset("u55-256")
+    rng = np.random.default_rng(depth + len(str(kw)))
+    g = conv_graph(rng, **kw)
+    node = g.nodes[-1]
+    _, est_ctx = _contexts(g, arch)
+    geo = conv_emit.geometry(node, est_ctx)
+    x = rng.integers(-128, 128, g.inputs[0].type.shape).astype(np.int8)
+    want = reference(g, x)
+
+    def run(m):
+        est = estimate_step(conv_emit.step(node, m, est_ctx), arch)
+        rp = compile_region(g, [node], ["x"], [node.name], arch, {"model": "t"},
+                            units=[(node, m, est)])
+        res = simulate(rp.program, arch, {"x": x})
+        np.testing.assert_array_equal(res.outputs[node.name], want, err_msg=str(m))
+        return est, res.stats.total_cycles
+
+    chunks = (8, 16) if geo.groups == 1 else (geo.cout_g,)  # (a multiple of cout / groups)
+    est, sim = run(conv_emit.ConvMapping(1, chunks[-1], False, Engine.MATRIX,
+                                         conv_emit.ConvOrder.INPUT_STREAM))
+    apart = est.cycles - sim
+    assert 0 <= apart < 16
+    for chunk in chunks:
+        m = conv_emit.ConvMapping(geo.oh, chunk, False, Engine.MATRIX,
+                                  conv_emit.ConvOrder.INPUT_STREAM, depth)
+        lay = conv_emit._layout(geo, m, est_ctx, node)
+        assert lay.out - lay.weights == depth * lay.weights_stride
+        assert f"weight_buffers={depth}" in str(m)
+        est, sim = run(m)
+        assert est.cycles - sim == apart, (str(m), est.cycles, sim)
+        low = prerank.conv_bound(node, m, est_ctx, None)
+        assert low <= est.cycles
+
+
+def test_flash_bound_conv_streams_weights_under_compute():
+    """A conv whose weights come from u55-256's flash (1 B/cycle) and whose double-buffered
+    full-width chunks do not fit SRAM with its input: the search finds a mapping whose weight
+    ring holds two chunks, and it runs within 5 % of the flash floor (its weight bytes), where
+    the single-buffered ring pays the matrix time on top of every chunk's load."""
+    arch = load_preset("u55-256")
+    rng = np.random.default_rng(3)
+    g = conv_graph(rng, h=7, w=7, c=512, cout=128)
+    node = g.nodes[-1]
+    _, est_ctx = _contexts(g, arch)
+    geo = conv_emit.geometry(node, est_ctx)
+    cands = conv_emit.candidates(node, est_ctx)
+    full = {m: estimate_step(conv_emit.step(node, m, est_ctx), arch).cycles for m in cands}
+    best = min(full, key=full.get)
+    assert best.order is conv_emit.ConvOrder.INPUT_STREAM and best.weight_ring >= 2
+    single = [c for m, c in full.items() if m.order is conv_emit.ConvOrder.INPUT_STREAM
+              and m.weight_ring == 1]
+    assert single and full[best] < 0.9 * min(single)
+    floor = geo.weight_bytes(geo.cout)
+    assert floor <= full[best] <= 1.05 * floor, (str(best), full[best], floor)

@@ -27,7 +27,8 @@ def _every_instruction(work, arch) -> Events:
             total = total + instruction_cost(ins, arch, Engine.VECTOR).events
         for t in range(group.tile_count):
             tile = work.tile_fn(g, t, top_slots(work.shape))
-            for ins in tile.loads + tile.matrix + tile.stores:
+            for ins in tile.loads + tile.matrix + tile.stores + [
+                    i for pair in tile.copies for i in pair]:
                 total = total + instruction_cost(ins, arch).events
             for ins in tile.vector:
                 total = total + instruction_cost(ins, arch, Engine.VECTOR).events
