@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint docs fuzz fuzz-models venv clean
+.PHONY: demo test bench lint docs fuzz fuzz-models venv browser clean
 
 venv: $(STAMP)
 
@@ -17,8 +17,19 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m tessel.demo
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+
+# headless Chromium and its WebDriver (Debian's packages), for the test that opens the HTML
+# pages in a browser; installed with apt-get as root, else the test says how and is skipped
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing Debian's chromium and chromium-driver (the browser test of the HTML pages)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    chromium chromium-driver >/dev/null; \
+	else echo "no headless Chromium: as root, apt-get install chromium chromium-driver" \
+	  "(the browser test of the HTML pages is skipped without it)"; fi
 
 # the long fuzz run (docs/reliability.md): FUZZ_CASES per harness (.tsl reader + simulator,
 # IR parser + verifier, asm parser); findings are saved under tests/fuzz/regressions/

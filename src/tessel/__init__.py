@@ -17,8 +17,10 @@ from tessel.version import __version__
 
 if TYPE_CHECKING:  # the lazy attributes below, with their real types for mypy and IDEs
     from tessel.analysis.advise import advise
+    from tessel.analysis.compare import compare_binaries, compare_targets
     from tessel.analysis.estimate import estimate
     from tessel.analysis.explore import explore
+    from tessel.analysis.layer_accuracy import layer_accuracy
     from tessel.driver import compile
     from tessel.quant.api import quantize
     from tessel.runtime.compiled import CompiledModel, load
@@ -33,6 +35,9 @@ _LAZY = {  # heavy entry points (torch) are imported on first use
     "estimate": ("tessel.analysis.estimate", "estimate"),
     "explore": ("tessel.analysis.explore", "explore"),
     "advise": ("tessel.analysis.advise", "advise"),
+    "compare_targets": ("tessel.analysis.compare", "compare_targets"),
+    "compare_binaries": ("tessel.analysis.compare", "compare_binaries"),
+    "layer_accuracy": ("tessel.analysis.layer_accuracy", "layer_accuracy"),
     "CompiledModel": ("tessel.runtime.compiled", "CompiledModel"),
     "Profile": ("tessel.runtime.profile", "Profile"),
 }
@@ -49,9 +54,12 @@ __all__ = [
     "CompiledModel",
     "Profile",
     "advise",
+    "compare_binaries",
+    "compare_targets",
     "estimate",
     "explore",
     "compile",
+    "layer_accuracy",
     "load",
     "quantize",
     "TesselCompileError",

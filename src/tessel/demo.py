@@ -13,7 +13,7 @@ import time
 import numpy as np
 import torch
 
-from tessel.progress import step
+from tessel.progress import step, watching
 
 MODEL, TARGET, CALIBRATION = "mobilenet_v2", "tnpu-s", 16
 
@@ -23,10 +23,16 @@ def _say(msg: str) -> None:
 
 
 def main() -> int:
-    from tessel.models import resolve
     from tessel.progress import configure
 
     configure(0)  # progress bars on a terminal, timestamped lines on stderr otherwise
+    with watching("demo: loading the model"):
+        return _run()
+
+
+def _run() -> int:
+    from tessel.models import resolve
+
     spec = resolve(MODEL)
     model, inputs = spec.factory()
     _say(f"== Tessel demo: {spec.description} -> {TARGET}")

@@ -24,10 +24,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.collector import few_collections, no_collections
+from tessel.display import plural
 from tessel.emit.metadata import model_metadata
 from tessel.emit.program import emit
 from tessel.emit.text import streams_text
@@ -122,10 +124,11 @@ def _compile(model, example_inputs, target, calibration_data, options, quant_con
     from tessel.frontend.ir_module import QDQModule
     from tessel.frontend.locations import model_root
     from tessel.frontend.model_input import example_inputs_of, is_exported
+    from tessel.frontend.output_names import output_names
     from tessel.frontend.qdq import import_qdq
     from tessel.passes.to_nhwc import to_nhwc
     from tessel.quant.api import QuantizedModel, host_list, ptq
-    from tessel.quant.config import QuantConfig
+    from tessel.quant.config import QuantConfig, weights_record
     from tessel.quant.lower import lower_qdq
 
     options = options or CompileOptions()
@@ -141,7 +144,7 @@ def _compile(model, example_inputs, target, calibration_data, options, quant_con
         if isinstance(model, QDQModule):  # ONNX / TFLite: quantised already, its own scales
             qdq = model.qdq_graph
         else:
-            say(f"quantising {name} ({options.calibration_samples} calibration samples)")
+            say(f"quantising {name}")  # ptq says how many calibration samples it runs
             example_inputs = example_inputs_of(model, example_inputs)
             converted, samples = ptq(model, example_inputs, calibration_data, config,
                                      options.calibration_samples)
@@ -151,6 +154,9 @@ def _compile(model, example_inputs, target, calibration_data, options, quant_con
         integer = lower_qdq(qdq)
         dump(Stage.LOWER, lambda: print_graph(integer, elide_constants=True))
         graph = to_nhwc(integer)
+        graph = graph.with_output_names(  # the model's own output names (output_0, ...)
+            output_names(model, example_inputs if example_inputs is not None else (),
+                         len(graph.outputs)))
         dump(Stage.QUANTIZE, lambda: print_graph(graph, elide_constants=True))
     times.record("frontend+quantise", t0)
     extra: dict[str, Any] = {}
@@ -160,7 +166,8 @@ def _compile(model, example_inputs, target, calibration_data, options, quant_con
         t0 = time.perf_counter()
         say("computing the reference outputs for `tessel run --check`")
         qm = QuantizedModel(graph, qdq, config, samples, host_list(graph))
-        extra = {"source": {**source_record(source), "calibration": options.calibration_samples},
+        extra = {"source": {**source_record(source), "calibration": options.calibration_samples,
+                            **weights_record(config)},
                  REFERENCE_KEY: _reference(model, qm, example_inputs)}
         times.record("reference", t0)
     return compile_graph(graph, arch, options=options, name=name, progress=say, times=times,
@@ -177,7 +184,9 @@ def _reference(model: Any, qm: Any, example_inputs: Sequence[torch.Tensor] | Non
     inputs = example_inputs_of(model, example_inputs)
     golden = qm.run(*inputs)
     return reference_metadata(golden, float_reference(as_module(model), inputs),
-                              low_range_outputs(qm.graph, golden))
+                              low_range_outputs(qm.graph, golden),
+                              [np.asarray(x.detach().cpu() if hasattr(x, "detach") else x)
+                               for x in inputs])
 
 
 @no_collections()  # the backend makes millions of objects and no cyclic garbage (tessel.collector)
@@ -198,7 +207,8 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     dump(Stage.PARTITION, part.text)
     fallback = summarize(graph, part)
     t0 = times.record("partition", t0)
-    say(f"compiling {len(part.npu_nodes)} NPU ops in {len(part.regions)} region(s) for "
+    say(f"compiling {plural(len(part.npu_nodes), 'NPU op')} in "
+        f"{plural(len(part.regions), 'region')} for "
         f"{arch.name}")
     meta = {**model_metadata(graph, arch, name or graph.name, part, fallback), **(metadata or {})}
     sizes = [len(r.nodes) for r in part.regions] or None

@@ -1,6 +1,7 @@
 """Seeded random integer models (NHWC, int8) built from the NPU's ops: convolutions of every
 kind, pools, residual adds, multiplies, concats, LUTs, requantisation, data movement, a mean
-and a linear head. Each model is a valid integer Graph IR the golden model defines."""
+and a linear head; about one conv / linear layer in four has int4 weights. Each model is a
+valid integer Graph IR the golden model defines."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ I8 = DType.I8
 class _Net:
     def __init__(self, seed: int, extended: bool = True):
         self.rng = np.random.default_rng(seed)
+        # a stream of its own: the int4 choices leave every other draw of a seed as it was
+        self.int4 = np.random.default_rng([seed, 4])
         self.extended = extended
         self.b = GraphBuilder(f"random{seed}")
         self.zp: dict[str, int] = {}
@@ -40,6 +43,12 @@ class _Net:
 
     def shape(self, x: str) -> tuple[int, ...]:
         return self.b.type_of(x).shape
+
+    def weights(self, w: np.ndarray, name: str) -> str:
+        """A weight constant: int8 `w`, or (one in four) int4 weights (its high half)."""
+        if self.int4.random() < 0.25:
+            return self.b.constant(w >> 4, name, type_=TensorType(w.shape, DType.I4))
+        return self.b.constant(w, name)
 
     # ---- ops
     def conv(self, x: str, same: bool = False) -> str:
@@ -70,7 +79,7 @@ class _Net:
         bias = self.b.constant(r.integers(-3000, 3000, cout).astype(np.int32), "bias")
         out_zp = self.zero_point()
         relu = bool(r.integers(0, 2))
-        return self.add(Op.QCONV2D, [x, self.b.constant(w_, "w"), bias, m, s], dict(
+        return self.add(Op.QCONV2D, [x, self.weights(w_, "w"), bias, m, s], dict(
             stride=(stride, stride), padding=pad, dilation=(dil, dil), groups=groups,
             layout=Layout.NHWC, in_zp=self.zp[x], out_zp=out_zp,
             act_min=out_zp if relu else -128, act_max=127, dtype=I8), out_zp)
@@ -96,7 +105,7 @@ class _Net:
         m, s = self.mult(0.3 / (fan * 127), 3.0 / (fan * 127), cout)
         bias = self.b.constant(r.integers(-3000, 3000, cout).astype(np.int32), "bias")
         out_zp = self.zero_point()
-        return self.add(Op.QCONV2D, [x, self.b.constant(w_, "w"), bias, m, s], dict(
+        return self.add(Op.QCONV2D, [x, self.weights(w_, "w"), bias, m, s], dict(
             stride=(1, stride), padding=pad, dilation=(1, dil), groups=groups,
             layout=Layout.NHWC, in_zp=self.zp[x], out_zp=out_zp, act_min=-128, act_max=127,
             dtype=I8), out_zp)
@@ -256,5 +265,5 @@ def _head(net: _Net, x: str) -> str:
     wt = net.rng.integers(-127, 128, (n, c)).astype(np.int8)
     mm, ss = net.mult(0.3 / (c * 127), 3.0 / (c * 127), n)
     bias = net.b.constant(net.rng.integers(-500, 500, n).astype(np.int32), "fc_bias")
-    return net.add(Op.QLINEAR, [pooled, net.b.constant(wt, "fc_w"), bias, mm, ss], dict(
+    return net.add(Op.QLINEAR, [pooled, net.weights(wt, "fc_w"), bias, mm, ss], dict(
         in_zp=0, out_zp=-10, act_min=-128, act_max=127, dtype=I8), -10)

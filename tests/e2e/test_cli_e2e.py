@@ -77,3 +77,30 @@ def test_no_fallback_names_the_host_ops(tmp_path, capsys):
                  "1", "--no-fallback"]) == 1
     err = capsys.readouterr().err
     assert "--no-fallback" in err and "m.py:7" in err
+
+
+def test_int4_weights_from_the_command_line(tmp_path, capsys):
+    """--weights int4 with a --layer-weights exception: the binary records the choice, so that
+    `run --check` on new inputs quantises the model again the same way (bit-exact); the
+    assembly text names the weight types and round-trips."""
+    out = tmp_path / "digits4.tsl"
+    assert main(["compile", "digits_cnn", "--target", "tnpu-s", "-o", str(out),
+                 "--calibration", "2", "--weights", "int4", "--layer-weights", "fc*=int8"]) == 0
+    capsys.readouterr()
+    x = tmp_path / "x.npy"
+    np.save(x, resolve("digits_cnn").factory()[1][0].numpy())
+    assert main(["run", str(out), "--input", str(x), "--check", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["check"]["reference"] == "re-quantised" and run["check"]["bit_exact"] is True
+    tasm = tmp_path / "p.tasm"
+    assert main(["disasm", str(out), "-o", str(tasm)]) == 0
+    text = tasm.read_text()
+    assert "w_type=I4" in text and "b_type=I8" in text  # convs int4, the fc* head int8
+    again = tmp_path / "again.tsl"
+    assert main(["asm", str(tasm), "-o", str(again)]) == 0
+    assert again.read_bytes() == out.read_bytes()
+    assert main(["compile", "digits_cnn", "-o", str(tmp_path / "bad.tsl"), "--weights",
+                 "int3"]) != 0
+    assert main(["compile", "digits_cnn", "-o", str(tmp_path / "bad.tsl"),
+                 "--layer-weights", "fc"]) != 0
+    assert "expected PATTERN=TYPE" in capsys.readouterr().err

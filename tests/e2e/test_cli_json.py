@@ -34,7 +34,7 @@ def _json(capsys, argv: list[str]):
 
 
 @pytest.mark.slow
-def test_every_result_command_prints_json(tmp_path, capsys):
+def test_every_result_command_prints_json(tmp_path, capsys, monkeypatch):
     model_file = tmp_path / "tiny.py"
     model_file.write_text(TINY)
     model = f"{model_file}:make"
@@ -48,11 +48,20 @@ def test_every_result_command_prints_json(tmp_path, capsys):
     comp = _json(capsys, ["compile", model, "-o", str(tsl), "--calibration", "2", "--json"])
     assert comp["bytes"] == tsl.stat().st_size and comp["cycles"] > 0
     assert _json(capsys, ["run", str(tsl), "--json"])["outputs"]
+    monkeypatch.chdir(tmp_path)  # without -o: tiny.tsl in the working directory
+    assert _json(capsys, ["compile", model, "--calibration", "2", "--json"])["output"] == \
+        "tiny.tsl" and (tmp_path / "tiny.tsl").read_bytes() == tsl.read_bytes()
     assert _json(capsys, ["profile", str(tsl), "--json"])["cycles"] == comp["cycles"]
     assert _json(capsys, ["estimate", model, "--calibration", "2", "--json"])["cycles"] > 0
     assert _json(capsys, ["accuracy", model, "--calibration", "2", "--samples", "2",
                           "--json"])["sqnr_db"]
     assert _json(capsys, ["advise", model, "--calibration", "2", "--json"])["ranked"]
+    cmp = _json(capsys, ["compare", model, "--targets", "tnpu-s,tnpu-m", "--calibration", "2",
+                         "--json"])
+    assert [(r["model"], r["target"]) for r in cmp["results"]] == [
+        ("tiny.py:make", "tnpu-s"), ("tiny.py:make", "tnpu-m")]
+    assert _json(capsys, ["compare", str(tsl), str(tsl), "--json"])["a"]["cycles"] == \
+        comp["cycles"]
     front = _json(capsys, ["explore", model, "--space", str(space), "--out",
                            str(tmp_path / "x"), "--workers", "0", "--calibration", "2",
                            "--json"])["front"]

@@ -1,9 +1,12 @@
 """The same model in two clones at different paths compiles to byte-identical binaries, and
-`run --check` works from any directory (the model is found by name and content hash)."""
+`run --check` works from any directory (the model is found by name and content hash; without
+it, against the references and example inputs the binary stores)."""
 
 from __future__ import annotations
 
 import json
+
+import numpy as np
 
 from tessel.cli import main
 
@@ -42,8 +45,15 @@ def test_two_clones_give_identical_binaries(tmp_path, monkeypatch, capsys):
     assert main(["run", str(two / "models" / "net.tsl"), "--check", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["check"]["bit_exact"] is True
 
-    assert main(["run", str(one / "net.tsl"), "--check"]) == 1  # model not next to it
-    err = capsys.readouterr().err
+    # the model is not next to it: checked against the references the binary stores
+    assert main(["run", str(one / "net.tsl"), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "simulator vs golden model: bit-exact" in out
+    note = [x for x in out.splitlines() if x.startswith("note:")]
+    assert len(note) == 1 and "net.py:make" in note[0] and "needs --model" in note[0]
+    np.save(one / "x.npy", np.random.default_rng(0).random((1, 1, 8, 8), np.float32))
+    assert main(["run", str(one / "net.tsl"), "--input", str(one / "x.npy"), "--check"]) == 1
+    err = capsys.readouterr().err  # other inputs: the golden model must be rebuilt
     assert "pass --model" in err and "net.py:make" in err
     assert main(["run", str(one / "net.tsl"), "--check", "--json",
                  "--model", f"{one}/models/net.py:make"]) == 0

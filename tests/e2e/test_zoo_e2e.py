@@ -95,7 +95,7 @@ def test_mobilenet_html_report_and_trace(name, tmp_path):
 @pytest.mark.parametrize("name", _grouped(("mobilenet_v2",)))
 def test_mobilenet_report_names_colours_and_sorting(name):
     """What a reader of MobileNetV2's report sees: layers named by module path (the IR name in
-    a tooltip), a distinct colour for each of the 10 slowest layers (grey for the rest), a
+    the next column), a distinct colour for each of the 10 slowest layers (grey for the rest), a
     layer table whose numeric cells carry sortable values, a short repr."""
     from html.parser import HTMLParser
 
@@ -137,7 +137,8 @@ def test_mobilenet_report_names_colours_and_sorting(name):
     page.feed(text)
     body = [r for r in page.rows if r]
     assert [r[0]["text"] for r in body] == [lay.label for lay in prof.layers]
-    assert [r[0]["title"] for r in body] == [f"IR {lay.name}" for lay in prof.layers]
+    assert [r[1]["text"] for r in body] == [lay.name for lay in prof.layers]
+    assert page.head[:2] == ["layer", "ir_name"]
     cycles = page.head.index("cycles")
     assert [float(r[cycles]["data-v"]) for r in body] == [lay.cycles for lay in prof.layers]
     assert "getElementById(\"layer-table\")" in text and "sort" in text

@@ -82,6 +82,17 @@ def rd(mem: bytes, addr: int, w: int) -> int:
     return int.from_bytes(mem[addr:addr + w], "little", signed=True)
 
 
+def wt(mem: bytes, base: int, offset: int, w_type: int) -> int:
+    """A weight (docs/isa.md, CONV): int8 at ``base + offset`` (w_type 0), or the signed 4-bit
+    element at nibble ``2 * base + offset`` (w_type 1: the low half of its byte when even)."""
+    if w_type == 0:
+        return rd(mem, base + offset, 1)
+    n = 2 * base + offset
+    assert 0 <= n and (n >> 1) < len(mem), (n, len(mem))
+    v = (mem[n >> 1] >> (4 * (n & 1))) & 0xF
+    return v - 16 if v >= 8 else v
+
+
 @dataclass
 class Writes:
     """The bytes an instruction writes, by (space, memory index); ``twice``: some byte was
@@ -161,16 +172,27 @@ def boxes(op: str, f: dict) -> list[tuple[str, int, int]]:
         add("SRAM", f["in_addr"], [f["in_h"], f["in_w"], c],
             [f["in_stride_h"], f["in_stride_w"], 1], 1)
         kk = f["kh"] * f["kw"]
-        if op == "CONV":
+        if op == "CONV" and f["w_type"] == 1:  # a box of nibbles: the bytes holding them
+            lo, hi = box(2 * f["w_addr"], [kk, c, f["cout"]],
+                         [f["w_stride_k"], f["w_stride_ci"], f["w_stride_co"]], 1)
+            out.append(("SRAM", lo // 2, (hi + 1) // 2))
+        elif op == "CONV":
             add("SRAM", f["w_addr"], [kk, c, f["cout"]],
                 [f["w_stride_k"], f["w_stride_ci"], f["w_stride_co"]], 1)
+        elif f["w_type"] == 1:
+            lo, hi = box(2 * f["w_addr"], [kk, c], [f["w_stride_k"], 1], 1)
+            out.append(("SRAM", lo // 2, (hi + 1) // 2))
         else:
             add("SRAM", f["w_addr"], [kk, c], [f["w_stride_k"], 1], 1)
         add("ACC", f["acc_addr"], [f["out_h"] * f["out_w"], f["cout"] if op == "CONV" else c],
             [f["acc_stride"], 1], 1)
     elif op == "MATMUL":
         add("SRAM", f["a_addr"], [f["m"], f["k"]], [f["a_stride_m"], f["a_stride_k"]], 1)
-        add("SRAM", f["b_addr"], [f["k"], f["n"]], [f["b_stride_k"], f["b_stride_n"]], 1)
+        if f["b_type"] == 1:  # int4 B: a box of nibbles, the bytes holding them
+            lo, hi = box(2 * f["b_addr"], [f["k"], f["n"]], [f["b_stride_k"], f["b_stride_n"]], 1)
+            out.append(("SRAM", lo // 2, (hi + 1) // 2))
+        else:
+            add("SRAM", f["b_addr"], [f["k"], f["n"]], [f["b_stride_k"], f["b_stride_n"]], 1)
         add("ACC", f["acc_addr"], [f["m"], f["n"]], [f["acc_stride"], 1], 1)
     elif op == "REQUANT":
         p = f["ch"] if f["param_mode"] == 0 else 1
@@ -268,8 +290,9 @@ def ref_conv(m: Machine, f: dict) -> Writes:
                             for ci in range(f["cin"]):
                                 x = rd(m.sram, f["in_addr"] + iy * f["in_stride_h"]
                                        + ix * f["in_stride_w"] + ci, 1)
-                                k = rd(m.sram, f["w_addr"] + (ky * f["kw"] + kx) * f["w_stride_k"]
-                                       + ci * f["w_stride_ci"] + co * f["w_stride_co"], 1)
+                                k = wt(m.sram, f["w_addr"], (ky * f["kw"] + kx) * f["w_stride_k"]
+                                       + ci * f["w_stride_ci"] + co * f["w_stride_co"],
+                                       f["w_type"])
                                 s += (x - f["in_zp"]) * (k - f["w_zp"])
                 a = f["acc_addr"] + (oy * f["out_w"] + ox) * f["acc_stride"] + co
                 _acc_store(m, out, a, s, f["mode"] == 1)
@@ -282,8 +305,8 @@ def ref_matmul(m: Machine, f: dict) -> Writes:
         for j in range(f["n"]):
             s = sum((rd(m.sram, f["a_addr"] + i * f["a_stride_m"] + t * f["a_stride_k"], 1)
                      - f["a_zp"])
-                    * (rd(m.sram, f["b_addr"] + t * f["b_stride_k"] + j * f["b_stride_n"], 1)
-                       - f["b_zp"]) for t in range(f["k"]))
+                    * (wt(m.sram, f["b_addr"], t * f["b_stride_k"] + j * f["b_stride_n"],
+                          f["b_type"]) - f["b_zp"]) for t in range(f["k"]))
             _acc_store(m, out, f["acc_addr"] + i * f["acc_stride"] + j, s, f["mode"] == 1)
     return out
 
@@ -301,8 +324,8 @@ def ref_dwconv(m: Machine, f: dict) -> Writes:
                         if 0 <= iy < f["in_h"] and 0 <= ix < f["in_w"]:
                             x = rd(m.sram, f["in_addr"] + iy * f["in_stride_h"]
                                    + ix * f["in_stride_w"] + c, 1)
-                            k = rd(m.sram, f["w_addr"] + (ky * f["kw"] + kx) * f["w_stride_k"]
-                                   + c, 1)
+                            k = wt(m.sram, f["w_addr"], (ky * f["kw"] + kx) * f["w_stride_k"]
+                                   + c, f["w_type"])
                             s += (x - f["in_zp"]) * k
                 a = f["acc_addr"] + (oy * f["out_w"] + ox) * f["acc_stride"] + c
                 _acc_store(m, out, a, s, f["mode"] == 1)

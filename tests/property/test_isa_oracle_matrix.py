@@ -1,6 +1,7 @@
 """CONV, MATMUL and DWCONV on the simulator against docs/isa.md in plain integers
 (``isa_ref``): every zero point from -256 to 255, padding, strides, dilation, negative / zero /
-unaligned operand strides, weights in any layout, OVERWRITE and ACCUMULATE (wrapping int32),
+unaligned operand strides, weights in any layout (int8 or int4), OVERWRITE and
+ACCUMULATE (wrapping int32),
 reductions long enough to need more than one exact float32 GEMM, one sample and batches whose
 samples' weights differ (or differ in one byte); and large tiles (the sizes a GEMM library
 takes) against the same formulas evaluated in int64 numpy, itself checked against
@@ -13,12 +14,13 @@ from typing import Any
 import isa_ref as ref
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle_kit import ACC_ENTRIES, ARCH, ZP9, Case, case_of, check, place, program_of, strides_for
 from test_isa_oracle_vector import out_extent, pad
 
 from tessel.isa import AccMode, Engine, Instruction, Opcode
+from tessel.isa.instrs.matrix import WeightType
 from tessel.sim.functional import run_functional
 from tessel.sim.prepare import prepare
 from tessel.sim.state import BatchState, MachineState
@@ -45,6 +47,19 @@ def _layout(draw: Any, ns: list[int], window: int) -> tuple[int, list[int]]:
     return place(draw, ns, ss, 1, window), ss
 
 
+def _weights(draw: Any, ns: list[int], window: int) -> tuple[WeightType, int, list[int]]:
+    """(type, base, strides) of weights of dims ``ns``: int8 as ``_layout``, or int4 (strides
+    in nibbles from nibble ``2 * base``)."""
+    w_type = draw(st.sampled_from([WeightType.I8, WeightType.I8, WeightType.I4]))
+    if w_type is WeightType.I8:
+        return (w_type, *_layout(draw, ns, window))
+    nib, ss = _layout(draw, ns, 2 * window)
+    base = nib // 2 + draw(st.sampled_from([0, nib % 2]))
+    lo, hi = ref.box(2 * base, ns, ss, 1)
+    assume(lo >= 0 and hi <= 2 * window)
+    return w_type, base, ss
+
+
 def _mode(draw: Any) -> AccMode:
     return draw(st.sampled_from(list(AccMode)))
 
@@ -62,14 +77,14 @@ def conv_case(draw: Any, big: bool = False) -> Case:
     window = draw(st.sampled_from([2048, 16384]))
     in_s = draw(strides_for([in_w, in_h], 1, span=cin))
     in_addr = place(draw, [cin, in_w, in_h], [1, *in_s], 1, window)
-    w_addr, (ws_k, ws_ci, ws_co) = _layout(draw, [kh * kw, cin, cout], window)
+    w_type, w_addr, (ws_k, ws_ci, ws_co) = _weights(draw, [kh * kw, cin, cout], window)
     acc_addr, acc_stride = _acc(draw, oh * ow, cout)
     ins = Instruction.make(
         Opcode.CONV, in_addr=in_addr, in_h=in_h, in_w=in_w, in_stride_h=in_s[1],
         in_stride_w=in_s[0], cin=cin, in_zp=draw(ZP9), kh=kh, kw=kw, stride_h=sh, stride_w=sw,
         dil_h=dh, dil_w=dw, pad_top=pt, pad_left=pl, out_h=oh, out_w=ow, cout=cout,
         w_addr=w_addr, w_stride_k=ws_k, w_stride_ci=ws_ci, w_stride_co=ws_co, w_zp=draw(ZP9),
-        acc_addr=acc_addr, acc_stride=acc_stride, mode=_mode(draw))
+        acc_addr=acc_addr, acc_stride=acc_stride, mode=_mode(draw), w_type=w_type)
     return case_of(draw, M, [ins])
 
 
@@ -86,12 +101,12 @@ def matmul_case(draw: Any) -> Case:
     k = draw(st.one_of(st.integers(1, 40), st.integers(100, 300)))  # long: several exact GEMMs
     window = draw(st.sampled_from([2048, 16384]))
     a_addr, (a_sm, a_sk) = _layout(draw, [m, k], window)
-    b_addr, (b_sk, b_sn) = _layout(draw, [k, n], window)
+    b_type, b_addr, (b_sk, b_sn) = _weights(draw, [k, n], window)
     acc_addr, acc_stride = _acc(draw, m, n)
     ins = Instruction.make(
         Opcode.MATMUL, m=m, n=n, k=k, a_addr=a_addr, a_stride_m=a_sm, a_stride_k=a_sk,
         a_zp=draw(ZP9), b_addr=b_addr, b_stride_k=b_sk, b_stride_n=b_sn, b_zp=draw(ZP9),
-        acc_addr=acc_addr, acc_stride=acc_stride, mode=_mode(draw))
+        acc_addr=acc_addr, acc_stride=acc_stride, mode=_mode(draw), b_type=b_type)
     return case_of(draw, M, [ins])
 
 
@@ -115,14 +130,22 @@ def dwconv_case(draw: Any) -> Case:
     in_s = draw(strides_for([in_w, in_h], 1, span=ch))
     in_addr = place(draw, [ch, in_w, in_h], [1, *in_s], 1, window)
     (ws_k,) = draw(strides_for([kh * kw], 1, span=ch))
-    w_addr = place(draw, [ch, kh * kw], [1, ws_k], 1, window)
+    w_type = draw(st.sampled_from([WeightType.I8, WeightType.I8, WeightType.I4]))
+    if w_type is WeightType.I4:  # nibbles from nibble 2 * w_addr
+        nib = place(draw, [ch, kh * kw], [1, ws_k], 1, 2 * window)
+        w_addr = nib // 2 + draw(st.sampled_from([0, nib % 2]))
+        lo, hi = ref.box(2 * w_addr, [ch, kh * kw], [1, ws_k], 1)
+        assume(lo >= 0 and hi <= 2 * window)
+    else:
+        w_addr = place(draw, [ch, kh * kw], [1, ws_k], 1, window)
     acc_addr, acc_stride = _acc(draw, oh * ow, ch)
     engine = draw(st.sampled_from([Engine.MATRIX, Engine.VECTOR]))
     ins = Instruction.make(
         Opcode.DWCONV, in_addr=in_addr, in_h=in_h, in_w=in_w, in_stride_h=in_s[1],
         in_stride_w=in_s[0], ch=ch, in_zp=draw(ZP9), kh=kh, kw=kw, stride_h=sh, stride_w=sw,
         dil_h=dh, dil_w=dw, pad_top=pt, pad_left=pl, out_h=oh, out_w=ow, w_addr=w_addr,
-        w_stride_k=ws_k, acc_addr=acc_addr, acc_stride=acc_stride, mode=_mode(draw))
+        w_stride_k=ws_k, acc_addr=acc_addr, acc_stride=acc_stride, mode=_mode(draw),
+        w_type=w_type)
     return case_of(draw, engine, [ins])
 
 
@@ -148,8 +171,14 @@ def conv_int64(sram: np.ndarray, acc: np.ndarray, f: dict) -> np.ndarray:
             at = np.where(inside, f["in_addr"] + iy * f["in_stride_h"] + ix * f["in_stride_w"]
                           + ci, 0)
             x = np.where(inside, s8[at] - f["in_zp"], 0)
-            k = s8[f["w_addr"] + (ky * f["kw"] + kx) * f["w_stride_k"] + ci_w * f["w_stride_ci"]
-                   + co * f["w_stride_co"]] - f["w_zp"]
+            off = ((ky * f["kw"] + kx) * f["w_stride_k"] + ci_w * f["w_stride_ci"]
+                   + co * f["w_stride_co"])
+            if f["w_type"] == WeightType.I4:  # nibble 2 w_addr + off, sign-extended
+                n = 2 * f["w_addr"] + off
+                v = (sram[n >> 1].astype(np.int64) >> (4 * (n & 1))) & 0xF
+                k = np.where(v >= 8, v - 16, v) - f["w_zp"]
+            else:
+                k = s8[f["w_addr"] + off] - f["w_zp"]
             s += x @ k
     return _store(acc, f, s.reshape(-1, f["cout"]))
 
@@ -159,7 +188,13 @@ def matmul_int64(sram: np.ndarray, acc: np.ndarray, f: dict) -> np.ndarray:
     i, t = np.ix_(np.arange(f["m"]), np.arange(f["k"]))
     t2, j = np.ix_(np.arange(f["k"]), np.arange(f["n"]))
     a = s8[f["a_addr"] + i * f["a_stride_m"] + t * f["a_stride_k"]] - f["a_zp"]
-    b = s8[f["b_addr"] + t2 * f["b_stride_k"] + j * f["b_stride_n"]] - f["b_zp"]
+    off = t2 * f["b_stride_k"] + j * f["b_stride_n"]
+    if f["b_type"] == WeightType.I4:
+        n = 2 * f["b_addr"] + off
+        v = (sram[n >> 1].astype(np.int64) >> (4 * (n & 1))) & 0xF
+        b = np.where(v >= 8, v - 16, v) - f["b_zp"]
+    else:
+        b = s8[f["b_addr"] + off] - f["b_zp"]
     return _store(acc, f, a @ b)
 
 
@@ -199,9 +234,15 @@ BIG = [  # (fields, batch): tiles the simulator hands to a GEMM library, packed 
           in_zp=255, w_zp=-256), 2),
     (dict(op=Opcode.CONV, in_h=10, in_w=10, cin=64, cout=64, kh=3, kw=3, pad_top=1,
           pad_left=1, out_h=10, out_w=10), None),  # zero points 0: the GEMM writes the ACC
+    (dict(op=Opcode.CONV, in_h=16, in_w=16, cin=32, cout=64, kh=3, kw=3, pad_top=1,
+          pad_left=1, out_h=16, out_w=16, in_zp=-128, w_zp=0, w_type=WeightType.I4), None),
+    (dict(op=Opcode.CONV, in_h=9, in_w=9, cin=200, cout=32, kh=3, kw=3, out_h=7, out_w=7,
+          in_zp=3, w_zp=1, w_type=WeightType.I4), 2),
     (dict(op=Opcode.MATMUL, m=197, n=64, k=192, a_zp=-3, b_zp=0), None),
     (dict(op=Opcode.MATMUL, m=64, n=96, k=600, a_zp=255, b_zp=-256), 2),
     (dict(op=Opcode.MATMUL, m=120, n=130, k=576, a_zp=0, b_zp=0), None),
+    (dict(op=Opcode.MATMUL, m=197, n=64, k=192, a_zp=-3, b_zp=0, b_type=WeightType.I4), None),
+    (dict(op=Opcode.MATMUL, m=64, n=96, k=600, a_zp=7, b_zp=2, b_type=WeightType.I4), 2),
 ]
 
 
@@ -245,3 +286,62 @@ def test_large_tiles(kw: dict, n: int | None) -> None:
         for k, (sram, acc) in enumerate(samples):
             got = state.acc_bytes if n is None else state.acc_bytes[k]
             assert np.array_equal(got, form(sram, acc, f)), (run, k)
+
+
+@pytest.mark.parametrize("dataflow", ["WEIGHT_STATIONARY", "OUTPUT_STATIONARY"])
+@pytest.mark.parametrize("kw,field", [
+    (dict(op=Opcode.CONV, in_h=6, in_w=6, cin=7, cout=9, kh=3, kw=3, out_h=4, out_w=4),
+     "w_type"),
+    (dict(op=Opcode.MATMUL, m=5, n=9, k=63), "b_type")])
+def test_int4_weights_read_half_the_bytes(dataflow: str, kw: dict, field: str) -> None:
+    """docs/isa.md's operand path: the weight reads are the bytes as stored, ceil(K*N/2) for
+    int4; MACs and the operand-buffer (unpacked) bytes are those of int8 weights."""
+    from dataclasses import replace
+
+    from tessel.arch.types import Dataflow
+    from tessel.isa.costs import instruction_cost
+
+    arch = replace(ARCH, matrix=replace(ARCH.matrix, dataflow=Dataflow[dataflow]))
+    k_n = 567  # K*N of both, odd: the last byte holds one weight
+    e8 = instruction_cost(_big_instruction(kw), arch).events
+    e4 = instruction_cost(_big_instruction({**kw, field: WeightType.I4}), arch).events
+    assert k_n <= arch.matrix.weight_buffer_bytes // 2  # read once either way
+    assert e8.sram_read_bytes - e4.sram_read_bytes == k_n - (k_n + 1) // 2
+    assert (e4.macs, e4.operand_bytes) == (e8.macs, e8.operand_bytes)
+
+
+@pytest.mark.parametrize("engine", [Engine.MATRIX, Engine.VECTOR])
+def test_int4_depthwise_weights_read_half_the_bytes(engine: Engine) -> None:
+    """DWCONV on either engine: the weight bytes read halve with int4 (the array's weight
+    path reads ``ceil(K*N/2)``; the vector engine reads one input byte and half a weight
+    byte per MAC)."""
+    from tessel.isa.costs import instruction_cost
+
+    kw = dict(in_addr=0, in_h=6, in_w=6, in_stride_h=6 * 7, in_stride_w=7, ch=7, kh=3, kw=3,
+              out_h=4, out_w=4, w_addr=4000, w_stride_k=7, acc_addr=0, acc_stride=7)
+    e8 = instruction_cost(Instruction.make(Opcode.DWCONV, **kw), ARCH, engine).events
+    e4 = instruction_cost(Instruction.make(Opcode.DWCONV, w_type=WeightType.I4, **kw), ARCH,
+                          engine).events
+    weights = 3 * 3 * 7 if engine == Engine.MATRIX else 4 * 4 * 7 * 3 * 3  # read once / per MAC
+    assert e8.sram_read_bytes - e4.sram_read_bytes == weights - (weights + 1) // 2
+    assert e4.macs == e8.macs
+
+
+def test_the_int4_decoder_bounds_a_tile_and_costs_energy() -> None:
+    """docs/isa.md: an int4 tile takes at least ceil(unpacked / int4_decode_per_cycle) cycles
+    and counts one unpacked weight per weight read; an NPU without the decoder refuses it."""
+    from dataclasses import replace
+
+    from tessel.isa.costs import instruction_cost
+
+    kw = dict(op=Opcode.MATMUL, m=2, n=64, k=64, b_type=WeightType.I4)  # little to stream
+    slow = replace(ARCH, matrix=replace(ARCH.matrix, int4_decode_per_cycle=3))
+    fast = instruction_cost(_big_instruction(kw), ARCH)
+    cost = instruction_cost(_big_instruction(kw), slow)
+    assert cost.events.int4_unpacked == fast.events.int4_unpacked == 64 * 64
+    assert cost.cycles == -(-64 * 64 // 3) > fast.cycles
+    assert instruction_cost(_big_instruction({**kw, "b_type": WeightType.I8}),
+                            ARCH).events.int4_unpacked == 0
+    none = replace(ARCH, matrix=replace(ARCH.matrix, int4_weights=False))
+    with pytest.raises(ValueError, match="without the int4 decoder"):
+        instruction_cost(_big_instruction(kw), none)

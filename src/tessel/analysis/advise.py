@@ -24,7 +24,16 @@ from tessel.analysis.estimate import EstimateReport, estimate_graph
 from tessel.arch import NpuArch
 from tessel.arch.decl import AdviseKnob, Limit, Memories, Param, Relax
 from tessel.arch.params import knob_params, param_info
-from tessel.display import TERMINAL_WIDTH, Table, fmt_change, fmt_int, short_repr, summary_html
+from tessel.display import (
+    TERMINAL_WIDTH,
+    Table,
+    fit_text,
+    fmt_change,
+    fmt_int,
+    plural,
+    short_repr,
+    summary_html,
+)
 from tessel.errors import TesselError
 from tessel.ir import Graph
 from tessel.progress import track
@@ -154,13 +163,14 @@ class LayerAdvice:
     """One layer (fused unit): its cost-model bound, the limit that binds it by sensitivity,
     and the % of its cycles each relaxation saves (None: the layer is fused differently)."""
 
-    name: str
+    name: str  # IR name (the key of ``Gain.layer_cycles``)
     op: str
     cycles: int
     bound: str
     binding: Limit
     binding_change: str | None  # the relaxation that saves most, if it saves >= MIN_GAIN_PCT
     gains_pct: dict[str, float | None]
+    layer: str = ""  # what users call it: its module path, else its IR name
 
 
 @dataclass(frozen=True)
@@ -209,10 +219,12 @@ class Advice:
         """The slowest layers, their bound and the change that helps each most."""
         return layer_table(self, max_layers)
 
-    def table(self, max_layers: int = 15, width: int = TERMINAL_WIDTH) -> str:
-        """Text: the ranked relaxations, then the slowest layers and what binds them."""
-        return "\n".join([self.summary(), "", self.ranked_table().text(width), *_notes(self),
-                          "", self.layer_table(max_layers).text(width), *_skipped_rows(self)])
+    def table(self, max_layers: int = 15, width: int | None = TERMINAL_WIDTH) -> str:
+        """Text: the ranked relaxations, then the slowest layers and what binds them, at most
+        ``width`` columns (None: no limit)."""
+        return "\n".join([fit_text(self.summary(), width), "", self.ranked_table().text(width),
+                          *_notes(self), "", self.layer_table(max_layers).text(width),
+                          *(fit_text(x, width) for x in _skipped_rows(self))])
 
     def __repr__(self) -> str:
         top = self.ranked[0] if self.ranked else None
@@ -243,8 +255,7 @@ def ranked_table(a: Advice) -> Table:
             for i, g in enumerate(a.ranked)]
     return Table(("rank", "change", "limit", "latency", "cycles", "energy", "area mm2", "area"),
                  rows, numeric=(True, False, False, True, True, True, True, True),
-                 title="2x relaxations (changes vs now; negative = less)",
-                 max_widths=(None, 44, 16, None, None, None, None, None))
+                 title="2x relaxations (changes vs now; negative = less)")
 
 
 def layer_table(a: Advice, n: int) -> Table:
@@ -253,13 +264,13 @@ def layer_table(a: Advice, n: int) -> Table:
     for x in shown:
         best = (f"{x.binding_change} ({fmt_change(-(x.gains_pct[x.binding_change] or 0.0), 1)})"
                 if x.binding_change else "-")
-        rows.append((x.name, x.op, fmt_int(x.cycles), f"{_pct(x.cycles, a.cycles):.1f}",
-                     x.bound, x.binding.value, best))
+        rows.append((x.layer or x.name, x.op, fmt_int(x.cycles),
+                     f"{_pct(x.cycles, a.cycles):.1f}", x.bound, x.binding.value, best, x.name))
     return Table(("layer", "op", "cycles", "share %", "bound", "binding",
-                  "best change (its cycles)"), rows,
-                 numeric=(False, False, True, True, False, False, False),
-                 title=f"slowest {len(shown)} of {len(a.layers)} layers",
-                 max_widths=(28, 16, None, None, None, 16, 40))
+                  "best change (its cycles)", "IR name"), rows,
+                 numeric=(False, False, True, True, False, False, False, False),
+                 title=f"{len(shown)} slowest of {plural(len(a.layers), 'layer')}",
+                 secondary=(7,))
 
 
 def advise(graph: Graph, arch: NpuArch, *, name: str | None = None) -> Advice:
@@ -327,9 +338,10 @@ def _layer(layer, ranked: tuple[Gain, ...]) -> LayerAdvice:
     best = max(known) if known else None
     if best is not None and best[0] >= MIN_GAIN_PCT:
         limit = next(g.limit for g in ranked if g.change == best[2])
-        return LayerAdvice(layer.name, layer.op, layer.cycles, layer.bound, limit, best[2], gains)
+        return LayerAdvice(layer.name, layer.op, layer.cycles, layer.bound, limit, best[2], gains,
+                           layer.label)
     return LayerAdvice(layer.name, layer.op, layer.cycles, layer.bound,
-                       _BOUND_LIMIT.get(layer.bound, Limit.MAC_ARRAY), None, gains)
+                       _BOUND_LIMIT.get(layer.bound, Limit.MAC_ARRAY), None, gains, layer.label)
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ def write_reports(args: argparse.Namespace, compiled: CompiledModel) -> list[Pat
     written = []
     if csv_path:
         written.append(write_csv(compiled.profile, csv_path,
-                                 timeline.sram_peaks.per_layer_sram))
+                                 timeline.sram_peaks.per_layer_working_set))
     if trace_path:
         written.append(write_trace(compiled, trace_path, timeline))
     if html_path:

@@ -12,25 +12,31 @@ from typing import Any
 
 from tessel.arch import CompileOptions, NpuArch, load_target
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
-from tessel.display import Table, fmt_int, short_repr, summary_html
+from tessel.display import Table, fmt_int, plural, short_repr, summary_html
 from tessel.ir import Graph
 from tessel.isa.costs import Events, energy_breakdown_pj, static_energy_pj
 from tessel.lower.legalize import legalize
 from tessel.lower.partition import partition
 from tessel.ops.registry import node_macs
-from tessel.runtime.profile import TOP_LAYERS, InferenceFigures
+from tessel.runtime.profile import TOP_LAYERS, InferenceFigures, layer_label
 from tessel.schedule.events import step_events
 from tessel.schedule.plan import plan
 
 
 @dataclass(frozen=True)
 class LayerEstimate:
-    name: str
+    name: str  # the IR name of the step (its last node's, or the fused chain's)
     op: str
     mapping: str
     bound: str
     cycles: int
     macs: int
+    loc: str = ""  # source location of its last node: ``file:line (module a.b.c)``
+
+    @property
+    def label(self) -> str:
+        """What users call the layer: its module path, else its IR name."""
+        return layer_label(self.name, self.loc)
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,8 @@ class EstimateReport(InferenceFigures):
     def summary(self) -> str:
         rd, wr = sum(self.bytes_read.values()), sum(self.bytes_written.values())
         return (f"estimate for {self.model} on {self.target}: {self.cycles:,} cycles = "
-                f"{self.latency_ms:.3f} ms; energy {self.energy_uj:.2f} uJ; MAC utilisation "
-                f"{100 * self.mac_utilisation:.1f} %; off-chip read {rd / 1e6:.2f} MB, written "
+                f"{self.latency_ms:.3f} ms\nenergy {self.energy_uj:.2f} uJ; MAC utilisation "
+                f"{100 * self.mac_utilisation:.1f} %\noff-chip read {rd / 1e6:.2f} MB, written "
                 f"{wr / 1e6:.2f} MB; host ops {len(self.host_ops)}")
 
     def layer_table(self, top: int | None = None) -> Table:
@@ -52,13 +58,13 @@ class EstimateReport(InferenceFigures):
         layers = list(self.layers) if top is None else sorted(
             self.layers, key=lambda x: -x.cycles)[:top]
         share = [100 * x.cycles / self.cycles if self.cycles else 0.0 for x in layers]
-        title = (f"{len(layers)} slowest of {len(self.layers)} layers" if top is not None
-                 else f"{len(layers)} layers")
-        return Table(("layer", "op", "cycles", "share %", "bound", "MACs", "mapping"),
-                     [(x.name, x.op, fmt_int(x.cycles), f"{share[i]:.1f}", x.bound,
-                       fmt_int(x.macs), x.mapping) for i, x in enumerate(layers)],
-                     numeric=(False, False, True, True, False, True, False), title=title,
-                     max_widths=(30, 16, None, None, None, None, 26))
+        title = (f"{len(layers)} slowest of {plural(len(self.layers), 'layer')}"
+                 if top is not None else plural(len(layers), "layer"))
+        return Table(("layer", "op", "cycles", "share %", "bound", "MACs", "mapping", "IR name"),
+                     [(x.label, x.op, fmt_int(x.cycles), f"{share[i]:.1f}", x.bound,
+                       fmt_int(x.macs), x.mapping, x.name) for i, x in enumerate(layers)],
+                     numeric=(False, False, True, True, False, True, False, False), title=title,
+                     secondary=(7,))
 
     def __repr__(self) -> str:
         return short_repr("EstimateReport", [
@@ -68,7 +74,8 @@ class EstimateReport(InferenceFigures):
             ("host_ops", len(self.host_ops))])
 
     def _repr_html_(self) -> str:
-        return summary_html(f"EstimateReport {self.model} on {self.target}", [self.summary()],
+        return summary_html(f"EstimateReport {self.model} on {self.target}",
+                            self.summary().split("\n"),
                             [self.layer_table(TOP_LAYERS)])
 
     def _repr_markdown_(self) -> str:
@@ -97,7 +104,8 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
             events = events + step_events(step.work, arch, step.tally)
         layers.append(LayerEstimate(step.name, step.op, str(step.mapping),
                                     step.estimate.bound.value, step.estimate.cycles,
-                                    sum(node_macs(graph, n) for n in step.nodes)))
+                                    sum(node_macs(graph, n) for n in step.nodes),
+                                    str(step.nodes[-1].loc)))
     cycles = schedule.cycles
     host = tuple(f"%{n.name} = {n.op.value} at {n.loc}" for n in part.host_ops + part.moved_to_host)
     if timing_only:

@@ -8,7 +8,8 @@ are those of docs/figures.md):
 * average power at ``fps`` frames per second = dynamic energy per inference x fps + static
   power (the NPU leaks all the time, and idles between frames);
 * TOPS/W = 2 x MACs / energy per inference (ops per pJ = TOPS/W);
-* peak SRAM = highest scratchpad byte touched by any instruction (``timeline.sram_peaks``);
+* SRAM: the largest layer working set (the scratchpad bytes one layer's instructions touch),
+  and the highest scratchpad byte touched by any instruction (``timeline.sram_peaks``);
 * DRAM arena = the activation arena the memory planner laid out, vs one buffer per tensor.
 """
 
@@ -41,7 +42,9 @@ class Summary:
     static_power_mw: float
     fps_achievable: bool  # fps <= throughput
     tops_per_w: float
-    sram_peak_bytes: int
+    sram_peak_bytes: int  # highest scratchpad byte + 1 touched by any instruction
+    sram_working_set_bytes: int  # the largest layer working set
+    sram_working_set_layer: str  # that layer's name
     sram_bytes: int  # capacity of the preset
     acc_peak_bytes: int
     arena_peak_bytes: int
@@ -83,7 +86,11 @@ def summarize(profile: Profile, timeline: Timeline, fps: float = 30.0) -> Summar
         + arch.energy.static_power_mw,
         static_power_mw=arch.energy.static_power_mw, fps_achievable=fps <= throughput,
         tops_per_w=2 * profile.macs / total_pj if total_pj > 0 else 0.0,
-        sram_peak_bytes=peaks.sram_bytes, sram_bytes=arch.onchip.sram_bytes,
+        sram_peak_bytes=peaks.sram_bytes,
+        sram_working_set_bytes=peaks.largest_working_set[0],
+        sram_working_set_layer=(profile.layers[peaks.largest_working_set[1]].label
+                                if peaks.largest_working_set[1] >= 0 else ""),
+        sram_bytes=arch.onchip.sram_bytes,
         acc_peak_bytes=peaks.acc_bytes, arena_peak_bytes=profile.arena_peak_bytes,
         arena_naive_bytes=profile.arena_naive_bytes,
         offchip_read_bytes=sum(profile.bytes_read.values()),
@@ -108,9 +115,11 @@ def summary_rows(s: Summary) -> list[tuple[str, str, str]]:
         ("mac_utilisation", "MAC utilisation",
          f"{100 * s.mac_utilisation:.1f} % ({s.macs / 1e6:.2f} M MACs; {s.achieved_tops:.4f} "
          f"of {s.peak_tops:.4f} peak TOPS)"),
-        ("sram_peak", "Peak SRAM use", f"{s.sram_peak_bytes / 1024:.1f} KiB of "
-                                       f"{s.sram_bytes / 1024:.0f} KiB "
-                                       f"(accumulators {s.acc_peak_bytes / 1024:.1f} KiB)"),
+        ("sram_peak", "SRAM use",
+         f"largest layer working set {s.sram_working_set_bytes / 1024:.1f} KiB"
+         + (f" ({s.sram_working_set_layer})" if s.sram_working_set_layer else "")
+         + f"; highest byte touched {s.sram_peak_bytes / 1024:.1f} KiB of "
+           f"{s.sram_bytes / 1024:.0f} KiB (accumulators {s.acc_peak_bytes / 1024:.1f} KiB)"),
         ("dram_arena", "DRAM arena peak", f"{s.arena_peak_bytes / mb:.3f} MB (naive "
                                           f"{s.arena_naive_bytes / mb:.3f} MB)"),
         ("offchip_traffic", "Off-chip traffic",

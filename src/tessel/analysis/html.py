@@ -19,6 +19,7 @@ from tessel.analysis import plots
 from tessel.analysis.figures import Summary, check_fps, summarize, summary_rows
 from tessel.analysis.table import columns, layer_rows
 from tessel.analysis.timeline import Timeline, build_timeline
+from tessel.display import plural
 from tessel.fileio import write_atomic as write_text
 from tessel.runtime.compiled import CompiledModel
 from tessel.runtime.profile import Profile
@@ -32,6 +33,7 @@ th, td { border: 1px solid #ddd; padding: 2px 6px; }
 th { background: #f3f3f3; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.clip { max-width: 9em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+td.wrap { min-width: 8em; max-width: 16em; overflow-wrap: anywhere; }
 .wide { overflow-x: auto; } .note { color: #555; font-size: 0.9em; }
 #layer-table { font-size: 0.8em; }
 #layer-table th { cursor: pointer; vertical-align: bottom; min-width: 3em; }
@@ -55,7 +57,7 @@ SCRIPT = """
     rows.forEach(function (r, i) {
       r.style.display = (i >= page * size && i < (page + 1) * size) ? "" : "none"; });
     pager.querySelector("span").textContent = "page " + (page + 1) + " of " + pages +
-      " (" + rows.length + " layers)";
+      " (" + rows.length + (rows.length === 1 ? " layer)" : " layers)");
   }
   pager.innerHTML = '<button type="button">previous</button><button type="button">next' +
     '</button><button type="button">all</button><span></span>';
@@ -95,8 +97,9 @@ def _img(png: bytes, alt: str, ident: str) -> str:
 def _summary_section(s: Summary) -> str:
     rows = "".join(f'<tr data-field="{_e(key)}"><th>{_e(label)}</th><td>{_e(value)}</td></tr>'
                    for key, label, value in summary_rows(s))
-    notes = ["Peak SRAM use is the highest scratchpad byte any instruction touches (each "
-             "layer's SRAM is allocated from address 0)."]
+    notes = ["A layer's SRAM working set is the scratchpad bytes its instructions touch (tiles "
+             "and the resident tensors it reads or writes); the highest byte touched includes "
+             "tensors kept resident on chip between layers."]
     if not s.fps_achievable:
         notes.append(f"The frame rate {s.fps:g} fps is above the throughput "
                      f"({s.throughput_ips:,.1f} inferences/s): the design cannot keep up.")
@@ -118,14 +121,16 @@ def _roofline_section(profile: Profile, tl: Timeline) -> str:
     pts = plots.roofline_points(profile)
     skipped = len(profile.layers) - len(pts)
     no_bytes = sum(1 for p in pts if p.intensity == float("inf"))
-    notes = [f"{len(pts)} layers plotted; compute roof {tl.compiled.arch.peak_macs_per_cycle} "
+    notes = [f"{plural(len(pts), 'layer')} plotted; compute roof {tl.compiled.arch.peak_macs_per_cycle} "
              "MACs/cycle; bandwidth roofs: "
              + "; ".join(r.label for r in plots.bandwidth_roofs(tl)) + "."]
     if skipped:
-        notes.append(f"{skipped} layers without MACs (pooling, element-wise, data movement) "
+        notes.append(f"{plural(skipped, 'layer')} without MACs (pooling, element-wise, data "
+                     "movement) "
                      "are not plotted.")
     if no_bytes:
-        notes.append(f"{no_bytes} layers moved no off-chip byte; drawn at the right edge.")
+        notes.append(f"{plural(no_bytes, 'layer')} moved no off-chip byte; drawn at the right "
+                     "edge.")
     return ('<section id="roofline"><h2>Roofline</h2>'
             + _img(plots.roofline_png(profile, tl), "roofline", "roofline-plot")
             + "".join(f'<p class="note">{_e(n)}</p>' for n in notes) + "</section>")
@@ -142,26 +147,27 @@ def _timeline_section(profile: Profile, tl: Timeline) -> str:
 
 def _layers_section(profile: Profile, tl: Timeline) -> str:
     cols = columns(profile, with_sram=True)
-    raw = layer_rows(profile, tl.sram_peaks.per_layer_sram)
-    pretty = layer_rows(profile, tl.sram_peaks.per_layer_sram, pretty=True)
-    shown = [k for k, c in enumerate(cols) if c.key != "name"]  # the IR name: a tooltip
-    head = "".join(f'<th data-key="{_e(cols[k].key)}">{_e(cols[k].label)}</th>' for k in shown)
-    body = "".join("<tr>" + "".join(_cell(cols[k], r[k], p[k], p[0]) for k in shown) + "</tr>"
+    raw = layer_rows(profile, tl.sram_peaks.per_layer_working_set)
+    pretty = layer_rows(profile, tl.sram_peaks.per_layer_working_set, pretty=True)
+    head = "".join(f'<th data-key="{_e(c.key)}">{_e(c.label)}</th>' for c in cols)
+    body = "".join("<tr>" + "".join(_cell(c, r[k], p[k]) for k, c in enumerate(cols)) + "</tr>"
                    for r, p in zip(raw, pretty, strict=True))
-    note = ("Layers are named by their PyTorch module path (hover for the IR name and the full "
-            "text of a clipped cell). Click a header to sort; numbers use thousands separators.")
+    note = ("Layers are named by their PyTorch module path (their IR name when the model "
+            "recorded no module); the IR name is the second column. Hover over a clipped "
+            "source cell for its full path. Click a header to sort; numbers use thousands "
+            "separators.")
     return (f'<section id="layers"><h2>Layers ({len(profile.layers)})</h2>'
             f'<p class="note">{_e(note)}</p><div class="pager" id="layer-pager"></div>'
             f'<div class="wide"><table id="layer-table"><thead><tr>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table></div></section>")
 
 
-def _cell(col, raw: str, text: str, ir_name: str) -> str:
+def _cell(col, raw: str, text: str) -> str:
     if col.numeric:
         return f'<td class="num" data-v="{_e(raw)}">{_e(text)}</td>'
-    if col.key == "module":
-        return f'<td title="IR {_e(ir_name)}">{_e(text)}</td>'
-    if col.key in ("loc", "mapping"):
+    if col.key in ("mapping", "ir_name"):  # whole, wrapped: never hidden
+        return f'<td class="wrap">{_e(text)}</td>'
+    if col.key == "loc":
         return f'<td class="clip" title="{_e(text)}">{_e(text)}</td>'
     return f"<td>{_e(text)}</td>"
 
@@ -190,8 +196,10 @@ DEFINITIONS = (
      "ops, LUT lookups) x the preset's per-event energies, plus static power x latency."),
     ("Average power", "Dynamic energy per inference x frame rate + static power (the NPU "
      "leaks all the time and idles between frames)."),
-    ("Peak SRAM", "The highest scratchpad byte any instruction touches (each layer's SRAM is "
-     "allocated from address 0)."),
+    ("SRAM working set", "The scratchpad bytes a layer's instructions touch (the union of their "
+     "operand boxes, resident tensors included); the summary gives the largest, and the "
+     "highest scratchpad byte any instruction touches (tensors kept resident between layers "
+     "sit at the top of the scratchpad)."),
     ("TOPS/W", "2 x MACs / energy per inference (one MAC = two operations)."),
     ("Layer cycles", "A layer's span in the schedule, first instruction start to last "
      "instruction end on any engine; layers overlap in a pipelined schedule, so shares of "

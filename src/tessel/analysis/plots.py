@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from tessel.analysis.timeline import PROGRAM_LAYER, Timeline
+from tessel.display import plural
 from tessel.isa.fields import Engine
 from tessel.runtime.profile import Profile
 
@@ -72,7 +73,8 @@ def bandwidth_roofs(timeline: Timeline) -> list[Roof]:
     return roofs
 
 
-def _figure(width: float, height: float):
+def figure(width: float, height: float):
+    """A matplotlib Figure on its own Agg canvas (no pyplot state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -81,7 +83,8 @@ def _figure(width: float, height: float):
     return fig
 
 
-def _png(fig) -> bytes:
+def png_bytes(fig) -> bytes:
+    """The figure as PNG bytes (no timestamp or software tag: the same bytes every run)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     return buf.getvalue()
@@ -91,7 +94,7 @@ def roofline_png(profile: Profile, timeline: Timeline) -> bytes:
     points = roofline_points(profile)
     peak = float(timeline.compiled.arch.peak_macs_per_cycle)
     roofs = bandwidth_roofs(timeline)
-    fig = _figure(8, 5)
+    fig = figure(8, 5)
     ax = fig.add_subplot(1, 1, 1)
     finite = [p.intensity for p in points if math.isfinite(p.intensity)]
     ridges = [peak / r.bytes_per_cycle for r in roofs]
@@ -121,12 +124,13 @@ def roofline_png(profile: Profile, timeline: Timeline) -> bytes:
     ax.set_ylim(ymin, peak * 2)
     ax.set_xlabel("arithmetic intensity (MACs per off-chip byte)")
     ax.set_ylabel("achieved MACs per cycle")
-    ax.set_title(f"Roofline: {len(points)} layers with MACs on {timeline.compiled.arch.name}")
+    ax.set_title(f"Roofline: {plural(len(points), 'layer')} with MACs on "
+                 f"{timeline.compiled.arch.name}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()  # before the labels: their overlap test needs the final axes geometry
     _label_slowest(ax, points, hi)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 _LEADER = {"arrowstyle": "-", "lw": 0.5, "color": "0.45", "shrinkA": 0, "shrinkB": 3}
@@ -170,7 +174,7 @@ def energy_groups(energy_pj: dict[str, float], offchip: list[str]) -> list[tuple
 def energy_png(profile: Profile, timeline: Timeline) -> bytes:
     groups = energy_groups(profile.energy_pj, [m.name for m in timeline.compiled.arch.offchip])
     total = math.fsum(v for _, v in groups) or 1.0
-    fig = _figure(8, 0.45 * len(groups) + 1.2)
+    fig = figure(8, 0.45 * len(groups) + 1.2)
     ax = fig.add_subplot(1, 1, 1)
     labels = [g for g, _ in groups][::-1]
     values = [v / 1e6 for _, v in groups][::-1]
@@ -182,7 +186,7 @@ def energy_png(profile: Profile, timeline: Timeline) -> bytes:
     ax.set_xlabel("energy per inference (uJ)")
     ax.set_title(f"Energy breakdown: {total / 1e6:.3f} uJ per inference")
     fig.tight_layout()
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def top_layers(profile: Profile, k: int = TOP_LAYERS) -> list[int]:
@@ -207,7 +211,7 @@ def timeline_png(profile: Profile, timeline: Timeline) -> bytes:
 
     us = 1e6 / timeline.compiled.arch.clock_hz
     colours = layer_colours(profile)
-    fig = _figure(11, 5.5)
+    fig = figure(11, 5.5)
     gantt, bw = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
     engines = list(Engine)
     for row, e in enumerate(engines):
@@ -222,15 +226,16 @@ def timeline_png(profile: Profile, timeline: Timeline) -> bytes:
     top = top_layers(profile)
     handles = [Patch(color=colours[k], label=_short(profile.layers[k].label)) for k in top]
     if len(profile.layers) > len(top):
-        handles.append(Patch(color=GREY, label=f"other {len(profile.layers) - len(top)} layers"))
+        handles.append(Patch(color=GREY, label=f"other {plural(len(profile.layers) - len(top), 'layer')}"))
     if any(sl.layer_index < 0 for sl in timeline.slices):
         handles.append(Patch(color=PROGRAM_GREY, label=PROGRAM_LAYER))
     if handles:
         gantt.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0),
-                     title=f"slowest {len(top)} layers", title_fontsize=7)
+                     title="slowest layer" if len(top) == 1 else f"slowest {len(top)} layers",
+                     title_fontsize=7)
     _bandwidth_axis(bw, timeline, us)
     fig.tight_layout()
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _short(name: str, width: int = 28) -> str:

@@ -1,10 +1,12 @@
 """The per-layer table (one row per layer, like Vela's per-layer CSV), shared by the CSV and
 the HTML report so that both show the same columns with the same definitions.
 
-Columns (docs/analysis.md): ``cycles`` is the span of the layer in the simulated schedule
-(first instruction start to last instruction end, all engines), so layers that overlap in a
-pipelined schedule are each charged their whole span and ``cycles_share_pct`` may sum to more
-or less than 100; ``estimate_error_pct`` = (analytical estimate - simulated) / simulated.
+Columns (docs/analysis.md): ``layer`` is the layer's one name, its PyTorch module path (its
+IR name when the frontend recorded no module), ``ir_name`` its IR name; ``cycles`` is the span
+of the layer in the simulated schedule (first instruction start to last instruction end, all
+engines), so layers that overlap in a pipelined schedule are each charged their whole span and
+``cycles_share_pct`` may sum to more or less than 100; ``estimate_error_pct`` = (analytical
+estimate - simulated) / simulated.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class Column:
 
 def columns(profile: Profile, with_sram: bool) -> list[Column]:
     mems = list(profile.bytes_read)
-    cols = [Column("name", "IR name", False), Column("module", "layer", False),
+    cols = [Column("layer", "layer", False), Column("ir_name", "IR name", False),
             Column("op", "op", False),
             Column("loc", "source", False), Column("mapping", "mapping", False),
             Column("bound", "bound (estimate)", False), Column("cycles", "cycles", True),
@@ -37,7 +39,7 @@ def columns(profile: Profile, with_sram: bool) -> list[Column]:
         cols += [Column(f"{m}_read_bytes", f"{m} read B", True),
                  Column(f"{m}_written_bytes", f"{m} written B", True)]
     if with_sram:
-        cols.append(Column("sram_peak_bytes", "SRAM peak B", True))
+        cols.append(Column("sram_working_set_bytes", "SRAM working set B", True))
     cols += [Column("energy_pj", "energy pJ", True),
              Column("cycles_share_pct", "share of cycles %", True)]
     return cols
@@ -48,7 +50,7 @@ def layer_rows(profile: Profile, sram: Sequence[int] | None = None, *,
     """Cells of every layer, in the order of ``columns(profile, sram is not None)``: plain
     numbers (CSV), or with ``pretty`` thousands separators and short source paths (HTML)."""
     if sram is not None and len(sram) != len(profile.layers):
-        raise ValueError(f"{len(sram)} SRAM peaks for {len(profile.layers)} layers")
+        raise ValueError(f"{len(sram)} SRAM working sets for {len(profile.layers)} layers")
     return [_row(profile, lay, None if sram is None else sram[k], pretty)
             for k, lay in enumerate(profile.layers)]
 
@@ -57,7 +59,7 @@ def _row(profile: Profile, lay: LayerStats, sram: int | None, pretty: bool) -> l
     err = 100 * (lay.estimated_cycles - lay.cycles) / lay.cycles if lay.cycles else 0.0
     share = 100 * lay.cycles / profile.cycles if profile.cycles else 0.0
     n = (lambda v: f"{v:,}") if pretty else str
-    cells = [lay.name, lay.label if pretty else lay.module, lay.op,
+    cells = [lay.label, lay.name, lay.op,
              short_source(lay.loc) if pretty else lay.loc, lay.mapping, lay.bound, n(lay.cycles),
              n(lay.estimated_cycles), f"{err:.2f}", n(lay.macs),
              f"{100 * lay.mac_utilisation:.2f}"]

@@ -26,6 +26,7 @@ from tessel.isa.fields import Engine
 from tessel.isa.footprint import Space, accesses
 from tessel.isa.table import Opcode
 from tessel.runtime.compiled import CompiledModel
+from tessel.runtime.profile import layer_label
 from tessel.sim.prepare import PreparedProgram, prepared
 from tessel.sim.timing import DMA_OPS, InstrTimes, instr_times, op_timings
 
@@ -38,7 +39,7 @@ class EngineSlice:
     """A run of consecutive instructions of one layer on one engine."""
 
     engine: Engine
-    layer: str
+    layer: str  # the layer's name (module path, else IR name: profile.layer_label)
     layer_index: int  # position in metadata["layers"], -1 for PROGRAM_LAYER
     start: int  # cycle
     end: int
@@ -96,11 +97,24 @@ class Timeline:
 
 @dataclass(frozen=True)
 class SramPeaks:
-    """Highest on-chip address + 1 touched by any instruction: per layer and overall (bytes)."""
+    """On-chip memory use: the highest address + 1 touched by any instruction (overall and per
+    layer), and per layer its working set: the scratchpad bytes its instructions touch (the
+    union of their operand boxes: what the layer itself needs, resident tensors it reads or
+    writes included)."""
 
     sram_bytes: int
     acc_bytes: int
-    per_layer_sram: tuple[int, ...]  # in metadata["layers"] order
+    per_layer_sram: tuple[int, ...]  # highest byte + 1, in metadata["layers"] order
+    per_layer_working_set: tuple[int, ...] = ()  # bytes touched, same order
+
+    @property
+    def largest_working_set(self) -> tuple[int, int]:
+        """(bytes, layer index) of the layer with the largest working set ((0, -1): none)."""
+        ws = self.per_layer_working_set
+        if not ws:
+            return 0, -1
+        k = max(range(len(ws)), key=lambda k: (ws[k], -k))
+        return ws[k], k
 
 
 def build_timeline(compiled: CompiledModel) -> Timeline:
@@ -108,7 +122,8 @@ def build_timeline(compiled: CompiledModel) -> Timeline:
     prep = prepared(compiled.program, compiled.arch)
     sched = instr_times(prep)
     owners = _owners(prep, compiled.program.metadata.get("layers", []))
-    names = [info["name"] for info in compiled.program.metadata.get("layers", [])]
+    names = [layer_label(info["name"], info.get("loc", ""))
+             for info in compiled.program.metadata.get("layers", [])]
     slices: list[EngineSlice] = []
     for e in Engine:
         slices.extend(_engine_slices(prep, sched, e, owners[e], names))
@@ -186,15 +201,13 @@ def _transfers(prep: PreparedProgram, sched: InstrTimes) -> tuple[Transfer, ...]
 
 
 def sram_peaks(compiled: CompiledModel) -> SramPeaks:
-    """Scratchpad and accumulator high-water marks from every instruction's operand boxes.
-
-    The compiler allocates each layer's SRAM from address 0 (``ops.context.SramPlan``),
-    so the highest byte touched is the scratchpad that layer needs.
-    """
+    """Scratchpad and accumulator high-water marks, and each layer's scratchpad working set,
+    from every instruction's operand boxes."""
     prep = prepared(compiled.program, compiled.arch)
     layers = compiled.program.metadata.get("layers", [])
     owners = _owners(prep, layers)
     per_layer = [0] * len(layers)
+    boxes: list[list[tuple[int, int]]] = [[] for _ in layers]
     sram = acc = 0
     for e in Engine:
         for i, op in enumerate(prep.queues[e]):
@@ -206,6 +219,20 @@ def sram_peaks(compiled: CompiledModel) -> SramPeaks:
                     k = int(owners[e][i])
                     if k >= 0:
                         per_layer[k] = max(per_layer[k], a.hi)
+                        boxes[k].append((a.lo, a.hi))
                 elif a.space is Space.ACC:
                     acc = max(acc, a.hi)
-    return SramPeaks(sram, 4 * acc, tuple(per_layer))
+    return SramPeaks(sram, 4 * acc, tuple(per_layer), tuple(_union_bytes(b) for b in boxes))
+
+
+def _union_bytes(ranges: list[tuple[int, int]]) -> int:
+    """Bytes covered by the [lo, hi) ranges (overlaps counted once)."""
+    total, end = 0, None
+    for lo, hi in sorted(ranges):
+        if end is None or lo > end:
+            total += hi - lo
+            end = hi
+        elif hi > end:
+            total += hi - end
+            end = hi
+    return total

@@ -3,7 +3,8 @@
 Open it at ui.perfetto.dev or chrome://tracing. Layout (the JSON object format of the
 Trace Event Format): one process (the NPU), one thread (track) per engine; on each track one
 complete event ("X") per layer slice (``timeline.EngineSlice``: consecutive instructions of
-one layer, named after the layer, args op / mapping / instruction counts), with nested
+one layer, named after the layer's module path, args IR name / op / mapping / instruction
+counts), with nested
 "X" events for the bursts in which the engine ran work (named after their opcodes; the gaps
 are stalls); and one counter ("C") per off-chip memory with its average bandwidth in GB/s
 over short bins. Timestamps and durations are microseconds at the preset's clock,
@@ -65,7 +66,8 @@ def _meta(name: str, tid: int, args: dict[str, Any]) -> dict[str, Any]:
 def _slice_events(sl: EngineSlice, info: dict[str, Any], ns: float) -> list[dict[str, Any]]:
     """The layer slice and its bursts (nested inside it on the same track)."""
     work = sum(n for _, n in sl.opcodes)
-    args = {"op": str(info.get("op", "")), "mapping": str(info.get("mapping", "")),
+    args = {"ir_name": str(info.get("name", "")), "op": str(info.get("op", "")),
+            "mapping": str(info.get("mapping", "")),
             "loc": str(info.get("loc", "")), "instructions": sl.instructions,
             "work_instructions": work, "opcodes": dict(sl.opcodes),
             "start_cycle": sl.start, "end_cycle": sl.end, "busy_cycles": sl.busy_cycles}

@@ -6,7 +6,10 @@ parameter gets from its type. A rule that reads other parameters (``reads_arch``
 be checked on a whole ``NpuArch``; the others also check a value alone (an explored value).
 
 The limits come from the ISA's field widths (docs/isa.md): e.g. the accumulator is addressed
-by a 24-bit entry index, an off-chip address is 32 bits, a memory index 3 bits.
+by a 24-bit entry index, an off-chip address is 32 bits, a memory index 3 bits. The ISA package
+derives them from its field table (``tessel.isa.limits``) but sits above this one (its costs
+read the parameters), so they are written here too, and tests/unit/isa/test_isa_limits.py
+checks each equals the ISA's.
 """
 
 from __future__ import annotations

@@ -23,12 +23,14 @@ from tessel.errors import TesselConfigError
 H45_INT8_MULT_PJ = 0.2
 H45_INT32_ADD_PJ = 0.1
 H45_INT32_MULT_PJ = 3.1
+H45_INT8_ADD_PJ = 0.03
 # 64-bit SRAM (cache) access energy by array size (bytes -> pJ per 64-bit access)
 H45_SRAM_64B_PJ = ((8 * 1024, 10.0), (32 * 1024, 20.0), (1024 * 1024, 100.0))
 H45_DRAM_32B_PJ = 640.0  # "32b DRAM read"
 H45_AREA_INT8_MULT_UM2 = 282.0
 H45_AREA_INT32_ADD_UM2 = 137.0
 H45_AREA_INT32_MULT_UM2 = 3495.0
+H45_AREA_INT8_ADD_UM2 = 36.0
 
 # --- other sources and stated assumptions -----------------------------------------------------
 # 6T bit cell of Intel's 45 nm process: 0.346 um^2 (Mistry et al., IEDM 2007).
@@ -36,6 +38,10 @@ BITCELL_45NM_UM2 = 0.346
 ARRAY_EFFICIENCY = 0.7  # assumption: bit cells are 70% of a macro (periphery, sense amps)
 FIXED_AREA_45NM_MM2 = 0.2  # assumption: control, sequencers, DMA, interconnect at 45 nm
 LEAKAGE_MW_PER_MM2 = 10.0  # assumption: low-power library, ~10 mW/mm^2 at nominal Vdd
+# assumption: unpacking an int4 weight (a nibble select and sign extension) costs a tenth of an
+# 8-bit add's energy, and a decoder lane (one weight per cycle) a quarter of its area
+INT4_DECODE_OF_INT8_ADD_ENERGY = 0.1
+INT4_DECODE_OF_INT8_ADD_AREA = 0.25
 VDD_BY_NODE = {45: 0.9, 28: 0.9, 22: 0.8, 16: 0.8, 12: 0.8, 7: 0.75, 5: 0.7}
 
 
@@ -85,6 +91,7 @@ def horowitz_energy(
         "flash_byte_pj": H45_DRAM_32B_PJ / 4,  # assumption: no Horowitz figure; DRAM's used
         "vector_lane_op_pj": (H45_INT32_MULT_PJ + H45_INT32_ADD_PJ) * s,
         "lut_lookup_pj": 2 * sram_pj_per_byte_45(2 * lut_entries) * s,
+        "int4_decode_pj": H45_INT8_ADD_PJ * INT4_DECODE_OF_INT8_ADD_ENERGY * s,
     }
 
 
@@ -96,4 +103,5 @@ def horowitz_area(node_nm: int) -> dict[str, float]:
         "sram_kib_mm2": 8192 * BITCELL_45NM_UM2 / ARRAY_EFFICIENCY * a,
         "vector_lane_mm2": (H45_AREA_INT32_MULT_UM2 + H45_AREA_INT32_ADD_UM2) * a,
         "fixed_mm2": FIXED_AREA_45NM_MM2 * area_scale(node_nm),
+        "int4_decode_lane_mm2": H45_AREA_INT8_ADD_UM2 * INT4_DECODE_OF_INT8_ADD_AREA * a,
     }

@@ -75,6 +75,11 @@ class MatrixEngine:
     tile's input (halo included) is read once when it fits ``input_buffer_bytes``, else once per
     column fold; OS weights are read once when the tile's weights fit ``weight_buffer_bytes``,
     else once per row fold (WS weights are preloaded into the array once per fold anyway).
+
+    int4 weights (docs/isa.md, ``w_type`` / ``b_type`` I4) travel packed, two per byte, as far
+    as the weight buffer; a decoder between it and the array unpacks ``int4_decode_per_cycle``
+    of them per cycle into the int8 they equal. Without it (``int4_weights`` false) layers with
+    int4 weights are refused.
     """
 
     rows: int = param(doc="`R`, the rows of the systolic array", checks=(Pow2(512),),
@@ -99,6 +104,13 @@ class MatrixEngine:
         16384, doc="weight buffer (OS re-reads weights per row fold when they do not fit)",
         unit="bytes", checks=(IntIn(0, MAX_SRAM_BYTES),), explore=Explore("wb"),
         area_term=True, summary=True)
+    int4_weights: bool = param(
+        True, doc="the weight path has the int4 decoder (`false`: int4 layers are refused)",
+        since=2, area_term=True, summary=True)
+    int4_decode_per_cycle: int = param(
+        128, doc="int4 weights the decoder unpacks per cycle (assumption: two per byte of a "
+        "64-byte operand port)", unit="weights/cycle", checks=(IntIn(1, 65536),), affects=COSTS,
+        since=2, area_term=True)
 
 
 @dataclass(frozen=True)
@@ -171,6 +183,9 @@ class Energy:
     static_power_mw: float = _figure("leakage power", unit="mW", summary=True)
     operand_buffer_byte_pj: float = _figure("one byte the array reads from its operand buffers",
                                             0.0)
+    int4_decode_pj: float = _figure(
+        "one int4 weight unpacked to int8 (assumption: a nibble select and sign extension, "
+        "a tenth of an 8-bit add; tessel.arch.sources)", 0.003, since=2)
 
     def offchip_byte_pj(self, kind: MemoryKind) -> float:
         """Energy of moving one byte to or from an off-chip memory of ``kind``."""
@@ -190,6 +205,9 @@ class Area:
                                   unit="mm^2")
     vector_lane_mm2: float = _figure("one vector lane", unit="mm^2")
     fixed_mm2: float = _figure("control, DMA, interconnect", unit="mm^2")
+    int4_decode_lane_mm2: float = _figure(
+        "the int4 decoder, per weight unpacked per cycle (assumption: a quarter of an 8-bit "
+        "adder; tessel.arch.sources)", 9e-6, unit="mm^2", since=2)
 
 
 @dataclass(frozen=True)
@@ -342,6 +360,8 @@ def _derive(arch: NpuArch) -> Derived:
            + arch.matrix.weight_buffer_bytes) / 1024 * area.sram_kib_mm2
         + arch.vector.lanes * area.vector_lane_mm2
         + area.fixed_mm2
+        + (arch.matrix.int4_decode_per_cycle * area.int4_decode_lane_mm2
+           if arch.matrix.int4_weights else 0.0)
     )
     return Derived(
         peak_macs_per_cycle=macs,

@@ -25,7 +25,8 @@ EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 3
 # Modules that add sub-commands through register(subparsers), in help order.
 COMMAND_MODULES = (
     "tessel.cli.frontend", "tessel.cli.opt", "tessel.cli.quant", "tessel.cli.backend",
-    "tessel.cli.advise", "tessel.cli.explore", "tessel.cli.hw", "tessel.cli.asm",
+    "tessel.cli.advise", "tessel.cli.compare", "tessel.cli.explore", "tessel.cli.hw",
+    "tessel.cli.asm",
 )
 
 
@@ -78,11 +79,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage errors (argparse printed them; code 2), --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    from tessel.progress import configure
+    from tessel.progress import configure, watching
+    from tessel.quiet import third_party_messages
     configure(args.verbose - args.quiet)
     previous = _install(signal.SIGTERM, _on_sigterm)
     try:
-        return int(args.func(args) or 0)
+        with watching(f"tessel {args.command}: starting"), \
+                third_party_messages(shown=args.verbose > 0):
+            return int(args.func(args) or 0)
     except TesselError as exc:
         if args.debug:
             raise
@@ -91,6 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"tessel {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`tessel ... | head`): not an error
+        _silence_stdout()
+        return 141
     except Terminated:
         print(f"tessel {args.command}: terminated", file=sys.stderr)
         return 143
@@ -108,6 +115,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
     finally:
         _install(signal.SIGTERM, previous)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush finds no closed pipe."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _install(signum: int, handler: object) -> object:

@@ -8,7 +8,13 @@ import argparse
 import json
 
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
-from tessel.cli.backend import add_cache_argument, add_data_arguments, quantised_graph
+from tessel.cli.backend import (
+    add_cache_argument,
+    add_data_arguments,
+    add_wide_argument,
+    quantised_graph,
+    table_width,
+)
 from tessel.errors import TesselConfigError
 
 
@@ -27,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="slowest layers shown in the text table (default 15)")
     p.add_argument("--confirm", action="store_true", help="recompile the model with the top "
                    "relaxation and compare the prediction with the simulated cycles")
+    add_wide_argument(p)
     p.set_defaults(func=cmd_advise)
 
 
@@ -48,7 +55,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
             data["confirmation"] = check.__dict__
         print(json.dumps(data, indent=1, sort_keys=True))
         return 0
-    print(advice.table(args.layers))
+    print(advice.table(args.layers, table_width(args)))
     if check is not None:
         gain = "" if check.simulated_gain_pct is None else \
             f", simulated gain {check.simulated_gain_pct:.2f} %"

@@ -18,11 +18,21 @@ if TYPE_CHECKING:  # numpy is imported by the commands, not by `tessel --help`
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compile", help="compile a model to a .tsl binary for an NPU target")
-    p.add_argument("model", help="zoo name (see `tessel models`), path/to/file.py:factory or a "
-                   "saved ExportedProgram (model.pt2)")
-    p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
-    p.add_argument("-o", "--output", type=Path, required=True, help="the .tsl file to write")
+    p = sub.add_parser(
+        "compile", help="compile a model to a .tsl binary for an NPU target",
+        description="Compile MODEL for an NPU target into a .tsl binary (quantised to int8 "
+        "by Tessel unless the model brings its own scales).",
+        epilog="MODEL inputs: " + "; ".join(f"{k}: {v}" for k, v in INPUT_FORMATS) + ". "
+        f"Defaults: --target {DEFAULT_TARGET}; -o MODEL's name with .tsl in the working "
+        "directory (resnet18.tsl, net.py:make -> net.tsl, model.onnx -> model.tsl).")
+    p.add_argument("model", metavar="MODEL", help="what to compile: " + ", ".join(
+        k for k, _ in INPUT_FORMATS) + " (see below)")
+    p.add_argument("--target", default=DEFAULT_TARGET,
+                   help=f"preset name or path to a .toml file (default {DEFAULT_TARGET}; "
+                   "`tessel targets` lists the presets)")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE.tsl",
+                   help="the .tsl file to write (default: MODEL's name with .tsl, in the "
+                   "working directory)")
     p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
                    help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     add_data_arguments(p)
@@ -51,6 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="keep activations in the SRAM between steps where the cost model finds "
                    "it faster (default on; docs/backend.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--layers", type=int, default=10, metavar="N",
+                   help="slowest layers shown in the text table (default 10; 0: every layer)")
+    add_wide_argument(p)
     p.set_defaults(func=cmd_estimate)
 
     p = sub.add_parser("run", help="run a .tsl binary on the simulator")
@@ -75,9 +88,30 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "HTML report, Perfetto trace, per-layer CSV")
     p.add_argument("binary", type=Path)
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
+    add_wide_argument(p)
     from tessel.analysis.cli_options import add_report_arguments
     add_report_arguments(p)
     p.set_defaults(func=cmd_profile)
+
+
+DEFAULT_TARGET = "tnpu-s"
+# what MODEL may be (tessel.models.resolve; the model files: tessel.models.loader.MODEL_FILES)
+INPUT_FORMATS = (
+    ("zoo name", "a model of `tessel models` (resnet18, mobilenet_v2, ...)"),
+    ("path/to/file.py:factory", "a Python file whose factory() returns (model, example "
+     "inputs); an optional calibration() yields calibration samples"),
+    ("model.pt2", "a program saved with torch.export.save"),
+    ("model.onnx", "an ONNX model, opset >= 13 (float: quantised by Tessel; QDQ: its own "
+     "scales)"),
+    ("model.tflite", "a fully-int8 TFLite model (its own scales)"),
+)
+
+
+def default_output(model: str) -> Path:
+    """Where `compile` writes without -o: the model's name with .tsl, in the working
+    directory (a zoo name as is; a file by its stem, ``net.py:make`` -> ``net.tsl``)."""
+    stem = model.rpartition(":")[0] if model.rpartition(":")[0].endswith(".py") else model
+    return Path(Path(stem).stem + ".tsl")
 
 
 def _progress(msg: str) -> None:
@@ -122,6 +156,8 @@ def model_sources(model: object, spec: str) -> list[Path]:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    if args.output is None:
+        args.output = default_output(args.model)
     # before the imports and the compile: fails in well under 1 s
     check_writable(args.output, inputs=read_files(args))
     from tessel.arch import CompileOptions, load_target
@@ -129,7 +165,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from tessel.driver import compile as tessel_compile
     from tessel.models import resolve
     from tessel.models.digest import source_record
-    from tessel.quant.config import default_config
 
     if args.calibration < 1:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
@@ -144,7 +179,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     cm = tessel_compile(model, inputs, target=arch, options=options,
                         calibration_data=calibration,
-                        quant_config=default_config(spec.name),
+                        quant_config=quant_config(args, spec),
                         name=source_record(args.model)["model"],  # no path: reproducible
                         progress=_progress, source=args.model,
                         dump=Dumps(stages, lambda text: print(
@@ -186,13 +221,35 @@ def _compile_result(cm, output: Path, seconds: float) -> dict:
 
 
 def add_data_arguments(p: argparse.ArgumentParser) -> None:
-    """--inputs and --calibration-data (see tessel.models.data_files)."""
+    """--inputs and --calibration-data (see tessel.models.data_files); --weights and
+    --layer-weights (the weight types, tessel.quant.config.WeightDtype)."""
     p.add_argument("--inputs", type=Path, metavar="X.npz",
                    help="example inputs (.npy, or .npz with the arrays in input order) instead "
                    "of the model's own")
     p.add_argument("--calibration-data", type=Path, metavar="DIR|FILE.npz",
                    help="calibration samples: a .npz with one sample per array, or a directory "
                    "with one .npy/.npz per sample (default: the model's own calibration data)")
+    p.add_argument("--weights", choices=("int8", "int4"), default="int8",
+                   help="the weight type of every conv / linear layer: int8, or int4 (two per "
+                   "byte: half the weight bytes, coarser weights; docs/numerics.md)")
+    p.add_argument("--layer-weights", action="append", default=[], metavar="PATTERN=TYPE",
+                   help="the weight type of the layers whose module name matches PATTERN (an "
+                   "fnmatch pattern, e.g. 'layer4.*=int4' or 'fc=int8'); repeatable, later "
+                   "ones win")
+
+
+def quant_config(args: argparse.Namespace, spec):
+    """The QuantConfig of a model (`default_config`) with --weights / --layer-weights."""
+    from tessel.quant.config import (
+        WeightDtype,
+        default_config,
+        parse_layer_weights,
+        with_weight_choices,
+    )
+
+    layers = [parse_layer_weights(t) for t in getattr(args, "layer_weights", [])]
+    return with_weight_choices(default_config(spec.name),
+                               WeightDtype(getattr(args, "weights", "int8")), layers)
 
 
 def model_data(args: argparse.Namespace, spec) -> tuple:
@@ -220,6 +277,19 @@ def model_data(args: argparse.Namespace, spec) -> tuple:
     return model, inputs, calibration
 
 
+def add_wide_argument(p: argparse.ArgumentParser) -> None:
+    """--wide: tables at their full width (default: fitted to COLUMNS or the terminal, long
+    cells wrapped; full width off a terminal)."""
+    p.add_argument("--wide", action="store_true", help="print tables at full width, every "
+                   "column on one line per row (default: fitted to $COLUMNS or the terminal)")
+
+
+def table_width(args: argparse.Namespace) -> int | None:
+    """The width text tables are fitted to: None (no limit) with --wide."""
+    from tessel.display import output_width
+    return None if getattr(args, "wide", False) else output_width()
+
+
 def add_cache_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="quantise again instead of reusing "
                    "the cached integer graph (cache: $TESSEL_CACHE_DIR, else "
@@ -230,18 +300,18 @@ def quantised_graph(args: argparse.Namespace, spec):
     """The integer graph of `spec` (with --inputs / --calibration-data), quantised once and then
     reused from the graph cache (tessel.quant.cache) unless --no-cache."""
     from tessel.quant.cache import cached_graph
-    from tessel.quant.config import default_config
 
     if args.calibration < 1:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
     model, inputs, calibration = model_data(args, spec)
-    return cached_graph(args.model, model, inputs, calibration, default_config(spec.name),
+    return cached_graph(args.model, model, inputs, calibration, quant_config(args, spec),
                         args.calibration, use_default=not args.no_cache)
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     from tessel.analysis.estimate import estimate_graph
     from tessel.arch import CompileOptions, load_target
+    from tessel.display import fit_text
     from tessel.models import resolve
 
     arch = load_target(args.target)
@@ -251,23 +321,34 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if args.json:
         print(report.to_json())
     else:
-        print(report.summary())
-        report.layer_table(10).print()
+        if args.layers < 0:
+            raise TesselConfigError(f"--layers must be >= 0, got {args.layers}")
+        print(fit_text(report.summary(), table_width(args)))
+        report.layer_table(args.layers or None).print(wide=args.wide)
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from tessel.runtime.compiled import load
     from tessel.runtime.inputs import check_inputs
+    from tessel.runtime.reference import stored_reference
 
     cm = load(args.binary)
     source = cm.program.metadata.get("source")
-    inputs = [_load_npy(p) for p in args.input] if args.input else \
-        _example_inputs(source, args.binary, args.model)
+    stored = stored_reference(cm.program.metadata)
+    if args.input:
+        inputs = [_load_npy(p) for p in args.input]
+    elif stored is not None and stored.inputs is not None:  # the example inputs, as compiled
+        inputs = [np.array(x) for x in stored.inputs]
+    else:
+        inputs = _example_inputs(source, args.binary, args.model)
     batch = getattr(args, "batch", False)
     if batch and not args.input:
         raise TesselConfigError("--batch needs --input arrays with the samples stacked")
     inputs = check_inputs(cm, inputs, allow_nonfinite=args.allow_nonfinite, batch=batch)
+    _progress(f"simulating {args.binary.name} on {cm.arch.name}")
     outputs = cm.run_batch(*inputs, allow_nonfinite=True) if batch else cm.run(
         *inputs, allow_nonfinite=True)  # checked just above
     result: dict = {"outputs": {n: {"shape": list(o.shape), "dtype": str(o.dtype)}
@@ -277,11 +358,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     ok = True
     if args.check:
         result["check"], ok = _check(cm, source, inputs, outputs, args)
+        note = _source_note(source, args) if result["check"]["reference"] == "stored" else ""
+        if note:
+            result["check"]["note"] = note
     if args.json:
         print(json.dumps(result, indent=1, sort_keys=True))
     else:
-        import numpy as np
-
         for n, o in zip(cm.output_names, outputs, strict=True):
             flat = o.reshape(-1)
             print(f"{n}: shape {list(o.shape)} {o.dtype}, first values {np.round(flat[:6], 4)}")
@@ -289,8 +371,10 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"{cm.last_run.host_seconds:.3f} s)")
         if args.check:
             from tessel.runtime.check import CheckReport
-            fields = {k: v for k, v in result["check"].items() if k != "reference"}
+            fields = {k: v for k, v in result["check"].items() if k not in ("reference", "note")}
             print(CheckReport(**fields).text())
+            if result["check"].get("note"):
+                print(result["check"]["note"])
     return 0 if ok else 1
 
 
@@ -328,6 +412,25 @@ def _check(cm, source, inputs, outputs, args) -> tuple[dict, bool]:
         report.bit_exact
 
 
+def _source_note(source, args: argparse.Namespace) -> str:
+    """One line when the check ran without the model's source (references stored in the
+    binary): what was checked, and what needs ``--model``."""
+    from tessel.runtime.source import recorded_model
+
+    if args.model:  # asked for: a wrong one is an error, not a note
+        recorded_model(source, "--check", args.binary, args.model)
+        return ""
+    try:
+        recorded_model(source, "--check", args.binary, None)
+    except TesselError:
+        model = source.get("model", "?") if isinstance(source, dict) else "?"
+        return (f"note: the model's source ({model}) was not found: bit-exactness and SQNR are "
+                "against the golden and float outputs stored in the binary for its example "
+                "inputs; a float SQNR on other inputs (--input) needs --model "
+                "path/to/file.py:factory")
+    return ""
+
+
 def _example_inputs(source, binary: Path, override: str | None) -> list[np.ndarray]:
     if not source:
         raise TesselError("no --input given and the binary does not name its model")
@@ -361,17 +464,19 @@ def _load_npy(path: Path) -> np.ndarray:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from tessel.analysis.cli_options import write_reports
+    from tessel.display import fit_text
     from tessel.runtime.compiled import load
 
     for path in (args.html, args.trace, args.csv):
         check_writable(path, inputs=[args.binary])
     cm = load(args.binary)
+    _progress(f"profiling {args.binary.name}: the timing model of its program")
     prof = cm.profile
     if args.json:
         print(prof.to_json())
     else:
-        print(prof.summary())
-        prof.layer_table().print()
+        print(fit_text(prof.summary(), table_width(args)))
+        prof.layer_table().print(wide=args.wide)
     for path in write_reports(args, cm):
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     return 0

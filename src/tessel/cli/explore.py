@@ -34,6 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES,
                    help=f"calibration samples for quantisation (default {DEFAULT_CALIBRATION_SAMPLES})")
     p.add_argument("--json", action="store_true", help="print the Pareto front as JSON")
+    from tessel.cli.backend import add_wide_argument
+    add_wide_argument(p)
     p.set_defaults(func=cmd_explore)
 
 
@@ -54,8 +56,10 @@ def cmd_explore(args: argparse.Namespace) -> int:
                           "latency": result.space.latency.value, "front": result.front_rows()},
                          indent=1, sort_keys=True))
     else:
-        print(result.summary())
-        print(result.front_table().text())
+        from tessel.cli.backend import table_width
+        from tessel.display import fit_text
+        print(fit_text(result.summary(), table_width(args)))
+        print(result.front_table().text(table_width(args)))
         print("wrote " + ", ".join(str(f) for f in result.files[:3])
               + (f" and {len(result.files) - 3} presets" if len(result.files) > 3 else ""))
     return 0

@@ -1,4 +1,4 @@
-"""CLI commands about the hardware: ``tessel targets [--json] [--target T ...]``.
+"""CLI commands about the hardware: ``tessel targets [--json] [--wide] [--target T ...]``.
 
 ``--target`` values anywhere in the CLI are a preset name or a path to a .toml file, resolved
 by ``tessel.arch.load_target``; ``add_target_argument`` adds that option to a sub-command.
@@ -11,6 +11,7 @@ import json
 import sys
 
 from tessel.arch import NpuArch, list_presets, load_target
+from tessel.display import Table
 
 
 def add_target_argument(parser: argparse.ArgumentParser, default: str | None = "tnpu-s") -> None:
@@ -26,30 +27,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--target", action="append", default=None,
                    help="show this preset or .toml file instead of all presets (repeatable)")
+    p.add_argument("--wide", action="store_true", help="print the table at full width")
     p.set_defaults(func=targets_command)
+
+
+COLUMNS = ("target", "node nm", "MHz", "array", "MACs/c", "peak TOPS", "SRAM KiB", "SRAM B/c",
+           "operand path (in+w buf)", "off-chip: bandwidth, latency", "area mm2")
+NUMERIC = (False, True, True, False, True, True, True, True, False, False, True)
 
 
 def _row(a: NpuArch) -> list[str]:
     s = a.summary()
-    mems = ", ".join(
-        f"{m['name']}:{m['bytes_per_cycle']}B/c+{m['latency_cycles']}" for m in s["offchip"]
-    )
+    ghz = s["clock_hz"] / 1e9
+    mems = "; ".join(f"{m['name']} {m['bytes_per_cycle'] * ghz:g} GB/s, "
+                     f"{m['latency_cycles']} c" for m in s["offchip"])
     operands = (f"{s['matrix.feed_bytes_per_cycle']}B/c {s['matrix.input_buffer_bytes'] / 1024:g}"
                 f"+{s['matrix.weight_buffer_bytes'] / 1024:g}KiB")
-    return [s["name"], f"{s['clock_hz'] / 1e6:g}",
+    return [s["name"], str(s["process_node_nm"]), f"{s['clock_hz'] / 1e6:g}",
             f"{s['matrix.rows']}x{s['matrix.cols']} {s['matrix.dataflow'][0]}S",
             str(s["peak_macs_per_cycle"]), f"{s['peak_tops']:.3g}",
-            str(s["onchip.sram_bytes"] // 1024), str(s["sram_bytes_per_cycle"]), operands,
+            f"{s['onchip.sram_bytes'] // 1024:,}", str(s["sram_bytes_per_cycle"]), operands,
             mems, f"{s['area_mm2']:.3f}"]
 
 
-def format_table(archs: list[NpuArch]) -> str:
-    head = ["target", "MHz", "array", "MACs/c", "TOPS", "SRAM KiB", "SRAM B/c",
-            "operand path (in+w buf)", "off-chip (B/cycle + latency)", "mm^2"]
-    rows = [head] + [_row(a) for a in archs]
-    widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
-                     for r in rows) + "\n"
+def targets_table(archs: list[NpuArch]) -> Table:
+    """One row per target: process node, clock, array, peak TOPS, SRAM, the operand path,
+    each off-chip memory's bandwidth and latency, and the area (at its own process node)."""
+    return Table(COLUMNS, [_row(a) for a in archs], NUMERIC)
+
+
+def format_table(archs: list[NpuArch], width: int | None = None) -> str:
+    return targets_table(archs).text(width) + "\n"
 
 
 def targets_command(args: argparse.Namespace) -> int:
@@ -59,5 +67,5 @@ def targets_command(args: argparse.Namespace) -> int:
         out = [dict(a.summary(), arch_hash=a.arch_hash) for a in archs]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
-        sys.stdout.write(format_table(archs))
+        targets_table(archs).print(wide=args.wide)
     return 0

@@ -12,18 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tessel.isa import Engine, Instruction, Opcode
+from tessel.isa import NUM_TOKENS, Engine, Instruction, Opcode
 
-MAX_TOKEN_IDS = 16
-STEP_DONE_TOKEN = MAX_TOKEN_IDS - 1  # DMA_OUT -> DMA_IN: the previous step's stores are done
+STEP_DONE_TOKEN = NUM_TOKENS - 1  # DMA_OUT -> DMA_IN: the previous step's stores are done
 
 
 # every SIGNAL / WAIT a program can hold, built once (instructions are immutable values: the
 # queues share them; half of a program's instructions are tokens)
 _SIGNALS = {(e, t): Instruction.make(Opcode.SIGNAL, engine=e, token=t)
-            for e in Engine for t in range(MAX_TOKEN_IDS)}
+            for e in Engine for t in range(NUM_TOKENS)}
 _WAITS = {(e, t): Instruction.make(Opcode.WAIT, engine=e, token=t)
-          for e in Engine for t in range(MAX_TOKEN_IDS)}
+          for e in Engine for t in range(NUM_TOKENS)}
 
 
 def _signal(peer: Engine, token: int) -> Instruction:

@@ -153,27 +153,30 @@ class ImportContext:
         return self.add(Op.MUL, [x, x])
 
     def dequantized_constant(self, q: np.ndarray, scales: np.ndarray, zero_points: np.ndarray,
-                             axis: int | None) -> str:
+                             axis: int | None, dtype: DType | None = None) -> str:
         """An integer constant read in the float domain, the form every importer writes (and
         the lowering reads back, tessel.ops.quantise.int_weight): dequantize(C) for one scale;
         for per-channel scales along `axis`, mul(cast(C), scales) (after a zero-point sub),
-        the constant's type carrying its QuantParams."""
+        the constant's type carrying its QuantParams. `dtype`: its element type when it is
+        narrower than what `q` holds (I4 in an int8 array)."""
         scales = np.asarray(scales, np.float64).reshape(-1)
         zps = np.broadcast_to(np.asarray(zero_points, np.int64).reshape(-1), scales.shape)
         quant = QuantParams(tuple(float(s) for s in scales), tuple(int(z) for z in zps), axis)
         if axis is None:
-            return self.add(Op.DEQUANTIZE, [self.quantized_constant(q, quant)],
+            return self.add(Op.DEQUANTIZE, [self.quantized_constant(q, quant, dtype)],
                             {"scale": float(scales[0]), "zero_point": int(zps[0])})
-        x = self.add(Op.CAST, [self.quantized_constant(q, quant)], {"dtype": DType.F32})
+        x = self.add(Op.CAST, [self.quantized_constant(q, quant, dtype)], {"dtype": DType.F32})
         bshape = [1] * q.ndim
         bshape[axis] = scales.size
         if np.any(zps):
             x = self.add(Op.SUB, [x, self.const(zps.astype(np.float32).reshape(bshape))])
         return self.add(Op.MUL, [x, self.const(scales.astype(np.float32).reshape(bshape))])
 
-    def quantized_constant(self, q: np.ndarray, quant: QuantParams) -> str:
-        """An integer constant whose type carries `quant`."""
-        type_ = TensorType(tuple(int(d) for d in q.shape), DType.from_numpy(q.dtype), quant=quant)
+    def quantized_constant(self, q: np.ndarray, quant: QuantParams, dtype: DType | None = None
+                           ) -> str:
+        """An integer constant whose type carries `quant` (`dtype`: as dequantized_constant)."""
+        type_ = TensorType(tuple(int(d) for d in q.shape), dtype or DType.from_numpy(q.dtype),
+                           quant=quant)
         return self.builder.constant(q, name=self.hint + "_int", loc=self.loc, type_=type_)
 
     # ------------------------------------------------------------ data movement, folded

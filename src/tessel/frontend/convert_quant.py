@@ -24,7 +24,7 @@ import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_
 import torch.fx
 
 from tessel.frontend.context import ImportContext, Unsupported, converts, ir_dtype
-from tessel.ir import Op, QuantParams
+from tessel.ir import DType, Op, QuantParams
 
 QD = torch.ops.quantized_decomposed
 Node = torch.fx.Node
@@ -80,4 +80,14 @@ def dequantize_per_channel(ctx: ImportContext, node: Node, a: Args) -> str:
     axis = int(args[3]) % max(q.ndim, 1)
     if q.ndim == 0 or q.shape[axis] != scales.size:
         raise Unsupported(f"dequantize_per_channel: {scales.size} scales for shape {list(q.shape)}")
-    return ctx.dequantized_constant(q, scales, zps, axis)
+    return ctx.dequantized_constant(q, scales, zps, axis, _narrowed(q, args[4:6]))
+
+
+def _narrowed(q: np.ndarray, bounds: list[Any]) -> DType | None:
+    """I4 when an int8 tensor is declared within int4's range (quant_min / quant_max), else
+    None (its own type)."""
+    lo, hi = DType.I4.bounds
+    if q.dtype == np.int8 and len(bounds) == 2 and all(isinstance(b, int) for b in bounds) \
+            and lo <= bounds[0] and bounds[1] <= hi:
+        return DType.I4
+    return None

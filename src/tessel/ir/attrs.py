@@ -27,12 +27,22 @@ class AttrKind(enum.Enum):
 class ConstData:
     """Immutable constant tensor payload; compared and hashed by content."""
 
-    __slots__ = ("_array", "_digest")
+    __slots__ = ("_array", "_declared", "_digest")
 
-    def __init__(self, array: np.ndarray):
+    def __init__(self, array: np.ndarray, dtype: DType | None = None):
+        """`dtype`: the declared element type when it narrows what numpy holds (I4 in an int8
+        array; its values must fit); any other is ignored (the verifier compares types)."""
         arr = np.array(array, copy=True, order="C")
         arr.setflags(write=False)
         self._array = arr
+        self._declared: DType | None = None
+        if dtype is not None and dtype is not DType.from_numpy(arr.dtype) and \
+                dtype.numpy == arr.dtype:
+            lo, hi = dtype.bounds
+            if arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
+                raise ValueError(f"a {dtype.value} constant holds values outside [{lo}, {hi}] "
+                                 f"(from {int(arr.min())} to {int(arr.max())})")
+            self._declared = dtype
         self._digest: bytes | None = None
 
     @property
@@ -41,6 +51,8 @@ class ConstData:
 
     @property
     def dtype(self) -> DType:
+        if self._declared is not None:
+            return self._declared
         return DType.from_numpy(self._array.dtype)
 
     @property
@@ -52,6 +64,8 @@ class ConstData:
         if self._digest is None:
             h = hashlib.sha256()
             h.update(str(self._array.dtype).encode())
+            if self._declared is not None:
+                h.update(self._declared.value.encode())
             h.update(repr(self._array.shape).encode())
             h.update(self._array.tobytes())
             self._digest = h.digest()
@@ -64,7 +78,7 @@ class ConstData:
         return hash(self.digest)
 
     def __repr__(self) -> str:
-        return f"ConstData({self._array.dtype}, {self.shape}, {self.digest.hex()[:12]})"
+        return f"ConstData({self.dtype.value}, {self.shape}, {self.digest.hex()[:12]})"
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ class GraphBuilder:
     def constant(self, array: np.ndarray, name: str = "const", loc: SourceLoc = UNKNOWN_LOC,
                  type_: TensorType | None = None) -> str:
         """A constant holding `array`; `type_`: its type when it carries QuantParams."""
-        data = ConstData(np.asarray(array))
+        data = ConstData(np.asarray(array), None if type_ is None else type_.dtype)
         return self.add(Op.CONSTANT, (), {"value": data}, name=name, loc=loc, type_=type_)
 
     def add(self, op: Op, inputs: Sequence[str], attrs: Mapping[str, Any] | None = None, *,

@@ -79,6 +79,24 @@ class Node:
     def __str__(self) -> str:
         return f"%{self.name} = {self.op.value}"
 
+    def described(self) -> str:
+        """The node for a user's message: the layer's module path first (the name reports use),
+        then the IR node and the source line: ``layer1.0.conv1 (%conv2d_5_q = qconv2d at
+        resnet.py:43)``; without a module path, ``%conv2d_5_q = qconv2d at resnet.py:43``."""
+        where = f"{self.loc.file}:{self.loc.line}" if self.loc.file else "<unknown>"
+        if self.loc.module:
+            return f"{self.loc.module} (%{self.name} = {self.op.value} at {where})"
+        return f"%{self.name} = {self.op.value} at {where}"
+
+
+def _unique(base: str, taken: set[str]) -> str:
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    taken.add(name)
+    return name
+
 
 def freeze_attrs(attrs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """Canonical attribute tuple: sorted by key, lists turned into tuples."""
@@ -132,6 +150,31 @@ class Graph:
     def with_nodes(self, nodes: Iterable[Node], outputs: Iterable[str] | None = None) -> Graph:
         return Graph(self.name, self.inputs, tuple(nodes),
                      tuple(outputs) if outputs is not None else self.outputs)
+
+    def with_output_names(self, names: Iterable[str]) -> Graph:
+        """The graph with its outputs renamed to ``names`` (one each, in order): each output's
+        node and every read of it take the new name. A name already taken by another value
+        gets a suffix (``_1``, ...); an output that is a graph input, or a value that is
+        several outputs, keeps its name."""
+        names = list(names)
+        if len(names) != len(self.outputs):
+            raise ValueError(f"{len(names)} names for {len(self.outputs)} outputs")
+        taken = {n.name for n in self.nodes} | {v.name for v in self.inputs}
+        renames: dict[str, str] = {}
+        for old, new in zip(self.outputs, names, strict=True):
+            if old in self.node_map and self.outputs.count(old) == 1 and old != new:
+                taken.discard(old)
+                renames[old] = _unique(new, taken)
+        if not renames:
+            return self
+
+        def rn(name: str) -> str:
+            return renames.get(name, name)
+
+        nodes = tuple(n.replace(name=rn(n.name), inputs=tuple(rn(i) for i in n.inputs))
+                      if n.name in renames or any(i in renames for i in n.inputs) else n
+                      for n in self.nodes)
+        return Graph(self.name, self.inputs, nodes, tuple(rn(o) for o in self.outputs))
 
     def constant_value(self, name: str) -> Any:
         """The ndarray of a constant node, or None if `name` is not a constant."""

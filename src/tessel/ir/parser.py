@@ -20,7 +20,8 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 _VALUE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*")
 _NUMBER = re.compile(r"-?(inf|nan|\d+(\.\d*)?([eE][-+]?\d+)?)")
-_DIMS = re.compile(r"((?:\d+x)*)(f32|i64|i32|i16|i8|u8|bool)")
+_DIMS = re.compile(r"((?:\d+x)*)(" + "|".join(sorted((d.value for d in DType), key=len,
+                                                      reverse=True)) + ")")
 _OPS = {op.value: op for op in Op}
 
 
@@ -375,13 +376,13 @@ class _Parser:
                              f"{t} needs {t.numel}", lit.pos)
         np_type = t.dtype.numpy
         if np.issubdtype(np_type, np.integer):
-            info = np.iinfo(np_type)
+            lo, hi = t.dtype.bounds
             for v in lit.values:
-                if isinstance(v, float) or not info.min <= v <= info.max:
+                if isinstance(v, float) or not lo <= v <= hi:
                     raise self.error(f"constant %{node.name}: value {v} is not a "
-                                     f"{t.dtype.value} integer [{info.min}, {info.max}]", lit.pos)
+                                     f"{t.dtype.value} integer [{lo}, {hi}]", lit.pos)
         try:
-            return ConstData(np.array(lit.values, dtype=np_type).reshape(t.shape))
+            return ConstData(np.array(lit.values, dtype=np_type).reshape(t.shape), t.dtype)
         except (OverflowError, ValueError, TypeError) as exc:
             raise self.error(f"constant %{node.name}: values do not fit {t.dtype.value} "
                              f"({exc})", lit.pos) from None
@@ -397,7 +398,10 @@ class _Parser:
                              f"{t.nbytes}", pos)
         arr = np.frombuffer(raw, dtype=t.dtype.numpy.newbyteorder("<")).astype(t.dtype.numpy,
                                                                       copy=False)  # ConstData copies
-        return ConstData(arr.reshape(t.shape))
+        try:
+            return ConstData(arr.reshape(t.shape), t.dtype)
+        except ValueError as exc:
+            raise self.error(f"resource '{ref.key}' of %{node.name}: {exc}", pos) from None
 
 
 class _ResourceRef:

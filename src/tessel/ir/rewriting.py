@@ -90,8 +90,9 @@ class Rewriter:
     def constant(self, array: np.ndarray, *, name: str | None = None, hint: str = "cst",
                  loc: SourceLoc = UNKNOWN_LOC, type_: TensorType | None = None) -> str:
         """A constant holding `array`; `type_`: its type when it carries QuantParams."""
-        return self.add(Op.CONSTANT, (), {"value": ConstData(np.asarray(array))}, name=name,
-                        hint=hint, loc=loc, type_=type_)
+        data = ConstData(np.asarray(array), None if type_ is None else type_.dtype)
+        return self.add(Op.CONSTANT, (), {"value": data}, name=name, hint=hint, loc=loc,
+                        type_=type_)
 
 
 def infer_type(op: Op, types: Sequence[TensorType], attrs: Iterable[tuple[str, Any]]) -> TensorType:

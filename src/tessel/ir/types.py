@@ -10,13 +10,17 @@ import numpy as np
 
 
 class DType(enum.Enum):
-    """Element types. The value is the spelling in IR text."""
+    """Element types. The value is the spelling in IR text.
+
+    I4 is a signed 4-bit integer held in an int8 array (``numpy``, ``itemsize``): the type of
+    int4 weights, which the NPU stores two per byte (``bits``)."""
 
     F32 = "f32"
     I64 = "i64"
     I32 = "i32"
     I16 = "i16"
     I8 = "i8"
+    I4 = "i4"
     U8 = "u8"
     BOOL = "bool"
 
@@ -34,17 +38,28 @@ class DType(enum.Enum):
 
     @property
     def itemsize(self) -> int:
+        """Bytes of one element as held in memory by numpy (I4: one)."""
         return _ITEMSIZE[self]  # a table: np.dtype per call would be on the emitters' hot paths
+
+    @property
+    def bits(self) -> int:
+        """Bits of one element as the NPU stores it (I4: 4, two per byte)."""
+        return 4 if self is DType.I4 else 8 * _ITEMSIZE[self]
 
     @property
     def bounds(self) -> tuple[int, int]:
         """(min, max) representable value of an integer dtype."""
+        if self is DType.I4:
+            return -8, 7
         info = np.iinfo(self.numpy)
         return int(info.min), int(info.max)
 
     @classmethod
     def from_numpy(cls, dt: np.dtype) -> DType:
+        """The dtype numpy's `dt` holds (int8: I8; I4 is only ever declared)."""
         for member, name in _NUMPY.items():
+            if member is DType.I4:
+                continue
             if np.dtype(name) == np.dtype(dt):
                 return member
         raise ValueError(f"no Tessel dtype for numpy dtype {dt}")
@@ -56,6 +71,7 @@ _NUMPY = {
     DType.I32: "int32",
     DType.I16: "int16",
     DType.I8: "int8",
+    DType.I4: "int8",
     DType.U8: "uint8",
     DType.BOOL: "bool",
 }

@@ -1,8 +1,12 @@
-"""tessel.isa: the Tessel NPU instruction set, derived from one table (``tessel.isa.table``).
+"""tessel.isa: the Tessel NPU instruction set, one definition per instruction (``InstrSpec``,
+in ``tessel.isa.instrs``; collected in ``tessel.isa.table.SPECS``) and everything derived from
+it.
 
 Public API: ``Instruction``, ``Opcode``, ``Engine``, ``encode``, ``decode``, ``encode_stream``,
 ``decode_stream``, ``disassemble``, ``assemble``; costs in ``tessel.isa.costs``; operand boxes
-and static trap rules in ``tessel.isa.footprint``. Semantics: docs/isa.md.
+and static trap rules in ``tessel.isa.footprint``; the limits other packages need in
+``tessel.isa.limits``; the window of CONV / DWCONV / POOL in ``tessel.isa.window``. Semantics:
+docs/isa.md (the simulator registers its implementations in ``tessel.isa.semantics``).
 """
 
 from tessel.isa.codec import check_stream, decode, decode_stream, encode, encode_stream

@@ -71,10 +71,42 @@ class EltOp(enum.IntEnum):
 
 
 class LutMode(enum.IntEnum):
-    """I8_256: int8 -> int8 by a 256-entry table; I16_513: int16 -> int16, interpolated."""
+    """How LUT maps an element through a table of int16 entries in LUT memory.
+
+    I8_256: int8 -> int8, entry ``centre + x``; I16_513: int16 -> int16, interpolated between
+    entry ``centre + (x >> 7)`` and the next (one entry per ``step`` input values, plus the end
+    point). A member's name carries its table size (``entries``; tests/unit/isa checks both).
+    """
 
     I8_256 = 0
     I16_513 = 1
+
+    @property
+    def dtype(self) -> DType:
+        """Element type of the instruction's source and destination."""
+        return DType.I16 if self.interpolated else DType.I8
+
+    @property
+    def interpolated(self) -> bool:
+        return self is LutMode.I16_513
+
+    @property
+    def step(self) -> int:
+        """Input values between neighbouring entries."""
+        return 1 << INTERPOLATION_BITS if self.interpolated else 1
+
+    @property
+    def centre(self) -> int:
+        """The entry of input 0 (relative to the table's first entry)."""
+        return -self.dtype.lo // self.step
+
+    @property
+    def entries(self) -> int:
+        """Entries of one table: every input value (I8), or every segment's two ends (I16)."""
+        return (self.dtype.hi - self.dtype.lo + 1) // self.step + self.interpolated
+
+
+INTERPOLATION_BITS = 7  # I16_513: the low 7 bits of the input interpolate within a segment
 
 
 class PoolOp(enum.IntEnum):
@@ -148,20 +180,20 @@ class Field:
         return None
 
 
-def u(name: str, bits: int, doc: str, *, lo: int | None = None, hi: int | None = None,
-      default: int | None = None, hex: bool = False) -> Field:
+def unsigned_field(name: str, bits: int, doc: str, *, lo: int | None = None,
+                   hi: int | None = None, default: int | None = None, hex: bool = False) -> Field:
     """An unsigned field."""
     return Field(name, bits, doc, lo=lo, hi=hi, default=default, hex=hex)
 
 
-def s(name: str, bits: int, doc: str, *, lo: int | None = None, hi: int | None = None,
-      default: int | None = None) -> Field:
+def signed_field(name: str, bits: int, doc: str, *, lo: int | None = None,
+                 hi: int | None = None, default: int | None = None) -> Field:
     """A signed (two's complement) field."""
     return Field(name, bits, doc, signed=True, lo=lo, hi=hi, default=default)
 
 
-def e(name: str, cls: type[enum.IntEnum], bits: int, doc: str, *,
-      default: enum.IntEnum | None = None) -> Field:
+def enum_field(name: str, cls: type[enum.IntEnum], bits: int, doc: str, *,
+               default: enum.IntEnum | None = None) -> Field:
     """An enum field stored as its integer value."""
     assert max(m.value for m in cls) < (1 << bits), f"{cls.__name__} does not fit {bits} bits"
     return Field(name, bits, doc, enum=cls, default=None if default is None else int(default))

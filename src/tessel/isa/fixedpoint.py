@@ -30,6 +30,8 @@ from tessel.errors import TesselConfigError
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 Q31_ONE = 2**31
+# the range of a multiplier's shift, and so of the instructions' `*_shift` fields
+# (tessel.isa.groups.multiplier)
 MIN_SHIFT = -31  # smallest right shift a multiplier may use (rounding_divide_by_pot exponent 31)
 MAX_SHIFT = 30  # largest left shift: multipliers must be < 2**30
 

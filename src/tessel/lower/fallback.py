@@ -118,8 +118,8 @@ def summarize(graph: Graph, part: Partition) -> FallbackSummary:
 
 def no_fallback_message(graph: Graph, host_ops: list[Node]) -> str:
     """Each host op once: its op (the ATen target of a float host op), reason, source line."""
-    lines = [f"  %{n.name} = {op_label(n)}: {host_reason(graph, n).value} at {n.loc}"
-             for n in host_ops]
+    lines = [f"  {n.loc.module + ': ' if n.loc.module else ''}%{n.name} = {op_label(n)}: "
+             f"{host_reason(graph, n).value} at {n.loc}" for n in host_ops]
     return ("--no-fallback: these ops would run on the host CPU:\n" + "\n".join(lines)
             + "\n(compile without --no-fallback to run them on the host; `tessel compile` then "
             "prints the fallback summary)")

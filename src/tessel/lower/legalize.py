@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from tessel.ir import Graph, Layout, Node, Op, unique_name
 from tessel.ir.types import TensorType
-from tessel.isa import SPECS, Opcode
+from tessel.isa.limits import MAX_PAD
 from tessel.ops.conv_emit import refusal
-
-_MAX_PAD = min(SPECS[op].field("pad_top").max for op in (Opcode.CONV, Opcode.DWCONV))
 
 
 def legalize(graph: Graph) -> Graph:
@@ -37,7 +35,7 @@ def legalize(graph: Graph) -> Graph:
 def _overpadded(graph: Graph, node: Node) -> bool:
     if node.op is not Op.QCONV2D or node.attr("layout") is not Layout.NHWC:
         return False
-    if max(node.attr("padding")[:2]) <= _MAX_PAD:
+    if max(node.attr("padding")[:2]) <= MAX_PAD:
         return False
     # only when the padding is all that stops the NPU
     unpadded = node.replace(attrs={**node.attr_map, "padding": (0, 0, 0, 0)})

@@ -85,13 +85,15 @@ class Npu:
     values change the program (tables), so the search signature keeps them; `quant_free`: the
     attributes the search signature drops (parameters that only become instruction fields no
     cost, candidate or event count reads, isa.costs.COST_FIELDS), and with them the operands'
-    and result's quantisation parameters (None: the signature keeps everything)."""
+    and result's quantisation parameters (None: the signature keeps everything); `int4`: the
+    operand positions that may be int4 (weights the matrix instructions unpack)."""
 
     emitter: ModuleType | None  # None: a view (Trait.VIEW), no step of its own
     refusal: Refusal | None = None
     matrix: bool = True
     values_matter: bool = False
     quant_free: frozenset[str] | None = None
+    int4: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

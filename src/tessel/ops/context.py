@@ -10,12 +10,21 @@ import numpy as np
 
 from tessel.arch import NpuArch
 from tessel.errors import TesselCompileError
-from tessel.ir import DType, Graph
+from tessel.ir import DType, Graph, Node
 from tessel.isa.fields import DType as IsaDType
 
 ALIGN = 16  # bytes: every SRAM region and DRAM tensor starts on a 16-byte boundary
 
 ISA_DTYPE = {DType.I8: IsaDType.I8, DType.I16: IsaDType.I16, DType.I32: IsaDType.I32}
+
+
+def require_int4(node: Node, ctx: CodegenContext) -> None:
+    """Refuse a node with int4 weights on an NPU without the int4 decoder, naming the fix."""
+    if not ctx.arch.matrix.int4_weights:
+        raise TesselCompileError(
+            f"{node} at {node.loc}: int4 weights, but {ctx.arch.name} has no int4 weight decoder "
+            "(matrix.int4_weights = false); quantise this layer's weights to int8 "
+            "(--layer-weights PATTERN=int8, LayerOverride(weights=WeightDtype.INT8))")
 
 
 def align(n: int, a: int = ALIGN) -> int:

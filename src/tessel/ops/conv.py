@@ -371,7 +371,7 @@ def lower_conv_transpose2d(rw: Rewriter, q: Node) -> str | None:
     w = int_weight(rw, node.inputs[1])
     if x is None or w is None or x.dtype is not DType.I8 or w[1].dtype != np.int8:
         return None
-    _, warr, wquant = w
+    wtype, warr, wquant = rw.type_of(w[0]).dtype, w[1], w[2]
     cout = warr.shape[1]
     if any(wquant.zero_point) or (wquant.per_channel and wquant.axis != 1):
         return None
@@ -384,7 +384,7 @@ def lower_conv_transpose2d(rw: Rewriter, q: Node) -> str | None:
     scales = np.tile(w_scales, phases)
     quant = QuantParams(tuple(float(s) for s in scales), (0,) * scales.size, 0)
     wname = rw.constant(weights, hint=f"{node.name}_phases",
-                        type_=TensorType(weights.shape, DType.I8, quant=quant))
+                        type_=TensorType(weights.shape, wtype, quant=quant))
     n, _, h, wd = rw.type_of(x.name).shape
     _, _, oh, ow = node.type.shape
     (ph, pw), (kkh, kkw) = node.attr("padding"), weights.shape[2:]
@@ -508,7 +508,8 @@ register(
     OpDef(Op.QCONV2D, OpSpec((*_CONV_OPERANDS, "multiplier", "shift"), _qconv2d_type,
                              {**CONV_ATTRS, "in_zp": AttrSpec(_I), **OUT_ATTRS}),
           golden=_qconv2d_golden, layout=LayoutRule.WINDOW_WEIGHTS,
-          npu=Npu(conv_emit, conv_emit.refusal, quant_free=frozenset({"in_zp"}) | OUT_FIELDS),
+          npu=Npu(conv_emit, conv_emit.refusal, quant_free=frozenset({"in_zp"}) | OUT_FIELDS,
+                  int4=frozenset({1})),
           macs=conv_macs, traits=frozenset({Trait.INTEGER})),
     OpDef(Op.CONV_TRANSPOSE2D, OpSpec(_CONV_OPERANDS, _conv_transpose2d_type, {
         "stride": AttrSpec(AttrKind.INTS, (1, 1)), "padding": AttrSpec(AttrKind.INTS, (0, 0)),

@@ -19,19 +19,28 @@ The input-resident orders pack the weights of all chunks back to back (each chun
 packs it), then the parameter table (12 bytes per channel, chunk by chunk: channel c's entry
 at 12 * c). They are offered for ordinary and grouped convs with more than one chunk (a
 depthwise chunk reads only its own channels: WEIGHTS already reads its input once).
+
+int4 weights (an I4 weight tensor) are stored two per byte (CONV / DWCONV ``w_type`` I4), the
+even element in the low half; each instruction's block of weights starts on a byte (a block
+of an odd count ends with a zero half), so the pre-tiled order and the strides (counted in
+elements either way) are those of int8 weights.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tessel.errors import TesselCompileError
-from tessel.ir import Layout, Node
-from tessel.isa import SPECS, Engine, Instruction, Opcode
+from tessel.ir import DType, Layout, Node
+from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.isa.instrs.matrix import WeightType
+from tessel.isa.limits import MAX_DILATION, MAX_KERNEL, MAX_PAD, MAX_STRIDE
+from tessel.isa.window import Window
 from tessel.ops import dma
 from tessel.ops.context import (
     ISA_DTYPE,
@@ -41,6 +50,7 @@ from tessel.ops.context import (
     StepConstants,
     align,
     const_addresses,
+    require_int4,
 )
 from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
@@ -71,34 +81,18 @@ class ConvMapping:
             "" if self.double_buffer else " single-buffered") + dw
 
 
-def window_rows(g, oy0: int, rows: int) -> tuple[int, int, int]:
-    """(first input row, row count, tile pad_top) that output rows [oy0, oy0 + rows) of a
-    sliding window (conv, pool: anything with h, kh, sh, dh, pt) read; rows past the input
-    are the bottom padding the instruction supplies."""
-    lo = oy0 * g.sh - g.pt
-    hi = (oy0 + rows - 1) * g.sh - g.pt + (g.kh - 1) * g.dh
-    r0, r1 = max(lo, 0), min(hi, g.h - 1)
-    return r0, r1 - r0 + 1, r0 - lo
-
-
 @dataclass(frozen=True)
-class ConvGeometry:
+class ConvGeometry(Window):
+    """A conv's window and its tensors: input n x h x w x c (NHWC), cout output channels in
+    `groups` groups."""
+
     h: int
     w: int
     c: int
-    oh: int
-    ow: int
     cout: int
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    dh: int
-    dw: int
-    pt: int
-    pl: int
     groups: int
     n: int = 1  # batch: images are independent, each tile belongs to one
+    wbits: int = 8  # bits of a stored weight: 8, or 4 (int4, two per byte)
     # derived once (the mapping search and its bounds read them hundreds of thousands of times)
     depthwise: bool = field(init=False, repr=False, compare=False)
     _weights_per_channel: int = field(init=False, repr=False, compare=False)
@@ -118,10 +112,41 @@ class ConvGeometry:
         return self.cout // self.groups
 
     def in_rows(self, oy0: int, rows: int) -> tuple[int, int, int]:
-        return window_rows(self, oy0, rows)
+        """(first input row, row count, tile pad_top) of output rows [oy0, oy0 + rows)."""
+        return self.rows_for(oy0, rows, self.h)
+
+    @property
+    def w_type(self) -> WeightType:
+        return WeightType.I4 if self.wbits == 4 else WeightType.I8
 
     def weight_bytes(self, chunk: int) -> int:
-        return self._weights_per_channel * chunk
+        """Bytes of the pre-tiled weights of `chunk` output channels."""
+        if self.wbits == 8:
+            return self._weights_per_channel * chunk
+        return _packed_bytes(self, chunk)
+
+    def chunk_offset(self, c0: int, chunk: int) -> int:
+        """Where the weights of the chunk starting at channel `c0` begin among those of every
+        chunk packed back to back (each but the last `chunk` wide)."""
+        return c0 // chunk * self.weight_bytes(chunk)
+
+
+def block_bytes(elements: int, wbits: int) -> int:
+    """Bytes of one instruction's block of `elements` weights (a block starts on a byte)."""
+    return (elements * wbits + 7) // 8
+
+
+def weight_blocks(g: ConvGeometry, chunk: int) -> list[int]:
+    """Weights of each CONV / DWCONV instruction's block of a chunk, in pre-tiled order."""
+    if g.depthwise:
+        return [g.kh * g.kw * chunk]
+    cg = per_conv(g, chunk)
+    return [sc.bh * sc.bw * g.cin_g * cg for sc in sub_convs(g) for _ in range(chunk // cg)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _packed_bytes(g: ConvGeometry, chunk: int) -> int:
+    return sum(block_bytes(e, g.wbits) for e in weight_blocks(g, chunk))
 
 
 def refusal(node: Node, graph) -> str | None:
@@ -130,23 +155,22 @@ def refusal(node: Node, graph) -> str | None:
     a = node.attr_map
     if a["layout"] is not Layout.NHWC:
         return "the NPU needs NHWC convolutions (run the to_nhwc pass)"
-    max_dil = SPECS[Opcode.CONV].field("dil_h").max
-    if max(a["dilation"]) > max_dil:
-        return f"dilation {max(a['dilation'])} is beyond the CONV instruction (max {max_dil})"
-    max_pad = min(SPECS[op].field("pad_top").max for op in (Opcode.CONV, Opcode.DWCONV))
-    if max(a["padding"][:2]) > max_pad:
+    if max(a["dilation"]) > MAX_DILATION:
+        return f"dilation {max(a['dilation'])} is beyond the CONV instruction (max {MAX_DILATION})"
+    if max(a["padding"][:2]) > MAX_PAD:
         return (f"top / left padding {max(a['padding'][:2])} is beyond the CONV / DWCONV "
-                f"instructions (max {max_pad})")
+                f"instructions (max {MAX_PAD})")
     if graph is None:
         return None
     c = graph.type_of(node.inputs[0]).shape[3]
     _, kh, kw, _ = graph.type_of(node.inputs[1]).shape  # OHWI
     depthwise = a["groups"] > 1 and a["groups"] == c
-    big = max(kh, kw, *a["stride"]) > MAX_KERNEL
+    big = max(kh, kw) > MAX_KERNEL or max(a["stride"]) > MAX_STRIDE
     if big and (depthwise or a["dilation"] != (1, 1) or (
-            max(a["stride"]) > MAX_KERNEL and any(a["padding"]))):
-        return (f"kernels or strides beyond {MAX_KERNEL} are supported for ordinary convs only "
-                "(strides > 15 also need no padding and dilation 1)")
+            max(a["stride"]) > MAX_STRIDE and any(a["padding"]))):
+        return (f"kernels beyond {MAX_KERNEL} or strides beyond {MAX_STRIDE} are supported for "
+                f"ordinary convs only (strides > {MAX_STRIDE} also need no padding and "
+                "dilation 1)")
     return None
 
 
@@ -158,8 +182,13 @@ def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
     n, h, w, c = ctx.graph.type_of(node.inputs[0]).shape
     _, oh, ow, cout = node.type.shape
     _, kh, kw, _ = ctx.graph.type_of(node.inputs[1]).shape  # OHWI
-    return ConvGeometry(h, w, c, oh, ow, cout, kh, kw, *a["stride"], *a["dilation"],
-                        a["padding"][0], a["padding"][1], a["groups"], n)
+    (sh, sw), (dh, dw) = a["stride"], a["dilation"]
+    wbits = 4 if ctx.graph.type_of(node.inputs[1]).dtype is DType.I4 else 8
+    if wbits == 4:
+        require_int4(node, ctx)
+    return ConvGeometry(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=a["padding"][0],
+                        pl=a["padding"][1], oh=oh, ow=ow, h=h, w=w, c=c, cout=cout,
+                        groups=a["groups"], n=n, wbits=wbits)
 
 
 def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
@@ -331,7 +360,7 @@ def constants(node: Node, m: ConvMapping, ctx: CodegenContext) -> StepConstants:
     chunks = _chunk_list(g, m)
     if m.order.input_resident:
         return StepConstants(_blobs_all(node, g, chunks, ctx))
-    return StepConstants(tuple(_blobs(node, g, chunks, ctx)))
+    return StepConstants(tuple(blobs(node, g, chunks, ctx)))
 
 
 def step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedConstants | None = None
@@ -412,11 +441,11 @@ def _in_step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedCons
         c0, cn = chunks[t]
         iaddr = lay.stripe + s.group * lay.stripe_stride
         if resident:
-            loads, gaddr = [], lay.weights + g.weight_bytes(c0)
+            loads, gaddr = [], lay.weights + g.chunk_offset(c0, m.chunk)
         else:
             gaddr = lay.weights + s.inp * lay.weights_stride
-            loads = dma.contiguous(Opcode.DMA_LOAD, mem, waddr + g.weight_bytes(c0), gaddr,
-                                   g.weight_bytes(cn))
+            loads = dma.contiguous(Opcode.DMA_LOAD, mem, waddr + g.chunk_offset(c0, m.chunk),
+                                   gaddr, g.weight_bytes(cn))
         oaddr = lay.out + s.out * lay.out_stride
         acc_addr = lay.acc + s.acc * lay.acc_stride
         matrix, vector, stores = _compute(node, g, chunks[t], stripes[j], iaddr, gaddr,
@@ -494,7 +523,8 @@ def _compute_instrs(node: Node, g: ConvGeometry, c0: int, cn: int, rows: int, in
     if g.depthwise:
         compute = [Instruction.make(Opcode.DWCONV, in_addr=iaddr, in_stride_h=g.w * cn,
                                     in_stride_w=cn, ch=cn, w_addr=gaddr, w_stride_k=cn,
-                                    acc_addr=acc_addr, acc_stride=cn, **common)]
+                                    acc_addr=acc_addr, acc_stride=cn, w_type=g.w_type,
+                                    **common)]
     else:
         compute = _convs(g, a, cn, c0, iaddr, in_rows, pad_top, rows, gaddr, acc_addr)
     dt = ISA_DTYPE[node.type.dtype]
@@ -506,9 +536,6 @@ def _compute_instrs(node: Node, g: ConvGeometry, c0: int, cn: int, rows: int, in
     return compute, req
 
 
-MAX_KERNEL = 15  # CONV's kh / kw / stride fields (4 bits)
-
-
 def _split(k: int) -> list[tuple[int, int]]:
     """(first tap, taps) blocks of at most MAX_KERNEL taps covering k taps."""
     n = -(-k // MAX_KERNEL)
@@ -517,17 +544,18 @@ def _split(k: int) -> list[tuple[int, int]]:
 
 
 def _phase_factor(stride: int) -> int:
-    """Smallest f dividing `stride` with stride / f <= MAX_KERNEL (1 when it already fits)."""
-    return next(f for f in range(1, stride + 1) if stride % f == 0 and stride // f <= MAX_KERNEL)
+    """Smallest f dividing `stride` with stride / f <= MAX_STRIDE (1 when it already fits)."""
+    return next(f for f in range(1, stride + 1) if stride % f == 0 and stride // f <= MAX_STRIDE)
 
 
 @dataclass(frozen=True)
 class SubConv:
     """One CONV's share of the kernel: taps ky = py + fy * (y0 + i) for i < bh (same for x).
 
-    Kernels over 15 taps split into accumulating blocks; strides over 15 use the polyphase
-    identity: with f | stride, a stride-s conv is the sum over phases (py, px) of stride-s/f
-    convs on the input subsampled by f from offset (py, px) (needs no padding, dilation 1)."""
+    Kernels over MAX_KERNEL taps split into accumulating blocks; strides over MAX_STRIDE use
+    the polyphase identity: with f | stride, a stride-s conv is the sum over phases (py, px)
+    of stride-s/f convs on the input subsampled by f from offset (py, px) (needs no padding,
+    dilation 1)."""
 
     py: int
     px: int
@@ -557,7 +585,7 @@ def _convs(g: ConvGeometry, a: dict, cn: int, c0: int, iaddr: int, in_rows: int,
     image (rows py, py+fy, ... of the tile); its first tap y0 shifts the padding, or the base
     when the padding runs out."""
     cg = per_conv(g, cn)  # output channels of one CONV (the chunk, or one conv group)
-    out, w_off = [], 0
+    out, w_off = [], 0  # w_off: bytes of the blocks before this CONV's
     for k_sub, sc in enumerate(sub_convs(g)):
         sh_v, sw_v = g.w * g.c * sc.fy, g.c * sc.fx  # strides of the virtual image
         base = iaddr + sc.py * g.w * g.c + sc.px * g.c
@@ -567,17 +595,18 @@ def _convs(g: ConvGeometry, a: dict, cn: int, c0: int, iaddr: int, in_rows: int,
             base, in_h, pt = base - pt * sh_v, in_h + pt, 0
         if pl < 0:
             base, in_w, pl = base - pl * sw_v, in_w + pl, 0
+        block = block_bytes(sc.bh * sc.bw * g.cin_g * cg, g.wbits)
         for k in range(cn // cg):
             out.append(Instruction.make(
                 Opcode.CONV, in_addr=base + ((c0 + k * cg) // g.cout_g) * g.cin_g, in_h=in_h,
                 in_w=in_w, in_stride_h=sh_v, in_stride_w=sw_v, cin=g.cin_g, in_zp=a["in_zp"],
                 kh=sc.bh, kw=sc.bw, stride_h=g.sh // sc.fy, stride_w=g.sw // sc.fx,
                 dil_h=g.dh, dil_w=g.dw, pad_top=pt, pad_left=pl, out_h=rows, out_w=g.ow,
-                w_addr=gaddr + w_off + k * sc.bh * sc.bw * g.cin_g * cg,
+                w_addr=gaddr + w_off + k * block, w_type=g.w_type,
                 w_stride_k=g.cin_g * cg, w_stride_ci=cg, w_stride_co=1, w_zp=0, cout=cg,
                 acc_addr=acc_addr + k * cg, acc_stride=cn,
                 mode=AccMode.OVERWRITE if k_sub == 0 else AccMode.ACCUMULATE))
-        w_off += sc.bh * sc.bw * g.cin_g * cn
+        w_off += cn // cg * block
     return out
 
 
@@ -587,8 +616,8 @@ def per_conv(g: ConvGeometry, chunk: int) -> int:
     return chunk if g.groups == 1 else g.cout_g
 
 
-def _blobs(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: CodegenContext
-           ) -> list[bytes]:
+def blobs(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: CodegenContext
+          ) -> list[bytes]:
     """Weights pre-tiled + parameters, chunk by chunk: one blob per chunk."""
     w = ctx.const(node.inputs[1]).astype(np.int8)  # OHWI
     params = _params(node, ctx)
@@ -613,9 +642,10 @@ def _params(node: Node, ctx: CodegenContext):
 
 
 def _chunk_weights(w: np.ndarray, g: ConvGeometry, c0: int, cn: int) -> bytes:
-    """Output channels [c0, c0 + cn) of the OHWI weights `w`, pre-tiled in read order."""
+    """Output channels [c0, c0 + cn) of the OHWI weights `w`, pre-tiled in read order: one
+    block per CONV / DWCONV instruction (`weight_blocks`), int4 packed per block."""
     if g.depthwise:
-        wt = w[c0:c0 + cn, :, :, 0].reshape(cn, g.kh * g.kw).T  # [kh*kw, cn]
+        parts = [w[c0:c0 + cn, :, :, 0].reshape(cn, g.kh * g.kw).T]  # [kh*kw, cn]
     else:
         cg = per_conv(g, cn)
         parts = []
@@ -623,5 +653,16 @@ def _chunk_weights(w: np.ndarray, g: ConvGeometry, c0: int, cn: int) -> bytes:
             taps = w[:, sc.py::sc.fy, sc.px::sc.fx][:, sc.y0:sc.y0 + sc.bh,
                                                      sc.x0:sc.x0 + sc.bw]
             parts += [taps[o0:o0 + cg].reshape(cg, -1).T for o0 in range(c0, c0 + cn, cg)]
-        wt = np.concatenate([p.reshape(-1) for p in parts])
-    return np.ascontiguousarray(wt).tobytes()
+    flat = [np.ascontiguousarray(p).reshape(-1) for p in parts]
+    if g.wbits == 4:
+        return b"".join(pack_int4(f) for f in flat)
+    return np.concatenate(flat).tobytes()
+
+
+def pack_int4(values: np.ndarray) -> bytes:
+    """Signed 4-bit `values` two per byte, the even element in the low half (a zero half
+    after an odd count)."""
+    v = np.asarray(values, np.int64).reshape(-1)
+    if v.size % 2:
+        v = np.append(v, 0)
+    return ((v[0::2] & 0xF) | ((v[1::2] & 0xF) << 4)).astype(np.uint8).tobytes()

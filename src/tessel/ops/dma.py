@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from tessel.ir import DType
 from tessel.isa import Instruction, Opcode
+from tessel.isa.limits import MAX_EXTENT
 from tessel.ops.context import ISA_DTYPE, DramTensor
 
-MAX_DIM = 65535
+MAX_DIM = MAX_EXTENT  # the DMA's d0-d3
 _CHUNK = 32768
 _DIM_FIELDS = tuple((f"d{k}", f"ext_s{k}", f"sram_s{k}") for k in range(4))
 

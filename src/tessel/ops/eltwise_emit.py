@@ -26,6 +26,7 @@ from tessel.errors import TesselCompileError
 from tessel.ir import DType, Node, Op
 from tessel.isa import Instruction, Opcode
 from tessel.isa.fields import EltOp, LutMode
+from tessel.isa.limits import MAX_EXTENT
 from tessel.ops import dma
 from tessel.ops.context import (
     ISA_DTYPE,
@@ -39,7 +40,7 @@ from tessel.ops.context import (
 )
 from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
-MAX_DIM = 65535  # extent fields of ELTWISE / LUT / DMA
+MAX_DIM = MAX_EXTENT  # extent fields of ELTWISE / LUT / DMA
 RESIDENT_BYTES = 16384  # broadcast operands up to this size stay in SRAM for the whole step
 MAX_TILES = 512  # finer chunkings only cost compile time and per-tile DMA latency
 _ELT_OPS = {Op.QADD: EltOp.ADD, Op.QSUB: EltOp.SUB, Op.QMUL: EltOp.MUL,
@@ -221,7 +222,7 @@ def _layout(op: _Op, m: EltMapping, ctx: CodegenContext, node: Node) -> _Layout:
 
 
 def _table_entries(op: _Op) -> int:
-    return 256 if op.dtypes[0] is DType.I8 else 513
+    return (LutMode.I8_256 if op.dtypes[0] is DType.I8 else LutMode.I16_513).entries
 
 
 # ---------------------------------------------------------------------------- candidates

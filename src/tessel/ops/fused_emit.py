@@ -280,8 +280,8 @@ def geometries(chain: FusedChain, ctx: CodegenContext) -> tuple:
 def _pool_geometry(node: Node, ctx: CodegenContext) -> conv_emit.ConvGeometry:
     """A max pool's window as a depthwise conv's geometry (no weights)."""
     p = pool_emit.pool_geometry(node, ctx)
-    return conv_emit.ConvGeometry(p.h, p.w, p.c, p.oh, p.ow, p.c, p.kh, p.kw, p.sh, p.sw, p.dh,
-                                 p.dw, p.pt, p.pl, p.c, p.n)
+    return conv_emit.ConvGeometry(**p.window_attrs(), h=p.h, w=p.w, c=p.c, cout=p.c,
+                                  groups=p.c, n=p.n)
 
 
 def order(plan: _Plan) -> tuple[_Groups, _Hosts]:
@@ -717,7 +717,7 @@ def constants(chain: FusedChain, m: FusedMapping, ctx: CodegenContext) -> StepCo
     members = (chain.conv, chain.dw, chain.project)
     blobs = [b for node, g, chunks in zip(members, (geo.g1, geo.g2, geo.g3),
                                           _const_chunks(chain, geo), strict=True)
-             if chunks for b in conv_emit._blobs(node, g, chunks, ctx)]
+             if chunks for b in conv_emit.blobs(node, g, chunks, ctx)]
     return StepConstants(tuple(blobs))
 
 
@@ -843,7 +843,7 @@ def _e_tile(chain: FusedChain, geo: ChainGeometry, lay: _Layout, tl: _Tile, s: S
                 stride_w=g1.sw, dil_h=g1.dh, dil_w=g1.dw, pad_top=pad_top, pad_left=g1.pl,
                 out_h=st.new, out_w=g1.ow, w_addr=w1, w_stride_k=g1.c * cn, w_stride_ci=cn,
                 w_stride_co=1, w_zp=0, cout=cn, acc_addr=acc, acc_stride=cn,
-                mode=AccMode.OVERWRITE))
+                mode=AccMode.OVERWRITE, w_type=g1.w_type))
         if st.moved >= 0:  # rebase: the rows still needed move to the top (reads first)
             vector.append(Instruction.make(
                 Opcode.COPY, dtype=ISA_DTYPE[DType.I8], d0=cn, d1=st.keep * g2.w,
@@ -887,7 +887,7 @@ def _e_tile(chain: FusedChain, geo: ChainGeometry, lay: _Layout, tl: _Tile, s: S
         in_stride_w=cn, ch=cn, in_zp=a2["in_zp"], kh=g2.kh, kw=g2.kw, stride_h=g2.sh,
         stride_w=g2.sw, dil_h=g2.dh, dil_w=g2.dw, pad_top=st.pad_top, pad_left=g2.pl,
         out_h=st.rows, out_w=g2.ow, w_addr=w2, w_stride_k=cn, acc_addr=dacc,
-        acc_stride=cn, mode=AccMode.OVERWRITE)
+        acc_stride=cn, mode=AccMode.OVERWRITE, w_type=g2.w_type)
     (matrix if geo.dw_matrix else vector).append(dw)
     params = w2 + g2.weight_bytes(cn)
     if chain_mode:
@@ -916,7 +916,7 @@ def _halo_conv_tile(chain: FusedChain, geo: ChainGeometry, lay: _Layout, st: _St
         stride_w=g2.sw, dil_h=g2.dh, dil_w=g2.dw, pad_top=st.pad_top, pad_left=g2.pl,
         out_h=st.rows, out_w=g2.ow, w_addr=w2, w_stride_k=cin * cout, w_stride_ci=cout,
         w_stride_co=1, w_zp=0, cout=cout, acc_addr=acc, acc_stride=cout,
-        mode=AccMode.OVERWRITE))
+        mode=AccMode.OVERWRITE, w_type=g2.w_type))
     oaddr = lay.out + s.out * lay.out_stride
     work.vector.append(_conv_req(chain.dw, acc, pix, cout, oaddr, cout,
                                  w2 + g2.weight_bytes(cout)))
@@ -939,7 +939,7 @@ def _project_tile(chain: FusedChain, geo: ChainGeometry, lay: _Layout, tl: _Tile
         in_stride_w=cin, cin=cin, in_zp=a3["in_zp"], kh=1, kw=1, stride_h=1, stride_w=1,
         dil_h=1, dil_w=1, pad_top=0, pad_left=0, out_h=st.rows, out_w=g3.ow, w_addr=lay.w3,
         w_stride_k=cin * cout, w_stride_ci=cout, w_stride_co=1, w_zp=0, cout=cout,
-        acc_addr=acc, acc_stride=cout, mode=AccMode.OVERWRITE)
+        acc_addr=acc, acc_stride=cout, mode=AccMode.OVERWRITE, w_type=g3.w_type)
     oaddr = lay.out + s.out * lay.out_stride
     params = lay.w3 + g3.weight_bytes(cout)
     loads: list[Instruction] = []

@@ -37,13 +37,21 @@ import numpy as np
 import numpy.typing as npt
 
 from tessel.errors import TesselConfigError
-from tessel.isa.fields import DType, EltOp, PoolOp, ReduceOp, UnaryOp
+from tessel.isa.fields import INTERPOLATION_BITS, DType, EltOp, LutMode, PoolOp, ReduceOp, UnaryOp
 from tessel.isa.fixedpoint import (
     INT32_MAX,
     INT32_MIN,
     multiply_by_quantized_multiplier,
     requantize,
     rounding_div,
+)
+from tessel.isa.limits import (
+    MAX_CENTRED_INT8,
+    MAX_FRAC_BITS,
+    MAX_LEFT_SHIFT,
+    MAX_MATRIX_ZP,
+    MAX_REDUCTION,
+    MIN_MATRIX_ZP,
 )
 
 I64 = np.int64
@@ -137,8 +145,8 @@ def eltwise(op: EltOp, a: npt.ArrayLike, b: npt.ArrayLike, *, a_zp: int = 0, b_z
     """
     dt = np_dtype(out_dtype)
     _clamp_bounds(act_min, act_max, dt, "eltwise")
-    if not 0 <= left_shift <= 31:
-        raise TesselConfigError(f"eltwise: left_shift {left_shift} outside [0, 31]")
+    if not 0 <= left_shift <= MAX_LEFT_SHIFT:
+        raise TesselConfigError(f"eltwise: left_shift {left_shift} outside [0, {MAX_LEFT_SHIFT}]")
     av, bv = np.broadcast_arrays(_ints(a, "eltwise a"), _ints(b, "eltwise b"))
     op = EltOp(op)
     if op == EltOp.MUL:
@@ -172,10 +180,11 @@ def _table(table: npt.ArrayLike, n: int, what: str) -> np.ndarray:
 
 def lut_i8(x: npt.ArrayLike, table: npt.ArrayLike) -> np.ndarray:
     """LUT I8_256: ``y = wrap8(table[x + 128])`` for int8 ``x`` (table: 256 int16-range entries)."""
-    t = _table(table, 256, "lut_i8")
+    mode = LutMode.I8_256
+    t = _table(table, mode.entries, "lut_i8")
     xs = _ints(x, "lut_i8 x")
     _in_type(xs, np.dtype(np.int8), "lut_i8 x")
-    return t[xs + 128].astype(np.int8)  # astype wraps modulo 2^8 (wrap8)
+    return t[xs + mode.centre].astype(np.int8)  # astype wraps modulo 2^8 (wrap8)
 
 
 def lut_i16(x: npt.ArrayLike, table: npt.ArrayLike) -> np.ndarray:
@@ -184,14 +193,15 @@ def lut_i16(x: npt.ArrayLike, table: npt.ArrayLike) -> np.ndarray:
     ``idx = 256 + (x >> 7)``, ``off = x & 127``, ``slope = wrap16(t[idx+1] - t[idx])``,
     ``y = wrap16(t[idx] + ((slope * off + 64) >> 7))`` with floor shifts.
     """
-    t = _table(table, 513, "lut_i16")
+    mode, bits = LutMode.I16_513, INTERPOLATION_BITS
+    t = _table(table, mode.entries, "lut_i16")
     xs = _ints(x, "lut_i16 x")
     _in_type(xs, np.dtype(np.int16), "lut_i16 x")
-    idx = 256 + (xs >> 7)
-    off = xs & 0x7F
+    idx = mode.centre + (xs >> bits)
+    off = xs & (mode.step - 1)
     base = t[idx]
     slope = (t[idx + 1] - base + 32768) % 65536 - 32768
-    return (base + ((slope * off + 64) >> 7)).astype(np.int16)  # astype wraps (wrap16)
+    return (base + ((slope * off + (mode.step >> 1)) >> bits)).astype(np.int16)  # wrap16
 
 
 # --------------------------------------------------------------------------------------------
@@ -302,8 +312,8 @@ def _isqrt(v: np.ndarray) -> np.ndarray:
 def unary(x: npt.ArrayLike, op: UnaryOp, frac_bits: int) -> np.ndarray:
     """UNARY on int32 ``x``: RECIP ``min(rounding_div(2^fb, x), INT32_MAX)``, RSQRT
     ``min(isqrt(floor(2^(2 fb) / x)), INT32_MAX)``; ``x <= 0`` gives ``INT32_MAX``."""
-    if not 0 <= frac_bits <= 31:
-        raise TesselConfigError(f"unary: frac_bits {frac_bits} outside [0, 31]")
+    if not 0 <= frac_bits <= MAX_FRAC_BITS:
+        raise TesselConfigError(f"unary: frac_bits {frac_bits} outside [0, {MAX_FRAC_BITS}]")
     xs = _ints(x, "unary x")
     _in_type(xs, np.dtype(np.int32), "unary x")
     pos = xs > 0
@@ -318,8 +328,10 @@ def unary(x: npt.ArrayLike, op: UnaryOp, frac_bits: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # CONV, DWCONV, MATMUL (accumulation into the int32 accumulator)
 # --------------------------------------------------------------------------------------------
-# Products of int8 values minus 9-bit zero points are <= 383^2; every reduction the ISA allows
-# (K <= 15*15*65535) stays below 2^53, so float64 sums of them are exact integers.
+# Products of int8 values minus 9-bit zero points are <= MAX_CENTRED_INT8^2; every reduction
+# the ISA allows (K <= MAX_REDUCTION) stays below 2^53, so float64 sums of them are exact
+# integers.
+assert MAX_CENTRED_INT8**2 * MAX_REDUCTION < 2**53
 
 
 def _accumulate(s: np.ndarray, acc: npt.ArrayLike | None) -> np.ndarray:
@@ -336,8 +348,9 @@ def _accumulate(s: np.ndarray, acc: npt.ArrayLike | None) -> np.ndarray:
 def _centred_f64(x: npt.ArrayLike, zp: int, name: str) -> np.ndarray:
     xs = _ints(x, name)
     _in_type(xs, np.dtype(np.int8), name)
-    if not -256 <= zp <= 255:
-        raise TesselConfigError(f"{name}: zero point {zp} outside the 9-bit field [-256, 255]")
+    if not MIN_MATRIX_ZP <= zp <= MAX_MATRIX_ZP:
+        raise TesselConfigError(f"{name}: zero point {zp} outside the 9-bit field "
+                                f"[{MIN_MATRIX_ZP}, {MAX_MATRIX_ZP}]")
     return (xs - zp).astype(np.float64)
 
 

@@ -50,6 +50,7 @@ import numpy.typing as npt
 from tessel.errors import TesselConfigError
 from tessel.isa.fields import DType, EltOp, ReduceOp, UnaryOp
 from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN, multiplier_value, quantize_multiplier
+from tessel.isa.limits import MAX_EXTENT
 from tessel.ops import intops
 from tessel.ops.softmax import ONE_MULT, ONE_SHIFT, PlanAttrs, frozen_array
 
@@ -149,8 +150,8 @@ def _check_inputs(in_scale: float, in_zp: int, in_dtype: DType, out_scale: float
             raise TesselConfigError(f"layer norm {what} must be finite and > 0, got {s!r}")
     if not in_dtype.lo <= in_zp <= in_dtype.hi or not out_dtype.lo <= out_zp <= out_dtype.hi:
         raise TesselConfigError(f"layer norm zero points {in_zp} / {out_zp} outside their types")
-    if not 1 <= n <= 65535:
-        raise TesselConfigError(f"layer norm size {n} outside the REDUCE extent [1, 65535]")
+    if not 1 <= n <= MAX_EXTENT:
+        raise TesselConfigError(f"layer norm size {n} outside the REDUCE extent [1, {MAX_EXTENT}]")
     if not (math.isfinite(eps) and eps >= 0):
         raise TesselConfigError(f"layer norm eps must be finite and >= 0, got {eps!r}")
 

@@ -37,11 +37,13 @@ import numpy as np
 import numpy.typing as npt
 
 from tessel.errors import TesselConfigError
+from tessel.isa.fields import LutMode
 
 FloatFn = Callable[[np.ndarray], np.ndarray]
 
-I16_ENTRIES = 513
-I16_STEP = 128  # input values between neighbouring int16 table entries
+I16_ENTRIES = LutMode.I16_513.entries
+I16_STEP = LutMode.I16_513.step  # input values between neighbouring int16 table entries
+I16_CENTRE = LutMode.I16_513.centre  # the entry of input 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,7 +164,7 @@ def make_lut_i16(fn: FloatFn, in_scale: float, in_zp: int, out_scale: float,
     """The int16[513] interpolated table of ``fn`` (midpoint-balanced; see the module doc)."""
     _check_scales(in_scale, out_scale, "make_lut_i16")
     k = np.arange(I16_ENTRIES)
-    v = (k - 256) * I16_STEP
+    v = (k - I16_CENTRE) * I16_STEP
 
     def f(at: np.ndarray) -> np.ndarray:  # the target: fn in output units, saturated to int16
         return np.clip(_real_out(fn, at, in_scale, in_zp, out_scale, out_zp), -32768, 32767)

@@ -139,21 +139,10 @@ def lower_matmul(rw: Rewriter, q: Node) -> str | None:
                 loc=mm.loc)
 
 
-def refusal(node: Node, graph: Graph | None = None) -> str | None:
-    """The matrix engine multiplies int8 by int8."""
-    if graph is None:
-        return None
-    kinds = [graph.type_of(i).dtype for i in node.inputs[:2]]
-    if any(k is not DType.I8 for k in kinds):
-        return (f"{kinds[0].value} x {kinds[1].value} operands (the matrix engine multiplies "
-                "int8 by int8)")
-    return None
-
-
 # ---------------------------------------------------------------- the definitions
 
 _I = AttrKind.INT
-_NPU = Npu(matmul_emit, refusal)
+_WEIGHTS = frozenset({1})  # the weight operand may be int4
 _INTEGER = frozenset({Trait.INTEGER})
 
 register(
@@ -165,11 +154,13 @@ register(
           torch=lambda a, xs: lazy_torch().matmul(*xs), lower=(lower_matmul,), macs=gemm_macs),
     OpDef(Op.QLINEAR, OpSpec(("input", "weight", "bias", "multiplier", "shift"), _qlinear_type,
                              {"in_zp": AttrSpec(_I), **OUT_ATTRS}),
-          golden=_qlinear_golden, npu=_NPU, macs=gemm_macs, traits=_INTEGER),
+          golden=_qlinear_golden, npu=Npu(matmul_emit, matmul_emit.refusal, int4=_WEIGHTS),
+          macs=gemm_macs, traits=_INTEGER),
     OpDef(Op.QMATMUL, OpSpec(("lhs", "rhs"), _qmatmul_type,
                              {"a_zp": AttrSpec(_I), "b_zp": AttrSpec(_I), **REQUANT_ATTRS,
                               **OUT_ATTRS}),
-          golden=_qmatmul_golden, npu=_NPU, macs=gemm_macs, traits=_INTEGER),
+          golden=_qmatmul_golden, npu=Npu(matmul_emit, matmul_emit.refusal), macs=gemm_macs,
+          traits=_INTEGER),
     OpDef(Op.EMBEDDING, OpSpec(("weight", "indices"), _embedding_type),
           kernel=lambda a, xs: xs[0][xs[1]],
           torch=lambda a, xs: lazy_functional().embedding(xs[1], xs[0])),

@@ -15,7 +15,9 @@ Loop orders (`GemmMapping.order`):
 Requant parameters are loaded once per step (group 0's param loads) into a fixed SRAM region.
 Constants (qlinear) are packed in read order: the parameters of all channels N chunk by N chunk
 ([bias, q31, shift] of the chunk, 12 bytes per channel, so chunk j0's table is at 12 * j0),
-then w^T chunk by chunk as [K, cols] row-major (a K chunk of it is contiguous).
+then w^T chunk by chunk as [K, cols] row-major (a K chunk of it is contiguous). int4 weights
+are stored two per byte (MATMUL ``b_type`` I4), each row of a chunk padded to an even count
+(``Gemm.b_row``) so that every row, hence every K chunk, starts on a byte.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tessel.errors import TesselCompileError
-from tessel.ir import DType, Node, Op
+from tessel.ir import DType, Graph, Node, Op
 from tessel.isa import Instruction, Opcode
 from tessel.isa.costs import gemm_cycles
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.isa.instrs.matrix import WeightType
+from tessel.isa.limits import MAX_EXTENT
 from tessel.ops import dma
 from tessel.ops.context import (
     ISA_DTYPE,
@@ -41,11 +45,13 @@ from tessel.ops.context import (
     StepConstants,
     align,
     const_addresses,
+    require_int4,
 )
+from tessel.ops.conv_emit import pack_int4
 from tessel.ops.eltwise_emit import const_blob, const_operand, is_const
 from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
-MAX_FIELD = 65535  # m, n, k and acc_stride are 16-bit fields
+MAX_FIELD = MAX_EXTENT  # m, n, k and acc_stride are 16-bit fields
 KEEP = 6  # candidates passed on to the exact (per-tile) estimate
 
 
@@ -87,10 +93,36 @@ class Gemm:
     a_zp: int
     b_zp: int
     per_channel: bool  # qlinear: per-channel parameters, B = w^T pre-tiled in the pool
+    wbits: int = 8  # bits of a stored element of B: 8, or 4 (a qlinear's int4 weights)
 
     @property
     def macs(self) -> int:
         return len(self.batches) * self.m * self.n * self.k
+
+    @property
+    def b_type(self) -> WeightType:
+        return WeightType.I4 if self.wbits == 4 else WeightType.I8
+
+    def b_row(self, cols: int) -> int:
+        """Elements of one stored row of a B chunk `cols` wide (int4: an even count)."""
+        return cols + cols % 2 if self.wbits == 4 else cols
+
+    def b_bytes(self, rows: int, cols: int) -> int:
+        """Bytes of `rows` stored rows of a B chunk `cols` wide."""
+        return rows * self.b_row(cols) * self.wbits // 8
+
+
+def refusal(node: Node, graph: Graph | None = None) -> str | None:
+    """The matrix engine multiplies int8 by int8 (a linear layer's weights may be int4: they
+    enter the array as the int8 they equal)."""
+    if graph is None:
+        return None
+    kinds = [graph.type_of(i).dtype for i in node.inputs[:2]]
+    weights = (DType.I8, DType.I4) if node.op is Op.QLINEAR else (DType.I8,)
+    if kinds[0] is not DType.I8 or kinds[1] not in weights:
+        return (f"{kinds[0].value} x {kinds[1].value} operands (the matrix engine multiplies "
+                "int8 by int8)")
+    return None
 
 
 def gemm(node: Node, ctx: CodegenContext) -> Gemm:
@@ -98,13 +130,15 @@ def gemm(node: Node, ctx: CodegenContext) -> Gemm:
     a = node.attr_map
     ta = ctx.graph.type_of(node.inputs[0])
     tb = ctx.graph.type_of(node.inputs[1])
-    if ta.dtype is not DType.I8 or tb.dtype is not DType.I8:
-        raise TesselCompileError(f"{node} at {node.loc}: the matrix engine multiplies int8 by "
-                                 f"int8, got {ta.dtype.value} x {tb.dtype.value}")
+    why = refusal(node, ctx.graph)
+    if why is not None:
+        raise TesselCompileError(f"{node} at {node.loc}: {why}")
+    if tb.dtype is DType.I4:
+        require_int4(node, ctx)
     if node.op is Op.QLINEAR:
         k = ta.shape[-1]
         return Gemm(math.prod(ta.shape[:-1]), tb.shape[0], k, (Batch(0, 0, 0),),
-                    a["in_zp"], 0, True)
+                    a["in_zp"], 0, True, 4 if tb.dtype is DType.I4 else 8)
     m, k = ta.shape[-2:]
     n = tb.shape[-1]
     lead = node.type.shape[:-2]
@@ -153,12 +187,12 @@ def _layout(g: Gemm, mp: GemmMapping, ctx: CodegenContext, node: Node) -> _Layou
     gdepth = min(depth, ngroups)
     b_in_inp = 0
     if mp.order is Order.WEIGHTS:
-        gbytes, ibytes = align(g.k * mp.cols), align(mp.rows * g.k)
+        gbytes, ibytes = align(g.b_bytes(g.k, mp.cols)), align(mp.rows * g.k)
     elif mp.order is Order.INPUT:
-        gbytes, ibytes = align(mp.rows * g.k), align(g.k * mp.cols)
+        gbytes, ibytes = align(mp.rows * g.k), align(g.b_bytes(g.k, mp.cols))
     else:
         b_in_inp = align(mp.rows * mp.kc)
-        gbytes, ibytes = 0, b_in_inp + align(mp.kc * mp.cols)
+        gbytes, ibytes = 0, b_in_inp + align(g.b_bytes(mp.kc, mp.cols))
     group = plan.sram(gdepth * gbytes, "resident operand")
     inp = plan.sram(depth * ibytes, "tile operand")
     obytes = align(mp.rows * mp.cols * node.type.dtype.itemsize)
@@ -231,7 +265,7 @@ def _rough_cycles(g: Gemm, mp: GemmMapping, ctx: CodegenContext, node: Node) -> 
         -(-rows * cols // arch.vector.lanes), -(-rows * cols * out_isz // sram_bw))
     a_reads = {Order.WEIGHTS: nc, Order.INPUT: 1, Order.STREAM: nc}[mp.order]
     b_reads = {Order.WEIGHTS: 1, Order.INPUT: mt, Order.STREAM: mt}[mp.order]
-    a_bytes, b_bytes = nb * g.m * g.k * a_reads, nb * g.k * g.n * b_reads
+    a_bytes, b_bytes = nb * g.m * g.k * a_reads, nb * g.k * g.n * g.wbits // 8 * b_reads
     transfers = nb * (mt * nc * (1 + kt * 2 if mp.order is Order.STREAM else 2) + nc + mt)
     amem = arch.offchip[ctx.act_memory]
     bmem = arch.offchip[ctx.consts.memory if g.per_channel else ctx.act_memory]
@@ -373,8 +407,9 @@ class _Io:
                ) -> list[Instruction]:
         (j0, nn), (k0, kk) = j, kt
         if self.g.per_channel:  # w^T chunk [K, nn] pre-tiled: a K chunk is contiguous
-            addr = self.consts.chunks[j0 // self.cols] + k0 * nn
-            return dma.contiguous(Opcode.DMA_LOAD, self.ctx.consts.memory, addr, sram, kk * nn)
+            addr = self.consts.chunks[j0 // self.cols] + self.g.b_bytes(k0, nn)
+            return dma.contiguous(Opcode.DMA_LOAD, self.ctx.consts.memory, addr, sram,
+                                  self.g.b_bytes(kk, nn))
         t = self.b_const or self.ctx.tensor(self.node.inputs[1])
         return [dma.pattern(Opcode.DMA_LOAD, t, b.b + k0 * self.g.n + j0, sram,
                             ((nn, 1, 1), (kk, self.g.n, nn)))]
@@ -384,8 +419,8 @@ class _Io:
         (_, mr), (_, nn), (k0, kk) = i, j, kt
         return Instruction.make(
             Opcode.MATMUL, m=mr, n=nn, k=kk, a_addr=a_addr, a_stride_m=kk, a_stride_k=1,
-            a_zp=self.g.a_zp, b_addr=b_addr, b_stride_k=nn, b_stride_n=1, b_zp=self.g.b_zp,
-            acc_addr=acc, acc_stride=nn,
+            a_zp=self.g.a_zp, b_addr=b_addr, b_stride_k=self.g.b_row(nn), b_stride_n=1,
+            b_zp=self.g.b_zp, b_type=self.g.b_type, acc_addr=acc, acc_stride=nn,
             mode=AccMode.OVERWRITE if k0 == 0 else AccMode.ACCUMULATE)
 
     def requant(self, i: tuple[int, int], j: tuple[int, int], acc: int, oaddr: int
@@ -419,5 +454,15 @@ def _blobs(node: Node, g: Gemm, nchunks: list[tuple[int, int]], ctx: CodegenCont
     bias, mult, shift = (ctx.const(n).astype("<i4") for n in node.inputs[2:5])
     table = np.concatenate([np.concatenate([bias[j0:j0 + nn], mult[j0:j0 + nn],
                                             shift[j0:j0 + nn]]) for j0, nn in nchunks])
-    return [table.tobytes(), *(np.ascontiguousarray(w[j0:j0 + nn].T).tobytes()
-                               for j0, nn in nchunks)]
+    return [table.tobytes(), *(_b_chunk(g, w[j0:j0 + nn].T) for j0, nn in nchunks)]
+
+
+def _b_chunk(g: Gemm, wt: np.ndarray) -> bytes:
+    """A chunk [K, cols] of w^T as stored: int8 row-major, or int4 rows of `b_row` elements
+    (a zero after an odd count) two per byte."""
+    if g.wbits == 8:
+        return np.ascontiguousarray(wt).tobytes()
+    k, cols = wt.shape
+    rows = np.zeros((k, g.b_row(cols)), np.int8)
+    rows[:, :cols] = wt
+    return pack_int4(rows)

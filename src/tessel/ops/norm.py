@@ -7,6 +7,7 @@ as constant operands), run on the vector engine by tessel.ops.norm_emit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -130,6 +131,13 @@ def _qlayer_norm_golden(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarra
     return layer_norm.layer_norm_int(xs[0], plan)
 
 
+def sdpa_macs(graph: Graph, node: Node) -> int:
+    """The two matmuls: scores (q k^T) and their weighted sum of v."""
+    q, k, v = (graph.type_of(i).shape for i in node.inputs[:3])
+    batch = math.prod(node.type.shape[:-2])
+    return batch * q[-2] * k[-2] * (q[-1] + v[-1])
+
+
 # ---------------------------------------------------------------- QDQ -> integer
 
 
@@ -218,7 +226,7 @@ register(
     OpDef(Op.SDPA, OpSpec(("query", "key", "value", "mask"), _sdpa_type,
                           {"scale": AttrSpec(AttrKind.FLOAT),
                            "causal": AttrSpec(AttrKind.BOOL, False)}, optional=1),
-          kernel=_sdpa),
+          kernel=_sdpa, macs=sdpa_macs),
     OpDef(Op.QSOFTMAX, OpSpec(("x", "exp_table"), _qsoftmax_type,
                               {"axis": AttrSpec(_I, -1), "dtype": AttrSpec(AttrKind.DTYPE),
                                **{k: AttrSpec(_I) for k in softmax.SoftmaxPlan.attr_names()}}),

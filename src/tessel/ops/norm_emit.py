@@ -22,7 +22,7 @@ REQUANT parameters, gamma_q and beta_q (one constant blob). Inputs and outputs s
 double-buffered rings.
 
 Limits: a whole row (R elements x `inner`) must fit SRAM in one tile (no split reduction), R
-and every tile extent <= 65535 (instruction fields).
+and every tile extent <= MAX_EXTENT (instruction fields, ``tessel.isa.limits``).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 MAX_DIM = dma.MAX_DIM
 MAX_TILES = 512  # finer tilings only cost compile time and per-tile DMA latency
-TABLE_ENTRIES = 513
+TABLE_ENTRIES = LutMode.I16_513.entries  # the exp table
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ from tessel.ir import Layout, Node, Op
 from tessel.isa import SPECS, Instruction, Opcode
 from tessel.isa.fields import AccSrc, ParamMode, PoolOp, ReduceOp
 from tessel.isa.fields import DType as IsaDType
+from tessel.isa.limits import MAX_TILE_HW
+from tessel.isa.window import Window
 from tessel.ops import dma
 from tessel.ops.context import (
     ISA_DTYPE,
@@ -37,7 +39,6 @@ from tessel.ops.context import (
     align,
     const_addresses,
 )
-from tessel.ops.conv_emit import window_rows
 from tessel.ops.movement_emit import canonical
 from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
@@ -60,27 +61,21 @@ class PoolMapping:
 
 
 @dataclass(frozen=True)
-class PoolGeometry:
+class PoolGeometry(Window):
+    """A pool's window and its input n x h x w x c (NHWC)."""
+
     h: int
     w: int
     c: int
-    oh: int
-    ow: int
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    dh: int
-    dw: int
-    pt: int
-    pl: int
     n: int = 1  # batch: images are independent, each tile belongs to one
 
     def in_rows(self, oy0: int, rows: int) -> tuple[int, int, int]:
-        return window_rows(self, oy0, rows)
+        """(first input row, row count, tile pad_top) of output rows [oy0, oy0 + rows)."""
+        return self.rows_for(oy0, rows, self.h)
 
     def max_in_rows(self, rows: int) -> int:
-        return min(self.h, (rows - 1) * self.sh + (self.kh - 1) * self.dh + 1)
+        """The most input rows a tile of `rows` output rows reads."""
+        return self.max_rows(rows, self.h)
 
 
 def pool_refusal(node: Node, graph) -> str | None:
@@ -117,7 +112,8 @@ def pool_geometry(node: Node, ctx: CodegenContext) -> PoolGeometry:
     sh, sw = (1 if oh == 1 else a["stride"][0]), (1 if ow == 1 else a["stride"][1])
     dh, dw = a.get("dilation") or (1, 1)
     pt, pl, _, _ = a["padding"]
-    return PoolGeometry(h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, n)
+    return PoolGeometry(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl, oh=oh, ow=ow,
+                        h=h, w=w, c=c, n=n)
 
 
 def pool_candidates(node: Node, ctx: CodegenContext) -> list[PoolMapping]:
@@ -152,7 +148,7 @@ def _fitting(node: Node, ctx: CodegenContext, g: PoolGeometry, rows: int, ch: in
 def _pool_layout(g: PoolGeometry, m: PoolMapping, ctx: CodegenContext, node: Node
                  ) -> tuple[int, int, int, int]:
     """(input base, input slot bytes, output base, output slot bytes)."""
-    if g.max_in_rows(m.rows) > 4095 or m.rows > 4095:
+    if g.max_in_rows(m.rows) > MAX_TILE_HW or m.rows > MAX_TILE_HW:
         raise TesselCompileError("tile taller than POOL allows")
     depth = 2 if m.double_buffer else 1
     isz = node.type.dtype.itemsize

@@ -21,8 +21,10 @@ from __future__ import annotations
 from types import ModuleType
 
 from tessel.errors import TesselCompileError
-from tessel.ir import Graph, Node, Op
+from tessel.ir import DType, Graph, Node, Op
 from tessel.ops.base import DEFINITIONS, OpDef, Trait
+
+NPU_DTYPES = (DType.I8, DType.I16, DType.I32)  # the element types of the NPU's tensors
 
 
 def definition(op: Op) -> OpDef:
@@ -39,7 +41,7 @@ def emitter_for(node: Node) -> ModuleType:
     """The module that lowers `node` to NPU instructions."""
     npu = definition(node.op).npu
     if npu is None or npu.emitter is None:
-        raise TesselCompileError(f"{node} at {node.loc}: no NPU lowering for '{node.op.value}'")
+        raise TesselCompileError(f"{node.described()}: no NPU lowering for '{node.op.value}'")
     return npu.emitter
 
 
@@ -53,6 +55,15 @@ def npu_refusal(node: Node, graph: Graph | None = None) -> str | None:
         return f"no NPU lowering for '{node.op.value}'"
     if not node.type.dtype.is_int:
         return f"{node.type.dtype.value} result (the NPU computes on integers)"
+    if node.type.dtype not in NPU_DTYPES:
+        return (f"{node.type.dtype.value} result (the NPU holds "
+                f"{', '.join(d.value for d in NPU_DTYPES)} tensors)")
+    if graph is not None:
+        for k, name in enumerate(node.inputs):
+            dtype = graph.type_of(name).dtype
+            if dtype not in NPU_DTYPES and not (dtype is DType.I4 and k in npu.int4):
+                return (f"operand %{name} is {dtype.value} (the NPU holds "
+                        f"{', '.join(d.value for d in NPU_DTYPES)} tensors)")
     return npu.refusal(node, graph) if npu.refusal is not None else None
 
 

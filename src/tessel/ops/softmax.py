@@ -44,8 +44,9 @@ import numpy.typing as npt
 from tessel.errors import TesselConfigError
 from tessel.isa.fields import DType, EltOp, ReduceOp, UnaryOp
 from tessel.isa.fixedpoint import INT32_MAX, quantize_multiplier
+from tessel.isa.limits import MAX_EXTENT
 from tessel.ops import intops
-from tessel.ops.lut import make_lut_i16
+from tessel.ops.lut import I16_ENTRIES, make_lut_i16
 
 EXP_RANGE = 12.0  # exponent arguments kept: [-12, 0]; 32767 exp(-11.1) < 0.5 rounds to 0
 D_ZP = 32767  # the int16 exponent argument d = 32767 means x == max(x)
@@ -126,7 +127,7 @@ class SoftmaxPlan(PlanAttrs):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "exp_table",
-                           frozen_array(self.exp_table, np.int16, (513,), "exp_table"))
+                           frozen_array(self.exp_table, np.int16, (I16_ENTRIES,), "exp_table"))
 
     @classmethod
     def from_attrs(cls, attrs: Mapping[str, Any], exp_table: npt.ArrayLike) -> SoftmaxPlan:
@@ -164,19 +165,19 @@ def plan_softmax(in_scale: float, in_zp: int, in_dtype: DType, out_dtype: DType,
         raise TesselConfigError(f"softmax input must be I8 or I16, got {in_dtype!r}")
     output_qparams(out_dtype)  # checks out_dtype
     _, out_zp, out_bits = _OUT[out_dtype]
-    if not 1 <= axis_len <= 65535:
+    if not 1 <= axis_len <= MAX_EXTENT:
         raise TesselConfigError(f"softmax axis length {axis_len} outside the REDUCE extent "
-                                "[1, 65535]")
+                                f"[1, {MAX_EXTENT}]")
     if not (math.isfinite(in_scale) and in_scale > 0):
         raise TesselConfigError(f"softmax in_scale must be finite and > 0, got {in_scale!r}")
     lo, hi = in_dtype.lo, in_dtype.hi
     if not lo <= in_zp <= hi:
         raise TesselConfigError(f"softmax in_zp {in_zp} outside {in_dtype.name}")
-    d_scale = EXP_RANGE / 65535.0
+    d_scale = EXP_RANGE / (DType.I16.hi - DType.I16.lo)
     sub_mult, sub_shift = quantize_multiplier(in_scale / d_scale)
     table = exp_table(d_scale)
     e_max = int(intops.lut_i16(np.array([D_ZP], np.int16), table)[0])
-    if axis_len * e_max > INT32_MAX:  # cannot happen for axis_len <= 65535; kept as a proof
+    if axis_len * e_max > INT32_MAX:  # cannot happen for axis_len <= MAX_EXTENT; kept as a proof
         raise TesselConfigError("softmax: REDUCE SUM of the exponentials would saturate")
     mul_mult, mul_shift = quantize_multiplier(2.0 ** (out_bits - RECIP_FRAC_BITS))
     return SoftmaxPlan(axis_len, in_dtype, in_zp, sub_mult, sub_shift, D_ZP, RECIP_FRAC_BITS,

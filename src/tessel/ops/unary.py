@@ -20,7 +20,7 @@ from tessel.ir.kernels import erf, expit
 from tessel.ir.ops import InferError, Op, OpSpec, same_type
 from tessel.ir.rewriting import Rewriter
 from tessel.ir.types import DType, TensorType
-from tessel.isa.fields import EltOp
+from tessel.isa.fields import EltOp, LutMode
 from tessel.ops import eltwise_emit, intops, lut
 from tessel.ops.base import (
     FloatFn,
@@ -88,7 +88,8 @@ def _gelu_kernel(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
 
 def _lut_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
     x, table = ts
-    want = {DType.I8: ((256,), DType.I8), DType.I16: ((513,), DType.I16)}.get(x.dtype)
+    want = {DType.I8: ((LutMode.I8_256.entries,), DType.I8),
+            DType.I16: ((LutMode.I16_513.entries,), DType.I16)}.get(x.dtype)
     if want is None:
         raise InferError(f"lut input must be i8 or i16, got {x.dtype.value}")
     if (table.shape, table.dtype) != want:

@@ -21,7 +21,7 @@ import numpy as np
 from tessel.ir.graph import Graph, Node, SourceLoc
 from tessel.ir.ops import Op
 from tessel.ir.rewriting import Rewriter, drop_newly_dead
-from tessel.ir.types import Layout
+from tessel.ir.types import Layout, TensorType
 from tessel.ops import definition
 from tessel.ops.base import LayoutRule
 from tessel.passes._perm import (
@@ -73,7 +73,9 @@ class _Layout:
         if name in self.lazy:
             # constant stored under p  =>  constant transposed at compile time
             arr = np.array(self.lazy[name].transpose(rel), order="C")  # rank 0 stays rank 0
-            out = self.rw.constant(arr, name=new_name, loc=self.lazy_loc[name])
+            # the element type as declared (an int4 weight stays int4)
+            type_ = TensorType(arr.shape, self.logical[v].dtype)
+            out = self.rw.constant(arr, name=new_name, loc=self.lazy_loc[name], type_=type_)
         elif order_preserved(self.rw.type_of(name).shape, rel):
             # transpose that only moves size-1 dims  =>  reshape
             shape = permute(self.rw.type_of(name).shape, rel)

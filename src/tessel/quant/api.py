@@ -16,8 +16,9 @@ lowers it the same way.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,11 +27,12 @@ from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
 from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
 from tessel.collector import few_collections
-from tessel.display import Table, short_repr, summary_html
+from tessel.display import Table, plural, short_repr, summary_html
 from tessel.errors import TesselConfigError
 from tessel.frontend.ir_module import QDQModule
 from tessel.frontend.locations import model_root
 from tessel.frontend.model_input import as_module, example_inputs_of, is_exported, model_name
+from tessel.frontend.output_names import default_names, output_names
 from tessel.frontend.qdq import import_qdq
 from tessel.ir import Graph, Node
 from tessel.passes.to_nhwc import to_nhwc
@@ -110,16 +112,23 @@ def host_list(graph: Graph) -> tuple[HostOp, ...]:
     return tuple(one(n) for n in host_ops(graph))
 
 
-def quantized_model(qdq: Graph, config: QuantConfig, samples: int) -> QuantizedModel:
-    """The QuantizedModel of an imported QDQ graph: lowered to integer ops, NHWC layout."""
+def quantized_model(qdq: Graph, config: QuantConfig, samples: int,
+                    names: Sequence[str] | None = None) -> QuantizedModel:
+    """The QuantizedModel of an imported QDQ graph: lowered to integer ops, NHWC layout, its
+    outputs named ``names`` (the model's: frontend.output_names; default output_0, ...)."""
     graph = to_nhwc(lower_qdq(qdq))
+    graph = graph.with_output_names(names if names is not None and len(names) == len(
+        graph.outputs) else default_names(len(graph.outputs)))
     return QuantizedModel(graph, qdq, config, samples, host_list(graph))
 
 
 def finish(converted: GraphModule, example_inputs: Sample, config: QuantConfig, samples: int,
-           name: str, root: str | None = None) -> QuantizedModel:
-    """Import, lower and lay out a converted pt2e module."""
-    return quantized_model(import_qdq(converted, example_inputs, name, root), config, samples)
+           name: str, root: str | None = None, model: Any = None) -> QuantizedModel:
+    """Import, lower and lay out a converted pt2e module (outputs named after ``model``'s)."""
+    qdq = import_qdq(converted, example_inputs, name, root)
+    names = None if model is None else output_names(model, _as_args(example_inputs),
+                                                   len(qdq.outputs))
+    return quantized_model(qdq, config, samples, names)
 
 
 @few_collections()  # export, calibration and lowering allocate many small objects
@@ -143,7 +152,7 @@ def quantize(model: torch.nn.Module | torch.export.ExportedProgram,
     converted, count = ptq(model, example_inputs, calibration_data, config, calibration_samples)
     info("quantise: import the integer graph, lower, NHWC layout")
     return finish(converted, example_inputs, config, count, model_name(model),
-                  None if is_exported(model) else model_root(model))
+                  None if is_exported(model) else model_root(model), model)
 
 
 def ptq(model: torch.nn.Module | torch.export.ExportedProgram, example_inputs: Sample,
@@ -157,7 +166,10 @@ def ptq(model: torch.nn.Module | torch.export.ExportedProgram, example_inputs: S
         raise TesselConfigError(f"calibration_samples must be >= 1, got {calibration_samples}")
     data = [_as_args(example_inputs)] if calibration_data is None else list(
         itertools.islice(calibration_data, calibration_samples))
-    info(f"quantise: torch.export and prepare ({len(data)} calibration samples)")
+    fewer = "" if calibration_data is None or len(data) >= calibration_samples else \
+        f", all there are; {calibration_samples} asked"
+    info(f"quantise: torch.export and prepare ({plural(len(data), 'calibration sample')}"
+         f"{fewer})")
     prepared = prepare_pt2e(export_for_quant(as_module(model), example_inputs),
                             TesselQuantizer(config))
     count = calibrate(prepared, data, example_inputs)
@@ -167,7 +179,8 @@ def ptq(model: torch.nn.Module | torch.export.ExportedProgram, example_inputs: S
 
 def quantized_import(model: QDQModule, config: QuantConfig | None = None) -> QuantizedModel:
     """Lower an imported QDQ graph (its own scales and zero points) like a converted pt2e one."""
-    return quantized_model(model.qdq_graph, config or QuantConfig(), 0)
+    return quantized_model(model.qdq_graph, config or QuantConfig(), 0,
+                           output_names(model, (), len(model.qdq_graph.outputs)))
 
 
 def prepare_quantize_qat(model: torch.nn.Module, example_inputs: Sample,

@@ -1,4 +1,5 @@
-"""How the user steers Tessel's quantiser: observer kind, int16 tensors, per-layer overrides.
+"""How the user steers Tessel's quantiser: observer kind, int16 tensors, int4 weights,
+per-layer overrides.
 
 One frozen :class:`QuantConfig` is handed to :class:`tessel.quant.quantizer.TesselQuantizer`. It
 holds only choices; what the NPU can execute (int8 x int8 MACs, per-channel weights, int32 bias)
@@ -8,8 +9,10 @@ is fixed by the quantiser and not configurable.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
+from typing import Any
 
 from tessel.errors import TesselConfigError
 
@@ -28,6 +31,13 @@ class ActDtype(enum.Enum):
 
     INT8 = "int8"  # asymmetric per tensor, [-128, 127]
     INT16 = "int16"  # symmetric per tensor, [-32768, 32767], zero point 0
+
+
+class WeightDtype(enum.Enum):
+    """Integer type of a conv / linear layer's weights (symmetric, per output channel)."""
+
+    INT8 = "int8"  # [-127, 127], one per byte
+    INT4 = "int4"  # [-7, 7], two per byte on the NPU: half the bytes, coarser weights
 
 
 class OpKind(enum.Enum):
@@ -69,8 +79,9 @@ class LayerOverride:
     ``module`` is an ``fnmatch`` pattern matched against every fully qualified module name in the
     op's ``nn_module_stack`` (e.g. ``"encoder.layer.*.attention"``, ``"features.0"``); ``op`` limits
     it to one op type. Either or both must be given. ``dtype`` sets the activation type of the
-    op's inputs and output (MAC inputs stay int8: the matrix engine is int8 x int8), ``observer``
-    its observer, and ``quantize=False`` leaves the op in float (a host op).
+    op's inputs and output (MAC inputs stay int8: the matrix engine is int8 x int8), ``weights``
+    the type of a conv / linear layer's weights, ``observer`` its observer, and
+    ``quantize=False`` leaves the op in float (a host op).
     """
 
     module: str | None = None
@@ -78,6 +89,7 @@ class LayerOverride:
     dtype: ActDtype | None = None
     observer: ObserverKind | None = None
     quantize: bool = True
+    weights: WeightDtype | None = None
 
     def __post_init__(self) -> None:
         if self.module is None and self.op is None:
@@ -89,6 +101,10 @@ class LayerOverride:
         if self.observer is not None and not isinstance(self.observer, ObserverKind):
             raise TesselConfigError(
                 f"LayerOverride.observer must be an ObserverKind, got {self.observer!r}"
+            )
+        if self.weights is not None and not isinstance(self.weights, WeightDtype):
+            raise TesselConfigError(
+                f"LayerOverride.weights must be a WeightDtype, got {self.weights!r}"
             )
 
 
@@ -104,6 +120,7 @@ class QuantConfig:
     * ``int16_inputs`` / ``int16_outputs``: op types whose activation inputs / output are int16
       (default: softmax in and out, layer norm in). Add ``OpKind.ADD`` to both for a transformer's
       residual stream;
+    * ``weights``: the weight type of every conv / linear layer (int8, or int4: half the bytes);
     * ``overrides``: per-layer changes by module name or op type (see :class:`LayerOverride`);
     * ``share_residual_qparams``: the two inputs of a tensor + tensor add / sub share one scale
       and zero point (the add then needs no input rescale on the NPU, at some accuracy cost).
@@ -115,6 +132,7 @@ class QuantConfig:
     int16_outputs: frozenset[OpKind] = field(default=_DEFAULT_INT16_OUTPUTS)
     overrides: tuple[LayerOverride, ...] = ()
     share_residual_qparams: bool = False
+    weights: WeightDtype = WeightDtype.INT8
 
     def __post_init__(self) -> None:
         if not isinstance(self.observer, ObserverKind):
@@ -130,6 +148,9 @@ class QuantConfig:
             if not all(isinstance(k, OpKind) for k in kinds):
                 raise TesselConfigError(f"QuantConfig.{name} must hold OpKind values: {kinds!r}")
             object.__setattr__(self, name, frozenset(kinds))
+        if not isinstance(self.weights, WeightDtype):
+            raise TesselConfigError(f"QuantConfig.weights must be a WeightDtype, got "
+                                    f"{self.weights!r}")
         if not all(isinstance(o, LayerOverride) for o in self.overrides):
             raise TesselConfigError("QuantConfig.overrides must be a tuple of LayerOverride")
         object.__setattr__(self, "overrides", tuple(self.overrides))
@@ -143,6 +164,7 @@ class NodeRule:
     in_dtype: ActDtype
     out_dtype: ActDtype
     observer: ObserverKind
+    weights: WeightDtype = WeightDtype.INT8
 
 
 def resolve_rule(config: QuantConfig, kind: OpKind, module_paths: tuple[str, ...]) -> NodeRule:
@@ -152,6 +174,7 @@ def resolve_rule(config: QuantConfig, kind: OpKind, module_paths: tuple[str, ...
         in_dtype=ActDtype.INT16 if kind in config.int16_inputs else ActDtype.INT8,
         out_dtype=ActDtype.INT16 if kind in config.int16_outputs else ActDtype.INT8,
         observer=config.observer,
+        weights=config.weights,
     )
     for o in config.overrides:
         if o.op is not None and o.op != kind:
@@ -163,6 +186,7 @@ def resolve_rule(config: QuantConfig, kind: OpKind, module_paths: tuple[str, ...
             in_dtype=o.dtype or rule.in_dtype,
             out_dtype=o.dtype or rule.out_dtype,
             observer=o.observer or rule.observer,
+            weights=o.weights or rule.weights,
         )
     return rule
 
@@ -174,6 +198,52 @@ MINILM_CONFIG = QuantConfig(
 """MiniLM's residual stream needs int16: the residual adds read and write int16."""
 
 
-def default_config(model_name: str) -> QuantConfig:
-    """The QuantConfig the zoo's accuracy path uses for a model (MiniLM: int16 residual adds)."""
-    return MINILM_CONFIG if model_name == "minilm" else QuantConfig()
+def default_config(model_name: str, weights: dict[str, Any] | None = None) -> QuantConfig:
+    """The QuantConfig the zoo's accuracy path uses for a model (MiniLM: int16 residual adds),
+    with the weight types of `weights` (`weights_record`) if given."""
+    config = MINILM_CONFIG if model_name == "minilm" else QuantConfig()
+    return with_weights(config, weights) if weights else config
+
+
+def weights_record(config: QuantConfig) -> dict[str, Any]:
+    """The weight types `config` chooses, as a binary's metadata keeps them so that the model can
+    be quantised again (`with_weights`); empty when every weight is int8."""
+    layers = [[o.module, o.op.value if o.op else None, o.weights.value]
+              for o in config.overrides if o.weights is not None]
+    if config.weights is WeightDtype.INT8 and not layers:
+        return {}
+    return {"weights": config.weights.value, "layers": layers}
+
+
+def with_weights(config: QuantConfig, record: dict[str, Any]) -> QuantConfig:
+    """`config` with the weight types of a `weights_record`."""
+    try:
+        default = WeightDtype(record.get("weights", WeightDtype.INT8.value))
+        layers = tuple(LayerOverride(module=m, op=OpKind(k) if k else None,
+                                     weights=WeightDtype(t))
+                       for m, k, t in record.get("layers", []))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise TesselConfigError(f"weight types {record!r}: {exc}") from None
+    return replace(config, weights=default, overrides=config.overrides + layers)
+
+
+def with_weight_choices(config: QuantConfig, default: WeightDtype,
+                        layers: Sequence[tuple[str, WeightDtype]]) -> QuantConfig:
+    """`config` with `default` for every conv / linear layer's weights, then each (module
+    pattern, type) in order (the command line's --weights and --layer-weights)."""
+    return replace(config, weights=default, overrides=config.overrides + tuple(
+        LayerOverride(module=p, weights=t) for p, t in layers))
+
+
+def parse_layer_weights(text: str) -> tuple[str, WeightDtype]:
+    """`PATTERN=TYPE` (a module-name pattern and int8 / int4), as the command line takes it."""
+    pattern, sep, kind = text.rpartition("=")
+    choices = ", ".join(w.value for w in WeightDtype)
+    if not sep or not pattern:
+        raise TesselConfigError(f"--layer-weights {text!r}: expected PATTERN=TYPE, e.g. "
+                                f"'features.*=int4' (TYPE: {choices})")
+    try:
+        return pattern, WeightDtype(kind)
+    except ValueError:
+        raise TesselConfigError(f"--layer-weights {text!r}: weight type {kind!r} is not one of "
+                                f"{choices}") from None

@@ -81,8 +81,9 @@ def calibrate(prepared: GraphModule, calibration_data: Iterable[Sample],
     the batch size): every observer keeps a running min / max (or no state), every
     input has a leading dimension of 1 and the same shape in every sample, and the model runs
     a batch as independent samples (checked on the first batch: its outputs' first rows equal
-    the first sample's outputs run alone). Otherwise, or if the first batch fails, the
-    observers are restored and the samples run one by one. Every sample must have the
+    the first sample's outputs run alone; recurrent layers, whose kernels trust their state's
+    batch size, never batch). Otherwise, or if the first batch fails, the observers are
+    restored and the samples run one by one. Every sample must have the
     example inputs' shapes and dtypes (the model was exported for those)."""
     samples = [_as_args(s) for s in calibration_data]
     if not samples:
@@ -189,9 +190,25 @@ def _check_samples(samples: list[tuple[torch.Tensor, ...]], example: tuple[torch
                     f"{show(w)} (the model is exported for the example inputs' shapes)")
 
 
+# ops whose native kernels take the batch size of their state from the state tensor without
+# checking it against the input's: a model exported for batch 1 creates a batch-1 state, and a
+# batch through them corrupts memory instead of raising (so the first batch's check below could
+# not catch it)
+_STATEFUL_KERNELS = frozenset(
+    getattr(getattr(torch.ops.aten, name), overload)
+    for name, overload in (("lstm", "input"), ("lstm", "data"), ("gru", "input"),
+                           ("gru", "data"), ("rnn_tanh", "input"), ("rnn_relu", "input"),
+                           ("lstm_cell", "default"), ("gru_cell", "default"),
+                           ("rnn_tanh_cell", "default"), ("rnn_relu_cell", "default"))
+    if hasattr(getattr(torch.ops.aten, name, None), overload))
+
+
 def _batchable(prepared: GraphModule, samples: list[tuple[torch.Tensor, ...]]) -> bool:
     observers = [m for m in prepared.modules() if isinstance(m, ObserverBase)]
     if any(isinstance(m, _NOT_BATCHABLE) or not isinstance(m, _BATCHABLE) for m in observers):
+        return False
+    if any(n.op == "call_function" and n.target in _STATEFUL_KERNELS
+           for n in prepared.graph.nodes):
         return False
     first = _signature(samples[0])  # all samples have it (_check_samples)
     return all(s is not None and len(s[0]) > 0 and s[0][0] == 1 for s in first)

@@ -3,7 +3,8 @@ one observer torchao lacks (percentile).
 
 * activations: int8 asymmetric per tensor [-128, 127], or int16 symmetric per tensor
   [-32768, 32767] with zero point 0;
-* weights: int8 symmetric per output channel (axis 0), [-127, 127] (so -w quantises to -q);
+* weights: int8 symmetric per output channel (axis 0), [-127, 127] (so -w quantises to -q), or
+  int4 [-7, 7] (held in int8 tensors; the NPU stores them two per byte);
 * bias: int32, zero point 0, scale = input scale x weight scale per channel (derived);
 * fixed ranges for LUT ops whose output range is known (sigmoid, tanh, softmax).
 """
@@ -29,11 +30,12 @@ from torchao.quantization.pt2e.quantizer import (
     QuantizationSpec,
 )
 
-from tessel.quant.config import ActDtype, ObserverKind, OpKind
+from tessel.quant.config import ActDtype, ObserverKind, OpKind, WeightDtype
 
 INT8_RANGE = (-128, 127)
 INT16_RANGE = (-32768, 32767)
 WEIGHT_RANGE = (-127, 127)
+WEIGHT_RANGES = {WeightDtype.INT8: WEIGHT_RANGE, WeightDtype.INT4: (-7, 7)}
 INT32_RANGE = (-(2**31), 2**31 - 1)
 
 
@@ -129,14 +131,15 @@ def softmax_input_qspec(dtype: ActDtype, *, qat: bool) -> QuantizationSpec:
     return dataclasses.replace(spec, observer_or_fake_quant_ctr=SoftmaxInputObserver)
 
 
-def weight_qspec(*, qat: bool, axis: int = 0) -> QuantizationSpec:
-    """Spec of a conv / linear weight: int8 symmetric per output channel (`axis`: 0, or 1 for a
-    transposed conv's [in, out, kh, kw])."""
+def weight_qspec(*, qat: bool, axis: int = 0, dtype: WeightDtype = WeightDtype.INT8
+                 ) -> QuantizationSpec:
+    """Spec of a conv / linear weight: symmetric per output channel (`axis`: 0, or 1 for a
+    transposed conv's [in, out, kh, kw]) in `dtype`'s range, held in int8."""
     if qat:
         ctr = FakeQuantize.with_args(observer=MovingAveragePerChannelMinMaxObserver)
     else:
         ctr = PerChannelMinMaxObserver
-    qmin, qmax = WEIGHT_RANGE
+    qmin, qmax = WEIGHT_RANGES[dtype]
     return QuantizationSpec(
         torch.int8, ctr, qmin, qmax, torch.per_channel_symmetric, ch_axis=axis
     )

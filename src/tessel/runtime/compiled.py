@@ -18,7 +18,7 @@ import numpy as np
 from tessel.arch import NpuArch, arch_from_dict, load_preset  # noqa: F401
 from tessel.binary import TslProgram, load_tsl, read_tsl, write_tsl
 from tessel.binary.metadata import host_part_keys
-from tessel.display import short_repr, summary_html
+from tessel.display import plural, short_repr, summary_html
 from tessel.errors import TesselConfigError, TesselError, TesselFormatError
 from tessel.fileio import write_atomic
 from tessel.ir import Graph, parse_graph, run_graph
@@ -204,8 +204,8 @@ class CompiledModel:
         meta = self.program.metadata
         head = [f"target {self.arch.name}: {self.arch.description}",
                 f"inputs {self.input_names}, outputs {self.output_names}; "
-                f"{len(meta.get('layers', ()))} NPU layers, "
-                f"{len(meta.get('host_ops', ()))} host ops"]
+                f"{plural(len(meta.get('layers', ())), 'NPU layer')}, "
+                f"{plural(len(meta.get('host_ops', ())), 'host op')}"]
         return summary_html(f"CompiledModel {meta.get('model', '?')}", head) + \
             self.profile._repr_html_()
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from tessel.arch import NpuArch
 from tessel.binary import TslProgram
-from tessel.display import TERMINAL_WIDTH, Table, fmt_int, short_repr, summary_html
+from tessel.display import TERMINAL_WIDTH, Table, fmt_int, plural, short_repr, summary_html
 from tessel.isa import Engine, Opcode
 from tessel.isa.costs import energy_breakdown_pj, gemm_dims, instruction_cost, static_energy_pj
 from tessel.lower.fallback import summary_text
@@ -61,7 +61,13 @@ class LayerStats:
     @property
     def label(self) -> str:
         """What users call the layer: its module path, else its IR name."""
-        return self.module or self.name
+        return layer_label(self.name, self.loc)
+
+
+def layer_label(name: str, loc: str) -> str:
+    """The one name a layer is shown by: the PyTorch module path of its source location, else
+    (a layer the frontend recorded no module for) its IR name."""
+    return module_of(loc) or name
 
 
 def module_of(loc: str) -> str:
@@ -96,7 +102,12 @@ class InferenceFigures:
         return sum(self.energy_pj.values()) / 1e6
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True)
+        """Every figure; each layer with ``layer`` (its module path, else its IR name) next
+        to ``name`` (its IR name)."""
+        data = asdict(self)
+        for record, lay in zip(data["layers"], self.layers, strict=True):
+            record["layer"] = lay.label
+        return json.dumps(data, indent=1, sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -115,21 +126,23 @@ class Profile(InferenceFigures):
 
     def layer_table(self, top: int | None = None) -> Table:
         """Per-layer table (all layers in program order, or the ``top`` slowest); layers are
-        named by module path (IR name in the HTML tooltip). The CSV / HTML report have more."""
+        named by module path, the IR name in the last column. The CSV / HTML report have
+        more."""
         layers = self.slowest(top) if top is not None else list(self.layers)
         rows = [(x.label, x.op, fmt_int(x.cycles), x.bound, f"{100 * x.mac_utilisation:.1f}",
                  fmt_int(sum(x.bytes_read.values())), fmt_int(sum(x.bytes_written.values())),
-                 f"{x.energy_pj / 1e6:.3f}", x.mapping) for x in layers]
-        tips = [(f"IR {x.name}", "", f"estimate {x.estimated_cycles:,}", "", "", "", "", "",
-                 "") for x in layers]
+                 f"{x.energy_pj / 1e6:.3f}", x.mapping, x.name) for x in layers]
+        tips = [("", "", f"estimate {x.estimated_cycles:,}", "", "", "", "", "", "", "")
+                for x in layers]
+        title = (f"{len(layers)} slowest of {plural(len(self.layers), 'layer')}"
+                 if top is not None else plural(len(layers), "layer"))
         return Table(("layer", "op", "cycles", "bound", "MAC%", "read B", "written B", "uJ",
-                      "mapping"), rows,
-                     numeric=(False, False, True, False, True, True, True, True, False),
-                     max_widths=(28, 16, None, None, None, None, None, None, 26),
-                     tooltips=tips)
+                      "mapping", "IR name"), rows,
+                     numeric=(False, False, True, False, True, True, True, True, False, False),
+                     title=title, tooltips=tips, secondary=(9,))
 
-    def table(self, width: int = TERMINAL_WIDTH) -> str:
-        """The per-layer table as text, at most ``width`` columns."""
+    def table(self, width: int | None = TERMINAL_WIDTH) -> str:
+        """The per-layer table as text, at most ``width`` columns (None: no limit)."""
         return self.layer_table().text(width)
 
     def __repr__(self) -> str:
@@ -142,8 +155,6 @@ class Profile(InferenceFigures):
 
     def _repr_html_(self) -> str:
         t = self.layer_table(TOP_LAYERS)
-        t = Table(t.header, t.rows, t.numeric, f"{len(t.rows)} slowest of {len(self.layers)} "
-                  "layers", tooltips=t.tooltips)
         return summary_html(f"Profile of {self.model} on {self.target}",
                             self.summary().split("\n"), [t])
 

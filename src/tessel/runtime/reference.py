@@ -5,12 +5,14 @@ float PyTorch once on the model's example inputs and stores both results under t
 key ``"reference"`` (a key of its own, next to the reader's typed fields)::
 
     "reference": {"inputs": "example",
+                  "example_inputs": [... the inputs themselves, when at most 8 MiB ...],
                   "golden": [{"dtype": "int8", "shape": [1, 1000], "data": "<base64>"}, ...],
                   "float":  [... float32 outputs of the PyTorch model ...],
                   "low_range": ["out1", ...]}  # outputs spanning < 4 quantisation steps
 
 `run --check` on the example inputs compares the simulator with ``golden`` bit for bit and
-reports SQNR against ``float``; with other inputs (``--input``) it re-quantises the model.
+reports SQNR against ``float``; with the inputs stored too, that needs neither the model's
+source nor re-quantisation. With other inputs (``--input``) it re-quantises the model.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 from tessel.errors import TesselFormatError
 
 KEY = "reference"
+MAX_INPUT_BYTES = 8 << 20  # example inputs larger than this are not stored
 _DTYPES = {"int8", "uint8", "int16", "int32", "int64", "float16", "float32", "float64"}
 
 
@@ -61,13 +64,19 @@ class StoredReference:
     golden: list[np.ndarray]  # the integer golden model's outputs on the example inputs
     float: list[np.ndarray]  # float PyTorch's outputs on the same inputs
     low_range: tuple[str, ...]  # outputs spanning fewer than a few quantisation steps
+    inputs: list[np.ndarray] | None = None  # the example inputs (None: not stored)
 
 
 def reference_metadata(golden: list[np.ndarray], float_out: list[np.ndarray],
-                       low_range: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
-    """The ``"reference"`` metadata value for outputs computed on the example inputs."""
-    return {"inputs": "example", "golden": encode(golden), "float": encode(float_out),
-            "low_range": list(low_range)}
+                       low_range: list[str] | tuple[str, ...] = (),
+                       inputs: list[np.ndarray] | None = None) -> dict[str, Any]:
+    """The ``"reference"`` metadata value for outputs computed on the example inputs (and the
+    inputs themselves, when given and at most MAX_INPUT_BYTES)."""
+    out: dict[str, Any] = {"inputs": "example", "golden": encode(golden),
+                           "float": encode(float_out), "low_range": list(low_range)}
+    if inputs is not None and sum(np.asarray(x).nbytes for x in inputs) <= MAX_INPUT_BYTES:
+        out["example_inputs"] = encode(list(inputs))
+    return out
 
 
 def stored_reference(metadata: dict[str, Any]) -> StoredReference | None:
@@ -80,4 +89,6 @@ def stored_reference(metadata: dict[str, Any]) -> StoredReference | None:
     low = ref.get("low_range", [])
     if not isinstance(low, list) or not all(isinstance(n, str) for n in low):
         raise TesselFormatError(f"metadata '{KEY}': 'low_range' must be a list of output names")
-    return StoredReference(decode(ref.get("golden")), decode(ref.get("float")), tuple(low))
+    inputs = decode(ref["example_inputs"]) if "example_inputs" in ref else None
+    return StoredReference(decode(ref.get("golden")), decode(ref.get("float")), tuple(low),
+                           inputs)

@@ -33,5 +33,5 @@ def requantize_source(source: dict[str, Any] | None, why: str, binary: str | Pat
     model, example = spec.factory()
     n = source["calibration"]
     qm = quantize(model, example, calibration_data=spec.calibration_data(n),
-                  config=default_config(spec.name), calibration_samples=n)
+                  config=default_config(spec.name, source), calibration_samples=n)
     return model, example, qm

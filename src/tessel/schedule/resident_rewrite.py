@@ -17,7 +17,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tessel.isa import Engine, Instruction, Opcode
-from tessel.isa.fields import LutMode
 from tessel.isa.footprint import Space, accesses
 from tessel.isa.table import SPECS
 from tessel.ops.step import GroupWork, Slots, StepWork, TileWork, top_slots
@@ -165,7 +164,7 @@ def _pattern(ins: Instruction, what: str
     if op == Opcode.ELTWISE and what in ("a", "b", "out"):
         return _strided(ins, what, 3, getattr(ins, f"{what}_dtype").nbytes)
     if op == Opcode.LUT and what in ("src", "dst"):
-        return _strided(ins, what, 3, 1 if ins.lut_mode == LutMode.I8_256 else 2)
+        return _strided(ins, what, 3, ins.lut_mode.dtype.nbytes)
     if op == Opcode.UNARY and what in ("src", "dst"):
         return _strided(ins, what, 3, 4)
     if op == Opcode.COPY and what in ("src", "dst"):

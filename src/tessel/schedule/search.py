@@ -401,8 +401,9 @@ def choose(node: Node | FusedChain, ctx: CodegenContext, emitter: Any,
 
 def _no_mapping(node: Node | FusedChain, ctx: CodegenContext) -> None:
     from tessel.errors import TesselCompileError
-    loc = node.loc if isinstance(node, Node) else node.last.loc
-    raise TesselCompileError(f"{node} at {loc}: no mapping fits the NPU's SRAM "
+    what = node.described() if isinstance(node, Node) else \
+        f"{node.last.described()}, fused as {node}"
+    raise TesselCompileError(f"{what}: no mapping fits the NPU's SRAM "
                              f"({ctx.arch.onchip.sram_bytes} bytes) and accumulator")
 
 

@@ -9,7 +9,9 @@ exploration worker for the timing rules (tessel.sim.clock), a large part of what
 worker adds to a sweep over one. The extension module needs only numpy.
 
 A module is named ``tessel_aot_<kernel's module>_<kernel>``; its folder by a hash of what it is
-built from: the kernel's module source, tessel/sim/jit.py and this file, the signature,
+built from: the kernel's module source and the values of its module's numeric constants (one
+imported from the ISA, such as the engine count, is compiled in too), tessel/sim/jit.py and
+this file, the signature,
 numba's version file, the Python ABI (extension suffix) and the machine type. Code is
 generated for the machine type's generic CPU, not the host's: a cache folder shared by several
 hosts must not hold code one of them cannot run (the step loop is scalar code: measured as fast
@@ -75,6 +77,10 @@ def key(kernel: Kernel) -> str:
         with contextlib.suppress(OSError):
             h.update(path.read_bytes())
         h.update(b"\0")
+    module = sys.modules.get(kernel.py.__module__)
+    constants = sorted((k, v) for k, v in vars(module).items()
+                       if type(v) in (int, float, bool)) if module else []
+    h.update(repr(constants).encode() + b"\0")
     for part in (kernel.signature or "", sysconfig.get_config_var("EXT_SUFFIX") or "",
                  sys.implementation.cache_tag or "", platform.machine()):
         h.update(part.encode() + b"\0")

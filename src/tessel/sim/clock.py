@@ -50,14 +50,17 @@ from typing import Any
 import numpy as np
 
 from tessel.isa.costs import CONTROL_CYCLES
+from tessel.isa.fields import Engine
+from tessel.isa.limits import ALL_ENGINES_MASK, NUM_ENGINES
 from tessel.sim import jit
 
 ROW_WAIT, ROW_SIGNAL, ROW_WORK, ROW_XFER, ROW_TILE, ROW_END = range(6)
 COLS = 8
 BOX = 5  # space, memory, first byte, end byte, written
-ENGINES = 4
-DMA_IN, MATRIX, VECTOR, DMA_OUT = range(ENGINES)  # tessel.isa.fields.Engine's values
-ALL_ENGINES = (1 << ENGINES) - 1
+ENGINES = NUM_ENGINES
+DMA_IN, MATRIX, VECTOR, DMA_OUT = (int(e) for e in (Engine.DMA_IN, Engine.MATRIX, Engine.VECTOR,
+                                                    Engine.DMA_OUT))
+ALL_ENGINES = ALL_ENGINES_MASK
 NOT_YET = 1 << 62  # no non-control op has started
 # out[]: the last end of any row, the latest time an engine's queue got to, the first start of
 # a non-control row, the last end of a non-control row, 1 when an engine did not reach the end

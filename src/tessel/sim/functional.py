@@ -19,6 +19,7 @@ from typing import Any
 
 from tessel.errors import TesselSimError
 from tessel.isa.fields import Engine
+from tessel.isa.limits import NUM_ENGINES
 from tessel.isa.table import NUM_TOKENS, Opcode
 from tessel.sim.hostmem import BATCH_POOL_BYTES, Pool, pool_for
 from tessel.sim.instr import steps as instruction_steps
@@ -52,10 +53,10 @@ def control_table(prep: PreparedProgram) -> tuple[tuple[tuple[int, int, Op], ...
             row = []
             for op in q:
                 if op.opcode is Opcode.WAIT:  # counter [producer = peer, consumer = this]
-                    row.append((_WAIT, (op.f["engine"] * 4 + op.engine) * NUM_TOKENS
+                    row.append((_WAIT, (op.f["engine"] * NUM_ENGINES + op.engine) * NUM_TOKENS
                                 + op.f["token"], op))
                 elif op.opcode is Opcode.SIGNAL:
-                    row.append((_SIGNAL, (op.engine * 4 + op.f["engine"]) * NUM_TOKENS
+                    row.append((_SIGNAL, (op.engine * NUM_ENGINES + op.f["engine"]) * NUM_TOKENS
                                 + op.f["token"], op))
                 else:
                     row.append((_END if op.opcode is Opcode.END else _EXEC, 0, op))
@@ -192,7 +193,7 @@ class FunctionalRun:
     def __init__(self, prep: PreparedProgram, state: MachineState, linear: bool = True) -> None:
         self.prep, self.state, self.linear = prep, state, linear
         self.pcs = [0] * len(prep.queues)
-        self.sem = [0] * (4 * 4 * NUM_TOKENS)  # flat [producer][consumer][token]
+        self.sem = [0] * (NUM_ENGINES * NUM_ENGINES * NUM_TOKENS)  # flat [producer][consumer][token]
         self.table = dispatch_table(prep)
         # a batch's buffers are n times larger: kept for this run only, bounded
         state.pool = pool_for(prep) if state.batch is None else Pool(BATCH_POOL_BYTES)

@@ -34,7 +34,6 @@ from tessel.threads import single_threaded
 F32 = np.dtype(np.float32)
 I64 = np.int64
 F32_EXACT = 2**24
-MAX_DIFF = 128 + 255  # |x - zp| for int8 x and a 9-bit signed zero point
 INT_MM_K_MAX = (2**31 - 1) // (128 * 128)  # K int8 x int8 products cannot overflow int32
 USE_INT_MM = True  # tests turn it off to run the float32 form; the self-test may too
 FORCE_INT_MM = False  # tests turn it on to run the int8 form where it is exact but slow

@@ -19,7 +19,7 @@ from tessel.binary.memory import check_placements
 from tessel.binary.program import TslProgram
 from tessel.errors import TesselConfigError
 from tessel.isa.codec import check_stream, decode_stream
-from tessel.isa.fields import DType, Engine, LutMode, ReduceOp
+from tessel.isa.fields import DType, Engine, ReduceOp
 from tessel.isa.footprint import self_overlapping, static_error
 from tessel.isa.instruction import Instruction
 from tessel.isa.table import Opcode
@@ -117,7 +117,7 @@ def _dst_pattern(i: Instruction) -> tuple[int, Sequence[int], Sequence[int], int
     if op in (Opcode.ELTWISE, Opcode.LUT, Opcode.UNARY):
         pre = "out" if op == Opcode.ELTWISE else "dst"
         w = {Opcode.ELTWISE: lambda: f["out_dtype"].nbytes, Opcode.UNARY: lambda: 4,
-             Opcode.LUT: lambda: 1 if f["lut_mode"] == LutMode.I8_256 else 2}[op]()
+             Opcode.LUT: lambda: f["lut_mode"].dtype.nbytes}[op]()
         dims = [f[f"d{k}"] for k in range(3)]
         return f[f"{pre}_addr"], dims, [f[f"{pre}_s{k}"] for k in range(3)], w
     if op == Opcode.REQUANT:

@@ -131,8 +131,9 @@ def test_json_markdown_and_table(advice):
     assert data["layers"][0]["binding"] in {x.value for x in Limit}
     md = advice._repr_markdown_()
     assert "| rank | change |" in md and advice.ranked[0].change in md
-    text = advice.table()
-    assert text.splitlines()[0] == advice.summary() and "slowest 2 of 2 layers" in text
+    text = advice.table(width=None)
+    assert text.splitlines()[0] == advice.summary() and "2 slowest of 2 layers" in text
+    assert max(len(x) for x in advice.table().splitlines()) <= 100  # fitted: the summary too
 
 
 def _cli(argv: list[str]) -> int:
@@ -151,7 +152,7 @@ def test_cli_json_and_text(capsys):
     assert abs(data["confirmation"]["error_pct"]) <= 10
     assert _cli(["advise", "digits_cnn", "--calibration", "2", "--layers", "3"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("advice for digits_cnn on tnpu-s") and "slowest 3 of" in out
+    assert out.startswith("advice for digits_cnn on tnpu-s") and "3 slowest of" in out
     with pytest.raises(TesselConfigError, match="--calibration"):
         _cli(["advise", "digits_cnn", "--calibration", "0"])
 

@@ -40,12 +40,17 @@ def test_reports_for_a_pytorch_model(tmp_path):
     args = parser().parse_args(["m.tsl", "--html", str(files[0]), "--trace", str(files[1]),
                                 "--csv", str(files[2]), "--fps", "15"])
     assert sorted(write_reports(args, cm)) == sorted(files)
-    layers = [lay.name for lay in cm.profile.layers]
+    layers = [lay.label for lay in cm.profile.layers]  # module paths: conv1, fc, ...
+    assert any(lay.label != lay.name for lay in cm.profile.layers)
     with files[2].open() as f:
-        assert [r["name"] for r in csv.DictReader(f)] == layers
-    slices = {ev["name"] for ev in json.loads(files[1].read_text())["traceEvents"]
-              if ev.get("cat") == "layer"}
-    assert set(layers) <= slices
+        rows = list(csv.DictReader(f))
+    assert [r["layer"] for r in rows] == layers
+    assert [r["ir_name"] for r in rows] == [lay.name for lay in cm.profile.layers]
+    slices = [ev for ev in json.loads(files[1].read_text())["traceEvents"]
+              if ev.get("cat") == "layer"]
+    assert set(layers) <= {ev["name"] for ev in slices}  # one name in every report
+    assert {ev["args"]["ir_name"] for ev in slices} <= {lay.name for lay in cm.profile.layers}
     text = files[0].read_text()
     assert "at 15 fps" in text and text.count("data:image/png;base64,") >= 3
-    assert text.count('<tr><td title="IR ') == len(layers)  # one row per layer, IR name tip
+    body = text[text.index('<table id="layer-table">'):]
+    assert [f"<tr><td>{x}</td>" in body for x in layers] == [True] * len(layers)

@@ -20,7 +20,8 @@ def test_one_row_per_layer_with_the_profile_figures(compiled, tmp_path):
     prof = compiled.profile
     path = write_csv(prof, tmp_path / "layers.csv")
     got = rows(path.read_text())
-    assert [r["name"] for r in got] == [lay.name for lay in prof.layers]
+    assert [r["layer"] for r in got] == [lay.label for lay in prof.layers]
+    assert [r["ir_name"] for r in got] == [lay.name for lay in prof.layers]
     for r, lay in zip(got, prof.layers, strict=True):
         assert (r["op"], r["loc"], r["mapping"], r["bound"]) == (lay.op, lay.loc, lay.mapping,
                                                                  lay.bound)
@@ -36,17 +37,17 @@ def test_one_row_per_layer_with_the_profile_figures(compiled, tmp_path):
             assert int(r[f"{m}_written_bytes"]) == lay.bytes_written[m]
         err = 100 * (lay.estimated_cycles - lay.cycles) / lay.cycles
         assert float(r["estimate_error_pct"]) == pytest.approx(err, abs=0.01)
-    assert "sram_peak_bytes" not in got[0]
+    assert "sram_working_set_bytes" not in got[0]
 
 
 def test_sram_column_and_quoting(compiled):
     prof = compiled.profile
-    peaks = build_timeline(compiled).sram_peaks.per_layer_sram
+    peaks = build_timeline(compiled).sram_peaks.per_layer_working_set
     weird = type(prof.layers[0])(**{**prof.layers[0].__dict__, "loc": 'a.py:1, "x"'})
     prof2 = type(prof)(**{**prof.__dict__, "layers": (weird, *prof.layers[1:])})
     got = rows(csv_text(prof2, peaks))
     assert got[0]["loc"] == 'a.py:1, "x"'
-    assert [int(r["sram_peak_bytes"]) for r in got] == list(peaks)
+    assert [int(r["sram_working_set_bytes"]) for r in got] == list(peaks)
     assert all(0 < p <= compiled.arch.onchip.sram_bytes for p in peaks)
     with pytest.raises(ValueError):
         csv_text(prof, peaks[:1])

@@ -28,6 +28,9 @@ def test_summary_definitions(compiled):
     assert s.area_mm2 == compiled.arch.derived.area_mm2 > 0
     assert 0 < s.sram_peak_bytes <= s.sram_bytes
     assert s.sram_peak_bytes == max(tl.sram_peaks.per_layer_sram)
+    ws = tl.sram_peaks.per_layer_working_set
+    assert s.sram_working_set_bytes == max(ws) > 0
+    assert s.sram_working_set_layer == prof.layers[ws.index(max(ws))].label
     assert s.arena_peak_bytes == compiled.program.metadata["arena_peak_bytes"] > 0
     assert s.fps_achievable and not summarize(prof, tl, fps=1e9).fps_achievable
     keys = [k for k, _, _ in summary_rows(s)]
@@ -62,3 +65,30 @@ def test_energy_groups_add_up(compiled):
     assert [g for g, _ in groups] == ["MAC", "SRAM", "accumulator", "off-chip lpddr", "vector",
                                       "LUT", "static"]
     assert math.fsum(v for _, v in groups) == pytest.approx(math.fsum(prof.energy_pj.values()))
+
+
+def test_layer_working_set_is_the_bytes_its_instructions_touch(compiled):
+    """Against a byte mask per layer filled from every instruction's SRAM operand boxes."""
+    import numpy as np
+
+    from tessel.analysis.timeline import CONTROL
+    from tessel.isa.fields import Engine
+    from tessel.isa.footprint import Space, accesses
+    from tessel.sim.prepare import prepared
+
+    prep = prepared(compiled.program, compiled.arch)
+    layers = compiled.program.metadata["layers"]
+    masks = [np.zeros(compiled.arch.onchip.sram_bytes, bool) for _ in layers]
+    for k, info in enumerate(layers):
+        for e in Engine:
+            for i in range(info["first"][e.name], info["last"][e.name] + 1):
+                op = prep.queues[e][i]
+                if op.opcode in CONTROL:
+                    continue
+                for a in accesses(op.instr):
+                    if a.space is Space.SRAM:
+                        masks[k][a.lo:a.hi] = True
+    peaks = build_timeline(compiled).sram_peaks
+    assert list(peaks.per_layer_working_set) == [int(m.sum()) for m in masks]
+    assert all(0 < w <= p for w, p in zip(peaks.per_layer_working_set, peaks.per_layer_sram,
+                                          strict=True))

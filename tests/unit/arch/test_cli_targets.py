@@ -23,10 +23,14 @@ def _run(argv: list[str]) -> int:
 def test_table_lists_every_preset(capsys) -> None:
     assert _run(["targets"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[:3] == ["target", "MHz", "array"]
-    assert [line.split()[0] for line in out[1:]] == list_presets()
+    assert out[0].split()[:5] == ["target", "node", "nm", "MHz", "array"]
+    assert out[0].rstrip().endswith("area mm2")
+    assert [line.split()[0] for line in out[2:]] == list_presets()
     u55 = next(line for line in out if line.startswith("u55-256"))
-    assert " 500 " in u55 and "16x16 OS" in u55 and "flash:1B/c+64" in u55
+    assert u55.split()[1:3] == ["22", "500"] and "16x16 OS" in u55 and "0.256" in u55
+    assert "flash 0.5 GB/s, 64 c" in u55 and u55.rstrip().endswith("0.262")
+    m = next(line for line in out if line.startswith("tnpu-m"))
+    assert m.split()[1] == "7"  # the process node its area is for
 
 
 def test_json_has_key_figures(capsys) -> None:
@@ -42,7 +46,7 @@ def test_custom_file_and_bad_file(tmp_path, capsys) -> None:
     good = tmp_path / "good.toml"
     good.write_text(text.replace('name = "tnpu-s"', 'name = "good"'))
     assert _run(["targets", "--target", str(good)]) == 0
-    assert capsys.readouterr().out.splitlines()[1].startswith("good ")
+    assert capsys.readouterr().out.splitlines()[2].startswith("good ")
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace("rows = 16", "rows = 12"))
     with pytest.raises(TesselConfigError, match=r"bad.toml: matrix.rows must be a positive power"):

@@ -27,3 +27,13 @@ def test_field_table_lists_bits_and_types() -> None:
     assert "| 10-13 | `token` | u4 | 0 .. 15 |" in table
     assert update("<!-- BEGIN GENERATED fields END -->\nstale\n<!-- END GENERATED fields END -->"
                   ).count("No fields.") == 1
+
+
+def test_the_cost_tables_cover_every_instruction_and_engine() -> None:
+    from tessel.isa.docgen import cost_table, gemm_table, vector_table
+
+    costs = cost_table()
+    for op in SPECS:
+        assert op.name in costs
+    assert "DWCONV in MATRIX" in gemm_table() and "| DWCONV |" in vector_table()
+    assert "`8*d0*d1*d2`" in vector_table()  # UNARY: the divider's steps per element

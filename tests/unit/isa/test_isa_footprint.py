@@ -102,16 +102,27 @@ def _reference_accesses(i) -> list[tuple]:
     if op in (Opcode.CONV, Opcode.DWCONV):
         ch = i.cin if op == Opcode.CONV else i.ch
         inp = _enumerated(i.in_addr, [i.in_h, i.in_w, ch], [i.in_stride_h, i.in_stride_w, 1], 1)
-        if op == Opcode.CONV:
+        if op == Opcode.CONV and i.w_type == 1:  # int4: the bytes holding the nibbles
+            nib = pattern_addresses(2 * i.w_addr, [i.kh * i.kw, ch, i.cout],
+                                    [i.w_stride_k, i.w_stride_ci, i.w_stride_co]) >> 1
+            w = int(nib.min()), int(nib.max()) + 1
+        elif op == Opcode.CONV:
             w = _enumerated(i.w_addr, [i.kh * i.kw, ch, i.cout],
                             [i.w_stride_k, i.w_stride_ci, i.w_stride_co], 1)
+        elif i.w_type == 1:
+            nib = pattern_addresses(2 * i.w_addr, [i.kh * i.kw, ch], [i.w_stride_k, 1]) >> 1
+            w = int(nib.min()), int(nib.max()) + 1
         else:
             w = _enumerated(i.w_addr, [i.kh * i.kw, ch], [i.w_stride_k, 1], 1)
         return [("in", Space.SRAM, *inp, False, 0), ("w", Space.SRAM, *w, False, 0),
                 *acc(i.out_h * i.out_w, i.cout if op == Opcode.CONV else ch)]
     if op == Opcode.MATMUL:
         a = _enumerated(i.a_addr, [i.m, i.k], [i.a_stride_m, i.a_stride_k], 1)
-        b = _enumerated(i.b_addr, [i.k, i.n], [i.b_stride_k, i.b_stride_n], 1)
+        if i.b_type == 1:  # int4 B: the bytes holding the nibbles
+            nib = pattern_addresses(2 * i.b_addr, [i.k, i.n], [i.b_stride_k, i.b_stride_n]) >> 1
+            b = int(nib.min()), int(nib.max()) + 1
+        else:
+            b = _enumerated(i.b_addr, [i.k, i.n], [i.b_stride_k, i.b_stride_n], 1)
         return [("a", Space.SRAM, *a, False, 0), ("b", Space.SRAM, *b, False, 0), *acc(i.m, i.n)]
     if op == Opcode.REQUANT:
         e = 1 if i.src == AccSrc.ACC else 4

@@ -163,3 +163,40 @@ def test_a_weight_changed_in_place_is_observed_again() -> None:
             weight.mul_(3.0)  # the version counter moves: the wrapper calls the observer
             prepared(*example)
     assert torch.all(observer.max_val >= old_max) and not torch.equal(observer.max_val, old_max)
+
+
+RECURRENT = """
+import sys, torch, tessel
+from torch import nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = {layer}
+        self.fc = nn.Linear(16, 4)
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        return self.fc(y[:, -1])
+torch.manual_seed(0)
+model = Net().eval()
+calib = [(torch.randn(1, 20, 10),) for _ in range(8)]
+cm = tessel.compile(model, calib[0], calibration_data=calib)
+y, = cm.run(calib[0][0])
+print(y.shape)
+"""
+
+
+@pytest.mark.parametrize("layer", ["nn.LSTM(10, 16, batch_first=True)",
+                                   "nn.GRU(10, 16, batch_first=True, bidirectional=True)"])
+def test_recurrent_models_calibrate_one_sample_at_a_time(layer):
+    """A recurrent layer exported for batch 1 makes a batch-1 state its native kernel trusts:
+    a batch through it corrupted memory (the process died). Run in a child process, so such a
+    crash fails this test instead of killing the run."""
+    import subprocess
+    import sys
+
+    code = RECURRENT.format(layer=layer.replace("16, batch_first=True, bidirectional=True",
+                                                "8, batch_first=True, bidirectional=True"))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "torch.Size([1, 4])" in res.stdout or "(1, 4)" in res.stdout

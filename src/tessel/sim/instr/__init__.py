@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tessel.isa.semantics import implement
 from tessel.isa.table import Opcode
 from tessel.sim.hostmem import Step
 from tessel.sim.instr import conv, dwconv, eltwise, lut, matmul, move, pool, reduce, requant
@@ -35,6 +36,8 @@ BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step]] = {
     Opcode.REDUCE: reduce.build_reduce,
     Opcode.UNARY: reduce.build_unary,
 }
+for _opcode, _build in BUILDERS.items():
+    implement(_opcode, _build)
 
 
 def build_step(op: Op, prep: PreparedProgram) -> Step:

@@ -11,6 +11,9 @@ padding holding ``in_zp`` so that it contributes ``(in_zp - in_zp) = 0``, or flo
 ``x - in_zp``, the padding 0), and ``gemm.store_int`` / ``store_f32`` write or add the
 accumulator rows ``acc_addr + p acc_stride``.
 
+int4 weights (``w_type`` I4) are unpacked first (``Conv.weights``: each weight's nibble,
+sign-extended, into a dense int8 ``K x cout`` matrix read by one run); the GEMMs are the same.
+
 An operand that is its SRAM bytes in order (a 1x1 tile's dense input, dense HWIO weights) is
 read in place by the int8 GEMM. A batch packs every sample's rows into one ``A`` (up to
 ``BATCH_GEMM_BYTES`` at a time) for one GEMM when the samples' weight bytes agree, else runs
@@ -26,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from tessel.isa.fields import AccMode
+from tessel.isa.instrs.matrix import WeightType
 from tessel.sim import gemm, jit
 from tessel.sim.hostmem import (
     F32,
@@ -87,6 +91,20 @@ def weight_runs(f: dict[str, Any]) -> np.ndarray:
     if f["w_stride_co"] == 1:
         return runs_of(src[:, :1], f["cout"])
     return runs_of(src, 1)
+
+
+def weight_nibbles(f: dict[str, Any]) -> np.ndarray:
+    """The nibble index of every int4 weight, as the ``(K, cout)`` matrix in row order."""
+    t, ci, co = np.ix_(np.arange(f["kh"] * f["kw"]), np.arange(f["cin"]), np.arange(f["cout"]))
+    n = 2 * f["w_addr"] + t * f["w_stride_k"] + ci * f["w_stride_ci"] + co * f["w_stride_co"]
+    return n.reshape(-1).astype(I64)
+
+
+def unpack_int4(row: np.ndarray, nibbles: np.ndarray) -> np.ndarray:
+    """The int8 values of the signed 4-bit elements at ``nibbles`` of the bytes ``row``: the
+    low half of byte ``n >> 1`` for an even ``n``, the high half for an odd one."""
+    v = (row.view(np.uint8)[nibbles >> 1] >> ((nibbles & 1) << 2).astype(np.uint8)) & 0xF
+    return ((v ^ 8).astype(np.int8) - 8).astype(np.int8)
 
 
 @jit.kernel
@@ -181,21 +199,33 @@ class Conv:
         self.a0, self.asr = f["acc_addr"], f["acc_stride"]
         self.add = f["mode"] == AccMode.ACCUMULATE
         self.a_runs, self.a_span, self.padded = window_runs(f)
-        self.b_runs = weight_runs(f)
-        self.w_span = extent(f["w_addr"], (f["kh"] * f["kw"], f["cin"], f["cout"]),
-                             (f["w_stride_k"], f["w_stride_ci"], f["w_stride_co"]), 1)
+        wt = WeightType(f["w_type"])
+        self.nibbles = weight_nibbles(f) if wt is WeightType.I4 else None
+        # int4: the runs read the unpacked matrix (``weights``), one run of all of it
+        self.b_runs = weight_runs(f) if self.nibbles is None else \
+            np.array([[0, 0, self.k * self.cout]], I64)
+        self.w_span = wt.span(*extent(wt.per_byte * f["w_addr"],
+                                      (f["kh"] * f["kw"], f["cin"], f["cout"]),
+                                      (f["w_stride_k"], f["w_stride_ci"], f["w_stride_co"]), 1))
         # an operand that is its SRAM bytes in order (one run covering the whole matrix) is
         # read in place: a 1x1 tile's dense input, dense HWIO weights
         self.a_at = _whole(self.a_runs, self.m * self.k)
-        self.b_at = _whole(self.b_runs, self.k * self.cout)
+        self.b_at = _whole(self.b_runs, self.k * self.cout) if self.nibbles is None else None
         self.chunk = gemm.chunk_len(self.in_zp, self.w_zp)
         self.kab = gemm.kab_term(self.k, self.in_zp, self.w_zp)
         # what a kept packed operand is a function of, besides the bytes it reads
         self.b_key = tuple(f[n] for n in ("w_addr", "w_stride_k", "w_stride_ci", "w_stride_co",
-                                          "kh", "kw", "cin", "cout", "w_zp"))
+                                          "kh", "kw", "cin", "cout", "w_zp", "w_type"))
         self.a_key = tuple(f[n] for n in (
             "in_addr", "in_stride_h", "in_stride_w", "in_h", "in_w", "cin", "in_zp", "kh", "kw",
             "stride_h", "stride_w", "dil_h", "dil_w", "pad_top", "pad_left", "out_h", "out_w"))
+
+    def weights(self, x: np.ndarray, s: int) -> tuple[np.ndarray, int]:
+        """(memory rows, row) that ``b_runs`` read sample ``s``'s weights from: the SRAM
+        ``x`` itself, or for int4 weights their unpacked matrix (one row)."""
+        if self.nibbles is None:
+            return x, s
+        return unpack_int4(x[s], self.nibbles)[None], 0
 
 
 def _whole(runs: np.ndarray, size: int) -> int | None:
@@ -252,7 +282,8 @@ def _int8_one(c: Conv, mm: Any, many: Step) -> Step:
         if c.a_at is None:
             pk(x, 0, 1, c.a_runs, pad, a)
         if c.b_at is None:
-            pk(x, 0, 1, c.b_runs, 0, b)
+            src, ws = c.weights(x, 0)
+            pk(src, ws, ws + 1, c.b_runs, 0, b)
         mm(ta, tb, out=tp)
         if not direct:
             store(acc, 0, 1, p, a2, b2, za, zb, c.kab, c.a0, c.asr, c.add)
@@ -274,7 +305,8 @@ def _int8_many(c: Conv, mm: Any) -> Step:
             ws: int) -> None:
         pool, rows = state.pool, (s1 - s0) * m
         b = pool.get(("convb_b8", k, n), (k, n), I8)
-        pk(x, ws, ws + 1, c.b_runs, 0, b.reshape(-1))
+        src, ws = c.weights(x, ws)
+        pk(src, ws, ws + 1, c.b_runs, 0, b.reshape(-1))
         a = pool.get(("convb_a8", rows, k), (rows, k), I8)
         p = pool.get(("convb_p", rows, n), (rows, n), I32)
         pk(x, s0, s1, c.a_runs, pad, a.reshape(-1))
@@ -326,8 +358,10 @@ def _f32_one(c: Conv, many: Step) -> Step:
             rows, cols = (m, k) if which == "a" else (k, n)
             runs, zp = (c.a_runs, c.in_zp) if which == "a" else (c.b_runs, c.w_zp)
             buf = entry[1] if entry is not None else np.empty((rows, cols), F32)
-            entry = packs.put((which, key), (raw, buf, *pk(x, 0, 1, runs, zp, buf.reshape(-1),
-                                                           np.empty(rows, I64), True)))
+            src, s = (x, 0) if which == "a" else c.weights(x, 0)
+            entry = packs.put((which, key), (raw, buf, *pk(src, s, s + 1, runs, zp,
+                                                           buf.reshape(-1), np.empty(rows, I64),
+                                                           True)))
         return entry[1], entry[2], entry[3]
 
     def step(state: MachineState) -> None:
@@ -335,7 +369,7 @@ def _f32_one(c: Conv, many: Step) -> Step:
             many(state)
             return
         x, acc, a, b, r, sums, cols, af, bf = views.get(state)
-        if keep_a or keep_b:
+        if keep_a or keep_b or c.nibbles is not None:
             if keep_a:
                 a, l1, _ = kept(state, x, "a")
             else:
@@ -343,7 +377,8 @@ def _f32_one(c: Conv, many: Step) -> Step:
             if keep_b:
                 b, _, bm = kept(state, x, "b")
             else:
-                _, bm = pk(x, 0, 1, c.b_runs, c.w_zp, b.reshape(-1), cols, not proved)
+                src, ws = c.weights(x, 0)
+                _, bm = pk(src, ws, ws + 1, c.b_runs, c.w_zp, b.reshape(-1), cols, not proved)
             bound = l1 * bm
         else:
             bound = pair(x, a_runs, b_runs, in_zp, w_zp, af, bf, sums, cols, not proved)
@@ -366,7 +401,8 @@ def _f32_many(c: Conv) -> Step:
             ws: int) -> None:
         pool, rows = state.pool, (s1 - s0) * m
         b = pool.get(("convf_b", k, n), (k, n), F32)
-        _, bm = pk(x, ws, ws + 1, c.b_runs, c.w_zp, b.reshape(-1), np.empty(k, I64), True)
+        src, ws = c.weights(x, ws)
+        _, bm = pk(src, ws, ws + 1, c.b_runs, c.w_zp, b.reshape(-1), np.empty(k, I64), True)
         a = pool.get(("convf_a", rows, k), (rows, k), F32)
         l1, _ = pk(x, s0, s1, c.a_runs, c.in_zp, a.reshape(-1),
                    pool.get(("convf_s", rows), (rows,), I64), True)

@@ -8,23 +8,23 @@ position, a column stride of 1 over dense input columns is one long run of multi
 of ``ch`` per output column; the row then overwrites or is added to the accumulator (int32,
 wrapping). Operands are flat views of every sample's memories (int8 SRAM, int32
 accumulator; offsets and strides in elements), so a batch is a loop over its samples, each
-with its own weights.
+with its own weights. int4 weights (``w_type`` I4) are unpacked per sample into a dense int8
+``(kh kw, ch)`` block first, which the loop reads in place of the SRAM.
 """
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from tessel.isa.fields import AccMode
+from tessel.isa.instrs.matrix import WeightType
 from tessel.sim import jit
 from tessel.sim.hostmem import I8, I32, Step, Views, flat_rows
+from tessel.sim.instr.conv import unpack_int4
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import MachineState
-
-I64 = np.int64
-# the fields of ``dwconv_tile``'s ``geo``, in order
-GEO = ("x0", "xsh", "xsw", "w0", "wsh", "wsw", "a0", "asr", "in_h", "in_w", "ch", "kh", "kw",
-       "sh", "sw", "dh", "dw", "pt", "pl", "oh", "ow", "zp", "accumulate")
 
 
 @jit.helper
@@ -34,23 +34,20 @@ def wrap32(v):
 
 
 @jit.kernel
-def dwconv_tile(x, acc, geo):
-    """One DWCONV on every sample: ``x`` (int8 SRAM) and ``acc`` (int32 accumulator) flat
-    ``(samples, elements)``, ``geo`` the int64 fields of ``GEO``."""
-    x0, xsh, xsw, w0, wsh, wsw, a0, asr = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], \
-        geo[6], geo[7]
-    in_h, in_w, ch, kh, kw, sh, sw = geo[8], geo[9], geo[10], geo[11], geo[12], geo[13], geo[14]
-    dh, dw, pt, pl, oh, ow, zp, accumulate = geo[15], geo[16], geo[17], geo[18], geo[19], \
-        geo[20], geo[21], geo[22]
+def dwconv_tile(x, w, acc, x0, xsh, xsw, w0, wsh, wsw, a0, asr, in_h, in_w, ch, kh, kw, sh, sw, dh,
+                dw, pt, pl, oh, ow, zp, accumulate):
+    """One DWCONV on every sample: ``x`` (int8 SRAM), ``w`` (int8 memory holding the weights:
+    the SRAM, or int4 weights unpacked) and ``acc`` (int32 accumulator) flat ``(samples,
+    elements)``; then the geometry by name (offsets and strides in elements)."""
     wide = ow * ch
     wt = np.empty((kh * kw, wide), np.int32)  # each position's weights along an output row
     buf = np.empty(wide, np.int32)
     dense = sw == 1 and xsw == ch  # a position's inputs along the row: one run
     for s in range(x.shape[0]):
-        xs, accs = x[s], acc[s]
+        xs, wm, accs = x[s], w[s], acc[s]
         for ky in range(kh):
             for kx in range(kw):
-                wr = xs[w0 + ky * wsh + kx * wsw:w0 + ky * wsh + kx * wsw + ch]
+                wr = wm[w0 + ky * wsh + kx * wsw:w0 + ky * wsh + kx * wsw + ch]
                 for ox in range(ow):
                     for c in range(ch):
                         wt[ky * kw + kx, ox * ch + c] = wr[c]
@@ -94,6 +91,10 @@ def dwconv_tile(x, acc, geo):
                         ar[c] = br[c]
 
 
+# the geometry arguments of ``dwconv_tile``, in order
+GEO = tuple(inspect.signature(dwconv_tile.py).parameters)[3:]
+
+
 def build(op: Op, prep: PreparedProgram) -> Step:
     f = op.f
     vals = dict(x0=f["in_addr"], xsh=f["in_stride_h"], xsw=f["in_stride_w"], w0=f["w_addr"],
@@ -102,11 +103,17 @@ def build(op: Op, prep: PreparedProgram) -> Step:
                 kw=f["kw"], sh=f["stride_h"], sw=f["stride_w"], dh=f["dil_h"], dw=f["dil_w"],
                 pt=f["pad_top"], pl=f["pad_left"], oh=f["out_h"], ow=f["out_w"],
                 zp=f["in_zp"], accumulate=int(f["mode"] == AccMode.ACCUMULATE))
-    geo = np.array([vals[k] for k in GEO], I64)
+    nibbles = None
+    if f["w_type"] == WeightType.I4:  # read from the unpacked block: dense, from 0
+        t, c = np.ix_(np.arange(f["kh"] * f["kw"]), np.arange(f["ch"]))
+        nibbles = (2 * f["w_addr"] + t * f["w_stride_k"] + c).reshape(-1)
+        vals.update(w0=0, wsh=f["kw"] * f["ch"], wsw=f["ch"])
+    geo = tuple(int(vals[k]) for k in GEO)
     run = jit.compiled(dwconv_tile)
     views = Views(lambda state: (flat_rows(state, "sram", I8), flat_rows(state, "acc_bytes", I32)))
 
     def step(state: MachineState) -> None:
         x, acc = views.get(state)
-        run(x, acc, geo)
+        w = x if nibbles is None else np.stack([unpack_int4(row, nibbles) for row in x])
+        run(x, w, acc, *geo)
     return step

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tessel.isa.fields import LutMode
+from tessel.isa.fields import INTERPOLATION_BITS, LutMode
 from tessel.sim import jit
 from tessel.sim.hostmem import Step, Views, disjoint, uniform, view
 from tessel.sim.prepare import Op, PreparedProgram
@@ -22,6 +22,10 @@ from tessel.sim.state import MachineState, extent
 
 I64 = np.int64
 I16_TABLES_MAX = 64  # int16 tables kept per prepared program (one per LUT content)
+I8_CENTRE = LutMode.I8_256.centre
+I16_CENTRE, I16_ENTRIES = LutMode.I16_513.centre, LutMode.I16_513.entries
+SEGMENT_MASK = (1 << INTERPOLATION_BITS) - 1  # the input bits that interpolate in a segment
+HALF_STEP = 1 << (INTERPOLATION_BITS - 1)  # rounds the interpolation to nearest
 
 
 @jit.kernel
@@ -35,7 +39,7 @@ def lut_i8(x, lut, base, y):
             for i1 in range(n1):
                 xr, yr = x[s, i2, i1], y[s, i2, i1]
                 for i0 in range(n0):
-                    v = np.int64(entries[np.int64(xr[i0]) + base + 128])
+                    v = np.int64(entries[np.int64(xr[i0]) + base + I8_CENTRE])
                     yr[i0] = ((v + 128) & 0xFF) - 128
 
 
@@ -46,10 +50,10 @@ def lut_i16(x, lut, base, y):
     (x & 127) + 64) >> 7))`` (floor shift)."""
     for i in range(x.shape[0]):
         v = np.int64(x[i])
-        k = (v >> 7) + 256 + base
+        k = (v >> INTERPOLATION_BITS) + I16_CENTRE + base
         lo = np.int64(lut[k])
         slope = ((np.int64(lut[k + 1]) - lo + 32768) & 0xFFFF) - 32768
-        r = lo + ((slope * (v & 0x7F) + 64) >> 7)
+        r = lo + ((slope * (v & SEGMENT_MASK) + HALF_STEP) >> INTERPOLATION_BITS)
         y[i] = ((r + 32768) & 0xFFFF) - 32768
 
 
@@ -99,13 +103,13 @@ def build(op: Op, prep: PreparedProgram) -> Step:
         """``gather_i16``'s tables: one sample's kept while its entries' bytes match."""
         lut = state.lut
         if lut.ndim == 1:
-            raw = lut[base:base + 513].tobytes()
+            raw = lut[base:base + I16_ENTRIES].tobytes()
             kept_raw, t = last[0]
             if raw != kept_raw:
-                t = i16_table(lut[base:base + 513], tables)[None]
+                t = i16_table(lut[base:base + I16_ENTRIES], tables)[None]
                 last[0] = (raw, t)
             return t
-        entries = lut[:, base:base + 513]
+        entries = lut[:, base:base + I16_ENTRIES]
         if uniform(entries):
             return i16_table(entries[0], tables)[None]
         return np.stack([i16_table(e, tables) for e in entries])

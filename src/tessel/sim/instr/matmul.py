@@ -7,7 +7,8 @@ accumulator itself when both zero points are 0, the tile is overwritten and its 
 dense). Without it (a host with no fast exact int8 GEMM), ``pack_f32`` writes ``x - zp`` as
 float32 with the exactness bound's factor, numpy's BLAS multiplies, ``gemm.store_f32``
 writes. A batch stacks every sample's rows of A for one GEMM when the samples' B bytes
-agree (weights), else runs each sample with its own B (attention's activations).
+agree (weights), else runs each sample with its own B (attention's activations). int4 B
+(``b_type`` I4) is unpacked into a dense int8 copy first (``Matmul.b_of``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tessel.isa.fields import AccMode
+from tessel.isa.instrs.matrix import WeightType
 from tessel.sim import gemm, jit
 from tessel.sim.hostmem import (
     F32,
@@ -32,6 +34,7 @@ from tessel.sim.hostmem import (
     memory_tensor,
     memory_view,
 )
+from tessel.sim.instr.conv import unpack_int4
 from tessel.sim.prepare import Op
 from tessel.sim.state import MachineState, extent
 
@@ -73,10 +76,21 @@ class Matmul:
         self.add = f["mode"] == AccMode.ACCUMULATE
         self.kab = gemm.kab_term(self.k, f["a_zp"], f["b_zp"])
         self.chunk = gemm.chunk_len(f["a_zp"], f["b_zp"])
-        self.b_span = extent(f["b_addr"], (self.k, self.n), self.b_s, 1)
+        bt = WeightType(f["b_type"])
+        self.b_span = bt.span(*extent(bt.per_byte * f["b_addr"], (self.k, self.n), self.b_s, 1))
+        self.nibbles = None  # int4 B: the nibble index of every element, row order
+        if bt is WeightType.I4:
+            t, j = np.ix_(np.arange(self.k), np.arange(self.n))
+            self.nibbles = (2 * f["b_addr"] + t * self.b_s[0] + j * self.b_s[1]).reshape(-1)
         self.a_dense = contiguous((self.m, self.k), self.a_s, 1)
-        self.b_dense = contiguous((self.k, self.n), self.b_s, 1)
+        self.b_dense = self.nibbles is None and contiguous((self.k, self.n), self.b_s, 1)
         self.acc_key = ("acc_bytes", 4 * self.a0, (self.m, self.n), (4 * self.asr, 4), I32)
+
+    def b_of(self, state: MachineState, s: int) -> np.ndarray:
+        """Sample ``s``'s B, ``(k, n)`` int8: a view of the SRAM, or int4 B unpacked."""
+        if self.nibbles is None:
+            return memory_view(state, self.b_key)[s]
+        return unpack_int4(flat_rows(state, "sram", I8)[s], self.nibbles).reshape(self.k, self.n)
 
 
 def build(op: Op, prep: Any) -> Step:
@@ -105,7 +119,8 @@ def _int8_one(c: Matmul, mm: Any, many: Step) -> Step:
 
     def make(state: MachineState) -> tuple:
         (ac, tac), (bc, tbc), (out, tout) = pooled.get(state.pool)
-        a8, b8 = memory_view(state, c.a_key)[0], memory_view(state, c.b_key)[0]
+        a8 = memory_view(state, c.a_key)[0]
+        b8 = memory_view(state, c.b_key)[0] if c.nibbles is None else None
         return (a8, ac, memory_tensor(state, c.a_key) if tac is None else tac,
                 b8, bc, memory_tensor(state, c.b_key) if tbc is None else tbc,
                 out, memory_tensor(state, c.acc_key) if tout is None else tout,
@@ -121,7 +136,7 @@ def _int8_one(c: Matmul, mm: Any, many: Step) -> Step:
             np.copyto(ac, a8)
             a8 = ac
         if bc is not None:
-            np.copyto(bc, b8)
+            np.copyto(bc, b8 if c.nibbles is None else c.b_of(state, 0))
             b8 = bc
         mm(ta, tb, out=tp)
         if not direct:
@@ -141,7 +156,7 @@ def _int8_many(c: Matmul, mm: Any) -> Step:
         ac = pool.get(("mmb_a8", rows, c.k), (rows, c.k), I8)
         np.copyto(ac.reshape(s1 - s0, c.m, c.k), memory_view(state, c.a_key)[s0:s1])
         bc = pool.get(("mmb_b8", c.k, c.n), (c.k, c.n), I8)
-        np.copyto(bc, memory_view(state, c.b_key)[bsample])
+        np.copyto(bc, c.b_of(state, bsample))
         p = pool.get(("mmb_p", rows, c.n), (rows, c.n), I32)
         mm(torch.from_numpy(ac), torch.from_numpy(bc), out=torch.from_numpy(p))
         store(flat_rows(state, "acc_bytes", I32), s0, s1, p, ac, bc, c.za, c.zb, c.kab, c.a0,
@@ -166,7 +181,7 @@ def _f32_steps(c: Matmul) -> Step:
 
     def packed(state: MachineState, s: int, key: tuple, span: tuple[int, int], keep: bool,
                shape: tuple[int, int], zp: np.int64) -> tuple[np.ndarray, int, int]:
-        src = memory_view(state, key)[s]
+        src = c.b_of(state, s) if key is c.b_key else memory_view(state, key)[s]
         if keep and state.batch is None:
             raw = state.sram[span[0]:span[1]].tobytes()
             packs = state.pool.packs

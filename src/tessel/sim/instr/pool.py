@@ -11,6 +11,8 @@ that shares bytes with the input, goes through dense host copies.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from tessel.isa.fields import PoolOp
@@ -20,21 +22,12 @@ from tessel.sim.hostmem import Step, Views, disjoint, flat_rows, view
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import NP_DTYPE, MachineState, Trap, extent
 
-I64 = np.int64
-# the fields of ``pool_tile``'s ``geo``, in order
-GEO = ("x0", "xsh", "xsw", "o0", "osh", "osw", "in_h", "in_w", "ch", "kh", "kw", "sh", "sw",
-       "dh", "dw", "pt", "pl", "oh", "ow", "is_max", "lo", "hi")
-
 
 @jit.kernel
-def pool_tile(x, out, geo):
+def pool_tile(x, out, x0, xsh, xsw, o0, osh, osw, in_h, in_w, ch, kh, kw, sh, sw, dh, dw, pt, pl,
+              oh, ow, is_max, lo, hi):
     """One POOL on every sample: ``x`` and ``out`` flat ``(samples, elements)`` memories of
-    the operand type, ``geo`` the int64 fields of ``GEO`` (offsets and strides in
-    elements)."""
-    x0, xsh, xsw, o0, osh, osw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
-    in_h, in_w, ch, kh, kw, sh, sw = geo[6], geo[7], geo[8], geo[9], geo[10], geo[11], geo[12]
-    dh, dw, pt, pl, oh, ow = geo[13], geo[14], geo[15], geo[16], geo[17], geo[18]
-    is_max, lo, hi = geo[19], geo[20], geo[21]
+    the operand type; then the geometry by name (offsets and strides in elements)."""
     acc = np.empty(ch, np.int64)
     for s in range(x.shape[0]):
         xs, os = x[s], out[s]
@@ -67,6 +60,10 @@ def pool_tile(x, out, geo):
                         mag = (abs(y) + n // 2) // n
                         y = -mag if y < 0 else mag
                     orow[c] = min(max(y, lo), hi)
+
+
+# the geometry arguments of ``pool_tile``, in order
+GEO = tuple(inspect.signature(pool_tile.py).parameters)[2:]
 
 
 def empty_window(f: dict) -> tuple[int, int] | None:
@@ -113,7 +110,7 @@ def build(op: Op, prep: PreparedProgram) -> Step:
         vals.update(x0=0, xsh=f["in_w"] * ch, xsw=ch)
     if copy_out:  # the output into a dense buffer, copied out
         vals.update(o0=0, osh=f["out_w"] * ch, osw=ch)
-    geo = np.array([vals[k] for k in GEO], I64)
+    geo = tuple(int(vals[k]) for k in GEO)
     run = jit.compiled(pool_tile)
 
     def make(state: MachineState) -> tuple:
@@ -127,9 +124,9 @@ def build(op: Op, prep: PreparedProgram) -> Step:
         ns = mem.shape[0]
         src = mem if x is None else x.copy().reshape(ns, -1)
         if y is None:
-            run(src, mem, geo)
+            run(src, mem, *geo)
             return
         out = np.empty((ns, int(np.prod(out_shape))), dt)
-        run(src, out, geo)
+        run(src, out, *geo)
         y[...] = out.reshape(y.shape)
     return step
