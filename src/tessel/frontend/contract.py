@@ -67,9 +67,14 @@ def _describe(exc: BaseException) -> str:
 def node_boundary(where: str, passthrough: tuple[type[BaseException], ...] = ()
                   ) -> Iterator[None]:
     """Within the block, a non-Tessel exception (other than `passthrough` types) becomes a
-    TesselFormatError naming `where` (the node and its op) and what was wrong."""
+    TesselFormatError naming `where` (the node and its op) and what was wrong; a
+    TesselFormatError of a check inside gets `where` in front."""
     try:
         yield
+    except TesselFormatError as exc:  # a check inside the converter: add the node
+        if str(exc).startswith(where):
+            raise
+        raise TesselFormatError(f"{where}: {exc}") from None
     except (TesselError, *passthrough):
         raise
     except RecursionError:

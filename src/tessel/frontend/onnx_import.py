@@ -54,7 +54,8 @@ def onnx_converts(*op_types: str) -> Callable[[OnnxConverter], OnnxConverter]:
 
 def onnx_dtype(elem_type: int) -> DType:
     if elem_type not in ONNX_DTYPES:
-        name = onnx.TensorProto.DataType.Name(elem_type)
+        known = {v: k for k, v in onnx.TensorProto.DataType.items()}
+        name = known.get(elem_type, f"code {elem_type} (not an ONNX element type)")
         raise Unsupported(f"element type {name} (Tessel supports {sorted(d.value for d in DType)})")
     return ONNX_DTYPES[elem_type]
 
@@ -188,7 +189,10 @@ class _Walk:
             where = f"ONNX initializer '{init.name}'"
             check_elements(init.dims, where)
             with node_boundary(where):
-                self.octx.arrays[init.name] = numpy_helper.to_array(init)
+                array = numpy_helper.to_array(init)
+            if array.dtype.kind == "f" and bool(np.isnan(array).any()):
+                raise TesselFormatError(f"{where} holds NaN values")
+            self.octx.arrays[init.name] = array
         for value in self.graph.input:
             if value.name not in self.octx.arrays:
                 self._input(value)
