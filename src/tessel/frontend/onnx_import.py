@@ -223,7 +223,7 @@ class _Walk:
         except Unsupported as exc:
             raise TesselConfigError(f"ONNX input '{value.name}': {exc}") from None
         self.octx.values[value.name] = self.octx.ctx.builder.input(
-            value.name, TensorType(tuple(dims), dtype))
+            _text(value.name), TensorType(tuple(dims), dtype))
 
     def _node(self, index: int, node: onnx.NodeProto) -> None:
         label = _text(node.name) or f"{_text(node.op_type)}_{index}"
