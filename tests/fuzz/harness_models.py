@@ -3,8 +3,8 @@ through the entry points a model file takes (`onnx_module`, `tflite_module`, `lo
 program's import), which must raise only ``tessel.errors`` types, never hang and never allocate
 past the importers' size bounds.
 
-The seeds are the small model files of tests/fuzz/corpus/ (make_corpus.py). The ONNX mutator
-edits the parsed ModelProto (attributes, node inputs and op types, initializer dims and data,
+The seeds are the small model files of tests/fuzz/corpus/ (make_model_corpus.py). The ONNX
+mutator edits the parsed ModelProto (attributes, node inputs and op types, initializer dims and data,
 input dims and element types, the opset) and serialises it again, or flips bytes; the TFLite
 mutator overwrites aligned 32-bit words and bytes of the flatbuffer with extreme integers and
 float bit patterns (NaN, 0, inf scales); the .pt2 mutator edits the archive's JSON members

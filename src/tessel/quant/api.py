@@ -25,7 +25,7 @@ import torch
 from torch.fx import GraphModule
 from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
-from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
+from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES, MAX_CALIBRATION_SAMPLES
 from tessel.collector import few_collections
 from tessel.display import Table, plural, short_repr, summary_html
 from tessel.errors import TesselConfigError
@@ -162,8 +162,9 @@ def ptq(model: torch.nn.Module | torch.export.ExportedProgram, example_inputs: S
     (TesselQuantizer) -> calibrate (up to `calibration_samples` samples of
     `calibration_data`; the example inputs if None) -> convert_pt2e. Returns the converted
     QDQ module and the number of calibration samples run."""
-    if calibration_samples < 1:
-        raise TesselConfigError(f"calibration_samples must be >= 1, got {calibration_samples}")
+    if not 1 <= calibration_samples <= MAX_CALIBRATION_SAMPLES:
+        raise TesselConfigError(f"calibration_samples must be from 1 to "
+                                f"{MAX_CALIBRATION_SAMPLES}, got {calibration_samples}")
     data = [_as_args(example_inputs)] if calibration_data is None else list(
         itertools.islice(calibration_data, calibration_samples))
     fewer = "" if calibration_data is None or len(data) >= calibration_samples else \
