@@ -34,7 +34,6 @@ def check_placements(program: TslProgram, arch: Any) -> None:
                 f"{what}: bytes [{address}, {address + nbytes}) lie outside memory {memory} of "
                 f"{sizes[memory]} bytes"
             )
-    check_dma_memories(program, len(sizes))
 
 
 def check_dma_memories(program: TslProgram, count: int) -> None:

@@ -83,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     conflict = conflicting_flags(parser, list(sys.argv[1:] if argv is None else argv))
     if conflict is not None:
+        print(parser.format_usage().rstrip(), file=sys.stderr)
         print(f"tessel {args.command}: error: {conflict}", file=sys.stderr)
         return EXIT_USAGE
     try:

@@ -30,13 +30,17 @@ MAX_DATA_BYTES = 512 << 20  # the arrays of one --inputs file, or all --calibrat
 
 def declared_bytes(path: Path) -> int:
     """The bytes the arrays of a .npy / .npz file declare (their headers' shapes, and an
-    archive member's inflated size), read without loading or inflating any array."""
-    fmt = np.lib.format
+    archive member's inflated size), read without loading or inflating any array. A file
+    whose headers cannot be read counts its size on disk (reading it then fails, naming it)."""
     bad = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, NotImplementedError)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return 0
     try:
         if not zipfile.is_zipfile(path):
             with open(path, "rb") as f:
-                return max(_header_bytes(fmt, f), path.stat().st_size)
+                return max(_header_bytes(f), size)
         total = 0
         with zipfile.ZipFile(path) as z:
             for info in z.infolist():
@@ -44,13 +48,14 @@ def declared_bytes(path: Path) -> int:
                 if total > MAX_DATA_BYTES:
                     return total
                 with z.open(info) as f:
-                    total += max(_header_bytes(fmt, f) - info.file_size, 0)
+                    total += max(_header_bytes(f) - info.file_size, 0)
         return total
-    except bad as exc:
-        raise TesselConfigError(f"{path}: not a readable .npy / .npz file ({exc})") from None
+    except bad:
+        return size
 
 
-def _header_bytes(fmt, f) -> int:
+def _header_bytes(f) -> int:
+    fmt = np.lib.format
     version = fmt.read_magic(f)
     shape, _, dtype = (fmt.read_array_header_1_0(f) if version == (1, 0)
                        else fmt.read_array_header_2_0(f))

@@ -190,7 +190,11 @@ class CompiledModel:
 
     @cached_property
     def profile(self) -> Profile:
-        """Cycles, energy, traffic and per-layer figures (the timing model is data-independent)."""
+        """Cycles, energy, traffic and per-layer figures (the timing model is data-independent).
+        A DMA naming an off-chip memory the target lacks (a run traps on it) is refused."""
+        from tessel.binary.memory import check_dma_memories
+
+        check_dma_memories(self.program, len(self.arch.offchip))
         return build_profile(self.program, self.arch)
 
     def save(self, path: str | Path) -> None:
