@@ -192,3 +192,18 @@ def test_nan_weights_and_nan_calibration_data_are_refused() -> None:
     w1.CopyFrom(numpy_helper.from_array(array, "w1"))
     with pytest.raises(TesselFormatError, match="ONNX initializer 'w1' holds NaN"):
         onnx_module(model.SerializeToString())
+
+
+def test_long_chain_imports_in_seconds() -> None:
+    """A 3,000-node ReLU chain: the import is linear in the nodes (about 1 s on a loaded
+    2-core machine); the bound leaves room for a slow machine, not for a quadratic walk."""
+    import time
+
+    n = 3000
+    nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=f"relu{i}")
+             for i in range(n)]
+    model = _model(nodes, [_vi("t0", [1, 8])], [_vi(f"t{n}", [1, 8])])
+    start = time.process_time()
+    graph = import_onnx(model)
+    assert len(graph.nodes) == n
+    assert time.process_time() - start < 20
