@@ -32,8 +32,9 @@ browser:
 	  "(the browser test of the HTML pages is skipped without it)"; fi
 
 # the long fuzz run (docs/reliability.md): FUZZ_CASES per harness (.tsl reader + simulator,
-# IR parser + verifier, asm parser; findings are saved under tests/fuzz/regressions/), then
-# FUZZ_CASES hostile binaries for the C runtime's loader under ASan + UBSan
+# IR parser + verifier, asm parser, ONNX / TFLite / .pt2 importers; findings are saved under
+# tests/fuzz/regressions/), then FUZZ_CASES hostile binaries for the C runtime's loader under
+# ASan + UBSan
 FUZZ_CASES ?= 100000
 fuzz: $(STAMP)
 	$(PY) tests/fuzz/run_fuzz.py --cases $(FUZZ_CASES)

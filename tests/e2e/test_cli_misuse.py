@@ -4,6 +4,7 @@ traceback and never an `internal error`."""
 
 from __future__ import annotations
 
+import io
 import re
 import zipfile
 from pathlib import Path
@@ -63,6 +64,17 @@ def work(tmp_path_factory) -> Path:
     (d / "junk.tflite").write_bytes(bytes(range(64)))
     np.savez(d / "nocal.npz")
     (d / "nocal").mkdir()
+    np.savez(d / "nancal.npz", a=np.ones((1, 8), np.float32), b=np.load(d / "nan.npy"))
+    np.save(d / "huge.npy", np.full((1, 8), 1e300))  # float64: finite, infinite as float32
+    for name in ("big.npy", "big.npz"):  # headers that declare 2 GiB over a few bytes of data
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False,
+                                                      "shape": (1 << 29,)})
+        if name.endswith(".npy"):
+            (d / name).write_bytes(header.getvalue() + bytes(64))
+        else:
+            with zipfile.ZipFile(d / name, "w") as z:
+                z.writestr("x.npy", header.getvalue() + bytes(64))
     return d
 
 
@@ -118,6 +130,21 @@ CASES = [  # (argv with {d} for the folder, exit code, a phrase of the message)
     ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/nocal", 1, "nocal"),
     ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/shape.npy", 1, "shape (1, 7)"),
     ("compile {d}/m.py:good -o {d}/x.tsl --inputs {d}/shape.npy", 1, "shape (1, 7)"),
+    ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/nancal.npz", 1,
+     "calibration sample 1, input 0 holds NaN"),
+    ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/big.npz", 1,
+     "refused before reading"),
+    ("compile {d}/m.py:good -o {d}/x.tsl --inputs {d}/big.npz", 1, "refused before reading"),
+    ("run {d}/good.tsl --input {d}/big.npy", 1, "refused before reading"),
+    ("run {d}/good.tsl --input {d}/huge.npy", 1, "beyond the float32 range"),
+    # counts past their bounds, a boolean option given both ways
+    ("compile {d}/m.py:good -o {d}/x.tsl --calibration 1000000000", 1,
+     "--calibration must be between 1 and 10000"),
+    ("compile {d}/m.py:good -o {d}/x.tsl --on-chip-residency --no-on-chip-residency", 2,
+     "contradict"),
+    ("explore {d}/m.py:good --space {d}/space.toml --workers 100000", 1,
+     "--workers must be between 0 and 64"),
+    ("explore {d}/m.py:good --space {d} --out {d}/ex", 1, "is a directory"),
 ]
 
 

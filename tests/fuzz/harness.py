@@ -31,7 +31,9 @@ HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
 REGRESSIONS = HERE / "regressions"
 sys.path.insert(0, str(HERE.parents[0] / "unit" / "binary"))
+sys.path.insert(0, str(HERE))
 
+import harness_models as models  # noqa: E402
 from tsl_samples import fix_checksums  # noqa: E402
 
 from tessel.binary import read_tsl, write_tsl  # noqa: E402
@@ -326,6 +328,12 @@ HARNESSES = {
     "ir": Harness("ir", ir_seeds, lambda rng, t: mutate_text(rng, t, IR_WORDS), run_ir, ".tir"),
     "asm": Harness("asm", asm_seeds, lambda rng, t: mutate_text(rng, t, ASM_WORDS), run_asm,
                    ".asm"),
+    "onnx": Harness("onnx", lambda: models.seeds(".onnx"), models.mutate_onnx, models.run_onnx,
+                    ".onnx"),
+    "tflite": Harness("tflite", lambda: models.seeds(".tflite"), models.mutate_tflite,
+                      models.run_tflite, ".tflite"),
+    "pt2": Harness("pt2", lambda: models.seeds(".pt2"), models.mutate_pt2, models.run_pt2,
+                   ".pt2"),
 }
 
 
@@ -347,6 +355,6 @@ def save_input(harness: Harness, value: Any, label: str) -> Path:
 
 
 def load_input(path: Path) -> Any:
-    if path.suffix == ".tsl":
+    if path.suffix in (".tsl", ".onnx", ".tflite", ".pt2"):
         return path.read_bytes()
     return path.read_text(encoding="utf-8", errors="surrogatepass")

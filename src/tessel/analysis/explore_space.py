@@ -126,6 +126,10 @@ def load_space(path: str | Path) -> Space:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TesselConfigError(f"space file {p} does not exist") from None
+    except IsADirectoryError:
+        raise TesselConfigError(f"space file {p} is a directory; give a .toml file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TesselConfigError(f"space file {p} cannot be read ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise TesselConfigError(f"{p}: not valid TOML: {exc}") from None
     try:

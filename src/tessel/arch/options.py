@@ -13,6 +13,7 @@ from tessel.errors import TesselConfigError
 
 # The one default of every API and CLI command that calibrates (`--calibration N`).
 DEFAULT_CALIBRATION_SAMPLES = 32
+MAX_CALIBRATION_SAMPLES = 10_000  # every sample is kept in memory while calibrating
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,9 @@ class CompileOptions:
 
     def __post_init__(self) -> None:
         n = self.calibration_samples
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise TesselConfigError(f"calibration_samples must be an integer >= 1, got {n!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CALIBRATION_SAMPLES:
+            raise TesselConfigError(f"calibration_samples must be an integer from 1 to "
+                                    f"{MAX_CALIBRATION_SAMPLES}, got {n!r}")
         if not isinstance(self.allow_host_fallback, bool):
             raise TesselConfigError(
                 f"allow_host_fallback must be a bool, got {self.allow_host_fallback!r}"

@@ -34,3 +34,18 @@ def check_placements(program: TslProgram, arch: Any) -> None:
                 f"{what}: bytes [{address}, {address + nbytes}) lie outside memory {memory} of "
                 f"{sizes[memory]} bytes"
             )
+
+
+def check_dma_memories(program: TslProgram, count: int) -> None:
+    """Every instruction's `mem` field (the DMA's off-chip memory) names one of the target's
+    `count` off-chip memories (the cost model and the simulator index them)."""
+    for engine, stream in program.streams.items():
+        if isinstance(stream, bytes | bytearray):
+            continue
+        for index, ins in enumerate(stream):
+            mem = ins.as_dict().get("mem") if hasattr(ins, "as_dict") else None
+            if mem is not None and mem >= count:
+                name = getattr(engine, "name", engine)
+                raise TesselFormatError(
+                    f"{name}[{index}] {ins.opcode.name}: field 'mem' = {mem}, but the target "
+                    f"has {count} off-chip memor{'y' if count == 1 else 'ies'}")

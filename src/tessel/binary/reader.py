@@ -5,7 +5,7 @@ address lies in its memory. Any failure is one TesselFormatError saying what and
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from tessel.binary.layout import (
 )
 from tessel.binary.memory import check_placements
 from tessel.binary.metadata import check_metadata
-from tessel.binary.program import TslProgram, normalize_arch_hash
+from tessel.binary.program import TensorDescriptor, TslProgram, normalize_arch_hash
 from tessel.binary.sections import (
     read_constants,
     read_host_graphs,
@@ -96,12 +96,30 @@ def read_tsl(data: bytes | bytearray | memoryview, *, arch: Any = None,
                        parsed)
     except TesselFormatError as exc:
         raise TesselFormatError(f"{where.label} at offset {where.offset}: {exc}") from None
+    check_declared_shapes(inputs, outputs, parsed)
     program = TslProgram(header.arch_hash, streams, constants, memory, address, tuple(inputs),
                          tuple(outputs), metadata, host_graphs,
                          parsed_host={k: (host_graphs[k], g) for k, g in parsed.items()})
     if arch is not None:
         check_placements(program, arch)
     return program
+
+
+def check_declared_shapes(inputs: Sequence[TensorDescriptor],
+                          outputs: Sequence[TensorDescriptor], host: Mapping[str, Any]) -> None:
+    """Every NPU input a host graph produces and every NPU output a host graph reads has the
+    shape that graph declares for it (a resized descriptor would make a run read or write
+    bytes the model never has)."""
+    npu = {d.name: ("input", d) for d in inputs} | {d.name: ("output", d) for d in outputs}
+    for key, graph in host.items():
+        declared = {v.name: v.type.shape for v in graph.inputs}
+        declared.update({o: graph.type_of(o).shape for o in graph.outputs})
+        for name, shape in declared.items():
+            kind, desc = npu.get(name, (None, None))
+            if desc is not None and tuple(desc.shape) != tuple(shape):
+                raise TesselFormatError(
+                    f"IO section: {kind} descriptor {name!r} has shape {list(desc.shape)}, but "
+                    f"host graph {key!r} declares {list(shape)}")
 
 
 def _header_field(name: str) -> str:

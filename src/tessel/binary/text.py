@@ -4,6 +4,7 @@
     .arch_hash 4f1c...            (64 hex digits)   or   .target tnpu-s
     .input  x dtype=INT8 shape=1x8x8x16 memory=0 address=0x0 q=0.0235/-3
     .output y dtype=INT8 shape=1x10 memory=0 address=0x400 q=[0.5,0.25]/[0,0]/axis=1
+    .output s dtype=INT32 shape=scalar memory=0 address=0x500      (rank 0)
     .constants memory=1 address=0x0
     .data 00ff10...               (hex bytes, any number of lines)
     .metadata {"model": "tiny"}
@@ -51,7 +52,7 @@ def program_to_text(program: TslProgram) -> str:
 
 
 def _io_line(directive: str, d: TensorDescriptor) -> str:
-    text = (f"{directive} {d.name} dtype={d.dtype.name} shape={'x'.join(map(str, d.shape))} "
+    text = (f"{directive} {d.name} dtype={d.dtype.name} shape={'x'.join(map(str, d.shape)) or 'scalar'} "
             f"memory={d.memory} address={d.address:#x}")
     if d.quant is not None:
         q = d.quant
@@ -186,7 +187,8 @@ def _parse_io(rest: str, fail) -> TensorDescriptor:
     kv = _pairs(tokens, fail)
     try:
         dtype = DType[kv.pop("dtype")]
-        shape = tuple(int(d) for d in kv.pop("shape").split("x"))
+        text = kv.pop("shape")
+        shape = () if text == "scalar" else tuple(int(d) for d in text.split("x"))
     except (KeyError, ValueError) as exc:
         raise fail(f"I/O descriptor {name!r} needs dtype=NAME and shape=AxBxC ({exc})") from None
     memory, address = _int(kv.pop("memory", "0"), fail), _int(kv.pop("address", "0"), fail)

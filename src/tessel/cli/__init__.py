@@ -74,11 +74,23 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from tessel.cli.limits import check_counts, conflicting_flags
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage errors (argparse printed them; code 2), --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    conflict = conflicting_flags(parser, list(sys.argv[1:] if argv is None else argv))
+    if conflict is not None:
+        print(parser.format_usage().rstrip(), file=sys.stderr)
+        print(f"tessel {args.command}: error: {conflict}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        check_counts(args)
+    except TesselError as exc:  # as the commands' own checks: a bad value, exit 1
+        print(f"tessel {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     from tessel.progress import configure, watching
     from tessel.quiet import third_party_messages
     configure(args.verbose - args.quiet)

@@ -494,7 +494,11 @@ def _load_npy(path: Path) -> np.ndarray:
     TesselConfigError naming the file."""
     import numpy as np
 
+    from tessel.models.data_files import check_size
+
     try:
+        if path.is_file():
+            check_size(path)  # the header's shape, before the array is read
         array = np.load(path, allow_pickle=False)
     except IsADirectoryError:
         raise TesselConfigError(f"cannot read input {path}: it is a directory") from None

@@ -29,6 +29,7 @@ from tessel.frontend import (  # noqa: F401
     convert_shape,
 )
 from tessel.frontend.context import CONVERTERS, ImportContext, Unsupported, bind_args, ir_dtype
+from tessel.frontend.contract import node_boundary
 from tessel.frontend.host_ops import host_op
 from tessel.frontend.locations import source_loc
 from tessel.ir import Graph, GraphBuilder, SourceLoc, TensorType
@@ -126,16 +127,19 @@ class _Walk:
             self.names = export_names(nodes)
             nodes = _lifted_order(self.program, nodes)
         for node in nodes:
-            if node.op == "placeholder":
-                self.placeholder(node)
-            elif node.op == "call_function":
-                self.call(node)
-            elif node.op == "get_attr" and isinstance(self.program, torch.fx.GraphModule):
-                self.attribute(node)
-            elif node.op == "output":
-                outputs = self.outputs(node)
-            else:
-                raise TesselError(f"unexpected fx node kind '{node.op}' ({node.name})")
+            # a loaded .pt2 is data: a node whose arguments or metadata do not fit its op is a
+            # TesselFormatError naming it (tessel.frontend.contract)
+            with node_boundary(f"exported node '{node.name}' ({node.op} {op_name(node)})"):
+                if node.op == "placeholder":
+                    self.placeholder(node)
+                elif node.op == "call_function":
+                    self.call(node)
+                elif node.op == "get_attr" and isinstance(self.program, torch.fx.GraphModule):
+                    self.attribute(node)
+                elif node.op == "output":
+                    outputs = self.outputs(node)
+                else:
+                    raise TesselError(f"unexpected fx node kind '{node.op}' ({node.name})")
         return outputs
 
     # ------------------------------------------------------------ placeholders

@@ -25,6 +25,7 @@ from onnx import numpy_helper
 
 from tessel.errors import TesselConfigError, TesselFormatError, TesselUnsupportedOpError
 from tessel.frontend.context import ImportContext, Unsupported
+from tessel.frontend.contract import check_elements, node_boundary
 from tessel.frontend.importer import drop_dead
 from tessel.ir import DType, Graph, GraphBuilder, Op, SourceLoc, TensorType, sanitize_name, verify
 
@@ -53,7 +54,8 @@ def onnx_converts(*op_types: str) -> Callable[[OnnxConverter], OnnxConverter]:
 
 def onnx_dtype(elem_type: int) -> DType:
     if elem_type not in ONNX_DTYPES:
-        name = onnx.TensorProto.DataType.Name(elem_type)
+        known = {v: k for k, v in onnx.TensorProto.DataType.items()}
+        name = known.get(elem_type, f"code {elem_type} (not an ONNX element type)")
         raise Unsupported(f"element type {name} (Tessel supports {sorted(d.value for d in DType)})")
     return ONNX_DTYPES[elem_type]
 
@@ -101,6 +103,11 @@ class OnnxContext:
         return self.ctx.add(op, inputs, attrs)
 
 
+def _text(value: str | bytes) -> str:
+    """A name field as text (protobuf hands back bytes for a field that is not valid UTF-8)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
 def attributes(node: onnx.NodeProto) -> dict[str, Any]:
     """The node's attributes as Python values (tensors as numpy arrays, bytes as str)."""
     out: dict[str, Any] = {}
@@ -137,6 +144,18 @@ def default_opset(model: onnx.ModelProto) -> int:
     raise TesselFormatError("ONNX model imports no default-domain opset")
 
 
+def check_node(node: onnx.NodeProto, opset: int, where: str) -> None:
+    """onnx's check of one node against its op's schema (the number of inputs and outputs,
+    required attributes and their types) as a TesselFormatError naming the node."""
+    ctx = onnx.checker.C.CheckerContext()
+    ctx.ir_version, ctx.opset_imports = onnx.IR_VERSION, {"": opset}
+    try:
+        onnx.checker.check_node(node, ctx)
+    except Exception as exc:  # noqa: BLE001 - ValidationError, or protobuf on a broken field
+        line = next((s.strip() for s in str(exc).splitlines() if s.strip()), type(exc).__name__)
+        raise TesselFormatError(f"{where}: {line[:300]}") from None
+
+
 def import_onnx(source: str | Path | bytes | onnx.ModelProto, *, name: str | None = None) -> Graph:
     """The verified float Graph IR of an ONNX model (outputs in the graph's output order)."""
     model = read_model(source)
@@ -148,7 +167,7 @@ def import_onnx(source: str | Path | bytes | onnx.ModelProto, *, name: str | Non
     from tessel.frontend import onnx_ops  # noqa: F401  (registers the converters)
 
     file = str(source) if isinstance(source, (str, Path)) else ""
-    default = Path(file).stem if file else (model.graph.name or "onnx_model")
+    default = Path(file).stem if file else (_text(model.graph.name) or "onnx_model")
     walk = _Walk(model.graph, GraphBuilder(sanitize_name(name or default)), opset, file)
     outputs = walk.run()
     if walk.unsupported:
@@ -167,7 +186,13 @@ class _Walk:
 
     def run(self) -> list[str]:
         for init in self.graph.initializer:
-            self.octx.arrays[init.name] = numpy_helper.to_array(init)
+            where = f"ONNX initializer '{init.name}'"
+            check_elements(init.dims, where)
+            with node_boundary(where):
+                array = numpy_helper.to_array(init)
+            if array.dtype.kind == "f" and bool(np.isnan(array).any()):
+                raise TesselFormatError(f"{where} holds NaN values")
+            self.octx.arrays[init.name] = array
         for value in self.graph.input:
             if value.name not in self.octx.arrays:
                 self._input(value)
@@ -192,18 +217,19 @@ class _Walk:
                     f"ONNX input '{value.name}' has a dynamic dimension '{d.dim_param}': Tessel "
                     "compiles static shapes (export with fixed input sizes)")
             dims.append(int(d.dim_value))
+        check_elements(dims, f"ONNX input '{value.name}'")
         try:
             dtype = onnx_dtype(t.elem_type)
         except Unsupported as exc:
             raise TesselConfigError(f"ONNX input '{value.name}': {exc}") from None
         self.octx.values[value.name] = self.octx.ctx.builder.input(
-            value.name, TensorType(tuple(dims), dtype))
+            _text(value.name), TensorType(tuple(dims), dtype))
 
     def _node(self, index: int, node: onnx.NodeProto) -> None:
-        label = node.name or f"{node.op_type}_{index}"
+        label = _text(node.name) or f"{_text(node.op_type)}_{index}"
         ctx = self.octx.ctx
         ctx.loc = SourceLoc(module=label, file=self.file, line=index + 1 if self.file else 0)
-        ctx.hint = sanitize_name(node.output[0] if node.output else label)
+        ctx.hint = sanitize_name(_text(node.output[0]) if node.output else label)
         if any(i in self.poisoned for i in node.input):
             self.poisoned.update(node.output)
             return
@@ -212,7 +238,10 @@ class _Walk:
             if node.domain not in _DEFAULT_DOMAINS or converter is None:
                 domain = f"{node.domain}." if node.domain not in _DEFAULT_DOMAINS else ""
                 raise Unsupported(f"no converter for {domain}{node.op_type}")
-            results = converter(self.octx, node)
+            where = f"ONNX node '{label}' ({node.op_type})"
+            check_node(node, self.octx.opset, where)
+            with node_boundary(where, (Unsupported,)):
+                results = converter(self.octx, node)
         except Unsupported as exc:
             self.unsupported.append((f"{node.op_type} ({exc})", f"ONNX node '{label}'"))
             self.poisoned.update(node.output)
@@ -240,7 +269,9 @@ def onnx_module(source: str | Path | bytes | onnx.ModelProto, *, name: str | Non
     quantized = any(n.op is Op.QUANTIZE for n in graph.nodes)
     module = QDQModule(graph) if quantized else IRModule(graph)
     gen = torch.Generator().manual_seed(seed)
+    for v in graph.inputs:  # (checked on import; the example inputs are allocated here)
+        check_elements(v.type.shape, f"ONNX input '{v.name}'")
     inputs = tuple(torch.randn(v.type.shape, generator=gen) if v.type.dtype is DType.F32 else
-                   torch.zeros(v.type.shape, dtype=getattr(torch, v.type.dtype.numpy.__name__))
+                   torch.from_numpy(np.zeros(v.type.shape, v.type.dtype.numpy))
                    for v in graph.inputs)
     return module, inputs

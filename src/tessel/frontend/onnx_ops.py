@@ -16,6 +16,7 @@ import onnx
 
 from tessel.frontend import onnx_ops_shape  # noqa: F401  (registers shape and Q/DQ converters)
 from tessel.frontend.context import Unsupported
+from tessel.frontend.contract import check_elements
 from tessel.frontend.onnx_import import OnnxContext, attributes, onnx_converts
 from tessel.ir import Op
 
@@ -142,6 +143,8 @@ def binary(o: OnnxContext, n: Node) -> Results:
         raise Unsupported(f"{len(n.input)} operands (Tessel imports 2)")
     lhs, rhs = n.input
     if all(i in o.arrays and i not in o.values for i in n.input):
+        check_elements(np.broadcast_shapes(o.arrays[lhs].shape, o.arrays[rhs].shape),
+                       f"{n.op_type} '{n.name}' output")
         fn = fold or _fold_div
         return [np.asarray(fn(o.arrays[lhs], o.arrays[rhs]))]
     return [o.add(op, [o.v(lhs), o.v(rhs)])]

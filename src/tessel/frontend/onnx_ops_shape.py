@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 
 from tessel.frontend.context import Unsupported
+from tessel.frontend.contract import check_elements, check_scales
 from tessel.frontend.onnx_import import OnnxContext, attributes, onnx_converts, onnx_dtype
 from tessel.ir import DType, Op
 
@@ -65,7 +66,8 @@ def shape(o: OnnxContext, n: Node) -> Results:
 # ConstantOfShape(shape) {value}  =>  a known array
 @onnx_converts("ConstantOfShape")
 def constant_of_shape(o: OnnxContext, n: Node) -> Results:
-    dims = tuple(int(d) for d in o.array(n.input[0], "shape"))
+    dims = check_elements(o.array(n.input[0], "shape").reshape(-1),
+                          f"ConstantOfShape '{n.name}' input 'shape'")
     value = attributes(n).get("value", np.zeros(1, np.float32))
     return [np.full(dims, np.asarray(value).reshape(-1)[0], dtype=np.asarray(value).dtype)]
 
@@ -157,6 +159,9 @@ def gather(o: OnnxContext, n: Node) -> Results:
     data, idx = n.input
     axis = int(attributes(n).get("axis", 0))
     if _known(o, data) and _known(o, idx):
+        d, i = o.arrays[data], o.arrays[idx]
+        check_elements((*d.shape[:axis % max(d.ndim, 1)], *i.shape, *d.shape[axis % max(d.ndim, 1) + 1:]),
+                       f"Gather '{n.name}' output")
         return [np.take(o.arrays[data], o.arrays[idx], axis=axis)]
     if _known(o, data) and o.arrays[data].ndim == 2 and axis == 0:
         return [o.add(Op.EMBEDDING, [o.v(data), o.v(idx)])]
@@ -238,6 +243,7 @@ def pad(o: OnnxContext, n: Node) -> Results:
 def expand(o: OnnxContext, n: Node) -> Results:
     target = tuple(int(d) for d in o.array(n.input[1], "Expand shape"))
     out = tuple(int(d) for d in np.broadcast_shapes(o.shape(n.input[0]), target))
+    check_elements(out, f"Expand '{n.name}' output")
     if _known(o, n.input[0]):
         return [np.broadcast_to(o.arrays[n.input[0]], out).copy()]
     x = o.v(n.input[0])
@@ -287,6 +293,7 @@ def _to_signed(q: np.ndarray, zp: np.ndarray, dtype: DType) -> tuple[np.ndarray,
 @onnx_converts("QuantizeLinear")
 def quantize_linear(o: OnnxContext, n: Node) -> Results:
     scale = o.array(n.input[1], "scale").astype(np.float64).reshape(-1)
+    check_scales(scale, f"QuantizeLinear '{n.name}' input 'scale'")
     zp, dtype = _zero_point(o, n, 2)
     lo, hi = dtype.bounds
     if _known(o, n.input[0]):  # a float weight quantised in the graph: fold
@@ -311,6 +318,7 @@ def quantize_linear(o: OnnxContext, n: Node) -> Results:
 @onnx_converts("DequantizeLinear")
 def dequantize_linear(o: OnnxContext, n: Node) -> Results:
     scale = o.array(n.input[1], "scale").astype(np.float64).reshape(-1)
+    check_scales(scale, f"DequantizeLinear '{n.name}' input 'scale'")
     zp, dtype = _zero_point(o, n, 2)
     if not _known(o, n.input[0]):
         if scale.size != 1:

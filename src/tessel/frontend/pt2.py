@@ -68,13 +68,14 @@ def _refusal(path: Path, refusals: list[str]) -> TesselConfigError:
 
 def _check_archive(path: Path) -> None:
     """A zip of at most MAX_PT2_MEMBERS members and MAX_PT2_BYTES uncompressed."""
-    if not zipfile.is_zipfile(path):  # checked here: torch logs a traceback, then fails
-        raise TesselConfigError(f"{path}: not a torch.export archive (not a zip file; write "
-                                "one with torch.export.save)")
     try:
+        if not zipfile.is_zipfile(path):  # checked here: torch logs a traceback, then fails
+            raise TesselConfigError(f"{path}: not a torch.export archive (not a zip file; "
+                                    "write one with torch.export.save)")
         with zipfile.ZipFile(path) as z:
             infos = z.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as e:
+    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, EOFError) as e:
+        # (NotImplementedError: a zip version or feature the zipfile module does not read)
         raise TesselConfigError(f"{path}: not a readable zip archive ({e})") from None
     if len(infos) > MAX_PT2_MEMBERS:
         raise TesselConfigError(f"{path}: {len(infos)} archive members, more than the "

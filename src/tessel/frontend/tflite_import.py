@@ -28,6 +28,7 @@ import tflite
 
 from tessel.errors import TesselConfigError, TesselFormatError, TesselUnsupportedOpError
 from tessel.frontend.context import ImportContext, Unsupported
+from tessel.frontend.contract import check_elements, check_scales, node_boundary
 from tessel.frontend.importer import drop_dead
 from tessel.ir import (
     DType,
@@ -188,12 +189,19 @@ class malformed:  # noqa: N801  (a context manager used like a function)
 
     def __exit__(self, kind: type | None, exc: BaseException | None, tb: Any) -> bool:
         if kind is not None and issubclass(kind, (struct.error, IndexError, ValueError,
-                                                   TypeError, UnicodeDecodeError)):
+                                                   TypeError, UnicodeDecodeError, AttributeError,
+                                                   KeyError, OverflowError, ZeroDivisionError)):
+            # (a table index past the end reads as None: AttributeError on its first field)
             raise TesselFormatError(f"{self.where}: malformed TFLite flatbuffer ({exc})") from None
+        if kind is not None and issubclass(kind, Unsupported):
+            raise TesselFormatError(f"{self.where}: {exc}") from None
         return False
 
 
 def _tensor(model: tflite.Model, graph: tflite.SubGraph, index: int) -> TfTensor:
+    if not 0 <= index < graph.TensorsLength():
+        raise TesselFormatError(f"tensor index {index} is out of range (the subgraph has "
+                                f"{graph.TensorsLength()} tensors)")
     t = graph.Tensors(index)
     name = (t.Name() or b"").decode(errors="replace") or f"t{index}"
     if t.Type() not in _TENSOR_DTYPES:
@@ -209,7 +217,9 @@ def _tensor(model: tflite.Model, graph: tflite.SubGraph, index: int) -> TfTensor
         zps = tuple(int(z) for z in q.ZeroPointAsNumpy()) if q.ZeroPointLength() else (0,) * len(
             scales)
         axis = int(q.QuantizedDimension())
+        check_scales(scales, f"tensor '{name}' field 'quantization.scale'")
     shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+    check_elements(shape, f"tensor '{name}' field 'shape'")
     data = None
     buffer = model.Buffers(t.Buffer())
     if buffer is not None and buffer.DataLength() > 0:
@@ -223,7 +233,8 @@ def import_tflite(source: str | Path | bytes, *, name: str | None = None) -> Gra
     from tessel.frontend import tflite_ops  # noqa: F401  (registers the converters)
 
     model, where = read_model(source)
-    graph = model.Subgraphs(0)
+    with malformed(where):
+        graph = model.Subgraphs(0)
     default = Path(where).stem if isinstance(source, (str, Path)) else "tflite_model"
     tc = TfliteContext(ImportContext(GraphBuilder(sanitize_name(name or default))))
     cache: dict[int, TfTensor] = {}
@@ -241,7 +252,7 @@ def import_tflite(source: str | Path | bytes, *, name: str | None = None) -> Gra
                 _input(tc, tensor(int(i)))
         except Unsupported as exc:
             raise TesselConfigError(f"{where}: model input: {exc}") from None
-        unsupported = _walk(model, graph, tc, tensor)
+        unsupported = _walk(model, graph, tc, tensor, cache.get)
         outputs = [tc.values[int(i)] for i in graph.OutputsAsNumpy() if int(i) in tc.values]
     if unsupported:
         raise TesselUnsupportedOpError(unsupported)
@@ -257,7 +268,8 @@ def _input(tc: TfliteContext, t: TfTensor) -> None:
 
 
 def _walk(model: tflite.Model, graph: tflite.SubGraph, tc: TfliteContext,
-          tensor: Callable[[int], TfTensor | None]) -> list[tuple[str, str]]:
+          tensor: Callable[[int], TfTensor | None], cached: Callable[[int], TfTensor | None]
+          ) -> list[tuple[str, str]]:
     unsupported: list[tuple[str, str]] = []
     poisoned: set[int] = set()
     for k in range(graph.OperatorsLength()):
@@ -276,11 +288,14 @@ def _walk(model: tflite.Model, graph: tflite.SubGraph, tc: TfliteContext,
             converter = TFLITE_CONVERTERS.get(code)
             if converter is None:
                 raise Unsupported("no converter")
-            tf_op = TfOp(code, k, tuple(tensor(i) for i in ins), tuple(tensor(i) for i in outs),
-                         _options(op))
-            converter(tc, tf_op)
+            with node_boundary(f"TFLite operator {k} ({label.rsplit('_', 1)[0]})",
+                               (Unsupported,)):
+                tf_op = TfOp(code, k, tuple(tensor(i) for i in ins),
+                             tuple(tensor(i) for i in outs), _options(op))
+                converter(tc, tf_op)
         except Unsupported as exc:
-            out_name = tensor(outs[0]).name if outs else ""
+            first = cached(outs[0]) if outs else None
+            out_name = first.name if first is not None else ""
             unsupported.append((f"{label.rsplit('_', 1)[0]} ({exc})",
                                 f"TFLite operator {k} (output '{out_name}')"))
             poisoned.update(outs)
@@ -302,6 +317,9 @@ def _options(op: tflite.Operator) -> Any:
 
 def same_padding(size: int, kernel: int, stride: int, dilation: int = 1) -> tuple[int, int]:
     """TFLite's SAME padding (before, after): the extra pixel goes after."""
+    if stride < 1 or dilation < 1:
+        raise TesselFormatError(f"options: stride {stride}, dilation {dilation} (both must be "
+                                ">= 1)")
     out = math.ceil(size / stride)
     total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
     return total // 2, total - total // 2
@@ -322,6 +340,7 @@ def tflite_module(source: str | Path | bytes, *, name: str | None = None, seed: 
     rng = np.random.default_rng(seed)
     inputs = []
     for v in graph.inputs:
+        check_elements(v.type.shape, f"TFLite input '{v.name}'")
         user = next((n for n in graph.nodes if n.op is Op.QUANTIZE and n.inputs[0] == v.name),
                     None)
         if user is None:

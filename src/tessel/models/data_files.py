@@ -8,7 +8,9 @@
 
 Every array is checked against the model's example inputs (same rank and shape; it is cast to
 the example's dtype), so a wrong file is a clear TesselConfigError naming it, not a traceback
-deep inside the export.
+deep inside the export. A file's arrays may hold at most `MAX_DATA_BYTES` (checked from the
+.npy headers and the archive's directory before anything is read or inflated: a small .npz
+can declare gigabytes), and the files of a calibration directory as many together.
 """
 
 from __future__ import annotations
@@ -23,13 +25,63 @@ import torch
 from tessel.errors import TesselConfigError
 
 Sample = tuple[torch.Tensor, ...]
+MAX_DATA_BYTES = 512 << 20  # the arrays of one --inputs file, or all --calibration-data
 
 
-def _arrays(path: Path) -> list[tuple[str, np.ndarray]]:
+def declared_bytes(path: Path) -> int:
+    """The bytes the arrays of a .npy / .npz file declare (their headers' shapes, and an
+    archive member's inflated size), read without loading or inflating any array. A file
+    whose headers cannot be read counts its size on disk (reading it then fails, naming it)."""
+    bad = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, NotImplementedError)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return 0
+    try:
+        if not zipfile.is_zipfile(path):
+            with open(path, "rb") as f:
+                return max(_header_bytes(f), size)
+        total = 0
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                total += info.file_size
+                if total > MAX_DATA_BYTES:
+                    return total
+                with z.open(info) as f:
+                    total += max(_header_bytes(f) - info.file_size, 0)
+        return total
+    except bad:
+        return size
+
+
+def _header_bytes(f) -> int:
+    fmt = np.lib.format
+    version = fmt.read_magic(f)
+    shape, _, dtype = (fmt.read_array_header_1_0(f) if version == (1, 0)
+                       else fmt.read_array_header_2_0(f))
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return count * dtype.itemsize
+
+
+def check_size(path: Path, used: int = 0) -> int:
+    """`used` plus the bytes `path` declares; TesselConfigError if past MAX_DATA_BYTES."""
+    total = used + declared_bytes(path)
+    if total > MAX_DATA_BYTES:
+        raise TesselConfigError(
+            f"{path}: its arrays declare {total} bytes{' with the files before it' if used else ''}"
+            f", more than the {MAX_DATA_BYTES >> 20} MiB Tessel reads as data (refused before "
+            "reading or inflating it)")
+    return total
+
+
+def _arrays(path: Path, used: int = 0) -> list[tuple[str, np.ndarray]]:
     """(name, array) of a .npy or .npz file, in stored order."""
     if not path.is_file():
         raise TesselConfigError(f"data file not found: {path}")
     bad = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile)
+    check_size(path, used)
     try:
         data = np.load(path, allow_pickle=False)
         if not isinstance(data, np.lib.npyio.NpzFile):
@@ -69,7 +121,11 @@ def read_calibration(path: Path, like: Sample) -> list[Sample]:
         files = sorted(p for p in path.iterdir() if p.suffix in (".npy", ".npz"))
         if not files:
             raise TesselConfigError(f"calibration directory {path} has no .npy / .npz files")
-        return [_sample(_arrays(f), like, str(f)) for f in files]
+        used, samples = 0, []
+        for f in files:
+            samples.append(_sample(_arrays(f, used), like, str(f)))
+            used = declared_bytes(f) + used
+        return samples
     named = _arrays(path)
     if len(like) != 1:
         raise TesselConfigError(

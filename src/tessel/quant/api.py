@@ -25,7 +25,7 @@ import torch
 from torch.fx import GraphModule
 from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
-from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES
+from tessel.arch.options import DEFAULT_CALIBRATION_SAMPLES, MAX_CALIBRATION_SAMPLES
 from tessel.collector import few_collections
 from tessel.display import Table, plural, short_repr, summary_html
 from tessel.errors import TesselConfigError
@@ -162,19 +162,45 @@ def ptq(model: torch.nn.Module | torch.export.ExportedProgram, example_inputs: S
     (TesselQuantizer) -> calibrate (up to `calibration_samples` samples of
     `calibration_data`; the example inputs if None) -> convert_pt2e. Returns the converted
     QDQ module and the number of calibration samples run."""
-    if calibration_samples < 1:
-        raise TesselConfigError(f"calibration_samples must be >= 1, got {calibration_samples}")
+    if not 1 <= calibration_samples <= MAX_CALIBRATION_SAMPLES:
+        raise TesselConfigError(f"calibration_samples must be from 1 to "
+                                f"{MAX_CALIBRATION_SAMPLES}, got {calibration_samples}")
     data = [_as_args(example_inputs)] if calibration_data is None else list(
         itertools.islice(calibration_data, calibration_samples))
     fewer = "" if calibration_data is None or len(data) >= calibration_samples else \
         f", all there are; {calibration_samples} asked"
     info(f"quantise: torch.export and prepare ({plural(len(data), 'calibration sample')}"
          f"{fewer})")
-    prepared = prepare_pt2e(export_for_quant(as_module(model), example_inputs),
-                            TesselQuantizer(config))
+    module = as_module(model)
+    check_finite(module, data)
+    prepared = prepare_pt2e(export_for_quant(module, example_inputs), TesselQuantizer(config))
     count = calibrate(prepared, data, example_inputs)
     info("quantise: convert")
-    return convert(prepared), count
+    try:
+        return convert(prepared), count
+    except AssertionError as e:  # torchao's observers: a min / max that is NaN
+        if "should be less than max" not in str(e):
+            raise
+        raise TesselConfigError("quantisation: a tensor of the model is NaN on the calibration "
+                                "data (its range has no scale); check the model's operations "
+                                "on these inputs (log or sqrt of negatives, 0/0)") from None
+
+
+def check_finite(module: torch.nn.Module, samples: Sequence[Sequence[Any]]) -> None:
+    """TesselConfigError naming the tensor if a floating-point parameter or buffer of `module`
+    holds NaN, or a calibration sample holds NaN or an infinity (neither has a scale)."""
+    for kind, named in (("parameter", module.named_parameters()),
+                        ("buffer", module.named_buffers())):
+        for name, t in named:
+            if t.is_floating_point() and bool(torch.isnan(t).any()):
+                raise TesselConfigError(f"the model's {kind} '{name}' holds NaN values: it "
+                                        "cannot be quantised")
+    for k, sample in enumerate(samples):
+        for j, x in enumerate(sample):
+            if isinstance(x, torch.Tensor) and x.is_floating_point() and not bool(
+                    torch.isfinite(x).all()):
+                raise TesselConfigError(f"calibration sample {k}, input {j} holds NaN or "
+                                        "infinite values: calibration needs finite data")
 
 
 def quantized_import(model: QDQModule, config: QuantConfig | None = None) -> QuantizedModel:

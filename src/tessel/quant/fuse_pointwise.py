@@ -81,20 +81,20 @@ def _constant_operand(graph: Graph, user: Node, index: int) -> bool:
 def _chain(graph: Graph, root: Node, users: dict[str, list[str]], outputs: set[str]
            ) -> tuple[set[str], str] | None:
     """(names of the chain ending at `root`, its one tensor input) or None if not fusable."""
+    # the closure grows monotonically (a producer joins once all its users are members), so a
+    # worklist of the newest members' inputs reaches it in time linear in the chain's length
     members = {root.name}
-    grew = True
-    while grew:
-        grew = False
-        for name in sorted(members):
-            for i in graph.node_map[name].inputs:
-                p = graph.node_map.get(i)
-                if (i in members or p is None or not _pointwise(p) or i in outputs
-                        or not set(users.get(i, ())) <= members):
-                    continue
-                if p.op is Op.LUT and graph.type_of(p.inputs[0]).dtype is not DType.I8:
-                    continue  # an int16 LUT interpolates: keep it out (x must be int8 anyway)
-                members.add(i)
-                grew = True
+    work = [root.name]
+    while work:
+        for i in graph.node_map[work.pop()].inputs:
+            p = graph.node_map.get(i)
+            if (i in members or p is None or not _pointwise(p) or i in outputs
+                    or not set(users.get(i, ())) <= members):
+                continue
+            if p.op is Op.LUT and graph.type_of(p.inputs[0]).dtype is not DType.I8:
+                continue  # an int16 LUT interpolates: keep it out (x must be int8 anyway)
+            members.add(i)
+            work.append(i)
     if len(members) < 2:
         return None
     external = {i for m in members for k, i in enumerate(graph.node_map[m].inputs)

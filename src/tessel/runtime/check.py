@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from tessel.errors import TesselConfigError
 from tessel.ir import Graph, Op, run_graph
 
 LOW_RANGE_LSBS = 4  # an output whose values span fewer steps than this is flagged
@@ -119,6 +120,12 @@ def compare(names: Sequence[str], outputs: Sequence[np.ndarray], golden: Sequenc
             ) -> CheckReport:
     """Compare simulated outputs with the golden model and the float reference. Without the
     integer `graph`, `low_range` names the low-range outputs (as stored in the binary)."""
+    for n, r, o in zip(names, reference, outputs, strict=True):
+        if np.shape(r) != np.shape(o):
+            raise TesselConfigError(
+                f"output {n!r}: the binary gives shape {list(np.shape(o))}, the float model "
+                f"{list(np.shape(r))}: the binary's outputs are not this model's (its metadata "
+                "names other tensors)")
     differing = tuple(n for n, a, b in zip(names, outputs, golden, strict=True) if not same(a, b))
     sqnr = {n: float(finite_sqnr_db(r, o)) for n, r, o in zip(names, reference, outputs,
                                                                strict=True)}

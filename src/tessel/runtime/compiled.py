@@ -132,7 +132,8 @@ class CompiledModel:
         output gets the same leading axis. Equal, bit for bit, to calling ``run`` on each
         sample and stacking the results; the NPU regions simulate the samples together
         (``tessel.sim.state.BatchState``), host parts run sample by sample. Runs at most
-        ``max_batch`` samples at a time (memory: a few MiB of simulated memories per sample).
+        ``max_batch`` samples at a time, fewer if that many would exceed the simulator's
+        memory budget (``tessel.sim.budget``: 1 GiB by default, the batch included).
         ``engine="c"``: the C runtime, one sample after the other.
         """
         from tessel.runtime.inputs import check_inputs
@@ -149,9 +150,15 @@ class CompiledModel:
             raise TesselConfigError(f"run_batch: max_batch must be >= 1, got {max_batch}")
         if n == 0:
             raise TesselConfigError("run_batch: the batch is empty (leading axis of 0 samples)")
+        from tessel.sim.budget import check_budget, samples_within_budget
+        from tessel.sim.prepare import prepared
+
+        prep = prepared(self.program, self.arch)
+        check_budget(prep)  # one sample must fit; a batch is split into chunks that fit
+        step = min(max_batch, samples_within_budget(prep))
         parts, stats = [], RunStats()
-        for lo in range(0, n, max_batch):
-            parts.append(self._run([a[lo:lo + max_batch] for a in arrays], True, True))
+        for lo in range(0, n, step):
+            parts.append(self._run([a[lo:lo + step] for a in arrays], True, True))
             stats.npu_seconds += self.last_run.npu_seconds
             stats.host_seconds += self.last_run.host_seconds
         self.last_run = stats
@@ -211,7 +218,11 @@ class CompiledModel:
 
     @cached_property
     def profile(self) -> Profile:
-        """Cycles, energy, traffic and per-layer figures (the timing model is data-independent)."""
+        """Cycles, energy, traffic and per-layer figures (the timing model is data-independent).
+        A DMA naming an off-chip memory the target lacks (a run traps on it) is refused."""
+        from tessel.binary.memory import check_dma_memories
+
+        check_dma_memories(self.program, len(self.arch.offchip))
         return build_profile(self.program, self.arch)
 
     def save(self, path: str | Path) -> None:

@@ -90,6 +90,14 @@ def _check_one(spec: InputSpec, a: np.ndarray, index: int, allow_nonfinite: bool
                 f"{where} has {int(np.isnan(a).sum())} NaN and {int(np.isinf(a).sum())} "
                 f"infinite value(s) (first at index {list(first)}); quantised int8 cannot "
                 "represent them (--allow-nonfinite runs them anyway)")
+        if spec.dtype.kind == "f" and a.dtype.itemsize > spec.dtype.itemsize and a.size:
+            top = float(np.finfo(spec.dtype).max)
+            over = np.abs(a) > top
+            if over.any():  # finite here, infinite once cast to the model's dtype
+                first = tuple(int(i) for i in np.argwhere(over)[0])
+                raise TesselConfigError(
+                    f"{where} has {int(over.sum())} value(s) beyond the {spec.dtype} range "
+                    f"+-{top:.4g} (first at index {list(first)}): they would become infinite")
     if spec.dtype.kind in "iu":
         info = np.iinfo(spec.dtype)
         if a.size and (a.min() < info.min or a.max() > info.max):

@@ -17,6 +17,7 @@ from tessel.binary.program import TslProgram
 from tessel.errors import TesselConfigError
 from tessel.isa.fields import Engine
 from tessel.isa.table import Opcode
+from tessel.sim.budget import check_budget
 from tessel.sim.functional import FunctionalRun, run_functional
 from tessel.sim.instr import steps as instruction_steps
 from tessel.sim.prepare import PreparedProgram, prepared
@@ -56,6 +57,7 @@ def simulate(program: TslProgram | PreparedProgram, arch: NpuArch,
         raise TesselConfigError("simulate: trace=True needs timing=True")
     prep = prepared(program, arch)
     prog = prep.program
+    check_budget(prep)
     state = MachineState(arch)
     place_constants(state, prog)
     write_inputs(state, prog, inputs)
@@ -83,6 +85,9 @@ class NpuSession:
         back. (Stable memories also let the steps keep their operand views.)"""
         self.prep = prepared(program, arch)
         self.reused = False
+        if batch is not None and batch < 1:
+            raise TesselConfigError(f"simulate: batch must be >= 1, got {batch}")
+        check_budget(self.prep, batch or 1)
         if batch is None and reuse:
             free = self.prep.cache.setdefault("free_states", [])
             try:
@@ -95,8 +100,6 @@ class NpuSession:
         elif batch is None:
             self.state = MachineState(arch)
         else:
-            if batch < 1:
-                raise TesselConfigError(f"simulate: batch must be >= 1, got {batch}")
             extents, shared = batch_layout(self.prep)
             self.state = BatchState(arch, batch, extents, shared)
         if not (self.reused and _constants_kept(self.prep)):

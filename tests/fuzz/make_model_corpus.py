@@ -1,0 +1,59 @@
+"""Regenerate the importer harnesses' seed files (tests/fuzz/corpus/): two ONNX models written
+with onnx.helper (a float CNN and a QDQ model), two int8 TFLite nets written by the test
+builder and two .pt2 programs saved by torch.export. Run from the repository root:
+
+    PYTHONPATH=src python tests/fuzz/make_model_corpus.py
+
+(make_corpus.py writes the .tsl seeds; it is kept apart because a binary records the sha256
+of the file its model came from.)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+sys.path.insert(0, str(CORPUS.parent))
+sys.path.insert(0, str(CORPUS.parents[1] / "unit" / "frontend"))
+
+from make_corpus import TinyMlp, tiny_regions  # noqa: E402
+
+
+def model_files() -> None:
+    """The importer seeds: two ONNX models (float CNN, QDQ), two int8 TFLite nets, two .pt2."""
+    import tflite
+    from onnx_helpers import helper_cnn, helper_qdq
+    from tflite_builder import Net
+
+    (CORPUS / "helper_cnn.onnx").write_bytes(helper_cnn())
+    (CORPUS / "helper_qdq.onnx").write_bytes(helper_qdq())
+    b, act, pad = tflite.BuiltinOperator, tflite.ActivationFunctionType, tflite.Padding
+    n = Net(seed=42)
+    x = n.input((1, 8, 8, 3), 0.02, -10)
+    y = n.conv(x, 4, 3, 2, pad.SAME, act.RELU6)
+    d = n.conv(y, 1, 3, 1, pad.SAME, act.RELU6, depthwise=True)
+    s = n.binary(b.ADD, d, n.conv(y, 4, 1, 1, pad.SAME))
+    c = n.concat([n.unary(s, b.HARD_SWISH), n.pool(y, b.MAX_POOL_2D, 1, 1)], 3)
+    g = n.mean(c, (1, 2), keep=False)
+    n.output(n.softmax(n.fc(g, 5)))
+    (CORPUS / "small_cnn.tflite").write_bytes(n.build())
+    n = Net(seed=7)
+    x = n.input((1, 12), 0.03, 2)
+    h = n.fc(x, 8, act.RELU)
+    r = n.reshape(h, (1, 2, 4))
+    n.output(n.unary(n.pad(r, [(0, 0), (1, 0), (0, 1)]), b.LOGISTIC))
+    (CORPUS / "small_mlp.tflite").write_bytes(n.build())
+    torch.manual_seed(0)
+    for name, model, x in (("tiny_mlp", TinyMlp().eval(), torch.randn(2, 16)),
+                           ("tiny_regions", tiny_regions()[0], torch.randn(1, 2, 6, 6))):
+        torch.export.save(torch.export.export(model, (x,)), CORPUS / f"{name}.pt2")
+    for p in sorted(CORPUS.glob("*.[opt][nf]*")):
+        print(p.name, p.stat().st_size, "bytes")
+
+
+
+if __name__ == "__main__":
+    model_files()
