@@ -52,11 +52,12 @@ PAIR_TABLES_MAX = 256  # pair tables kept per prepared program (one per distinct
 
 @jit.helper
 def srdhm_rdbpot(t, q, half, neg, e):
-    """``RDBPOT(SRDHM(t, q), e)`` of ``t`` inside int32 (``half = 2^(e-1)``, 0 for ``e = 0``;
-    ``neg = -[e > 0]``: ``instr.requant``'s steps, written out again here rather than
-    imported: numba's disk cache of a kernel checks only its own module's file, so a helper
-    shared across modules could be run stale after an edit)."""
-    p = (t * q + 1073741824) >> 31
+    """``RDBPOT(SRDHM(t, q), e)`` of ``t`` inside int32 and ``0 <= q < 2^31`` (``half =
+    2^(e-1)``, 0 for ``e = 0``; ``neg = -[e > 0]``): ``instr.requant``'s steps, the product
+    one 32 x 32 -> 64-bit multiply, written out again here rather than imported: numba's disk
+    cache of a kernel checks only its own module's file, so a helper shared across modules
+    could be run stale after an edit."""
+    p = (I64(np.int32(t)) * I64(np.int32(q)) + 1073741824) >> 31
     return (p + half + ((p >> 63) & neg)) >> e
 
 

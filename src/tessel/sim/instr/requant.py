@@ -11,7 +11,9 @@ with ``SRDHM(t, q) = (t q + 2^30) >> 31`` and ``RDBPOT(t, e) = (t + 2^(e-1) - [t
 (floor shifts; ``e = 0``: ``t``). Every intermediate is exact in int64: ``|acc + bias| <=
 2^32``, ``|t << left| <= 2^61``, ``|t q| < 2^62``; ``q >= 0``, so SRDHM's one saturating case
 (``INT32_MIN * INT32_MIN``) cannot occur. On a host with AVX-512 numba vectorises the loop with
-native int64 multiplies, shifts, min and max (about 1.5x the speed of exact float64 steps).
+native int64 shifts, min and max (about 1.5x the speed of exact float64 steps); SRDHM's
+operands, both inside int32, are cast to int32 and back so that its product is one signed
+32 x 32 -> 64-bit multiply (``vpmuldq``) rather than a full 64-bit one.
 
 Branch-free: a channel's column of the parameter table holds its bias, left shift, multiplier,
 rounding half ``2^(e-1)`` (0 for ``e = 0``), ``-[e > 0]`` and ``e`` (``param_table``, which
@@ -65,14 +67,14 @@ def requant_rows(x, x0, xs, dst, d0, ds, rows, params, zp, lo, hi):
             if not shifted:
                 for c in range(width):
                     t = min(max(I64(xr[c]) + bias[c], t_lo), t_hi)  # sat32(acc + bias)
-                    p = (t * q[c] + 1073741824) >> 31  # SRDHM
+                    p = (I64(np.int32(t)) * I64(np.int32(q[c])) + 1073741824) >> 31  # SRDHM
                     v = (p + half[c] + ((p >> 63) & neg[c])) >> e[c]  # RDBPOT
                     dr[c] = min(max(v + z, y_lo), y_hi)
                 continue
             for c in range(width):
                 t = min(max(I64(xr[c]) + bias[c], t_lo), t_hi)  # sat32(acc + bias)
                 t = min(max(t << left[c], t_lo), t_hi)  # sat32(t << left)
-                p = (t * q[c] + 1073741824) >> 31  # SRDHM
+                p = (I64(np.int32(t)) * I64(np.int32(q[c])) + 1073741824) >> 31  # SRDHM
                 v = (p + half[c] + ((p >> 63) & neg[c])) >> e[c]  # RDBPOT
                 dr[c] = min(max(v + z, y_lo), y_hi)
 
