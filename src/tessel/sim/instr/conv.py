@@ -46,7 +46,7 @@ from tessel.sim.state import MachineState, extent
 
 I64 = np.int64
 BATCH_GEMM_BYTES = 8 << 20  # a batch's CONV: samples per GEMM, by their im2col bytes
-INT_MM_MIN_MACS = 500_000  # one sample's tiles from here on: the int8 GEMM (when fast here)
+INT_MM_MIN_MACS = 300_000  # one sample's tiles from here on: the int8 GEMM (when fast here)
 
 
 def runs_of(src: np.ndarray, width: int) -> np.ndarray:
