@@ -46,7 +46,7 @@ from tessel.sim.state import MachineState, extent
 
 I64 = np.int64
 BATCH_GEMM_BYTES = 8 << 20  # a batch's CONV: samples per GEMM, by their im2col bytes
-INT_MM_MIN_MACS = 500_000  # one sample's tiles from here on: the int8 GEMM (when fast here)
+INT_MM_MIN_MACS = 300_000  # one sample's tiles from here on: the int8 GEMM (when fast here)
 
 
 def runs_of(src: np.ndarray, width: int) -> np.ndarray:
@@ -239,14 +239,17 @@ def _whole(runs: np.ndarray, size: int) -> int | None:
 
 def build(op: Op, prep: Any) -> Step:
     """The CONV step: the int8 GEMM where this host has a fast exact one (``gemm.int_mm``)
-    and the tile is large (``INT_MM_MIN_MACS``) or a batch, else float32 GEMMs."""
+    and the tile is large (``INT_MM_MIN_MACS``), reads its input in place (a 1x1 tile's dense
+    input: nothing to pack, where the float32 GEMM packs ``x - in_zp``) or is a batch, else
+    float32 GEMMs."""
     c = Conv(op)
     mm = gemm.int_mm()
     int8_ok = mm is not None and c.k <= gemm.INT_MM_K_MAX and (
         not c.padded or -128 <= c.in_zp <= 127)
     small = c.m * c.k * c.cout < INT_MM_MIN_MACS
     many = _int8_many(c, mm) if int8_ok else _f32_many(c)
-    return _int8_one(c, mm, many) if int8_ok and not small else _f32_one(c, many)
+    int8_one = int8_ok and (not small or c.a_at is not None)
+    return _int8_one(c, mm, many) if int8_one else _f32_one(c, many)
 
 
 def _int8_one(c: Conv, mm: Any, many: Step) -> Step:

@@ -5,11 +5,12 @@ padding contributes 0) in int32, exact: at most 15 * 15 products of ``|x - zp| <
 ``|w| <= 128``, below 2^24. It works an output row at a time in a row buffer: for each kernel
 position, a column stride of 1 over dense input columns is one long run of multiply-adds
 (the position's weights repeated along the output row once per call), any other stride a run
-of ``ch`` per output column; the row then overwrites or is added to the accumulator (int32,
-wrapping). Operands are flat views of every sample's memories (int8 SRAM, int32
-accumulator; offsets and strides in elements), so a batch is a loop over its samples, each
-with its own weights. int4 weights (``w_type`` I4) are unpacked per sample into a dense int8
-``(kh kw, ch)`` block first, which the loop reads in place of the SRAM.
+of ``ch`` per output column (the position's weights once per call); the row then overwrites
+or is added to the accumulator (int32, wrapping). Operands are flat views of every sample's
+memories (int8 SRAM, int32 accumulator; offsets and strides in elements), so a batch is a
+loop over its samples, each with its own weights. int4 weights (``w_type`` I4) are unpacked
+per sample into a dense int8 ``(kh kw, ch)`` block first, which the loop reads in place of
+the SRAM.
 """
 
 from __future__ import annotations
@@ -40,15 +41,17 @@ def dwconv_tile(x, w, acc, x0, xsh, xsw, w0, wsh, wsw, a0, asr, in_h, in_w, ch, 
     the SRAM, or int4 weights unpacked) and ``acc`` (int32 accumulator) flat ``(samples,
     elements)``; then the geometry by name (offsets and strides in elements)."""
     wide = ow * ch
-    wt = np.empty((kh * kw, wide), np.int32)  # each position's weights along an output row
-    buf = np.empty(wide, np.int32)
     dense = sw == 1 and xsw == ch  # a position's inputs along the row: one run
+    # dense: each position's weights repeated along an output row; else each position's
+    # ``ch`` weights once
+    wt = np.empty((kh * kw, wide if dense else ch), np.int32)
+    buf = np.empty(wide, np.int32)
     for s in range(x.shape[0]):
         xs, wm, accs = x[s], w[s], acc[s]
         for ky in range(kh):
             for kx in range(kw):
                 wr = wm[w0 + ky * wsh + kx * wsw:w0 + ky * wsh + kx * wsw + ch]
-                for ox in range(ow):
+                for ox in range(ow if dense else 1):
                     for c in range(ch):
                         wt[ky * kw + kx, ox * ch + c] = wr[c]
         for oy in range(oh):

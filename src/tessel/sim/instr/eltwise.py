@@ -1,22 +1,19 @@
 """ELTWISE: docs/isa.md's per-element ``a (op) b`` with TFLite's rescales, one compiled loop.
 
-The kernel (``eltwise``) is the pseudocode written out per element (docs/numerics.md):
+The kernel (``eltwise``) is the pseudocode written out per element (docs/numerics.md) in int64:
 
     MUL:   r = sat32(clip(a - a_zp) * clip(b - b_zp))            clip: to [-2^31, 2^31]
     else:  r = sat32(A op B),  A = MBQM(sat32(clip(a - a_zp) << left), a_mult, a_shift)
     out  = clamp(MBQM(r, out_mult, out_shift) + out_zp, act_min, act_max)
 
-with ``MBQM(t) = RDBPOT(SRDHM(sat32(t << max(shift, 0)), q), max(-shift, 0))`` in float64
-operations that are each exact, as REQUANT's kernel does them (``instr.requant``'s docstring
-has the proof: SRDHM on the multiplier's 16-bit halves, RDBPOT as ``trunc(v + copysign(1/2,
-v))``; left shifts are multiplies by powers of two). Every value is an integer: ``|clip(.)| <=
-2^31``, ``|A + B| <= 2^32``; MUL's product of two clipped values (up to 2^62) may round, but
-rounding is monotonic and INT32_MIN / MAX are representable, so the sat32 of the rounded
-product is the sat32 of the exact one (below 2^31 in magnitude the product is exact). The
-clip of ``x - zp`` only matters where it changes the saturated result, so it is the
-pseudocode's. The op and the operand forms are the same over a tile, so each is one loop
-chosen per row (``contributions``, ``combine``, ``output``): 1.3-2.5x faster than one loop
-computing every form.
+with ``MBQM(t) = RDBPOT(SRDHM(sat32(t << max(shift, 0)), q), max(-shift, 0))`` as REQUANT's
+kernel computes it (``instr.requant``'s docstring). Every intermediate is exact in int64:
+``|clip(.)| <= 2^31``, so ``|clip(.) << left| <= 2^62`` (``left <= 31``) and MUL's product of
+two clipped values is at most 2^62; ``|A op B| <= 2^32``. The clip of ``x - zp`` only matters
+where it changes the saturated result, so it is the pseudocode's. On a host with AVX-512 numba
+vectorises the loops with native int64 multiplies, shifts, min and max. The op and the operand
+forms are the same over a tile, so each is one loop chosen per row (``contributions``,
+``combine``, ``output``): 1.3-2.5x faster than one loop computing every form.
 
 An operand is passed as the C-ordered array of its distinct values (length 1 along a stride-0
 axis); one whose last axis is 1 (a value per row) has its contribution computed once per row.
@@ -40,67 +37,65 @@ from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import NP_DTYPE, MachineState, extent
 
 I64 = np.int64
-F64 = np.float64
-CLIP = float(1 << 31)  # |x - zp| is clipped to this
-HALF = float(1 << 30)  # SRDHM's rounding term
-T_LO, T_HI = float(INT32_MIN), float(INT32_MAX)  # sat32
+CLIP = 1 << 31  # |x - zp| is clipped to this
+ONE = 1 << 30  # the multiplier (2^30, 1) is exactly 1 (``contributions``)
+T_LO, T_HI = INT32_MIN, INT32_MAX  # sat32
 _ADD, _SUB, _MUL, _MAX = int(EltOp.ADD), int(EltOp.SUB), int(EltOp.MUL), int(EltOp.MAX)
-# ``params``: op, 2^left_shift, then per side (a, b, out) zero point and ``mbqm_row``'s four
+# ``params``: op, left_shift, then per side (a, b, out) zero point and ``mbqm_row``'s five
 # constants, then act_min, act_max
-OP, LEFT, SIDE_A, SIDE_B, STAGE, ACT = 0, 1, 2, 7, 12, 17
-SIZE = 19
+OP, LEFT, SIDE_A, SIDE_B, STAGE, ACT = 0, 1, 2, 8, 14, 20
+SIZE = 22
 CHUNK = 512  # a row's elements per pass: the two contribution buffers stay in L1
 PAIR_MIN = 1024  # two int8 operands: tiles of this many elements and more read a pair table
 PAIR_TABLES_MAX = 256  # pair tables kept per prepared program (one per distinct parameters)
 
 
 @jit.helper
-def srdhm_rdbpot(t, qh, ql, down):
-    """``RDBPOT(SRDHM(t, q), e)`` of ``t`` inside int32 with ``q = 2^16 qh + ql`` and
-    ``down = 2^-e`` (``instr.requant``'s exact float64 steps, written out again here rather
-    than imported: numba's disk cache of a kernel checks only its own module's file, so a
-    helper shared across modules could be run stale after an edit)."""
-    low = np.floor((t * ql + HALF) * (1.0 / 65536.0))
-    s = np.floor((t * qh + low) * (1.0 / 32768.0))
-    v = s * down
-    return np.trunc(v + np.copysign(0.5, v))
+def srdhm_rdbpot(t, q, half, neg, e):
+    """``RDBPOT(SRDHM(t, q), e)`` of ``t`` inside int32 and ``0 <= q < 2^31`` (``half =
+    2^(e-1)``, 0 for ``e = 0``; ``neg = -[e > 0]``): ``instr.requant``'s steps, the product
+    one 32 x 32 -> 64-bit multiply, written out again here rather than imported: numba's disk
+    cache of a kernel checks only its own module's file, so a helper shared across modules
+    could be run stale after an edit."""
+    p = (I64(np.int32(t)) * I64(np.int32(q)) + 1073741824) >> 31
+    return (p + half + ((p >> 63) & neg)) >> e
 
 
 @jit.helper
-def mbqm(t, scale, qh, ql, down):
-    """``MultiplyByQuantizedMultiplier(t, q, shift)`` of ``|t| <= 2^31`` (``scale``:
-    ``2^max(shift, 0)``; ``mbqm_row``)."""
-    return srdhm_rdbpot(min(max(t * scale, T_LO), T_HI), qh, ql, down)
+def mbqm(t, left, q, half, neg, e):
+    """``MultiplyByQuantizedMultiplier(t, q, shift)`` of ``|t| <= 2^31`` (``left``:
+    ``max(shift, 0)``; ``mbqm_row``)."""
+    return srdhm_rdbpot(min(max(t << left, T_LO), T_HI), q, half, neg, e)
 
 
 @jit.helper
-def contributions(x, n, zp, pre, scale, qh, ql, down, mul, buf):
+def contributions(x, n, zp, pre, left, q, half, neg, e, mul, buf):
     """``buf[:n]``: an operand's contribution per element, ``clip(x - zp)`` for MUL, else
-    ``MBQM(sat32(clip(x - zp) * pre), q, shift)`` (``pre = 2^left_shift``); ``x`` of length
+    ``MBQM(sat32(clip(x - zp) << pre), q, shift)`` (``pre = left_shift``); ``x`` of length
     1 is one value for the whole row. One loop per form (the tile's: a branch per row). The
     multiplier ``(2^30, 1)`` is exactly 1 (docs/isa.md): ``MBQM(v, 2^30, 1) = floor((sat32(2v)
     + 1) / 2)`` is ``v`` for ``|v| <= 2^30`` and the nearer of ``+-2^30`` beyond, so that
-    contribution is ``clip((x - zp) pre, -2^30, 2^30)`` (the narrower clip subsumes both
+    contribution is ``clip((x - zp) << pre, -2^30, 2^30)`` (the narrower clip subsumes both
     sat32 and the clip of ``x - zp``)."""
     if len(x) == 1:
-        t = min(max(F64(x[0]) - zp, -CLIP), CLIP)
+        t = min(max(I64(x[0]) - zp, -CLIP), CLIP)
         if not mul:
-            t = mbqm(min(max(t * pre, T_LO), T_HI), scale, qh, ql, down)
+            t = mbqm(min(max(t << pre, T_LO), T_HI), left, q, half, neg, e)
         buf[:n] = t
     elif mul:
         for i in range(n):
-            buf[i] = min(max(F64(x[i]) - zp, -CLIP), CLIP)
-    elif scale == 2.0 and qh == 16384.0 and ql == 0.0:  # the multiplier (2^30, 1): one
+            buf[i] = min(max(I64(x[i]) - zp, -CLIP), CLIP)
+    elif left == 1 and q == ONE and e == 0:  # the multiplier (2^30, 1): one
         for i in range(n):
-            buf[i] = min(max((F64(x[i]) - zp) * pre, -HALF), HALF)
-    elif scale == 1.0:
+            buf[i] = min(max(min(max(I64(x[i]) - zp, -CLIP), CLIP) << pre, -ONE), ONE)
+    elif left == 0:
         for i in range(n):
-            t = min(max(F64(x[i]) - zp, -CLIP), CLIP)
-            buf[i] = srdhm_rdbpot(min(max(t * pre, T_LO), T_HI), qh, ql, down)
+            t = min(max(I64(x[i]) - zp, -CLIP), CLIP)
+            buf[i] = srdhm_rdbpot(min(max(t << pre, T_LO), T_HI), q, half, neg, e)
     else:
         for i in range(n):
-            t = min(max(F64(x[i]) - zp, -CLIP), CLIP)
-            buf[i] = mbqm(min(max(t * pre, T_LO), T_HI), scale, qh, ql, down)
+            t = min(max(I64(x[i]) - zp, -CLIP), CLIP)
+            buf[i] = mbqm(min(max(t << pre, T_LO), T_HI), left, q, half, neg, e)
 
 
 @jit.helper
@@ -124,47 +119,48 @@ def combine(op, ra, rb, n):
 
 
 @jit.helper
-def output(r, n, y, zo, so, qho, qlo, do, lo, hi):
-    """``y[i] = clamp(MBQM(r[i], out) + zo, lo, hi)`` (``r`` inside int32)."""
-    if so == 1.0:
+def output(r, n, y, zo, lo_, q, half, neg, e, lo, hi):
+    """``y[i] = clamp(MBQM(r[i], out) + zo, lo, hi)`` (``r`` inside int32; ``lo_`` the
+    output multiplier's left shift)."""
+    if lo_ == 0:
         for i in range(n):
-            y[i] = np.int32(min(max(srdhm_rdbpot(r[i], qho, qlo, do) + zo, lo), hi))
+            y[i] = min(max(srdhm_rdbpot(r[i], q, half, neg, e) + zo, lo), hi)
     else:
         for i in range(n):
-            y[i] = np.int32(min(max(mbqm(r[i], so, qho, qlo, do) + zo, lo), hi))
+            y[i] = min(max(mbqm(r[i], lo_, q, half, neg, e) + zo, lo), hi)
 
 
 @jit.kernel
 def eltwise(a, b, out, p):
     """``out[s, i2, i1, i0] = ELTWISE(a[..], b[..])`` with the fields of ``params`` (``p``);
     ``a`` / ``b`` of shape ``(samples or 1, n2 or 1, n1 or 1, n0 or 1)``, C order. Each row in
-    chunks of CHUNK: both operands' contributions into float64 buffers, the op, the output
+    chunks of CHUNK: both operands' contributions into int64 buffers, the op, the output
     stage."""
-    op, pre = int(p[OP]), p[LEFT]
+    op, pre = p[OP], p[LEFT]
     mul = op == _MUL
-    za, sa, qha, qla, da = p[SIDE_A], p[SIDE_A + 1], p[SIDE_A + 2], p[SIDE_A + 3], \
-        p[SIDE_A + 4]
-    zb, sb, qhb, qlb, db = p[SIDE_B], p[SIDE_B + 1], p[SIDE_B + 2], p[SIDE_B + 3], \
-        p[SIDE_B + 4]
-    zo, so, qho, qlo, do = p[STAGE], p[STAGE + 1], p[STAGE + 2], p[STAGE + 3], \
-        p[STAGE + 4]
+    za, la, qa, ha, na, ea = p[SIDE_A], p[SIDE_A + 1], p[SIDE_A + 2], p[SIDE_A + 3], \
+        p[SIDE_A + 4], p[SIDE_A + 5]
+    zb, lb, qb, hb, nb, eb = p[SIDE_B], p[SIDE_B + 1], p[SIDE_B + 2], p[SIDE_B + 3], \
+        p[SIDE_B + 4], p[SIDE_B + 5]
+    zo, lo_, qo, ho, no, eo = p[STAGE], p[STAGE + 1], p[STAGE + 2], p[STAGE + 3], \
+        p[STAGE + 4], p[STAGE + 5]
     lo, hi = p[ACT], p[ACT + 1]
     ns, n2, n1, n0 = out.shape
     va, vb = a.shape[3] > 1, b.shape[3] > 1  # varying along the last axis
-    bufa, bufb = np.empty(min(n0, CHUNK), F64), np.empty(min(n0, CHUNK), F64)
+    bufa, bufb = np.empty(min(n0, CHUNK), I64), np.empty(min(n0, CHUNK), I64)
     # an operand that is one row for all of a sample's rows (a bias per channel): its
     # contributions once per sample
     rows = n2 * n1 > 1
     ca = rows and va and a.shape[1] == 1 and a.shape[2] == 1
     cb = rows and vb and b.shape[1] == 1 and b.shape[2] == 1
-    fulla, fullb = np.empty(n0 if ca else 0, F64), np.empty(n0 if cb else 0, F64)
+    fulla, fullb = np.empty(n0 if ca else 0, I64), np.empty(n0 if cb else 0, I64)
     for s in range(ns):
         if ca and (s == 0 or a.shape[0] > 1):
-            contributions(a[min(s, a.shape[0] - 1), 0, 0], n0, za, pre, sa, qha, qla, da, mul,
-                          fulla)
+            contributions(a[min(s, a.shape[0] - 1), 0, 0], n0, za, pre, la, qa, ha, na, ea,
+                          mul, fulla)
         if cb and (s == 0 or b.shape[0] > 1):
-            contributions(b[min(s, b.shape[0] - 1), 0, 0], n0, zb, pre, sb, qhb, qlb, db, mul,
-                          fullb)
+            contributions(b[min(s, b.shape[0] - 1), 0, 0], n0, zb, pre, lb, qb, hb, nb, eb,
+                          mul, fullb)
         for i2 in range(n2):
             for i1 in range(n1):
                 xa = a[min(s, a.shape[0] - 1), min(i2, a.shape[1] - 1), min(i1, a.shape[2] - 1)]
@@ -175,16 +171,16 @@ def eltwise(a, b, out, p):
                     if ca:  # (combine writes its first operand: a copy)
                         bufa[:n] = fulla[c:c + n]
                     else:
-                        contributions(xa[c:c + n] if va else xa, n, za, pre, sa, qha, qla, da,
+                        contributions(xa[c:c + n] if va else xa, n, za, pre, la, qa, ha, na, ea,
                                       mul, bufa)
                     rb = bufb
                     if cb:
                         rb = fullb[c:c + n]
                     else:
-                        contributions(xb[c:c + n] if vb else xb, n, zb, pre, sb, qhb, qlb, db,
+                        contributions(xb[c:c + n] if vb else xb, n, zb, pre, lb, qb, hb, nb, eb,
                                       mul, bufb)
                     combine(op, bufa, rb, n)
-                    output(bufa, n, y[c:c + n], zo, so, qho, qlo, do, lo, hi)
+                    output(bufa, n, y[c:c + n], zo, lo_, qo, ho, no, eo, lo, hi)
 
 
 @jit.kernel
@@ -205,23 +201,22 @@ def pair_gather(a, b, table, out):
                     y[i] = table[ka * 256 + kb]
 
 
-def mbqm_row(zp: int, mult: int, shift: int) -> list[float]:
-    """``zp``, then ``mbqm``'s constants: ``2^left`` (``left = max(shift, 0)``), the
-    multiplier's high and low 16 bits and ``2^-e`` (``e = max(-shift, 0)``)."""
+def mbqm_row(zp: int, mult: int, shift: int) -> list[int]:
+    """``zp``, then ``mbqm``'s constants: ``left = max(shift, 0)``, the multiplier, ``2^(e-1)``
+    (0 for ``e = 0``), ``-[e > 0]`` and ``e = max(-shift, 0)``."""
     left, e = max(shift, 0), max(-shift, 0)
-    return [zp, 2.0 ** left, mult >> 16, mult & 0xFFFF, 2.0 ** -e]
+    return [zp, left, mult, (1 << e) >> 1, -int(e > 0), e]
 
 
 def params(f: dict[str, Any]) -> np.ndarray:
-    """``eltwise``'s float64 parameter vector of an ELTWISE's fields (every entry an integer
-    below 2^32 or a power of two, so exact)."""
+    """``eltwise``'s int64 parameter vector of an ELTWISE's fields."""
     mul = f["op"] == EltOp.MUL
-    v = [int(f["op"]), 1.0 if mul else 2.0 ** f["left_shift"],
+    v = [int(f["op"]), 0 if mul else f["left_shift"],
          *mbqm_row(f["a_zp"], f["a_mult"], f["a_shift"]),
          *mbqm_row(f["b_zp"], f["b_mult"], f["b_shift"]),
          *mbqm_row(f["out_zp"], f["out_mult"], f["out_shift"]), f["act_min"], f["act_max"]]
     assert len(v) == SIZE
-    return np.array(v, F64)
+    return np.array(v, I64)
 
 
 def pair_table(p: np.ndarray, dt: np.dtype, cache: dict) -> np.ndarray:

@@ -1,32 +1,28 @@
 """REQUANT: docs/isa.md's ``y = requantize(x, bias, q31, shift, out_zp, act_min, act_max)`` per
 element, one compiled loop over the tile (``requant_rows``).
 
-The kernel is the requantisation of docs/numerics.md written out per element,
+The kernel is the requantisation of docs/numerics.md written out per element in int64, as
+``tessel.isa.fixedpoint`` computes it:
 
     y = clamp(MBQM(sat32(acc + bias), q31, shift) + zp, lo, hi)
     MBQM(t) = RDBPOT(SRDHM(sat32(t << max(shift, 0)), q31), max(-shift, 0))
 
 with ``SRDHM(t, q) = (t q + 2^30) >> 31`` and ``RDBPOT(t, e) = (t + 2^(e-1) - [t < 0]) >> e``
-(floor shifts; ``e = 0``: ``t``), in float64 operations that are each exact (on a host
-without AVX-512 every int64 multiply, arithmetic shift, min and max is emulated; the int64
-form ran at ~2.2 ns an element, this one ~1.5):
+(floor shifts; ``e = 0``: ``t``). Every intermediate is exact in int64: ``|acc + bias| <=
+2^32``, ``|t << left| <= 2^61``, ``|t q| < 2^62``; ``q >= 0``, so SRDHM's one saturating case
+(``INT32_MIN * INT32_MIN``) cannot occur. On a host with AVX-512 numba vectorises the loop with
+native int64 shifts, min and max (about 1.5x the speed of exact float64 steps); SRDHM's
+operands, both inside int32, are cast to int32 and back so that its product is one signed
+32 x 32 -> 64-bit multiply (``vpmuldq``) rather than a full 64-bit one.
 
-* sat32 and the left shift: integers below 2^33, and a multiply by ``2^left`` (exact scaling)
-  clamped to the int32 range;
-* SRDHM with ``q = 2^16 qh + ql`` (``qh < 2^15``, ``ql < 2^16``):
-  ``floor((t q + 2^30) / 2^31) = floor((t qh + floor((t ql + 2^30) / 2^16)) / 2^15)``: every
-  operand an integer below 2^48, every scaling by a power of two exact, and the inner floor
-  drops only a remainder below 2^16, which cannot carry the outer one across 2^31;
-* RDBPOT rounds half away from zero: ``trunc(v + copysign(1/2, v))`` with ``v = s 2^-e`` (at
-  most 33 significant bits; ``e = 0``: ``v`` an integer, which the half does not move).
-
-Branch-free: a channel's column of the parameter table holds its bias, ``2^left``, ``qh``,
-``ql`` and ``2^-e`` (``param_table``, which also traps on a multiplier or shift outside its
-range), so a shift of 0 is the identity of the same steps. Tables are kept by the parameter
-bytes (a program that writes its parameters at run time stays exact). The kernel reads the
-memories as flat arrays of elements (row strides in elements, unit-stride rows numba
-vectorises); a row stride that is not a whole number of elements, or a source the output
-overlaps other than exactly in place, goes through dense host copies (``densify``).
+Branch-free: a channel's column of the parameter table holds its bias, left shift, multiplier,
+rounding half ``2^(e-1)`` (0 for ``e = 0``), ``-[e > 0]`` and ``e`` (``param_table``, which
+also traps on a multiplier or shift outside its range), so a shift of 0 is the identity of the
+same steps. Tables are kept by the parameter bytes (a program that writes its parameters at run
+time stays exact). The kernel reads the memories as flat arrays of elements (row strides in
+elements, unit-stride rows numba vectorises); a row stride that is not a whole number of
+elements, or a source the output overlaps other than exactly in place, goes through dense host
+copies (``densify``).
 """
 
 from __future__ import annotations
@@ -56,51 +52,48 @@ def requant_rows(x, x0, xs, dst, d0, ds, rows, params, zp, lo, hi):
     (Row slices, not computed indices: numba then knows the indices are not negative and
     vectorises the row.)"""
     width = params.shape[2]
-    t_lo, t_hi = np.float64(INT32_MIN), np.float64(INT32_MAX)
-    fz, y_lo, y_hi = np.float64(zp), np.float64(lo), np.float64(hi)
+    t_lo, t_hi = I64(INT32_MIN), I64(INT32_MAX)
+    z, y_lo, y_hi = I64(zp), I64(lo), I64(hi)
     for s in range(x.shape[0]):
         prm = params[min(s, params.shape[0] - 1)]
-        bias, scale, qh, ql, down = prm[0], prm[1], prm[2], prm[3], prm[4]
-        left = False  # no channel shifts left: sat32(t << 0) is t, that step left out
+        bias, left, q, half, neg, e = prm[0], prm[1], prm[2], prm[3], prm[4], prm[5]
+        shifted = False  # no channel shifts left: sat32(t << 0) is t, that step left out
         for c in range(width):
-            left |= scale[c] != 1.0
+            shifted |= left[c] != 0
         xm, dm = x[s], dst[s]
         for r in range(rows):
             xr = xm[x0 + r * xs:x0 + r * xs + width]
             dr = dm[d0 + r * ds:d0 + r * ds + width]
-            if not left:
+            if not shifted:
                 for c in range(width):
-                    t = min(max(np.float64(xr[c]) + bias[c], t_lo), t_hi)  # sat32(acc + bias)
-                    low = np.floor((t * ql[c] + 1073741824.0) * (1.0 / 65536.0))
-                    v = np.floor((t * qh[c] + low) * (1.0 / 32768.0)) * down[c]  # SRDHM, 2^-e
-                    v = np.trunc(v + np.copysign(0.5, v))  # RDBPOT
-                    dr[c] = np.int32(min(max(v + fz, y_lo), y_hi))
+                    t = min(max(I64(xr[c]) + bias[c], t_lo), t_hi)  # sat32(acc + bias)
+                    p = (I64(np.int32(t)) * I64(np.int32(q[c])) + 1073741824) >> 31  # SRDHM
+                    v = (p + half[c] + ((p >> 63) & neg[c])) >> e[c]  # RDBPOT
+                    dr[c] = min(max(v + z, y_lo), y_hi)
                 continue
             for c in range(width):
-                t = min(max(np.float64(xr[c]) + bias[c], t_lo), t_hi)  # sat32(acc + bias)
-                t = min(max(t * scale[c], t_lo), t_hi)  # sat32(t << left)
-                low = np.floor((t * ql[c] + 1073741824.0) * (1.0 / 65536.0))
-                v = np.floor((t * qh[c] + low) * (1.0 / 32768.0)) * down[c]  # SRDHM, 2^-e
-                v = np.trunc(v + np.copysign(0.5, v))  # RDBPOT
-                dr[c] = np.int32(min(max(v + fz, y_lo), y_hi))
+                t = min(max(I64(xr[c]) + bias[c], t_lo), t_hi)  # sat32(acc + bias)
+                t = min(max(t << left[c], t_lo), t_hi)  # sat32(t << left)
+                p = (I64(np.int32(t)) * I64(np.int32(q[c])) + 1073741824) >> 31  # SRDHM
+                v = (p + half[c] + ((p >> 63) & neg[c])) >> e[c]  # RDBPOT
+                dr[c] = min(max(v + z, y_lo), y_hi)
 
 
 def param_table(raw: bytes, p: int, width: int) -> np.ndarray:
-    """``requant_rows``' ``(5, width)`` float64 table of a parameter block's bytes (int32
+    """``requant_rows``' ``(6, width)`` int64 table of a parameter block's bytes (int32
     bias[p], q31[p], shift[p]), each channel's column repeated to ``width`` elements (a
-    multiple of p): bias, ``2^left``, the multiplier's high and low 16 bits, ``2^-e``.
-    Traps on a multiplier or shift outside its range (docs/isa.md)."""
+    multiple of p): bias, ``left = max(shift, 0)``, the multiplier, ``2^(e-1)`` (0 for
+    ``e = 0``), ``-[e > 0]`` and ``e = max(-shift, 0)``. Traps on a multiplier or shift
+    outside its range (docs/isa.md)."""
     bias, q31, shift = np.frombuffer(raw, I32).reshape(3, p).astype(I64)
     bad = (q31 < 0) | (shift < MIN_SHIFT) | (shift > MAX_SHIFT)
     if bad.any():
         j = int(np.argmax(bad))
         raise Trap(f"parameter entry {j}: multiplier {int(q31[j])} / shift {int(shift[j])} "
                    f"outside [0, 2^31) / [{MIN_SHIFT}, {MAX_SHIFT}]")
-    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
-    table = np.stack([bias.astype(np.float64), np.ldexp(1.0, left),
-                      (q31 >> 16).astype(np.float64), (q31 & 0xFFFF).astype(np.float64),
-                      np.ldexp(1.0, -right)])
-    return np.ascontiguousarray(np.tile(table, (1, width // p)), np.float64)
+    left, e = np.maximum(shift, 0), np.maximum(-shift, 0)
+    table = np.stack([bias, left, q31, (np.int64(1) << e) >> 1, -(e > 0).astype(I64), e])
+    return np.ascontiguousarray(np.tile(table, (1, width // p)), I64)
 
 
 def row_tiles(rows: int, ch: int) -> int:
