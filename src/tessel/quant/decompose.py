@@ -2,7 +2,11 @@
 
 ``scaled_dot_product_attention(q, k, v, mask)`` becomes
 ``softmax(matmul(q, k^T) * scale + mask) @ v`` (two int8 matmuls and an int16 softmax) instead of
-one float host op. Causal, dropout, grouped-query and boolean-mask attention stay as they are.
+one float host op. A boolean mask (True = attend) becomes the additive bias
+``where(mask, 0, MASKED_BIAS)``: the `where` runs on the host on the mask alone, the sum on the
+NPU, where the softmax input's observer saturates the masked logits at its lowest code (see
+``tessel.quant.qspecs.SoftmaxInputObserver``). Causal, dropout and grouped-query attention stay
+as they are.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from torch.fx import GraphModule, Node
 aten = torch.ops.aten
 _SDPA_PARAMS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
                 "enable_gqa")
+# exp(-1e4) is 0 in float32, as exp(-inf) is; a finite bias keeps the sum finite for its observer
+MASKED_BIAS = -1.0e4
 _SDPA_DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None,
                   "enable_gqa": False}
 
@@ -47,7 +53,8 @@ def _decomposable(a: dict[str, object]) -> bool:
     mask = a["attn_mask"]
     if a["is_causal"] or a["dropout_p"] or a["enable_gqa"]:
         return False
-    if isinstance(mask, Node) and not mask.meta["val"].is_floating_point():
+    if isinstance(mask, Node) and not (mask.meta["val"].is_floating_point()
+                                       or mask.meta["val"].dtype is torch.bool):
         return False
     return mask is None or isinstance(mask, Node)
 
@@ -67,6 +74,8 @@ def decompose_sdpa(gm: GraphModule) -> int:
             kt = _emit(gm, node, aten.transpose.int, (k, -2, -1))
             logits = _emit(gm, node, aten.matmul.default, (q, kt))
             logits = _emit(gm, node, aten.mul.Tensor, (logits, float(scale)))
+            if mask is not None and mask.meta["val"].dtype is torch.bool:
+                mask = _emit(gm, node, aten.where.Scalar, (mask, 0.0, MASKED_BIAS))
             if mask is not None:
                 logits = _emit(gm, node, aten.add.Tensor, (logits, mask))
             probs = _emit(gm, node, aten.softmax.int, (logits, -1))
