@@ -34,8 +34,14 @@ def _sdpa_args(node: Node) -> dict[str, object]:
 
 def _fake_val(target, args: tuple) -> torch.Tensor:
     """Run ``target`` on the fake values of its node arguments (shape / dtype propagation)."""
-    vals = tuple(a.meta["val"] if isinstance(a, Node) else a for a in args)
-    fake_mode = next(v.fake_mode for v in vals if isinstance(v, torch.Tensor))
+    def val(a):
+        if isinstance(a, (list, tuple)):
+            return type(a)(val(b) for b in a)
+        return a.meta["val"] if isinstance(a, Node) else a
+
+    vals = tuple(val(a) for a in args)
+    tensors = [v for v in torch.utils._pytree.tree_leaves(vals) if isinstance(v, torch.Tensor)]
+    fake_mode = tensors[0].fake_mode
     with fake_mode:
         return target(*vals)
 
@@ -80,6 +86,58 @@ def decompose_sdpa(gm: GraphModule) -> int:
                 logits = _emit(gm, node, aten.add.Tensor, (logits, mask))
             probs = _emit(gm, node, aten.softmax.int, (logits, -1))
             out = _emit(gm, node, aten.matmul.default, (probs, v))
+        node.replace_all_uses_with(out)
+        gm.graph.erase_node(node)
+        count += 1
+    if count:
+        gm.graph.lint()
+        gm.recompile()
+    return count
+
+
+MAX_FLIP_SLICES = 256  # a longer reversal stays one host op rather than that many slices
+
+
+def decompose_flip(gm: GraphModule) -> int:
+    """Rewrite ``flip(x, [d])`` of a float tensor (a bidirectional recurrent layer reverses its
+    sequence so) as the concatenation of ``x``'s slices along ``d`` in reverse order: data
+    movement the quantiser keeps at ``x``'s scale, instead of a host op. Returns the count."""
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target != aten.flip.default:
+            continue
+        x, dims = node.args[0], node.args[1]
+        val = x.meta["val"] if isinstance(x, Node) else None
+        if val is None or not val.is_floating_point() or len(dims) != 1:
+            continue
+        d = dims[0] % val.dim()
+        if not 1 < val.shape[d] <= MAX_FLIP_SLICES:
+            continue
+        with gm.graph.inserting_before(node):
+            parts = [_emit(gm, node, aten.slice.Tensor, (x, d, k, k + 1))
+                     for k in range(val.shape[d] - 1, -1, -1)]
+            out = _emit(gm, node, aten.cat.default, (parts, d))
+        node.replace_all_uses_with(out)
+        gm.graph.erase_node(node)
+        count += 1
+    if count:
+        gm.graph.lint()
+        gm.recompile()
+    return count
+
+
+def decompose_square(gm: GraphModule) -> int:
+    """Rewrite ``pow(x, 2)`` of a float tensor (RMS norm's mean of squares) as ``mul(x, x)``,
+    a product the quantiser puts on the NPU. Returns the count."""
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target != aten.pow.Tensor_Scalar:
+            continue
+        x, exponent = node.args[0], node.args[1]
+        if exponent != 2 or not isinstance(x, Node) or not x.meta["val"].is_floating_point():
+            continue
+        with gm.graph.inserting_before(node):
+            out = _emit(gm, node, aten.mul.Tensor, (x, x))
         node.replace_all_uses_with(out)
         gm.graph.erase_node(node)
         count += 1
