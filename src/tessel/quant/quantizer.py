@@ -9,7 +9,7 @@ Rules (docs/numerics.md explains why):
 * cat: every input and the output share one scale and zero point; add / sub inputs share
   them too when ``QuantConfig.share_residual_qparams`` is set;
 * sigmoid / tanh / softmax: fixed output parameters (known range); hardswish, hardsigmoid,
-  GELU, SiLU, exp: observed output range (all LUT ops on the vector engine);
+  GELU, SiLU, exp, neg, rsqrt: observed output range (all LUT ops on the vector engine);
 * softmax in / out and layer-norm inputs are int16 symmetric by default (``QuantConfig``);
 * data movement, max pooling and standalone relu / clamp keep their input's parameters
   (and are quantised only when their input is); average pooling and mean read their input's
