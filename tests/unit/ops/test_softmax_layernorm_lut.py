@@ -126,7 +126,7 @@ def test_lut_i16_accuracy(fn):
     limit = {lut.LutFn.EXP: 3.5, lut.LutFn.HARDSWISH: 30.0, lut.LutFn.HARDSIGMOID: 30.0,
              lut.LutFn.RSQRT: 7.5}
     assert err.max() <= limit.get(fn, 1.5)
-    assert err.mean() <= 0.35
+    assert err.mean() <= (0.45 if fn in POSITIVE else 0.35)
 
 
 def test_lut_float_functions_match_torch():
