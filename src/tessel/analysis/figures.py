@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from tessel.analysis.timeline import Timeline
 from tessel.errors import TesselConfigError
-from tessel.runtime.profile import Profile
+from tessel.runtime.profile import Profile, host_note
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,9 @@ def summary_rows(s: Summary) -> list[tuple[str, str, str]]:
     mb = 1e6
     rows = [
         ("latency", "Latency", f"{s.latency_ms:.4f} ms ({s.cycles:,} cycles at "
-                               f"{s.clock_hz / 1e6:g} MHz)"),
-        ("throughput", "Throughput", f"{s.throughput_ips:,.1f} inferences/s"),
+                               f"{s.clock_hz / 1e6:g} MHz)" + host_note(s.host_ops)),
+        ("throughput", "Throughput", f"{s.throughput_ips:,.1f} inferences/s"
+         + host_note(s.host_ops)),
         ("energy", "Energy per inference", f"{s.energy_uj:.3f} uJ (static "
                                            f"{s.static_energy_uj:.3f} uJ)"),
         ("power", f"Average power at {s.fps:g} fps",

@@ -81,14 +81,17 @@ def exporting(model: nn.Module, what: str = "torch.export") -> Iterator[None]:
     except TesselError:
         raise
     except Exception as exc:  # noqa: BLE001 (whatever torch raises, the user gets one line)
-        raise TesselExportError(describe_export_error(exc, type(model).__name__, what)) from exc
+        raise TesselExportError(describe_export_error(exc, type(model).__name__, what, model)
+                                ) from exc
     finally:
         for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
 
 
-def describe_export_error(exc: BaseException, model: str, what: str = "torch.export") -> str:
-    """'torch.export of M failed at file.py:12: <first line> (<hint>)'."""
+def describe_export_error(exc: BaseException, model: str, what: str = "torch.export",
+                          module: nn.Module | None = None) -> str:
+    """'torch.export of M failed at file.py:12: <first line> (<hint>)'; a data-dependent step
+    is named by its source line, with the split that avoids it."""
     from tessel.frontend.locations import display_path, is_internal
 
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not is_internal(f.filename)]
@@ -99,9 +102,40 @@ def describe_export_error(exc: BaseException, model: str, what: str = "torch.exp
         first = first[:240] + " ..."
     name = type(exc).__name__
     if "DataDependent" in name or "data-dependent" in first:
-        hint = ("the model's control flow or a shape depends on tensor values, which "
+        step = f"`{frames[-1].line.strip()}`: " if frames and frames[-1].line else ""
+        hint = (f"{step}the model's control flow or a shape depends on tensor values, which "
                 "torch.export cannot trace; make loops and branches depend on shapes or "
-                "constants only")
+                "constants only, or split the model before this step" + _split_hint(exc, module))
     else:
         hint = "check that the example inputs have the shapes and dtypes the model expects"
     return f"{what} of {model} failed{where}: {name}: {first} ({hint})"
+
+
+def _split_hint(exc: BaseException, model: nn.Module | None) -> str:
+    """': compile <parts> and run the rest in PyTorch', naming the submodules of the module
+    whose forward holds the failing line ("" when it cannot be found)."""
+    if model is None:
+        return ""
+    from tessel.frontend.locations import is_internal
+
+    # torch clears the frames' locals: the module is found by its forward's code object
+    codes = [tb.tb_frame.f_code for tb in _tracebacks(exc)
+             if not is_internal(tb.tb_frame.f_code.co_filename)]
+    owners = [(p, m) for p, m in model.named_modules()
+              if getattr(type(m).forward, "__code__", None) in codes]
+    if not owners:
+        return ""
+    base, owner = max(owners, key=lambda pm: codes.index(type(pm[1]).forward.__code__))
+    children = [f"{base + '.' if base else ''}{name}" for name, _ in owner.named_children()]
+    if not children:
+        return ""
+    return (f" (e.g. compile {', '.join(children[:4])} on its own and run the data-dependent "
+            "part, such as NMS, in PyTorch)")
+
+
+def _tracebacks(exc: BaseException) -> list:
+    out, tb = [], exc.__traceback__
+    while tb is not None:
+        out.append(tb)
+        tb = tb.tb_next
+    return out

@@ -93,3 +93,23 @@ def run_host_node(node: Node, inputs: list[np.ndarray]) -> np.ndarray:
     if not isinstance(result, torch.Tensor):
         raise TesselError(f"{node}: {node.attr('target')} did not return a tensor")
     return result.detach().numpy()
+
+
+def host_node_macs(node: Node, input_types: list) -> int:
+    """MACs of a `host` node as docs/figures.md counts them (torch's FlopCounterMode FLOPs / 2:
+    convolutions, transposed ones too, matrix products, recurrent kernels' products), run
+    on meta tensors of its operands' shapes; 0 for an op torch counts no FLOPs for or cannot
+    run on meta tensors."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        op = resolve_target(node.attr("target"))
+        tensors = [torch.empty(t.shape, dtype=getattr(torch, t.dtype.numpy.name),
+                               device="meta") for t in input_types]
+        args, kwargs, _ = decode_call(node.attr("args", ""), tensors)
+        with FlopCounterMode(display=False) as counter:
+            op(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - an op meta tensors cannot run: no MACs counted
+        return 0
+    return counter.get_total_flops() // 2

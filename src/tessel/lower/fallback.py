@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tessel.ir import Graph, Node
+from tessel.ir import Graph, Node, Op
+from tessel.ir.host import host_node_macs
 from tessel.ops import Trait, definition
 from tessel.ops.registry import node_macs, npu_refusal
 
@@ -47,16 +48,56 @@ def host_reason(graph: Graph, node: Node) -> HostReason:
 
 
 def host_op_lines(graph: Graph, nodes: Sequence[Node]) -> list[str]:
-    """One line per host op (each once): the ATen op of a `host` node, and why the NPU does
-    not run an integer op ("after a host op" when only its position keeps it there)."""
+    """One line per host op (each once): the op, and why it runs on the host in words a user
+    can act on ("NPU: ..." for an integer op the NPU refuses, "host: ..." otherwise)."""
     lines = []
     for n in {n.name: n for n in nodes}.values():
         op = op_label(n)
-        why = npu_refusal(n, graph) if n.type.dtype.is_int else None
-        if n.type.dtype.is_int:
-            op += f" (NPU: {why or 'runs after a host op'})"
+        if n.type.dtype.is_int and not n.is_host:
+            op += f" (NPU: {npu_refusal(n, graph) or 'runs after a host op'})"
+        else:
+            op += f" (host: {host_why(graph, n)})"
         lines.append(f"%{n.name} = {op} at {n.loc}")
     return lines
+
+
+def host_why(graph: Graph, node: Node) -> str:
+    """Why a float or `host` op runs on the host, and what would change that."""
+    if node.is_host:
+        target = str(node.attr("target"))
+        if not node.type.dtype.is_float:
+            return (f"index / mask arithmetic on {node.type.dtype.value} (the NPU holds "
+                    "i8 / i16 / i32 activations); it folds away when its inputs are constants")
+        return (f"no NPU lowering for {target}; replace it with supported ops, or cut the "
+                "model before it and run that part yourself")
+    for name in node.inputs:
+        producer = graph.producer(name)
+        if producer is not None and _runs_on_host(producer):
+            return f"its input %{name} is computed on the host, in float"
+    if node.op is Op.EMBEDDING:
+        return ("a table lookup by integer index (the NPU has no gather); its result is "
+                "quantised for the NPU")
+    if node.op is Op.CONV_TRANSPOSE2D and node.attr("groups", 1) != 1:
+        return (f"ConvTranspose2d with groups {node.attr('groups')}: only groups = 1 is "
+                "quantised (weights per output channel); split it into groups-1 convs")
+    if definition(node.op).lower:
+        return (f"'{node.op.value}' left in float by the quantiser (a QuantConfig rule, or "
+                "arguments outside its rules): see docs/numerics.md")
+    return (f"'{node.op.value}' has no integer form on the NPU; it runs in float "
+            "(rewrite it with supported ops to move it)")
+
+
+def _runs_on_host(node: Node) -> bool:
+    if node.is_constant or is_boundary(node):
+        return False
+    return node.is_host or not node.type.dtype.is_int
+
+
+def all_macs(graph: Graph, node: Node) -> int:
+    """MACs of any op, a `host` op's too (its ATen op's, counted by torch)."""
+    if node.is_host:
+        return host_node_macs(node, [graph.type_of(i) for i in node.inputs])
+    return node_macs(graph, node)
 
 
 def op_label(node: Node) -> str:
@@ -109,7 +150,7 @@ def summarize(graph: Graph, part: Partition) -> FallbackSummary:
         by_reason.setdefault(host_reason(graph, n), []).append(op_label(n))
     for n in part.moved_to_host:
         by_reason.setdefault(HostReason.VIEW_ONLY, []).append(op_label(n))
-    macs = {n.name: node_macs(graph, n) for n in ops}
+    macs = {n.name: all_macs(graph, n) for n in ops}
     return FallbackSummary(
         sum(1 for n in ops if n.name in on_npu), len(ops),
         sum(m for k, m in macs.items() if k in on_npu), sum(macs.values()), len(part.regions),

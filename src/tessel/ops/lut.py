@@ -23,7 +23,8 @@ A LUT op maps an int8 or int16 activation through a table built once at lowering
 Rounding of float values to table entries is half away from zero (:func:`round_half_away`).
 
 The float functions (numpy, float64): :func:`sigmoid`, :func:`tanh`, :func:`hardswish`,
-:func:`hardsigmoid`, :func:`gelu_erf`, :func:`gelu_tanh`, :func:`silu`, :func:`exp`, and
+:func:`hardsigmoid`, :func:`gelu_erf`, :func:`gelu_tanh`, :func:`silu`, :func:`exp`, :func:`neg`,
+:func:`rsqrt` (RMS norm), and
 ``FUNCTIONS`` mapping :class:`LutFn` to them.
 """
 
@@ -100,6 +101,17 @@ def exp(x: np.ndarray) -> np.ndarray:
         return np.exp(np.asarray(x, np.float64))
 
 
+def neg(x: np.ndarray) -> np.ndarray:
+    """``-x``."""
+    return -np.asarray(x, np.float64)
+
+
+def rsqrt(x: np.ndarray) -> np.ndarray:
+    """``1 / sqrt(x)`` for ``x >= 0``; 0 gives inf (the table entry then saturates)."""
+    with np.errstate(divide="ignore"):
+        return 1.0 / np.sqrt(np.maximum(np.asarray(x, np.float64), 0.0))
+
+
 class LutFn(enum.Enum):
     """Pointwise functions the lowering turns into LUT ops."""
 
@@ -111,12 +123,14 @@ class LutFn(enum.Enum):
     GELU_TANH = "gelu_tanh"
     SILU = "silu"
     EXP = "exp"
+    NEG = "neg"
+    RSQRT = "rsqrt"
 
 
 FUNCTIONS: dict[LutFn, FloatFn] = {
     LutFn.SIGMOID: sigmoid, LutFn.TANH: tanh, LutFn.HARDSWISH: hardswish,
     LutFn.HARDSIGMOID: hardsigmoid, LutFn.GELU: gelu_erf, LutFn.GELU_TANH: gelu_tanh,
-    LutFn.SILU: silu, LutFn.EXP: exp,
+    LutFn.SILU: silu, LutFn.EXP: exp, LutFn.NEG: neg, LutFn.RSQRT: rsqrt,
 }
 
 

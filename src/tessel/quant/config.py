@@ -59,6 +59,8 @@ class OpKind(enum.Enum):
     GELU = "gelu"
     SILU = "silu"
     EXP = "exp"
+    NEG = "neg"
+    RSQRT = "rsqrt"  # RMS norm's 1 / sqrt(mean(x^2) + eps)
     SOFTMAX = "softmax"
     LAYER_NORM = "layer_norm"
     RELU = "relu"

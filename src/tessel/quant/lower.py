@@ -60,13 +60,15 @@ class LowerQDQ(Pass):
 
 
 def lower_qdq(qdq: Graph) -> Graph:
-    """The quantise stage's lowering: QDQ graph -> integer ops (LowerQDQ), element-wise chains
-    fused into LUTs (exact), dead code removed; verified after each pass."""
+    """The quantise stage's lowering: QDQ graph -> integer ops (LowerQDQ), ops of constants
+    folded (host ops too: index and mask arithmetic of constants never runs), element-wise
+    chains fused into LUTs (exact), dead code removed; verified after each pass."""
+    from tessel.passes.fold_constants import FoldConstants
     from tessel.passes.manager import run_pipeline
     from tessel.quant.fuse_pointwise import FusePointwiseLut
 
-    return run_pipeline(qdq, [LowerQDQ(), "dce", FusePointwiseLut(), "dce"], verify_each=True,
-                        dump=lambda _: None)
+    return run_pipeline(qdq, [LowerQDQ(), "dce", FoldConstants(host=True), "dce",
+                              FusePointwiseLut(), "dce"], verify_each=True, dump=lambda _: None)
 
 
 def is_host_node(node: Node) -> bool:

@@ -42,6 +42,8 @@ _TABLE: dict[object, OpKind] = {
     aten.silu.default: OpKind.SILU,
     aten.silu_.default: OpKind.SILU,
     aten.exp.default: OpKind.EXP,
+    aten.neg.default: OpKind.NEG,
+    aten.rsqrt.default: OpKind.RSQRT,
     aten.softmax.int: OpKind.SOFTMAX,
     aten._softmax.default: OpKind.SOFTMAX,
     aten.layer_norm.default: OpKind.LAYER_NORM,
@@ -94,7 +96,7 @@ SAME_SCALE_KINDS = frozenset(
 AVERAGING_KINDS = frozenset({OpKind.AVG_POOL, OpKind.MEAN})
 LUT_KINDS = frozenset(
     {OpKind.SIGMOID, OpKind.TANH, OpKind.HARDSWISH, OpKind.HARDSIGMOID, OpKind.GELU, OpKind.SILU,
-     OpKind.EXP}
+     OpKind.EXP, OpKind.NEG, OpKind.RSQRT}
 )
 MAC_KINDS = frozenset({OpKind.CONV, OpKind.CONV_TRANSPOSE, OpKind.LINEAR, OpKind.MATMUL})
 BINARY_KINDS = frozenset({OpKind.ADD, OpKind.SUB, OpKind.MUL, OpKind.DIV})

@@ -58,7 +58,20 @@ def export_for_quant(model: torch.nn.Module, example_inputs: Sample) -> GraphMod
         # no shape guards: calibrate() runs batches through it, after checking every sample's
         # shapes against the example inputs itself
         program = torch.export.export(model, _as_args(example_inputs), strict=False)
+        program = _unrolled_recurrent(program)
         return program.module(check_guards=False)
+
+
+def _unrolled_recurrent(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """The program with its recurrent layers and cells (`RECURRENT_KERNELS`) decomposed by
+    torch into their time steps' linear layers, gates (sigmoid / tanh) and element-wise
+    products, ops the quantiser annotates (whole, they would stay float on the host). A
+    program without them is returned as it is."""
+    if not any(n.op == "call_function" and n.target in RECURRENT_KERNELS
+               for n in program.graph.nodes):
+        return program
+    table = torch.export.default_decompositions()
+    return program.run_decompositions({op: table[op] for op in RECURRENT_KERNELS if op in table})
 
 
 CALIBRATION_BATCH = 8  # samples per forward when batching is exact (calibrate)
@@ -194,7 +207,7 @@ def _check_samples(samples: list[tuple[torch.Tensor, ...]], example: tuple[torch
 # checking it against the input's: a model exported for batch 1 creates a batch-1 state, and a
 # batch through them corrupts memory instead of raising (so the first batch's check below could
 # not catch it)
-_STATEFUL_KERNELS = frozenset(
+RECURRENT_KERNELS = frozenset(
     getattr(getattr(torch.ops.aten, name), overload)
     for name, overload in (("lstm", "input"), ("lstm", "data"), ("gru", "input"),
                            ("gru", "data"), ("rnn_tanh", "input"), ("rnn_relu", "input"),
@@ -207,7 +220,7 @@ def _batchable(prepared: GraphModule, samples: list[tuple[torch.Tensor, ...]]) -
     observers = [m for m in prepared.modules() if isinstance(m, ObserverBase)]
     if any(isinstance(m, _NOT_BATCHABLE) or not isinstance(m, _BATCHABLE) for m in observers):
         return False
-    if any(n.op == "call_function" and n.target in _STATEFUL_KERNELS
+    if any(n.op == "call_function" and n.target in RECURRENT_KERNELS
            for n in prepared.graph.nodes):
         return False
     first = _signature(samples[0])  # all samples have it (_check_samples)

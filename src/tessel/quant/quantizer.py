@@ -9,7 +9,7 @@ Rules (docs/numerics.md explains why):
 * cat: every input and the output share one scale and zero point; add / sub inputs share
   them too when ``QuantConfig.share_residual_qparams`` is set;
 * sigmoid / tanh / softmax: fixed output parameters (known range); hardswish, hardsigmoid,
-  GELU, SiLU, exp: observed output range (all LUT ops on the vector engine);
+  GELU, SiLU, exp, neg, rsqrt: observed output range (all LUT ops on the vector engine);
 * softmax in / out and layer-norm inputs are int16 symmetric by default (``QuantConfig``);
 * data movement, max pooling and standalone relu / clamp keep their input's parameters
   (and are quantised only when their input is); average pooling and mean read their input's
@@ -34,7 +34,7 @@ from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 from tessel.errors import TesselConfigError
 from tessel.quant.config import ActDtype, NodeRule, OpKind, QuantConfig, resolve_rule
-from tessel.quant.decompose import decompose_sdpa
+from tessel.quant.decompose import decompose_flip, decompose_sdpa, decompose_square
 from tessel.quant.optable import (
     AVERAGING_KINDS,
     BINARY_KINDS,
@@ -67,6 +67,20 @@ def _annotate(node: Node, inputs: QSpecMap, output: QuantizationSpecBase | None)
     node.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation(
         input_qspec_map=dict(inputs), output_qspec=output, _annotated=True
     )
+
+
+def _constant_nodes(model: GraphModule) -> set[Node]:
+    """Nodes computed from constants alone (weights, `arange` positions, ...): left float, so
+    that conversion folds them exactly (a rotary embedding's angles, a constant mask) instead of
+    quantising values that never change."""
+    constant: set[Node] = set()
+    for node in model.graph.nodes:
+        if node.op == "get_attr":
+            constant.add(node)
+        elif node.op == "call_function" and all(
+                a in constant for a in node.all_input_nodes) and "val" in node.meta:
+            constant.add(node)
+    return constant
 
 
 def _output_is_quantized(node: Node) -> bool:
@@ -131,17 +145,22 @@ class TesselQuantizer(Quantizer):
     # -- Quantizer interface ------------------------------------------------------------------
 
     def transform_for_annotation(self, model: GraphModule) -> GraphModule:
-        """Decompose attention into matmul / softmax; in QAT, give bias-less convs followed by
+        """Decompose attention into matmul / softmax, a reversal into slices and a square into
+        a product; in QAT, give bias-less convs followed by
         batch norm a zero bias, so that the bias folded from batch norm at convert time is
         quantised to int32 like every other bias."""
         decompose_sdpa(model)
+        decompose_flip(model)
+        decompose_square(model)
         if self.is_qat:
             _add_zero_bias_before_bn(model)
         return model
 
     def annotate(self, model: GraphModule) -> GraphModule:
+        constant = _constant_nodes(model)
         for node in list(model.graph.nodes):
-            self._annotate_node(node)
+            if node not in constant:
+                self._annotate_node(node)
         flatten_shared_specs(model)
         return model
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -162,7 +163,7 @@ class Profile(InferenceFigures):
         rd, wr = sum(self.bytes_read.values()), sum(self.bytes_written.values())
         lines = [
             f"model {self.model} on {self.target}: {self.cycles:,} cycles = "
-            f"{self.latency_ms:.3f} ms at {self.clock_hz / 1e6:.0f} MHz",
+            f"{self.latency_ms:.3f} ms at {self.clock_hz / 1e6:.0f} MHz" + host_note(self.host_ops),
             f"energy {self.energy_uj:.2f} uJ per inference ("
             + ", ".join(f"{k} {v / 1e6:.2f}" for k, v in self.energy_pj.items()) + ")",
             f"MACs {self.macs / 1e6:.1f} M, MAC utilisation {100 * self.mac_utilisation:.1f} %",
@@ -179,6 +180,13 @@ class Profile(InferenceFigures):
                          + "; ".join(self.host_ops[:5]) + (" ..." if len(self.host_ops) > 5
                                                           else ""))
         return "\n".join(lines)
+
+
+def host_note(host_ops: Sequence[str]) -> str:
+    """What a headline latency leaves out: "" without host ops."""
+    if not host_ops:
+        return ""
+    return f" (NPU only: {plural(len(host_ops), 'host (CPU) op')} not included)"
 
 
 def build_profile(program: TslProgram, arch: NpuArch) -> Profile:

@@ -181,3 +181,29 @@ def test_inputs_that_only_host_parts_read_are_model_inputs_of_the_binary():
     got, want = cm.run(*xs), qm.run(*xs)
     assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
     assert np.array_equal(got[1], xs[2].numpy())
+
+
+class ConvThenConv3d(nn.Module):
+    """conv (NPU) -> a 3-D conv over the channels (no NPU lowering: a host op with MACs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 8, 3, padding=1)
+        self.c3 = nn.Conv3d(1, 2, 3, padding=1)
+
+    def forward(self, x):
+        return self.c3(self.c(x).unsqueeze(1))
+
+
+def test_host_op_macs_count_and_every_host_op_says_why():
+    model = _model(ConvThenConv3d)
+    cm = tessel.compile(model, (X,), calibration_data=CALIB)
+    fb = cm.program.metadata["fallback"]
+    conv2d, conv3d = 8 * 3 * 9 * 64, 2 * 27 * 8 * 64  # MACs of each (8x8 outputs)
+    assert fb["npu_macs"] == conv2d and fb["total_macs"] == conv2d + conv3d
+    lines = cm.program.metadata["host_ops"]
+    assert lines and all("(host: " in x or "(NPU: " in x for x in lines), lines
+    assert any("no NPU lowering for aten.convolution" in x and "cut the model" in x
+               for x in lines), lines
+    first = cm.profile.summary().splitlines()[0]
+    assert f"NPU only: {len(lines)} host (CPU) op" in first and "not included" in first
