@@ -295,8 +295,8 @@ def test_shared_placed_figures_equal_each_placed_step(model, monkeypatch):
             return shared(s, res)
         return cycles
 
-    def plan_spy(graph, nodes, inputs, outputs, arch, *args):
-        schedule = real_plan(graph, nodes, inputs, outputs, arch, *args)
+    def plan_spy(graph, nodes, inputs, outputs, arch, *args, **kwargs):
+        schedule = real_plan(graph, nodes, inputs, outputs, arch, *args, **kwargs)
         for step in schedule.steps if schedule is not None else ():
             assert step_events(step.work, arch, step.tally) == step_events(step.work, arch)
             checked["events"] = checked.get("events", 0) + 1
