@@ -13,8 +13,6 @@ import argparse
 import sys
 from dataclasses import replace
 
-import numpy as np
-
 from benchmarks.report import Section
 from tessel.analysis.accuracy import eval_set
 from tessel.analysis.precision import (
@@ -23,6 +21,7 @@ from tessel.analysis.precision import (
     choose_weights,
     float_outputs,
     golden_evaluator,
+    golden_outputs,
     measure,
 )
 from tessel.arch import load_target
@@ -62,10 +61,7 @@ def one(name: str, budget_text: str, target: str) -> tuple[list[str], dict[str, 
     for what, config, layers in configs:
         qm = quantize(model, example, calibration, config, calibration_samples=CALIBRATION)
         cm = compile_graph(qm.graph, arch, name=name)
-        runs = [qm.run(*s) for s in held_out]
-        goldens = [np.concatenate([np.asarray(r[k], np.float64) for r in runs])
-                   for k in range(len(runs[0]))]
-        value = measure(budget.metric, floats, goldens)
+        value = measure(budget.metric, floats, golden_outputs(qm, held_out))
         nbytes = len(cm.program.constants)
         results[what.split()[0]] = (nbytes, cm.profile.cycles)
         rows.append(_row(name, what, nbytes, cm.profile.cycles, value, budget.metric, layers))

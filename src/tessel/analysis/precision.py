@@ -325,13 +325,17 @@ def golden_evaluator(model: torch.nn.Module, example: Sample, calibration: Seque
     from tessel.quant.api import quantize
 
     def evaluate(config: QuantConfig) -> Outputs:
-        qm = quantize(model, example, calibration, config,
-                      calibration_samples=calibration_samples)
-        rows = [qm.run(*s) for s in held_out]
-        return [np.concatenate([np.asarray(r[k], np.float64) for r in rows])
-                for k in range(len(rows[0]))]
+        return golden_outputs(quantize(model, example, calibration, config,
+                                       calibration_samples=calibration_samples), held_out)
 
     return evaluate
+
+
+def golden_outputs(qm, samples: Sequence[Sample]) -> Outputs:
+    """The golden model's outputs of a QuantizedModel on ``samples``, concatenated per output."""
+    rows = [qm.run(*s) for s in samples]
+    return [np.concatenate([np.asarray(r[k], np.float64) for r in rows])
+            for k in range(len(rows[0]))]
 
 
 def auto_weights(model: torch.nn.Module, example_inputs: Sample,
