@@ -1,14 +1,19 @@
-"""CLI: `tessel scenario check FILE|NAME [--json]`: validate a scenario file (tessel.scenario)."""
+"""CLI: `tessel scenario check FILE|NAME [--json]`: validate a scenario file;
+`tessel scenario run FILE|NAME --target PRESET`: schedule it on one NPU and report latency,
+deadlines and power (text, --json, --html, --trace) (tessel.scenario)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from tessel.cli.backend import add_wide_argument, table_width
+from tessel.cli.hw import add_target_argument
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scenario", help="several models on one NPU at their rates: check a "
-                       "scenario file")
+                       "scenario file, or schedule it and report deadlines and power")
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     check = actions.add_parser("check", help="validate a scenario TOML file (or a shipped "
@@ -16,6 +21,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     check.add_argument("scenario", help="path/to/scenario.toml, or a shipped scenario's name")
     check.add_argument("--json", action="store_true", help="print the scenario as JSON")
     check.set_defaults(func=cmd_check)
+    run = actions.add_parser("run", help="schedule a scenario on one NPU over its hyperperiod "
+                             "(or --window-ms): latency p50/p99/max, deadline misses, NPU "
+                             "busy, energy per frame and average power")
+    run.add_argument("scenario", help="path/to/scenario.toml, or a shipped scenario's name")
+    add_target_argument(run)
+    run.add_argument("--policy", choices=("rm", "edf"), default="rm",
+                     help="rm: fixed priority (given priorities, else rate monotonic; "
+                     "default); edf: earliest deadline first")
+    run.add_argument("--window-ms", type=float, default=None,
+                     help="simulate this window (default: the hyperperiod)")
+    run.add_argument("--idle-gating", type=float, default=0.0, metavar="FRACTION",
+                     help="share of the leakage power gating removes while the NPU is idle "
+                     "(0 .. 1, default 0)")
+    run.add_argument("--seed", type=int, default=0, help="seed of the release jitter draws")
+    run.add_argument("--no-preemption", action="store_true",
+                     help="a started job runs to its end (default: preemption at step "
+                     "boundaries)")
+    run.add_argument("--functional", action="store_true", help="also compile every model, "
+                     "run its first frame on the simulator and check it bit for bit against "
+                     "the golden model")
+    run.add_argument("--json", action="store_true", help="print the report as JSON")
+    run.add_argument("--html", metavar="OUT.html", help="write the HTML report (timeline, "
+                     "power breakdown)")
+    run.add_argument("--trace", metavar="OUT.json", help="write a Perfetto / chrome://tracing "
+                     "trace, one track per model")
+    add_wide_argument(run)
+    run.set_defaults(func=cmd_run)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -36,4 +68,43 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         print(scenario.summary())
         print("ok")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tessel.arch import load_target
+    from tessel.progress import info
+    from tessel.scenario import load_scenario
+    from tessel.scenario.run import run_scenario
+    from tessel.scenario.scheduler import Policy
+
+    scenario = load_scenario(args.scenario)
+    arch = load_target(args.target)
+    report = run_scenario(scenario, arch, policy=Policy(args.policy),
+                          window_s=None if args.window_ms is None else args.window_ms / 1e3,
+                          idle_gating=args.idle_gating, seed=args.seed,
+                          preemptive=not args.no_preemption, progress=info)
+    checks = None
+    if args.functional:
+        from tessel.scenario.functional import check_first_frames
+
+        checks = check_first_frames(scenario, arch, progress=info)
+    if args.html:
+        from tessel.scenario.html import write_scenario_html
+
+        info(f"wrote {write_scenario_html(report, args.html)}")
+    if args.trace:
+        from tessel.scenario.trace import write_trace
+
+        info(f"wrote {write_trace(report, args.trace)}")
+    if args.json:
+        data = report.as_dict()
+        if checks is not None:
+            data["functional"] = [c.as_dict() for c in checks]
+        print(json.dumps(data, indent=1, sort_keys=True))
+        return 0
+    print(report.text(table_width(args)))
+    if checks is not None:
+        for c in checks:
+            print(c.line())
     return 0
