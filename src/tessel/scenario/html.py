@@ -8,6 +8,7 @@ profile report, tessel.analysis.html); the page loads nothing from anywhere.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def timeline_png(report: ScenarioReport, until: int | None = None) -> bytes:
         if s.start >= stop:
             continue
         colour = colours[s.task] if s.kind is SliceKind.STEP else _SWITCH_COLOUR
-        width = max(pm.ms(s.end - s.start), pm.ms(stop) / 2000)  # visible at any zoom
+        width = max(pm.ms(s.end - s.start), pm.ms(stop) / 600)  # visible at any zoom
         ax.broken_barh([(pm.ms(s.start), width)], (lane[s.task] - 0.35, 0.7),
                        facecolors=colour)
     for j in report.timeline.jobs:
@@ -63,16 +64,23 @@ def timeline_png(report: ScenarioReport, until: int | None = None) -> bytes:
 
 
 def power_png(report: ScenarioReport) -> bytes:
-    """Average power by component (mW), largest first."""
-    items = sorted(((k, report.power.power_mw(v, report.span))
-                    for k, v in report.energy_pj.items() if v > 0), key=lambda kv: kv[1])
-    fig = plots.figure(7.0, 0.32 * len(items) + 1.2)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.barh([k for k, _ in items], [v for _, v in items], color="tab:orange")
-    for y, (_, v) in enumerate(items):
-        ax.text(v, y, f" {v:.3g}", va="center", fontsize=8)
-    ax.set_xlabel("average power (mW)")
-    ax.set_title(f"{report.power_mw:.3f} mW in total", fontsize=10)
+    """Average power (mW) by component and by model (its frames' dynamic energy and its
+    save / restore DMAs; leakage is the NPU's, shown by component only), largest first."""
+    pm, span = report.power, report.span
+    panels = [("by component", {k: pm.power_mw(v, span) for k, v in report.energy_pj.items()}),
+              ("by model (dynamic)", {m.name: m.power_mw for m in report.models})]
+    rows = max(len(v) for _, v in panels)
+    fig = plots.figure(11.0, 0.3 * rows + 1.4)
+    for k, (title, values) in enumerate(panels):
+        items = sorted(((n, v) for n, v in values.items() if v > 0), key=lambda kv: kv[1])
+        ax = fig.add_subplot(1, 2, k + 1)
+        ax.barh([n for n, _ in items], [v for _, v in items], color=f"C{k + 1}")
+        for y, (_, v) in enumerate(items):
+            ax.text(v, y, f" {v:.3g}", va="center", fontsize=8)
+        ax.set_xlim(0, 1.2 * max([v for _, v in items], default=1.0))
+        ax.set_xlabel("average power (mW)")
+        ax.set_title(title, fontsize=10)
+    fig.suptitle(f"average power {report.power_mw:.3f} mW", fontsize=11)
     fig.tight_layout()
     return plots.png_bytes(fig)
 
@@ -86,13 +94,14 @@ def _zoom(report: ScenarioReport) -> int:
 def scenario_html(report: ScenarioReport) -> str:
     title = f"Tessel scenario {report.scenario.name} on {report.target}"
     summary = "".join(f"<p>{_e(line)}</p>" for line in report.summary().split("\n"))
-    models, power = report.model_table(), report.power_table()
+    models = dataclasses.replace(report.model_table(), html_id="scenario-models")
+    power = dataclasses.replace(report.power_table(), html_id="scenario-power-table")
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{_e(title)}</h1>", f'<p class="note">{_e(report.scenario.description)}</p>',
         "<h2>Summary</h2>", summary,
-        "<h2>Models</h2>", f'<div class="wide" id="models">{models.html()}</div>',
+        "<h2>Models</h2>", f'<div class="wide">{models.html()}</div>',
         "<h2>Timeline</h2>",
         '<p class="note">One lane per model, most urgent on top; grey ticks: releases; '
         "black: save / restore of a preempted job; red crosses: missed deadlines.</p>",
@@ -101,7 +110,7 @@ def scenario_html(report: ScenarioReport) -> str:
         _img(timeline_png(report, _zoom(report)), "the first frames", "scenario-zoom"),
         "<h2>Power</h2>", _img(power_png(report), "average power by component",
                                "scenario-power"),
-        f'<div class="wide" id="power">{power.html()}</div>',
+        f'<div class="wide">{power.html()}</div>',
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"

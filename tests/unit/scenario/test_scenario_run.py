@@ -151,3 +151,14 @@ def test_cli_run_text(capsys):
     assert main(["scenario", "run", "xr_glasses", "--window-ms", "50", "--wide"]) == 0
     out = capsys.readouterr().out
     assert "deadline misses 0" in out and "eye_seg" in out and "lpddr" in out
+
+
+def test_functional_first_frames_are_bit_exact():
+    from tessel.scenario.functional import check_first_frames
+
+    sc = parse_scenario('[[model]]\nname = "k"\nmodel = "kws_res8"\nrate_hz = 3\n', "x.toml",
+                        None)
+    (check,) = check_first_frames(sc, load_target("tnpu-s"))
+    assert check.bit_exact and check.mismatched == 0
+    # the simulator's cycles and the estimate the schedule used agree within 2 %
+    assert abs(check.simulated_cycles - check.estimated_cycles) <= 0.02 * check.simulated_cycles
