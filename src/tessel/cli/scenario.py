@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--no-preemption", action="store_true",
                      help="a started job runs to its end (default: preemption at step "
                      "boundaries)")
+    run.add_argument("--resident-constants", default="none", metavar="none|auto|KIB",
+                     help="keep models' constants on chip across frames: none (default: "
+                     "every frame reads them), auto (try SRAM reserves of 0 to 1/2 of the "
+                     "scratchpad, keep the lowest power), or KiB of SRAM to reserve")
     run.add_argument("--functional", action="store_true", help="also compile every model, "
                      "run its first frame on the simulator and check it bit for bit against "
                      "the golden model")
@@ -83,7 +87,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     report = run_scenario(scenario, arch, policy=Policy(args.policy),
                           window_s=None if args.window_ms is None else args.window_ms / 1e3,
                           idle_gating=args.idle_gating, seed=args.seed,
-                          preemptive=not args.no_preemption, progress=info)
+                          preemptive=not args.no_preemption,
+                          resident_constants=_reserve(args.resident_constants), progress=info)
     checks = None
     if args.functional:
         from tessel.scenario.functional import check_first_frames
@@ -108,3 +113,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         for c in checks:
             print(c.line())
     return 0
+
+
+def _reserve(text: str) -> int | str:
+    """--resident-constants: "auto", or the bytes to reserve ("none": 0)."""
+    from tessel.errors import TesselConfigError
+    from tessel.scenario.run import AUTO
+
+    if text in ("none", AUTO):
+        return 0 if text == "none" else AUTO
+    try:
+        return int(text) * 1024
+    except ValueError:
+        raise TesselConfigError(f"--resident-constants must be none, auto or a number of KiB, "
+                                f"got {text!r}") from None

@@ -1,12 +1,14 @@
 """What the scheduler needs of each model of a scenario, from the schedule stage: its NPU
 steps with their estimated cycles (the analytical cost model `tessel.compile` and `tessel
 estimate` use, residency and prefetch included), its dynamic energy per frame by component,
-its constants' size and, per step boundary, the bytes of on-chip state a preemption there
-must save and restore (activations kept resident across the boundary).
+its constants' size and the bytes a frame reads of them, its activation arena and, per step
+boundary, the bytes of on-chip state a preemption there must save and restore (activations
+kept resident across the boundary).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +18,7 @@ from tessel.ir import Graph
 from tessel.isa.events import Events, energy_breakdown_pj
 from tessel.lower.legalize import legalize
 from tessel.lower.partition import partition
+from tessel.scenario.constants import constant_reads
 from tessel.scenario.spec import ScenarioModel
 from tessel.schedule.events import step_events
 from tessel.schedule.plan import plan
@@ -32,6 +35,9 @@ class ModelProfile:
     step_names: tuple[str, ...]
     dynamic_pj: dict[str, float]  # one frame's dynamic energy by component
     constant_bytes: int
+    constant_reads: int  # bytes one frame reads from its constants (tessel.scenario.constants)
+    weights_memory: str  # the off-chip memory they are read from
+    arena_bytes: int  # its activation arena in the activation memory
     live_bytes: tuple[int, ...]  # on-chip state live across the boundary after each step
     host_ops: tuple[str, ...]
 
@@ -90,8 +96,21 @@ def profile_model(sm: ScenarioModel, arch: NpuArch, options: CompileOptions | No
     return ModelProfile(
         sm.name, sm.model, tuple(s.estimate.cycles for s in schedule.steps),
         tuple(s.name for s in schedule.steps), energy_breakdown_pj(events, arch),
-        len(schedule.constants.blob), live_bytes(schedule),
+        len(schedule.constants.blob), constant_reads(schedule),
+        arch.offchip[schedule.constants.memory].name, schedule.arena_peak, live_bytes(schedule),
         tuple(f"%{n.name} = {n.op.value}" for n in part.host_ops + part.moved_to_host))
+
+
+def with_resident_constants(p: ModelProfile, arch: NpuArch) -> ModelProfile:
+    """``p`` with its constants read from the SRAM instead of the weights memory (its energy:
+    those bytes charged an SRAM read instead of an off-chip byte; its cycles unchanged)."""
+    mem = next(m for m in arch.offchip if m.name == p.weights_memory)
+    energy = dict(p.dynamic_pj)
+    energy[p.weights_memory] = max(0.0, energy.get(p.weights_memory, 0.0)
+                                   - p.constant_reads * arch.energy.offchip_byte_pj(mem.kind))
+    energy["sram_read"] = energy.get("sram_read", 0.0) + (p.constant_reads
+                                                          * arch.energy.sram_read_byte_pj)
+    return dataclasses.replace(p, dynamic_pj=energy)
 
 
 def live_bytes(schedule: Schedule) -> tuple[int, ...]:

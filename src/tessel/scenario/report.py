@@ -7,6 +7,7 @@ busy and while idle with the idle power gating applied).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from functools import cached_property
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tessel.display import Table, plural
+from tessel.scenario.constants import NO_RESIDENCY, ConstantsPlan
 from tessel.scenario.power import PowerModel
 from tessel.scenario.profile import ModelProfile
 from tessel.scenario.scheduler import Policy, SliceKind, Timeline
@@ -52,6 +54,12 @@ class ScenarioReport:
     switches: dict[str, SwitchCosts]
     timeline: Timeline
     preemptive: bool = True  # at step boundaries (False: a started job runs to its end)
+    constants: ConstantsPlan = NO_RESIDENCY
+    # with an automatic constants plan: (reserve, resident models, mW, misses) of each tried
+    tried: tuple[tuple[int, tuple[str, ...], float, int], ...] = ()
+
+    def with_tried(self, tried: tuple) -> ScenarioReport:
+        return dataclasses.replace(self, tried=tried)
 
     @property
     def span(self) -> int:
@@ -85,6 +93,18 @@ class ScenarioReport:
                 sum(j.missed for j in jobs), sum(j.preemptions for j in jobs),
                 energy / len(jobs) / 1e6 if jobs else 0.0, pm.power_mw(energy, self.span)))
         return tuple(out)
+
+    @cached_property
+    def shared_arena_bytes(self) -> int:
+        """The activation arena the models need together: at any time, the arenas of the jobs
+        started and not finished (one unless a job was preempted), at their largest."""
+        events = sorted([(j.start, 1, j.task) for j in self.timeline.jobs]
+                        + [(j.finish, 0, j.task) for j in self.timeline.jobs])
+        live, best = 0, 0
+        for _, starts, task in events:
+            live += self.profiles[task].arena_bytes * (1 if starts else -1)
+            best = max(best, live)
+        return best
 
     @property
     def misses(self) -> int:
@@ -122,7 +142,16 @@ class ScenarioReport:
                 f"(window {pm.ms(self.timeline.window):.2f} ms)\n"
                 f"NPU busy {100 * self.busy:.2f} %; deadline misses {self.misses}; average "
                 f"power {self.power_mw:.3f} mW (idle power gating "
-                f"{100 * pm.idle_gating:.0f} %)")
+                f"{100 * pm.idle_gating:.0f} %)\n{self.memory_line()}")
+
+    def memory_line(self) -> str:
+        c = self.constants
+        on_chip = (f"constants on chip across frames: {', '.join(c.resident)} ({c.resident_bytes:,}"
+                   f" of {c.reserve:,} bytes reserved)" if c.resident else
+                   "constants read from memory every frame")
+        separate = sum(p.arena_bytes for p in self.profiles.values())
+        return (f"{on_chip}; shared activation arena {self.shared_arena_bytes:,} bytes "
+                f"({separate:,} if every model had its own)")
 
     def model_table(self) -> Table:
         rows = [(m.name, m.model, f"{m.rate_hz:g}", f"{m.deadline_ms:.2f}", str(m.priority),
@@ -155,6 +184,12 @@ class ScenarioReport:
             "idle_gating": pm.idle_gating, "window_ms": pm.ms(self.timeline.window),
             "span_ms": pm.ms(self.span), "busy": self.busy, "deadline_misses": self.misses,
             "average_power_mw": self.power_mw,
+            "resident_constants": {"reserve_bytes": self.constants.reserve,
+                                   "models": list(self.constants.resident),
+                                   "bytes": self.constants.resident_bytes},
+            "constants_plans_tried": [{"reserve_bytes": r, "models": list(m), "power_mw": p,
+                                       "deadline_misses": k} for r, m, p, k in self.tried],
+            "shared_arena_bytes": self.shared_arena_bytes,
             "power_mw": {k: pm.power_mw(v, self.span) for k, v in self.energy_pj.items()},
             "models": [m.__dict__ for m in self.models],
             "jobs": [{"model": j.task, "frame": j.frame, "release_ms": pm.ms(j.arrival),

@@ -1,7 +1,8 @@
-"""Run a scenario on one NPU: profile every model (tessel.scenario.profile), turn the scenario
-into periodic tasks in cycles (tessel.scenario.power), schedule them over the hyperperiod or a
-given window (tessel.scenario.scheduler) and report latency, deadlines, busy time, energy and
-power (tessel.scenario.report).
+"""Run a scenario on one NPU: profile every model (tessel.scenario.profile), plan which
+models' constants stay on chip across frames (tessel.scenario.constants), turn the scenario
+into periodic tasks in cycles (tessel.scenario.power), schedule them over the hyperperiod or
+a given window (tessel.scenario.scheduler) and report latency, deadlines, busy time, energy
+and power (tessel.scenario.report).
 """
 
 from __future__ import annotations
@@ -11,9 +12,22 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from tessel.arch import CompileOptions, NpuArch
-from tessel.errors import TesselConfigError
+from tessel.errors import TesselConfigError, TesselError
+from tessel.scenario.constants import (
+    NO_RESIDENCY,
+    SRAM_GRANULE,
+    Candidate,
+    plan_constants,
+    reserves,
+    saving_per_byte_pj,
+)
 from tessel.scenario.power import PowerModel
-from tessel.scenario.profile import ModelProfile, profile_model
+from tessel.scenario.profile import (
+    ModelProfile,
+    profile_model,
+    quantised_graph,
+    with_resident_constants,
+)
 from tessel.scenario.report import ScenarioReport
 from tessel.scenario.scheduler import Policy, Task, simulate
 from tessel.scenario.spec import Scenario
@@ -21,6 +35,7 @@ from tessel.scenario.switch import SwitchCosts
 
 MAX_WINDOW_S = 60.0  # a longer window is a typo, and would take long to simulate
 MAX_JOBS = 200_000
+AUTO = "auto"  # `resident_constants`: try `constants.reserves` and keep the best
 
 
 def tasks_of(scenario: Scenario, profiles: dict[str, ModelProfile],
@@ -50,20 +65,80 @@ def window_cycles(scenario: Scenario, window_s: float | None, pm: PowerModel) ->
     return max(1, math.floor(pm.cycles(seconds)))
 
 
+def check_reserve(arch: NpuArch, reserve: int) -> None:
+    sram = arch.onchip.sram_bytes
+    if reserve % SRAM_GRANULE or not 0 <= reserve < sram:
+        raise TesselConfigError(f"the SRAM reserved for resident constants must be a multiple "
+                                f"of {SRAM_GRANULE} bytes in [0, {sram}), got {reserve}")
+
+
 def run_scenario(scenario: Scenario, arch: NpuArch, *, policy: Policy = Policy.FIXED,
                  window_s: float | None = None, idle_gating: float = 0.0, seed: int = 0,
                  preemptive: bool = True, options: CompileOptions | None = None,
+                 resident_constants: int | str = 0,
                  progress: Callable[[str], None] | None = None) -> ScenarioReport:
-    """Profile, schedule and report ``scenario`` on ``arch`` (see the module docstring)."""
+    """Profile, schedule and report ``scenario`` on ``arch`` (see the module docstring).
+    ``resident_constants``: SRAM bytes set aside for constants kept on chip across frames
+    (0: none, every frame reads them), or ``"auto"``: each of `constants.reserves` tried, the
+    report of lowest average power kept among those with no more deadline misses than none
+    (its `tried` lists them all)."""
     pm = PowerModel.of(arch, idle_gating)
     window = window_cycles(scenario, window_s, pm)
-    profiles, switches = {}, {}
+    say = progress or (lambda msg: None)
+    if resident_constants != AUTO:
+        check_reserve(arch, int(resident_constants))
+    graphs = {}
     for m in scenario.models:
-        if progress is not None:
-            progress(f"scheduling {m.name} ({m.model}) on {arch.name}")
-        profiles[m.name] = profile_model(m, arch, options)
-        switches[m.name] = SwitchCosts.of(profiles[m.name].live_bytes, arch)
-    timeline = simulate(tasks_of(scenario, profiles, switches, pm), window, policy,
-                        preemptive=preemptive, seed=seed)
-    return ScenarioReport(scenario, arch.name, policy, pm, profiles, switches, timeline,
-                          preemptive)
+        say(f"quantising {m.name} ({m.model})")
+        graphs[m.name] = _graph(m, arch)
+    tries = reserves(arch) if resident_constants == AUTO else [int(resident_constants)]
+    reports = []
+    for reserve in tries:
+        say(f"scheduling every model for {arch.onchip.sram_bytes - reserve} bytes of SRAM "
+            f"({reserve} reserved for resident constants)")
+        try:
+            profiles = _profiles(scenario, arch, reserve, graphs, options)
+        except TesselError as exc:
+            if len(tries) == 1 or reserve == 0:
+                raise
+            say(f"not with {reserve} bytes reserved: {exc}")
+            continue
+        plan = NO_RESIDENCY
+        if reserve:
+            plan = plan_constants([Candidate(m.name, profiles[m.name].constant_bytes,
+                                             _saving(profiles[m.name], arch) * m.rate_hz)
+                                   for m in scenario.models], reserve)
+            profiles = {n: with_resident_constants(p, arch) if n in plan.resident else p
+                        for n, p in profiles.items()}
+        switches = {n: SwitchCosts.of(p.live_bytes, arch) for n, p in profiles.items()}
+        timeline = simulate(tasks_of(scenario, profiles, switches, pm), window, policy,
+                            preemptive=preemptive, seed=seed)
+        reports.append(ScenarioReport(scenario, arch.name, policy, pm, profiles, switches,
+                                      timeline, preemptive, plan))
+    floor = reports[0].misses
+    best = min((r for r in reports if r.misses <= floor), key=lambda r: r.power_mw)
+    tried = tuple((r.constants.reserve, r.constants.resident, r.power_mw, r.misses)
+                  for r in reports)
+    return best.with_tried(tried) if len(reports) > 1 else best
+
+
+def _graph(m, arch: NpuArch):
+    try:
+        return quantised_graph(m)
+    except TesselError as exc:
+        raise type(exc)(f"scenario model {m.name!r} ({m.model}): {exc}") from None
+
+
+def _profiles(scenario: Scenario, arch: NpuArch, reserve: int, graphs: dict,
+              options: CompileOptions | None) -> dict[str, ModelProfile]:
+    """Every model scheduled for the SRAM left after ``reserve`` bytes."""
+    sram = arch.onchip.sram_bytes
+    smaller = arch if reserve == 0 else arch.with_param("onchip.sram_bytes", sram - reserve)
+    return {m.name: profile_model(m, smaller, options, graph=graphs[m.name])
+            for m in scenario.models}
+
+
+def _saving(p: ModelProfile, arch: NpuArch) -> float:
+    """Energy one frame saves with its constants on chip."""
+    index = [m.name for m in arch.offchip].index(p.weights_memory)
+    return p.constant_reads * saving_per_byte_pj(arch, index)
