@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from tessel.cli.backend import add_wide_argument, table_width
 from tessel.cli.hw import add_target_argument
+from tessel.errors import TesselConfigError
+from tessel.fileio import check_writable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -84,6 +87,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario)
     arch = load_target(args.target)
+    if args.html and args.trace and Path(args.html).resolve() == Path(args.trace).resolve():
+        raise TesselConfigError(f"--html and --trace name the same file: {args.html}")
+    for out in (args.html, args.trace):  # before any model is quantised
+        check_writable(out, inputs=_read_files(args, scenario))
     report = run_scenario(scenario, arch, policy=Policy(args.policy),
                           window_s=None if args.window_ms is None else args.window_ms / 1e3,
                           idle_gating=args.idle_gating, seed=args.seed,
@@ -115,9 +122,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_files(args: argparse.Namespace, scenario) -> list[Path]:
+    """What `scenario run` reads: the scenario file, a target file, model and input files."""
+    files = [scenario.path, Path(args.target) if args.target.endswith(".toml") else None]
+    for m in scenario.models:
+        file = m.model.rpartition(":")[0] if ".py:" in m.model else m.model
+        files += [Path(file) if Path(file).suffix else None, m.inputs]
+    return [f for f in files if f is not None]
+
+
 def _reserve(text: str) -> int | str:
     """--resident-constants: "auto", or the bytes to reserve ("none": 0)."""
-    from tessel.errors import TesselConfigError
     from tessel.scenario.run import AUTO
 
     if text in ("none", AUTO):

@@ -162,3 +162,19 @@ def test_functional_first_frames_are_bit_exact():
     assert check.bit_exact and check.mismatched == 0
     # the simulator's cycles and the estimate the schedule used agree within 2 %
     assert abs(check.simulated_cycles - check.estimated_cycles) <= 0.02 * check.simulated_cycles
+
+
+def test_cli_run_never_overwrites_its_inputs(tmp_path, capsys):
+    toml = tmp_path / "xr.toml"
+    toml.write_text(_shipped_text())
+    before = toml.read_bytes()
+    assert main(["scenario", "run", str(toml), "--html", str(toml)]) == 1
+    assert "refusing to write" in capsys.readouterr().err and toml.read_bytes() == before
+    assert main(["scenario", "run", str(toml), "--trace", str(tmp_path / "no" / "t.json")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+
+
+def _shipped_text() -> str:
+    from importlib import resources
+
+    return (resources.files("tessel.scenario") / "scenarios" / "xr_glasses.toml").read_text()
