@@ -1,8 +1,9 @@
 """The scheduler (tessel.scenario.scheduler) against oracles written here independently:
 
 * a brute-force simulation that advances time one cycle at a time (RM and EDF, with
-  preemption at step boundaries and without preemption), equal to the scheduler's timeline
-  cycle for cycle and job for job on small random task sets;
+  preemption at step boundaries and without preemption, release jitter, dependencies and
+  save / restore costs), equal to the scheduler's timeline cycle for cycle and job for job
+  on small random task sets;
 * response-time analysis for fixed priority with blocking (preemption only at step
   boundaries, so a lower-priority step that started one cycle before a release blocks for
   its length minus one cycle): every simulated response <= the bound, and equal to it at the
@@ -17,25 +18,29 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessel.scenario.scheduler import Policy, SliceKind, Task, simulate
+from tessel.scenario.scheduler import Policy, SliceKind, Task, jitters, simulate
 
 
 # ---- brute force: one cycle at a time --------------------------------------------------------
-def brute_force(tasks, window, edf, preemptive):
-    """(cycle -> (task, frame, step), (task, frame) -> finish) by stepping cycle by cycle."""
+def brute_force(tasks, window, edf, preemptive, seed=0):
+    """(cycle -> (task, frame, kind, step), (task, frame) -> finish) by stepping cycle by
+    cycle (release delays: the scheduler's seeded draws, `jitters`); a job preempted at a
+    boundary pays its save cycles there and its restore cycles when it resumes."""
     jobs = []
     for i, t in enumerate(tasks):
-        k = 0
-        while t.offset + math.floor(k * t.period) < window:
+        frames = 0
+        while t.offset + math.floor(frames * t.period) < window:
+            frames += 1
+        delays = jitters(t, i, frames, seed)
+        for k in range(frames):
             a = t.offset + math.floor(k * t.period)
-            jobs.append({"task": i, "frame": k, "arrival": a, "deadline": a + t.deadline,
-                         "step": 0, "left": 0, "finish": None})
-            k += 1
+            jobs.append({"task": i, "frame": k, "arrival": a, "ready": a + delays[k],
+                         "deadline": a + t.deadline, "step": 0, "finish": None})
     by_key = {(j["task"], j["frame"]): j for j in jobs}
     names = [t.name for t in tasks]
 
     def ready(j, now):
-        if j["finish"] is not None or j["arrival"] > now:
+        if j["finish"] is not None or j["ready"] > now:
             return False
         earlier = by_key.get((j["task"], j["frame"] - 1))
         if earlier is not None and earlier["finish"] is None:
@@ -52,27 +57,40 @@ def brute_force(tasks, window, edf, preemptive):
             return (j["deadline"], prio, j["arrival"], j["task"])
         return (prio, j["arrival"], j["task"])
 
-    busy, now, running = {}, 0, None
+    busy, now, prev, phases = {}, 0, None, []  # phases: [job, kind, step, cycles left]
     while any(j["finish"] is None for j in jobs):
-        if running is None or running["left"] == 0:
+        if not phases:
+            held = prev is not None and prev["finish"] is None
             candidates = [j for j in jobs if ready(j, now)]
-            unfinished = running is not None and running["finish"] is None
-            if unfinished and not preemptive:
-                running = running
+            if held and not preemptive:
+                pick = prev
             elif candidates:
-                running = min(candidates, key=urgency)
+                pick = min(candidates, key=urgency)
             else:
-                running = None
                 now += 1
                 continue
-            running["left"] = tasks[running["task"]].steps[running["step"]]
-        busy[now] = (running["task"], running["frame"], running["step"])
+            task = tasks[pick["task"]]
+            if held and pick is not prev:  # preempted at this boundary: save its state
+                b = prev["step"] - 1
+                prev["saved"] = b
+                save = tasks[prev["task"]].save
+                if b < len(save) and save[b]:
+                    phases.append([prev, SliceKind.SAVE, b, save[b]])
+            if pick.get("saved") is not None:  # resumed: restore it
+                b = pick.pop("saved")
+                if b < len(task.restore) and task.restore[b]:
+                    phases.append([pick, SliceKind.RESTORE, b, task.restore[b]])
+            phases.append([pick, SliceKind.STEP, pick["step"], task.steps[pick["step"]]])
+            pick["step"] += 1
+            prev = pick
+        job, kind, step, _ = phase = phases[0]
+        busy[now] = (job["task"], job["frame"], kind, step)
         now += 1
-        running["left"] -= 1
-        if running["left"] == 0:
-            running["step"] += 1
-            if running["step"] == len(tasks[running["task"]].steps):
-                running["finish"] = now
+        phase[3] -= 1
+        if phase[3] == 0:
+            phases.pop(0)
+            if kind is SliceKind.STEP and step == len(tasks[job["task"]].steps) - 1:
+                job["finish"] = now
     return busy, {(j["task"], j["frame"]): j["finish"] for j in jobs}
 
 
@@ -80,10 +98,9 @@ def occupancy(timeline, tasks):
     index = {t.name: i for i, t in enumerate(tasks)}
     busy = {}
     for s in timeline.slices:
-        assert s.kind is SliceKind.STEP
         for c in range(s.start, s.end):
             assert c not in busy, f"two slices at cycle {c}"
-            busy[c] = (index[s.task], s.frame, s.step)
+            busy[c] = (index[s.task], s.frame, s.kind, s.step)
     finish = {(index[j.task], j.frame): j.finish for j in timeline.jobs}
     return busy, finish
 
@@ -95,25 +112,31 @@ def task_sets(draw, chains=False):
     for i in range(n):
         period = draw(st.integers(4, 24))
         steps = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=4)))
+        switch = st.lists(st.integers(0, 3), min_size=len(steps), max_size=len(steps))
+        save, restore = (tuple(draw(switch)), tuple(draw(switch))) if draw(st.booleans()) \
+            else ((), ())
         after = ()
         if chains and i > 0 and draw(st.booleans()):
             after = (tasks[i - 1].name,)
             period = int(tasks[i - 1].period)
         tasks.append(Task(f"t{i}", Fraction(period), draw(st.integers(1, period)), i + 1,
-                          steps, offset=draw(st.integers(0, period - 1)), after=after))
+                          steps, offset=draw(st.integers(0, period - 1)),
+                          jitter=draw(st.sampled_from([0, 0, 2, 5])), after=after,
+                          save=save, restore=restore))
     # rate monotonic priorities (shorter period first, then order), as the spec assigns them
     order = sorted(range(n), key=lambda k: (tasks[k].period, k))
     prio = {k: r + 1 for r, k in enumerate(order)}
-    return [Task(t.name, t.period, t.deadline, prio[k], t.steps, t.offset, after=t.after)
-            for k, t in enumerate(tasks)]
+    return [Task(t.name, t.period, t.deadline, prio[k], t.steps, t.offset, t.jitter, t.after,
+                 t.save, t.restore) for k, t in enumerate(tasks)]
 
 
 @settings(max_examples=150, deadline=None)
 @given(task_sets(chains=True), st.sampled_from([Policy.FIXED, Policy.EDF]), st.booleans(),
-       st.integers(20, 90))
-def test_timeline_equals_brute_force(tasks, policy, preemptive, window):
-    tl = simulate(tasks, window, policy, preemptive=preemptive)
-    assert occupancy(tl, tasks) == brute_force(tasks, window, policy is Policy.EDF, preemptive)
+       st.integers(20, 90), st.integers(0, 3))
+def test_timeline_equals_brute_force(tasks, policy, preemptive, window, seed):
+    tl = simulate(tasks, window, policy, preemptive=preemptive, seed=seed)
+    assert occupancy(tl, tasks) == brute_force(tasks, window, policy is Policy.EDF, preemptive,
+                                               seed)
 
 
 def test_brute_force_agrees_on_a_hand_checked_case():
@@ -183,15 +206,15 @@ def test_every_response_within_the_rta_bound(tasks, preemptive, seed):
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(8, 40), st.integers(1, 4)), min_size=1, max_size=4),
-       st.integers(1, 8), st.data())
-def test_rta_is_reached_at_the_critical_instant(hp, long_step, data):
+       st.integers(1, 8))
+def test_rta_is_reached_at_the_critical_instant(hp, long_step):
     """Every task but the lowest: fully preemptive (1-cycle steps), released together at
     cycle 1; the lowest runs one long step from cycle 0. The first job of each then takes
     exactly the analysis' bound."""
     tasks = [Task(f"t{i}", Fraction(p), p, i + 1, (1,) * c, offset=1)
              for i, (p, c) in enumerate(hp)]
     tasks.append(Task("low", Fraction(1000), 1000, len(hp) + 1, (long_step,)))
-    tl = simulate(tasks, 200, Policy.FIXED)
+    tl = simulate(tasks, 1000, Policy.FIXED)  # the window covers every bound (<= 1000)
     for i, t in enumerate(tasks[:-1]):
         bound = rta(tasks, i)
         if bound is None or any(rta(tasks, k) is None for k in range(i)):
@@ -203,5 +226,5 @@ def test_rta_is_reached_at_the_critical_instant(hp, long_step, data):
     if low is not None:  # the lowest, made fully preemptive, released with the rest at 1
         again = [Task(t.name, t.period, t.deadline, t.priority, t.steps, 1) for t in tasks[:-1]]
         again.append(Task("low", Fraction(1000), 1000, len(hp) + 1, (1,) * long_step, 1))
-        tl = simulate(again, 200, Policy.FIXED)
+        tl = simulate(again, 1000, Policy.FIXED)
         assert tl.task_jobs("low")[0].response == low
