@@ -131,12 +131,14 @@ def _read_files(args: argparse.Namespace, scenario) -> list[Path]:
     return [f for f in files if f is not None]
 
 
-def _reserve(text: str) -> int | str:
-    """--resident-constants: "auto", or the bytes to reserve ("none": 0)."""
-    from tessel.scenario.run import AUTO
+def _reserve(text: str):
+    """--resident-constants: `Reserve.AUTO`, or the bytes to reserve ("none": 0)."""
+    from tessel.scenario.run import Reserve
 
-    if text in ("none", AUTO):
-        return 0 if text == "none" else AUTO
+    if text == "none":
+        return 0
+    if text == Reserve.AUTO.value:
+        return Reserve.AUTO
     try:
         return int(text) * 1024
     except ValueError:

@@ -7,6 +7,7 @@ and power (tessel.scenario.report).
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -35,7 +36,12 @@ from tessel.scenario.switch import SwitchCosts
 
 MAX_WINDOW_S = 60.0  # a longer window is a typo, and would take long to simulate
 MAX_JOBS = 200_000
-AUTO = "auto"  # `resident_constants`: try `constants.reserves` and keep the best
+
+
+class Reserve(enum.Enum):
+    """`resident_constants` other than a number of bytes."""
+
+    AUTO = "auto"  # try `constants.reserves`, keep the best
 
 
 def tasks_of(scenario: Scenario, profiles: dict[str, ModelProfile],
@@ -75,23 +81,24 @@ def check_reserve(arch: NpuArch, reserve: int) -> None:
 def run_scenario(scenario: Scenario, arch: NpuArch, *, policy: Policy = Policy.FIXED,
                  window_s: float | None = None, idle_gating: float = 0.0, seed: int = 0,
                  preemptive: bool = True, options: CompileOptions | None = None,
-                 resident_constants: int | str = 0,
+                 resident_constants: int | Reserve = 0,
                  progress: Callable[[str], None] | None = None) -> ScenarioReport:
     """Profile, schedule and report ``scenario`` on ``arch`` (see the module docstring).
     ``resident_constants``: SRAM bytes set aside for constants kept on chip across frames
-    (0: none, every frame reads them), or ``"auto"``: each of `constants.reserves` tried, the
+    (0: none, every frame reads them), or ``Reserve.AUTO``: each of `constants.reserves` tried, the
     report of lowest average power kept among those with no more deadline misses than none
     (its `tried` lists them all)."""
     pm = PowerModel.of(arch, idle_gating)
     window = window_cycles(scenario, window_s, pm)
     say = progress or (lambda msg: None)
-    if resident_constants != AUTO:
+    auto = resident_constants is Reserve.AUTO
+    if not auto:
         check_reserve(arch, int(resident_constants))
     graphs = {}
     for m in scenario.models:
         say(f"quantising {m.name} ({m.model})")
         graphs[m.name] = _graph(m, arch)
-    tries = reserves(arch) if resident_constants == AUTO else [int(resident_constants)]
+    tries = reserves(arch) if auto else [int(resident_constants)]
     reports = []
     for reserve in tries:
         say(f"scheduling every model for {arch.onchip.sram_bytes - reserve} bytes of SRAM "

@@ -14,6 +14,7 @@ from typing import Any
 
 from tessel.fileio import write_atomic
 from tessel.scenario.report import ScenarioReport
+from tessel.scenario.scheduler import SliceKind
 
 PID = 1
 
@@ -47,7 +48,7 @@ def trace_events(report: ScenarioReport) -> dict[str, Any]:
             events.append({"name": "deadline missed", "cat": "deadline", "ph": "i", "s": "t",
                            "pid": PID, "tid": tid[j.task], "ts": us(j.deadline)})
     for s in report.timeline.slices:
-        label = names[s.task][s.step] if s.kind.value == "step" else s.kind.value
+        label = names[s.task][s.step] if s.kind is SliceKind.STEP else s.kind.value
         events.append({"name": label, "cat": s.kind.value, "ph": "X", "pid": PID,
                        "tid": tid[s.task], "ts": us(s.start),
                        "dur": round(us(s.end) - us(s.start), 3),

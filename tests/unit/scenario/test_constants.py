@@ -90,3 +90,19 @@ def test_bad_reserves_are_refused(capsys):
     assert main(["scenario", "run", "xr_glasses", "--resident-constants", "lots"]) != 0
     assert "--resident-constants must be none, auto or a number of KiB" in \
         capsys.readouterr().err
+
+
+def test_auto_keeps_the_lowest_power_of_the_reserves_tried():
+    from tessel.scenario import parse_scenario
+    from tessel.scenario.run import Reserve
+
+    sc = parse_scenario("\n".join(
+        f'[[model]]\nname = "{n}"\nmodel = "{n}"\nrate_hz = {r}\n'
+        for n, r in (("hand_det", 30), ("kws_res8", 10))), "x.toml", None)
+    arch = load_target("tnpu-s")
+    report = run_scenario(sc, arch, window_s=0.1, resident_constants=Reserve.AUTO)
+    assert [t[0] for t in report.tried] == reserves(arch)
+    none = report.tried[0]
+    eligible = [t for t in report.tried if t[3] <= none[3]]
+    assert report.power_mw == min(t[2] for t in eligible)
+    assert report.constants.reserve == min(eligible, key=lambda t: t[2])[0]
