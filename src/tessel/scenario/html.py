@@ -86,9 +86,12 @@ def power_png(report: ScenarioReport) -> bytes:
 
 
 def _zoom(report: ScenarioReport) -> int:
-    """The end of the first frames: the latest finish of every model's first job."""
+    """The end of the first frames: the latest finish of every model's first job, at most two
+    of the shortest periods (an overloaded NPU finishes some first job only at the end)."""
     first = [j.finish for j in report.timeline.jobs if j.frame == 0]
-    return max(1, int(max(first, default=report.span) * 1.05))
+    shortest = min(m.period_s for m in report.scenario.models)
+    cap = 2 * report.power.cycles(shortest)
+    return max(1, int(min(max(first, default=report.span) * 1.05, cap)))
 
 
 def scenario_html(report: ScenarioReport) -> str:
