@@ -150,8 +150,11 @@ class ScenarioReport:
                    f" of {c.reserve:,} bytes reserved)" if c.resident else
                    "constants read from memory every frame")
         separate = sum(p.arena_bytes for p in self.profiles.values())
+        host = [f"{n} {len(p.host_ops)}" for n, p in self.profiles.items() if p.host_ops]
         return (f"{on_chip}; shared activation arena {self.shared_arena_bytes:,} bytes "
-                f"({separate:,} if every model had its own)")
+                f"({separate:,} if every model had its own)" + (
+                    f"\nhost ops (run on the CPU, not on this timeline): {', '.join(host)}"
+                    if host else ""))
 
     def model_table(self) -> Table:
         rows = [(m.name, m.model, f"{m.rate_hz:g}", f"{m.deadline_ms:.2f}", str(m.priority),
