@@ -50,6 +50,15 @@ class ModelProfile:
         return sum(self.dynamic_pj.values())
 
 
+def named(exc: TesselError, who: str) -> TesselError:
+    """``exc`` with ``who`` in front of its message: of its own class where the constructor
+    takes the message alone, else a TesselError."""
+    try:
+        return type(exc)(f"{who}: {exc}")
+    except TypeError:
+        return TesselError(f"{who}: {exc}")
+
+
 def quantised_graph(sm: ScenarioModel, samples: int = CALIBRATION_SAMPLES) -> Graph:
     """The integer graph of a scenario's model (its zoo calibration data, its inputs file if
     given), through the graph cache."""
@@ -85,8 +94,7 @@ def profile_model(sm: ScenarioModel, arch: NpuArch, options: CompileOptions | No
         graph = graph if graph is not None else quantised_graph(sm)
         schedule, part = schedule_of(graph, arch, options)
     except TesselError as exc:
-        raise type(exc)(f"scenario model {sm.name!r} ({sm.model}) on {arch.name}: {exc}"
-                        ) from None
+        raise named(exc, f"scenario model {sm.name!r} ({sm.model}) on {arch.name}") from None
     if not schedule.steps:
         raise TesselError(f"scenario model {sm.name!r} ({sm.model}) has no NPU step on "
                           f"{arch.name}: every op runs on the host")

@@ -14,6 +14,7 @@ from fractions import Fraction
 
 from tessel.arch import CompileOptions, NpuArch
 from tessel.errors import TesselConfigError, TesselError
+from tessel.ir import Graph
 from tessel.scenario.constants import (
     NO_RESIDENCY,
     SRAM_GRANULE,
@@ -25,13 +26,14 @@ from tessel.scenario.constants import (
 from tessel.scenario.power import PowerModel
 from tessel.scenario.profile import (
     ModelProfile,
+    named,
     profile_model,
     quantised_graph,
     with_resident_constants,
 )
 from tessel.scenario.report import ScenarioReport
 from tessel.scenario.scheduler import Policy, Task, simulate
-from tessel.scenario.spec import Scenario
+from tessel.scenario.spec import Scenario, ScenarioModel
 from tessel.scenario.switch import SwitchCosts
 
 MAX_WINDOW_S = 60.0  # a longer window is a typo, and would take long to simulate
@@ -97,7 +99,7 @@ def run_scenario(scenario: Scenario, arch: NpuArch, *, policy: Policy = Policy.F
     graphs = {}
     for m in scenario.models:
         say(f"quantising {m.name} ({m.model})")
-        graphs[m.name] = _graph(m, arch)
+        graphs[m.name] = _graph(m)
     tries = reserves(arch) if auto else [int(resident_constants)]
     reports = []
     for reserve in tries:
@@ -129,11 +131,11 @@ def run_scenario(scenario: Scenario, arch: NpuArch, *, policy: Policy = Policy.F
     return best.with_tried(tried) if len(reports) > 1 else best
 
 
-def _graph(m, arch: NpuArch):
+def _graph(m: ScenarioModel) -> Graph:
     try:
         return quantised_graph(m)
     except TesselError as exc:
-        raise type(exc)(f"scenario model {m.name!r} ({m.model}): {exc}") from None
+        raise named(exc, f"scenario model {m.name!r} ({m.model})") from None
 
 
 def _profiles(scenario: Scenario, arch: NpuArch, reserve: int, graphs: dict,

@@ -178,3 +178,13 @@ def _shipped_text() -> str:
     from importlib import resources
 
     return (resources.files("tessel.scenario") / "scenarios" / "xr_glasses.toml").read_text()
+
+
+def test_errors_name_the_scenario_model_whatever_their_class():
+    from tessel.errors import TesselError, TesselParseError
+    from tessel.scenario.profile import named
+
+    err = named(TesselCompileError("too big"), "scenario model 'g'")
+    assert type(err) is TesselCompileError and str(err) == "scenario model 'g': too big"
+    err = named(TesselParseError("bad", 3, 4, "x.tir"), "scenario model 'g'")
+    assert type(err) is TesselError and str(err) == "scenario model 'g': x.tir:3:4: bad"
