@@ -72,9 +72,9 @@ class ScenarioReport:
         for s in self.timeline.slices:
             sw = self.switches[s.task]
             if s.kind is SliceKind.SAVE:
-                out[s.task] += sw.save[s.step].energy_pj
+                out[s.task] += self.power.dynamic_pj(sw.save[s.step].energy_pj)
             elif s.kind is SliceKind.RESTORE:
-                out[s.task] += sw.restore[s.step].energy_pj
+                out[s.task] += self.power.dynamic_pj(sw.restore[s.step].energy_pj)
         return out
 
     @cached_property

@@ -188,3 +188,20 @@ def test_errors_name_the_scenario_model_whatever_their_class():
     assert type(err) is TesselCompileError and str(err) == "scenario model 'g': too big"
     err = named(TesselParseError("bad", 3, 4, "x.tir"), "scenario model 'g'")
     assert type(err) is TesselError and str(err) == "scenario model 'g': x.tir:3:4: bad"
+
+
+def test_cli_run_unknown_model_is_named_with_its_line(tmp_path, capsys):
+    toml = tmp_path / "s.toml"
+    toml.write_text('[[model]]\nname = "e"\nmodel = "eye_segg"\nrate_hz = 60\n')
+    assert main(["scenario", "run", str(toml)]) == 1
+    err = capsys.readouterr().err
+    assert "s.toml:3:" in err and "unknown model 'eye_segg'" in err and "eye_seg" in err
+
+
+def test_a_dynamic_energy_scale_scales_every_dynamic_energy(xr):
+    import dataclasses
+
+    half = dataclasses.replace(xr, power=dataclasses.replace(xr.power, dynamic_scale=0.5))
+    for k, v in xr.energy_pj.items():
+        static = k.startswith("static")
+        assert half.energy_pj[k] == pytest.approx(v if static else 0.5 * v)
