@@ -37,7 +37,7 @@ from tessel.scenario.spec import Scenario, ScenarioModel
 from tessel.scenario.switch import SwitchCosts
 
 MAX_WINDOW_S = 60.0  # a longer window is a typo, and would take long to simulate
-MAX_JOBS = 200_000
+MAX_JOBS = 50_000  # about 20 s of scheduling on models of tens of steps
 
 
 class Reserve(enum.Enum):
