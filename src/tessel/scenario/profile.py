@@ -51,12 +51,9 @@ class ModelProfile:
 
 
 def named(exc: TesselError, who: str) -> TesselError:
-    """``exc`` with ``who`` in front of its message: of its own class where the constructor
-    takes the message alone, else a TesselError."""
-    try:
-        return type(exc)(f"{who}: {exc}")
-    except TypeError:
-        return TesselError(f"{who}: {exc}")
+    """``exc`` (its class and attributes kept) with ``who`` in front of its message."""
+    exc.args = (f"{who}: {exc}",)
+    return exc
 
 
 def quantised_graph(sm: ScenarioModel, samples: int = CALIBRATION_SAMPLES) -> Graph:

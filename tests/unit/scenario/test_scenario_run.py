@@ -181,13 +181,17 @@ def _shipped_text() -> str:
 
 
 def test_errors_name_the_scenario_model_whatever_their_class():
-    from tessel.errors import TesselError, TesselParseError
+    from tessel.errors import TesselParseError, TesselUnsupportedOpError
     from tessel.scenario.profile import named
 
     err = named(TesselCompileError("too big"), "scenario model 'g'")
     assert type(err) is TesselCompileError and str(err) == "scenario model 'g': too big"
     err = named(TesselParseError("bad", 3, 4, "x.tir"), "scenario model 'g'")
-    assert type(err) is TesselError and str(err) == "scenario model 'g': x.tir:3:4: bad"
+    assert type(err) is TesselParseError and err.line == 3
+    assert str(err) == "scenario model 'g': x.tir:3:4: bad"
+    err = named(TesselUnsupportedOpError([("fft", "m.py:3")]), "scenario model 'g'")
+    assert str(err).startswith("scenario model 'g': 1 unsupported op(s):\n  fft at m.py:3")
+    assert err.unsupported == [("fft", "m.py:3")]
 
 
 def test_cli_run_unknown_model_is_named_with_its_line(tmp_path, capsys):
