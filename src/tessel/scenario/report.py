@@ -17,6 +17,7 @@ import numpy as np
 
 from tessel.display import Table, plural
 from tessel.scenario.constants import NO_RESIDENCY, ConstantsPlan
+from tessel.scenario.memory import MemoryMap
 from tessel.scenario.power import PowerModel
 from tessel.scenario.profile import ModelProfile
 from tessel.scenario.scheduler import Policy, SliceKind, Timeline
@@ -55,6 +56,7 @@ class ScenarioReport:
     timeline: Timeline
     preemptive: bool = True  # at step boundaries (False: a started job runs to its end)
     constants: ConstantsPlan = NO_RESIDENCY
+    memory: MemoryMap | None = None  # where the scenario's data lives (tessel.scenario.memory)
     # with an automatic constants plan: (reserve, resident models, mW, misses) of each tried
     tried: tuple[tuple[int, tuple[str, ...], float, int], ...] = ()
 
@@ -151,8 +153,9 @@ class ScenarioReport:
                    "constants read from memory every frame")
         separate = sum(p.arena_bytes for p in self.profiles.values())
         host = [f"{n} {len(p.host_ops)}" for n, p in self.profiles.items() if p.host_ops]
+        mem = "" if self.memory is None else f"\nmemory: {self.memory.text()}"
         return (f"{on_chip}; shared activation arena {self.shared_arena_bytes:,} bytes "
-                f"({separate:,} if every model had its own)" + (
+                f"({separate:,} if every model had its own)" + mem + (
                     f"\nhost ops (run on the CPU, not on this timeline): {', '.join(host)}"
                     if host else ""))
 
@@ -193,6 +196,9 @@ class ScenarioReport:
             "constants_plans_tried": [{"reserve_bytes": r, "models": list(m), "power_mw": p,
                                        "deadline_misses": k} for r, m, p, k in self.tried],
             "shared_arena_bytes": self.shared_arena_bytes,
+            "memory": None if self.memory is None else [
+                {"what": r.what, "memory": r.memory, "address": r.address, "bytes": r.nbytes}
+                for r in self.memory.regions],
             "power_mw": {k: pm.power_mw(v, self.span) for k, v in self.energy_pj.items()},
             "models": [m.__dict__ for m in self.models],
             "jobs": [{"model": j.task, "frame": j.frame, "release_ms": pm.ms(j.arrival),

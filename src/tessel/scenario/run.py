@@ -7,6 +7,7 @@ and power (tessel.scenario.report).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from tessel.scenario.constants import (
     reserves,
     saving_per_byte_pj,
 )
+from tessel.scenario.memory import memory_map
 from tessel.scenario.power import PowerModel
 from tessel.scenario.profile import (
     ModelProfile,
@@ -122,8 +124,10 @@ def run_scenario(scenario: Scenario, arch: NpuArch, *, policy: Policy = Policy.F
         switches = {n: SwitchCosts.of(p.live_bytes, arch) for n, p in profiles.items()}
         timeline = simulate(tasks_of(scenario, profiles, switches, pm), window, policy,
                             preemptive=preemptive, seed=seed)
-        reports.append(ScenarioReport(scenario, arch.name, policy, pm, profiles, switches,
-                                      timeline, preemptive, plan))
+        report = ScenarioReport(scenario, arch.name, policy, pm, profiles, switches, timeline,
+                                preemptive, plan)
+        layout = memory_map(profiles, plan, report.shared_arena_bytes, arch)
+        reports.append(dataclasses.replace(report, memory=layout))
     floor = reports[0].misses
     best = min((r for r in reports if r.misses <= floor), key=lambda r: r.power_mw)
     tried = tuple((r.constants.reserve, r.constants.resident, r.power_mw, r.misses)

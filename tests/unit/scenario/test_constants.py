@@ -106,3 +106,31 @@ def test_auto_keeps_the_lowest_power_of_the_reserves_tried():
     eligible = [t for t in report.tried if t[3] <= none[3]]
     assert report.power_mw == min(t[2] for t in eligible)
     assert report.constants.reserve == min(eligible, key=lambda t: t[2])[0]
+
+
+def test_the_memory_map_places_every_model_without_overlap():
+    arch, sc = load_target("tnpu-s"), load_scenario("xr_glasses")
+    report = run_scenario(sc, arch, window_s=0.05, resident_constants=64 * 1024)
+    regions = report.memory.regions
+    assert {r.what for r in regions} == {f"constants of {m.name}" for m in sc.models} | {
+        "shared activation arena"}
+    for mem in {r.memory for r in regions}:
+        spans = sorted((r.address, r.address + r.nbytes) for r in regions if r.memory == mem)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), mem
+        assert all(lo % 64 == 0 for lo, _ in spans)
+    for r in regions:
+        if r.memory == "sram":  # resident constants sit in the reserve, above the scratchpad
+            assert r.what.removeprefix("constants of ") in report.constants.resident
+            assert arch.onchip.sram_bytes - 64 * 1024 <= r.address
+            assert r.address + r.nbytes <= arch.onchip.sram_bytes
+    arena = next(r for r in regions if r.what == "shared activation arena")
+    assert arena.nbytes == report.shared_arena_bytes
+
+
+def test_models_that_fit_alone_but_not_together_are_refused():
+    from tessel.errors import TesselCompileError
+
+    arch = load_target("tnpu-s").with_param("offchip.lpddr.size_bytes", 2 << 20)
+    with pytest.raises(TesselCompileError, match="the scenario needs .* bytes of lpddr but it "
+                                                 "has 2,097,152 .*constants of gaze 1,833,388"):
+        run_scenario(load_scenario("xr_glasses"), arch, window_s=0.05)
