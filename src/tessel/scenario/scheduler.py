@@ -126,11 +126,9 @@ class Timeline:
     def end(self) -> int:
         return max([self.window] + [s.end for s in self.slices])
 
-    def busy(self, kind: SliceKind | None = None, until: int | None = None) -> int:
-        """Cycles the NPU is busy (with slices of ``kind``) before ``until`` (default: end)."""
-        stop = self.end if until is None else until
-        return sum(max(0, min(s.end, stop) - s.start) for s in self.slices
-                   if kind is None or s.kind is kind)
+    def busy(self, kind: SliceKind | None = None) -> int:
+        """Cycles the NPU is busy (with slices of ``kind``)."""
+        return sum(s.end - s.start for s in self.slices if kind is None or s.kind is kind)
 
     def task_jobs(self, name: str) -> list[Job]:
         return [j for j in self.jobs if j.task == name]
