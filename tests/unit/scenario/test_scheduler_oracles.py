@@ -228,3 +228,38 @@ def test_rta_is_reached_at_the_critical_instant(hp, long_step):
         again.append(Task("low", Fraction(1000), 1000, len(hp) + 1, (1,) * long_step, 1))
         tl = simulate(again, 1000, Policy.FIXED)
         assert tl.task_jobs("low")[0].response == low
+
+
+def test_rta_bounds_the_xr_models_with_their_real_steps():
+    """The XR models' steps (the schedule stage's estimates on tnpu-xs, where the NPU is
+    loaded), as independent tasks at their rates with random offsets: every response within
+    the analysis' bound where it applies."""
+    import numpy as np
+
+    from tessel.arch import load_target
+    from tessel.scenario import load_scenario
+    from tessel.scenario.power import PowerModel
+    from tessel.scenario.profile import profile_model
+
+    arch = load_target("tnpu-xs")
+    sc = load_scenario("xr_glasses")
+    pm = PowerModel.of(arch)
+    rng = np.random.default_rng(0)
+    # keep the load below one: eye segmentation at a quarter of its rate
+    rates = {m.name: m.rate_hz / (4 if m.name == "eye_seg" else 1) for m in sc.models}
+    base = [(m, profile_model(m, arch).steps) for m in sc.models]
+    checked = 0
+    for _ in range(5):
+        tasks = []
+        for m, steps in base:
+            period = pm.period_cycles(rates[m.name])
+            tasks.append(Task(m.name, period, math.floor(period), m.priority, steps,
+                              offset=int(rng.integers(0, int(period)))))
+        tl = simulate(tasks, int(2 * max(t.period for t in tasks)), Policy.FIXED)
+        for i, t in enumerate(tasks):
+            if any(rta(tasks, k) is None for k, u in enumerate(tasks)
+                   if u.priority <= t.priority):
+                continue
+            assert max(j.response for j in tl.task_jobs(t.name)) <= rta(tasks, i)
+            checked += 1
+    assert checked >= 10
