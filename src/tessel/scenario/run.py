@@ -85,14 +85,15 @@ def check_reserve(arch: NpuArch, reserve: int) -> None:
 def run_scenario(scenario: Scenario, arch: NpuArch, *, policy: Policy = Policy.FIXED,
                  window_s: float | None = None, idle_gating: float = 0.0, seed: int = 0,
                  preemptive: bool = True, options: CompileOptions | None = None,
-                 resident_constants: int | Reserve = 0,
+                 resident_constants: int | Reserve = 0, power: PowerModel | None = None,
                  progress: Callable[[str], None] | None = None) -> ScenarioReport:
     """Profile, schedule and report ``scenario`` on ``arch`` (see the module docstring).
     ``resident_constants``: SRAM bytes set aside for constants kept on chip across frames
     (0: none, every frame reads them), or ``Reserve.AUTO``: each of `constants.reserves` tried, the
     report of lowest average power kept among those with no more deadline misses than none
-    (its `tried` lists them all)."""
-    pm = PowerModel.of(arch, idle_gating)
+    (its `tried` lists them all). ``power``: the clock, leakage and dynamic-energy scale of
+    an operating point (default: the preset's, `PowerModel.of(arch, idle_gating)`)."""
+    pm = power if power is not None else PowerModel.of(arch, idle_gating)
     window = window_cycles(scenario, window_s, pm)
     say = progress or (lambda msg: None)
     auto = resident_constants is Reserve.AUTO

@@ -209,3 +209,18 @@ def test_a_dynamic_energy_scale_scales_every_dynamic_energy(xr):
     for k, v in xr.energy_pj.items():
         static = k.startswith("static")
         assert half.energy_pj[k] == pytest.approx(v if static else 0.5 * v)
+
+
+def test_an_operating_point_changes_every_conversion_together():
+    from tessel.scenario.power import PowerModel
+
+    sc, arch = load_scenario("xr_glasses"), load_target("tnpu-s")
+    nominal = run_scenario(sc, arch, window_s=0.05)
+    slow = run_scenario(sc, arch, window_s=0.05, power=PowerModel(
+        arch.clock_hz // 2, arch.energy.static_power_mw / 2, dynamic_scale=0.6))
+    first = min(nominal.models, key=lambda m: m.priority).name
+    fast_ms = next(m.max_ms for m in nominal.models if m.name == first)
+    assert next(m.max_ms for m in slow.models if m.name == first) == pytest.approx(2 * fast_ms)
+    for k, v in nominal.energy_pj.items():
+        if not k.startswith("static") and v:
+            assert slow.energy_pj[k] == pytest.approx(0.6 * v)
