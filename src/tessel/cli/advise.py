@@ -1,6 +1,8 @@
 """CLI: `tessel advise MODEL --target PRESET [--json] [--calibration N] [--layers N] [--confirm]`:
 co-design advice (tessel.analysis.advise) — which hardware limit binds and what each 2x
-relaxation of the NPU buys, ranked, with its area cost."""
+relaxation of the NPU buys, ranked, with its area cost. `tessel advise --scenario FILE|NAME
+--target PRESET`: the same for a scenario (tessel.scenario.advise) — the model and layers that
+limit its schedule, and each relaxation's gain with the whole scenario run again."""
 
 from __future__ import annotations
 
@@ -22,7 +24,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "advise", help="co-design advice: the binding hardware limit per layer and the gain "
         "of relaxing each NPU parameter by 2x (compiler in the loop), ranked, with area cost")
-    p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
+    p.add_argument("model", nargs="?", help="zoo name (see `tessel models`) or "
+                   "path/to/file.py:factory")
+    p.add_argument("--scenario", metavar="FILE|NAME", help="advise for a scenario instead of "
+                   "one model: the model and layers limiting its schedule, and what each 2x "
+                   "relaxation gains with the whole scenario run again (deadline slack, busy, "
+                   "average power)")
+    p.add_argument("--policy", choices=("rm", "edf"), default="rm",
+                   help="with --scenario: the scheduling policy (see `tessel scenario run`)")
+    p.add_argument("--window-ms", type=float, default=None,
+                   help="with --scenario: simulate this window (default: the hyperperiod)")
+    p.add_argument("--idle-gating", type=float, default=0.0, metavar="FRACTION",
+                   help="with --scenario: share of idle leakage power-gated (0 .. 1)")
+    p.add_argument("--resident-constants", default="none", metavar="none|auto|KIB",
+                   help="with --scenario: constants kept on chip (see `tessel scenario run`)")
     p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
     p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
                    help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
@@ -44,7 +59,11 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
     if args.layers < 0:
         raise TesselConfigError(f"--layers must be >= 0, got {args.layers}")
+    if (args.model is None) == (args.scenario is None):
+        raise TesselConfigError("give a MODEL or --scenario FILE|NAME (one of them)")
     arch = load_target(args.target)
+    if args.scenario is not None:
+        return _advise_scenario(args, arch)
     spec = resolve(args.model)
     graph = quantised_graph(args, spec)
     advice = advise(graph, arch, name=spec.name)
@@ -62,4 +81,27 @@ def cmd_advise(args: argparse.Namespace) -> int:
         print(f"\nconfirmed by recompiling with {check.change}: predicted "
               f"{check.predicted_cycles} cycles, simulated {check.simulated_cycles} "
               f"({check.error_pct:+.2f} %{gain})")
+    return 0
+
+
+def _advise_scenario(args: argparse.Namespace, arch) -> int:
+    from tessel.cli.scenario import _reserve
+    from tessel.progress import info
+    from tessel.scenario import load_scenario
+    from tessel.scenario.advise import advise_scenario
+    from tessel.scenario.scheduler import Policy
+
+    if args.confirm:
+        raise TesselConfigError("--confirm is for one model: with --scenario every relaxation "
+                                "is already measured by running the scenario again")
+    scenario = load_scenario(args.scenario)
+    advice = advise_scenario(
+        scenario, arch, policy=Policy(args.policy),
+        window_s=None if args.window_ms is None else args.window_ms / 1e3,
+        idle_gating=args.idle_gating, resident_constants=_reserve(
+            args.resident_constants), progress=info)
+    if args.json:
+        print(advice.to_json())
+    else:
+        print(advice.text(table_width(args)))
     return 0
