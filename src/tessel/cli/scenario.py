@@ -100,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.functional:
         from tessel.scenario.functional import check_first_frames
 
-        checks = check_first_frames(scenario, arch, progress=info)
+        checks = check_first_frames(scenario, arch, progress=info, constants=report.constants)
     if args.html:
         from tessel.scenario.html import write_scenario_html
 

@@ -13,9 +13,10 @@ knapsack; tests compare it with the exhaustive choice). `reserves` lists the res
 scenario tries; tessel.scenario.run keeps the one of lowest average power that misses no more
 deadlines than none.
 
-What the plan does not model: the one-time load of the resident constants at start-up, and
-the cycles of a resident model's weight loads, which stay those of its schedule (the
-transfers move the same bytes, from on chip; a conservative figure).
+A resident model is then scheduled again with the reserve as its weights memory
+(tessel.scenario.resident), so its cycles and energy both follow: its weight loads are on-chip
+copies, not off-chip reads. The one-time load of the resident constants before the first
+frame is reported apart from the timeline.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """`tessel scenario run --functional`: every model of a scenario compiled for the NPU, its
 first frame (its inputs file, else its example inputs) run on the simulator and compared bit
 for bit with the integer golden model; the simulated cycles are reported next to the
-estimate the schedule used.
+estimate the schedule used. With constants kept on chip (a `ConstantsPlan`), each model is
+compiled as the scenario scheduled it: for the scratchpad the reserve leaves, a resident model
+with the reserve as its weights memory (tessel.scenario.resident).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from tessel.arch import CompileOptions, NpuArch
+from tessel.scenario.constants import NO_RESIDENCY, ConstantsPlan
 from tessel.scenario.profile import quantised_graph
+from tessel.scenario.resident import resident_arch
 from tessel.scenario.spec import Scenario
 
 
@@ -37,13 +41,16 @@ class FrameCheck:
 
 def check_first_frames(scenario: Scenario, arch: NpuArch,
                        options: CompileOptions | None = None,
-                       progress: Callable[[str], None] | None = None) -> list[FrameCheck]:
+                       progress: Callable[[str], None] | None = None,
+                       constants: ConstantsPlan = NO_RESIDENCY) -> list[FrameCheck]:
     from tessel.driver import compile_graph
     from tessel.models import resolve
     from tessel.models.data_files import read_inputs
     from tessel.quant.golden import run_golden
 
     out = []
+    smaller = arch if constants.reserve == 0 else arch.with_param(
+        "onchip.sram_bytes", arch.onchip.sram_bytes - constants.reserve)
     for m in scenario.models:
         if progress is not None:
             progress(f"functional: {m.name} ({m.model}) on the simulator")
@@ -52,7 +59,9 @@ def check_first_frames(scenario: Scenario, arch: NpuArch,
         if m.inputs is not None:
             inputs = read_inputs(m.inputs, inputs)
         arrays = [np.asarray(x.detach().numpy()) for x in inputs]
-        cm = compile_graph(graph, arch, options=options, name=m.name)
+        target = (resident_arch(smaller, constants.reserve) if m.name in constants.resident
+                  else smaller)
+        cm = compile_graph(graph, target, options=options, name=m.name)
         got = cm.run(*arrays)
         want = run_golden(graph, arrays)
         bad = sum(int(np.count_nonzero(np.asarray(g) != np.asarray(w)))

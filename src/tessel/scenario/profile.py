@@ -8,7 +8,6 @@ kept resident across the boundary).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,7 @@ from tessel.isa.events import Events, energy_breakdown_pj
 from tessel.lower.legalize import legalize
 from tessel.lower.partition import partition
 from tessel.scenario.constants import constant_reads
+from tessel.scenario.resident import reserve_energy
 from tessel.scenario.spec import ScenarioModel
 from tessel.schedule.events import step_events
 from tessel.schedule.plan import plan
@@ -100,22 +100,11 @@ def profile_model(sm: ScenarioModel, arch: NpuArch, options: CompileOptions | No
         events = events + step_events(step.work, arch, step.tally)
     return ModelProfile(
         sm.name, sm.model, tuple(s.estimate.cycles for s in schedule.steps),
-        tuple(s.name for s in schedule.steps), energy_breakdown_pj(events, arch),
+        tuple(s.name for s in schedule.steps),
+        reserve_energy(energy_breakdown_pj(events, arch), events, arch),
         len(schedule.constants.blob), constant_reads(schedule),
         arch.offchip[schedule.constants.memory].name, schedule.arena_peak, live_bytes(schedule),
         tuple(f"%{n.name} = {n.op.value}" for n in part.host_ops + part.moved_to_host))
-
-
-def with_resident_constants(p: ModelProfile, arch: NpuArch) -> ModelProfile:
-    """``p`` with its constants read from the SRAM instead of the weights memory (its energy:
-    those bytes charged an SRAM read instead of an off-chip byte; its cycles unchanged)."""
-    mem = next(m for m in arch.offchip if m.name == p.weights_memory)
-    energy = dict(p.dynamic_pj)
-    energy[p.weights_memory] = max(0.0, energy.get(p.weights_memory, 0.0)
-                                   - p.constant_reads * arch.energy.offchip_byte_pj(mem.kind))
-    energy["sram_read"] = energy.get("sram_read", 0.0) + (p.constant_reads
-                                                          * arch.energy.sram_read_byte_pj)
-    return dataclasses.replace(p, dynamic_pj=energy)
 
 
 def live_bytes(schedule: Schedule) -> tuple[int, ...]:

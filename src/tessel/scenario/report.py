@@ -22,7 +22,7 @@ from tessel.scenario.power import PowerModel
 from tessel.scenario.profile import ModelProfile
 from tessel.scenario.scheduler import Policy, SliceKind, Timeline
 from tessel.scenario.spec import Scenario
-from tessel.scenario.switch import SwitchCosts
+from tessel.scenario.switch import SwitchCosts, Transfer
 
 STATIC_BUSY, STATIC_IDLE, SWITCH = "static (busy)", "static (idle)", "save/restore"
 
@@ -59,6 +59,8 @@ class ScenarioReport:
     memory: MemoryMap | None = None  # where the scenario's data lives (tessel.scenario.memory)
     # with an automatic constants plan: (reserve, resident models, mW, misses) of each tried
     tried: tuple[tuple[int, tuple[str, ...], float, int], ...] = ()
+    # the one-time load of the resident constants before the first frame (not in the timeline)
+    preload: Transfer = Transfer(0, 0.0)
 
     def with_tried(self, tried: tuple) -> ScenarioReport:
         return dataclasses.replace(self, tried=tried)
@@ -149,8 +151,10 @@ class ScenarioReport:
     def memory_line(self) -> str:
         c = self.constants
         on_chip = (f"constants on chip across frames: {', '.join(c.resident)} ({c.resident_bytes:,}"
-                   f" of {c.reserve:,} bytes reserved)" if c.resident else
-                   "constants read from memory every frame")
+                   f" of {c.reserve:,} bytes reserved; loaded once before the first frame in "
+                   f"{self.power.ms(self.preload.cycles):.3f} ms, "
+                   f"{self.power.dynamic_pj(self.preload.energy_pj) / 1e6:.2f} uJ, not in the "
+                   "timeline)" if c.resident else "constants read from memory every frame")
         separate = sum(p.arena_bytes for p in self.profiles.values())
         host = [f"{n} {len(p.host_ops)}" for n, p in self.profiles.items() if p.host_ops]
         mem = "" if self.memory is None else f"\nmemory: {self.memory.text()}"
@@ -192,7 +196,9 @@ class ScenarioReport:
             "average_power_mw": self.power_mw,
             "resident_constants": {"reserve_bytes": self.constants.reserve,
                                    "models": list(self.constants.resident),
-                                   "bytes": self.constants.resident_bytes},
+                                   "bytes": self.constants.resident_bytes,
+                                   "preload_ms": pm.ms(self.preload.cycles),
+                                   "preload_uj": pm.dynamic_pj(self.preload.energy_pj) / 1e6},
             "constants_plans_tried": [{"reserve_bytes": r, "models": list(m), "power_mw": p,
                                        "deadline_misses": k} for r, m, p, k in self.tried],
             "shared_arena_bytes": self.shared_arena_bytes,

@@ -20,6 +20,7 @@ from tessel.scenario.constants import (
     NO_RESIDENCY,
     SRAM_GRANULE,
     Candidate,
+    ConstantsPlan,
     plan_constants,
     reserves,
     saving_per_byte_pj,
@@ -31,9 +32,9 @@ from tessel.scenario.profile import (
     named,
     profile_model,
     quantised_graph,
-    with_resident_constants,
 )
 from tessel.scenario.report import ScenarioReport
+from tessel.scenario.resident import preload, resident_arch
 from tessel.scenario.scheduler import Policy, Task, simulate
 from tessel.scenario.spec import Scenario, ScenarioModel
 from tessel.scenario.switch import SwitchCosts
@@ -120,15 +121,15 @@ def run_scenario(scenario: Scenario, arch: NpuArch, *, policy: Policy = Policy.F
             plan = plan_constants([Candidate(m.name, profiles[m.name].constant_bytes,
                                              _saving(profiles[m.name], arch) * m.rate_hz)
                                    for m in scenario.models], reserve)
-            profiles = {n: with_resident_constants(p, arch) if n in plan.resident else p
-                        for n, p in profiles.items()}
+            plan, profiles = _resident(plan, profiles, scenario, arch, graphs, options)
         switches = {n: SwitchCosts.of(p.live_bytes, arch) for n, p in profiles.items()}
         timeline = simulate(tasks_of(scenario, profiles, switches, pm), window, policy,
                             preemptive=preemptive, seed=seed)
         report = ScenarioReport(scenario, arch.name, policy, pm, profiles, switches, timeline,
                                 preemptive, plan)
         layout = memory_map(profiles, plan, report.shared_arena_bytes, arch)
-        reports.append(dataclasses.replace(report, memory=layout))
+        reports.append(dataclasses.replace(report, memory=layout,
+                                           preload=preload(plan.resident_bytes, arch)))
     floor = reports[0].misses
     best = min((r for r in reports if r.misses <= floor), key=lambda r: r.power_mw)
     tried = tuple((r.constants.reserve, r.constants.resident, r.power_mw, r.misses)
@@ -150,6 +151,24 @@ def _profiles(scenario: Scenario, arch: NpuArch, reserve: int, graphs: dict,
     smaller = arch if reserve == 0 else arch.with_param("onchip.sram_bytes", sram - reserve)
     return {m.name: profile_model(m, smaller, options, graph=graphs[m.name])
             for m in scenario.models}
+
+
+def _resident(plan: ConstantsPlan, profiles: dict[str, ModelProfile], scenario: Scenario,
+              arch: NpuArch, graphs: dict, options: CompileOptions | None
+              ) -> tuple[ConstantsPlan, dict[str, ModelProfile]]:
+    """The plan's resident models scheduled again with the reserve as their weights memory
+    (tessel.scenario.resident); one whose constants no longer fit beside the others' (its
+    schedule packs them differently) stays in memory."""
+    smaller = arch.with_param("onchip.sram_bytes", arch.onchip.sram_bytes - plan.reserve)
+    target = resident_arch(smaller, plan.reserve)
+    out, kept, used = dict(profiles), [], 0
+    for name in plan.resident:
+        p = profile_model(scenario.model(name), target, options, graph=graphs[name])
+        if used + p.constant_bytes <= plan.reserve:
+            out[name] = p
+            kept.append(name)
+            used += p.constant_bytes
+    return ConstantsPlan(plan.reserve, tuple(kept), used), out
 
 
 def _saving(p: ModelProfile, arch: NpuArch) -> float:

@@ -22,16 +22,17 @@ class Transfer:
     energy_pj: float
 
 
-def transfer(nbytes: int, arch: NpuArch, *, load: bool) -> Transfer:
-    """One DMA of ``nbytes`` int8 elements between the SRAM and the activation memory (several
-    when the bytes exceed one instruction's extents), issued back to back."""
+def transfer(nbytes: int, arch: NpuArch, *, load: bool, memory: str | None = None) -> Transfer:
+    """One DMA of ``nbytes`` int8 elements between the SRAM and ``memory`` (default: the
+    activation memory; several DMAs when the bytes exceed one instruction's extents), issued
+    back to back."""
     if nbytes <= 0:
         return Transfer(0, 0.0)
     op = Opcode.DMA_LOAD if load else Opcode.DMA_STORE
     spec = SPECS[op]
     row = spec.field("d0").max
     rows = spec.field("d1").max
-    mem = [m.name for m in arch.offchip].index(arch.activations_memory)
+    mem = [m.name for m in arch.offchip].index(memory or arch.activations_memory)
     cycles, energy, left = 0, 0.0, nbytes
     while left:
         d1 = min(rows, left // row) if left >= row else 1

@@ -1,5 +1,6 @@
-"""Constants kept on chip across frames (tessel.scenario.constants): the plan against the
-exhaustive choice, the energy it moves, and a scenario run with SRAM reserved for it."""
+"""Constants kept on chip across frames (tessel.scenario.constants, tessel.scenario.resident):
+the plan against the exhaustive choice, a resident model's schedule (no weight from off chip,
+its cycles and energy, its program bit-exact), and a scenario run with SRAM reserved for it."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessel.arch import load_target
+from tessel.arch import CompileOptions, load_target
 from tessel.cli import main
 from tessel.errors import TesselConfigError
+from tessel.isa.events import Events
 from tessel.scenario import load_scenario
 from tessel.scenario.constants import Candidate, plan_constants, reserves
-from tessel.scenario.profile import profile_model, with_resident_constants
+from tessel.scenario.profile import profile_model, quantised_graph, schedule_of
+from tessel.scenario.resident import RESERVE_MEMORY, resident_arch
 from tessel.scenario.run import run_scenario
+from tessel.scenario.switch import transfer
+from tessel.schedule.events import step_events
 
 
 def exhaustive(cands, capacity):
@@ -52,17 +57,49 @@ def test_reserves_are_whole_granules_below_the_sram():
     assert rs[0] == 0 and all(r % 1024 == 0 and r < arch.onchip.sram_bytes for r in rs)
 
 
-def test_resident_constants_move_their_reads_on_chip():
+
+def test_a_resident_model_loads_no_weight_from_off_chip():
     arch = load_target("tnpu-s")
-    m = load_scenario("xr_glasses").model("hand_det")
-    p = profile_model(m, arch)
-    assert 0.9 * p.constant_bytes <= p.constant_reads  # every weight is read at least once
-    r = with_resident_constants(p, arch)
-    moved = p.constant_reads
-    assert r.dynamic_pj["lpddr"] == pytest.approx(p.dynamic_pj["lpddr"] - 160.0 * moved)
-    assert r.dynamic_pj["sram_read"] == pytest.approx(
-        p.dynamic_pj["sram_read"] + arch.energy.sram_read_byte_pj * moved)
-    assert r.steps == p.steps
+    smaller = arch.with_param("onchip.sram_bytes", arch.onchip.sram_bytes - 64 * 1024)
+    m = load_scenario("xr_glasses").model("kws")
+    there = profile_model(m, smaller)
+    here = profile_model(m, resident_arch(smaller, 64 * 1024))
+    assert 0.9 * there.constant_bytes <= there.constant_reads  # every weight read once at least
+    assert here.weights_memory == RESERVE_MEMORY and here.constant_reads >= there.constant_reads
+    # the off-chip memory now carries activations only: its bytes fell by the constants' reads
+    graph = quantised_graph(m)
+    lpddr = {}
+    for name, target in (("there", smaller), ("here", resident_arch(smaller, 64 * 1024))):
+        schedule, _ = schedule_of(graph, target, CompileOptions())
+        ev = Events()
+        for step in schedule.steps:
+            ev = ev + step_events(step.work, target, step.tally)
+        lpddr[name] = (ev.offchip_read_bytes[0], ev.offchip_read_bytes[1:])
+        if name == "here":  # every reserve byte charged an SRAM read, none as a memory
+            assert RESERVE_MEMORY not in here.dynamic_pj
+            assert here.dynamic_pj["sram_read"] == pytest.approx(
+                (ev.sram_read_bytes + ev.offchip_read_bytes[1]) * arch.energy.sram_read_byte_pj)
+            assert ev.offchip_read_bytes[1] == here.constant_reads
+    assert lpddr["here"][0] <= lpddr["there"][0] - there.constant_reads + 64
+    assert here.dynamic_pj["lpddr"] < there.dynamic_pj["lpddr"] - 100.0 * there.constant_reads
+    assert here.cycles < there.cycles  # its weight loads are on-chip copies
+
+
+def test_a_resident_program_is_bit_exact_and_its_estimate_simulated():
+    from tessel.scenario import parse_scenario
+    from tessel.scenario.constants import ConstantsPlan
+    from tessel.scenario.functional import check_first_frames
+
+    sc = parse_scenario('[[model]]\nname = "k"\nmodel = "kws_res8"\nrate_hz = 3\n', "x.toml",
+                        None)
+    plan = ConstantsPlan(64 * 1024, ("k",), 21_716)
+    (check,) = check_first_frames(sc, load_target("tnpu-s"), constants=plan)
+    assert check.bit_exact and check.mismatched == 0
+    assert abs(check.simulated_cycles - check.estimated_cycles) <= 0.02 * check.simulated_cycles
+    arch = load_target("tnpu-s")
+    smaller = arch.with_param("onchip.sram_bytes", arch.onchip.sram_bytes - 64 * 1024)
+    assert check.estimated_cycles == profile_model(sc.model("k"),
+                                                   resident_arch(smaller, 64 * 1024)).cycles
 
 
 def test_a_run_with_a_reserve_rescheduled_for_the_smaller_sram():
@@ -72,11 +109,18 @@ def test_a_run_with_a_reserve_rescheduled_for_the_smaller_sram():
     assert plan.resident and plan.resident_bytes <= plan.reserve == 64 * 1024
     smaller = arch.with_param("onchip.sram_bytes", arch.onchip.sram_bytes - 64 * 1024)
     for m in sc.models:
-        alone = profile_model(m, smaller)
+        target = resident_arch(smaller, 64 * 1024) if m.name in plan.resident else smaller
+        want = profile_model(m, target)
         got = report.profiles[m.name]
-        assert got.steps == alone.steps  # every model scheduled for the SRAM left
-        want = with_resident_constants(alone, arch) if m.name in plan.resident else alone
+        assert got.steps == want.steps  # every model scheduled for the SRAM left
         assert got.dynamic_pj == pytest.approx(want.dynamic_pj)
+    assert plan.resident_bytes == sum(report.profiles[n].constant_bytes for n in plan.resident)
+    # the one-time preload: the resident bytes from the weights memory, reported apart
+    assert report.preload == transfer(plan.resident_bytes, arch, load=True, memory="lpddr")
+    assert report.preload.cycles >= plan.resident_bytes // arch.offchip[0].bytes_per_cycle
+    assert "loaded once before the first frame" in report.summary()
+    assert report.as_dict()["resident_constants"]["preload_uj"] == pytest.approx(
+        report.preload.energy_pj / 1e6)
     # no job was preempted: the models share one arena, the largest
     assert all(j.preemptions == 0 for j in report.timeline.jobs)
     assert report.shared_arena_bytes == max(p.arena_bytes for p in report.profiles.values())
