@@ -1,6 +1,8 @@
 """Scenario power: a shipped scenario scheduled on each preset (`tessel scenario run`), per
-scheduling policy: deadline misses, NPU busy share, worst latency, preemptions, average power
-and its largest component, and the scenario's run time (profiling every model included).
+scheduling policy, and with fixed priority and constants kept on chip (`--resident-constants
+auto`): deadline misses, NPU busy share, worst latency, preemptions, average power and its
+largest component, the constants kept on chip, and the scenario's run time (profiling every
+model included).
 
     PYTHONPATH=src python -m benchmarks.bench_scenario [xr_glasses] [--presets a,b]
 """
@@ -12,26 +14,33 @@ import time
 
 from benchmarks.report import Section
 from tessel.arch import list_presets, load_preset
+from tessel.display import plural
 from tessel.scenario import load_scenario
-from tessel.scenario.run import run_scenario
+from tessel.scenario.run import Reserve, run_scenario
 from tessel.scenario.scheduler import Policy
 
-HEAD = ("| preset | policy | misses | NPU busy % | worst latency / deadline | preemptions | "
-        "average mW | largest component | run s |\n|---|---|---:|---:|---|---:|---:|---|---:|")
+HEAD = ("| preset | policy | constants on chip | misses | NPU busy % | worst latency / deadline "
+        "| preemptions | average mW | largest component | run s |\n"
+        "|---|---|---|---:|---:|---|---:|---:|---|---:|")
 
 
-def one(name: str, preset: str, policy: Policy) -> tuple[str, dict[str, float]]:
+def one(name: str, preset: str, policy: Policy,
+        resident: bool = False) -> tuple[str, dict[str, float]]:
     t0 = time.perf_counter()
-    r = run_scenario(load_scenario(name), load_preset(preset), policy=policy)
+    r = run_scenario(load_scenario(name), load_preset(preset), policy=policy,
+                     resident_constants=Reserve.AUTO if resident else 0)
     seconds = time.perf_counter() - t0
     worst = max(r.models, key=lambda m: m.max_ms / m.deadline_ms)
     top, top_pj = max(r.energy_pj.items(), key=lambda kv: kv[1])
     share = 100 * top_pj / sum(r.energy_pj.values())
-    row = (f"| {preset} | {policy.value} | {r.misses} | {100 * r.busy:.1f} | {worst.name} "
+    c = r.constants
+    kept = (f"{plural(len(c.resident), 'model')}, {c.resident_bytes / 1024:.0f} of "
+            f"{c.reserve // 1024} KiB" if c.resident else "none")
+    row = (f"| {preset} | {policy.value} | {kept} | {r.misses} | {100 * r.busy:.1f} | {worst.name} "
            f"{worst.max_ms:.2f} / {worst.deadline_ms:.2f} ms | "
            f"{sum(m.preemptions for m in r.models)} | {r.power_mw:.2f} | {top} {share:.0f} % | "
            f"{seconds:.1f} |")
-    key = f"{name}/{preset}/{policy.value}"
+    key = f"{name}/{preset}/{policy.value}" + ("/resident" if resident else "")
     return row, {f"scenario_mw/{key}": r.power_mw, f"scenario_misses/{key}": r.misses}
 
 
@@ -39,8 +48,8 @@ def run(name: str = "xr_glasses", presets: list[str] | None = None) -> Section:
     presets = presets or list_presets()
     rows, figures = [], {}
     for preset in presets:
-        for policy in Policy:
-            row, f = one(name, preset, policy)
+        for policy, resident in [(p, False) for p in Policy] + [(Policy.FIXED, True)]:
+            row, f = one(name, preset, policy, resident)
             rows.append(row)
             figures.update(f)
     command = "python -m benchmarks.bench_scenario" + (
@@ -48,7 +57,10 @@ def run(name: str = "xr_glasses", presets: list[str] | None = None) -> Section:
         "" if presets == list_presets() else f" --presets {','.join(presets)}")
     return Section(f"Scenario {name}: deadlines and power per preset", command,
                    "Each preset at its one operating point, over the scenario's hyperperiod, "
-                   "preemption at step boundaries, no idle power gating.\n\n" + HEAD + "\n"
+                   "preemption at step boundaries, no idle power gating; constants on chip: "
+                   "`--resident-constants auto` (the SRAM reserve of lowest power, the resident "
+                   "models scheduled with it as their weights memory; the one-time preload is "
+                   "not in the figures).\n\n" + HEAD + "\n"
                    + "\n".join(rows), figures)
 
 

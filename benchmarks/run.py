@@ -25,6 +25,7 @@ from benchmarks import (
     bench_dse,
     bench_models,
     bench_precision,
+    bench_scenario,
     bench_sim,
     report,
 )
@@ -44,6 +45,7 @@ def full() -> list[Section]:
     # a sweep long enough that the workers' start (imports, the graphs' transfer) is a small
     # part of it: the scaling figure
     sections.append(bench_dse.run(points=64))
+    sections.append(bench_scenario.run())
     sections.append(bench_cli.run(CLI_MODELS))
     sections.append(bench_cli_fail_fast.run())
     if _c_engine_available():
@@ -69,6 +71,7 @@ def quick() -> list[Section]:
     sections.append(bench_accuracy.run(["ds_cnn"], calibration=4, samples=4))
     sections.append(bench_precision.run({"ds_cnn": "sqnr=1"}, "tnpu-s"))
     sections.append(bench_dse.run(points=4, rounds=1, models="ds_cnn", ray=False))
+    sections.append(bench_scenario.run(presets=["tnpu-s"]))
     sections.append(bench_cli.run(["ds_cnn"]))
     sections.append(bench_cli_fail_fast.run(runs=1))
     if _c_engine_available():

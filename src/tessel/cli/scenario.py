@@ -1,6 +1,7 @@
 """CLI: `tessel scenario check FILE|NAME [--json]`: validate a scenario file;
 `tessel scenario run FILE|NAME --target PRESET`: schedule it on one NPU and report latency,
-deadlines and power (text, --json, --html, --trace) (tessel.scenario)."""
+deadlines and power (text, --json, --html, --trace) (tessel.scenario); it exits 1 when a
+deadline is missed (or, with --functional, a model is not bit-exact)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     check.set_defaults(func=cmd_check)
     run = actions.add_parser("run", help="schedule a scenario on one NPU over its hyperperiod "
                              "(or --window-ms): latency p50/p99/max, deadline misses, NPU "
-                             "busy, energy per frame and average power")
+                             "busy, energy per frame and average power; exit status 1 when a "
+                             "deadline is missed")
     run.add_argument("scenario", help="path/to/scenario.toml, or a shipped scenario's name")
     add_target_argument(run)
     run.add_argument("--policy", choices=("rm", "edf"), default="rm",
@@ -109,17 +111,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         from tessel.scenario.trace import write_trace
 
         info(f"wrote {write_trace(report, args.trace)}")
+    failed = report.misses > 0 or any(not c.bit_exact for c in checks or ())
     if args.json:
         data = report.as_dict()
         if checks is not None:
             data["functional"] = [c.as_dict() for c in checks]
         print(json.dumps(data, indent=1, sort_keys=True))
-        return 0
+        return 1 if failed else 0
     print(report.text(table_width(args)))
     if checks is not None:
         for c in checks:
             print(c.line())
-    return 0
+    return 1 if failed else 0
 
 
 def _read_files(args: argparse.Namespace, scenario) -> list[Path]:

@@ -137,6 +137,14 @@ class ScenarioReport:
     def power_mw(self) -> float:
         return self.power.power_mw(sum(self.energy_pj.values()), self.span)
 
+    def verdict(self) -> str:
+        """'deadline misses 0', else the misses by model and that the scenario fails (the
+        CLI's exit status is then 1)."""
+        if not self.misses:
+            return "deadline misses 0"
+        by = ", ".join(f"{m.name} {m.misses}" for m in self.models if m.misses)
+        return f"deadline misses {self.misses} ({by}): DEADLINES MISSED"
+
     def summary(self) -> str:
         pm = self.power
         policy = "fixed priority" if self.policy is Policy.FIXED else "earliest deadline first"
@@ -144,7 +152,7 @@ class ScenarioReport:
         return (f"scenario {self.scenario.name} on {self.target} ({policy}, {preempt}): "
                 f"{plural(len(self.timeline.jobs), 'job')} over {pm.ms(self.span):.2f} ms "
                 f"(window {pm.ms(self.timeline.window):.2f} ms)\n"
-                f"NPU busy {100 * self.busy:.2f} %; deadline misses {self.misses}; average "
+                f"NPU busy {100 * self.busy:.2f} %; {self.verdict()}; average "
                 f"power {self.power_mw:.3f} mW (idle power gating "
                 f"{100 * pm.idle_gating:.0f} %)\n{self.memory_line()}")
 

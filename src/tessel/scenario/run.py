@@ -158,12 +158,15 @@ def _resident(plan: ConstantsPlan, profiles: dict[str, ModelProfile], scenario: 
               ) -> tuple[ConstantsPlan, dict[str, ModelProfile]]:
     """The plan's resident models scheduled again with the reserve as their weights memory
     (tessel.scenario.resident); one whose constants no longer fit beside the others' (its
-    schedule packs them differently) stays in memory."""
+    schedule packs them differently), or that does not schedule so, stays in memory."""
     smaller = arch.with_param("onchip.sram_bytes", arch.onchip.sram_bytes - plan.reserve)
     target = resident_arch(smaller, plan.reserve)
     out, kept, used = dict(profiles), [], 0
     for name in plan.resident:
-        p = profile_model(scenario.model(name), target, options, graph=graphs[name])
+        try:
+            p = profile_model(scenario.model(name), target, options, graph=graphs[name])
+        except TesselError:  # not schedulable from the reserve: it stays in memory
+            continue
         if used + p.constant_bytes <= plan.reserve:
             out[name] = p
             kept.append(name)

@@ -224,3 +224,18 @@ def test_an_operating_point_changes_every_conversion_together():
     for k, v in nominal.energy_pj.items():
         if not k.startswith("static") and v:
             assert slow.energy_pj[k] == pytest.approx(0.6 * v)
+
+
+def test_cli_run_exits_1_when_a_deadline_is_missed(tmp_path, capsys):
+    toml = tmp_path / "late.toml"
+    toml.write_text('[[model]]\nname = "e"\nmodel = "eye_seg"\nrate_hz = 60\n'
+                    '[[model]]\nname = "k"\nmodel = "kws_res8"\nrate_hz = 30\n'
+                    'deadline_ms = 0.03\n')
+    assert main(["scenario", "run", str(toml), "--window-ms", "50"]) == 1
+    out = capsys.readouterr().out
+    assert "deadline misses 2 (k 2): DEADLINES MISSED" in out
+    assert main(["scenario", "run", str(toml), "--window-ms", "50", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["deadline_misses"] == 2
+    toml.write_text(toml.read_text().replace("0.03", "30"))
+    assert main(["scenario", "run", str(toml), "--window-ms", "50"]) == 0
+    assert "deadline misses 0;" in capsys.readouterr().out
