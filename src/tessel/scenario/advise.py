@@ -34,6 +34,7 @@ from tessel.errors import TesselError
 from tessel.progress import track
 from tessel.scenario.profile import quantised_graph
 from tessel.scenario.report import ScenarioReport
+from tessel.scenario.resident import resident_arch
 from tessel.scenario.run import run_scenario
 from tessel.scenario.scheduler import Job
 from tessel.scenario.spec import Scenario
@@ -199,14 +200,17 @@ def _gain(base: ScenarioReport, lim: LimitingJob, label: str, limit: Limit, rela
 def _window_layers(scenario: Scenario, arch: NpuArch, base: ScenarioReport,
                    lim: LimitingJob) -> list[WindowLayer]:
     """The slowest layers of the models in the limiting job's window, with their binding
-    limit on the SRAM the scenario scheduled them for."""
+    limit on the NPU the scenario scheduled them for (the scratchpad its reserve leaves, the
+    reserve as a resident model's weights memory)."""
     reserve = base.constants.reserve
     scheduled = arch if reserve == 0 else arch.with_param(
         "onchip.sram_bytes", arch.onchip.sram_bytes - reserve)
     out = []
     for name in lim.window_ms:
         m = scenario.model(name)
-        a = advise(quantised_graph(m), scheduled, name=m.model)
+        target = (resident_arch(scheduled, reserve) if name in base.constants.resident
+                  else scheduled)
+        a = advise(quantised_graph(m), target, name=m.model)
         for x in a.layers:
             gain = None if x.binding_change is None else x.gains_pct[x.binding_change]
             out.append(WindowLayer(name, x.layer or x.name, x.op, x.cycles, x.bound, x.binding,
