@@ -64,6 +64,11 @@ def cmd_advise(args: argparse.Namespace) -> int:
     arch = load_target(args.target)
     if args.scenario is not None:
         return _advise_scenario(args, arch)
+    given = [o for o, v in (("--policy", args.policy != "rm"), ("--window-ms", args.window_ms),
+                            ("--idle-gating", args.idle_gating),
+                            ("--resident-constants", args.resident_constants != "none")) if v]
+    if given:
+        raise TesselConfigError(f"{', '.join(given)}: only with --scenario")
     spec = resolve(args.model)
     graph = quantised_graph(args, spec)
     advice = advise(graph, arch, name=spec.name)

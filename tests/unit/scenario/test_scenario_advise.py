@@ -92,3 +92,5 @@ def test_cli_advise_scenario(capsys):
     assert "limited by" in out and "matrix.rows x2" in out
     assert main(["advise", "gaze", "--scenario", "xr_glasses"]) == 1
     assert "one of them" in capsys.readouterr().err
+    assert main(["advise", "gaze", "--policy", "edf"]) == 1
+    assert "--policy: only with --scenario" in capsys.readouterr().err
