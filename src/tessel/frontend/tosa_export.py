@@ -16,15 +16,20 @@ cannot say is refused: `TesselExportError` naming the node, its op and the reaso
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from tessel.errors import TesselExportError
-from tessel.ir import DType, Graph, Layout, Node, Op
+from tessel.errors import TesselConfigError, TesselExportError
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import Operator, RoundingMode, Tensor, TosaGraph, TosaOp, as_bytes
+from tessel.ir import DType, Graph, Layout, Node, Op
 
 PROFILE = "PRO-INT"
 DOUBLE_ROUND = "EXT-DOUBLEROUND"
@@ -479,3 +484,22 @@ def _boundary(graph: Graph) -> tuple[tuple[str, ...], tuple[str, ...]]:
         node = graph.producer(name)
         outputs.append(node.inputs[0] if node is not None and node.op is Op.DEQUANTIZE else name)
     return tuple(inputs), tuple(outputs)
+
+
+def mlir_text(path: str | Path) -> str:
+    """The TOSA MLIR text of a .tosa file, through `tosa-opt --tosa-deserialize` (the
+    exporter writes flatbuffers itself; only this text form needs the tool)."""
+    tool = shutil.which("tosa-opt") or _beside_python("tosa-opt")
+    if tool is None:
+        raise TesselConfigError("MLIR text needs tosa-opt on PATH (pip install tosa-tools)")
+    with tempfile.NamedTemporaryFile("w", suffix=".mlir") as empty:
+        done = subprocess.run([tool, f"--tosa-deserialize=tosa-flatbuffer-filename={path}",
+                               empty.name], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise TesselExportError(f"tosa-opt could not read {path}: {done.stderr.strip()[:500]}")
+    return done.stdout
+
+
+def _beside_python(name: str) -> str | None:
+    candidate = Path(sys.executable).parent / name
+    return str(candidate) if candidate.is_file() else None
