@@ -68,7 +68,20 @@ class _Pending:
     parts: tuple[Any, ...] = ()
 
 
-Symbol = str | _Centred | _Scaled | _Pending
+@dataclass(frozen=True)
+class _Boundary:
+    """A float graph input on its way to quantisation (`MUL` by 1 / scale -> `CAST` to int32
+    -> `ADD` zero point -> `CAST` to int8), or an integer value on its way out (`CAST` to
+    float -> `SUB` zero point -> `MUL` by scale): the quantize / dequantize a converter spells
+    with float operators."""
+
+    src: str
+    stage: str
+    inv_scale: float = 0.0
+    zp: int = 0
+
+
+Symbol = str | _Centred | _Scaled | _Pending | _Boundary
 
 
 @dataclass
@@ -136,9 +149,12 @@ class _Importer:
             t = self.g.tensors.get(name)
             if t is None:
                 raise TesselFormatError(f"TOSA graph input %{name} has no tensor")
-            dtype = _dtype(t.dtype, name)
             check_elements(t.shape, f"TOSA input '{name}'")
             x = self.b.input(sanitize_name(name), TensorType(t.shape, DType.F32))
+            if t.dtype is T.FP32:
+                self.values[name] = _Boundary(x, "float")
+                continue
+            dtype = _dtype(t.dtype, name)
             lo, hi = dtype.bounds
             self.values[name] = self.b.add(Op.QUANTIZE, [x], {
                 "scale": 1.0, "zero_point": 0, "qmin": lo, "qmax": hi, "dtype": dtype},
@@ -154,8 +170,8 @@ class _Importer:
         outs = []
         for name in self.g.outputs:
             v = self.value(name, "graph output")
-            outs.append(self.b.add(Op.DEQUANTIZE, [v], {"scale": 1.0, "zero_point": 0},
-                                   name=f"{name}_out"))
+            outs.append(v if self.b.type_of(v).dtype is DType.F32 else self.b.add(
+                Op.DEQUANTIZE, [v], {"scale": 1.0, "zero_point": 0}, name=f"{name}_out"))
         return self.b.build(outs)
 
     def define(self, op: Operator, symbol: Symbol) -> None:
@@ -251,16 +267,57 @@ def _reduce_sum(im: _Importer, op: Operator, k: int) -> None:
 
 
 def _cast(im: _Importer, op: Operator, k: int) -> None:
+    src, out_t = im.values.get(op.inputs[0]), im.g.tensors[op.outputs[0]].dtype
+    if isinstance(src, _Boundary) and src.stage == "scaled" and out_t is T.INT32:
+        im.define(op, replace(src, stage="rounded"))
+        return
+    if isinstance(src, _Boundary) and src.stage == "shifted" and out_t in _DTYPES:
+        dtype = _DTYPES[out_t]
+        lo, hi = dtype.bounds
+        im.add(op, Op.QUANTIZE, [src.src], {"scale": 1.0 / src.inv_scale, "zero_point": src.zp,
+                                            "qmin": lo, "qmax": hi, "dtype": dtype})
+        return
     x = im.value(op.inputs[0], f"CAST %{op.outputs[0]}")
-    if im.g.tensors[op.outputs[0]].dtype is not T.INT32:
+    if out_t is T.FP32:
+        im.define(op, _Boundary(x, "cast"))
+        return
+    if out_t is not T.INT32:
         raise TesselFormatError(f"TOSA CAST %{op.outputs[0]}: only the widening to int32 of a "
                                 "quantised add, mul or mean is imported")
     im.define(op, _Centred(x))
 
 
+def _float_const(im: _Importer, name: str, what: str) -> float:
+    v = im.const(name, what)
+    if v.size != 1:
+        raise TesselFormatError(f"TOSA {what}: %{name} must hold one value, got {v.size}")
+    return float(v.reshape(-1)[0])
+
+
+def _as_scaled(c: _Centred, ls: int, what: str) -> _Scaled:
+    """`c` (an exact left shift by c.ls) as a rescale of the value shifted by `ls`:
+    MBQM((x - zp) << ls, 2^30, c.ls + 1 - ls) == (x - zp) << c.ls."""
+    shift = c.ls + 1 - ls
+    if not -31 <= shift <= 30:
+        raise TesselFormatError(f"TOSA {what}: operands shifted left by {c.ls} and {ls}")
+    return _Scaled(replace(c, ls=ls), _IDENTITY_Q31, shift)
+
+
 def _sub_add(im: _Importer, op: Operator, k: int) -> None:
     what = f"{op.op.name} %{op.outputs[0]}"
     a, b = (im.values.get(n) for n in op.inputs)
+    if isinstance(a, _Boundary) and b is None:
+        if a.stage == "rounded" and op.op is TosaOp.ADD:
+            im.define(op, replace(a, stage="shifted", zp=im.scalar(op.inputs[1], what)))
+            return
+        if a.stage == "cast" and op.op is TosaOp.SUB:
+            im.define(op, replace(a, stage="centred", zp=round(_float_const(im, op.inputs[1],
+                                                                             what))))
+            return
+    if isinstance(a, _Scaled) and isinstance(b, _Centred):
+        b = _as_scaled(b, a.c.ls, what)
+    if isinstance(a, _Centred) and isinstance(b, _Scaled):
+        a = _as_scaled(a, b.c.ls, what)
     if isinstance(a, _Centred) and b is None and op.op is TosaOp.SUB and a.ls == 0 and not a.zp:
         im.define(op, replace(a, zp=im.scalar(op.inputs[1], what)))
         return
@@ -286,6 +343,14 @@ def _shift_left(im: _Importer, op: Operator, k: int) -> None:
 
 def _mul(im: _Importer, op: Operator, k: int) -> None:
     what = f"MUL %{op.outputs[0]}"
+    src = im.values.get(op.inputs[0])
+    if isinstance(src, _Boundary) and src.stage == "float":
+        im.define(op, replace(src, stage="scaled", inv_scale=_float_const(im, op.inputs[1], what)))
+        return
+    if isinstance(src, _Boundary) and src.stage == "centred":
+        im.add(op, Op.DEQUANTIZE, [src.src], {"scale": _float_const(im, op.inputs[1], what),
+                                              "zero_point": src.zp})
+        return
     if len(op.inputs) > 2 and im.scalar(op.inputs[2], what) != 0:
         raise TesselFormatError(f"TOSA {what}: a shifted product (Tessel's mul has shift 0)")
     a, b = im.centred(op.inputs[0], what), im.centred(op.inputs[1], what)
@@ -327,7 +392,10 @@ def _rescale(im: _Importer, op: Operator, k: int) -> None:
             raise TesselFormatError(f"TOSA {what}: an int32 rescale is imported per tensor "
                                     "without zero point (a quantised add's input)")
         c = _Centred(src, in_zp) if isinstance(src, str) else im.centred(op.inputs[0], what)
-        im.define(op, _Scaled(c, int(mult[0]), int(shift[0])))
+        if int(mult[0]) == _IDENTITY_Q31 and int(shift[0]) >= 1 and not c.ls:
+            im.define(op, replace(c, ls=int(shift[0]) - 1))  # exactly (x - zp) << (shift - 1)
+        else:
+            im.define(op, _Scaled(c, int(mult[0]), int(shift[0])))
         return
     dtype = _dtype(out_t, op.outputs[0])
     lo, hi = dtype.bounds
@@ -400,6 +468,10 @@ def _clamp(im: _Importer, op: Operator, k: int) -> None:
 def _reshape(im: _Importer, op: Operator, k: int) -> None:
     shape = im.shape_of(op.inputs[1])
     src = im.values.get(op.inputs[0])
+    t = im.g.tensors.get(op.inputs[0])
+    if src is None and t is not None and t.data is not None:  # a constant, reshaped as one
+        im.g.tensors[op.outputs[0]] = replace(t, name=op.outputs[0], shape=tuple(shape))
+        return
     if isinstance(src, _Pending):
         im.define(op, replace(src, shape=tuple(shape)))
         return
@@ -479,7 +551,8 @@ def import_tosa(source: str | Path | bytes, *, name: str | None = None) -> Graph
 def tosa_module(source: str | Path | bytes, *, name: str | None = None, seed: int = 0
                 ) -> tuple[Any, tuple[Any, ...]]:
     """(QDQModule, example inputs) of a TOSA file, ready for `tessel.compile`: the inputs are
-    integer levels drawn uniformly with `seed`, as float32."""
+    float values on each input's quantisation grid (levels drawn uniformly with `seed`), so
+    that the quantisation in front of the integer graph rounds nothing."""
     import torch
 
     from tessel.frontend.ir_module import QDQModule
@@ -490,5 +563,6 @@ def tosa_module(source: str | Path | bytes, *, name: str | None = None, seed: in
     for v in graph.inputs:
         q = next(n for n in graph.nodes if n.op is Op.QUANTIZE and n.inputs[0] == v.name)
         levels = rng.integers(int(q.attr("qmin")), int(q.attr("qmax")) + 1, v.type.shape)
-        inputs.append(torch.from_numpy(levels.astype(np.float32)))
+        grid = np.float32(q.attr("scale")) * (levels - int(q.attr("zero_point")))
+        inputs.append(torch.from_numpy(grid.astype(np.float32)))
     return QDQModule(graph), tuple(inputs)

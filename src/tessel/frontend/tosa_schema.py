@@ -95,6 +95,22 @@ class TosaOp(enum.IntEnum):
     CONST_SHAPE = 75
 
 
+# every operator's name by code (tosa.fbs `Op`, the TOSA 1.0 part), for messages
+OP_NAMES = (
+    "UNKNOWN", "ARGMAX", "AVG_POOL2D", "CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "FFT2D",
+    "MATMUL", "MAX_POOL2D", "RFFT2D", "TRANSPOSE_CONV2D", "CLAMP", "ERF", "SIGMOID", "TANH",
+    "ADD", "ARITHMETIC_RIGHT_SHIFT", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR", "INTDIV",
+    "LOGICAL_AND", "LOGICAL_LEFT_SHIFT", "LOGICAL_RIGHT_SHIFT", "LOGICAL_OR", "LOGICAL_XOR",
+    "MAXIMUM", "MINIMUM", "MUL", "POW", "SUB", "TABLE", "ABS", "BITWISE_NOT", "CEIL", "CLZ",
+    "COS", "EXP", "FLOOR", "LOG", "LOGICAL_NOT", "NEGATE", "RECIPROCAL", "RSQRT", "SIN",
+    "SELECT", "EQUAL", "GREATER", "GREATER_EQUAL", "REDUCE_ALL", "REDUCE_ANY", "REDUCE_MAX",
+    "REDUCE_MIN", "REDUCE_PRODUCT", "REDUCE_SUM", "CONCAT", "PAD", "RESHAPE", "REVERSE",
+    "SLICE", "TILE", "TRANSPOSE", "GATHER", "SCATTER", "RESIZE", "CAST", "RESCALE", "CONST",
+    "IDENTITY", "CUSTOM", "COND_IF", "WHILE_LOOP", "VARIABLE", "VARIABLE_WRITE",
+    "VARIABLE_READ", "CONST_SHAPE",
+)
+
+
 class RoundingMode(enum.IntEnum):
     SINGLE_ROUND = 1
     INEXACT_ROUND = 2
@@ -148,7 +164,10 @@ class Tensor:
         if self.data is None or self.dtype not in NUMPY:
             raise TesselFormatError(f"TOSA tensor {self.name}: no {self.dtype.name} data to read")
         arr = np.frombuffer(self.data, NUMPY[self.dtype].newbyteorder("<"))
-        if arr.size != int(np.prod(self.shape)):
+        count = int(np.prod(self.shape))
+        if arr.size > count and len(self.data) - count * arr.itemsize < 8:
+            arr = arr[:count]  # writers pad data to a multiple of 8 bytes
+        if arr.size != count:
             raise TesselFormatError(f"TOSA tensor {self.name}: {arr.size} values for shape "
                                     f"{list(self.shape)}")
         return arr.reshape(self.shape).astype(NUMPY[self.dtype])
@@ -378,7 +397,9 @@ def _operator(r: _Reader) -> Operator:
     try:
         op = TosaOp(code)
     except ValueError:
-        raise TesselFormatError(f"TOSA operator code {code} is not one Tessel imports") from None
+        what = OP_NAMES[code] if 0 <= code < len(OP_NAMES) else f"code {code}"
+        raise TesselFormatError(f"TOSA operator {what} ({', '.join(r.strings(4))}): not an "
+                                "integer operator Tessel imports") from None
     loc = r.table(5)
     return Operator(op, r.strings(3), r.strings(4), _attrs(op, r.table(2)),
                     loc.string(0) if loc is not None else "")
