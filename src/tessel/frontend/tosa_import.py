@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from tessel.errors import TesselFormatError
-from tessel.frontend.contract import check_elements
+from tessel.frontend.contract import check_elements, node_boundary
 from tessel.frontend.tosa_schema import NUMPY, Operator, RoundingMode, TosaGraph, TosaOp, read
 from tessel.frontend.tosa_schema import DType as T
 from tessel.ir import DType, Graph, GraphBuilder, Layout, Op, TensorType
@@ -145,6 +145,23 @@ class _Importer:
         for op in self.g.operators:
             for name in op.inputs:
                 self.users.setdefault(name, []).append(op)
+        with node_boundary("TOSA graph inputs"):
+            self.inputs()
+        for k, op in enumerate(self.g.operators):
+            if k in self.skip:
+                continue
+            rule = RULES.get(op.op)
+            where = f"TOSA {op.op.name} %{op.outputs[0]}" if op.outputs else f"TOSA {op.op.name}"
+            if rule is None:
+                raise TesselFormatError(f"{where}: not an integer operator Tessel imports")
+            with node_boundary(where):
+                if not op.outputs and op.op not in (TosaOp.CONST, TosaOp.CONST_SHAPE):
+                    raise TesselFormatError("an operator without outputs")
+                rule(self, op, k)
+        with node_boundary("TOSA graph outputs"):
+            return self.outputs()
+
+    def inputs(self) -> None:
         for name in self.g.inputs:
             t = self.g.tensors.get(name)
             if t is None:
@@ -159,14 +176,8 @@ class _Importer:
             self.values[name] = self.b.add(Op.QUANTIZE, [x], {
                 "scale": 1.0, "zero_point": 0, "qmin": lo, "qmax": hi, "dtype": dtype},
                 name=f"{name}_q")
-        for k, op in enumerate(self.g.operators):
-            if k in self.skip:
-                continue
-            rule = RULES.get(op.op)
-            if rule is None:
-                raise TesselFormatError(f"TOSA operator {op.op.name} ({', '.join(op.outputs)}): "
-                                        "not an integer operator Tessel imports")
-            rule(self, op, k)
+
+    def outputs(self) -> Graph:
         outs = []
         for name in self.g.outputs:
             v = self.value(name, "graph output")
