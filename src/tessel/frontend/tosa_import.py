@@ -100,8 +100,15 @@ class _Importer:
             raise TesselFormatError(f"TOSA {what}: %{name} must be a constant")
         return t.array()
 
-    def scalar(self, name: str, what: str) -> int:
+    def ints(self, name: str, what: str) -> np.ndarray:
+        """A constant of integers (a multiplier, shift or zero point)."""
         v = self.const(name, what)
+        if v.dtype.kind not in "iu":
+            raise TesselFormatError(f"TOSA {what}: %{name} must hold integers, got {v.dtype}")
+        return v
+
+    def scalar(self, name: str, what: str) -> int:
+        v = self.ints(name, what)
         if v.size != 1:
             raise TesselFormatError(f"TOSA {what}: %{name} must hold one value, got {v.size}")
         return int(v.reshape(-1)[0])
@@ -226,7 +233,7 @@ def _conv(im: _Importer, op: Operator, k: int) -> None:
         raise TesselFormatError(f"TOSA {what}: int16 activations (Tessel's convolutions take "
                                 "int8)")
     w = im.const(op.inputs[1], what)
-    bias = im.const(op.inputs[2], what).astype(np.int32)
+    bias = im.ints(op.inputs[2], what).astype(np.int32)
     in_zp, w_zp = im.scalar(op.inputs[3], what), im.scalar(op.inputs[4], what)
     if w_zp != 0 or w.dtype != np.int8:
         raise TesselFormatError(f"TOSA {what}: int8 weights with zero point 0 only")
@@ -373,8 +380,8 @@ def _mul(im: _Importer, op: Operator, k: int) -> None:
 
 def _rescale_params(im: _Importer, op: Operator, what: str) -> tuple[np.ndarray, np.ndarray]:
     a = op.attrs
-    mult = im.const(op.inputs[1], what).astype(np.int64).reshape(-1)
-    shift = 31 - im.const(op.inputs[2], what).astype(np.int64).reshape(-1)
+    mult = im.ints(op.inputs[1], what).astype(np.int64).reshape(-1)
+    shift = 31 - im.ints(op.inputs[2], what).astype(np.int64).reshape(-1)
     if a.get("input_unsigned") or a.get("output_unsigned"):
         raise TesselFormatError(f"TOSA {what}: unsigned rescale (Tessel's tensors are signed)")
     if not a.get("scale32", True):
@@ -529,7 +536,7 @@ def _max_pool(im: _Importer, op: Operator, k: int) -> None:
 def _table(im: _Importer, op: Operator, k: int) -> None:
     what = f"TABLE %{op.outputs[0]}"
     x = im.value(op.inputs[0], what)
-    table = im.const(op.inputs[1], what)
+    table = im.ints(op.inputs[1], what)
     if im.b.type_of(x).dtype is not DType.I8 or table.shape != (256,):
         raise TesselFormatError(f"TOSA {what}: int8 tables of 256 entries only (an int16 "
                                 "TABLE's 32-bit interpolated result has no Tessel op)")
