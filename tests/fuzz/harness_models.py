@@ -1,7 +1,7 @@
 """Fuzz harnesses of the model importers: mutated valid `.onnx`, `.tflite`, `.tosa` and `.pt2`
 files through the entry points a model file takes (`onnx_module`, `tflite_module`,
-`tosa_module`, `load_pt2` and the program's import), which must raise only ``tessel.errors`` types, never hang and never allocate
-past the importers' size bounds.
+`tosa_module`, `load_pt2` and the program's import), which must raise only ``tessel.errors``
+types, never hang and never allocate past the importers' size bounds.
 
 The seeds are the small model files of tests/fuzz/corpus/ (make_model_corpus.py). The ONNX
 mutator edits the parsed ModelProto (attributes, node inputs and op types, initializer dims and data,
