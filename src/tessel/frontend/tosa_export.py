@@ -30,12 +30,12 @@ from tessel.errors import TesselConfigError, TesselExportError
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import Operator, RoundingMode, Tensor, TosaGraph, TosaOp, as_bytes
 from tessel.ir import DType, Graph, Layout, Node, Op
+from tessel.ops import Trait, definition
 
 PROFILE = "PRO-INT"
 DOUBLE_ROUND = "EXT-DOUBLEROUND"
 INT16 = "EXT-INT16"
 _TYPES = {DType.I8: T.INT8, DType.I16: T.INT16, DType.I32: T.INT32}
-_FREE = (Op.CONSTANT, Op.QUANTIZE, Op.DEQUANTIZE)
 
 
 @dataclass
@@ -416,11 +416,19 @@ def _pad(b: _Builder, node: Node) -> None:
 
 
 _Rule = Callable[[_Builder, Node], None]
+# the IR ops that are one TOSA operator both ways (the importer builds them from this table)
+IR_OF: Mapping[TosaOp, Op] = {
+    TosaOp.RESHAPE: Op.RESHAPE, TosaOp.TRANSPOSE: Op.TRANSPOSE, TosaOp.CONCAT: Op.CONCAT,
+    TosaOp.SLICE: Op.SLICE, TosaOp.PAD: Op.PAD, TosaOp.MAX_POOL2D: Op.MAX_POOL2D,
+    TosaOp.TABLE: Op.LUT,
+}
 MAPPING: Mapping[Op, _Rule] = {
-    Op.QCONV2D: _qconv2d, Op.QLINEAR: _qlinear, Op.QMATMUL: _qmatmul, Op.MAX_POOL2D: _max_pool,
-    Op.QADD: _qadd_sub, Op.QSUB: _qadd_sub, Op.QMUL: _qmul, Op.REQUANTIZE: _requantize,
-    Op.LUT: _lut, Op.QMEAN: _qmean, Op.RESHAPE: _reshape, Op.TRANSPOSE: _transpose,
-    Op.CONCAT: _concat, Op.SLICE: _slice, Op.PAD: _pad,
+    Op.QCONV2D: _qconv2d, Op.QLINEAR: _qlinear, Op.QMATMUL: _qmatmul, Op.QADD: _qadd_sub,
+    Op.QSUB: _qadd_sub, Op.QMUL: _qmul, Op.REQUANTIZE: _requantize, Op.QMEAN: _qmean,
+    **{IR_OF[t]: rule for t, rule in ((TosaOp.RESHAPE, _reshape), (TosaOp.TRANSPOSE, _transpose),
+                                      (TosaOp.CONCAT, _concat), (TosaOp.SLICE, _slice),
+                                      (TosaOp.PAD, _pad), (TosaOp.MAX_POOL2D, _max_pool),
+                                      (TosaOp.TABLE, _lut))},
 }
 REFUSED: Mapping[Op, str] = {
     Op.QSOFTMAX: "its reciprocal (Tessel's UNARY RECIP fixed-point iteration) and int16 exp "
@@ -439,8 +447,8 @@ def export_tosa(graph: Graph) -> TosaExport:
     for name in inputs:
         b.tensor(name, graph.type_of(name).shape, _value_dtype(graph, name))
     for node in graph.nodes:
-        if node.op in _FREE:
-            if node.op is Op.CONSTANT and not node.type.dtype.is_int:
+        if node.is_constant or _boundary_op(node):
+            if node.is_constant and not node.type.dtype.is_int:
                 raise refuse(node, "a float constant (the integer profile holds integers)")
             continue
         rule = MAPPING.get(node.op)
@@ -473,8 +481,8 @@ def _boundary(graph: Graph) -> tuple[tuple[str, ...], tuple[str, ...]]:
             inputs.append(v.name)
             continue
         readers = users.get(v.name, ())
-        if not readers or any(n.op is not Op.QUANTIZE for n in readers):
-            bad = next((n for n in readers if n.op is not Op.QUANTIZE), None)
+        if not readers or not all(_boundary_op(n) for n in readers):
+            bad = next((n for n in readers if not _boundary_op(n)), None)
             what = f"read by {bad.described()} ({bad.op.value})" if bad else "unused"
             raise TesselExportError(f"TOSA export: float input %{v.name} is {what}; the TOSA "
                                     "graph takes the quantised inputs only")
@@ -482,8 +490,13 @@ def _boundary(graph: Graph) -> tuple[tuple[str, ...], tuple[str, ...]]:
     outputs = []
     for name in graph.outputs:
         node = graph.producer(name)
-        outputs.append(node.inputs[0] if node is not None and node.op is Op.DEQUANTIZE else name)
+        outputs.append(node.inputs[0] if node is not None and _boundary_op(node) else name)
     return tuple(inputs), tuple(outputs)
+
+
+def _boundary_op(node: Node) -> bool:
+    """The model's boundary `quantize` / `dequantize` (outside the TOSA graph)."""
+    return definition(node.op).has(Trait.BOUNDARY)
 
 
 def mlir_text(path: str | Path) -> str:

@@ -27,6 +27,7 @@ import numpy as np
 
 from tessel.errors import TesselFormatError
 from tessel.frontend.contract import check_elements, node_boundary
+from tessel.frontend.tosa_export import IR_OF
 from tessel.frontend.tosa_schema import NUMPY, Operator, RoundingMode, TosaGraph, TosaOp, read
 from tessel.frontend.tosa_schema import DType as T
 from tessel.ir import DType, Graph, GraphBuilder, Layout, Op, TensorType
@@ -466,7 +467,7 @@ def _close(im: _Importer, op: Operator, p: _Pending, mult: np.ndarray, shift: np
             req = {"out_multiplier": req["multiplier"], "out_shift": req["shift"]}
         name = im.add(natural_op, p.op, p.inputs, {**p.attrs, **req, **out})
     if p.shape != p.natural:
-        im.define(op, im.b.add(Op.RESHAPE, [name], {"shape": p.shape},
+        im.define(op, im.b.add(IR_OF[TosaOp.RESHAPE], [name], {"shape": p.shape},
                                name=sanitize_name(op.outputs[0])))
 
 
@@ -493,7 +494,7 @@ def _reshape(im: _Importer, op: Operator, k: int) -> None:
     if isinstance(src, _Pending):
         im.define(op, replace(src, shape=tuple(shape)))
         return
-    im.add(op, Op.RESHAPE, [im.value(op.inputs[0], f"RESHAPE %{op.outputs[0]}")],
+    im.add(op, IR_OF[op.op], [im.value(op.inputs[0], f"RESHAPE %{op.outputs[0]}")],
            {"shape": tuple(shape)})
 
 
@@ -502,13 +503,13 @@ def _identity(im: _Importer, op: Operator, k: int) -> None:
 
 
 def _transpose(im: _Importer, op: Operator, k: int) -> None:
-    im.add(op, Op.TRANSPOSE, [im.value(op.inputs[0], f"TRANSPOSE %{op.outputs[0]}")],
+    im.add(op, IR_OF[op.op], [im.value(op.inputs[0], f"TRANSPOSE %{op.outputs[0]}")],
            {"perm": tuple(op.attrs["perms"])})
 
 
 def _concat(im: _Importer, op: Operator, k: int) -> None:
     ins = [im.value(n, f"CONCAT %{op.outputs[0]}") for n in op.inputs]
-    im.add(op, Op.CONCAT, ins, {"axis": op.attrs["axis"]})
+    im.add(op, IR_OF[op.op], ins, {"axis": op.attrs["axis"]})
 
 
 def _slice(im: _Importer, op: Operator, k: int) -> None:
@@ -516,7 +517,7 @@ def _slice(im: _Importer, op: Operator, k: int) -> None:
     start, size = im.shape_of(op.inputs[1]), im.shape_of(op.inputs[2])
     for axis, (s0, n) in enumerate(zip(start, size, strict=True)):
         if s0 != 0 or n != im.b.type_of(x).shape[axis]:
-            x = im.b.add(Op.SLICE, [x], {"axis": axis, "start": s0, "end": s0 + n, "step": 1},
+            x = im.b.add(IR_OF[op.op], [x], {"axis": axis, "start": s0, "end": s0 + n, "step": 1},
                          name=sanitize_name(op.outputs[0]))
     im.define(op, x)
 
@@ -525,12 +526,12 @@ def _pad(im: _Importer, op: Operator, k: int) -> None:
     what = f"PAD %{op.outputs[0]}"
     x = im.value(op.inputs[0], what)
     value = im.scalar(op.inputs[2], what) if len(op.inputs) > 2 else 0
-    im.add(op, Op.PAD, [x], {"pads": tuple(im.shape_of(op.inputs[1])), "value": float(value)})
+    im.add(op, IR_OF[op.op], [x], {"pads": tuple(im.shape_of(op.inputs[1])), "value": float(value)})
 
 
 def _max_pool(im: _Importer, op: Operator, k: int) -> None:
     x = im.value(op.inputs[0], f"MAX_POOL2D %{op.outputs[0]}")
-    im.add(op, Op.MAX_POOL2D, [x], {**_window(op), "kernel": tuple(op.attrs["kernel"])})
+    im.add(op, IR_OF[op.op], [x], {**_window(op), "kernel": tuple(op.attrs["kernel"])})
 
 
 def _table(im: _Importer, op: Operator, k: int) -> None:
@@ -541,7 +542,7 @@ def _table(im: _Importer, op: Operator, k: int) -> None:
         raise TesselFormatError(f"TOSA {what}: int8 tables of 256 entries only (an int16 "
                                 "TABLE's 32-bit interpolated result has no Tessel op)")
     t = im.b.constant(table.astype(np.int16), sanitize_name(op.inputs[1]))
-    im.add(op, Op.LUT, [x, t], {})
+    im.add(op, IR_OF[op.op], [x, t], {})
 
 
 RULES: Mapping[TosaOp, Callable[[_Importer, Operator, int], None]] = {
