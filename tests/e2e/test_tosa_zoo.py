@@ -1,14 +1,16 @@
-"""The zoo through TOSA: each CNN's export runs in the TOSA reference model bit-exact with the
-golden model on the same inputs, and export -> import -> compile -> simulate equals the golden
-model too; the transformers' exports are refused with the op TOSA's integer profile cannot
-express (docs/frontend.md, "TOSA")."""
+"""The zoo through TOSA: each CNN's and XR model's export runs in the TOSA reference model
+bit-exact with the golden model on the same inputs, and export -> import -> compile -> simulate
+equals the golden model too; the transformers' exports are refused with the op TOSA's integer
+profile cannot express (docs/frontend.md, "TOSA")."""
 
 from __future__ import annotations
+
+from functools import cache
 
 import numpy as np
 import pytest
 import tosa_reference_model
-from zoo_cache import quantized
+from zoo_cache import CALIBRATION, quantized
 
 from tessel.arch import load_preset
 from tessel.driver import compile_graph
@@ -16,12 +18,28 @@ from tessel.errors import TesselExportError
 from tessel.frontend.tosa_export import export_tosa
 from tessel.frontend.tosa_import import import_tosa
 from tessel.ir import run_graph
+from tessel.models import resolve, xr
 from tessel.passes.to_nhwc import to_nhwc
+from tessel.quant.api import quantize
+from tessel.quant.config import default_config
 from tessel.quant.golden import GOLDEN_KERNELS, run_golden
 from tessel.quant.lower import lower_qdq
 
-EXPORTED = ["digits_cnn", "ds_cnn", "mobilenet_v2", "resnet18"]
+EXPORTED = ["digits_cnn", "ds_cnn", "mobilenet_v2", "resnet18", *xr.NAMES]
 REFUSED = {"vit_small": r"qlayer_norm.*RSQRT", "minilm": r"input_ids is i64"}
+
+
+@cache
+def _quantized(name: str):
+    """The zoo cache's model, or an XR model quantised the same way (several outputs)."""
+    if name not in xr.NAMES:
+        qm, inputs, _ = quantized(name)
+        return qm, inputs
+    spec = resolve(name)
+    model, example = spec.factory()
+    qm = quantize(model, example, calibration_data=spec.calibration_data(CALIBRATION),
+                  config=default_config(name), calibration_samples=CALIBRATION)
+    return qm, tuple(x.numpy() for x in example)
 
 
 def _grouped(*names):
@@ -31,7 +49,7 @@ def _grouped(*names):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", _grouped(*EXPORTED))
 def test_zoo_model_round_trips_through_tosa_bit_exact(name):
-    qm, inputs, _ = quantized(name)
+    qm, inputs = _quantized(name)
     graph = qm.graph
     exported = export_tosa(graph)
     data = exported.to_bytes()

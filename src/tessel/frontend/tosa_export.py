@@ -36,6 +36,7 @@ PROFILE = "PRO-INT"
 DOUBLE_ROUND = "EXT-DOUBLEROUND"
 INT16 = "EXT-INT16"
 _TYPES = {DType.I8: T.INT8, DType.I16: T.INT16, DType.I32: T.INT32}
+_IDENTITY_Q31 = 1 << 30  # a multiplier of one half: with shift s + 1, an exact shift by s
 
 
 @dataclass
@@ -272,12 +273,80 @@ def _max_pool(b: _Builder, node: Node) -> None:
          kernel=list(a["kernel"]), stride=list(a["stride"]), pad=pads, nan_mode=1)
 
 
+def _qavg_pool(b: _Builder, node: Node) -> None:
+    """Tessel's POOL AVG, `rounding_div(sum of the valid taps, their count)`: the sums are a
+    DEPTHWISE_CONV2D of ones (padding adds 0), the division rounds half away from zero as
+    INTDIV (truncating) of `sum +- count // 2` (SELECT on the sign); a RESCALE by one to int8 and
+    the CLAMP."""
+    _nhwc(node)
+    a = node.attr_map
+    x, pads = _window_pads(node, b, node.inputs[0], a["kernel"], (1, 1))
+    t = b.get(x)
+    n, h, w, c = t.shape
+    kh, kw = a["kernel"]
+    shape = node.type.shape
+    sums = b.op(TosaOp.DEPTHWISE_CONV2D, [
+        x, b.const(f"{node.name}_ones", np.ones((kh, kw, c, 1), np.int8), T.INT8),
+        b.const(f"{node.name}_b", np.zeros(c, np.int32), T.INT32),
+        b.zp(f"{node.name}_x", 0, t.dtype), b.zp(f"{node.name}_w", 0, T.INT8)],
+        b.fresh(f"{node.name}_sum"), shape, T.INT32, _loc(node), pad=pads,
+        stride=list(a["stride"]), dilation=[1, 1], local_bound=False, acc_type=int(T.INT32))
+    if t.dtype is not T.INT8:
+        raise refuse(node, "an int16 average pool (DEPTHWISE_CONV2D of int16 accumulates in 48 "
+                           "bits)")
+    rows = _valid_taps(h, shape[1], kh, a["stride"][0], a["padding"][0])
+    cols = _valid_taps(w, shape[2], kw, a["stride"][1], a["padding"][1])
+    count = (rows[:, None] * cols[None, :]).reshape(1, shape[1], shape[2], 1).astype(np.int32)
+    cnt = b.const(f"{node.name}_count", count, T.INT32)
+    half = b.const(f"{node.name}_half", count // 2, T.INT32)
+    zero = b.const(f"{node.name}_zero", np.zeros((1, 1, 1, 1), np.int32), T.INT32)
+    pos = b.op(TosaOp.GREATER_EQUAL, [sums, zero], b.fresh(f"{node.name}_pos"), shape, T.BOOL,
+               _loc(node))
+    up = b.op(TosaOp.ADD, [sums, half], b.fresh(f"{node.name}_up"), shape, T.INT32, _loc(node))
+    down = b.op(TosaOp.SUB, [sums, half], b.fresh(f"{node.name}_dn"), shape, T.INT32, _loc(node))
+    num = b.op(TosaOp.SELECT, [pos, up, down], b.fresh(f"{node.name}_num"), shape, T.INT32,
+               _loc(node))
+    q = b.op(TosaOp.INTDIV, [num, cnt], b.fresh(f"{node.name}_q"), shape, T.INT32, _loc(node))
+    q = b.rescale(q, b.fresh(f"{node.name}_q"), shape, tosa_dtype(node),
+                  multiplier=_IDENTITY_Q31, shift=1, double_round=False, loc=_loc(node))
+    b.clamp(q, node.name, a["act_min"], a["act_max"], _loc(node))
+
+
+def _valid_taps(size: int, out: int, k: int, stride: int, pad: int) -> np.ndarray:
+    """Per output position, how many of the k taps fall inside the input."""
+    idx = np.arange(out)[:, None] * stride - pad + np.arange(k)[None, :]
+    return ((idx >= 0) & (idx < size)).sum(axis=1)
+
+
+def _upsample(b: _Builder, node: Node) -> None:
+    """Nearest upsampling by integer factors: RESIZE NEAREST with scale s / 1, offset
+    -(s // 2) and border s - 1 - s // 2 (every output row oy reads input row oy // s)."""
+    _nhwc(node)
+    sy, sx = node.attr("scale")
+    hy, hx = sy // 2, sx // 2
+    b.op(TosaOp.RESIZE, [node.inputs[0], b.shape(f"{node.name}_scale", (sy, 1, sx, 1)),
+                         b.shape(f"{node.name}_offset", (-hy, -hx)),
+                         b.shape(f"{node.name}_border", (sy - 1 - hy, sx - 1 - hx))],
+         node.name, node.type.shape, tosa_dtype(node), _loc(node), mode=1)
+
+
 # ---------------------------------------------------------------- element-wise
 
 
 def _centred(b: _Builder, node: Node, x: str, zp: int, left_shift: int) -> str:
-    """int32 `(x - zp) << left_shift`, exactly (Tessel's ELTWISE input before its multiplier)."""
+    """int32 `(x - zp) << left_shift`, exactly (Tessel's ELTWISE input before its multiplier).
+
+    A RESCALE by 2^30 with shift 30 - left_shift where its input range allows (TOSA requires
+    |x - zp| < 2^(29 - left_shift)), as TFLite's legalisation writes it, so that other TOSA
+    compilers see the quantised add / mul / mean they know; CAST, SUB and LOGICAL_LEFT_SHIFT
+    otherwise (int16 with a zero point, or shifts too wide for the RESCALE)."""
     t = b.get(x)
+    bits = 8 if t.dtype is T.INT8 else 16
+    span = (1 << bits) - 1 if zp else 1 << (bits - 1)  # the largest |x - zp|
+    if (t.dtype is T.INT8 or not zp) and span < 1 << (29 - left_shift):
+        return b.rescale(x, b.fresh(f"{node.name}_c"), t.shape, T.INT32,
+                         multiplier=_IDENTITY_Q31, shift=left_shift + 1, in_zp=zp,
+                         double_round=False, loc=_loc(node))
     wide = b.fresh(f"{node.name}_c")
     b.op(TosaOp.CAST, [x], wide, t.shape, T.INT32, _loc(node))
     ones = (1,) * len(t.shape)
@@ -324,9 +393,16 @@ def _qmul(b: _Builder, node: Node) -> None:
 
 
 def _requantize(b: _Builder, node: Node) -> None:
+    """One RESCALE with the input zero point (TOSA takes a zero point on int8 inputs only:
+    int16 is centred first)."""
     a = node.attr_map
-    v = _centred(b, node, node.inputs[0], a["in_zp"], 0)
-    b.requant_out(v, node, a["multiplier"], a["shift"], per_channel=False)
+    x, zp = node.inputs[0], a["in_zp"]
+    if zp and b.get(x).dtype is not T.INT8:
+        x, zp = _centred(b, node, x, zp, 0), 0
+    y = b.rescale(x, b.fresh(node.name), node.type.shape, tosa_dtype(node),
+                  multiplier=a["multiplier"], shift=a["shift"], in_zp=zp, out_zp=a["out_zp"],
+                  loc=_loc(node))
+    b.clamp(y, node.name, a["act_min"], a["act_max"], _loc(node))
 
 
 def _lut(b: _Builder, node: Node) -> None:
@@ -420,15 +496,16 @@ _Rule = Callable[[_Builder, Node], None]
 IR_OF: Mapping[TosaOp, Op] = {
     TosaOp.RESHAPE: Op.RESHAPE, TosaOp.TRANSPOSE: Op.TRANSPOSE, TosaOp.CONCAT: Op.CONCAT,
     TosaOp.SLICE: Op.SLICE, TosaOp.PAD: Op.PAD, TosaOp.MAX_POOL2D: Op.MAX_POOL2D,
-    TosaOp.TABLE: Op.LUT,
+    TosaOp.TABLE: Op.LUT, TosaOp.RESIZE: Op.UPSAMPLE_NEAREST,
 }
 MAPPING: Mapping[Op, _Rule] = {
     Op.QCONV2D: _qconv2d, Op.QLINEAR: _qlinear, Op.QMATMUL: _qmatmul, Op.QADD: _qadd_sub,
     Op.QSUB: _qadd_sub, Op.QMUL: _qmul, Op.REQUANTIZE: _requantize, Op.QMEAN: _qmean,
+    Op.QAVG_POOL2D: _qavg_pool,
     **{IR_OF[t]: rule for t, rule in ((TosaOp.RESHAPE, _reshape), (TosaOp.TRANSPOSE, _transpose),
                                       (TosaOp.CONCAT, _concat), (TosaOp.SLICE, _slice),
                                       (TosaOp.PAD, _pad), (TosaOp.MAX_POOL2D, _max_pool),
-                                      (TosaOp.TABLE, _lut))},
+                                      (TosaOp.TABLE, _lut), (TosaOp.RESIZE, _upsample))},
 }
 REFUSED: Mapping[Op, str] = {
     Op.QSOFTMAX: "its reciprocal (Tessel's UNARY RECIP fixed-point iteration) and int16 exp "

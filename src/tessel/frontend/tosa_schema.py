@@ -88,6 +88,7 @@ class TosaOp(enum.IntEnum):
     TILE = 60
     TRANSPOSE = 61
     GATHER = 62
+    RESIZE = 64
     CAST = 65
     RESCALE = 66
     CONST = 67
@@ -145,6 +146,7 @@ ATTRIBUTES: Mapping[TosaOp, tuple[tuple[str, Kind], ...]] = {
     TosaOp.REDUCE_SUM: (("axis", Kind.I32),),
     TosaOp.CONCAT: (("axis", Kind.I32),),
     TosaOp.TRANSPOSE: (("perms", Kind.INTS),),
+    TosaOp.RESIZE: (("mode", Kind.U32),),
     TosaOp.RESCALE: (("scale32", Kind.BOOL), ("rounding_mode", Kind.U32),
                      ("per_channel", Kind.BOOL), ("input_unsigned", Kind.BOOL),
                      ("output_unsigned", Kind.BOOL)),
