@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing Tessel and its dependencies into $(VENV) (first time: several minutes)"
 	$(PY) -m pip install --progress-bar on -e '.[dev]'
+	@# the TOSA tests' tools, without their pins (pyproject.toml, the tosa-tools extra)
+	$(PY) -m pip install --progress-bar on --no-deps tosa-tools==2026.8.0 \
+	  tosa-converter-for-tflite==2026.2.0
 	touch $(STAMP)
 
 demo: $(STAMP)
