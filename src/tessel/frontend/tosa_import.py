@@ -34,9 +34,11 @@ from tessel.frontend.tosa_patterns import (
     _cast,
     _Centred,
     _clamp,
+    _conv,
     _dtype,
     _greater_equal,
     _intdiv,
+    _matmul,
     _mul,
     _Pending,
     _reduce_sum,
@@ -45,10 +47,14 @@ from tessel.frontend.tosa_patterns import (
     _select,
     _shift_left,
     _sub_add,
+    _window,
+    dequantize,
+    is_quantize,
+    quantize,
 )
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import Operator, TosaGraph, TosaOp, read
-from tessel.ir import DType, Graph, GraphBuilder, Layout, Op, TensorType
+from tessel.ir import DType, Graph, GraphBuilder, Op, TensorType
 from tessel.ir.builder import sanitize_name
 
 
@@ -146,18 +152,14 @@ class _Importer:
             if t.dtype is T.FP32:
                 self.values[name] = _Boundary(x, "float")
                 continue
-            dtype = _dtype(t.dtype, name)
-            lo, hi = dtype.bounds
-            self.values[name] = self.b.add(Op.QUANTIZE, [x], {
-                "scale": 1.0, "zero_point": 0, "qmin": lo, "qmax": hi, "dtype": dtype},
-                name=f"{name}_q")
+            self.values[name] = quantize(self, x, f"{name}_q", _dtype(t.dtype, name))
 
     def outputs(self) -> Graph:
         outs = []
         for name in self.g.outputs:
             v = self.value(name, "graph output")
-            outs.append(v if self.b.type_of(v).dtype is DType.F32 else self.b.add(
-                Op.DEQUANTIZE, [v], {"scale": 1.0, "zero_point": 0}, name=f"{name}_out"))
+            outs.append(v if self.b.type_of(v).dtype is DType.F32
+                        else dequantize(self, v, f"{name}_out"))
         return self.b.build(outs)
 
     def define(self, op: Operator, symbol: Symbol) -> None:
@@ -179,51 +181,6 @@ class _Importer:
 
 def _noop(im: _Importer, op: Operator, k: int) -> None:
     """CONST / CONST_SHAPE: read where used."""
-
-
-def _window(op: Operator) -> dict[str, Any]:
-    t, bot, left, right = op.attrs["pad"]
-    return {"padding": (t, left, bot, right), "stride": tuple(op.attrs["stride"]),
-            "layout": Layout.NHWC}
-
-
-def _conv(im: _Importer, op: Operator, k: int) -> None:
-    what = f"{op.op.name} %{op.outputs[0]}"
-    x = im.value(op.inputs[0], what)
-    if im.b.type_of(x).dtype is not DType.I8:
-        raise TesselFormatError(f"TOSA {what}: int16 activations (Tessel's convolutions take "
-                                "int8)")
-    w = im.const(op.inputs[1], what)
-    bias = im.ints(op.inputs[2], what).astype(np.int32)
-    in_zp, w_zp = im.scalar(op.inputs[3], what), im.scalar(op.inputs[4], what)
-    if w_zp != 0 or w.dtype != np.int8:
-        raise TesselFormatError(f"TOSA {what}: int8 weights with zero point 0 only")
-    if op.op is TosaOp.DEPTHWISE_CONV2D:
-        if w.shape[3] != 1:
-            raise TesselFormatError(f"TOSA {what}: depth multiplier {w.shape[3]} (Tessel's "
-                                    "depthwise convolution has multiplier 1)")
-        w, groups = w.transpose(2, 0, 1, 3), w.shape[2]
-    else:
-        groups = 1
-    cout = w.shape[0]
-    if bias.size == 1:
-        bias = np.full(cout, bias.reshape(-1)[0], np.int32)
-    attrs = {**_window(op), "dilation": tuple(op.attrs["dilation"]), "groups": groups,
-             "in_zp": in_zp}
-    wname = im.b.constant(w, sanitize_name(op.inputs[1]))
-    bname = im.b.constant(bias.reshape(cout), sanitize_name(op.inputs[2]))
-    n, h, wd, _ = im.b.type_of(x).shape
-    shape = tuple(im.g.tensors[op.outputs[0]].shape)
-    im.define(op, _Pending(Op.QCONV2D, (x, wname, bname), attrs, shape, shape, cout,
-                           parts=(w, bias)))
-
-
-def _matmul(im: _Importer, op: Operator, k: int) -> None:
-    what = f"MATMUL %{op.outputs[0]}"
-    a, bb = im.value(op.inputs[0], what), im.value(op.inputs[1], what)
-    attrs = {"a_zp": im.scalar(op.inputs[2], what), "b_zp": im.scalar(op.inputs[3], what)}
-    shape = tuple(im.g.tensors[op.outputs[0]].shape)
-    im.define(op, _Pending(Op.QMATMUL, (a, bb), attrs, shape, shape))
 
 
 def _reshape(im: _Importer, op: Operator, k: int) -> None:
@@ -323,7 +280,7 @@ def tosa_module(source: str | Path | bytes, *, name: str | None = None, seed: in
     rng = np.random.default_rng(seed)
     inputs = []
     for v in graph.inputs:
-        q = next(n for n in graph.nodes if n.op is Op.QUANTIZE and n.inputs[0] == v.name)
+        q = next(n for n in graph.nodes if is_quantize(n) and n.inputs[0] == v.name)
         levels = rng.integers(int(q.attr("qmin")), int(q.attr("qmax")) + 1, v.type.shape)
         grid = np.float32(q.attr("scale")) * (levels - int(q.attr("zero_point")))
         inputs.append(torch.from_numpy(grid.astype(np.float32)))

@@ -119,10 +119,8 @@ def _cast(im: _Importer, op: Operator, k: int) -> None:
         im.define(op, replace(src, stage="rounded"))
         return
     if isinstance(src, _Boundary) and src.stage == "shifted" and out_t in _DTYPES:
-        dtype = _DTYPES[out_t]
-        lo, hi = dtype.bounds
-        im.add(op, Op.QUANTIZE, [src.src], {"scale": 1.0 / src.inv_scale, "zero_point": src.zp,
-                                            "qmin": lo, "qmax": hi, "dtype": dtype})
+        im.define(op, quantize(im, src.src, sanitize_name(op.outputs[0]), _DTYPES[out_t],
+                               1.0 / src.inv_scale, src.zp))
         return
     x = im.value(op.inputs[0], f"CAST %{op.outputs[0]}")
     if out_t is T.FP32:
@@ -281,8 +279,8 @@ def _mul(im: _Importer, op: Operator, k: int) -> None:
         im.define(op, replace(src, stage="scaled", inv_scale=_float_const(im, op.inputs[1], what)))
         return
     if isinstance(src, _Boundary) and src.stage == "centred":
-        im.add(op, Op.DEQUANTIZE, [src.src], {"scale": _float_const(im, op.inputs[1], what),
-                                              "zero_point": src.zp})
+        im.define(op, dequantize(im, src.src, sanitize_name(op.outputs[0]),
+                                 _float_const(im, op.inputs[1], what), src.zp))
         return
     if len(op.inputs) > 2 and im.scalar(op.inputs[2], what) != 0:
         raise TesselFormatError(f"TOSA {what}: a shifted product (Tessel's mul has shift 0)")
@@ -399,3 +397,65 @@ def _clamp(im: _Importer, op: Operator, k: int) -> None:
     im.add(op, Op.REQUANTIZE, [x], {"in_zp": 0, "multiplier": _IDENTITY_Q31,
                                     "shift": _IDENTITY_SHIFT, "out_zp": 0, "act_min": lo,
                                     "act_max": hi, "dtype": dtype})
+
+
+def _window(op: Operator) -> dict[str, Any]:
+    t, bot, left, right = op.attrs["pad"]
+    return {"padding": (t, left, bot, right), "stride": tuple(op.attrs["stride"]),
+            "layout": Layout.NHWC}
+
+
+def _conv(im: _Importer, op: Operator, k: int) -> None:
+    what = f"{op.op.name} %{op.outputs[0]}"
+    x = im.value(op.inputs[0], what)
+    if im.b.type_of(x).dtype is not DType.I8:
+        raise TesselFormatError(f"TOSA {what}: int16 activations (Tessel's convolutions take "
+                                "int8)")
+    w = im.const(op.inputs[1], what)
+    bias = im.ints(op.inputs[2], what).astype(np.int32)
+    in_zp, w_zp = im.scalar(op.inputs[3], what), im.scalar(op.inputs[4], what)
+    if w_zp != 0 or w.dtype != np.int8:
+        raise TesselFormatError(f"TOSA {what}: int8 weights with zero point 0 only")
+    if op.op is TosaOp.DEPTHWISE_CONV2D:
+        if w.shape[3] != 1:
+            raise TesselFormatError(f"TOSA {what}: depth multiplier {w.shape[3]} (Tessel's "
+                                    "depthwise convolution has multiplier 1)")
+        w, groups = w.transpose(2, 0, 1, 3), w.shape[2]
+    else:
+        groups = 1
+    cout = w.shape[0]
+    if bias.size == 1:
+        bias = np.full(cout, bias.reshape(-1)[0], np.int32)
+    attrs = {**_window(op), "dilation": tuple(op.attrs["dilation"]), "groups": groups,
+             "in_zp": in_zp}
+    wname = im.b.constant(w, sanitize_name(op.inputs[1]))
+    bname = im.b.constant(bias.reshape(cout), sanitize_name(op.inputs[2]))
+    n, h, wd, _ = im.b.type_of(x).shape
+    shape = tuple(im.g.tensors[op.outputs[0]].shape)
+    im.define(op, _Pending(Op.QCONV2D, (x, wname, bname), attrs, shape, shape, cout,
+                           parts=(w, bias)))
+
+
+def _matmul(im: _Importer, op: Operator, k: int) -> None:
+    what = f"MATMUL %{op.outputs[0]}"
+    a, bb = im.value(op.inputs[0], what), im.value(op.inputs[1], what)
+    attrs = {"a_zp": im.scalar(op.inputs[2], what), "b_zp": im.scalar(op.inputs[3], what)}
+    shape = tuple(im.g.tensors[op.outputs[0]].shape)
+    im.define(op, _Pending(Op.QMATMUL, (a, bb), attrs, shape, shape))
+
+
+def quantize(im: _Importer, x: str, out: str, dtype: DType, scale: float = 1.0, zp: int = 0
+             ) -> str:
+    """The `quantize` in front of the integer graph (scale 1: a TOSA input's integers)."""
+    lo, hi = dtype.bounds
+    return im.b.add(Op.QUANTIZE, [x], {"scale": scale, "zero_point": zp, "qmin": lo,
+                                       "qmax": hi, "dtype": dtype}, name=out)
+
+
+def dequantize(im: _Importer, x: str, out: str, scale: float = 1.0, zp: int = 0) -> str:
+    """The `dequantize` after it (scale 1: a TOSA output's integers)."""
+    return im.b.add(Op.DEQUANTIZE, [x], {"scale": scale, "zero_point": zp}, name=out)
+
+
+def is_quantize(node: Any) -> bool:
+    return node.op is Op.QUANTIZE
