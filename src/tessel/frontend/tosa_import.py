@@ -1,19 +1,20 @@
 """An integer TOSA 1.0 graph (`model.tosa`) as Tessel's integer IR, without re-quantising.
 
 TOSA spells a quantised layer as several operators with int32 values between them (CONV2D ->
-RESCALE -> CLAMP; CAST -> SUB -> RESCALE -> ADD -> RESCALE for a quantised add). The importer
-walks the operators in order and keeps each int32 intermediate symbolic (`_Centred`: ``(x -
-zp) << shift``; `_Scaled`: a RESCALE of one; `_Pending`: an accumulator whose requantisation
-has not come yet), so that the RESCALE to int8 / int16 (and a CLAMP right after it) closes one
-Tessel integer op: qconv2d, qmatmul, qadd / qsub, qmul, qmean or requantize. Data movement,
-MAX_POOL2D and int8 TABLE map one to one. A RESCALE is Tessel's requantisation
-(MultiplyByQuantizedMultiplier) when it rounds DOUBLE_ROUND, or SINGLE_ROUND with no right
-shift beyond 31 bits; anything else is refused with the operator and the reason
-(TesselFormatError), as is any int32 value that reaches a graph output.
+RESCALE -> CLAMP; RESCALE to int32 -> RESCALE -> ADD -> RESCALE for a quantised add). The
+importer walks the operators in order and keeps each int32 intermediate symbolic (the symbols
+and the rules that build and close them: `tosa_patterns`), so that the RESCALE to int8 / int16
+(and a CLAMP right after it) closes one Tessel integer op: qconv2d, qmatmul, qadd / qsub, qmul,
+qmean, qavg_pool2d or requantize. Data movement, MAX_POOL2D, RESIZE and int8 TABLE map one to
+one (`tosa_export.IR_OF`). A RESCALE is Tessel's requantisation (MultiplyByQuantizedMultiplier)
+when it rounds DOUBLE_ROUND, or SINGLE_ROUND with no right shift beyond 31 bits; anything else
+is refused with the operator and the reason (TesselFormatError), as is any int32 value that
+reaches a graph output.
 
 The Tessel graph takes float inputs that `quantize` (scale 1, zero point 0) turns into the TOSA
-inputs, and `dequantize`s (scale 1) its outputs: `tosa_module` wraps it as a QDQModule, so
-`tessel compile model.tosa` lowers nothing and compiles it as it is.
+inputs, and `dequantize`s (scale 1) its outputs (a converter's float quantise / dequantise
+operators become the `quantize` / `dequantize` they spell): `tosa_module` wraps it as a
+QDQModule, so `tessel compile model.tosa` lowers nothing and compiles it as it is.
 """
 
 from __future__ import annotations
