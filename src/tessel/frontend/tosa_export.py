@@ -112,7 +112,18 @@ class _Builder:
     def rescale(self, x: str, out: str, shape: Sequence[int], dtype: T, *, multiplier: object,
                 shift: object, in_zp: int = 0, out_zp: int = 0, per_channel: bool = False,
                 double_round: bool = True, loc: str = "") -> str:
-        """RESCALE with Tessel's (q31, shift) multipliers: TOSA's shift is `31 - shift`."""
+        """RESCALE with Tessel's (q31, shift) multipliers: TOSA's shift is `31 - shift`. An
+        int16 result with a zero point (TOSA's signed int16 RESCALE takes none) is rescaled to
+        int32, the zero point ADDed, and RESCALEd by one to int16 (saturating, as Tessel's
+        requantisation clamps)."""
+        if dtype is T.INT16 and out_zp:
+            wide = self.rescale(x, self.fresh(out), shape, T.INT32, multiplier=multiplier,
+                                shift=shift, in_zp=in_zp, per_channel=per_channel,
+                                double_round=double_round, loc=loc)
+            z = self.const(f"{out}_zp", np.full((1,) * len(shape), out_zp, np.int32), T.INT32)
+            wide = self.op(TosaOp.ADD, [wide, z], self.fresh(out), shape, T.INT32, loc)
+            return self.rescale(wide, out, shape, T.INT16, multiplier=_IDENTITY_Q31, shift=1,
+                                double_round=False, loc=loc)
         mult = np.atleast_1d(np.asarray(multiplier, np.int64)).astype(np.int32)
         tshift = (31 - np.atleast_1d(np.asarray(shift, np.int64))).astype(np.int8)
         in_t = self.get(x).dtype
@@ -330,6 +341,52 @@ def _upsample(b: _Builder, node: Node) -> None:
          node.name, node.type.shape, tosa_dtype(node), _loc(node), mode=1)
 
 
+def _qsoftmax(b: _Builder, node: Node) -> None:
+    """Tessel's softmax chain (docs/numerics.md): REDUCE_MAX; `x - max` rescaled to int16; the
+    int16 exp TABLE (its 32-bit interpolation rounded back by a SINGLE_ROUND RESCALE, as the LUT
+    does); REDUCE_SUM; the reciprocal `round(2^30 / s)` as INTDIV of `2^30 + s >> 1`;
+    MUL (the product stays below 2^31: every term is at most the sum) and the output RESCALE."""
+    a = node.attr_map
+    table = b.graph.constant_value(node.inputs[1])
+    x = node.inputs[0]
+    shape = list(node.type.shape)
+    axis = a["axis"] % len(shape)
+    row = list(shape)
+    row[axis] = 1
+    loc = _loc(node)
+    m = b.op(TosaOp.REDUCE_MAX, [x], b.fresh(f"{node.name}_max"), row, b.get(x).dtype, loc,
+             axis=axis, nan_mode=1)
+    diff = b.op(TosaOp.SUB, [_centred(b, node, x, 0, 0), _centred(b, node, m, 0, 0)],
+                b.fresh(f"{node.name}_d"), shape, T.INT32, loc)
+    d = b.rescale(diff, b.fresh(f"{node.name}_d"), shape, T.INT16, multiplier=a["sub_mult"],
+                  shift=a["sub_shift"], out_zp=a["sub_zp"], loc=loc)
+    interp = b.op(TosaOp.TABLE, [d, b.const(f"{node.name}_exp", np.asarray(table, np.int16),
+                                            T.INT16)],
+                  b.fresh(f"{node.name}_e"), shape, T.INT32, loc)
+    e = b.rescale(interp, b.fresh(f"{node.name}_e"), shape, T.INT16, multiplier=_IDENTITY_Q31,
+                  shift=-6, double_round=False, loc=loc)  # floor((v + 64) / 128)
+    e32 = _centred(b, node, e, 0, 0)
+    s = b.op(TosaOp.REDUCE_SUM, [e32], b.fresh(f"{node.name}_s"), row, T.INT32, loc, axis=axis)
+    ones = (1,) * len(shape)
+
+    def c(hint: str, value: int) -> str:
+        return b.const(f"{node.name}_{hint}", np.full(ones, value, np.int32), T.INT32)
+
+    half = b.op(TosaOp.ARITHMETIC_RIGHT_SHIFT, [s, c("one", 1)], b.fresh(f"{node.name}_h"), row,
+                T.INT32, loc, round=False)
+    num = b.op(TosaOp.ADD, [half, c("unit", 1 << a["recip_frac_bits"])],
+               b.fresh(f"{node.name}_n"), row, T.INT32, loc)
+    den = b.op(TosaOp.MAXIMUM, [s, c("min", 1)], b.fresh(f"{node.name}_den"), row, T.INT32, loc,
+               nan_mode=1)
+    q = b.op(TosaOp.INTDIV, [num, den], b.fresh(f"{node.name}_q"), row, T.INT32, loc)
+    pos = b.op(TosaOp.GREATER, [s, c("zero", 0)], b.fresh(f"{node.name}_pos"), row, T.BOOL, loc)
+    r = b.op(TosaOp.SELECT, [pos, q, c("max", 2**31 - 1)], b.fresh(f"{node.name}_r"), row,
+             T.INT32, loc)
+    shift0 = b.const(f"{node.name}_mshift", np.zeros((1,), np.int8), T.INT8)
+    prod = b.op(TosaOp.MUL, [e32, r, shift0], b.fresh(f"{node.name}_p"), shape, T.INT32, loc)
+    b.requant_out(prod, node, a["mul_mult"], a["mul_shift"], per_channel=False)
+
+
 # ---------------------------------------------------------------- element-wise
 
 
@@ -501,15 +558,13 @@ IR_OF: Mapping[TosaOp, Op] = {
 MAPPING: Mapping[Op, _Rule] = {
     Op.QCONV2D: _qconv2d, Op.QLINEAR: _qlinear, Op.QMATMUL: _qmatmul, Op.QADD: _qadd_sub,
     Op.QSUB: _qadd_sub, Op.QMUL: _qmul, Op.REQUANTIZE: _requantize, Op.QMEAN: _qmean,
-    Op.QAVG_POOL2D: _qavg_pool,
+    Op.QAVG_POOL2D: _qavg_pool, Op.QSOFTMAX: _qsoftmax,
     **{IR_OF[t]: rule for t, rule in ((TosaOp.RESHAPE, _reshape), (TosaOp.TRANSPOSE, _transpose),
                                       (TosaOp.CONCAT, _concat), (TosaOp.SLICE, _slice),
                                       (TosaOp.PAD, _pad), (TosaOp.MAX_POOL2D, _max_pool),
                                       (TosaOp.TABLE, _lut), (TosaOp.RESIZE, _upsample))},
 }
 REFUSED: Mapping[Op, str] = {
-    Op.QSOFTMAX: "its reciprocal (Tessel's UNARY RECIP fixed-point iteration) and int16 exp "
-                 "table interpolation have no exact TOSA integer form in this exporter",
     Op.QLAYER_NORM: "its inverse square root (Tessel's UNARY RSQRT fixed-point iteration) has "
                     "no TOSA integer operator (TOSA's RSQRT is floating point)",
     Op.HOST: "an op the compiler runs on the host has no TOSA form",

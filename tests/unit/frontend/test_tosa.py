@@ -26,7 +26,7 @@ from tessel.frontend.tflite_import import tflite_module
 from tessel.frontend.tosa_export import export_tosa
 from tessel.frontend.tosa_import import import_tosa, tosa_module
 from tessel.frontend.tosa_schema import DType, Operator, Tensor, TosaGraph, TosaOp, as_bytes, read
-from tessel.ir import run_graph
+from tessel.ir import Op, run_graph
 from tessel.passes.to_nhwc import to_nhwc
 from tessel.quant.api import quantized_import
 from tessel.quant.golden import GOLDEN_KERNELS, run_golden
@@ -143,7 +143,8 @@ def test_export_names_profile_extensions_and_maps_each_layer():
     assert long_shift and all(op.attrs["rounding_mode"] == 3 for op in long_shift)
 
 
-@pytest.mark.parametrize("name", ["small", "resnet18_style", "mobilenet_v2_style"])
+@pytest.mark.parametrize("name", ["small", "softmax", "resnet18_style", "mobilenet_v2_style",
+                                  "ds_cnn_style"])
 def test_reference_model_runs_the_export_bit_exact_with_the_golden_model(name):
     graph, inputs = integer_graph(name)
     exported = export_tosa(graph)
@@ -155,9 +156,12 @@ def test_reference_model_runs_the_export_bit_exact_with_the_golden_model(name):
 
 
 def test_what_tosa_cannot_express_is_refused_with_the_op_and_why():
-    graph, _ = integer_graph("softmax")
-    with pytest.raises(TesselExportError, match=r"qsoftmax.*UNARY RECIP"):
-        export_tosa(graph)
+    graph, _ = integer_graph("small")
+    mean = next(n for n in graph.nodes if n.op is Op.QMEAN)
+    as_norm = graph.with_nodes([n.replace(op=Op.QLAYER_NORM) if n is mean else n
+                                for n in graph.nodes])
+    with pytest.raises(TesselExportError, match=rf"%{mean.name} = qlayer_norm.*RSQRT"):
+        export_tosa(as_norm)
 
 
 # ---------------------------------------------------------------- import
