@@ -79,3 +79,21 @@ def test_transformer_export_is_refused_naming_the_op(name):
     qm, _, _ = quantized(name)
     with pytest.raises(TesselExportError, match=REFUSED[name]):
         export_tosa(qm.graph)
+
+
+def test_cli_exports_compiles_and_checks_a_tosa_file(tmp_path, capsys):
+    from tessel.cli import main
+
+    path, binary = tmp_path / "digits.tosa", tmp_path / "digits.tsl"
+    assert main(["export", "tosa", "digits_cnn", "-o", str(path), "--calibration", "2",
+                 "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"profile": "PRO-INT"' in out and "EXT-DOUBLEROUND" in out
+    assert main(["compile", str(path), "-o", str(binary)]) == 0
+    assert main(["run", str(binary), "--check"]) == 0
+    assert "bit-exact" in capsys.readouterr().out
+    assert main(["export", "tosa", "vit_small", "-o", str(tmp_path / "vit.tosa"),
+                 "--calibration", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("tessel export: error:") and "qlayer_norm" in err[-1]
+    assert not (tmp_path / "vit.tosa").exists()

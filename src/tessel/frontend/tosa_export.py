@@ -463,16 +463,28 @@ def _requantize(b: _Builder, node: Node) -> None:
 
 
 def _lut(b: _Builder, node: Node) -> None:
+    """int8: TABLE of the table's entries (Tessel's int8 LUT holds int8). int16: TABLE's 32-bit
+    interpolation `(base << 7) + slope * frac`, rounded back as Tessel's LUT rounds it
+    (`floor((v + 64) / 128)`, a SINGLE_ROUND RESCALE); TOSA requires each slope to fit int16
+    where Tessel wraps it, so a table with a wider step is refused."""
     table = b.graph.constant_value(node.inputs[1])
     if table is None:
         raise refuse(node, "the table must be a constant")
-    if node.type.dtype is not DType.I8:
-        raise refuse(node, "an int16 LUT: TOSA's int16 TABLE interpolates to a 32-bit result "
-                           "that the exporter does not yet bring back to Tessel's int16 rounding")
-    low = (np.asarray(table, np.int64) & 0xFF).astype(np.uint8).view(np.int8)  # wrap8
-    b.op(TosaOp.TABLE, [node.inputs[0], b.const(f"{node.name}_table", low, T.INT8)], node.name,
-         node.type.shape, T.INT8, _loc(node))
-
+    t = np.asarray(table, np.int64)
+    if node.type.dtype is DType.I8:
+        b.op(TosaOp.TABLE, [node.inputs[0], b.const(f"{node.name}_table", t.astype(np.int8),
+                                                    T.INT8)],
+             node.name, node.type.shape, T.INT8, _loc(node))
+        return
+    if np.any(np.abs(np.diff(t)) > 32767):
+        raise refuse(node, "an int16 table step wider than int16 (TOSA's TABLE requires the "
+                           "slope to fit; Tessel's LUT wraps it)")
+    shape = node.type.shape
+    interp = b.op(TosaOp.TABLE, [node.inputs[0], b.const(f"{node.name}_table",
+                                                         t.astype(np.int16), T.INT16)],
+                  b.fresh(f"{node.name}_i"), shape, T.INT32, _loc(node))
+    b.rescale(interp, node.name, shape, T.INT16, multiplier=_IDENTITY_Q31, shift=-6,
+              double_round=False, loc=_loc(node))
 
 def _qmean(b: _Builder, node: Node) -> None:
     a = node.attr_map

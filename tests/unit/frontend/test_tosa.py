@@ -228,3 +228,25 @@ def test_tosa_files_are_model_files(tmp_path: Path):
     path.write_bytes(export_tosa(graph).to_bytes())
     model, inputs = resolve(str(path)).factory()
     assert model.qdq_graph.inputs[0].type.shape == inputs[0].shape
+
+
+def test_int16_lut_exports_with_the_lut_rounding():
+    """An int16 LUT (TFLite's interpolation): TABLE's 32-bit result rounded back by RESCALE
+    equals the golden model on every int16 value."""
+    from tessel.ir import DType as IrDType
+    from tessel.ir import GraphBuilder, TensorType
+
+    b = GraphBuilder("lut16")
+    x = b.input("x", TensorType((1, 65536), IrDType.F32))
+    q = b.add(Op.QUANTIZE, [x], {"scale": 1.0, "zero_point": 0, "qmin": -32768, "qmax": 32767,
+                                 "dtype": IrDType.I16})
+    steps = np.linspace(-3.0, 3.0, 513)
+    table = b.constant(np.round(20000 * np.tanh(steps)).astype(np.int16), "table")
+    y = b.add(Op.LUT, [q, table])
+    graph = b.build([b.add(Op.DEQUANTIZE, [y], {"scale": 1.0, "zero_point": 0})])
+    exported = export_tosa(graph)
+    assert "EXT-INT16" in exported.graph.extensions
+    every = np.arange(-32768, 32768, dtype=np.float32).reshape(1, -1)
+    tosa_in, golden_out = boundary_values(graph, exported, (every,))
+    got = reference(exported.to_bytes(), tosa_in)
+    np.testing.assert_array_equal(np.asarray(got[0]).reshape(golden_out[0].shape), golden_out[0])
