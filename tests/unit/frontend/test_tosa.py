@@ -199,7 +199,7 @@ def test_import_refuses_an_operator_without_an_integer_form():
         import_tosa(g.write())
 
 
-@pytest.mark.parametrize("name", ["small", "resnet18_style"])
+@pytest.mark.parametrize("name", ["small", "resnet18_style", "mobilenet_v2_style"])
 def test_a_converter_file_compiles_and_runs_bit_exact_with_the_reference_model(name, tmp_path):
     """A .tosa another tool wrote: tosa-converter-for-tflite legalises the int8 .tflite (float
     quantise / dequantise at its edges), tosa-opt serialises it."""
