@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: demo test bench lint docs fuzz fuzz-models venv browser clean
 
@@ -12,6 +13,9 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing Tessel and its dependencies into $(VENV) (first time: several minutes)"
 	$(PY) -m pip install --progress-bar on -e '.[dev]'
+	@# the TOSA tests' tools, without their pins (pyproject.toml, the tosa-tools extra)
+	$(PY) -m pip install --progress-bar on --no-deps tosa-tools==2026.8.0 \
+	  tosa-converter-for-tflite==2026.2.0
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -32,7 +36,7 @@ browser:
 	  "(the browser test of the HTML pages is skipped without it)"; fi
 
 # the long fuzz run (docs/reliability.md): FUZZ_CASES per harness (.tsl reader + simulator,
-# IR parser + verifier, asm parser, ONNX / TFLite / .pt2 importers; findings are saved under
+# IR parser + verifier, asm parser, ONNX / TFLite / TOSA / .pt2 importers; findings are saved under
 # tests/fuzz/regressions/), then FUZZ_CASES hostile binaries for the C runtime's loader under
 # ASan + UBSan
 FUZZ_CASES ?= 100000
@@ -40,7 +44,11 @@ fuzz: $(STAMP)
 	$(PY) tests/fuzz/run_fuzz.py --cases $(FUZZ_CASES)
 	$(PY) tests/fuzz/c_fuzz.py --cases $(FUZZ_CASES)
 
-bench: $(STAMP)
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --progress-bar off -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(PY) -m benchmarks.run
 
 # differential fuzzing: 2,000 random models, simulator vs golden (docs/benchmarks.md)

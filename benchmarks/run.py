@@ -27,6 +27,7 @@ from benchmarks import (
     bench_precision,
     bench_scenario,
     bench_sim,
+    bench_tosa_vela,
     report,
 )
 from benchmarks.report import CLI_MODELS, SIM_MODELS, Section
@@ -50,7 +51,20 @@ def full() -> list[Section]:
     sections.append(bench_cli_fail_fast.run())
     if _c_engine_available():
         sections.append(bench_c_runtime.run())
+    if _vela_available():
+        sections.append(bench_tosa_vela.run())
     return sections
+
+
+def _vela_available() -> bool:
+    """Vela is the `bench` extra (`make bench` installs it)."""
+    import shutil
+
+    found = shutil.which("vela") or (Path(sys.executable).parent / "vela").exists()
+    if not found:
+        print("Tessel vs Vela section left out: vela not installed (pip install -e "
+              "'.[bench]')", file=sys.stderr)
+    return bool(found)
 
 
 def _c_engine_available() -> bool:
@@ -76,6 +90,8 @@ def quick() -> list[Section]:
     sections.append(bench_cli_fail_fast.run(runs=1))
     if _c_engine_available():
         sections.append(bench_c_runtime.run(["ds_cnn"], repeats=1))
+    if _vela_available():
+        sections.append(bench_tosa_vela.run(["ds_cnn"], ["u55-256"], layers=3))
     return sections
 
 

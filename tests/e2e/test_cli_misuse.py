@@ -62,6 +62,7 @@ def work(tmp_path_factory) -> Path:
         z.writestr("archive/notes.txt", "hello")
     (d / "cut.onnx").write_bytes(b"\x08\x07\x12\x04te")  # a ModelProto cut after 6 bytes
     (d / "junk.tflite").write_bytes(bytes(range(64)))
+    (d / "junk.tosa").write_bytes(bytes(range(64)))
     np.savez(d / "nocal.npz")
     (d / "nocal").mkdir()
     np.savez(d / "nancal.npz", a=np.ones((1, 8), np.float32), b=np.load(d / "nan.npy"))
@@ -125,6 +126,7 @@ CASES = [  # (argv with {d} for the folder, exit code, a phrase of the message)
     ("compile {d}/zip.pt2 -o {d}/x.tsl", 1, "not a loadable torch.export program"),
     ("compile {d}/cut.onnx -o {d}/x.tsl", 1, "not a readable ONNX model"),
     ("compile {d}/junk.tflite -o {d}/x.tsl", 1, "not a TFLite flatbuffer"),
+    ("compile {d}/junk.tosa -o {d}/x.tsl", 1, "not a TOSA flatbuffer"),
     ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/missing", 1, "not found"),
     ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/nocal.npz", 1, "no arrays"),
     ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/nocal", 1, "nocal"),

@@ -334,6 +334,8 @@ HARNESSES = {
                       models.run_tflite, ".tflite"),
     "pt2": Harness("pt2", lambda: models.seeds(".pt2"), models.mutate_pt2, models.run_pt2,
                    ".pt2"),
+    "tosa": Harness("tosa", lambda: models.seeds(".tosa"), models.mutate_tflite,
+                    models.run_tosa, ".tosa"),
 }
 
 
@@ -355,6 +357,6 @@ def save_input(harness: Harness, value: Any, label: str) -> Path:
 
 
 def load_input(path: Path) -> Any:
-    if path.suffix in (".tsl", ".onnx", ".tflite", ".pt2"):
+    if path.suffix in (".tsl", ".onnx", ".tflite", ".tosa", ".pt2"):
         return path.read_bytes()
     return path.read_text(encoding="utf-8", errors="surrogatepass")

@@ -1,7 +1,7 @@
-"""Fuzz harnesses of the model importers: mutated valid `.onnx`, `.tflite` and `.pt2` files
-through the entry points a model file takes (`onnx_module`, `tflite_module`, `load_pt2` and the
-program's import), which must raise only ``tessel.errors`` types, never hang and never allocate
-past the importers' size bounds.
+"""Fuzz harnesses of the model importers: mutated valid `.onnx`, `.tflite`, `.tosa` and `.pt2`
+files through the entry points a model file takes (`onnx_module`, `tflite_module`,
+`tosa_module`, `load_pt2` and the program's import), which must raise only ``tessel.errors``
+types, never hang and never allocate past the importers' size bounds.
 
 The seeds are the small model files of tests/fuzz/corpus/ (make_model_corpus.py). The ONNX
 mutator edits the parsed ModelProto (attributes, node inputs and op types, initializer dims and data,
@@ -41,6 +41,7 @@ def seeds(suffix: str) -> list[bytes]:
     import tessel.frontend.onnx_ops
     import tessel.frontend.pt2
     import tessel.frontend.tflite_ops
+    import tessel.frontend.tosa_import
     import tessel.models.loader  # noqa: F401
 
     files = [p.read_bytes() for p in sorted(CORPUS.glob(f"*{suffix}"))]
@@ -189,6 +190,20 @@ def run_tflite(data: bytes) -> str:
 
     try:
         tflite_module(data)
+    except TesselError as exc:
+        return type(exc).__name__
+    return "ok"
+
+
+# ---- TOSA --------------------------------------------------------------------------------------
+def run_tosa(data: bytes) -> str:
+    """A mutated TOSA flatbuffer (mutate_tflite's word and bit edits: both are flatbuffers)
+    through `tosa_module`, the entry point of `tessel compile model.tosa`."""
+    from tessel.errors import TesselError
+    from tessel.frontend.tosa_import import tosa_module
+
+    try:
+        tosa_module(data)
     except TesselError as exc:
         return type(exc).__name__
     return "ok"

@@ -1,6 +1,7 @@
 """Regenerate the importer harnesses' seed files (tests/fuzz/corpus/): two ONNX models written
 with onnx.helper (a float CNN and a QDQ model), two int8 TFLite nets written by the test
-builder and two .pt2 programs saved by torch.export. Run from the repository root:
+builder, two .pt2 programs saved by torch.export and two TOSA files (Tessel's export and
+tosa-converter-for-tflite's of one small net). Run from the repository root:
 
     PYTHONPATH=src python tests/fuzz/make_model_corpus.py
 
@@ -50,8 +51,46 @@ def model_files() -> None:
     for name, model, x in (("tiny_mlp", TinyMlp().eval(), torch.randn(2, 16)),
                            ("tiny_regions", tiny_regions()[0], torch.randn(1, 2, 6, 6))):
         torch.export.save(torch.export.export(model, (x,)), CORPUS / f"{name}.pt2")
-    for p in sorted(CORPUS.glob("*.[opt][nf]*")):
+    tosa_files()
+    for p in sorted(CORPUS.glob("*.[opt][nfo]*")):
         print(p.name, p.stat().st_size, "bytes")
+
+
+def tosa_files() -> None:
+    """The TOSA seeds: a small int8 net exported by Tessel, and the same net written by
+    tosa-converter-for-tflite (serialised by tosa-opt) where the converter is installed."""
+    import subprocess
+    import tempfile
+
+    import tflite
+    from tflite_builder import Net
+
+    from tessel.frontend.tflite_import import tflite_module
+    from tessel.frontend.tosa_export import export_tosa
+    from tessel.quant.api import quantized_import
+
+    b, act, pad = tflite.BuiltinOperator, tflite.ActivationFunctionType, tflite.Padding
+    n = Net(seed=11)
+    x = n.input((1, 8, 8, 3), 0.02, -10)
+    y = n.conv(x, 4, 3, 2, pad.SAME, act.RELU6)
+    d = n.conv(y, 1, 3, 1, pad.SAME, act.RELU6, depthwise=True)
+    s = n.binary(b.ADD, d, n.conv(y, 4, 1, 1, pad.SAME))
+    p = n.pool(s, b.MAX_POOL_2D, 2, 2)
+    n.output(n.fc(n.mean(p, (1, 2), keep=False), 5))
+    data = n.build()
+    model, _ = tflite_module(data)
+    (CORPUS / "small_cnn.tosa").write_bytes(export_tosa(quantized_import(model).graph).to_bytes())
+    with tempfile.TemporaryDirectory() as tmp:
+        src, mlir = Path(tmp) / "small.tflite", Path(tmp) / "small.mlir"
+        src.write_bytes(data)
+        try:
+            subprocess.run(["tosa-converter-for-tflite", str(src), "--text", "-o", str(mlir)],
+                           check=True, capture_output=True)
+            subprocess.run(["tosa-opt", "--tosa-serialize=tosa-flatbuffer-filename="
+                            f"{CORPUS / 'small_cnn_converted.tosa'}", str(mlir), "-o",
+                            "/dev/null"], check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            print(f"small_cnn_converted.tosa not written: {exc}")
 
 
 

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-save", action="store_true", help="do not write regression files")
     args = parser.parse_args(argv)
     bad = 0
-    for name in args.harness or ["ir", "asm", "tsl", "onnx", "tflite", "pt2"]:
+    for name in args.harness or ["ir", "asm", "tsl", "onnx", "tflite", "tosa", "pt2"]:
         r = run_harness(name, args.cases, args.seed, args.hang_seconds, args.budget_seconds,
                         not args.no_save, args.first_case, args.report_every)
         print(f"{name}: {r['cases']} cases from case {args.first_case} in {r['seconds']:.0f} s, "

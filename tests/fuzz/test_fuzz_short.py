@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import HARNESSES  # noqa: E402
 
-EXAMPLES = {"ir": 600, "asm": 300, "tsl": 60, "onnx": 120, "tflite": 200, "pt2": 25}
+EXAMPLES = {"ir": 600, "asm": 300, "tsl": 60, "onnx": 120, "tflite": 200, "tosa": 200, "pt2": 25}
 HANG_S = 5.0
 
 

@@ -107,6 +107,8 @@ INPUT_FORMATS = (
     ("model.onnx", "an ONNX model, opset >= 13 (float: quantised by Tessel; QDQ: its own "
      "scales)"),
     ("model.tflite", "a fully-int8 TFLite model (its own scales)"),
+    ("model.tosa", "an integer TOSA 1.0 flatbuffer (its own integer arithmetic; "
+     "docs/frontend.md)"),
 )
 
 

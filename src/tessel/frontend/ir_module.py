@@ -22,7 +22,7 @@ from torch import nn
 
 from tessel.errors import TesselConfigError
 from tessel.ir import Graph, Layout, Node, unique_name
-from tessel.ops import definition
+from tessel.ops import DEFINITIONS, Trait, definition
 
 
 class _Call(nn.Module):
@@ -85,7 +85,9 @@ class QDQModule(nn.Module):
     """An already-quantised graph (float ops between quantize / dequantize with given scales).
 
     `tessel.quantize` lowers `qdq_graph` directly (no calibration, the scales are kept);
-    forward runs it in float with the IR interpreter (the float reference of `tessel run --check`).
+    forward runs it in float with the IR interpreter (the float reference of `tessel run --check`);
+    a graph that holds integer ops already (an imported TOSA file) runs its golden kernels, the
+    only semantics it has.
     """
 
     def __init__(self, qdq_graph: Graph):
@@ -97,5 +99,9 @@ class QDQModule(nn.Module):
         from tessel.ir import run_graph
 
         arrays = [x.detach().cpu().numpy() for x in inputs]
-        outputs = tuple(torch.from_numpy(np.asarray(y)) for y in run_graph(self.qdq_graph, arrays))
+        integer = any(definition(n.op).has(Trait.INTEGER) for n in self.qdq_graph.nodes)
+        kernels = {op: d.golden if d.golden is not None else d.kernel
+                   for op, d in DEFINITIONS.items()} if integer else None
+        outputs = tuple(torch.from_numpy(np.asarray(y))
+                        for y in run_graph(self.qdq_graph, arrays, kernels=kernels))
         return outputs[0] if len(outputs) == 1 else outputs

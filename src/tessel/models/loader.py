@@ -117,15 +117,21 @@ def _tflite_factory(path: Path, seed: int) -> ModelAndInputs:
     return tflite_module(path, seed=seed)
 
 
+def _tosa_factory(path: Path, seed: int) -> ModelAndInputs:
+    from tessel.frontend.tosa_import import tosa_module
+    return tosa_module(path, seed=seed)
+
+
 # file suffix -> (loader(path, seed) -> (module, example inputs), what it is)
 MODEL_FILES: dict[str, tuple[Callable[[Path, int], ModelAndInputs], str]] = {
     ".onnx": (_onnx_factory, "ONNX model (float: quantised by Tessel; QDQ: its own scales)"),
     ".tflite": (_tflite_factory, "int8 TFLite model (its own scales)"),
+    ".tosa": (_tosa_factory, "integer TOSA 1.0 graph (its own integer arithmetic)"),
 }
 
 
 def model_file_spec(spec: str) -> ModelSpec | None:
-    """A ModelSpec for `model.onnx` / `model.tflite` (None for other strings). The example
+    """A ModelSpec for `model.onnx` / `model.tflite` / `model.tosa` (None for other strings). The example
     inputs are seeded random inputs in the model's input shapes, the calibration samples the
     example and then standard-normal samples (seed k); a QDQ ONNX or TFLite model is not
     calibrated. Give real data with `--calibration-data` or `tessel.compile(...,

@@ -103,7 +103,8 @@ def resolve(name_or_spec: str) -> ModelSpec:
     hint = hint or did_you_mean(name_or_spec, tuple(ZOO))
     raise TesselConfigError(
         f"unknown model {name_or_spec!r}{hint}; known zoo models: {', '.join(ZOO)}; "
-        "or give path/to/file.py:factory, model.pt2 (torch.export.save), model.onnx or model.tflite"
+        "or give path/to/file.py:factory, model.pt2 (torch.export.save), model.onnx, model.tflite "
+        "or model.tosa"
     )
 
 

@@ -15,7 +15,9 @@ from tessel.ops import DEFINITIONS, Trait, definition
 SRC = Path(__file__).resolve().parents[3] / "src" / "tessel"
 IR_OP_IMPORT = re.compile(r"from tessel\.ir(?:\.ops)? import (?:\([^)]*\bOp\b[^)]*\)|[^\n]*\bOp\b)")
 OP_USE = re.compile(r"\bOp\.([A-Z][A-Z_0-9]*)\b")
-MEDIAN_FILES, MAX_FILES = 5, 8
+# MAX_FILES: the definition, the frontends that produce the op (ONNX, TFLite, torch and TOSA,
+# whose exporter names the ops it writes and whose importer those it builds) and the few passes
+MEDIAN_FILES, MAX_FILES = 5, 9
 
 
 def files_naming_each_op() -> dict[Op, list[str]]:

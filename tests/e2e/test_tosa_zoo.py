@@ -1,0 +1,99 @@
+"""The zoo through TOSA: each CNN's and XR model's export runs in the TOSA reference model
+bit-exact with the golden model on the same inputs, and export -> import -> compile -> simulate
+equals the golden model too; the transformers' exports are refused with the op TOSA's integer
+profile cannot express (docs/frontend.md, "TOSA")."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+import tosa_reference_model
+from zoo_cache import CALIBRATION, quantized
+
+from tessel.arch import load_preset
+from tessel.driver import compile_graph
+from tessel.errors import TesselExportError
+from tessel.frontend.tosa_export import export_tosa
+from tessel.frontend.tosa_import import import_tosa
+from tessel.ir import run_graph
+from tessel.models import resolve, xr
+from tessel.passes.to_nhwc import to_nhwc
+from tessel.quant.api import quantize
+from tessel.quant.config import default_config
+from tessel.quant.golden import GOLDEN_KERNELS, run_golden
+from tessel.quant.lower import lower_qdq
+
+EXPORTED = ["digits_cnn", "ds_cnn", "mobilenet_v2", "resnet18", *xr.NAMES]
+REFUSED = {"vit_small": r"qlayer_norm.*RSQRT", "minilm": r"input_ids is i64"}
+
+
+@cache
+def _quantized(name: str):
+    """The zoo cache's model, or an XR model quantised the same way (several outputs)."""
+    if name not in xr.NAMES:
+        qm, inputs, _ = quantized(name)
+        return qm, inputs
+    spec = resolve(name)
+    model, example = spec.factory()
+    qm = quantize(model, example, calibration_data=spec.calibration_data(CALIBRATION),
+                  config=default_config(name), calibration_samples=CALIBRATION)
+    return qm, tuple(x.numpy() for x in example)
+
+
+def _grouped(*names):
+    return [pytest.param(n, marks=pytest.mark.xdist_group(f"zoo-{n}")) for n in names]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _grouped(*EXPORTED))
+def test_zoo_model_round_trips_through_tosa_bit_exact(name):
+    qm, inputs = _quantized(name)
+    graph = qm.graph
+    exported = export_tosa(graph)
+    data = exported.to_bytes()
+    names = list(exported.inputs) + list(exported.outputs)
+    values = run_graph(graph.with_nodes(graph.nodes, names), inputs, kernels=GOLDEN_KERNELS)
+    tosa_in, golden_out = values[:len(exported.inputs)], values[len(exported.inputs):]
+    assert all(v.dtype == np.int8 for v in tosa_in + golden_out)
+
+    ref, status = tosa_reference_model.run(data, [np.ascontiguousarray(x) for x in tosa_in])
+    assert status == tosa_reference_model.GraphStatus.TOSA_VALID
+    for r, g in zip(ref, golden_out, strict=True):
+        np.testing.assert_array_equal(np.asarray(r).reshape(g.shape), g)
+
+    imported = import_tosa(data, name=name)
+    as_float = [x.astype(np.float32) for x in tosa_in]
+    for y, g in zip(run_golden(imported, as_float), golden_out, strict=True):
+        np.testing.assert_array_equal(y, g)
+    cm = compile_graph(to_nhwc(lower_qdq(imported)), load_preset("tnpu-s"), name=name)
+    assert not cm.program.metadata["fallback"]["host_ops"], cm.program.metadata["fallback"]
+    for y, g in zip(cm.run(*as_float), golden_out, strict=True):
+        np.testing.assert_array_equal(np.asarray(y), g)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _grouped(*REFUSED))
+def test_transformer_export_is_refused_naming_the_op(name):
+    qm, _, _ = quantized(name)
+    with pytest.raises(TesselExportError, match=REFUSED[name]):
+        export_tosa(qm.graph)
+
+
+def test_cli_exports_compiles_and_checks_a_tosa_file(tmp_path, capsys):
+    from tessel.cli import main
+
+    path, binary = tmp_path / "digits.tosa", tmp_path / "digits.tsl"
+    assert main(["export", "tosa", "digits_cnn", "-o", str(path), "--calibration", "2",
+                 "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"profile": "PRO-INT"' in out and "EXT-DOUBLEROUND" in out
+    assert main(["compile", str(path), "-o", str(binary)]) == 0
+    assert main(["run", str(binary), "--check"]) == 0
+    assert "bit-exact" in capsys.readouterr().out
+    assert main(["export", "tosa", "vit_small", "-o", str(tmp_path / "vit.tosa"),
+                 "--calibration", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("tessel export: error:") and "qlayer_norm" in err[-1]
+    assert not (tmp_path / "vit.tosa").exists()

@@ -1,0 +1,252 @@
+"""TOSA in and out (tessel.frontend.tosa_schema / tosa_export / tosa_import) on small int8 nets
+built with the TFLite test builder: the flatbuffer round trip, the exported graph run by the
+TOSA reference model against the golden model, the import of Tessel's own export and of
+tosa-converter-for-tflite's, compiled and simulated, and the errors of what is refused or
+malformed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tflite
+import tflite_models
+import tosa_reference_model
+from tflite_builder import Net
+
+from tessel.arch import load_target
+from tessel.driver import compile_graph
+from tessel.errors import TesselExportError, TesselFormatError
+from tessel.frontend.tflite_import import tflite_module
+from tessel.frontend.tosa_export import export_tosa
+from tessel.frontend.tosa_import import import_tosa, tosa_module
+from tessel.frontend.tosa_schema import DType, Operator, Tensor, TosaGraph, TosaOp, as_bytes, read
+from tessel.ir import Op, run_graph
+from tessel.passes.to_nhwc import to_nhwc
+from tessel.quant.api import quantized_import
+from tessel.quant.golden import GOLDEN_KERNELS, run_golden
+from tessel.quant.lower import lower_qdq
+
+B, ACT, PAD = tflite.BuiltinOperator, tflite.ActivationFunctionType, tflite.Padding
+def _tool(name: str) -> str:
+    """A tool of the dev extra (tosa-tools, tosa-converter-for-tflite): on PATH or beside the
+    interpreter."""
+    return shutil.which(name) or str(Path(sys.executable).parent / name)
+
+
+CONVERTER, TOSA_OPT = _tool("tosa-converter-for-tflite"), _tool("tosa-opt")
+
+
+def small_net(softmax: bool = False) -> Net:
+    """conv + depthwise + residual add + max pool + mean + fc (each TOSA pattern once), and a
+    softmax after the fc if asked."""
+    n = Net(seed=3)
+    x = n.input((1, 9, 9, 3), 0.02, -10)
+    y = n.conv(x, 8, 3, 2, PAD.SAME, ACT.RELU6)
+    d = n.conv(y, 1, 3, 1, PAD.SAME, ACT.RELU6, depthwise=True)
+    s = n.binary(B.ADD, d, n.conv(y, 8, 1, 1, PAD.SAME))
+    p = n.pool(s, B.MAX_POOL_2D, 3, 2, PAD.SAME)
+    y = n.fc(n.mean(p, (1, 2), keep=False), 5)
+    n.output(n.softmax(y) if softmax else y)
+    return n
+
+
+@cache
+def integer_graph(name: str):
+    net = (small_net(name == "softmax") if name in ("small", "softmax")
+           else getattr(tflite_models, name)())
+    model, inputs = tflite_module(net.build())
+    return quantized_import(model).graph, tuple(x.numpy() for x in inputs)
+
+
+def boundary_values(graph, exported, inputs):
+    """The golden model's values at the TOSA graph's inputs and outputs."""
+    names = list(exported.inputs) + list(exported.outputs)
+    values = run_graph(graph.with_nodes(graph.nodes, names), inputs, kernels=GOLDEN_KERNELS)
+    return values[:len(exported.inputs)], values[len(exported.inputs):]
+
+
+def reference(data: bytes, inputs) -> list[np.ndarray]:
+    outputs, status = tosa_reference_model.run(data, [np.ascontiguousarray(x) for x in inputs])
+    assert status == tosa_reference_model.GraphStatus.TOSA_VALID, status
+    return outputs
+
+
+def simulate(graph, inputs) -> list[np.ndarray]:
+    cm = compile_graph(to_nhwc(lower_qdq(graph)), load_target("tnpu-xs"))
+    return [np.asarray(y) for y in cm.run(*inputs)]
+
+
+# ---------------------------------------------------------------- flatbuffers
+
+
+def test_schema_round_trip_keeps_operators_tensors_shapes_and_attributes():
+    w = np.arange(-8, 8, dtype=np.int8).reshape(2, 2, 2, 2)
+    g = TosaGraph(
+        [Operator(TosaOp.CONST, (), ("w",)), Operator(TosaOp.CONST_SHAPE, (), ("s",)),
+         Operator(TosaOp.TRANSPOSE, ("x",), ("t",), {"perms": (0, 3, 1, 2)}, "loc text"),
+         Operator(TosaOp.RESCALE, ("t", "w"), ("y",), {"scale32": True, "rounding_mode": 3,
+                                                       "per_channel": False,
+                                                       "input_unsigned": False,
+                                                       "output_unsigned": False}),
+         Operator(TosaOp.CLAMP, ("y",), ("z",), {"min_val": b"\x80", "max_val": b"\x05",
+                                                 "nan_mode": 1})],
+        {"x": Tensor("x", (1, 2, 2, 2), DType.INT8),
+         "w": Tensor("w", w.shape, DType.INT8, as_bytes(w, DType.INT8)),
+         "t": Tensor("t", (1, 2, 2, 2), DType.INT8), "y": Tensor("y", (1, 2, 2, 2), DType.INT8),
+         "z": Tensor("z", (1, 2, 2, 2), DType.INT8)},
+        {"s": (1, -2, 3)}, ["x"], ["z"], "PRO-INT", ("EXT-DOUBLEROUND",))
+    back = read(g.write())
+    assert back.operators == g.operators
+    assert back.tensors == g.tensors and back.shapes == g.shapes
+    assert (back.inputs, back.outputs) == (g.inputs, g.outputs)
+    assert (back.profile, back.extensions, back.version) == ("PRO-INT", ("EXT-DOUBLEROUND",),
+                                                             (1, 0, 0))
+    np.testing.assert_array_equal(back.tensors["w"].array(), w)
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"", "file identifier"), (b"\x10\x00\x00\x00NOPE" + bytes(64), "file identifier"),
+    (b"\xff\xff\xff\x7fTOSA" + bytes(64), "outside the 72 bytes"),
+])
+def test_malformed_files_are_format_errors(data, message):
+    with pytest.raises(TesselFormatError, match=message):
+        import_tosa(data)
+
+
+def test_a_truncated_export_is_a_format_error():
+    graph, _ = integer_graph("small")
+    data = export_tosa(graph).to_bytes()
+    with pytest.raises(TesselFormatError):
+        import_tosa(data[: len(data) // 3])
+
+
+# ---------------------------------------------------------------- export
+
+
+def test_export_names_profile_extensions_and_maps_each_layer():
+    graph, _ = integer_graph("small")
+    g = read(export_tosa(graph).to_bytes()).operators
+    ops = {op.op for op in g}
+    assert {TosaOp.CONV2D, TosaOp.DEPTHWISE_CONV2D, TosaOp.RESCALE, TosaOp.ADD,
+            TosaOp.MAX_POOL2D, TosaOp.REDUCE_SUM} <= ops
+    exported = export_tosa(graph).graph
+    assert exported.profile == "PRO-INT" and exported.extensions == ("EXT-DOUBLEROUND",)
+    tensors = read(export_tosa(graph).to_bytes()).tensors
+    long_shift = [op for op in g if op.op is TosaOp.RESCALE
+                  and tensors[op.inputs[2]].array().max() > 31]
+    assert long_shift and all(op.attrs["rounding_mode"] == 3 for op in long_shift)
+
+
+@pytest.mark.parametrize("name", ["small", "softmax", "resnet18_style", "mobilenet_v2_style",
+                                  "ds_cnn_style"])
+def test_reference_model_runs_the_export_bit_exact_with_the_golden_model(name):
+    graph, inputs = integer_graph(name)
+    exported = export_tosa(graph)
+    tosa_in, golden_out = boundary_values(graph, exported, inputs)
+    got = reference(exported.to_bytes(), tosa_in)
+    assert len(got) == len(golden_out)
+    for g, r in zip(golden_out, got, strict=True):
+        np.testing.assert_array_equal(np.asarray(r).reshape(g.shape), g)
+
+
+def test_what_tosa_cannot_express_is_refused_with_the_op_and_why():
+    graph, _ = integer_graph("small")
+    mean = next(n for n in graph.nodes if n.op is Op.QMEAN)
+    as_norm = graph.with_nodes([n.replace(op=Op.QLAYER_NORM) if n is mean else n
+                                for n in graph.nodes])
+    with pytest.raises(TesselExportError, match=rf"%{mean.name} = qlayer_norm.*RSQRT"):
+        export_tosa(as_norm)
+
+
+# ---------------------------------------------------------------- import
+
+
+def test_import_of_the_export_compiles_and_simulates_bit_exact():
+    graph, inputs = integer_graph("small")
+    exported = export_tosa(graph)
+    tosa_in, golden_out = boundary_values(graph, exported, inputs)
+    imported = import_tosa(exported.to_bytes())
+    as_float = [x.astype(np.float32) for x in tosa_in]
+    ref = reference(exported.to_bytes(), tosa_in)
+    for y, r, g in zip(simulate(imported, as_float), ref, golden_out, strict=True):
+        np.testing.assert_array_equal(y.astype(g.dtype), g)
+        np.testing.assert_array_equal(np.asarray(r).reshape(g.shape), g)
+    assert [n.op.value for n in imported.nodes if n.op.value.startswith("q")].count(
+        "qconv2d") == 4  # three convs and the fc (a 1x1 CONV2D in TOSA)
+
+
+def test_import_refuses_single_rounding_with_long_right_shifts():
+    graph, _ = integer_graph("small")
+    g = export_tosa(graph).graph
+    ops = [Operator(op.op, op.inputs, op.outputs, {**op.attrs, "rounding_mode": 1}, op.location)
+           if op.op is TosaOp.RESCALE else op for op in g.operators]
+    single = TosaGraph(ops, g.tensors, g.shapes, g.inputs, g.outputs)
+    with pytest.raises(TesselFormatError, match="rounds twice"):
+        import_tosa(single.write())
+
+
+def test_import_refuses_an_operator_without_an_integer_form():
+    x = Tensor("x", (1, 4), DType.INT8)
+    g = TosaGraph([Operator(TosaOp.SIGMOID, ("x",), ("y",))],
+                  {"x": x, "y": Tensor("y", (1, 4), DType.INT8)}, {}, ["x"], ["y"])
+    with pytest.raises(TesselFormatError, match="SIGMOID %y: not an integer operator"):
+        import_tosa(g.write())
+
+
+@pytest.mark.parametrize("name", ["small", "resnet18_style", "mobilenet_v2_style"])
+def test_a_converter_file_compiles_and_runs_bit_exact_with_the_reference_model(name, tmp_path):
+    """A .tosa another tool wrote: tosa-converter-for-tflite legalises the int8 .tflite (float
+    quantise / dequantise at its edges), tosa-opt serialises it."""
+    net = small_net() if name == "small" else getattr(tflite_models, name)()
+    src, mlir, out = tmp_path / "m.tflite", tmp_path / "m.mlir", tmp_path / "m.tosa"
+    src.write_bytes(net.build())
+    subprocess.run([CONVERTER, str(src), "--text", "-o", str(mlir)], check=True,
+                   capture_output=True)
+    subprocess.run([TOSA_OPT, f"--tosa-serialize=tosa-flatbuffer-filename={out}", str(mlir),
+                    "-o", str(tmp_path / "echo.mlir")], check=True, capture_output=True)
+    model, inputs = tosa_module(out)
+    xs = [x.numpy() for x in inputs]
+    ref = reference(out.read_bytes(), xs)
+    golden = run_golden(model.qdq_graph, xs)
+    sim = simulate(model.qdq_graph, xs)
+    for r, g, y in zip(ref, golden, sim, strict=True):
+        np.testing.assert_array_equal(np.asarray(r).reshape(g.shape), g)
+        np.testing.assert_array_equal(y, g)
+
+
+def test_tosa_files_are_model_files(tmp_path: Path):
+    from tessel.models import resolve
+
+    graph, _ = integer_graph("small")
+    path = tmp_path / "small.tosa"
+    path.write_bytes(export_tosa(graph).to_bytes())
+    model, inputs = resolve(str(path)).factory()
+    assert model.qdq_graph.inputs[0].type.shape == inputs[0].shape
+
+
+def test_int16_lut_exports_with_the_lut_rounding():
+    """An int16 LUT (TFLite's interpolation): TABLE's 32-bit result rounded back by RESCALE
+    equals the golden model on every int16 value."""
+    from tessel.ir import DType as IrDType
+    from tessel.ir import GraphBuilder, TensorType
+
+    b = GraphBuilder("lut16")
+    x = b.input("x", TensorType((1, 65536), IrDType.F32))
+    q = b.add(Op.QUANTIZE, [x], {"scale": 1.0, "zero_point": 0, "qmin": -32768, "qmax": 32767,
+                                 "dtype": IrDType.I16})
+    steps = np.linspace(-3.0, 3.0, 513)
+    table = b.constant(np.round(20000 * np.tanh(steps)).astype(np.int16), "table")
+    y = b.add(Op.LUT, [q, table])
+    graph = b.build([b.add(Op.DEQUANTIZE, [y], {"scale": 1.0, "zero_point": 0})])
+    exported = export_tosa(graph)
+    assert "EXT-INT16" in exported.graph.extensions
+    every = np.arange(-32768, 32768, dtype=np.float32).reshape(1, -1)
+    tosa_in, golden_out = boundary_values(graph, exported, (every,))
+    got = reference(exported.to_bytes(), tosa_in)
+    np.testing.assert_array_equal(np.asarray(got[0]).reshape(golden_out[0].shape), golden_out[0])
