@@ -201,7 +201,7 @@ def test_stream_decoding_equals_decoding_each_instruction_on_corrupted_queues() 
     gives."""
     import random
 
-    from tests.unit.isa.isa_samples import SAMPLES
+    from isa_samples import SAMPLES  # tests/unit/isa is on sys.path (pytest prepends it)
 
     rng = random.Random(7)
     outcomes = set()
@@ -236,7 +236,7 @@ def test_stream_decoding_checks_every_field_at_the_edges_of_its_range() -> None:
     """Every field of every opcode set (in the encoded word) to min - 1, min, max and max + 1
     where its bits can hold them, and every enum value the bits can hold: decode_stream agrees
     with the one-by-one decoder."""
-    from tests.unit.isa.isa_samples import SAMPLES
+    from isa_samples import SAMPLES  # tests/unit/isa is on sys.path (pytest prepends it)
 
     checked = 0
     for op, sample in SAMPLES.items():
