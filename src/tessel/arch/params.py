@@ -17,8 +17,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import tomllib
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tessel.arch.decl import Explore, Param
@@ -184,6 +185,23 @@ def _rescaled_points(arch: NpuArch, changes: Mapping[tuple[str, ...], Any]
         nominal = p.clock_hz == arch.clock_hz
         out[i] = {"clock_hz": clock if nominal else round(p.clock_hz * clock / arch.clock_hz),
                   "voltage_v": volt if nominal else p.voltage_v * volt / arch.voltage_v}
+    return out
+
+
+def parse_settings(items: Iterable[str], arch: NpuArch) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (``--set``) as ``with_params`` takes them: VALUE is read as a TOML
+    value (``160``, ``0.55``, ``true``, ``"lpddr"``), a bare word as a string."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key, text = key.strip(), text.strip()
+        if not sep or not key or not text:
+            raise TesselConfigError(f"--set takes KEY=VALUE, got {item!r}")
+        _lookup(arch, key)  # an unknown name is reported with the vocabulary
+        try:
+            out[key] = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = text
     return out
 
 
