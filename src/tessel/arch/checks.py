@@ -193,6 +193,21 @@ class NamesMemory(Check):
 
 
 @dataclass(frozen=True)
+class NamesPoint(Check):
+    """The name of one of the arch's operating points."""
+
+    reads_arch = True
+
+    def error(self, value: Any, arch: NpuArch | None, index: int | None) -> str | None:
+        assert arch is not None
+        names = [p.name for p in arch.operating_points]
+        return None if value in names else f"must name one of the operating points {names}"
+
+    def rule(self) -> str:
+        return "an `operating_point` name"
+
+
+@dataclass(frozen=True)
 class Unique(Check):
     """A value no earlier table of its list of tables has (the memories' or the operating
     points' names)."""

@@ -74,6 +74,7 @@ class NameFormat(enum.Enum):
     KIB = "kib"  # short + KiB when a whole number of KiB: s512k
     MHZ = "mhz"  # short + MHz when a whole number of MHz: f1000m
     INITIALS = "initials"  # the enum member's initials: WEIGHT_STATIONARY -> ws
+    NAME = "name"  # short + the name itself: ophalf
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,7 @@ class Param:
     type: Any = None  # int, float, bool, str or an Enum class
     entries: str = ""  # a key of a list of tables ([[offchip]], [[operating_point]]): its name
     writes: str = ""  # a virtual parameter: the per-memory key it sets on the bus memories
+    runs_at: bool = False  # the virtual parameter naming the operating point the NPU runs at
 
     @property
     def required(self) -> bool:

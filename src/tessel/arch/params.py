@@ -8,8 +8,10 @@ with these names, so a figure in one tool means the same parameter in the other.
 Names: ``<key>`` for a key of the preset file (``clock_hz``, ``matrix.rows``, ``dma.channels``,
 ``energy.mac_int8_pj``, ...); ``offchip.<memory>.<key>`` for a key of one ``[[offchip]]``
 table and ``operating_point.<point>.<key>`` for one of an ``[[operating_point]]`` table (the
-tables of a list are named by their ``name``); and the virtual ``dram_bytes_per_cycle``
-(``VIRTUAL``), the bandwidth of the memories that hold weights and activations.
+tables of a list are named by their ``name``); and the virtual ones (``VIRTUAL``):
+``dram_bytes_per_cycle``, the bandwidth of the memories that hold weights and activations, and
+``operating_point``, the point the NPU runs at (read: its nominal one; set: the NPU at another
+point, ``tessel.arch.operating.at_point``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from tessel.arch.decl import Explore, Param
+from tessel.arch.checks import NamesPoint
+from tessel.arch.decl import Affects, Explore, NameFormat, Param
+from tessel.arch.operating import at_point
 from tessel.arch.types import DECLARABLE, POINTS, NpuArch
 from tessel.errors import TesselConfigError, did_you_mean
 
@@ -69,11 +73,16 @@ def _virtual(decl: Param, writes: Param) -> Param:
 FIELDS: tuple[Param, ...] = tuple(_walk(NpuArch, "", (), ""))  # one per dataclass field
 _BY_KEY = {p.key: p for p in FIELDS}
 BUS_BANDWIDTH = "dram_bytes_per_cycle"
+RUNS_AT = POINTS  # the virtual parameter naming the point the NPU runs at
 VIRTUAL: tuple[Param, ...] = (
     _virtual(Param(key=BUS_BANDWIDTH, explore=Explore("d"),
                    doc="bandwidth of the memories holding weights and activations (read: the "
                        "smallest)"),
              _BY_KEY["offchip.bytes_per_cycle"]),
+    Param(key=RUNS_AT, type=str, runs_at=True, affects=Affects.NONE, checks=(NamesPoint(),),
+          explore=Explore("op", NameFormat.NAME), path=(RUNS_AT,),
+          doc="the operating point the NPU runs at (read: the nominal one; set: the NPU at that "
+              "point, its clock, voltage and energy figures the point's)"),
 )
 PARAMS: tuple[Param, ...] = FIELDS + VIRTUAL  # every parameter, in declaration order
 _BY_KEY.update((p.key, p) for p in VIRTUAL)
@@ -101,7 +110,7 @@ def param_names(arch: NpuArch) -> tuple[str, ...]:
 def value_of(arch: NpuArch, p: Param) -> Any:
     """``p``'s value on ``arch``: parameters of a list of tables as a tuple (one per table:
     memory, operating point), the virtual ones as read by ``get_param``."""
-    if p.writes:
+    if p.writes or p.runs_at:
         return get_param(arch, p.key)
     if p.per_entry:
         return tuple(getattr(m, p.field) for m in getattr(arch, p.entries))
@@ -114,6 +123,8 @@ def value_of(arch: NpuArch, p: Param) -> Any:
 def get_param(arch: NpuArch, name: str) -> Any:
     """The value of parameter ``name`` (enums as the enum member)."""
     p, entry = _lookup(arch, name)
+    if p.runs_at:
+        return arch.nominal_point.name
     if p.writes:
         return min(getattr(m, p.path[-1]) for m in arch.offchip if m.name in _bus(arch))
     if entry is not None:
@@ -126,12 +137,15 @@ def with_params(arch: NpuArch, values: Mapping[str, Any], name: str | None = Non
     changes: dict[tuple[str, ...], Any] = {}  # attribute path -> value
     # list of tables -> index of a table -> field -> value
     tables: dict[str, dict[int, dict[str, Any]]] = {e: {} for e in ENTRIES}
+    point = None
     for key in sorted(values):
         p, entry = _lookup(arch, key)
         if not p.settable:
             raise TesselConfigError(f"{key} cannot be set with with_param")
         value = _coerce(key, p, values[key])
-        if p.writes:
+        if p.runs_at:
+            point = value
+        elif p.writes:
             for i in [arch.memory_index(n) for n in sorted(_bus(arch))]:
                 tables[OFFCHIP].setdefault(i, {})[p.path[-1]] = value
         elif entry is not None:
@@ -153,7 +167,8 @@ def with_params(arch: NpuArch, values: Mapping[str, Any], name: str | None = Non
                                     for i, m in enumerate(getattr(arch, entries)))
     if name is not None:
         kwargs["name"] = name
-    return dataclasses.replace(arch, **kwargs)
+    new = dataclasses.replace(arch, **kwargs)
+    return new if point is None else at_point(new, point)
 
 
 def _lookup(arch: NpuArch, name: str) -> tuple[Param, int | None]:

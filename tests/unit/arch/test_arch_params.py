@@ -43,7 +43,9 @@ def _other(arch, name):
     if isinstance(v, enum.Enum):
         return next(m for m in type(v) if m is not v)
     if isinstance(v, str):
-        return next((m.name for m in arch.offchip if m.name != v), None)
+        pool = [p.name for p in arch.operating_points] if name == "operating_point" \
+            else [m.name for m in arch.offchip]
+        return next((n for n in pool if n != v), None)
     others = (2 * v, v // 2, v + 1) if isinstance(v, int) else (2 * v, v / 2, 1.01 * v, 0.99 * v)
     for other in others:
         try:

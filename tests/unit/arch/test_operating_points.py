@@ -164,3 +164,20 @@ def test_operating_point_scaling_keeps_the_time_in_cycles() -> None:
     h = at_point(S, "quarter")
     assert h.derived.peak_tops == pytest.approx(S.derived.peak_tops / 4)
     assert math.isclose(static_energy_pj(1000, h) / static_energy_pj(1000, S), 4 * 0.5 / 0.8)
+
+
+def test_explore_varies_the_point_through_its_declaration() -> None:
+    from tessel.analysis.explore_space import EXPLORABLE, build_arch, parse_space
+
+    assert "operating_point" in EXPLORABLE and S.param("operating_point") == "nominal"
+    space = parse_space({"params": {"operating_point": ["quarter", "half"]}})
+    assert dict(space.params) == {"operating_point": ("quarter", "half")}
+    a = build_arch(S, {"operating_point": "half"})
+    assert a.name == "tnpu-s-ophalf" and a.param("operating_point") == "half"
+    assert a.energy == at_point(S, "half").energy  # (same area: the static power is the point's)
+    smaller = build_arch(S, {"operating_point": "half", "matrix.rows": 8})
+    ratio = smaller.derived.area_mm2 / S.derived.area_mm2
+    assert smaller.energy.static_power_mw == pytest.approx(
+        static_power_mw(S, S.point("half")) * ratio)
+    with pytest.raises(TesselConfigError, match="tnpu-s has no operating point 'turbo'"):
+        S.with_param("operating_point", "turbo")
