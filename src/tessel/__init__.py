@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the lazy attributes below, with their real types for mypy a
     from tessel.analysis.layer_accuracy import layer_accuracy
     from tessel.analysis.precision import auto_weights
     from tessel.driver import compile
+    from tessel.frontend.cut import cut
     from tessel.quant.api import quantize
     from tessel.runtime.compiled import CompiledModel, load
     from tessel.runtime.profile import Profile
@@ -32,6 +33,7 @@ silence_known_warnings()
 _LAZY = {  # heavy entry points (torch) are imported on first use
     "compile": ("tessel.driver", "compile"),
     "quantize": ("tessel.quant.api", "quantize"),
+    "cut": ("tessel.frontend.cut", "cut"),
     "load": ("tessel.runtime.compiled", "load"),
     "estimate": ("tessel.analysis.estimate", "estimate"),
     "explore": ("tessel.analysis.explore", "explore"),
@@ -62,6 +64,7 @@ __all__ = [
     "estimate",
     "explore",
     "compile",
+    "cut",
     "layer_accuracy",
     "load",
     "quantize",

@@ -161,13 +161,14 @@ def _compile(model, example_inputs, target, calibration_data, options, quant_con
     times.record("frontend+quantise", t0)
     extra: dict[str, Any] = {}
     if source:
+        from tessel.frontend.cut import cut_record
         from tessel.models.digest import source_record
 
         t0 = time.perf_counter()
         say("computing the reference outputs for `tessel run --check`")
         qm = QuantizedModel(graph, qdq, config, samples, host_list(graph))
         extra = {"source": {**source_record(source), "calibration": options.calibration_samples,
-                            **weights_record(config)},
+                            **weights_record(config), **cut_record(model)},
                  REFERENCE_KEY: _reference(model, qm, example_inputs)}
         times.record("reference", t0)
     return compile_graph(graph, arch, options=options, name=name, progress=say, times=times,

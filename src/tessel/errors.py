@@ -22,14 +22,16 @@ class TesselVerifyError(TesselError):
 class TesselUnsupportedOpError(TesselError):
     """One or more ops of a model cannot be imported; lists every one with its source location."""
 
-    def __init__(self, unsupported: list[tuple[str, str]]):
+    def __init__(self, unsupported: list[tuple[str, str]], host_fallback: bool = False):
         self.unsupported = unsupported  # (op name, source location)
         lines = [f"  {op} at {loc}" for op, loc in unsupported]
-        super().__init__(
-            f"{len(unsupported)} unsupported op(s):\n" + "\n".join(lines) + "\n"
-            "Rewrite these in the model with supported ops (docs/frontend.md lists them), "
-            "or import with host fallback (allow_host_ops=True / --host-fallback) to run them on the CPU."
-        )
+        advice = ("Rewrite these in the model with supported ops (docs/frontend.md lists them)"
+                  + (", or cut the model before them (`tessel compile --until MODULE`, "
+                     "tessel.cut) and run the rest in PyTorch." if host_fallback else
+                     ", or import with host fallback (allow_host_ops=True / --host-fallback) "
+                     "to run them on the CPU."))
+        super().__init__(f"{len(unsupported)} unsupported op(s):\n" + "\n".join(lines) + "\n"
+                         + advice)
 
 
 class TesselExportError(TesselError):

@@ -210,6 +210,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
         text = summary_text(fallback)
         if text:
             print(text)
+    left = getattr(model, "left", None)
+    if left is not None:
+        print(f"not compiled: the rest of the forward after {args.until}"
+              + (f" ({', '.join(left)})" if left else "") + ", which runs in PyTorch on "
+              f"{', '.join(cm.output_names)}")
     return 0
 
 
@@ -241,6 +246,10 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration-data", type=Path, metavar="DIR|FILE.npz",
                    help="calibration samples: a .npz with one sample per array, or a directory "
                    "with one .npy/.npz per sample (default: the model's own calibration data)")
+    p.add_argument("--until", metavar="MODULE[,MODULE]",
+                   help="compile the model up to and including these submodules (module paths, "
+                   "e.g. head) and leave the rest of its forward, such as box decoding and NMS, "
+                   "to PyTorch on the compiled outputs (tessel.cut)")
     add_weight_arguments(p)
 
 
@@ -311,6 +320,8 @@ def model_data(args: argparse.Namespace, spec) -> tuple:
     from tessel.models.data_files import read_calibration, read_inputs
 
     model, inputs = spec.factory()
+    if getattr(args, "until", None):
+        model = _cut(model, args.until, inputs)
     if isinstance(model, QDQModule):  # a QDQ ONNX / int8 TFLite model keeps its own scales
         inputs = read_inputs(args.inputs, inputs) if args.inputs is not None else inputs
         return model, inputs, None
@@ -327,6 +338,18 @@ def model_data(args: argparse.Namespace, spec) -> tuple:
         if spec.calibration_description:
             _progress(f"calibration: {spec.calibration_description}")
     return model, inputs, list(calibration)
+
+
+def _cut(model, until: str, inputs):
+    """`model` cut after `until` (tessel.cut), saying on stderr what stays in PyTorch."""
+    from tessel.frontend.cut import cut, left_out
+
+    cut_model = cut(model, until)
+    left = cut_model.left = left_out(cut_model, inputs)
+    _progress(f"cut after {until}: the compiled model's outputs are "
+              f"{', '.join(cut_model.names)}; the rest of {type(model).__name__}.forward"
+              + (f" ({', '.join(left)})" if left else "") + " runs in PyTorch, not compiled")
+    return cut_model
 
 
 def add_wide_argument(p: argparse.ArgumentParser) -> None:

@@ -130,7 +130,7 @@ def _split_hint(exc: BaseException, model: nn.Module | None) -> str:
     if not children:
         return ""
     return (f" (e.g. compile {', '.join(children[:4])} on its own and run the data-dependent "
-            "part, such as NMS, in PyTorch)")
+            "part, such as NMS, in PyTorch: `tessel compile --until MODULE`, tessel.cut)")
 
 
 def _tracebacks(exc: BaseException) -> list:

@@ -30,7 +30,7 @@ from tessel.frontend import (  # noqa: F401
 )
 from tessel.frontend.context import CONVERTERS, ImportContext, Unsupported, bind_args, ir_dtype
 from tessel.frontend.contract import node_boundary
-from tessel.frontend.host_ops import host_op
+from tessel.frontend.host_ops import Opaque, host_op, untyped
 from tessel.frontend.locations import source_loc
 from tessel.ir import Graph, GraphBuilder, SourceLoc, TensorType
 
@@ -44,7 +44,7 @@ def import_program(program: ExportedProgram, name: str, *, allow_host_ops: bool 
     walk = _Walk(program, GraphBuilder(name), allow_host_ops, cwd or os.getcwd())
     outputs = walk.run()
     if walk.unsupported:
-        raise TesselUnsupportedOpError(walk.unsupported)
+        raise TesselUnsupportedOpError(walk.unsupported, allow_host_ops)
     return drop_dead(walk.ctx.builder.build(outputs))
 
 
@@ -56,7 +56,7 @@ def import_graph_module(module: torch.fx.GraphModule, name: str, *, allow_host_o
     walk = _Walk(module, GraphBuilder(name), allow_host_ops, cwd or os.getcwd())
     outputs = walk.run()
     if walk.unsupported:
-        raise TesselUnsupportedOpError(walk.unsupported)
+        raise TesselUnsupportedOpError(walk.unsupported, allow_host_ops)
     return drop_dead(walk.ctx.builder.build(outputs))
 
 
@@ -210,7 +210,11 @@ class _Walk:
         if converter is not None and any(ctx.env.get(i) is _POISON for i in inputs):
             ctx.env[node] = _POISON  # a producer was unsupported and is reported already
             return
+        untyped_in = any(isinstance(ctx.env.get(i), Opaque) for i in inputs)
+        why = untyped(node.meta.get("val"))
         try:
+            if why is not None or untyped_in:
+                raise Unsupported(why or "reads a value the IR cannot type")
             if converter is None:
                 raise Unsupported("")
             ctx.env[node] = converter(ctx, node, self._scalars_resolved(bind_args(node)))
@@ -262,6 +266,11 @@ class _Walk:
             if not is_user or not isinstance(arg, torch.fx.Node):
                 continue
             value = self.ctx.env.get(arg)
+            if isinstance(value, Opaque):
+                raise TesselError(
+                    f"output {arg.name} at {source_loc(value.node, self.cwd)} is a "
+                    f"{value.node.meta['val'].dtype} tensor, which a compiled model cannot "
+                    "return; return a real tensor (torch.view_as_real, .abs(), .angle())")
             if isinstance(value, str):
                 names.append(value)
             elif value is not _POISON and isinstance(arg.meta.get("val"), torch.Tensor):

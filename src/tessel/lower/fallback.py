@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tessel.ir import Graph, Node, Op
-from tessel.ir.host import host_node_macs
+from tessel.ir.host import host_node_macs, is_region
 from tessel.ops import Trait, definition
 from tessel.ops.registry import node_macs, npu_refusal
 
@@ -34,12 +34,13 @@ class HostReason(enum.Enum):
     NOT_QUANTISED = "not quantised"
     SHAPE_LIMIT = "shape limit"
     VIEW_ONLY = "reshape between host ops"  # an NPU region would have no work
+    UNTYPED = "complex values"  # a host region: intermediates the IR cannot type
 
 
 def host_reason(graph: Graph, node: Node) -> HostReason:
     """Why `node` (which npu_supported refused) runs on the host."""
     if node.is_host:
-        return HostReason.UNSUPPORTED_OP
+        return HostReason.UNTYPED if is_region(node) else HostReason.UNSUPPORTED_OP
     if not node.type.dtype.is_int:
         return HostReason.NOT_QUANTISED
     if definition(node.op).npu is not None:
@@ -65,6 +66,9 @@ def host_why(graph: Graph, node: Node) -> str:
     """Why a float or `host` op runs on the host, and what would change that."""
     if node.is_host:
         target = str(node.attr("target"))
+        if is_region(node):
+            return (f"{target.replace('+', ', ')} compute complex values, which neither the "
+                    "IR nor the NPU holds; they run in PyTorch as one host region")
         if not node.type.dtype.is_float:
             return (f"index / mask arithmetic on {node.type.dtype.value} (the NPU holds "
                     "i8 / i16 / i32 activations); it folds away when its inputs are constants")

@@ -60,8 +60,11 @@ def _tensor_bytes(h: Any, value: Any) -> None:
 def graph_key(model_name: str, source_digest: str, model: Any, example_inputs: Sequence[Any],
               calibration: Sequence[Sequence[Any]] | None, config: Any, samples: int) -> str:
     """The cache key (hex) of a quantisation (see the module docstring for what it covers)."""
+    from tessel.frontend.cut import cut_record
+
     h = hashlib.sha256()
-    for part in (tessel_digest(), model_name, source_digest, repr(config), str(samples)):
+    for part in (tessel_digest(), model_name, source_digest, repr(config), str(samples),
+                 repr(cut_record(model))):
         h.update(part.encode())
         h.update(b"\0")
     state = model.state_dict() if hasattr(model, "state_dict") else {}

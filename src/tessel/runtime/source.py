@@ -25,12 +25,14 @@ def recorded_model(source: dict[str, Any] | None, why: str, binary: str | Path |
 def requantize_source(source: dict[str, Any] | None, why: str, binary: str | Path | None = None,
                       override: str | None = None) -> tuple[Any, Any, Any]:
     """(float model, example inputs, QuantizedModel) of a binary's `metadata.source`."""
+    from tessel.frontend.cut import recut
     from tessel.models import resolve
     from tessel.quant.api import quantize
     from tessel.quant.config import default_config
 
     spec = resolve(recorded_model(source, why, binary, override))
     model, example = spec.factory()
+    model = recut(model, source)
     n = source["calibration"]
     qm = quantize(model, example, calibration_data=spec.calibration_data(n),
                   config=default_config(spec.name, source), calibration_samples=n)

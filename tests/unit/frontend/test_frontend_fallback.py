@@ -159,3 +159,45 @@ def test_unsupported_variant_of_a_mapped_op_is_reported() -> None:
     graph = import_model(Odd().eval(), (torch.randn(1, 2, 7, 7),), allow_host_ops=True)
     compare(graph, Odd().eval(), (torch.randn(1, 2, 7, 7),), "odd")
     assert run_graph(graph, [np.ones((1, 2, 7, 7), np.float32)])[0].shape == (1, 2, 3, 3)
+
+
+class Spectral(nn.Module):
+    def forward(self, x):
+        f = torch.fft.rfft(x)
+        return f.abs().sum(-1, keepdim=True) + torch.fft.irfft(f * 0.5, n=x.shape[-1])
+
+
+def test_complex_intermediates_become_host_regions() -> None:
+    graph = import_model(Spectral().eval(), (X,), allow_host_ops=True)
+    regions = [n for n in graph.nodes if n.op is Op.HOST and "+" in n.attr("target")]
+    assert [r.attr("target") for r in regions] == [
+        "aten._fft_r2c.default+aten.abs.default",
+        "aten._fft_r2c.default+aten.mul.Tensor+aten._fft_c2r.default"]
+    # every value the IR holds is typed: no complex value crosses a node boundary
+    assert all(graph.type_of(i).dtype.value in ("f32", "i64") for n in graph.nodes
+               for i in n.inputs)
+    compare(graph, Spectral().eval(), (X,), "spectral regions")
+    again = verify(parse_graph(print_graph(graph)))  # the region survives the text form
+    x = X.numpy()
+    np.testing.assert_array_equal(run_graph(again, [x])[0], run_graph(graph, [x])[0])
+
+
+def test_complex_ops_without_host_fallback_are_reported() -> None:
+    with pytest.raises(TesselUnsupportedOpError) as err:
+        import_model(Spectral().eval(), (X,))
+    assert "aten._fft_r2c.default (dtype torch.complex64" in str(err.value)
+    assert "--host-fallback" in str(err.value)
+
+
+def test_run_host_node_rejects_bad_regions() -> None:
+    graph = import_model(Spectral().eval(), (X,), allow_host_ops=True)
+    node = next(n for n in graph.nodes if n.op is Op.HOST and "+" in n.attr("target"))
+    x = X.numpy()
+    for region, match in (([], "non-empty list"), ([1], "non-empty list"),
+                          ([{"target": "aten.abs.default", "args": [{"step": 0}]}], "step 0"),
+                          ([{"target": "aten.abs.default", "args": [{"in": 2}]}], "operand 2"),
+                          ([{"target": "aten.abs.default", "args": {"in": 0}}], "must be a list")):
+        bad = node.replace(attrs={"target": node.attr("target"),
+                                  "args": json.dumps({"region": region})})
+        with pytest.raises(TesselError, match=match):
+            run_host_node(bad, [x])
