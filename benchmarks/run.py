@@ -26,6 +26,7 @@ from benchmarks import (
     bench_models,
     bench_precision,
     bench_sim,
+    bench_xr,
     report,
 )
 from benchmarks.report import CLI_MODELS, SIM_MODELS, Section
@@ -44,6 +45,7 @@ def full() -> list[Section]:
     # a sweep long enough that the workers' start (imports, the graphs' transfer) is a small
     # part of it: the scaling figure
     sections.append(bench_dse.run(points=64))
+    sections.append(bench_xr.run())
     sections.append(bench_cli.run(CLI_MODELS))
     sections.append(bench_cli_fail_fast.run())
     if _c_engine_available():

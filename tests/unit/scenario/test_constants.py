@@ -59,7 +59,8 @@ def test_resident_constants_move_their_reads_on_chip():
     assert 0.9 * p.constant_bytes <= p.constant_reads  # every weight is read at least once
     r = with_resident_constants(p, arch)
     moved = p.constant_reads
-    assert r.dynamic_pj["lpddr"] == pytest.approx(p.dynamic_pj["lpddr"] - 160.0 * moved)
+    assert r.dynamic_pj["lpddr"] == pytest.approx(
+        p.dynamic_pj["lpddr"] - arch.energy.lpddr_byte_pj * moved)
     assert r.dynamic_pj["sram_read"] == pytest.approx(
         p.dynamic_pj["sram_read"] + arch.energy.sram_read_byte_pj * moved)
     assert r.steps == p.steps
