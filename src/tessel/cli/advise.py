@@ -1,6 +1,7 @@
 """CLI: `tessel advise MODEL --target PRESET [--json] [--calibration N] [--layers N] [--confirm]`:
 co-design advice (tessel.analysis.advise) — which hardware limit binds and what each 2x
-relaxation of the NPU buys, ranked, with its area cost."""
+relaxation of the NPU buys, ranked, with its area cost; `tessel advise --scenario FILE`: the
+same for a whole scenario (tessel.codesign.advise)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "advise", help="co-design advice: the binding hardware limit per layer and the gain "
         "of relaxing each NPU parameter by 2x (compiler in the loop), ranked, with area cost")
-    p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
+    p.add_argument("model", nargs="?",
+                   help="zoo name (see `tessel models`) or path/to/file.py:factory")
+    p.add_argument("--scenario", metavar="FILE|NAME",
+                   help="instead of a model: the scenario's limiting model and layer, and each "
+                   "knob (2x) and operating point run on the whole scenario")
     p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
     p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
                    help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
@@ -44,7 +49,11 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
     if args.layers < 0:
         raise TesselConfigError(f"--layers must be >= 0, got {args.layers}")
+    if (args.model is None) == (args.scenario is None):
+        raise TesselConfigError("name a MODEL or a --scenario (one of them)")
     arch = load_target(args.target)
+    if args.scenario is not None:
+        return _advise_scenario(args, arch)
     spec = resolve(args.model)
     graph = quantised_graph(args, spec)
     advice = advise(graph, arch, name=spec.name)
@@ -62,4 +71,20 @@ def cmd_advise(args: argparse.Namespace) -> int:
         print(f"\nconfirmed by recompiling with {check.change}: predicted "
               f"{check.predicted_cycles} cycles, simulated {check.simulated_cycles} "
               f"({check.error_pct:+.2f} %{gain})")
+    return 0
+
+
+def _advise_scenario(args: argparse.Namespace, arch) -> int:
+    from tessel.codesign.advise import advise_scenario
+    from tessel.progress import info
+    from tessel.scenario import load_scenario
+
+    if args.confirm:
+        raise TesselConfigError("--confirm is for a model; a scenario's changes are each run "
+                                "on the whole scenario already")
+    advice = advise_scenario(load_scenario(args.scenario), arch, progress=info)
+    if args.json:
+        print(json.dumps(advice.to_dict(), indent=1, sort_keys=True))
+    else:
+        print(advice.table(table_width(args)))
     return 0
