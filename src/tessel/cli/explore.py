@@ -89,6 +89,9 @@ def _explore_scenario(args: argparse.Namespace) -> int:
 
     if args.models:
         raise TesselConfigError("--scenario explores for the scenario's models: name no MODEL")
+    if args.workers != 1 or args.ray or args.search != "auto":
+        raise TesselConfigError("--scenario runs every design of the space in this process: "
+                                "--workers, --ray and --search do not apply")
     result = explore_scenario(load_scenario(args.scenario), load_space(args.space),
                               load_target(args.target), args.out, progress=info,
                               idle_gating=args.idle_gating, seed=args.seed)

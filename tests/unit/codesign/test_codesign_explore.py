@@ -75,6 +75,9 @@ def test_cli(tmp_path, capsys) -> None:
     assert "name no MODEL" in capsys.readouterr().err
     assert main(["explore", "--space", str(space), "--out", str(tmp_path / "out3")]) == 1
     assert "name at least one MODEL, or a --scenario" in capsys.readouterr().err
+    assert main(["explore", "--scenario", str(sc), "--space", str(space), "--out",
+                 str(tmp_path / "out4"), "--workers", "2"]) == 1
+    assert "--workers, --ray and --search do not apply" in capsys.readouterr().err
 
 
 def test_a_space_too_large_for_a_scenario_is_refused(tmp_path) -> None:
