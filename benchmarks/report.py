@@ -83,6 +83,9 @@ TARGETS: list[Target] = (
     + [Target("DSE scaling >= 0.85", f"mobilenet_v2, 64 points, {who}", f"dse_scaling_{k}/64",
               ">=", 0.85, "", "throughput with 2 / (2 x throughput with 1)")
        for k, who in (("local", "2 local workers"), ("ray", "local Ray, 2 CPUs"))]
+    + [Target("`explore --scenario` >= 30 % below tnpu-s's nominal power, within its area",
+              "xr_glasses", "xr_explore_saving", ">=", 0.30, "",
+              "fraction of the average power saved, best design confirmed")]
 )
 
 

@@ -28,6 +28,7 @@ from benchmarks import (
     bench_scenario,
     bench_sim,
     bench_tosa_vela,
+    bench_xr,
     report,
 )
 from benchmarks.report import CLI_MODELS, SIM_MODELS, Section
@@ -47,6 +48,7 @@ def full() -> list[Section]:
     # part of it: the scaling figure
     sections.append(bench_dse.run(points=64))
     sections.append(bench_scenario.run())
+    sections.append(bench_xr.run())
     sections.append(bench_cli.run(CLI_MODELS))
     sections.append(bench_cli_fail_fast.run())
     if _c_engine_available():

@@ -13,6 +13,7 @@ space.toml::
     "onchip.sram_bytes" = [262144, 524288]
     dram_bytes_per_cycle = [8, 16]           # the weights and activations memories
     clock_hz = [500_000_000, 1_000_000_000]
+    operating_point = ["half", "nominal"]     # the preset's points (names), tessel.arch.operating
 
     [constraints]
     max_area_mm2 = 1.0
@@ -287,6 +288,6 @@ def build_arch(base: NpuArch, point: Mapping[str, Any]) -> NpuArch:
         description=f"design point of `tessel explore` from {base.name}: "
         + ", ".join(f"{k}={v}" for k, v in sorted(p.items())))
     scale = arch.derived.area_mm2 / base.derived.area_mm2
-    energy = dataclasses.replace(base.energy,
-                                 static_power_mw=base.energy.static_power_mw * scale)
+    energy = dataclasses.replace(arch.energy,  # (at its operating point: tessel.arch.operating)
+                                 static_power_mw=arch.energy.static_power_mw * scale)
     return dataclasses.replace(arch, energy=energy)

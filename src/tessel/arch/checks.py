@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tessel.arch.types import NpuArch
 
 MAX_OFFCHIP_MEMORIES = 8  # DMA "mem" field: 3 bits
+MAX_OPERATING_POINTS = 8  # a preset's (clock, voltage) pairs
 MAX_SRAM_BYTES = 2**28  # 256 MiB; SRAM addresses are 32-bit, strides 24-bit signed
 MAX_ACC_ENTRIES = 2**24  # accumulator entry index: 24 bits
 MIN_LUT_ENTRIES = 513  # one interpolated int16 table (TFLite: 512 segments + end point)
@@ -134,6 +135,21 @@ class Finite(Check):
 
 
 @dataclass(frozen=True)
+class Between(Check):
+    """A finite number in ``[lo, hi]`` (a voltage)."""
+
+    lo: float
+    hi: float
+
+    def error(self, value: Any, arch: NpuArch | None, index: int | None) -> str | None:
+        ok = math.isfinite(value) and self.lo <= value <= self.hi
+        return None if ok else f"must be a number in [{self.lo}, {self.hi}]"
+
+    def rule(self) -> str:
+        return f"{self.lo} .. {self.hi}"
+
+
+@dataclass(frozen=True)
 class Name(Check):
     """A name: lower-case letters, digits, '.', '_', '-'."""
 
@@ -177,15 +193,32 @@ class NamesMemory(Check):
 
 
 @dataclass(frozen=True)
+class NamesPoint(Check):
+    """The name of one of the arch's operating points."""
+
+    reads_arch = True
+
+    def error(self, value: Any, arch: NpuArch | None, index: int | None) -> str | None:
+        assert arch is not None
+        names = [p.name for p in arch.operating_points]
+        return None if value in names else f"must name one of the operating points {names}"
+
+    def rule(self) -> str:
+        return "an `operating_point` name"
+
+
+@dataclass(frozen=True)
 class Unique(Check):
-    """A per-memory value no earlier memory has (the memories' names)."""
+    """A value no earlier table of its list of tables has (the memories' or the operating
+    points' names)."""
 
     field: str
+    entries: str = "offchip"  # the NpuArch field holding the list
     reads_arch = True
 
     def error(self, value: Any, arch: NpuArch | None, index: int | None) -> str | None:
         assert arch is not None and index is not None
-        earlier = [getattr(m, self.field) for m in arch.offchip[:index]]
+        earlier = [getattr(m, self.field) for m in getattr(arch, self.entries)[:index]]
         return "must be unique" if value in earlier else None
 
     def rule(self) -> str:

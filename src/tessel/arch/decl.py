@@ -74,6 +74,7 @@ class NameFormat(enum.Enum):
     KIB = "kib"  # short + KiB when a whole number of KiB: s512k
     MHZ = "mhz"  # short + MHz when a whole number of MHz: f1000m
     INITIALS = "initials"  # the enum member's initials: WEIGHT_STATIONARY -> ws
+    NAME = "name"  # short + the name itself: ophalf
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class AdviseKnob:
 class Param:
     """One NPU parameter. Declared with ``param(...)`` on a field of a part of ``NpuArch``
     (or, for a parameter no field holds, in ``tessel.arch.params.VIRTUAL``); ``key``, ``path``,
-    ``type`` and ``per_memory`` are filled in from where it is declared."""
+    ``type`` and ``entries`` are filled in from where it is declared."""
 
     doc: str  # what it is, one line (the "meaning" column of docs/architecture.md)
     unit: str = ""
@@ -119,12 +120,23 @@ class Param:
     key: str = ""  # dotted TOML key; "" = the table and the field's name
     path: tuple[str, ...] = ()  # attribute path on NpuArch (per-memory: ("offchip", field))
     type: Any = None  # int, float, bool, str or an Enum class
-    per_memory: bool = False  # one value per [[offchip]] table
+    entries: str = ""  # a key of a list of tables ([[offchip]], [[operating_point]]): its name
     writes: str = ""  # a virtual parameter: the per-memory key it sets on the bus memories
+    runs_at: bool = False  # the virtual parameter naming the operating point the NPU runs at
 
     @property
     def required(self) -> bool:
         return self.default is REQUIRED
+
+    @property
+    def per_memory(self) -> bool:
+        """One value per ``[[offchip]]`` table (per off-chip memory)."""
+        return self.entries == "offchip"
+
+    @property
+    def per_entry(self) -> bool:
+        """One value per table of a list of tables (``[[offchip]]``, ``[[operating_point]]``)."""
+        return bool(self.entries)
 
     @property
     def table(self) -> str:
@@ -137,10 +149,12 @@ class Param:
         return self.key.rpartition(".")[2]
 
 
-def param(default: Any = REQUIRED, **declaration: Any) -> Any:
-    """A dataclass field holding an NPU parameter (see ``Param`` for the declaration)."""
+def param(default: Any = REQUIRED, kw_only: bool = False, **declaration: Any) -> Any:
+    """A dataclass field holding an NPU parameter (see ``Param`` for the declaration).
+    ``kw_only``: a keyword-only field, so that a parameter with a default may sit among
+    required ones (fields keep their declaration order)."""
     decl = Param(default=default, **declaration)
     meta = {"param": decl}
     if default is REQUIRED:
-        return dataclasses.field(metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
+        return dataclasses.field(metadata=meta, kw_only=kw_only)
+    return dataclasses.field(default=default, metadata=meta, kw_only=kw_only)

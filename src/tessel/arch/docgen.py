@@ -16,10 +16,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tessel.arch.checks import MAX_OFFCHIP_MEMORIES, type_name
+from tessel.arch.checks import MAX_OFFCHIP_MEMORIES, MAX_OPERATING_POINTS, type_name
 from tessel.arch.decl import Param
-from tessel.arch.params import FIELDS, SCHEMA
-from tessel.arch.types import DECLARABLE
+from tessel.arch.params import FIELDS, OFFCHIP, SCHEMA
+from tessel.arch.types import DECLARABLE, POINTS
 
 _BLOCK = re.compile(
     r"(<!-- BEGIN GENERATED (?P<name>[\w ]+) -->\n)(?P<body>.*?)(<!-- END GENERATED (?P=name) -->)",
@@ -45,18 +45,20 @@ def default(p: Param) -> str:
 
 
 def param_table() -> str:
-    """The preset keys: one row per declared parameter, plus ``schema``, ``[[offchip]]`` and
-    ``[derived]``."""
+    """The preset keys: one row per declared parameter, plus ``schema``, the lists of tables
+    (``[[offchip]]``, ``[[operating_point]]``) and ``[derived]``."""
     rows = ["| key | type | unit | default | rule | affects | meaning |",
             "|---|---|---|---|---|---|---|",
             f"| `schema` | int | | `1` | 1 .. {SCHEMA} | | preset file layout the file is "
             "written for; a newer one than this tessel reads is an error |"]
-    offchip = False
+    lists = {OFFCHIP: f"| `[[offchip]]` (1 .. {MAX_OFFCHIP_MEMORIES} tables) | | | | | | "
+             "off-chip memories; DMA names them by position (index 0, 1, ...) |",
+             POINTS: f"| `[[operating_point]]` (0 .. {MAX_OPERATING_POINTS} tables) | | | | "
+             "| | (clock, voltage) pairs the NPU runs at, slowest first; one at `clock_hz` "
+             "and `voltage_v` (none: that point alone) (schema 3) |"}
     for p in FIELDS:
-        if p.per_memory and not offchip:
-            offchip = True
-            rows.append(f"| `[[offchip]]` (1 .. {MAX_OFFCHIP_MEMORIES} tables) | | | | | | "
-                        "off-chip memories; DMA names them by position (index 0, 1, ...) |")
+        if p.entries in lists:
+            rows.append(lists.pop(p.entries))
         since = f" (schema {p.since})" if p.since > 1 else ""
         rows.append(f"| `{p.key}` | {type_name(p.type)} | {p.unit} | {default(p)} | {rule(p)} "
                     f"| {p.affects.value} | {p.doc}{since} |")

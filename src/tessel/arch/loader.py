@@ -18,7 +18,7 @@ from typing import Any
 
 from tessel.arch.checks import members, value_error
 from tessel.arch.decl import Param
-from tessel.arch.params import FIELDS, OFFCHIP, SCHEMA, assemble, plain
+from tessel.arch.params import ENTRIES, FIELDS, OFFCHIP, SCHEMA, assemble, plain
 from tessel.arch.types import NpuArch
 from tessel.errors import TesselConfigError, did_you_mean
 
@@ -67,15 +67,26 @@ class _Reader:
             return None
         return float(v) if p.type is float else v
 
-    def memories(self) -> list[dict[str, Any]]:
-        raw = self.data.get(OFFCHIP)
-        if not isinstance(raw, list) or not raw:
+    def entries(self, name: str) -> list[dict[str, Any]]:
+        """The tables of the list ``[[name]]`` (``offchip``: at least one; the others may be
+        left out)."""
+        raw = self.data.get(name, [] if name != OFFCHIP else None)
+        if name == OFFCHIP and (not isinstance(raw, list) or not raw):
             self._problem("[[offchip]] must list at least one memory")
             return []
-        fields = [p for p in FIELDS if p.per_memory]
+        if not isinstance(raw, list):
+            self._problem(f"{name} must be a list of tables ([[{name}]]), got "
+                          f"{type(raw).__name__}")
+            return []
+        fields = [p for p in FIELDS if p.entries == name]
+        since = min(p.since for p in fields)
+        if raw and since > self.schema:
+            self._problem(f"[[{name}]] tables need schema {since} (this file is schema "
+                          f"{self.schema})")
+            return []
         out = []
         for i, entry in enumerate(raw):
-            label = f"{OFFCHIP}[{i}]"
+            label = f"{name}[{i}]"
             if not isinstance(entry, dict):
                 self._problem(f"{label} must be a table, got {type(entry).__name__}")
                 continue
@@ -133,18 +144,18 @@ def arch_from_dict(data: dict[str, Any]) -> NpuArch:
     """Build and validate an NpuArch from the parsed TOML document."""
     r = _Reader(data)
     values: dict[tuple[str, ...], Any] = {}
-    known: dict[str, set[str]] = {"": {_SCHEMA, OFFCHIP, _DERIVED}}  # table -> its keys
+    known: dict[str, set[str]] = {"": {_SCHEMA, *ENTRIES, _DERIVED}}  # table -> its keys
     for p in FIELDS:
-        if not p.per_memory:
+        if not p.per_entry:
             values[p.path] = r.read(p, r.table(p.table), p.key)
             known.setdefault(p.table, set()).add(p.field)
             known[""].add(p.table or p.field)
-    memories = r.memories()
+    tables = {name: r.entries(name) for name in ENTRIES}
     declared = r.derived()
     for table, names in known.items():
         r.unknown(r.table(table), names, table)
     r.finish()
-    arch = assemble(values, memories)
+    arch = assemble(values, tables)
     try:
         arch.check_declared(declared)
     except TesselConfigError as exc:

@@ -23,6 +23,7 @@ from tessel.arch.checks import (
     MAX_OFFCHIP_BYTES,
     MAX_SRAM_BYTES,
     MIN_LUT_ENTRIES,
+    Between,
     Divides,
     Finite,
     IntIn,
@@ -45,6 +46,8 @@ from tessel.arch.decl import (
 from tessel.errors import TesselConfigError
 
 COSTS, NONE = Affects.COSTS, Affects.NONE
+POINTS = "operating_point"  # the NpuArch field (and TOML list of tables) of the operating points
+VOLTAGE = Between(0.3, 2.0)
 
 
 class Dataflow(enum.Enum):
@@ -189,11 +192,18 @@ class Energy:
 
     def offchip_byte_pj(self, kind: MemoryKind) -> float:
         """Energy of moving one byte to or from an off-chip memory of ``kind``."""
-        return {
-            MemoryKind.LPDDR: self.lpddr_byte_pj,
-            MemoryKind.SYS_SRAM: self.sys_sram_byte_pj,
-            MemoryKind.FLASH: self.flash_byte_pj,
-        }[kind]
+        return getattr(self, OFFCHIP_FIGURE[kind])
+
+
+# the figure each kind of off-chip memory is charged (their supplies are not the NPU's: an
+# operating point leaves them unchanged, tessel.arch.operating)
+OFFCHIP_FIGURE = {MemoryKind.LPDDR: "lpddr_byte_pj", MemoryKind.SYS_SRAM: "sys_sram_byte_pj",
+                  MemoryKind.FLASH: "flash_byte_pj"}
+
+
+def offchip_figures() -> frozenset[str]:
+    """The ``Energy`` fields of the off-chip memories."""
+    return frozenset(OFFCHIP_FIGURE.values())
 
 
 @dataclass(frozen=True)
@@ -211,6 +221,22 @@ class Area:
 
 
 @dataclass(frozen=True)
+class OperatingPoint:
+    """One (clock, supply voltage) pair the NPU can run at (DVFS). Cycle counts do not depend
+    on it; at a point, on-chip dynamic energy scales with ``(V / Vnom)^2`` and leakage power
+    with ``V / Vnom`` (``tessel.arch.operating``; Vnom: ``NpuArch.voltage_v``)."""
+
+    name: str = param(doc="the point's name (`--operating-point`)",
+                      checks=(Name(), Unique("name", POINTS)), affects=NONE, settable=False,
+                      since=3)
+    clock_hz: int = param(doc="clock of every engine at this point", unit="Hz",
+                          checks=(IntIn(1_000, 10**10), Unique("clock_hz", POINTS)),
+                          affects=NONE, since=3)
+    voltage_v: float = param(doc="supply voltage at this point", unit="V", checks=(VOLTAGE,),
+                             affects=NONE, since=3)
+
+
+@dataclass(frozen=True)
 class Derived:
     """Figures computed from the parameters (once, in ``NpuArch.__post_init__``)."""
 
@@ -224,6 +250,7 @@ class Derived:
 
 
 # Optional figures a preset may declare under [derived]; each is checked against the computed one.
+NOMINAL = "nominal"  # the name of the nominal point of a preset that declares no points
 DECLARABLE = ("peak_macs_per_cycle", "peak_tops", "sram_bytes_per_cycle", "area_mm2")
 _REL_TOL = 1e-3  # declared floats are written with ~3 significant figures
 
@@ -241,6 +268,10 @@ class NpuArch:
     clock_hz: int = param(doc="clock of every engine", unit="Hz",
                           checks=(IntIn(1_000, 10**10),), affects=NONE,
                           explore=Explore("f", NameFormat.MHZ), summary=True)
+    voltage_v: float = param(
+        0.8, kw_only=True, doc="supply voltage at `clock_hz`, the one every energy figure is "
+        "for (the nominal operating point; only ratios to it enter the energy)", unit="V",
+        checks=(VOLTAGE,), affects=NONE, since=3, summary=True)
     matrix: MatrixEngine
     vector: VectorEngine
     onchip: OnChipMemory
@@ -256,6 +287,9 @@ class NpuArch:
                               knob=AdviseKnob(Limit.DMA_CHANNELS))
     energy: Energy
     area: Area
+    # [[operating_point]] tables, by increasing clock; () = the nominal point only
+    operating_point: tuple[OperatingPoint, ...] = field(default=(), kw_only=True,
+                                                        metadata={"since": 3})
     derived: Derived = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -294,6 +328,26 @@ class NpuArch:
         from tessel.arch.params import get_param
 
         return get_param(self, name)
+
+    @property
+    def nominal_point(self) -> OperatingPoint:
+        """The point the energy figures are for: (``clock_hz``, ``voltage_v``)."""
+        for p in self.operating_point:
+            if p.clock_hz == self.clock_hz:
+                return p
+        return OperatingPoint(NOMINAL, self.clock_hz, self.voltage_v)
+
+    @property
+    def operating_points(self) -> tuple[OperatingPoint, ...]:
+        """The points the NPU can run at, by increasing clock (the nominal one alone when the
+        preset declares none)."""
+        return self.operating_point or (self.nominal_point,)
+
+    def point(self, which: str | int) -> OperatingPoint:
+        """An operating point by name, or by index in ``operating_points`` (0: slowest)."""
+        from tessel.arch.operating import find_point
+
+        return find_point(self, which)
 
     # -- conveniences ------------------------------------------------------------------------
     @property
@@ -392,9 +446,11 @@ def _plain(value: Any, hashed_only: bool = False) -> Any:
         for f in fields(value):
             v = getattr(value, f.name)
             decl = f.metadata.get("param")
-            if not f.init or decl is not None and (
-                    (hashed_only and not decl.hashed)
-                    or (decl.since > 1 and not decl.required and v == decl.default)):
+            if not f.init or decl is not None and hashed_only and not decl.hashed:
+                continue
+            since = decl.since if decl is not None else f.metadata.get("since", 1)
+            default = decl.default if decl is not None else f.default
+            if since > 1 and (decl is None or not decl.required) and v == default:
                 continue
             out[f.name] = _plain(v, hashed_only)
         return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tessel.arch.checks import MAX_OFFCHIP_MEMORIES, value_error
+from tessel.arch.checks import MAX_OFFCHIP_MEMORIES, MAX_OPERATING_POINTS, value_error
 from tessel.errors import TesselConfigError
 
 if TYPE_CHECKING:
@@ -19,18 +19,25 @@ if TYPE_CHECKING:
 
 def validate_arch(arch: NpuArch) -> None:
     """Raise TesselConfigError naming the first bad parameter of ``arch``."""
+    from tessel.arch.operating import check_points
     from tessel.arch.params import FIELDS, OFFCHIP, value_of
+    from tessel.arch.types import POINTS
 
     mems = arch.offchip
     if not isinstance(mems, tuple) or not 1 <= len(mems) <= MAX_OFFCHIP_MEMORIES:
         n = len(mems) if isinstance(mems, tuple) else mems
         _fail(OFFCHIP, f"must list 1 to {MAX_OFFCHIP_MEMORIES} memories", n)
+    points = arch.operating_point
+    if not isinstance(points, tuple) or len(points) > MAX_OPERATING_POINTS:
+        n = len(points) if isinstance(points, tuple) else points
+        _fail(POINTS, f"must list at most {MAX_OPERATING_POINTS} operating points", n)
     for p in FIELDS:
-        if p.per_memory:
-            for i, mem in enumerate(mems):
-                check_value(p, f"{OFFCHIP}[{i}].{p.field}", getattr(mem, p.field), arch, i)
+        if p.per_entry:
+            for i, entry in enumerate(getattr(arch, p.entries)):
+                check_value(p, f"{p.entries}[{i}].{p.field}", getattr(entry, p.field), arch, i)
         else:
             check_value(p, p.key, value_of(arch, p), arch)
+    check_points(arch)
 
 
 def check_value(p: Param, key: str, value: Any, arch: NpuArch | None,

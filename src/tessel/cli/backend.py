@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -53,6 +54,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "model, without building a binary (the design-space exploration path)")
     p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
     p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="change one NPU parameter of the target (dotted name, e.g. "
+                   "energy.lpddr_byte_pj=160, the conservative DRAM figure); repeatable")
+    p.add_argument("--operating-point", metavar="NAME|INDEX",
+                   help="time and energy at this operating point of the target (its name, or "
+                   "its index, 0 = slowest; `tessel targets --json` lists them); default: the "
+                   "nominal point")
     p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
                    help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     add_data_arguments(p)
@@ -381,19 +389,30 @@ def quantised_graph(args: argparse.Namespace, spec):
 def cmd_estimate(args: argparse.Namespace) -> int:
     from tessel.analysis.estimate import estimate_graph
     from tessel.arch import CompileOptions, load_target
+    from tessel.arch.operating import at_point
+    from tessel.arch.params import parse_settings
     from tessel.display import fit_text
     from tessel.models import resolve
 
     arch = load_target(args.target)
+    if args.set:
+        arch = arch.with_params(parse_settings(args.set, arch))
+    point = arch.point(args.operating_point) if args.operating_point is not None \
+        else arch.nominal_point
+    arch = at_point(arch, point)
     spec = resolve(args.model)
     report = estimate_graph(quantised_graph(args, spec), arch, name=spec.name,
                             options=CompileOptions(on_chip_residency=args.on_chip_residency))
+    where = (f"operating point {point.name}: {point.clock_hz / 1e6:g} MHz, "
+             f"{point.voltage_v:g} V")
     if args.json:
-        print(report.to_json())
+        data = json.loads(report.to_json())
+        data["operating_point"] = dataclasses.asdict(point)
+        print(json.dumps(data, indent=1, sort_keys=True))
     else:
         if args.layers < 0:
             raise TesselConfigError(f"--layers must be >= 0, got {args.layers}")
-        print(fit_text(report.summary(), table_width(args)))
+        print(fit_text(f"{report.summary()}\n{where}", table_width(args)))
         report.layer_table(args.layers or None).print(wide=args.wide)
     return 0
 

@@ -15,8 +15,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "explore", help="design-space exploration: Pareto front of latency, energy, area",
         description="Vary NpuArch parameters (space.toml), estimate every model on every design "
         "point with the compiler in the loop, write the Pareto front (CSV, plot, TOML presets).")
-    p.add_argument("models", nargs="+", metavar="MODEL",
-                   help="zoo name or path/to/file.py:factory")
+    p.add_argument("models", nargs="*", metavar="MODEL",
+                   help="zoo name or path/to/file.py:factory (none with --scenario)")
+    p.add_argument("--scenario", metavar="FILE|NAME",
+                   help="instead of models: the design of lowest average power that runs this "
+                   "scenario with no deadline miss (space: parameters and `operating_point`, "
+                   "[constraints] max_area_mm2); the best design is confirmed by running the "
+                   "scenario again from its preset file and simulating every model")
+    p.add_argument("--idle-gating", type=float, default=0.0, metavar="FRACTION",
+                   help="with --scenario: share of the idle leakage power gating removes "
+                   "(0 .. 1, default 0)")
     p.add_argument("--space", required=True, type=Path, help="space file (TOML)")
     p.add_argument("--target", default="tnpu-s", help="base preset or .toml (default tnpu-s)")
     p.add_argument("--out", type=Path, default=Path("explore-out"),
@@ -48,6 +56,10 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.calibration < 1:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
     check_writable(args.out, directory=True)
+    if args.scenario is not None:
+        return _explore_scenario(args)
+    if not args.models:
+        raise TesselConfigError("name at least one MODEL, or a --scenario")
     result = explore(_models(args), args.space, target=args.target, out=args.out,
                      workers=args.workers, ray=args.ray, search=args.search,
                      trials=args.trials, seed=args.seed,
@@ -64,6 +76,31 @@ def cmd_explore(args: argparse.Namespace) -> int:
         print("wrote " + ", ".join(str(f) for f in result.files[:3])
               + (f" and {len(result.files) - 3} presets" if len(result.files) > 3 else ""))
     return 0
+
+
+def _explore_scenario(args: argparse.Namespace) -> int:
+    from tessel.analysis.explore import load_space
+    from tessel.arch import load_target
+    from tessel.cli.backend import table_width
+    from tessel.codesign.explore import explore_scenario
+    from tessel.errors import TesselConfigError
+    from tessel.progress import info
+    from tessel.scenario import load_scenario
+
+    if args.models:
+        raise TesselConfigError("--scenario explores for the scenario's models: name no MODEL")
+    if args.workers != 1 or args.ray or args.search != "auto":
+        raise TesselConfigError("--scenario runs every design of the space in this process: "
+                                "--workers, --ray and --search do not apply")
+    result = explore_scenario(load_scenario(args.scenario), load_space(args.space),
+                              load_target(args.target), args.out, progress=info,
+                              idle_gating=args.idle_gating, seed=args.seed)
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=1, sort_keys=True, default=str))
+    else:
+        print(result.summary())
+        print(result.table().text(table_width(args)))
+    return 0 if result.confirmation is None or result.confirmation.confirmed else 1
 
 
 def _models(args: argparse.Namespace):

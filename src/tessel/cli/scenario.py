@@ -38,7 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="simulate this window (default: the hyperperiod)")
     run.add_argument("--idle-gating", type=float, default=0.0, metavar="FRACTION",
                      help="share of the leakage power gating removes while the NPU is idle "
-                     "(0 .. 1, default 0)")
+                     "(0 .. 1, default 0; --dvfs race gates all of it)")
+    run.add_argument("--dvfs", choices=("race", "slowest"), default=None,
+                     help="pick the target's operating point: race (the fastest, power-gated "
+                     "when idle) or slowest (the slowest point that meets every deadline); "
+                     "default: the nominal point")
     run.add_argument("--seed", type=int, default=0, help="seed of the release jitter draws")
     run.add_argument("--no-preemption", action="store_true",
                      help="a started job runs to its end (default: preemption at step "
@@ -93,11 +97,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise TesselConfigError(f"--html and --trace name the same file: {args.html}")
     for out in (args.html, args.trace):  # before any model is quantised
         check_writable(out, inputs=_read_files(args, scenario))
-    report = run_scenario(scenario, arch, policy=Policy(args.policy),
-                          window_s=None if args.window_ms is None else args.window_ms / 1e3,
-                          idle_gating=args.idle_gating, seed=args.seed,
-                          preemptive=not args.no_preemption,
-                          resident_constants=_reserve(args.resident_constants), progress=info)
+    options = dict(policy=Policy(args.policy),
+                   window_s=None if args.window_ms is None else args.window_ms / 1e3,
+                   seed=args.seed, preemptive=not args.no_preemption,
+                   resident_constants=_reserve(args.resident_constants), progress=info)
+    dvfs = None
+    if args.dvfs is None:
+        report = run_scenario(scenario, arch, idle_gating=args.idle_gating, **options)
+    else:
+        from tessel.arch.dvfs import DvfsPolicy
+        from tessel.codesign.dvfs import run_dvfs
+
+        dvfs = run_dvfs(scenario, arch, DvfsPolicy(args.dvfs), idle_gating=args.idle_gating,
+                        **options)
+        report = dvfs.report
     checks = None
     if args.functional:
         from tessel.scenario.functional import check_first_frames
@@ -114,10 +127,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     failed = report.misses > 0 or any(not c.bit_exact for c in checks or ())
     if args.json:
         data = report.as_dict()
+        if dvfs is not None:
+            data["dvfs"] = dvfs.as_dict()
         if checks is not None:
             data["functional"] = [c.as_dict() for c in checks]
         print(json.dumps(data, indent=1, sort_keys=True))
         return 1 if failed else 0
+    if dvfs is not None:
+        print(dvfs.summary())
     print(report.text(table_width(args)))
     if checks is not None:
         for c in checks:

@@ -13,7 +13,9 @@ and the layers of the models in it are ranked by cycles, each with its binding l
 Every knob's gain is measured by running the whole scenario again on the relaxed NPU (its
 models profiled and scheduled again, the timeline simulated again), not extrapolated: the
 limiting model's slack, the NPU busy share, average power and deadline misses. Leakage is
-scaled with the area, as `tessel explore` scales it (the presets give leakage per mm^2).
+scaled with the area, as `tessel explore` scales it (the presets give leakage per mm^2). Each
+other operating point of the NPU (tessel.arch.operating: the same hardware at a lower clock and
+voltage) is run the same way.
 
     advice = advise_scenario(load_scenario("xr_glasses"), load_target("tnpu-s"))
     print(advice.text()); advice.gains[0].slack_gain_ms
@@ -29,6 +31,7 @@ from typing import Any
 from tessel.analysis.advise import advise, relax, relaxations
 from tessel.arch import NpuArch
 from tessel.arch.decl import Limit
+from tessel.arch.operating import at_point
 from tessel.display import Table, fit_text, fmt_change, fmt_int
 from tessel.errors import TesselError
 from tessel.progress import track
@@ -70,7 +73,7 @@ class ScenarioGain:
     """One 2x relaxation, the whole scenario run again on it; deltas are relaxed - now."""
 
     change: str
-    limit: Limit
+    limit: Limit | None  # None: an operating point (the same hardware, clock and voltage)
     target: str
     slack_ms: float  # of the baseline's limiting model
     slack_gain_ms: float
@@ -106,14 +109,16 @@ class ScenarioAdvice:
                 f"slack {lim.slack_ms:.3f} ms); its response window: {parts}")
 
     def gain_table(self) -> Table:
-        rows = [(str(i + 1), g.change, g.limit.value, f"{g.slack_ms:.3f}",
+        rows = [(str(i + 1), g.change, "-" if g.limit is None else g.limit.value,
+                 f"{g.slack_ms:.3f}",
                  f"{g.slack_gain_ms:+.3f}", g.limiting, str(g.misses), f"{g.busy_pct:.2f}",
                  f"{g.busy_delta_pct:+.2f}", f"{g.power_mw:.3f}", fmt_change(g.power_change_pct),
                  f"{g.area_mm2_delta:+.4f}") for i, g in enumerate(self.gains)]
         return Table(("rank", "change", "limit", f"{self.limiting.model} slack ms", "slack",
                       "limiting", "misses", "busy %", "busy pp", "mW", "power", "area mm2"),
                      rows, numeric=(True, False, False) + (True,) * 2 + (False,) + (True,) * 6,
-                     title="2x relaxations, the scenario run again on each (changes vs now)")
+                     title="2x relaxations and operating points, the scenario run again on "
+                     "each (changes vs now)")
 
     def layer_table(self) -> Table:
         rows = [(x.model, x.layer, x.op, fmt_int(x.cycles), x.bound, x.binding.value,
@@ -172,6 +177,17 @@ def advise_scenario(scenario: Scenario, arch: NpuArch, **run: Any) -> ScenarioAd
                                run_scenario(scenario, relaxed, **run), arch))
         except TesselError as exc:
             skipped.append((label, str(exc)))
+    for point in arch.operating_points:
+        if point == arch.nominal_point:
+            continue
+        label = (f"operating point {point.name} ({point.clock_hz / 1e6:g} MHz, "
+                 f"{point.voltage_v:g} V)")
+        try:
+            at = at_point(arch, point)
+            gains.append(_gain(base, lim, label, None, at, run_scenario(scenario, at, **run),
+                               arch))
+        except TesselError as exc:
+            skipped.append((label, str(exc)))
     gains.sort(key=lambda g: (-round(g.slack_gain_ms, 6), g.power_mw, g.area_mm2_delta))
     return ScenarioAdvice(scenario.name, arch.name, 100 * base.busy, base.power_mw, base.misses,
                           arch.derived.area_mm2, lim, tuple(layers), tuple(gains),
@@ -185,7 +201,8 @@ def _with_scaled_leakage(relaxed: NpuArch, arch: NpuArch) -> NpuArch:
     return dataclasses.replace(relaxed, energy=energy)
 
 
-def _gain(base: ScenarioReport, lim: LimitingJob, label: str, limit: Limit, relaxed: NpuArch,
+def _gain(base: ScenarioReport, lim: LimitingJob, label: str, limit: Limit | None,
+          relaxed: NpuArch,
           report: ScenarioReport, arch: NpuArch) -> ScenarioGain:
     jobs = report.timeline.task_jobs(lim.model)
     slack = report.power.ms(min(j.deadline - j.finish for j in jobs))

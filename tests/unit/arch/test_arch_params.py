@@ -43,8 +43,11 @@ def _other(arch, name):
     if isinstance(v, enum.Enum):
         return next(m for m in type(v) if m is not v)
     if isinstance(v, str):
-        return next((m.name for m in arch.offchip if m.name != v), None)
-    for other in (2 * v, v // 2, v + 1):
+        pool = [p.name for p in arch.operating_points] if name == "operating_point" \
+            else [m.name for m in arch.offchip]
+        return next((n for n in pool if n != v), None)
+    others = (2 * v, v // 2, v + 1) if isinstance(v, int) else (2 * v, v / 2, 1.01 * v, 0.99 * v)
+    for other in others:
         try:
             arch.with_param(name, other)
             return other
@@ -57,9 +60,9 @@ def _other(arch, name):
 def test_every_declared_parameter_can_be_read_and_set_by_its_name(preset: str) -> None:
     a = load_preset(preset)
     names = param_names(a)
-    expected = {p.key for p in PARAMS if p.settable and not p.per_memory}
-    expected |= {f"offchip.{m.name}.{p.field}" for p in FIELDS if p.per_memory and p.settable
-                 for m in a.offchip}
+    expected = {p.key for p in PARAMS if p.settable and not p.per_entry}
+    expected |= {f"{p.entries}.{e.name}.{p.field}" for p in FIELDS if p.per_entry and p.settable
+                 for e in getattr(a, p.entries)}
     assert set(names) == expected
     changed = 0
     virtual = {p.key for p in PARAMS if p.writes}  # (sets every bus memory: not lossless)
@@ -69,7 +72,9 @@ def test_every_declared_parameter_can_be_read_and_set_by_its_name(preset: str) -
         if other is not None:
             assert a.with_param(name, other).param(name) == other, name
             changed += 1
-    assert changed >= len(names) - 2  # (memory.*: one memory only, on most presets)
+    # (memory.*: one memory only, on most presets; the nominal operating point's clock and
+    # voltage are clock_hz and voltage_v, set with them)
+    assert changed >= len(names) - 4
 
 
 def test_declarations_are_consistent() -> None:
@@ -93,7 +98,7 @@ def test_area_terms_are_the_area_model_s() -> None:
     """A parameter declared `area_term` changes Derived.area_mm2, no other one does."""
     a = load_preset("tnpu-s")
     for p in FIELDS:
-        if not p.settable or p.per_memory or p.table == "area":
+        if not p.settable or p.per_entry or p.table == "area":
             continue
         other = _other(a, p.key)
         if other is None:

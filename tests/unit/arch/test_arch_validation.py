@@ -96,7 +96,8 @@ def test_a_preset_from_before_the_operand_path_keys_loads() -> None:
     model, and the error says which defaults it was compared with."""
     text = OLD.read_text()
     with pytest.raises(TesselConfigError, match=r"derived.area_mm2 is declared as 0.3484 but the "
-                       r"parameters give 0.374113 \(the file leaves out matrix.feed_bytes_per_cycle = 64, "
+                       r"parameters give 0.374113 \(the file leaves out voltage_v = 0.8, "
+                       r"matrix.feed_bytes_per_cycle = 64, "
                        r"matrix.input_buffer_bytes = 32768"):
         _load(text)
     arch = _load(text.split("[derived]")[0])
@@ -104,19 +105,21 @@ def test_a_preset_from_before_the_operand_path_keys_loads() -> None:
 
 
 @pytest.mark.parametrize("line,message", [
-    ("schema = 2", None),
+    ("schema = 3", None),
     (f"schema = {SCHEMA + 1}", f"schema = {SCHEMA + 1}: the file is written for a newer tessel"),
     ("schema = 0", "schema must be a positive integer, got 0"),
     ('schema = "1"', "schema must be a positive integer, got '1'"),
 ])
 def test_schema_version(line: str, message: str | None) -> None:
-    text = _sub("schema = 2", line)
+    text = _sub("schema = 3", line)
     if message is None:
         assert _load(text) == _load(BASE)
     else:
         with pytest.raises(TesselConfigError, match=message):
             _load(text)
-    assert _load(_sub("schema = 2", "")) == _load(BASE)  # no schema: 1
+    with pytest.raises(TesselConfigError, match=r"\[\[operating_point\]\] tables need schema "
+                       r"3 \(this file is schema 1\)"):
+        _load(_sub("schema = 3", ""))  # no schema: 1
 
 
 def test_unknown_key_suggests_the_closest_one() -> None:

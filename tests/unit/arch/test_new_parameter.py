@@ -18,12 +18,12 @@ from tessel.arch import load_preset
 SRC = Path(__file__).resolve().parents[3] / "src" / "tessel"
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 
-# added to MatrixEngine: a parameter with a default, introduced by schema 3
-DEFAULTED = ('zero_skip: int = param(1, since=3, doc="zero-weight MACs skipped per cycle", '
+# added to MatrixEngine: a parameter with a default, introduced by schema 4
+DEFAULTED = ('zero_skip: int = param(1, since=4, doc="zero-weight MACs skipped per cycle", '
              'checks=(IntIn(1, 64),), affects=COSTS, explore=Explore("zs"), '
              'knob=AdviseKnob(Limit.MAC_ARRAY), summary=True)')
-# added to VectorEngine: a parameter without a default, introduced by schema 3
-REQUIRED = ('issue_width: int = param(doc="vector instructions issued per cycle", since=3, '
+# added to VectorEngine: a parameter without a default, introduced by schema 4
+REQUIRED = ('issue_width: int = param(doc="vector instructions issued per cycle", since=4, '
             'checks=(IntIn(1, 4),), affects=COSTS)')
 
 
@@ -60,7 +60,7 @@ from tessel.schedule import search
 
 expect = json.loads(os.environ["TESSEL_EXPECT"])
 docs = Path(expect["docs"])
-a = load_preset("tnpu-s")  # a schema-2 file, without the new key
+a = load_preset("tnpu-s")  # a schema-3 file, without the new key
 b = a.with_param("matrix.zero_skip", 4)
 try:
     a.with_param("matrix.zero_skip", 100)
@@ -73,8 +73,8 @@ print(json.dumps({
     "schema": SCHEMA, "value": a.matrix.zero_skip, "hash": a.arch_hash,
     "toml": a.to_toml_dict(), "b_hash": b.arch_hash, "b_toml": b.to_toml_dict(),
     "b_roundtrip": arch_from_dict(b.to_toml_dict()) == b,
-    "b_text": arch_from_text("schema = 3\n" + docs.parent.joinpath(
-        "src/tessel/arch/presets/tnpu-s.toml").read_text().replace("schema = 2", "").replace(
+    "b_text": arch_from_text("schema = 4\n" + docs.parent.joinpath(
+        "src/tessel/arch/presets/tnpu-s.toml").read_text().replace("schema = 3", "").replace(
         "[matrix]\n", "[matrix]\nzero_skip = 4\n")) == b,
     "rejected": rejected, "named": "matrix.zero_skip" in param_names(a),
     "space": [list(v) for k, v in space.params], "point": arch_name(a, {"matrix.zero_skip": 2}),
@@ -95,11 +95,11 @@ def test_a_parameter_with_a_default_is_one_declaration(tmp_path):
     a = load_preset("tnpu-s")
     got = _run(_copy_with(tmp_path, "MatrixEngine", DEFAULTED), DEFAULTED_SCRIPT,
                {"docs": str(DOCS)})
-    assert got["schema"] == 3 and got["value"] == 1
-    # a schema-2 preset keeps its hash and its .tsl metadata: the new key is at its default
+    assert got["schema"] == 4 and got["value"] == 1
+    # a schema-3 preset keeps its hash and its .tsl metadata: the new key is at its default
     assert got["hash"] == a.arch_hash and got["toml"] == json.loads(json.dumps(a.to_toml_dict()))
     assert got["b_hash"] != a.arch_hash
-    assert got["b_toml"]["schema"] == 3 and got["b_toml"]["matrix"]["zero_skip"] == 4
+    assert got["b_toml"]["schema"] == 4 and got["b_toml"]["matrix"]["zero_skip"] == 4
     assert got["b_roundtrip"] and got["b_text"]
     assert "matrix.zero_skip must be an integer in [1, 64], got 100" in got["rejected"]
     assert got["named"] and [1, 2] in got["space"] and got["point"] == "tnpu-s-zs2"
@@ -107,7 +107,7 @@ def test_a_parameter_with_a_default_is_one_declaration(tmp_path):
     assert got["program_key_same"] and not got["timing_key_same"]  # declared COSTS
     assert got["summary"] == 4
     assert got["doc_row"] == ["| `matrix.zero_skip` | int |  | `1` | 1 .. 64 | costs | "
-                              "zero-weight MACs skipped per cycle (schema 3) |"]
+                              "zero-weight MACs skipped per cycle (schema 4) |"]
     assert got["arch_doc_stale"] and got["analysis_doc_stale"]  # the generators list it
 
 
@@ -131,10 +131,10 @@ print(json.dumps({"schema": SCHEMA, "error": error, "fixed": fixed.vector.issue_
 
 def test_an_older_preset_names_a_new_required_key_and_why(tmp_path):
     got = _run(_copy_with(tmp_path, "VectorEngine", REQUIRED), REQUIRED_SCRIPT, {})
-    assert got["schema"] == 3 and got["fixed"] == 2
+    assert got["schema"] == 4 and got["fixed"] == 2
     assert got["error"] == ("presets/tnpu-s.toml: vector.issue_width is missing (vector "
-                            "instructions issued per cycle): schema 3 added it without a default "
-                            "and this file is schema 2; add it")
+                            "instructions issued per cycle): schema 4 added it without a default "
+                            "and this file is schema 3; add it")
 
 
 @pytest.mark.parametrize("cls,line", [("MatrixEngine", DEFAULTED), ("VectorEngine", REQUIRED)])

@@ -39,7 +39,7 @@ def _variant(arch, name):
         return not v
     if isinstance(v, enum.Enum):
         return next(m for m in type(v) if m is not v)
-    for other in (v // 2, 2 * v, v + 1):
+    for other in (v // 2, 2 * v, v + 1) if isinstance(v, int) else (0.99 * v, 1.01 * v):
         try:
             arch.with_param(name, other)
             return other
@@ -49,10 +49,11 @@ def _variant(arch, name):
 
 
 def _names(affects):
-    """The with_param names of the settable parameters declared `affects` (on BASE)."""
+    """The with_param names of the settable parameters declared `affects` (on BASE; the
+    nominal operating point's clock and voltage are clock_hz and voltage_v, set with them)."""
     return [name for p in FIELDS if p.affects is affects and p.settable
-            for name in ([f"offchip.{m.name}.{p.field}" for m in BASE.offchip] if p.per_memory
-                         else [p.key])]
+            for name in ([f"{p.entries}.{e.name}.{p.field}" for e in getattr(BASE, p.entries)
+                          if e != BASE.nominal_point] if p.per_entry else [p.key])]
 
 
 # every parameter declared cost-only (Affects.COSTS) changed, nothing else

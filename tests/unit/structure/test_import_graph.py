@@ -175,7 +175,7 @@ ORDER = [
     {"tessel.ops"}, {"tessel.frontend"}, {"tessel.models"}, {"tessel.passes"}, {"tessel.quant"},
     {"tessel.lower"}, {"tessel.schedule"}, {"tessel.emit"}, {"tessel.runtime"},
     {"tessel.export"}, {"tessel.driver"}, {"tessel.torch_backend"}, {"tessel.analysis"},
-    {"tessel.scenario"},
+    {"tessel.scenario"}, {"tessel.codesign"},
     {"tessel.cli"}, {"tessel.demo", "tessel.__main__"}, {"tessel"},
 ]
 LEVEL = {pkg: i for i, layer in enumerate(ORDER) for pkg in layer}
