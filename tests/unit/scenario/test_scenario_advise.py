@@ -11,6 +11,7 @@ import pytest
 
 from tessel.analysis.advise import relax, relaxations
 from tessel.arch import load_target
+from tessel.arch.operating import at_point
 from tessel.cli import main
 from tessel.scenario import load_scenario, parse_scenario
 from tessel.scenario.advise import advise_scenario, limiting_job
@@ -44,7 +45,15 @@ def test_the_limiting_job_has_the_largest_response_share_of_its_deadline():
 def test_every_gain_is_a_run_of_the_scenario_on_the_relaxed_npu(advice):
     arch, sc = load_target("tnpu-s"), load_scenario("xr_glasses")
     assert {g.change for g in advice.gains} | {c for c, _ in advice.skipped} == {
-        r.label(arch) for r in relaxations(arch)}
+        r.label(arch) for r in relaxations(arch)} | {
+        f"operating point {p.name} ({p.clock_hz / 1e6:g} MHz, {p.voltage_v:g} V)"
+        for p in arch.operating_points if p != arch.nominal_point}
+    # an operating point is the same NPU at its clock and voltage, run on the whole scenario
+    point = next(p for p in arch.operating_points if p != arch.nominal_point)
+    row = next(x for x in advice.gains if x.change.startswith(f"operating point {point.name} "))
+    assert row.limit is None and row.area_mm2_delta == 0
+    assert row.power_mw == pytest.approx(
+        run_scenario(sc, at_point(arch, point), window_s=WINDOW_S).power_mw)
     g = advice.gains[0]
     change = next(r for r in relaxations(arch) if r.label(arch) == g.change)
     relaxed = relax(arch, change)
@@ -86,7 +95,9 @@ def test_cli_advise_scenario(capsys):
                  "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["limiting"]["model"] in {m.name for m in load_scenario("xr_glasses").models}
-    assert len(data["gains"]) + len(data["skipped"]) == len(relaxations(load_target("tnpu-s")))
+    arch = load_target("tnpu-s")
+    assert len(data["gains"]) + len(data["skipped"]) == len(relaxations(arch)) + len(
+        arch.operating_points) - 1  # every other operating point too
     assert main(["advise", "--scenario", "xr_glasses", "--window-ms", "50", "--wide"]) == 0
     out = capsys.readouterr().out
     assert "limited by" in out and "matrix.rows x2" in out
