@@ -25,6 +25,7 @@ with it is copied first.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ import numpy as np
 from tessel.isa.fields import DType, EltOp
 from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import jit
-from tessel.sim.hostmem import Step, Views, disjoint, view
+from tessel.sim.hostmem import Step, Views, bindable, disjoint, view
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import NP_DTYPE, MachineState, extent
 
@@ -254,11 +255,11 @@ def build(op: Op, prep: PreparedProgram) -> Step:
     pair = f["a_dtype"] == f["b_dtype"] == DType.I8 and np.prod(shape) >= PAIR_MIN
     if pair:
         table = pair_table(p, ops[2][3], prep.cache.setdefault("elt_pairs", {}))
-        gather = jit.compiled(pair_gather)
-        run = lambda a, b, y: gather(a, b, table, y)  # noqa: E731
+        kernel = jit.compiled(pair_gather)
+        args = lambda a, b, y: (a, b, table, y)  # noqa: E731
     else:
         kernel = jit.compiled(eltwise)
-        run = lambda a, b, y: kernel(a, b, y, p)  # noqa: E731
+        args = lambda a, b, y: (a, b, y, p)  # noqa: E731
 
     def make(state: MachineState) -> tuple:
         a, b, out = (view(state.sram, addr, distinct, st, dt) for addr, distinct, st, dt in ops)
@@ -274,9 +275,14 @@ def build(op: Op, prep: PreparedProgram) -> Step:
         if copy_b:
             b = b.copy()
         if direct:
-            run(a, b, out)
+            kernel(*args(a, b, out))
         else:
             y = np.empty(out.shape, out.dtype)
-            run(a, b, y)
+            kernel(*args(a, b, y))
             out[...] = y
-    return step
+
+    def bind(state: MachineState) -> Any:
+        a, copy_a, b, copy_b, out, direct = kept.get(state)
+        return None if copy_a or copy_b or not direct else functools.partial(kernel,
+                                                                              *args(a, b, out))
+    return bindable(step, bind)

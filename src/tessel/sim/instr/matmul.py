@@ -13,6 +13,7 @@ agree (weights), else runs each sample with its own B (attention's activations).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from tessel.sim.hostmem import (
     PoolKept,
     Step,
     Views,
+    bindable,
     bytes_uniform,
     contiguous,
     flat_rows,
@@ -127,11 +129,9 @@ def _int8_one(c: Matmul, mm: Any, many: Step) -> Step:
                 flat_rows(state, "acc_bytes", I32))
     views = Views(make)
 
-    def step(state: MachineState) -> None:
-        if state.batch is not None:
-            many(state)
-            return
-        a8, ac, ta, b8, bc, tb, p, tp, acc = views.get(state)
+    def run(state: MachineState, a8: np.ndarray, ac: np.ndarray | None, ta: Any,
+            b8: np.ndarray | None, bc: np.ndarray | None, tb: Any, p: np.ndarray | None,
+            tp: Any, acc: np.ndarray) -> None:
         if ac is not None:
             np.copyto(ac, a8)
             a8 = ac
@@ -141,7 +141,19 @@ def _int8_one(c: Matmul, mm: Any, many: Step) -> Step:
         mm(ta, tb, out=tp)
         if not direct:
             store(acc, 0, 1, p, a8, b8, c.za, c.zb, c.kab, c.a0, c.asr, c.add)
-    return step
+
+    def step(state: MachineState) -> None:
+        if state.batch is not None:
+            many(state)
+            return
+        run(state, *views.get(state))
+
+    def bind(state: MachineState) -> object:
+        kept = views.get(state)
+        if direct and kept[1] is None and kept[4] is None:
+            return functools.partial(mm, kept[2], kept[5], out=kept[7])
+        return functools.partial(run, state, *kept)
+    return bindable(step, bind)
 
 
 def _int8_many(c: Matmul, mm: Any) -> Step:
