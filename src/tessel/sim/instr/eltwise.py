@@ -26,7 +26,6 @@ output's very pattern (in place).
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -288,6 +287,5 @@ def build(op: Op, prep: PreparedProgram) -> Step:
 
     def bind(state: MachineState) -> Any:
         a, copy_a, b, copy_b, out, direct = kept.get(state)
-        return None if copy_a or copy_b or not direct else functools.partial(kernel,
-                                                                              *args(a, b, out))
+        return None if copy_a or copy_b or not direct else jit.bound(kernel, *args(a, b, out))
     return bindable(step, bind)

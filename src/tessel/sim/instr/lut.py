@@ -12,8 +12,6 @@ writing it.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from tessel.isa.fields import INTERPOLATION_BITS, LutMode
@@ -135,7 +133,7 @@ def build(op: Op, prep: PreparedProgram) -> Step:
             return None
         if wide:
             return lambda: gather(x, table(state), y)
-        return functools.partial(lut8, x, lut, b, y)
+        return jit.bound(lut8, x, lut, b, y)
 
     def step(state: MachineState) -> None:
         x, copy, y, direct, lut = kept.get(state)

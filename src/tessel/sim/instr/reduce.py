@@ -20,8 +20,6 @@ every input before writing.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from tessel.isa.fields import ReduceOp, UnaryOp
@@ -122,7 +120,7 @@ def build_reduce(op: Op, prep: PreparedProgram) -> Step:
 
     def bind(state: MachineState) -> object:
         x, y = views.get(state)
-        return None if copy else functools.partial(run, x, rop, zp, y)
+        return None if copy else jit.bound(run, x, rop, zp, y)
     return bindable(step, bind)
 
 
@@ -143,5 +141,5 @@ def build_unary(op: Op, prep: PreparedProgram) -> Step:
 
     def bind(state: MachineState) -> object:
         x, y = views.get(state)
-        return None if copy else functools.partial(run, x, recip, fb, y)
+        return None if copy else jit.bound(run, x, recip, fb, y)
     return bindable(step, bind)
