@@ -131,7 +131,7 @@ def _int8_one(c: Matmul, mm: Any, many: Step) -> Step:
 
     def run(state: MachineState, a8: np.ndarray, ac: np.ndarray | None, ta: Any,
             b8: np.ndarray | None, bc: np.ndarray | None, tb: Any, p: np.ndarray | None,
-            tp: Any, acc: np.ndarray) -> None:
+            tp: Any, acc: np.ndarray, store: Any = store) -> None:
         if ac is not None:
             np.copyto(ac, a8)
             a8 = ac
@@ -150,9 +150,14 @@ def _int8_one(c: Matmul, mm: Any, many: Step) -> Step:
 
     def bind(state: MachineState) -> object:
         kept = views.get(state)
-        if direct and kept[1] is None and kept[4] is None:
+        a8, ac, _, b8, bc, _, p, _, acc = kept
+        if direct and ac is None and bc is None:
             return functools.partial(mm, kept[2], kept[5], out=kept[7])
-        return functools.partial(run, state, *kept)
+        if direct or c.nibbles is not None:
+            return functools.partial(run, state, *kept)
+        st = jit.entry(store, acc, 0, 1, p, a8 if ac is None else ac, b8 if bc is None else bc,
+                       c.za, c.zb, c.kab, c.a0, c.asr, c.add)
+        return functools.partial(run, state, *kept, st)
     return bindable(step, bind)
 
 

@@ -179,4 +179,14 @@ def build(op: Op, prep: PreparedProgram) -> Step:
         out = np.empty((ns, rows * ch), dt)
         run(x, x0, xs, out, 0, ch, kernel_rows, prm, zp, lo, hi)
         dv[...] = out.reshape(ns, rows, ch)
-    return bindable(step, lambda state: functools.partial(run_kept, state, *views.get(state)))
+
+    def bind(state: MachineState) -> Any:
+        kept = views.get(state)
+        x, x0, xs, d, d0, ds, xv, dv, _, block = kept
+        if xv is not None or dv is not None:
+            return functools.partial(run_kept, state, *kept)
+        # one sample's parameters are always a C-ordered (1, 6, width) int64 table
+        fn = jit.entry(run, x, x0, xs, d, d0, ds, kernel_rows, np.empty((1, 6, width), I64),
+                       zp, lo, hi)
+        return lambda: fn(x, x0, xs, d, d0, ds, kernel_rows, params(state, block), zp, lo, hi)
+    return bindable(step, bind)
