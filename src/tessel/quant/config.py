@@ -249,3 +249,41 @@ def parse_layer_weights(text: str) -> tuple[str, WeightDtype]:
     except ValueError:
         raise TesselConfigError(f"--layer-weights {text!r}: weight type {kind!r} is not one of "
                                 f"{choices}") from None
+
+
+def parse_layer_precision(text: str) -> LayerOverride:
+    """``PATTERN[:OP]=TYPE`` (a module-name pattern, optionally one op type of it, and int8 /
+    int16 activations), as the command line's --layer-precision takes it."""
+    target, sep, kind = text.rpartition("=")
+    pattern, _, op = target.partition(":")
+    types = ", ".join(a.value for a in ActDtype)
+    if not sep or not pattern:
+        raise TesselConfigError(f"--layer-precision {text!r}: expected PATTERN[:OP]=TYPE, e.g. "
+                                f"'features.6.block.2:mul=int16' (TYPE: {types})")
+    try:
+        dtype = ActDtype(kind)
+    except ValueError:
+        raise TesselConfigError(f"--layer-precision {text!r}: activation type {kind!r} is not "
+                                f"one of {types}") from None
+    try:
+        kind_of = OpKind(op) if op else None
+    except ValueError:
+        raise TesselConfigError(f"--layer-precision {text!r}: op {op!r} is not one of "
+                                f"{', '.join(k.value for k in OpKind)}") from None
+    return LayerOverride(module=pattern, op=kind_of, dtype=dtype)
+
+
+def with_precision_choices(config: QuantConfig, layers: Sequence[LayerOverride]) -> QuantConfig:
+    """`config` with the command line's --layer-precision overrides added, in order."""
+    return replace(config, overrides=config.overrides + tuple(layers))
+
+
+def override_flag(o: LayerOverride) -> str:
+    """The command-line option that makes override ``o`` (--layer-precision for an activation
+    type, --layer-weights for a weight type)."""
+    if o.dtype is not None:
+        op = f":{o.op.value}" if o.op is not None else ""
+        return f"--layer-precision '{o.module or '*'}{op}={o.dtype.value}'"
+    if o.weights is not None:
+        return f"--layer-weights '{o.module or '*'}={o.weights.value}'"
+    return ""
