@@ -5,11 +5,12 @@ changes measured on the model itself.
    float; a layer's loss is how far its SQNR falls below its quantised inputs' lowest (the
    precision it loses itself, not what it inherits).
 2. For the ``layers`` worst by that loss, the candidates ``QuantConfig`` supports: int16
-   activations on that op of that module (a residual add's too) and on every op of that type,
-   and int8 weights where the layer's are int4.
+   activations on that op of that module (a residual add's too), on every op of that type and
+   on the whole block around it, and int8 weights where the layer's are int4.
 3. Each candidate measured: the model quantised again with the override added, its golden
    (integer) model against float on the held-out inputs (whole-model SQNR, dB) and its
-   estimated cycles on the target; ranked by the SQNR gained.
+   estimated cycles on the target; ranked by the SQNR gained. A change that moves ops to the
+   host (which runs them in float) is not ranked: its gain would not be the NPU's.
 4. ``combined``: the candidates that gained, best first, each kept if the model with it and
    the ones kept before measures better and stays within ``cycles_budget`` percent more
    cycles than the model as configured (gains do not add: two layers' noises overlap).
@@ -45,6 +46,7 @@ from tessel.quant.config import (
 Sample = tuple[torch.Tensor, ...]
 MIN_GAIN_DB = 0.5  # a candidate gaining less is left out of the combined change
 DEFAULT_LAYERS = 5
+BLOCK_DEPTH = 2  # module path names that make a block: features.4 of features.4.block.2
 CYCLES_BUDGET_PCT = 10.0  # the combined change's default cycle budget (% more)
 IR_KINDS = {"conv2d": OpKind.CONV, "depthwise_conv2d": OpKind.CONV, "linear": OpKind.LINEAR,
             "matmul": OpKind.MATMUL, "max_pool2d": OpKind.MAX_POOL,
@@ -167,7 +169,8 @@ def _kind(op: str) -> OpKind | None:
 
 def candidates_for(layer: str, op: str, config: QuantConfig) -> list[tuple[str, LayerOverride]]:
     """The changes ``config`` supports for one layer: int16 activations (inputs and output;
-    MAC inputs stay int8) on that op of the module and on every op of its type, int8 weights
+    MAC inputs stay int8) on that op of the module, on every op of its type and on every op of
+    its block (the module path's first ``BLOCK_DEPTH`` names: ``features.4``), int8 weights
     where they are int4."""
     kind = _kind(op)
     out = [(f"int16 activations ({op})", LayerOverride(module=layer, op=kind,
@@ -175,6 +178,10 @@ def candidates_for(layer: str, op: str, config: QuantConfig) -> list[tuple[str, 
     if kind is not None:
         out.append((f"int16 activations (every {op})", LayerOverride(module="*", op=kind,
                                                                      dtype=ActDtype.INT16)))
+    block = ".".join(layer.split(".")[:BLOCK_DEPTH])
+    if block != layer:
+        out.append((f"int16 activations (all of {block})",
+                    LayerOverride(module=block, dtype=ActDtype.INT16)))
     if kind in WEIGHTED and config.weights is WeightDtype.INT4:
         out.append(("int8 weights", LayerOverride(module=layer, op=kind,
                                                   weights=WeightDtype.INT8)))
@@ -200,13 +207,14 @@ class _Measure:
                         calibration_samples=len(self.calibration))
 
     def __call__(self, config: QuantConfig, qm: QuantizedModel | None = None
-                 ) -> tuple[float, int]:
+                 ) -> tuple[float, int, int]:
+        """(SQNR dB, estimated cycles, host ops)."""
         from tessel.analysis.estimate import estimate_graph
 
         qm = qm or self.quantised(config)
         golden = np.concatenate([qm.run(*s)[0] for s in self.inputs])
-        cycles = estimate_graph(qm.graph, self.arch, timing_only=True).cycles
-        return sqnr_db(self.floats, golden), cycles
+        est = estimate_graph(qm.graph, self.arch, timing_only=True)
+        return sqnr_db(self.floats, golden), est.cycles, len(est.host_ops)
 
 
 def _first(out: object) -> np.ndarray:
@@ -225,7 +233,7 @@ def precision_advice(model: torch.nn.Module, example: Sample, calibration: Seque
     config = config or QuantConfig()
     measure = _Measure(model, example, calibration, inputs, target)
     qm = measure.quantised(config)
-    base_sqnr, base_cycles = measure(config, qm)
+    base_sqnr, base_cycles, base_host = measure(config, qm)
     report = layer_accuracy(qm, inputs)
     losses = layer_losses(report, qm)
     tried: dict[tuple, tuple[str, str, LayerOverride]] = {}
@@ -235,20 +243,26 @@ def precision_advice(model: torch.nn.Module, example: Sample, calibration: Seque
     found, skipped = [], []
     for layer, change, o in track(list(tried.values()), "precision advice: candidates"):
         try:
-            s, c = measure(replace(config, overrides=config.overrides + (o,)))
+            s, c, h = measure(replace(config, overrides=config.overrides + (o,)))
         except TesselError as exc:
             skipped.append(f"{layer} {change}: {str(exc).splitlines()[0]}")
             continue
+        if h > base_host:  # host ops run in float: a gain there is not the NPU's
+            skipped.append(f"{layer} {change}: moves {plural(h - base_host, 'op')} to the host "
+                           f"({s - base_sqnr:+.1f} dB with them in float)")
+            continue
         found.append(_candidate(layer, change, o, s, c, base_sqnr, base_cycles))
     found.sort(key=lambda c: (-c.sqnr_gain_db, c.cycles_change_pct))
-    combined, best = _combine(found, config, measure, base_sqnr, base_cycles, cycles_budget)
+    combined, best = _combine(found, config, measure, base_sqnr, base_cycles, base_host,
+                              cycles_budget)
     return PrecisionAdvice(name or type(model).__name__, measure.arch.name, base_sqnr,
                            base_cycles, report, tuple(losses), tuple(found), combined,
                            tuple(skipped), best)
 
 
 def _combine(found: list[Candidate], config: QuantConfig, measure: _Measure, base_sqnr: float,
-             base_cycles: int, budget: float) -> tuple[Candidate | None, QuantConfig]:
+             base_cycles: int, base_host: int, budget: float
+             ) -> tuple[Candidate | None, QuantConfig]:
     """Greedy forward selection, measured (module docstring, 4.): (the combined change, its
     config), or (None, ``config``) when no candidate helps within the budget."""
     chosen: tuple[LayerOverride, ...] = ()
@@ -257,8 +271,9 @@ def _combine(found: list[Candidate], config: QuantConfig, measure: _Measure, bas
         if cand.sqnr_gain_db < MIN_GAIN_DB or cand.cycles_change_pct > budget:
             continue
         trial = chosen + (cand.override,)
-        s, c = measure(replace(config, overrides=config.overrides + trial))
-        if s >= best_sqnr + MIN_GAIN_DB and 100.0 * (c - base_cycles) / base_cycles <= budget:
+        s, c, h = measure(replace(config, overrides=config.overrides + trial))
+        if s >= best_sqnr + MIN_GAIN_DB and 100.0 * (c - base_cycles) / base_cycles <= budget \
+                and h <= base_host:
             chosen, best_sqnr, best_cycles = trial, s, c
     if not chosen:
         return None, config
