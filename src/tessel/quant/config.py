@@ -208,25 +208,31 @@ def default_config(model_name: str, weights: dict[str, Any] | None = None) -> Qu
 
 
 def weights_record(config: QuantConfig) -> dict[str, Any]:
-    """The weight types `config` chooses, as a binary's metadata keeps them so that the model can
-    be quantised again (`with_weights`); empty when every weight is int8."""
+    """The weight types `config` chooses, and its per-layer activation types, as a binary's
+    metadata keeps them so that the model can be quantised again (`with_weights`); empty when
+    every weight is int8 and no layer's activation type is overridden."""
     layers = [[o.module, o.op.value if o.op else None, o.weights.value]
               for o in config.overrides if o.weights is not None]
-    if config.weights is WeightDtype.INT8 and not layers:
+    acts = [[o.module, o.op.value if o.op else None, o.dtype.value]
+            for o in config.overrides if o.dtype is not None]
+    if config.weights is WeightDtype.INT8 and not layers and not acts:
         return {}
-    return {"weights": config.weights.value, "layers": layers}
+    return {"weights": config.weights.value, "layers": layers,
+            **({"activations": acts} if acts else {})}
 
 
 def with_weights(config: QuantConfig, record: dict[str, Any]) -> QuantConfig:
-    """`config` with the weight types of a `weights_record`."""
+    """`config` with the weight types (and activation types) of a `weights_record`."""
     try:
         default = WeightDtype(record.get("weights", WeightDtype.INT8.value))
+        acts = tuple(LayerOverride(module=m, op=OpKind(k) if k else None, dtype=ActDtype(t))
+                     for m, k, t in record.get("activations", []))
         layers = tuple(LayerOverride(module=m, op=OpKind(k) if k else None,
                                      weights=WeightDtype(t))
                        for m, k, t in record.get("layers", []))
     except (ValueError, TypeError, AttributeError) as exc:
         raise TesselConfigError(f"weight types {record!r}: {exc}") from None
-    return replace(config, weights=default, overrides=config.overrides + layers)
+    return replace(config, weights=default, overrides=config.overrides + acts + layers)
 
 
 def with_weight_choices(config: QuantConfig, default: WeightDtype,

@@ -45,3 +45,14 @@ def test_the_override_applies_to_matching_ops_only() -> None:
     assert rule.in_dtype is rule.out_dtype is ActDtype.INT16
     assert resolve_rule(config, OpKind.ADD, ("features.4",)).out_dtype is ActDtype.INT8
     assert resolve_rule(config, OpKind.MUL, ("features.5",)).out_dtype is ActDtype.INT8
+
+
+def test_a_binary_records_the_activation_types_to_quantise_again() -> None:
+    from tessel.quant.config import weights_record, with_weights
+
+    config = with_precision_choices(QuantConfig(), [parse_layer_precision("features.4=int16"),
+                                                    parse_layer_precision("*:add=int16")])
+    record = weights_record(config)
+    assert record["activations"] == [["features.4", None, "int16"], ["*", "add", "int16"]]
+    assert with_weights(QuantConfig(), record).overrides == config.overrides
+    assert weights_record(QuantConfig()) == {}
