@@ -32,6 +32,7 @@ from tessel.analysis.accuracy import sqnr_db
 from tessel.analysis.layer_accuracy import LayerAccuracyReport, layer_accuracy
 from tessel.display import Table, fmt_int, plural, short_repr
 from tessel.errors import TesselError
+from tessel.ir import Graph, Op
 from tessel.progress import track
 from tessel.quant.api import QuantizedModel, quantize
 from tessel.quant.config import (
@@ -65,7 +66,7 @@ class Candidate:
     sqnr_gain_db: float  # against the model without it
     cycles: int
     cycles_change_pct: float
-    override: LayerOverride = field(repr=False)
+    overrides: tuple[LayerOverride, ...] = field(repr=False)  # what QuantConfig adds
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,9 @@ class PrecisionAdvice:
     def to_json(self) -> dict:
         def cand(c: Candidate) -> dict:
             d = asdict(c)
-            d["override"] = {k: (v.value if hasattr(v, "value") else v)
-                             for k, v in asdict(c.override).items() if v is not None}
+            d["overrides"] = [{k: (v.value if hasattr(v, "value") else v)
+                               for k, v in asdict(o).items() if v is not None}
+                              for o in c.overrides]
             return d
         return {"model": self.model, "target": self.target, "sqnr_db": self.sqnr_db,
                 "cycles": self.cycles,
@@ -135,7 +137,7 @@ class PrecisionAdvice:
 
 def layer_losses(report: LayerAccuracyReport, qm: QuantizedModel) -> list[tuple[str, str, float]]:
     """(layer, op, dB lost) per quantised activation, worst first: its SQNR below the lowest
-    of its op's quantised inputs (the model's inputs count as exact)."""
+    of its op's quantised inputs (0 when none of them is quantised)."""
     qdq = qm.qdq_graph
     own = {x.ir_name: x for x in report.layers}
     out = []
@@ -144,18 +146,17 @@ def layer_losses(report: LayerAccuracyReport, qm: QuantizedModel) -> list[tuple[
         producer = qdq.producer(node.inputs[0])
         ins = [] if producer is None else [_quantised_source(qdq, i) for i in producer.inputs]
         prior = [own[q].sqnr_db for q in ins if q in own]
-        out.append((x.layer, x.op, (min(prior) if prior else float("inf")) - x.sqnr_db
-                    if prior else 0.0))
+        out.append((x.layer, x.op, min(prior) - x.sqnr_db if prior else 0.0))
     return sorted(out, key=lambda t: -t[2])
 
 
-def _quantised_source(g, value: str) -> str | None:
+def _quantised_source(g: Graph, value: str) -> str | None:
     """The quantize node a value was dequantised from (through one dequantize), if any."""
     node = g.producer(value)
     if node is None or not node.inputs:
         return None
     src = g.producer(node.inputs[0])
-    return src.name if src is not None and src.op.value == "quantize" else None
+    return src.name if src is not None and src.op is Op.QUANTIZE else None
 
 
 def _kind(op: str) -> OpKind | None:
@@ -251,7 +252,7 @@ def precision_advice(model: torch.nn.Module, example: Sample, calibration: Seque
             skipped.append(f"{layer} {change}: moves {plural(h - base_host, 'op')} to the host "
                            f"({s - base_sqnr:+.1f} dB with them in float)")
             continue
-        found.append(_candidate(layer, change, o, s, c, base_sqnr, base_cycles))
+        found.append(_candidate(layer, change, (o,), s, c, base_sqnr, base_cycles))
     found.sort(key=lambda c: (-c.sqnr_gain_db, c.cycles_change_pct))
     combined, best = _combine(found, config, measure, base_sqnr, base_cycles, base_host,
                               cycles_budget)
@@ -270,7 +271,7 @@ def _combine(found: list[Candidate], config: QuantConfig, measure: _Measure, bas
     for cand in found:
         if cand.sqnr_gain_db < MIN_GAIN_DB or cand.cycles_change_pct > budget:
             continue
-        trial = chosen + (cand.override,)
+        trial = chosen + cand.overrides
         s, c, h = measure(replace(config, overrides=config.overrides + trial))
         if s >= best_sqnr + MIN_GAIN_DB and 100.0 * (c - base_cycles) / base_cycles <= budget \
                 and h <= base_host:
@@ -278,15 +279,15 @@ def _combine(found: list[Candidate], config: QuantConfig, measure: _Measure, bas
     if not chosen:
         return None, config
     flags = " ".join(override_flag(o) for o in chosen)
-    return (_candidate("(combined)", plural(len(chosen), "change"), chosen[-1], best_sqnr,
+    return (_candidate("(combined)", plural(len(chosen), "change"), chosen, best_sqnr,
                        best_cycles, base_sqnr, base_cycles, flags),
             replace(config, overrides=config.overrides + chosen))
 
 
-def _candidate(layer: str, change: str, o: LayerOverride, s: float, c: int, base_sqnr: float,
-               base_cycles: int, flag: str | None = None) -> Candidate:
-    return Candidate(layer, change, flag or override_flag(o), s, s - base_sqnr, c,
-                     100.0 * (c - base_cycles) / base_cycles if base_cycles else 0.0, o)
+def _candidate(layer: str, change: str, overrides: tuple[LayerOverride, ...], s: float, c: int,
+               base_sqnr: float, base_cycles: int, flag: str | None = None) -> Candidate:
+    return Candidate(layer, change, flag or override_flag(overrides[0]), s, s - base_sqnr, c,
+                     100.0 * (c - base_cycles) / base_cycles if base_cycles else 0.0, overrides)
 
 
 def advise_model(model_spec: str, calibration: int, eval_samples: int,
