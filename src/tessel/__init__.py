@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the lazy attributes below, with their real types for mypy a
     from tessel.analysis.explore import explore
     from tessel.analysis.layer_accuracy import layer_accuracy
     from tessel.analysis.precision import auto_weights
+    from tessel.analysis.precision_advice import precision_advice
     from tessel.driver import compile
     from tessel.frontend.cut import cut
     from tessel.quant.api import quantize
@@ -42,6 +43,7 @@ _LAZY = {  # heavy entry points (torch) are imported on first use
     "compare_binaries": ("tessel.analysis.compare", "compare_binaries"),
     "layer_accuracy": ("tessel.analysis.layer_accuracy", "layer_accuracy"),
     "auto_weights": ("tessel.analysis.precision", "auto_weights"),
+    "precision_advice": ("tessel.analysis.precision_advice", "precision_advice"),
     "CompiledModel": ("tessel.runtime.compiled", "CompiledModel"),
     "Profile": ("tessel.runtime.profile", "Profile"),
 }
@@ -67,6 +69,7 @@ __all__ = [
     "cut",
     "layer_accuracy",
     "load",
+    "precision_advice",
     "quantize",
     "TesselCompileError",
     "TesselConfigError",

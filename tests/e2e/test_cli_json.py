@@ -83,3 +83,20 @@ def test_every_command_has_json_or_is_a_text_tool():
                         else [(name, p)]):
             has = any("--json" in a.option_strings for a in q._actions)
             assert has or name in NO_RESULTS, f"tessel {full} has no --json"
+
+
+def test_accuracy_per_layer_prints_the_advice_and_takes_layer_precision(tmp_path, capsys):
+    """--per-layer: the layers' losses and every measured candidate with the option that
+    applies it; --layer-precision applies one (the ops stay quantised: no new host op)."""
+    model_file = tmp_path / "tiny.py"
+    model_file.write_text(TINY)
+    model = f"{model_file}:make"
+    out = _json(capsys, ["accuracy", model, "--calibration", "2", "--samples", "2",
+                         "--per-layer", "--advise", "1", "--json"])["per_layer"]
+    assert out["losses"][0]["layer"] in {"conv", "head"}
+    assert out["cycles"] > 0 and out["layers"]
+    assert out["candidates"] and all(c["flag"].startswith("--layer-") for c in out["candidates"])
+    plain = _json(capsys, ["accuracy", model, "--calibration", "2", "--samples", "2",
+                           "--layer-precision", "conv=int16", "--json"])
+    assert plain["sqnr_db"] and not plain["host_ops"] and "per_layer" not in plain
+    assert main(["accuracy", model, "--layer-precision", "conv=int4"]) != 0

@@ -147,6 +147,11 @@ CASES = [  # (argv with {d} for the folder, exit code, a phrase of the message)
     ("explore {d}/m.py:good --space {d}/space.toml --workers 100000", 1,
      "--workers must be between 0 and 64"),
     ("explore {d}/m.py:good --space {d} --out {d}/ex", 1, "is a directory"),
+    # per-layer activation types
+    ("compile {d}/m.py:good -o {d}/x.tsl --layer-precision fc=int4", 1,
+     "activation type 'int4' is not one of int8, int16"),
+    ("accuracy {d}/m.py:good --layer-precision fc:conv3d=int16", 1, "op 'conv3d'"),
+    ("accuracy {d}/m.py:good --per-layer --advise -1", 1, "--advise >= 0"),
 ]
 
 

@@ -270,24 +270,40 @@ def add_weight_arguments(p: argparse.ArgumentParser) -> None:
                    help="the weight type of the layers whose module name matches PATTERN (an "
                    "fnmatch pattern, e.g. 'layer4.*=int4' or 'fc=int8'); repeatable, later "
                    "ones win")
+    add_precision_argument(p)
+
+
+def add_precision_argument(p: argparse.ArgumentParser) -> None:
+    """--layer-precision (activation types per layer, tessel.quant.config.ActDtype)."""
+    p.add_argument("--layer-precision", action="append", default=[],
+                   metavar="PATTERN[:OP]=TYPE",
+                   help="the activation type (int8 or int16) of the ops whose module name "
+                   "matches PATTERN, optionally one op type of them (e.g. "
+                   "'features.4.block.2:mul=int16', or '*:add=int16' for every residual add); "
+                   "repeatable, later ones win; `tessel accuracy --per-layer` suggests them")
 
 
 def quant_config(args: argparse.Namespace, spec, data: tuple | None = None):
-    """The QuantConfig of a model (`default_config`) with --weights / --layer-weights; with
+    """The QuantConfig of a model (`default_config`) with --layer-precision, --weights and
+    --layer-weights; with
     --weights auto, the per-layer choice of tessel.analysis.precision on `data` (`model_data`'s
     model, inputs and calibration samples), printed."""
     from tessel.quant.config import (
         WeightDtype,
         default_config,
+        parse_layer_precision,
         parse_layer_weights,
+        with_precision_choices,
         with_weight_choices,
     )
 
     layers = [parse_layer_weights(t) for t in getattr(args, "layer_weights", [])]
+    config = with_precision_choices(default_config(spec.name), [
+        parse_layer_precision(t) for t in getattr(args, "layer_precision", [])])
     weights = getattr(args, "weights", "int8")
     if weights != "auto":
-        return with_weight_choices(default_config(spec.name), WeightDtype(weights), layers)
-    base = with_weight_choices(default_config(spec.name), WeightDtype.INT8, layers)
+        return with_weight_choices(config, WeightDtype(weights), layers)
+    base = with_weight_choices(config, WeightDtype.INT8, layers)
     plan = auto_precision(args, spec, base, data if data is not None else model_data(args, spec))
     print(plan.text(table_width(args)), file=sys.stderr if getattr(args, "json", False)
           else sys.stdout)

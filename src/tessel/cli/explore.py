@@ -104,9 +104,9 @@ def _explore_scenario(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace):
-    """The model names, or with --weights / --layer-weights their integer graphs quantised so
-    (through the graph cache; --weights auto chooses per layer first)."""
-    if args.weights == "int8" and not args.layer_weights:
+    """The model names, or with --weights / --layer-weights / --layer-precision their integer
+    graphs quantised so (through the graph cache; --weights auto chooses per layer first)."""
+    if args.weights == "int8" and not args.layer_weights and not args.layer_precision:
         return args.models
     from tessel.cli.backend import quantised_graph
     from tessel.errors import TesselConfigError

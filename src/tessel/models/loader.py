@@ -81,10 +81,13 @@ STAND_IN = ("the example input and seeded standard-normal stand-ins, not real da
 
 def user_spec(path: Path, func: str) -> ModelSpec:
     """A ModelSpec for a user's factory. Calibration data: the samples the module's own
-    `calibration()` generator yields (up to n), else the example inputs once (said so)."""
+    `calibration()` generator yields (up to n), else the example inputs once (said so).
+    Evaluation data (`tessel accuracy`'s held-out inputs): the module's `evaluation()`
+    generator if it has one."""
     name = f"{path}:{func}"
     module = _import_file(path, name)
     source = getattr(module, "calibration", None)
+    held_out = getattr(module, "evaluation", None)
 
     def factory() -> ModelAndInputs:
         return load_factory_file(path, func)
@@ -100,11 +103,22 @@ def user_spec(path: Path, func: str) -> ModelSpec:
         except Exception as e:
             raise TesselConfigError(f"{path}: calibration() raised {type(e).__name__}: {e}") from e
 
+    def evaluation_data(n: int) -> list[tuple[torch.Tensor, ...]]:
+        assert callable(held_out)
+        try:
+            return [check_sample(s, f"{name} evaluation() sample {i}")
+                    for i, s in enumerate(itertools.islice(held_out(), n))]
+        except TesselConfigError:
+            raise
+        except Exception as e:
+            raise TesselConfigError(f"{path}: evaluation() raised {type(e).__name__}: {e}") from e
+
     described = (f"{path}:calibration() (up to --calibration samples)" if callable(source)
                  else EXAMPLE_ONLY)
     return ModelSpec(name=name, factory=factory, description=f"user model from {name}",
                      task=Task.GENERIC, input_description="the factory's example inputs",
-                     calibration_data=calibration_data, calibration_description=described)
+                     calibration_data=calibration_data, calibration_description=described,
+                     evaluation_data=evaluation_data if callable(held_out) else None)
 
 
 def _onnx_factory(path: Path, seed: int) -> ModelAndInputs:

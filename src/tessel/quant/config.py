@@ -208,25 +208,31 @@ def default_config(model_name: str, weights: dict[str, Any] | None = None) -> Qu
 
 
 def weights_record(config: QuantConfig) -> dict[str, Any]:
-    """The weight types `config` chooses, as a binary's metadata keeps them so that the model can
-    be quantised again (`with_weights`); empty when every weight is int8."""
+    """The weight types `config` chooses, and its per-layer activation types, as a binary's
+    metadata keeps them so that the model can be quantised again (`with_weights`); empty when
+    every weight is int8 and no layer's activation type is overridden."""
     layers = [[o.module, o.op.value if o.op else None, o.weights.value]
               for o in config.overrides if o.weights is not None]
-    if config.weights is WeightDtype.INT8 and not layers:
+    acts = [[o.module, o.op.value if o.op else None, o.dtype.value]
+            for o in config.overrides if o.dtype is not None]
+    if config.weights is WeightDtype.INT8 and not layers and not acts:
         return {}
-    return {"weights": config.weights.value, "layers": layers}
+    return {"weights": config.weights.value, "layers": layers,
+            **({"activations": acts} if acts else {})}
 
 
 def with_weights(config: QuantConfig, record: dict[str, Any]) -> QuantConfig:
-    """`config` with the weight types of a `weights_record`."""
+    """`config` with the weight types (and activation types) of a `weights_record`."""
     try:
         default = WeightDtype(record.get("weights", WeightDtype.INT8.value))
+        acts = tuple(LayerOverride(module=m, op=OpKind(k) if k else None, dtype=ActDtype(t))
+                     for m, k, t in record.get("activations", []))
         layers = tuple(LayerOverride(module=m, op=OpKind(k) if k else None,
                                      weights=WeightDtype(t))
                        for m, k, t in record.get("layers", []))
     except (ValueError, TypeError, AttributeError) as exc:
         raise TesselConfigError(f"weight types {record!r}: {exc}") from None
-    return replace(config, weights=default, overrides=config.overrides + layers)
+    return replace(config, weights=default, overrides=config.overrides + acts + layers)
 
 
 def with_weight_choices(config: QuantConfig, default: WeightDtype,
@@ -249,3 +255,41 @@ def parse_layer_weights(text: str) -> tuple[str, WeightDtype]:
     except ValueError:
         raise TesselConfigError(f"--layer-weights {text!r}: weight type {kind!r} is not one of "
                                 f"{choices}") from None
+
+
+def parse_layer_precision(text: str) -> LayerOverride:
+    """``PATTERN[:OP]=TYPE`` (a module-name pattern, optionally one op type of it, and int8 /
+    int16 activations), as the command line's --layer-precision takes it."""
+    target, sep, kind = text.rpartition("=")
+    pattern, _, op = target.partition(":")
+    types = ", ".join(a.value for a in ActDtype)
+    if not sep or not pattern:
+        raise TesselConfigError(f"--layer-precision {text!r}: expected PATTERN[:OP]=TYPE, e.g. "
+                                f"'features.6.block.2:mul=int16' (TYPE: {types})")
+    try:
+        dtype = ActDtype(kind)
+    except ValueError:
+        raise TesselConfigError(f"--layer-precision {text!r}: activation type {kind!r} is not "
+                                f"one of {types}") from None
+    try:
+        kind_of = OpKind(op) if op else None
+    except ValueError:
+        raise TesselConfigError(f"--layer-precision {text!r}: op {op!r} is not one of "
+                                f"{', '.join(k.value for k in OpKind)}") from None
+    return LayerOverride(module=pattern, op=kind_of, dtype=dtype)
+
+
+def with_precision_choices(config: QuantConfig, layers: Sequence[LayerOverride]) -> QuantConfig:
+    """`config` with the command line's --layer-precision overrides added, in order."""
+    return replace(config, overrides=config.overrides + tuple(layers))
+
+
+def override_flag(o: LayerOverride) -> str:
+    """The command-line option that makes override ``o`` (--layer-precision for an activation
+    type, --layer-weights for a weight type)."""
+    if o.dtype is not None:
+        op = f":{o.op.value}" if o.op is not None else ""
+        return f"--layer-precision '{o.module or '*'}{op}={o.dtype.value}'"
+    if o.weights is not None:
+        return f"--layer-weights '{o.module or '*'}={o.weights.value}'"
+    return ""

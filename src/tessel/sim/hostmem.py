@@ -10,7 +10,10 @@ a batch alike. Building a view costs about a microsecond, so views are kept:
   operand (a loop's tiles alternate between a few buffers);
 * ``Views``: the views and buffers of one step, while the state's SRAM and pool stay the same
   objects (``NpuSession(reuse=True)`` keeps one state per program across runs);
-* ``PoolKept``: the part of a step's views made from its pool alone.
+* ``PoolKept``: the part of a step's views made from its pool alone;
+* ``bindable``: a step that can also bind its kept views into one call of no arguments
+  (``functools.partial`` of its kernel, mostly), which the functional simulator's bound plans
+  run for a one-sample state without the step's own frame and view look-up.
 
 ``Pool`` holds scratch buffers keyed by role and shape (per thread and prepared program:
 ``pool_for``), ``PackCache`` operands a step packed from memory bytes (a layer's weights),
@@ -19,6 +22,7 @@ kept with a copy of those bytes and used again only while the bytes are the same
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -30,6 +34,8 @@ from tessel.sim.prepare import PreparedProgram
 from tessel.sim.state import MachineState
 
 Step = Callable[[MachineState], None]
+Bind = Callable[[MachineState], Callable[[], object] | None]
+BIND = "bind"  # the attribute ``bindable`` sets on a step
 I8 = np.dtype("<i1")
 I32 = np.dtype("<i4")
 F32 = np.dtype(np.float32)
@@ -135,6 +141,31 @@ class Views:
         if state.batch is None:
             self.kept = (state.sram, state.pool, val)
         return val
+
+
+def bindable(step: Step, bind: Bind) -> Step:
+    """Mark ``step`` as bindable: ``bind(state)`` (a one-sample state, its views kept by
+    ``Views``) returns a call of no arguments doing exactly what ``step(state)`` does while the
+    state's memories and pool stay the same objects, or None where it cannot (the step then
+    runs as it is). Returns ``step``."""
+    setattr(step, BIND, bind)
+    return step
+
+
+def bound(step: Step, state: MachineState) -> Callable[[], object]:
+    """The call of no arguments that runs ``step`` on ``state`` (a one-sample state): its
+    ``bindable`` binding where it has one, else ``step`` applied to ``state``."""
+    bind = getattr(step, BIND, None)
+    try:
+        call = None if bind is None else bind(state)
+    except Exception:  # a trap, say: the step raises it when the instruction runs
+        call = None
+    return functools.partial(step, state) if call is None else call
+
+
+def assign(dst: np.ndarray, src: np.ndarray) -> Callable[[], object]:
+    """The call of no arguments ``dst[...] = src`` (a bound copy between kept views)."""
+    return functools.partial(dst.__setitem__, Ellipsis, src)
 
 
 class PoolKept:

@@ -62,6 +62,7 @@ class MachineState:
     shared: tuple[int, int, int, np.ndarray] | None = None
     pool: Any = None  # host buffers of the instructions' steps (tessel.sim.hostmem.Pool)
     views: dict | None = None  # operand views shared by the steps (hostmem.memory_view)
+    bound: dict | None = None  # plans bound to this state (functional.bound_plan)
 
     def ext_buffer(self, mem: int, lo: int, hi: int) -> np.ndarray:
         """The off-chip memory a DMA reads bytes [lo, hi) of (BatchState: maybe shared)."""

@@ -59,3 +59,26 @@ def test_the_environment_switch_turns_kernels_off(monkeypatch, value):
     assert not jit.enabled()
     monkeypatch.setenv(jit.ENV, "1")
     assert jit.enabled()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32])
+def test_a_bound_kernel_runs_the_machine_code_of_its_argument_types(dtype):
+    """``jit.bound``: the call of no arguments goes to the compiled code of exactly these
+    types (compiled now for a type not seen yet), not through numba's dispatch, and computes
+    what the dispatched call computes."""
+    x = np.arange(-50, 50, dtype=dtype)
+    want, got = np.empty(x.shape, np.int64), np.empty(x.shape, np.int64)
+    kernel = _halves.compiled
+    call = jit.bound(kernel, x, got)
+    assert call.func is not kernel  # the entry point itself
+    call()
+    kernel(x, want)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, x.astype(np.int64) >> 1)
+
+
+def test_bound_calls_a_plain_function_as_it_is():
+    out = []
+    call = jit.bound(lambda a, b: out.append(a + b), 2, 3)
+    call()
+    assert out == [5]

@@ -91,6 +91,27 @@ def test_eltwise_with_broadcast(op):
     assert np.array_equal(got, np.array(want))
 
 
+@pytest.mark.parametrize("dtype,n,both", [(DType.I16, 1500, False), (DType.I8, 2048, False),
+                                           (DType.I8, 2048, True)])
+def test_eltwise_in_place_matches_a_separate_output(dtype, n, both):
+    """An operand that is the output's very pattern (in place) is not copied first: every
+    element is read before it is written (a row longer than a chunk, and the int8 pair table)."""
+    dt = np.dtype(f"<i{dtype.nbytes}")
+    a = RNG.integers(dtype.lo, dtype.hi + 1, n).astype(dt)
+    b = RNG.integers(dtype.lo, dtype.hi + 1, n).astype(dt)
+    f = dict(op=EltOp.ADD, a_dtype=dtype, b_dtype=dtype, out_dtype=dtype, d0=n, a_s0=dt.itemsize,
+             b_s0=dt.itemsize, out_s0=dt.itemsize, a_zp=3, b_zp=-2, left_shift=20,
+             a_mult=1_500_000_000, a_shift=-1, b_mult=1_200_000_000, b_shift=0,
+             out_mult=1_900_000_000, out_shift=-19, out_zp=1, act_min=dtype.lo, act_max=dtype.hi)
+    b_at = 0 if both else 8192
+    apart = I(Opcode.ELTWISE, a_addr=0, b_addr=b_at, out_addr=16384, **f)
+    in_place = I(Opcode.ELTWISE, a_addr=0, b_addr=b_at, out_addr=0, **f)
+    sram = [(0, a)] if both else [(0, a), (8192, b)]
+    want = sram_read(run_raw({V: [apart]}, sram=sram), 16384, (n,), dt)
+    assert np.array_equal(sram_read(run_raw({V: [in_place]}, sram=sram), 0, (n,), dt), want)
+    assert not np.array_equal(want, a)
+
+
 def test_eltwise_int32_extremes_saturate():
     a = np.array([2**31 - 1, -(2**31), 70000, -70000], np.int32)
     b = np.array([2**31 - 1, 2**31 - 1, 70000, 3], np.int32)

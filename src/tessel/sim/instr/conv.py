@@ -24,6 +24,7 @@ output-channel chunk, and any changed byte packs it again.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from tessel.sim.hostmem import (
     PACK_MIN_VALUES,
     Step,
     Views,
+    bindable,
     bytes_uniform,
     flat_rows,
 )
@@ -277,20 +279,34 @@ def _int8_one(c: Conv, mm: Any, many: Step) -> Step:
                 torch.from_numpy(p2))
     views = Views(make)
 
+    def run(x: np.ndarray, acc: np.ndarray, a: np.ndarray, b: np.ndarray, a2: np.ndarray,
+            b2: np.ndarray, p: np.ndarray, ta: Any, tb: Any, tp: Any, pk_a: Any = pk,
+            pk_b: Any = pk, store: Any = store) -> None:
+        if c.a_at is None:
+            pk_a(x, 0, 1, c.a_runs, pad, a)
+        if c.b_at is None:
+            src, ws = c.weights(x, 0)
+            pk_b(src, ws, ws + 1, c.b_runs, 0, b)
+        mm(ta, tb, out=tp)
+        if not direct:
+            store(acc, 0, 1, p, a2, b2, za, zb, c.kab, c.a0, c.asr, c.add)
+
     def step(state: MachineState) -> None:
         if state.batch is not None:
             many(state)
             return
-        x, acc, a, b, a2, b2, p, ta, tb, tp = views.get(state)
-        if c.a_at is None:
-            pk(x, 0, 1, c.a_runs, pad, a)
-        if c.b_at is None:
-            src, ws = c.weights(x, 0)
-            pk(src, ws, ws + 1, c.b_runs, 0, b)
-        mm(ta, tb, out=tp)
-        if not direct:
-            store(acc, 0, 1, p, a2, b2, za, zb, c.kab, c.a0, c.asr, c.add)
-    return step
+        run(*views.get(state))
+
+    def bind(state: MachineState) -> object:
+        kept = views.get(state)
+        x, acc, a, b, a2, b2, p = kept[:7]
+        if c.nibbles is not None:
+            return functools.partial(run, *kept)
+        return functools.partial(run, *kept, jit.entry(pk, x, 0, 1, c.a_runs, pad, a),
+                                 jit.entry(pk, x, 0, 1, c.b_runs, 0, b),
+                                 jit.entry(store, acc, 0, 1, p, a2, b2, za, zb, c.kab, c.a0,
+                                           c.asr, c.add))
+    return bindable(step, bind)
 
 
 def _int8_many(c: Conv, mm: Any) -> Step:

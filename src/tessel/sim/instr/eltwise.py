@@ -19,8 +19,9 @@ An operand is passed as the C-ordered array of its distinct values (length 1 alo
 axis); one whose last axis is 1 (a value per row) has its contribution computed once per row.
 Two int8 operands (a CNN's residual add) read a table of the output for every pair of values,
 computed by the same kernel over all 256 x 256 pairs (``pair_table``), with one gather
-(``pair_gather``). The output is written element by element, so an operand that shares bytes
-with it is copied first.
+(``pair_gather``). The output is written element by element, each after its operands'
+elements are read, so an operand that shares bytes with it is copied first unless it is the
+output's very pattern (in place).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy as np
 from tessel.isa.fields import DType, EltOp
 from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import jit
-from tessel.sim.hostmem import Step, Views, disjoint, view
+from tessel.sim.hostmem import Step, Views, bindable, disjoint, view
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import NP_DTYPE, MachineState, extent
 
@@ -249,16 +250,20 @@ def build(op: Op, prep: PreparedProgram) -> Step:
     p = params(f)
     ops = [_operand(f, name) for name in ("a", "b", "out")]
     out_span = extent(ops[2][0], shape, ops[2][2], ops[2][3].itemsize)
+    # an operand that is the output's very pattern is read element by element before that
+    # element is written (in place): no copy either
     safe = [disjoint(extent(addr, shape, st, dt.itemsize), out_span)
-            for addr, _, st, dt in ops[:2]]
+            or (addr, distinct, st, dt.itemsize) == (ops[2][0], shape, ops[2][2],
+                                                     ops[2][3].itemsize)
+            for addr, distinct, st, dt in ops[:2]]
     pair = f["a_dtype"] == f["b_dtype"] == DType.I8 and np.prod(shape) >= PAIR_MIN
     if pair:
         table = pair_table(p, ops[2][3], prep.cache.setdefault("elt_pairs", {}))
-        gather = jit.compiled(pair_gather)
-        run = lambda a, b, y: gather(a, b, table, y)  # noqa: E731
+        kernel = jit.compiled(pair_gather)
+        args = lambda a, b, y: (a, b, table, y)  # noqa: E731
     else:
         kernel = jit.compiled(eltwise)
-        run = lambda a, b, y: kernel(a, b, y, p)  # noqa: E731
+        args = lambda a, b, y: (a, b, y, p)  # noqa: E731
 
     def make(state: MachineState) -> tuple:
         a, b, out = (view(state.sram, addr, distinct, st, dt) for addr, distinct, st, dt in ops)
@@ -274,9 +279,13 @@ def build(op: Op, prep: PreparedProgram) -> Step:
         if copy_b:
             b = b.copy()
         if direct:
-            run(a, b, out)
+            kernel(*args(a, b, out))
         else:
             y = np.empty(out.shape, out.dtype)
-            run(a, b, y)
+            kernel(*args(a, b, y))
             out[...] = y
-    return step
+
+    def bind(state: MachineState) -> Any:
+        a, copy_a, b, copy_b, out, direct = kept.get(state)
+        return None if copy_a or copy_b or not direct else jit.bound(kernel, *args(a, b, out))
+    return bindable(step, bind)

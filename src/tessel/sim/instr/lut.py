@@ -16,7 +16,7 @@ import numpy as np
 
 from tessel.isa.fields import INTERPOLATION_BITS, LutMode
 from tessel.sim import jit
-from tessel.sim.hostmem import Step, Views, disjoint, uniform, view
+from tessel.sim.hostmem import Step, Views, bindable, disjoint, uniform, view
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import MachineState, extent
 
@@ -127,6 +127,14 @@ def build(op: Op, prep: PreparedProgram) -> Step:
         lut8, b = jit.compiled(lut_i8), I64(base)
         run = lambda state, x, lut, y: lut8(x, lut, b, y)  # noqa: E731
 
+    def bind(state: MachineState) -> object:
+        x, copy, y, direct, lut = kept.get(state)
+        if copy or not direct:
+            return None
+        if wide:
+            return lambda: gather(x, table(state), y)
+        return jit.bound(lut8, x, lut, b, y)
+
     def step(state: MachineState) -> None:
         x, copy, y, direct, lut = kept.get(state)
         if copy:
@@ -137,4 +145,4 @@ def build(op: Op, prep: PreparedProgram) -> Step:
             out = np.empty(y.shape, dt)
             run(state, x, lut, out)
             y[...] = out
-    return step
+    return bindable(step, bind)

@@ -13,6 +13,7 @@ agree (weights), else runs each sample with its own B (attention's activations).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from tessel.sim.hostmem import (
     PoolKept,
     Step,
     Views,
+    bindable,
     bytes_uniform,
     contiguous,
     flat_rows,
@@ -127,11 +129,9 @@ def _int8_one(c: Matmul, mm: Any, many: Step) -> Step:
                 flat_rows(state, "acc_bytes", I32))
     views = Views(make)
 
-    def step(state: MachineState) -> None:
-        if state.batch is not None:
-            many(state)
-            return
-        a8, ac, ta, b8, bc, tb, p, tp, acc = views.get(state)
+    def run(state: MachineState, a8: np.ndarray, ac: np.ndarray | None, ta: Any,
+            b8: np.ndarray | None, bc: np.ndarray | None, tb: Any, p: np.ndarray | None,
+            tp: Any, acc: np.ndarray, store: Any = store) -> None:
         if ac is not None:
             np.copyto(ac, a8)
             a8 = ac
@@ -141,7 +141,24 @@ def _int8_one(c: Matmul, mm: Any, many: Step) -> Step:
         mm(ta, tb, out=tp)
         if not direct:
             store(acc, 0, 1, p, a8, b8, c.za, c.zb, c.kab, c.a0, c.asr, c.add)
-    return step
+
+    def step(state: MachineState) -> None:
+        if state.batch is not None:
+            many(state)
+            return
+        run(state, *views.get(state))
+
+    def bind(state: MachineState) -> object:
+        kept = views.get(state)
+        a8, ac, _, b8, bc, _, p, _, acc = kept
+        if direct and ac is None and bc is None:
+            return functools.partial(mm, kept[2], kept[5], out=kept[7])
+        if direct or c.nibbles is not None:
+            return functools.partial(run, state, *kept)
+        st = jit.entry(store, acc, 0, 1, p, a8 if ac is None else ac, b8 if bc is None else bc,
+                       c.za, c.zb, c.kab, c.a0, c.asr, c.add)
+        return functools.partial(run, state, *kept, st)
+    return bindable(step, bind)
 
 
 def _int8_many(c: Matmul, mm: Any) -> Step:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tessel.isa.table import Opcode
-from tessel.sim.hostmem import Step, Views, contiguous, disjoint, view
+from tessel.sim.hostmem import Step, Views, assign, bindable, contiguous, disjoint, view
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import NP_DTYPE, MachineState, Trap, extent
 
@@ -43,7 +43,14 @@ def build_dma(op: Op, prep: PreparedProgram) -> Step:
                 if ea + n > dst.shape[-1]:
                     raise _outside(ea, ea + n, dst.shape[-1])
                 dst[..., ea:ea + n] = state.sram[..., sa:sa + n]
-        return step
+
+        def bind(state: MachineState) -> object:
+            ext = state.ext_buffer(mem, ea, ea + n)
+            if ea + n > ext.shape[-1]:
+                return None  # the step traps
+            sram, ext = state.sram[..., sa:sa + n], ext[..., ea:ea + n]
+            return assign(sram, ext) if load else assign(ext, sram)
+        return bindable(step, bind)
 
     def make(state: MachineState) -> tuple[np.ndarray, np.ndarray]:
         buf = state.ext_buffer(mem, lo, hi) if load else state.offchip[mem]
@@ -58,7 +65,11 @@ def build_dma(op: Op, prep: PreparedProgram) -> Step:
             sram[...] = ext
         else:
             ext[...] = sram
-    return strided
+
+    def bind(state: MachineState) -> object:
+        ext, sram = kept.get(state)
+        return assign(sram, ext) if load else assign(ext, sram)
+    return bindable(strided, bind)
 
 
 def build_copy(op: Op, prep: PreparedProgram) -> Step:
@@ -73,14 +84,19 @@ def build_copy(op: Op, prep: PreparedProgram) -> Step:
     if apart and contiguous(shape, src_s, dt.itemsize) and contiguous(shape, dst_s, dt.itemsize):
         def step_bytes(state: MachineState) -> None:
             state.sram[..., da:da + n] = state.sram[..., sa:sa + n]
-        return step_bytes
+        return bindable(step_bytes, lambda state: assign(state.sram[..., da:da + n],
+                                                         state.sram[..., sa:sa + n]))
     views = Views(lambda state: (view(state.sram, sa, shape, src_s, dt),
                                  view(state.sram, da, shape, dst_s, dt)))
 
     def step(state: MachineState) -> None:
         x, y = views.get(state)
         y[...] = x if apart else x.copy()  # all reads first
-    return step
+
+    def bind(state: MachineState) -> object:
+        x, y = views.get(state)
+        return assign(y, x) if apart else None
+    return bindable(step, bind)
 
 
 def build_lut_load(op: Op, prep: PreparedProgram) -> Step:

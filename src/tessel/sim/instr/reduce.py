@@ -25,7 +25,7 @@ import numpy as np
 from tessel.isa.fields import ReduceOp, UnaryOp
 from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
 from tessel.sim import jit
-from tessel.sim.hostmem import I32, Step, Views, disjoint, view
+from tessel.sim.hostmem import I32, Step, Views, bindable, disjoint, view
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import NP_DTYPE, MachineState, extent
 
@@ -117,7 +117,11 @@ def build_reduce(op: Op, prep: PreparedProgram) -> Step:
     def step(state: MachineState) -> None:
         x, y = views.get(state)
         run(x.copy() if copy else x, rop, zp, y)
-    return step
+
+    def bind(state: MachineState) -> object:
+        x, y = views.get(state)
+        return None if copy else jit.bound(run, x, rop, zp, y)
+    return bindable(step, bind)
 
 
 def build_unary(op: Op, prep: PreparedProgram) -> Step:
@@ -134,4 +138,8 @@ def build_unary(op: Op, prep: PreparedProgram) -> Step:
     def step(state: MachineState) -> None:
         x, y = views.get(state)
         run(x.copy() if copy else x, recip, fb, y)
-    return step
+
+    def bind(state: MachineState) -> object:
+        x, y = views.get(state)
+        return None if copy else jit.bound(run, x, recip, fb, y)
+    return bindable(step, bind)

@@ -27,6 +27,7 @@ copies (``densify``).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ import numpy as np
 from tessel.isa.fields import AccSrc, ParamMode
 from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
 from tessel.sim import jit
-from tessel.sim.hostmem import I32, Step, Views, disjoint, flat_rows, uniform, view
+from tessel.sim.hostmem import I32, Step, Views, bindable, disjoint, flat_rows, uniform, view
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import NP_DTYPE, MachineState, Trap, extent
 
@@ -164,7 +165,11 @@ def build(op: Op, prep: PreparedProgram) -> Step:
         return np.stack([table(b.tobytes()) for b in blk])
 
     def step(state: MachineState) -> None:
-        x, x0, xs, d, d0, ds, xv, dv, ns, block = views.get(state)
+        run_kept(state, *views.get(state))
+
+    def run_kept(state: MachineState, x: np.ndarray, x0: int, xs: int, d: np.ndarray, d0: int,
+                 ds: int, xv: np.ndarray | None, dv: np.ndarray | None, ns: int,
+                 block: Any) -> None:
         prm = params(state, block)
         if xv is not None:  # a dense copy of the source, read as rows of ch
             x, x0, xs = xv.copy().reshape(ns, -1), 0, ch
@@ -174,4 +179,14 @@ def build(op: Op, prep: PreparedProgram) -> Step:
         out = np.empty((ns, rows * ch), dt)
         run(x, x0, xs, out, 0, ch, kernel_rows, prm, zp, lo, hi)
         dv[...] = out.reshape(ns, rows, ch)
-    return step
+
+    def bind(state: MachineState) -> Any:
+        kept = views.get(state)
+        x, x0, xs, d, d0, ds, xv, dv, _, block = kept
+        if xv is not None or dv is not None:
+            return functools.partial(run_kept, state, *kept)
+        # one sample's parameters are always a C-ordered (1, 6, width) int64 table
+        fn = jit.entry(run, x, x0, xs, d, d0, ds, kernel_rows, np.empty((1, 6, width), I64),
+                       zp, lo, hi)
+        return lambda: fn(x, x0, xs, d, d0, ds, kernel_rows, params(state, block), zp, lo, hi)
+    return bindable(step, bind)
