@@ -27,6 +27,7 @@ from benchmarks import (
     bench_precision,
     bench_scenario,
     bench_sim,
+    bench_weight_codec,
     report,
 )
 from benchmarks.report import CLI_MODELS, SIM_MODELS, Section
@@ -41,6 +42,7 @@ def full() -> list[Section]:
     sections.append(bench_sim.versus_eager(["resnet18"], repeats=3, batch=64))
     sections.append(bench_accuracy.run(bench_accuracy.MODELS))
     sections.append(bench_precision.run(bench_precision.MODELS))
+    sections.append(bench_weight_codec.run(bench_weight_codec.MODELS))
     sections.append(bench_dse.run(points=16))
     # a sweep long enough that the workers' start (imports, the graphs' transfer) is a small
     # part of it: the scaling figure
@@ -70,6 +72,7 @@ def quick() -> list[Section]:
     sections.append(bench_sim.versus_eager(["ds_cnn"], repeats=1, batch=4))
     sections.append(bench_accuracy.run(["ds_cnn"], calibration=4, samples=4))
     sections.append(bench_precision.run({"ds_cnn": "sqnr=1"}, "tnpu-s"))
+    sections.append(bench_weight_codec.run(["digits_cnn"], int4=False))
     sections.append(bench_dse.run(points=4, rounds=1, models="ds_cnn", ray=False))
     sections.append(bench_scenario.run(presets=["tnpu-s"]))
     sections.append(bench_cli.run(["ds_cnn"]))
