@@ -3,10 +3,15 @@ bytes of the quantised weights raw, as weight streams (one per layer, as the bin
 compressed by zstd at its highest level (one frame per layer: the same bytes, the same
 granularity) and at the empirical order-0 entropy of the bytes (int8) or nibbles (int4).
 
-Run: ``python -m benchmarks.bench_weight_codec [MODEL ...]``; prints one markdown table.
+Then, on the NPU: per model and target, the binary's constants bytes and the simulated cycles
+without and with the weight decoder (``wdecoder.enabled``; code generation stores the ranges
+that pay as streams, tessel.emit.compress), the outputs checked against the golden model.
+
+Run: ``python -m benchmarks.bench_weight_codec [MODEL ...]``; prints two markdown tables.
 Figures: ``wcodec_vs_zstd/MODEL`` (stream bytes / zstd bytes, int8 weights),
-``wcodec_ratio/MODEL`` (stream bytes / raw bytes) and ``wcodec_random_ratio`` (uniform random
-bytes: stored bytes / raw bytes, a raw stream stored as its raw bytes).
+``wcodec_ratio/MODEL`` (stream bytes / raw bytes), ``wcodec_random_ratio`` (uniform random
+bytes: stored bytes / raw bytes, a raw stream stored as its raw bytes) and
+``wcodec_npu_cycles/MODEL`` (cycles with the decoder / without).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import numpy as np
 import zstandard
 
 from benchmarks.report import Section
+from tessel.arch import load_preset
+from tessel.driver import compile_graph
 from tessel.ir.types import DType
 from tessel.isa.weight_codec import StreamMode, encode, info
 from tessel.models import load, resolve
@@ -26,6 +33,9 @@ from tessel.quant.api import quantize
 from tessel.quant.config import WeightDtype, default_config
 
 MODELS = ["minilm", "digits_cnn", "resnet18"]
+NPU = [("resnet18", "u55-256"), ("mobilenet_v2", "u55-256"), ("minilm", "tnpu-s")]
+NPU_HEAD = ("| model | target | constants bytes | with the decoder | cycles | with the decoder "
+            "| bit-exact |\n|---|---|---:|---:|---:|---:|---|")
 CALIBRATION = 4  # the weights do not depend on calibration; its ranges are not measured here
 MIN_WEIGHTS = 256  # constants below this many elements (biases, tables) are left out
 RANDOM_BYTES = 1 << 20
@@ -96,7 +106,28 @@ def _row(name: str, what: str, s: Sizes) -> str:
             f" | {s.entropy:,.0f} ({s.entropy / s.raw:.3f}) | {s.raw_layers} |")
 
 
-def run(models: list[str], int4: bool = True) -> Section:
+def npu_row(name: str, preset: str) -> tuple[str, float]:
+    """The NPU table's row of a model on a target, and cycles with / without the decoder."""
+    spec = resolve(name)
+    model, example = load(name)
+    qm = quantize(model, example, list(spec.calibration_data(CALIBRATION)),
+                  default_config(spec.name), calibration_samples=CALIBRATION)
+    inputs = [t.numpy() for t in example]
+    want = qm.run(*inputs)
+    sizes, cycles, exact = [], [], True
+    for enabled in (False, True):
+        arch = load_preset(preset).with_param("wdecoder.enabled", enabled)
+        cm = compile_graph(qm.graph, arch, name=name)
+        sizes.append(len(cm.program.constants))
+        cycles.append(cm.profile.cycles)
+        exact &= all(np.array_equal(g, w) for g, w in zip(cm.run(*inputs), want, strict=True))
+    return (f"| {name} | {preset} | {sizes[0]:,} | {sizes[1]:,} ({sizes[1] / sizes[0]:.3f}) "
+            f"| {cycles[0]:,} | {cycles[1]:,} ({cycles[1] / cycles[0]:.3f}) "
+            f"| {'yes' if exact else 'NO'} |"), cycles[1] / cycles[0]
+
+
+def run(models: list[str], int4: bool = True,
+        npu: list[tuple[str, str]] | None = None) -> Section:
     rows, figures = [], {}
     for name in models:
         for precision in (WeightDtype.INT8, WeightDtype.INT4) if int4 else (WeightDtype.INT8,):
@@ -112,13 +143,21 @@ def run(models: list[str], int4: bool = True) -> Section:
                 nibbles=True)
     rows.append(_row("uniform random bytes", "any", s))
     figures["wcodec_random_ratio"] = s.stream / s.raw
+    npu_rows = []
+    for name, preset in NPU if npu is None else npu:
+        row, ratio = npu_row(name, preset)
+        npu_rows.append(row)
+        print(row, file=sys.stderr, flush=True)
+        figures[f"wcodec_npu_cycles/{name}"] = ratio
     command = "python -m benchmarks.bench_weight_codec " + " ".join(models)
     note = ("Streams: one per layer (tessel.isa.weight_codec; a layer whose stream would not be "
             "smaller is stored raw and counted as its raw bytes). zstd: `zstandard` level 22, "
             "one frame per layer. int4 weights packed two per byte in the order of the "
             "constant's elements. ResNet-18's weights are its seeded random initialisation.")
-    return Section("Lossless weight compression", command,
-                   HEAD + "\n" + "\n".join(rows) + "\n\n" + note, figures)
+    table = HEAD + "\n" + "\n".join(rows) + "\n\n" + note
+    if npu_rows:
+        table += "\n\n" + NPU_HEAD + "\n" + "\n".join(npu_rows)
+    return Section("Lossless weight compression", command, table, figures)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -80,6 +80,9 @@ TARGETS: list[Target] = (
               "fraction of int8's constants bytes")]
     + [Target("compressed MiniLM int8 weights <= 1.1x zstd's bytes", "minilm",
               "wcodec_vs_zstd/minilm", "<=", 1.1, "x", "zstd level 22, one frame per layer")]
+    + [Target("weight compression on the NPU never slower", "resnet18, u55-256",
+              "wcodec_npu_cycles/resnet18", "<=", 1.0, "x",
+              "simulated cycles with the weight decoder / without")]
     + [Target("random weights never grow when compressed", "1 MiB uniform random bytes",
               "wcodec_random_ratio", "<=", 1.0, "", "stored bytes / raw bytes")]
     + [Target("DSE >= 4 points/s per worker", "mobilenet_v2, 16 points, 1 local worker",

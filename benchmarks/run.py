@@ -72,7 +72,8 @@ def quick() -> list[Section]:
     sections.append(bench_sim.versus_eager(["ds_cnn"], repeats=1, batch=4))
     sections.append(bench_accuracy.run(["ds_cnn"], calibration=4, samples=4))
     sections.append(bench_precision.run({"ds_cnn": "sqnr=1"}, "tnpu-s"))
-    sections.append(bench_weight_codec.run(["digits_cnn"], int4=False))
+    sections.append(bench_weight_codec.run(["digits_cnn"], int4=False,
+                                           npu=[("digits_cnn", "tnpu-s")]))
     sections.append(bench_dse.run(points=4, rounds=1, models="ds_cnn", ray=False))
     sections.append(bench_scenario.run(presets=["tnpu-s"]))
     sections.append(bench_cli.run(["ds_cnn"]))
