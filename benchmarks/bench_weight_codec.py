@@ -143,13 +143,15 @@ def run(models: list[str], int4: bool = True,
                 nibbles=True)
     rows.append(_row("uniform random bytes", "any", s))
     figures["wcodec_random_ratio"] = s.stream / s.raw
-    npu_rows = []
-    for name, preset in NPU if npu is None else npu:
+    npu_rows, npu = [], NPU if npu is None else npu
+    for name, preset in npu:
         row, ratio = npu_row(name, preset)
         npu_rows.append(row)
         print(row, file=sys.stderr, flush=True)
         figures[f"wcodec_npu_cycles/{name}"] = ratio
-    command = "python -m benchmarks.bench_weight_codec " + " ".join(models)
+    command = ("python -m benchmarks.bench_weight_codec " + " ".join(models)
+               + ("" if int4 else " --int8-only")
+               + (" --npu " + ",".join(f"{m}:{p}" for m, p in npu) if npu != NPU else ""))
     note = ("Streams: one per layer (tessel.isa.weight_codec; a layer whose stream would not be "
             "smaller is stored raw and counted as its raw bytes). zstd: `zstandard` level 22, "
             "one frame per layer. int4 weights packed two per byte in the order of the "
@@ -164,8 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", default=MODELS)
     ap.add_argument("--int8-only", action="store_true", help="leave out the int4 rows")
+    ap.add_argument("--npu", default=None,
+                    help="MODEL:PRESET,... of the NPU table (default: "
+                         + ",".join(f"{m}:{p}" for m, p in NPU) + "; '' for none)")
     args = ap.parse_args(argv)
-    section = run(args.models, int4=not args.int8_only)
+    npu = None if args.npu is None else [tuple(x.split(":")) for x in args.npu.split(",") if x]
+    section = run(args.models, int4=not args.int8_only, npu=npu)
     print(section.markdown)
     for key, value in section.figures.items():
         print(f"{key} = {value:.4f}")
