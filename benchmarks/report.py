@@ -78,6 +78,13 @@ TARGETS: list[Target] = (
     + [Target("MiniLM constants >= 35 % smaller with --weights auto (cosine budget 0.01)",
               "minilm, u55-256", "auto_bytes_saved/minilm", ">=", 0.35, "",
               "fraction of int8's constants bytes")]
+    + [Target("compressed MiniLM int8 weights <= 1.1x zstd's bytes", "minilm",
+              "wcodec_vs_zstd/minilm", "<=", 1.1, "x", "zstd level 22, one frame per layer")]
+    + [Target("weight compression on the NPU never slower", "resnet18, u55-256",
+              "wcodec_npu_cycles/resnet18", "<=", 1.0, "x",
+              "simulated cycles with the weight decoder / without")]
+    + [Target("random weights never grow when compressed", "1 MiB uniform random bytes",
+              "wcodec_random_ratio", "<=", 1.0, "", "stored bytes / raw bytes")]
     + [Target("DSE >= 4 points/s per worker", "mobilenet_v2, 16 points, 1 local worker",
               "dse_per_worker/16", ">=", 4.0, "", "median of the rounds")]
     + [Target("DSE scaling >= 0.85", f"mobilenet_v2, 64 points, {who}", f"dse_scaling_{k}/64",

@@ -28,6 +28,7 @@ from benchmarks import (
     bench_scenario,
     bench_sim,
     bench_tosa_vela,
+    bench_weight_codec,
     bench_xr,
     report,
 )
@@ -43,6 +44,7 @@ def full() -> list[Section]:
     sections.append(bench_sim.versus_eager(["resnet18"], repeats=3, batch=64))
     sections.append(bench_accuracy.run(bench_accuracy.MODELS))
     sections.append(bench_precision.run(bench_precision.MODELS))
+    sections.append(bench_weight_codec.run(bench_weight_codec.MODELS))
     sections.append(bench_dse.run(points=16))
     # a sweep long enough that the workers' start (imports, the graphs' transfer) is a small
     # part of it: the scaling figure
@@ -86,6 +88,8 @@ def quick() -> list[Section]:
     sections.append(bench_sim.versus_eager(["ds_cnn"], repeats=1, batch=4))
     sections.append(bench_accuracy.run(["ds_cnn"], calibration=4, samples=4))
     sections.append(bench_precision.run({"ds_cnn": "sqnr=1"}, "tnpu-s"))
+    sections.append(bench_weight_codec.run(["digits_cnn"], int4=False,
+                                           npu=[("digits_cnn", "tnpu-s")]))
     sections.append(bench_dse.run(points=4, rounds=1, models="ds_cnn", ray=False))
     sections.append(bench_scenario.run(presets=["tnpu-s"]))
     sections.append(bench_cli.run(["ds_cnn"]))

@@ -56,7 +56,9 @@ def test_every_target_key_is_one_a_benchmark_reports():
     prefixes = {"sim_vs_eager_cpu/", "batch_vs_eager_cpu/", "compile_vs_export_cpu/",
                 "check_vs_run_cpu/", "help_wall", "fail_fast_wall", "backend_s/",
                 "dse_per_worker/16", "dse_scaling_local/64", "dse_scaling_ray/64",
-                "fidelity_p90", "fidelity_max", "fidelity_whole", "auto_bytes_saved/"}
+                "fidelity_p90", "fidelity_max", "fidelity_whole", "auto_bytes_saved/",
+                "wcodec_vs_zstd/", "wcodec_random_ratio", "wcodec_npu_cycles/",
+                "xr_explore_saving"}
     for t in TARGETS:
         assert any(t.key.startswith(p) for p in prefixes), t.key
 

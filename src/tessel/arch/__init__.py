@@ -20,6 +20,7 @@ from tessel.arch.types import (
     OffChipMemory,
     OnChipMemory,
     VectorEngine,
+    WeightDecoder,
 )
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "OffChipMemory",
     "OnChipMemory",
     "VectorEngine",
+    "WeightDecoder",
     "arch_from_dict",
     "arch_from_text",
     "arch_from_toml",

@@ -68,6 +68,11 @@ LEAKAGE_MW_PER_MM2 = 10.0  # assumption: low-power library, ~10 mW/mm^2 at nomin
 # 8-bit add's energy, and a decoder lane (one weight per cycle) a quarter of its area
 INT4_DECODE_OF_INT8_ADD_ENERGY = 0.1
 INT4_DECODE_OF_INT8_ADD_AREA = 0.25
+# assumption: the weight decoder spends a third of an 8-bit add's energy per byte it decodes
+# (a Rice symbol: a shift, a mask and a zig-zag), and a lane (one byte per cycle) an 8-bit
+# adder's area
+WEIGHT_DECODE_OF_INT8_ADD_ENERGY = 1 / 3
+WEIGHT_DECODE_OF_INT8_ADD_AREA = 1.0
 VDD_BY_NODE = {45: 0.9, 28: 0.9, 22: 0.8, 16: 0.8, 12: 0.8, 7: 0.75, 5: 0.7}
 # operating points: assumptions for the alpha-power law (Sakurai & Newton 1990) at every node
 # here: threshold 0.35 V, alpha 1.3 (velocity-saturated short channels), and a floor of 0.5 V
@@ -171,3 +176,12 @@ def horowitz_area(node_nm: int) -> dict[str, float]:
         "fixed_mm2": FIXED_AREA_45NM_MM2 * area_scale(node_nm),
         "int4_decode_lane_mm2": H45_AREA_INT8_ADD_UM2 * INT4_DECODE_OF_INT8_ADD_AREA * a,
     }
+
+
+def weight_decoder_figures(node_nm: int) -> dict[str, float]:
+    """The weight decoder's energy per byte (pJ) and area per lane (mm^2) at ``node_nm``
+    (``wdecoder.decode_byte_pj``, ``wdecoder.lane_mm2``; their defaults are the 45 nm ones)."""
+    return {"decode_byte_pj": H45_INT8_ADD_PJ * WEIGHT_DECODE_OF_INT8_ADD_ENERGY
+            * energy_scale(node_nm),
+            "lane_mm2": H45_AREA_INT8_ADD_UM2 * WEIGHT_DECODE_OF_INT8_ADD_AREA * 1e-6
+            * area_scale(node_nm)}

@@ -221,6 +221,35 @@ class Area:
 
 
 @dataclass(frozen=True)
+class WeightDecoder:
+    """The weight decoder in the DMA path (docs/isa.md, ``DMA_LOAD_W``): it reads a weight
+    stream (tessel.isa.weight_codec) off chip through an input buffer and writes the bytes it
+    codes to the SRAM, ``bytes_per_cycle`` of them per cycle. Without it (``enabled`` false)
+    code generation stores every weight raw."""
+
+    enabled: bool = param(
+        False, doc="the DMA path has the weight decoder (`true`: layers whose weight stream "
+        "pays in bytes and cycles are stored compressed)", since=3, area_term=True,
+        summary=True)
+    bytes_per_cycle: int = param(
+        16, doc="decoded bytes the decoder writes per cycle (assumption: 16 Rice symbols a "
+        "cycle, the unary and remainder sections read in parallel)", unit="bytes/cycle",
+        checks=(IntIn(1, 4096),), affects=COSTS, since=3, area_term=True)
+    buffer_bytes: int = param(
+        512, doc="the decoder's input buffer (assumption: holds the off-chip latency's bytes "
+        "in flight)", unit="bytes", checks=(IntIn(0, MAX_SRAM_BYTES),), affects=NONE, since=3,
+        area_term=True)
+    decode_byte_pj: float = param(
+        0.01, doc="one byte decoded (assumption at 45 nm: a third of an 8-bit add's energy; "
+        "tessel.arch.sources.weight_decoder_figures)", unit="pJ", checks=(Finite(),),
+        affects=NONE, since=3)
+    lane_mm2: float = param(
+        3.6e-5, doc="the decoder's logic per byte decoded per cycle (assumption at 45 nm: an "
+        "8-bit adder's area; tessel.arch.sources.weight_decoder_figures)", unit="mm^2",
+        checks=(Finite(),), affects=NONE, since=3, area_term=True)
+
+
+@dataclass(frozen=True)
 class OperatingPoint:
     """One (clock, supply voltage) pair the NPU can run at (DVFS). Cycle counts do not depend
     on it; at a point, on-chip dynamic energy scales with ``(V / Vnom)^2`` and leakage power
@@ -287,6 +316,7 @@ class NpuArch:
                               knob=AdviseKnob(Limit.DMA_CHANNELS))
     energy: Energy
     area: Area
+    wdecoder: WeightDecoder = field(default_factory=WeightDecoder)
     # [[operating_point]] tables, by increasing clock; () = the nominal point only
     operating_point: tuple[OperatingPoint, ...] = field(default=(), kw_only=True,
                                                         metadata={"since": 3})
@@ -416,6 +446,9 @@ def _derive(arch: NpuArch) -> Derived:
         + area.fixed_mm2
         + (arch.matrix.int4_decode_per_cycle * area.int4_decode_lane_mm2
            if arch.matrix.int4_weights else 0.0)
+        + (arch.wdecoder.bytes_per_cycle * arch.wdecoder.lane_mm2
+           + arch.wdecoder.buffer_bytes / 1024 * area.sram_kib_mm2
+           if arch.wdecoder.enabled else 0.0)
     )
     return Derived(
         peak_macs_per_cycle=macs,
@@ -452,7 +485,10 @@ def _plain(value: Any, hashed_only: bool = False) -> Any:
             default = decl.default if decl is not None else f.default
             if since > 1 and (decl is None or not decl.required) and v == default:
                 continue
-            out[f.name] = _plain(v, hashed_only)
+            plain = _plain(v, hashed_only)
+            if plain == {} and is_dataclass(v):  # a group all at its defaults (since > 1)
+                continue
+            out[f.name] = plain
         return out
     if isinstance(value, dict):
         return {k: _plain(v, hashed_only) for k, v in value.items()}

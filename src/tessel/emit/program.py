@@ -11,6 +11,7 @@ from typing import Any
 from tessel.binary import DType as BinDType
 from tessel.binary import QuantParams as BinQuant
 from tessel.binary import TensorDescriptor, TslProgram
+from tessel.emit.compress import compress_constants
 from tessel.emit.metadata import layer_records, region_records
 from tessel.emit.step import emit_step
 from tessel.emit.streams import Streams
@@ -79,8 +80,9 @@ def emit(schedule: Schedule, metadata: dict[str, Any], part: Partition | None = 
             meta["npu_regions"] = regions
         hosts = {key: print_graph(g) for key, g in zip(part.host_keys(), part.hosts, strict=True)
                  if g.outputs and (g.nodes or g.inputs)}
+    packed = compress_constants(queues, schedule.constants.blob, schedule.constants.memory, arch)
     program = TslProgram(
-        arch.arch_hash_bytes, queues, schedule.constants.blob, schedule.constants.memory, 0,
+        arch.arch_hash_bytes, packed.queues, packed.blob, schedule.constants.memory, 0,
         tuple(_descriptor(graph, n, tensors[n]) for n in schedule.inputs),
         tuple(_descriptor(graph, n, tensors[n]) for n in schedule.outputs), meta, hosts)
     return RegionProgram(program, tuple(layers), schedule.arena_peak, schedule.arena_naive,

@@ -118,6 +118,30 @@ class Transfer(CostRule):
         return "off-chip bytes read (LOAD) / written (STORE) of `mem`; SRAM bytes written / read"
 
 
+@dataclass(frozen=True)
+class DecodedTransfer(CostRule):
+    """DMA_LOAD_W: the stream crosses the off-chip link while the weight decoder writes its
+    bytes, the slower of the two setting the pace."""
+
+    def cost(self, i: Instruction, arch: NpuArch) -> Cost:
+        mem = arch.offchip[i.mem]
+        link = _cdiv(i.ext_bytes, min(mem.bytes_per_cycle, arch.derived.sram_bytes_per_cycle))
+        decode = _cdiv(i.out_bytes, arch.wdecoder.bytes_per_cycle)
+        per_mem = [0] * len(arch.offchip)
+        per_mem[i.mem] = i.ext_bytes
+        ev = Events(sram_write_bytes=i.out_bytes, offchip_read_bytes=tuple(per_mem),
+                    offchip_write_bytes=(0,) * len(per_mem), weight_decoded_bytes=i.out_bytes)
+        return Cost(mem.latency_cycles + max(link, decode), ev)
+
+    def cycles_doc(self) -> str:
+        return ("`latency + max(ceil(ext_bytes / min(mem.bytes_per_cycle, SRAM_BW)), "
+                "ceil(out_bytes / wdecoder.bytes_per_cycle))`")
+
+    def events_doc(self) -> str:
+        return ("off-chip bytes read of `mem` (`ext_bytes`); SRAM bytes written and bytes "
+                "decoded (`out_bytes`)")
+
+
 # ---- the matrix array ---------------------------------------------------------------------------
 def gemm_folds(m: int, n: int, k: int, rows: int, cols: int, dataflow: Dataflow) -> tuple[int, int]:
     """(folds, T): how many R x C mappings the GEMM needs and the stream length of each.

@@ -44,6 +44,8 @@ class Events:
     int4_unpacked: int = _event("int4_decode", "int4_decode_pj")  # int4 weights unpacked
     offchip_read_bytes: tuple[int, ...] = _offchip_event()
     offchip_write_bytes: tuple[int, ...] = _offchip_event()
+    # bytes the weight decoder writes (DMA_LOAD_W); its energy is a parameter of the decoder
+    weight_decoded_bytes: int = _event("weight_decode", "wdecoder.decode_byte_pj")
 
     def __add__(self, other: Events) -> Events:
         vals = {}
@@ -78,13 +80,19 @@ def energy_breakdown_pj(ev: Events, arch: NpuArch) -> dict[str, float]:
     """Dynamic energy of ``ev`` in pJ by component (off-chip memories by name). A component's
     events are added up before the multiplication (integer counts: exact)."""
     en = arch.energy
-    out = {component: sum(getattr(ev, n) for n in names) * getattr(en, energy)
+    out = {component: sum(getattr(ev, n) for n in names) * _figure(arch, energy)
            for component, names, energy in COMPONENTS}
     for idx, mem in enumerate(arch.offchip):
         moved = sum(getattr(ev, n)[idx] if idx < len(getattr(ev, n)) else 0
                     for n in OFFCHIP_EVENTS)
         out[mem.name] = moved * en.offchip_byte_pj(mem.kind)
     return out
+
+
+def _figure(arch: NpuArch, energy: str) -> float:
+    """``arch.energy.<energy>``, or the parameter a dotted ``energy`` names on ``arch``."""
+    group, _, name = energy.rpartition(".")
+    return getattr(getattr(arch, group) if group else arch.energy, name)
 
 
 def energy_pj(ev: Events, arch: NpuArch) -> float:

@@ -125,7 +125,11 @@ def _space_error(arch: NpuArch, a: Access) -> str | None:
 
 def static_error(i: Instruction, arch: NpuArch) -> str | None:
     """Why ``i`` must trap on ``arch`` whatever the data (None if it may run): an operand box
-    outside its memory (rules 1, 2), a rule of its definition (3, 4), a resource bound (5)."""
+    outside its memory (rules 1, 2), a rule of its definition (3, 4), a resource bound (5), a
+    unit the target lacks."""
+    needs = SPECS[i.opcode].requires
+    if needs is not None and (why := needs(arch)) is not None:
+        return why
     for a in accesses(i):
         why = _space_error(arch, a)
         if why is not None:

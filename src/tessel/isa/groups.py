@@ -88,6 +88,15 @@ def acc_output() -> tuple[Field, ...]:
     )
 
 
+DMA_W = (
+    unsigned_field("mem", 3, "off-chip memory index (position in the preset's [[offchip]] list)"),
+    address("ext_addr", "off-chip byte address of the weight stream"),
+    unsigned_field("ext_bytes", ADDRESS_BITS, "bytes of the weight stream (its header included)",
+                   lo=1),
+    address("sram_addr", "SRAM byte address of the first decoded byte"),
+    unsigned_field("out_bytes", ADDRESS_BITS, "bytes the stream decodes to", lo=1),
+)
+
 TOKEN = (
     enum_field("engine", Engine, 2, "peer engine (the consumer for SIGNAL, the producer for WAIT)"),
     unsigned_field("token", 4, "token id (semaphore index) of the (producer, consumer) pair"),

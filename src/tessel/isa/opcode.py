@@ -17,6 +17,7 @@ class Opcode(enum.IntEnum):
     SIGNAL = 0x03
     DMA_LOAD = 0x10
     DMA_STORE = 0x11
+    DMA_LOAD_W = 0x12
     CONV = 0x20
     MATMUL = 0x21
     REQUANT = 0x30

@@ -21,6 +21,7 @@ from tessel.isa.opcode import OPCODE_BITS, WORD_BYTES, Opcode
 from tessel.isa.semantics import implementation
 
 if TYPE_CHECKING:
+    from tessel.arch.types import NpuArch
     from tessel.isa.access import Access
     from tessel.isa.instruction import Instruction
 
@@ -123,6 +124,8 @@ class InstrSpec:
     frame: Frame | None = None  # rule 5: the window frame bound
     rules: tuple[Rule, ...] = ()  # rules 3 and 4
     section: str = ""  # the heading of docs/isa.md section 4 that states its semantics
+    # why a target cannot run the instruction at all (a unit it lacks), or None
+    requires: Callable[[NpuArch], str | None] | None = None
 
     def __post_init__(self) -> None:
         names = {f.name for f in self.fields}

@@ -134,6 +134,7 @@ class NpuSession:
 
 
 FREE_STATES_MAX = 4  # released memories kept per prepared program (one per thread in use)
+_TRANSFERS = (Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.DMA_LOAD_W)  # off-chip operands
 
 
 def _constants_kept(prep: PreparedProgram) -> bool:
@@ -181,11 +182,15 @@ def batch_layout(prep: PreparedProgram
         shareable &= d.memory != cmem or d.address + d.nbytes <= c0 or d.address >= c1
     for q in prep.queues:
         for op in q:
-            if op.opcode not in (Opcode.DMA_LOAD, Opcode.DMA_STORE) or op.error is not None:
+            if op.opcode not in _TRANSFERS or op.error is not None:
                 continue
             f = op.f
-            lo, hi = extent(f["ext_addr"], [f[f"d{k}"] for k in range(4)],
-                            [f[f"ext_s{k}"] for k in range(4)], NP_DTYPE[f["dtype"]].itemsize)
+            if op.opcode is Opcode.DMA_LOAD_W:
+                lo, hi = f["ext_addr"], f["ext_addr"] + f["ext_bytes"]
+            else:
+                lo, hi = extent(f["ext_addr"], [f[f"d{k}"] for k in range(4)],
+                                [f[f"ext_s{k}"] for k in range(4)],
+                                NP_DTYPE[f["dtype"]].itemsize)
             mem = f["mem"]
             if mem >= len(ends) or lo < 0:
                 continue  # traps when it runs
@@ -193,7 +198,7 @@ def batch_layout(prep: PreparedProgram
             if mem != cmem or hi <= c0 or lo >= c1 or hi == lo:
                 continue
             inside = c0 <= lo and hi <= c1
-            shareable &= op.opcode is Opcode.DMA_LOAD and inside
+            shareable &= op.opcode is not Opcode.DMA_STORE and inside
     sizes = [min(max(e, 1), m.size_bytes) for e, m in zip(ends, prep.arch.offchip, strict=True)]
     shared = None
     if shareable:

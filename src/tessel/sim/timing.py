@@ -24,7 +24,7 @@ from tessel.sim import clock
 from tessel.sim.functional import SEM_MAX, deadlock_message
 from tessel.sim.prepare import Op, PreparedProgram
 
-DMA_OPS = frozenset({Opcode.DMA_LOAD, Opcode.DMA_STORE})
+DMA_OPS = frozenset({Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.DMA_LOAD_W})
 _SPACES = tuple(Space)  # a box's space as its index here
 
 

@@ -24,6 +24,8 @@ SAMPLES: dict[Opcode, Instruction] = {
                                  ext_s0=1, sram_addr=0, sram_s0=1),
     M.DMA_STORE: Instruction.make(M.DMA_STORE, mem=0, dtype=DType.I32, d0=10, d1=3, ext_addr=0,
                                   ext_s0=4, ext_s1=40, sram_addr=4096, sram_s0=4, sram_s1=40),
+    M.DMA_LOAD_W: Instruction.make(M.DMA_LOAD_W, mem=0, ext_addr=128, ext_bytes=700,
+                                   sram_addr=1024, out_bytes=1000),
     M.CONV: Instruction.make(M.CONV, in_addr=0, in_h=6, in_w=6, in_stride_h=24, in_stride_w=4,
                              cin=4, kh=3, kw=3, pad_top=1, pad_left=1, out_h=4, out_w=4, cout=8,
                              w_addr=1024, w_stride_k=32, w_stride_ci=8, acc_addr=0, acc_stride=8),

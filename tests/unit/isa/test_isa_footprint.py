@@ -27,9 +27,17 @@ def test_box_is_tight_for_negative_strides() -> None:
 
 @pytest.mark.parametrize("name", list_presets())
 def test_samples_are_legal_everywhere(name: str) -> None:
-    arch = load_preset(name)
+    arch = load_preset(name).with_param("wdecoder.enabled", True)
     for op, ins in SAMPLES.items():
         assert static_error(ins, arch) is None, op
+
+
+@pytest.mark.parametrize("name", list_presets())
+def test_a_decoded_load_needs_the_weight_decoder(name: str) -> None:
+    arch = load_preset(name)
+    why = static_error(SAMPLES[Opcode.DMA_LOAD_W], arch)
+    assert (why is None) == arch.wdecoder.enabled
+    assert why is None or "wdecoder.enabled" in why
 
 
 def test_accesses_of_conv_and_reduce() -> None:

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessel.arch import Energy, list_presets, load_preset
+from tessel.arch import Energy, WeightDecoder, list_presets, load_preset
 from tessel.isa import SPECS, Engine, Opcode, semantics
-from tessel.isa.cost_rules import Control, CostRule, Gemm, Transfer, Vector
+from tessel.isa.cost_rules import Control, CostRule, DecodedTransfer, Gemm, Transfer, Vector
 from tessel.isa.events import COMPONENT, ENERGY, OFFCHIP, Events, energy_breakdown_pj
 from tessel.isa.footprint import Space, accesses
 from tessel.isa.instrs import control, data, dma, matrix, vector
@@ -43,7 +43,8 @@ def test_a_cost_rule_on_every_engine_that_runs_it(op: Opcode) -> None:
     for engine in Engine:
         if spec.runs_on(engine):
             assert isinstance(spec.cost_on(engine), CostRule)
-    kind = {Engine.DMA_IN: Transfer, Engine.DMA_OUT: Transfer, Engine.MATRIX: Gemm,
+    kind = {Engine.DMA_IN: (Transfer, DecodedTransfer), Engine.DMA_OUT: Transfer,
+            Engine.MATRIX: Gemm,
             Engine.VECTOR: Vector, None: Control}[spec.engine]
     assert isinstance(spec.cost, kind)
     if spec.also is not None:
@@ -57,7 +58,7 @@ def test_the_operand_boxes_name_each_engines_memories() -> None:
         spaces = {a.space for a in accesses(ins)}
         if SPECS[op].engine is None:
             assert not spaces
-        elif isinstance(SPECS[op].cost, Transfer):
+        elif isinstance(SPECS[op].cost, (Transfer, DecodedTransfer)):
             assert spaces == {Space.SRAM, Space.OFFCHIP}
         else:
             assert Space.OFFCHIP not in spaces and Space.SRAM in spaces
@@ -65,6 +66,7 @@ def test_the_operand_boxes_name_each_engines_memories() -> None:
 
 def test_every_event_is_charged_a_declared_energy() -> None:
     energies = {f.name for f in dataclasses.fields(Energy)}
+    energies |= {f"wdecoder.{f.name}" for f in dataclasses.fields(WeightDecoder)}
     for f in dataclasses.fields(Events):
         if f.metadata.get(OFFCHIP):
             continue
@@ -77,7 +79,7 @@ counts = st.integers(0, 10**9)
 
 @settings(max_examples=100, deadline=None)
 @given(st.builds(Events, counts, counts, counts, counts, counts, counts, counts, counts, counts,
-                 st.tuples(counts), st.tuples(counts)))
+                 st.tuples(counts), st.tuples(counts), counts))
 def test_the_breakdown_is_each_component_times_its_energy(ev: Events) -> None:
     en, mem = ARCH.energy, ARCH.offchip[0]
     want = {"mac": ev.macs * en.mac_int8_pj,
@@ -88,6 +90,7 @@ def test_the_breakdown_is_each_component_times_its_energy(ev: Events) -> None:
             "lut": ev.lut_accesses * en.lut_lookup_pj,
             "operand": ev.operand_bytes * en.operand_buffer_byte_pj,
             "int4_decode": ev.int4_unpacked * en.int4_decode_pj,
+            "weight_decode": ev.weight_decoded_bytes * ARCH.wdecoder.decode_byte_pj,
             mem.name: (ev.offchip_read_bytes[0] + ev.offchip_write_bytes[0])
             * en.offchip_byte_pj(mem.kind)}
     got = energy_breakdown_pj(ev, ARCH)

@@ -91,3 +91,23 @@ def test_a_corrupted_binary_names_its_rule():
     flipped[40] ^= 1  # inside the arch hash: the header CRC no longer matches
     code, err, _ = cengine.check(bytes(flipped))
     assert code == 4 and "header CRC-32 mismatch" in cengine.describe(err)
+
+
+def test_a_binary_with_a_decoded_weight_load_is_refused_by_name():
+    """The C NPU model has no weight decoder: it refuses DMA_LOAD_W at load, naming it."""
+    if cengine.available() is not None:
+        pytest.skip(cengine.available())
+    from tessel.arch import load_preset
+    from tessel.binary import TslProgram
+    from tessel.isa import Engine, Instruction, Opcode
+    from tessel.isa.weight_codec import encode
+
+    arch = load_preset("tnpu-s").with_param("wdecoder.enabled", True)
+    stream = encode(bytes(200))
+    end = Instruction.make(Opcode.END)
+    load = Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=0x100, ext_bytes=len(stream),
+                            sram_addr=0, out_bytes=200)
+    queues = {e: ((load, end) if e is Engine.DMA_IN else (end,)) for e in Engine}
+    data = write_tsl(TslProgram(arch.arch_hash_bytes, queues, stream, 0, 0x100, (), ()))
+    code, err, _ = cengine.check(data)
+    assert code != 0 and "unknown opcode" in cengine.describe(err)

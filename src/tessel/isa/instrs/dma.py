@@ -1,17 +1,19 @@
-"""DMA_LOAD and DMA_STORE: 4-D strided transfers between an off-chip memory and the SRAM."""
+"""DMA_LOAD and DMA_STORE: 4-D strided transfers between an off-chip memory and the SRAM;
+DMA_LOAD_W: a weight stream read off chip and decoded into the SRAM."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from tessel.isa.access import Access, Space, new_access, span4
-from tessel.isa.cost_rules import Transfer, product
+from tessel.isa.cost_rules import DecodedTransfer, Transfer, product
 from tessel.isa.fields import DType, Engine
-from tessel.isa.groups import DMA
+from tessel.isa.groups import DMA, DMA_W
 from tessel.isa.opcode import Opcode
 from tessel.isa.spec import InstrSpec
 
 if TYPE_CHECKING:
+    from tessel.arch.types import NpuArch
     from tessel.isa.instruction import Instruction
 
 _SECTION = "DMA_LOAD, DMA_STORE"
@@ -41,7 +43,24 @@ def _spec(opcode: Opcode, engine: Engine, summary: str, load: bool) -> InstrSpec
                      accesses=_accesses, sram_elements=(("sram", _ELEMENTS),), section=_SECTION)
 
 
+def _needs_decoder(arch: NpuArch) -> str | None:
+    if arch.wdecoder.enabled:
+        return None
+    return f"DMA_LOAD_W needs the weight decoder; {arch.name} has none (wdecoder.enabled)"
+
+
+def _decoded_accesses(i: Instruction) -> tuple[Access, ...]:
+    mem, ea, ext_bytes, sa, out_bytes = i.args
+    return (new_access(Access, ("ext", _OFFCHIP, ea, ea + ext_bytes, False, mem)),
+            new_access(Access, ("sram", _SRAM, sa, sa + out_bytes, True, 0)))
+
+
 SPECS = (
     _spec(Opcode.DMA_LOAD, Engine.DMA_IN, "off-chip -> SRAM, 4-D strided", load=True),
     _spec(Opcode.DMA_STORE, Engine.DMA_OUT, "SRAM -> off-chip, 4-D strided", load=False),
+    InstrSpec(opcode=Opcode.DMA_LOAD_W, engine=Engine.DMA_IN,
+              summary="off-chip weight stream -> SRAM, decoded", fields=DMA_W,
+              cost=DecodedTransfer(), cost_fields=("mem", "ext_bytes", "out_bytes"),
+              accesses=_decoded_accesses, sram_elements=(("sram", product("out_bytes")),),
+              section="DMA_LOAD_W", requires=_needs_decoder),
 )

@@ -24,6 +24,7 @@ from tessel.sim.state import MachineState, Trap
 BUILDERS: dict[Opcode, Callable[[Op, PreparedProgram], Step]] = {
     Opcode.DMA_LOAD: move.build_dma,
     Opcode.DMA_STORE: move.build_dma,
+    Opcode.DMA_LOAD_W: move.build_decoded_load,
     Opcode.COPY: move.build_copy,
     Opcode.LUT_LOAD: move.build_lut_load,
     Opcode.CONV: conv.build,

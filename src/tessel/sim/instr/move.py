@@ -1,4 +1,5 @@
-"""DMA_LOAD, DMA_STORE, COPY and LUT_LOAD: data movement, as numpy copies between views.
+"""DMA_LOAD, DMA_STORE, COPY and LUT_LOAD: data movement, as numpy copies between views;
+DMA_LOAD_W: a weight stream decoded (tessel.isa.weight_codec) into the SRAM.
 
 An operand pattern of docs/isa.md is one strided numpy view (``hostmem.view``: any byte
 strides, negative, zero, unaligned), so a transfer is one assignment; between two contiguous
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tessel.errors import TesselFormatError
 from tessel.isa.table import Opcode
+from tessel.isa.weight_codec import decode
 from tessel.sim.hostmem import Step, Views, assign, bindable, contiguous, disjoint, view
 from tessel.sim.prepare import Op, PreparedProgram
 from tessel.sim.state import NP_DTYPE, MachineState, Trap, extent
@@ -70,6 +73,36 @@ def build_dma(op: Op, prep: PreparedProgram) -> Step:
         ext, sram = kept.get(state)
         return assign(sram, ext) if load else assign(ext, sram)
     return bindable(strided, bind)
+
+
+def build_decoded_load(op: Op, prep: PreparedProgram) -> Step:
+    f = op.f
+    mem, ea, n, sa, out = f["mem"], f["ext_addr"], f["ext_bytes"], f["sram_addr"], f["out_bytes"]
+    last: list = [None, None]  # the stream last decoded and its bytes (samples share weights)
+
+    def decoded(stream: np.ndarray) -> np.ndarray:
+        if last[0] is None or not np.array_equal(last[0], stream):
+            try:
+                data = decode(stream.tobytes())
+            except TesselFormatError as exc:
+                raise Trap(f"malformed weight stream at [{ea}, {ea + n}): {exc}") from None
+            if len(data) != out:
+                raise Trap(f"the weight stream at {ea} decodes to {len(data)} bytes, "
+                           f"not out_bytes {out}")
+            last[:] = stream.copy(), np.frombuffer(data, np.uint8)
+        return last[1]
+
+    def step(state: MachineState) -> None:
+        src = state.ext_buffer(mem, ea, ea + n)
+        if ea + n > src.shape[-1]:
+            raise _outside(ea, ea + n, src.shape[-1])
+        streams = src[..., ea:ea + n]
+        if streams.ndim == 1:
+            state.sram[..., sa:sa + out] = decoded(streams)
+        else:
+            for k in range(streams.shape[0]):
+                state.sram[k, sa:sa + out] = decoded(streams[k])
+    return step
 
 
 def build_copy(op: Op, prep: PreparedProgram) -> Step:

@@ -1,0 +1,204 @@
+"""The lossless weight stream: what the NPU's weight decoder reads off chip (docs/binary-format.md,
+"Compressed weight streams").
+
+A layer's weight bytes (int8, or int4 packed two per byte) are coded as one stream:
+
+    byte 0      mode: 0 raw, 1 byte symbols, 2 nibble symbols (`StreamMode`)
+    bytes 1..4  n, the decoded length in bytes (u32, little-endian)
+    raw:        the n bytes; the stream is exactly 5 + n bytes
+    coded:      bytes 5..8  U, the unary section's length in bits (u32); then one bit string,
+                least significant bit of each byte first, zero-padded to a whole byte:
+                  k section   3 bits per block of BLOCK symbols: that block's Rice parameter k
+                  unary       per symbol u ones then a zero, u = min(v >> k, ESCAPE)
+                  remainders  per symbol the low k bits of v (u < ESCAPE), or all S bits of v
+                              (u == ESCAPE, an escape), least significant bit first
+
+A symbol v is the zig-zag of a signed value (0, -1, 1, -2, ... -> 0, 1, 2, 3, ...): an int8 byte
+gives one 8-bit symbol (S = 8, mode 1), a packed int4 byte gives two 4-bit symbols, low nibble
+first (S = 4, mode 2). Splitting the unary codes from the remainders lets a decoder (and numpy)
+find every symbol's boundaries from the unary section alone, then read the remainders at offsets
+known in advance. The encoder chooses each block's k to minimise its bits, and the stream's mode
+as the smallest of the three: a stream is never longer than 5 + n bytes (raw).
+
+Decoding never trusts its input: a wrong length, an unknown mode, k >= S, a unary section
+without exactly one zero per symbol, a symbol above 2**S - 1, non-zero padding or a missing
+bit raises `TesselFormatError`. The work is bounded by the stream's length (each symbol costs at
+least one unary bit), so a malformed stream cannot make the decoder hang or allocate more than
+a few times its own size.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from tessel.errors import TesselFormatError
+
+BLOCK = 64  # symbols per Rice parameter
+K_BITS = 3  # bits of a block's k
+ESCAPE = 8  # a unary code of ESCAPE ones is followed by the whole symbol
+HEADER = 5  # mode + n
+CODED_HEADER = 9  # mode + n + U
+
+
+class StreamMode(enum.IntEnum):
+    RAW = 0
+    BYTES = 1  # int8 bytes: one 8-bit symbol each
+    NIBBLES = 2  # int4 packed bytes: two 4-bit symbols each, low nibble first
+
+
+SYMBOL_BITS = {StreamMode.BYTES: 8, StreamMode.NIBBLES: 4}
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """A stream's header: its mode, decoded bytes and coded bytes."""
+
+    mode: StreamMode
+    decoded: int
+    encoded: int
+
+
+def _symbols(data: np.ndarray, mode: StreamMode) -> np.ndarray:
+    """The zig-zag symbols of the bytes `data` (uint8) in `mode`."""
+    if mode is StreamMode.BYTES:
+        s = data.view(np.int8).astype(np.int16)
+        return ((s << 1) ^ (s >> 7)).astype(np.uint8)
+    nib = np.stack([data & 0xF, data >> 4], axis=1).reshape(-1).astype(np.int16)
+    s = np.where(nib >= 8, nib - 16, nib)
+    return ((s << 1) ^ (s >> 3)).astype(np.uint8)
+
+
+def _bytes_of(sym: np.ndarray, mode: StreamMode) -> bytes:
+    """Inverse of `_symbols`."""
+    s = (sym >> 1).astype(np.int16) ^ -(sym & 1).astype(np.int16)
+    if mode is StreamMode.BYTES:
+        return s.astype(np.int8).tobytes()
+    nib = (s & 0xF).astype(np.uint8).reshape(-1, 2)
+    return (nib[:, 0] | (nib[:, 1] << 4)).astype(np.uint8).tobytes()
+
+
+def _choose_k(sym: np.ndarray, nbits: int) -> np.ndarray:
+    """Each block's k (the one of 0..nbits-1 coding it in the fewest bits)."""
+    nblocks = -(-sym.size // BLOCK)
+    padded = np.zeros(nblocks * BLOCK, np.int32)
+    padded[:sym.size] = sym
+    padded = padded.reshape(nblocks, BLOCK)
+    valid = (np.arange(nblocks * BLOCK) < sym.size).reshape(nblocks, BLOCK)
+    costs = []
+    for k in range(nbits):
+        u = np.minimum(padded >> k, ESCAPE)
+        bits = u + 1 + np.where(u == ESCAPE, nbits, k)
+        costs.append(np.where(valid, bits, 0).sum(axis=1))
+    return np.argmin(np.stack(costs), axis=0).astype(np.uint8)
+
+
+def _pack_fields(values: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """The bits of each value's low `width` bits, least significant first, concatenated."""
+    if values.size == 0:
+        return np.zeros(0, np.uint8)
+    top = int(widths.max(initial=0))
+    j = np.arange(top)
+    bits = ((values[:, None].astype(np.int64) >> j) & 1).astype(np.uint8)
+    return bits[j[None, :] < widths[:, None]]
+
+
+def _coded(sym: np.ndarray, n: int, mode: StreamMode) -> bytes:
+    nbits = SYMBOL_BITS[mode]
+    ks = _choose_k(sym, nbits)
+    k = np.repeat(ks, BLOCK)[:sym.size].astype(np.int64)
+    v = sym.astype(np.int64)
+    u = np.minimum(v >> k, ESCAPE)
+    unary = np.ones(int((u + 1).sum()), np.uint8)
+    unary[np.cumsum(u + 1) - 1] = 0
+    esc = u == ESCAPE
+    rem = np.where(esc, v, v & ((1 << k) - 1))
+    widths = np.where(esc, nbits, k)
+    bits = np.concatenate([_pack_fields(ks, np.full(ks.size, K_BITS)), unary,
+                           _pack_fields(rem, widths)])
+    head = bytes([mode]) + n.to_bytes(4, "little") + unary.size.to_bytes(4, "little")
+    return head + np.packbits(bits, bitorder="little").tobytes()
+
+
+def encode(data: bytes, *, nibbles: bool = False) -> bytes:
+    """The shortest stream of `data`: raw, or Rice-coded byte symbols, or (`nibbles`, for int4
+    packed weights) nibble symbols."""
+    raw = np.frombuffer(bytes(data), np.uint8)
+    n = raw.size
+    if n >= 1 << 32:
+        raise ValueError(f"a weight stream holds at most 2**32 - 1 bytes, not {n}")
+    best = bytes([StreamMode.RAW]) + n.to_bytes(4, "little") + bytes(data)
+    modes = (StreamMode.BYTES, StreamMode.NIBBLES) if nibbles else (StreamMode.BYTES,)
+    for mode in modes if n else ():
+        coded = _coded(_symbols(raw, mode), n, mode)
+        if len(coded) < len(best):
+            best = coded
+    return best
+
+
+def info(stream: bytes) -> StreamInfo:
+    """The header of a stream (checked: mode and length)."""
+    if len(stream) < HEADER:
+        raise TesselFormatError(f"weight stream of {len(stream)} bytes: shorter than its header")
+    try:
+        mode = StreamMode(stream[0])
+    except ValueError:
+        raise TesselFormatError(f"weight stream: unknown mode {stream[0]} at offset 0") from None
+    n = int.from_bytes(stream[1:5], "little")
+    if mode is StreamMode.RAW and len(stream) != HEADER + n:
+        raise TesselFormatError(f"raw weight stream of {n} bytes is {len(stream)} bytes long, "
+                                f"not {HEADER + n}")
+    if mode is not StreamMode.RAW and len(stream) < CODED_HEADER:
+        raise TesselFormatError("coded weight stream shorter than its header")
+    return StreamInfo(mode, n, len(stream))
+
+
+def decode(stream: bytes) -> bytes:
+    """The bytes a stream codes; `TesselFormatError` for a malformed stream."""
+    head = info(stream)
+    if head.mode is StreamMode.RAW:
+        return bytes(stream[HEADER:])
+    nbits = SYMBOL_BITS[head.mode]
+    count = head.decoded * (8 // nbits)
+    ubits = int.from_bytes(stream[5:9], "little")
+    bits = np.unpackbits(np.frombuffer(bytes(stream), np.uint8)[CODED_HEADER:], bitorder="little")
+    if count > bits.size:  # every symbol takes at least one bit: bounds the work below
+        raise TesselFormatError(f"weight stream of {head.decoded} bytes has only {bits.size} bits")
+    nblocks = -(-count // BLOCK)
+    kbits = nblocks * K_BITS
+    if kbits + ubits > bits.size:
+        raise TesselFormatError("weight stream: unary section runs past the stream's end")
+    ks = bits[:kbits].reshape(nblocks, K_BITS) @ (1 << np.arange(K_BITS))
+    if ks.size and int(ks.max()) >= nbits:
+        raise TesselFormatError(f"weight stream: Rice parameter {int(ks.max())} >= {nbits}")
+    unary = bits[kbits:kbits + ubits]
+    ends = np.flatnonzero(unary == 0)
+    if ends.size != count or (ubits and unary[-1] != 0):
+        raise TesselFormatError(f"weight stream: unary section codes {ends.size} symbols, "
+                                f"not {count}")
+    u = np.diff(ends, prepend=-1) - 1
+    if u.size and int(u.max()) > ESCAPE:
+        raise TesselFormatError(f"weight stream: unary code {int(u.max())} > {ESCAPE}")
+    sym = _remainders(bits[kbits + ubits:], u, np.repeat(ks, BLOCK)[:count], nbits)
+    return _bytes_of(sym, head.mode)
+
+
+def _remainders(bits: np.ndarray, u: np.ndarray, k: np.ndarray, nbits: int) -> np.ndarray:
+    """The symbols from their unary codes `u`, Rice parameters `k` and the remainder bits."""
+    esc = u == ESCAPE
+    widths = np.where(esc, nbits, k).astype(np.int64)
+    total = int(widths.sum())
+    if total > bits.size or bits.size - total >= 8 or bits[total:].any():
+        raise TesselFormatError(f"weight stream: {bits.size} remainder bits, {total} expected "
+                                "(then zero padding to a byte)")
+    starts = np.cumsum(widths) - widths
+    rem = np.zeros(u.size, np.int64)
+    for j in range(nbits):
+        take = j < widths
+        rem[take] |= bits[starts[take] + j].astype(np.int64) << j
+    sym = np.where(esc, rem, (u.astype(np.int64) << k) | rem)
+    if sym.size and int(sym.max()) >= 1 << nbits:
+        raise TesselFormatError(f"weight stream: symbol {int(sym.max())} >= {1 << nbits}")
+    return sym.astype(np.uint8)
