@@ -110,7 +110,7 @@ def speed(names: list[str], repeats: int, preset: str = "tnpu-s") -> tuple[str, 
         spec = resolve(name)
         model, example = spec.factory()
         qm = quantize(model, example, calibration_data=spec.calibration_data(4),
-                      config=default_config(name), calibration_samples=4)
+                      quant_config=default_config(name), calibration_samples=4)
         cm = compile_graph(qm.graph, load_preset(preset), name=name)
         x = [t.numpy() for t in example]
         for a, b in zip(cm.run(*x), cm.run(*x, engine="c"), strict=True):
@@ -149,7 +149,7 @@ def _compile_ds_cnn(path: Path, resolve) -> None:
     spec = resolve("ds_cnn")
     model, example = spec.factory()
     qm = quantize(model, example, calibration_data=spec.calibration_data(4),
-                  config=default_config("ds_cnn"), calibration_samples=4)
+                  quant_config=default_config("ds_cnn"), calibration_samples=4)
     compile_graph(qm.graph, load_preset("tnpu-s"), name="ds_cnn").save(path)
 
 

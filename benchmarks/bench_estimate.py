@@ -44,7 +44,7 @@ def quantised_graph(name: str, calibration: int, cache: Path | None):
     spec = resolve(name)
     model, example = spec.factory()
     qm = quantize(model, example, calibration_data=spec.calibration_data(calibration),
-                  config=default_config(name), calibration_samples=calibration)
+                  quant_config=default_config(name), calibration_samples=calibration)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pickle.dumps(qm.graph))

@@ -130,7 +130,7 @@ def _one_model(rows: _Rows, name: str, presets: list[str], repeats: int) -> None
     model, example = spec.factory()
     t0 = time.perf_counter()
     qm = quantize(model, example, calibration_data=spec.calibration_data(CALIBRATION),
-                  config=default_config(name), calibration_samples=CALIBRATION)
+                  quant_config=default_config(name), calibration_samples=CALIBRATION)
     spent: dict = {"quantise": time.perf_counter() - t0}
     t0 = time.perf_counter()
     torch.export.export(model, example, strict=False).run_decompositions()

@@ -58,7 +58,7 @@ def probe(name: str, presets: list[str], why: bool = False) -> None:
     spec = resolve(name)
     model, example = spec.factory()
     qm = quantize(model, example, calibration_data=spec.calibration_data(CALIBRATION),
-                  config=default_config(name), calibration_samples=CALIBRATION)
+                  quant_config=default_config(name), calibration_samples=CALIBRATION)
     x = [t.numpy() for t in example]
     for p in presets:
         arch = load_preset(p)

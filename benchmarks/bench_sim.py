@@ -163,7 +163,7 @@ def _versus_eager_row(name: str, preset: str, repeats: int, batch: int) -> tuple
     spec = resolve(name)
     model, example = spec.factory()
     qm = quantize(model, example, calibration_data=spec.calibration_data(4),
-                  config=default_config(name), calibration_samples=4)
+                  quant_config=default_config(name), calibration_samples=4)
     cm = compile_graph(qm.graph, load_preset(preset), name=name)
     with torch.no_grad(), _one_blas_thread():
         if batch:

@@ -64,7 +64,7 @@ def export(model: str, folder: Path) -> Path:
     spec = resolve(model)
     module, inputs = spec.factory()
     qm = quantize(module, inputs, calibration_data=spec.calibration_data(CALIBRATION),
-                  config=default_config(model), calibration_samples=CALIBRATION)
+                  quant_config=default_config(model), calibration_samples=CALIBRATION)
     path = folder / f"{model}.tosa"
     path.write_bytes(export_tosa(qm.graph).to_bytes())
     return path

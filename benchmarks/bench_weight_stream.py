@@ -47,7 +47,7 @@ def _quantized(name: str, weights: str):
     spec = resolve(name)
     model, example = spec.factory()
     config = replace(default_config(name), weights=WeightDtype(weights))
-    return quantize(model, example, calibration_data=spec.calibration_data(4), config=config,
+    return quantize(model, example, calibration_data=spec.calibration_data(4), quant_config=config,
                     calibration_samples=4)
 
 

@@ -73,7 +73,7 @@ def _quantise(spec, model, inputs):
     t0 = time.perf_counter()
     with step(f"2. int8 PTQ ({CALIBRATION} calibration samples)"):
         qm = quantize(model, inputs, calibration_data=spec.calibration_data(CALIBRATION),
-                      config=default_config(MODEL), calibration_samples=CALIBRATION)
+                      quant_config=default_config(MODEL), calibration_samples=CALIBRATION)
     _say(f"2. int8 PTQ ({CALIBRATION} calibration samples, pt2e + TesselQuantizer) -> "
          f"{len(qm.graph.nodes)}-node integer IR in {time.perf_counter() - t0:.1f} s; host "
          f"ops: {len(qm.host_ops) or 'none'}")

@@ -38,7 +38,7 @@ def _quantized(name: str):
     spec = resolve(name)
     model, example = spec.factory()
     qm = quantize(model, example, calibration_data=spec.calibration_data(CALIBRATION),
-                  config=default_config(name), calibration_samples=CALIBRATION)
+                  quant_config=default_config(name), calibration_samples=CALIBRATION)
     return qm, tuple(x.numpy() for x in example)
 
 

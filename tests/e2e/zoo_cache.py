@@ -20,7 +20,7 @@ def quantized(name: str) -> tuple[QuantizedModel, tuple[np.ndarray, ...], np.nda
     spec = resolve(name)
     model, example = spec.factory()
     qm = quantize(model, example, calibration_data=spec.calibration_data(CALIBRATION),
-                  config=default_config(name), calibration_samples=CALIBRATION)
+                  quant_config=default_config(name), calibration_samples=CALIBRATION)
     with torch.no_grad():
         ref = model(*example)
     return qm, tuple(x.numpy() for x in example), ref.numpy()

@@ -221,13 +221,13 @@ def simulate_eval(qm: QuantizedModel, target: str, inputs: Sequence[Sample],
 
 def evaluate(model_spec: str, calibration: int = DEFAULT_CALIBRATION_SAMPLES,
              eval_samples: int = 16,
-             config: QuantConfig | None = None, target: str | None = None) -> AccuracyReport:
+             quant_config: QuantConfig | None = None, target: str | None = None) -> AccuracyReport:
     """Quantise a zoo model (or path/to/file.py:factory) and measure it against float.
     ``target``: also compile it for that preset and simulate every evaluation input (batched),
     reporting how many are bit-exact with the golden model."""
     spec = resolve(model_spec)
     model, example = load(model_spec)
-    config = config if config is not None else default_config(spec.name)
+    config = quant_config if quant_config is not None else default_config(spec.name)
     calib = list(spec.calibration_data(calibration))
     qm = quantize(model, example, calib, config, calibration_samples=calibration)
     inputs, labels, described = eval_set(spec, calibration, eval_samples, example)

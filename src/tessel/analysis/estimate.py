@@ -140,5 +140,5 @@ def estimate(model: Any, example_inputs: Sequence[Any], *, target: str | NpuArch
 
     arch = target if isinstance(target, NpuArch) else load_target(target)
     qm = quantize(model, tuple(example_inputs), calibration_data=calibration_data,
-                  config=quant_config, calibration_samples=calibration_samples)
+                  quant_config=quant_config, calibration_samples=calibration_samples)
     return estimate_graph(qm.graph, arch, name=name or type(model).__name__, options=options)

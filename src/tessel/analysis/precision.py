@@ -33,7 +33,7 @@ from tessel.analysis.accuracy import cosine, sqnr_db
 from tessel.display import Table, fmt_int, plural, short_repr, summary_html
 from tessel.errors import TesselConfigError
 from tessel.progress import info
-from tessel.quant.config import LayerOverride, QuantConfig, WeightDtype
+from tessel.quant.config import LayerOverride, QuantConfig, WeightDtype, config_keyword
 from tessel.quant.qspecs import WEIGHT_RANGES
 
 Sample = tuple[torch.Tensor, ...]
@@ -340,11 +340,14 @@ def golden_outputs(qm, samples: Sequence[Sample]) -> Outputs:
 
 def auto_weights(model: torch.nn.Module, example_inputs: Sample,
                  calibration_data: Sequence[Sample], held_out: Sequence[Sample],
-                 budget: AccuracyBudget | str = "sqnr=1", config: QuantConfig | None = None,
-                 *, calibration_samples: int | None = None) -> PrecisionPlan:
+                 budget: AccuracyBudget | str = "sqnr=1",
+                 quant_config: QuantConfig | None = None, *,
+                 calibration_samples: int | None = None,
+                 config: QuantConfig | None = None) -> PrecisionPlan:
     """The weight types to quantise ``model`` with: int4 where ``budget`` allows it, measured
     on ``held_out`` (inputs not in ``calibration_data``). ``plan.config`` goes to
     ``tessel.compile(..., quant_config=plan.config)`` or ``tessel.quantize``."""
+    config = config_keyword(quant_config, config, "auto_weights")
     budget = AccuracyBudget.parse(budget) if isinstance(budget, str) else budget
     calibration = list(calibration_data)
     if not held_out:

@@ -41,6 +41,7 @@ from tessel.quant.config import (
     OpKind,
     QuantConfig,
     WeightDtype,
+    config_keyword,
     override_flag,
 )
 
@@ -224,14 +225,14 @@ def _first(out: object) -> np.ndarray:
 
 
 def precision_advice(model: torch.nn.Module, example: Sample, calibration: Sequence[Sample],
-                     inputs: Sequence[Sample], config: QuantConfig | None = None, *,
+                     inputs: Sequence[Sample], quant_config: QuantConfig | None = None, *,
                      target: str = "tnpu-s", layers: int = DEFAULT_LAYERS,
-                     cycles_budget: float = CYCLES_BUDGET_PCT, name: str | None = None
-                     ) -> PrecisionAdvice:
+                     cycles_budget: float = CYCLES_BUDGET_PCT, name: str | None = None,
+                     config: QuantConfig | None = None) -> PrecisionAdvice:
     """Measure the precision changes of the ``layers`` layers that lose the most SQNR and
     combine the best within ``cycles_budget`` percent more cycles (see the module docstring):
     ``calibration`` quantises, ``inputs`` (held out) measure."""
-    config = config or QuantConfig()
+    config = config_keyword(quant_config, config, "precision_advice") or QuantConfig()
     measure = _Measure(model, example, calibration, inputs, target)
     qm = measure.quantised(config)
     base_sqnr, base_cycles, base_host = measure(config, qm)

@@ -67,7 +67,7 @@ def _export_tosa(args: argparse.Namespace) -> int:
         qm = quantized_import(model)
     else:
         qm = quantize(model, inputs, calibration_data=spec.calibration_data(args.calibration),
-                      config=default_config(args.binary), calibration_samples=args.calibration)
+                      quant_config=default_config(args.binary), calibration_samples=args.calibration)
     exported = export_tosa(qm.graph)
     data = exported.to_bytes()
     write_atomic(args.output, data)

@@ -62,7 +62,7 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     config = with_precision_choices(default_config(resolve(args.model).name), [
         parse_layer_precision(t) for t in args.layer_precision])
     report = evaluate(args.model, calibration=args.calibration, eval_samples=args.samples,
-                      config=config, target=getattr(args, "target", None))
+                      quant_config=config, target=getattr(args, "target", None))
     advice = None
     if args.per_layer:
         from tessel.analysis.precision_advice import advise_model

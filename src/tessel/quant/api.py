@@ -37,7 +37,7 @@ from tessel.frontend.qdq import import_qdq
 from tessel.ir import Graph, Node
 from tessel.passes.to_nhwc import to_nhwc
 from tessel.progress import info
-from tessel.quant.config import QuantConfig
+from tessel.quant.config import QuantConfig, config_keyword
 from tessel.quant.lower import host_ops, lower_qdq
 from tessel.quant.pt2e import (
     Sample,
@@ -134,8 +134,10 @@ def finish(converted: GraphModule, example_inputs: Sample, config: QuantConfig, 
 @few_collections()  # export, calibration and lowering allocate many small objects
 def quantize(model: torch.nn.Module | torch.export.ExportedProgram,
              example_inputs: Sample | None = None,
-             calibration_data: Iterable[Sample] | None = None, config: QuantConfig | None = None,
-             *, calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES) -> QuantizedModel:
+             calibration_data: Iterable[Sample] | None = None,
+             quant_config: QuantConfig | None = None, *,
+             calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES,
+             config: QuantConfig | None = None) -> QuantizedModel:
     """PTQ: export, prepare, calibrate (on up to `calibration_samples` samples of
     `calibration_data`; the example inputs if None), convert, import, lower, NHWC layout.
 
@@ -144,8 +146,10 @@ def quantize(model: torch.nn.Module | torch.export.ExportedProgram,
     `example_inputs` may be omitted for an ExportedProgram (its own examples are used).
 
     A QDQModule (a QDQ ONNX or int8 TFLite model) is already quantised: its graph is lowered
-    as it is, keeping its scales and zero points (no calibration)."""
-    config = config if config is not None else QuantConfig()
+    as it is, keeping its scales and zero points (no calibration). `quant_config`: the
+    QuantConfig (per-layer weight and activation types; default: int8); `config=` is its old
+    name (tessel.quant.config.config_keyword)."""
+    config = config_keyword(quant_config, config, "quantize") or QuantConfig()
     if isinstance(model, QDQModule):
         return quantized_import(model, config)
     example_inputs = example_inputs_of(model, example_inputs)

@@ -106,7 +106,7 @@ def cached_graph(model_name: str, model: Any, example_inputs: Sequence[Any],
                 return verify(parse_graph(path.read_text(encoding="utf-8"), source=str(path)))
             except (OSError, UnicodeDecodeError, TesselError):
                 pass  # a cut or stale entry: quantise again and overwrite it
-    qm = quantize(model, tuple(example_inputs), calibration_data=calib, config=config,
+    qm = quantize(model, tuple(example_inputs), calibration_data=calib, quant_config=config,
                   calibration_samples=samples)
     if path is not None:
         try:

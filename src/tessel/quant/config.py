@@ -200,6 +200,22 @@ MINILM_CONFIG = QuantConfig(
 """MiniLM's residual stream needs int16: the residual adds read and write int16."""
 
 
+def config_keyword(quant_config: QuantConfig | None, config: QuantConfig | None,
+                   where: str) -> QuantConfig | None:
+    """The QuantConfig an entry point was given: every API names it ``quant_config=``;
+    ``config=`` (its old name in ``quantize`` and the precision tools) still works, with a
+    DeprecationWarning, and giving both is an error."""
+    if config is None:
+        return quant_config
+    if quant_config is not None:
+        raise TesselConfigError(f"{where}: give quant_config= only (config= is its old name)")
+    import warnings
+
+    warnings.warn(f"{where}(config=...) is named quant_config= now", DeprecationWarning,
+                  stacklevel=3)
+    return config
+
+
 def default_config(model_name: str, weights: dict[str, Any] | None = None) -> QuantConfig:
     """The QuantConfig the zoo's accuracy path uses for a model (MiniLM: int16 residual adds),
     with the weight types of `weights` (`weights_record`) if given."""

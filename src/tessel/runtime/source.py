@@ -35,5 +35,5 @@ def requantize_source(source: dict[str, Any] | None, why: str, binary: str | Pat
     model = recut(model, source)
     n = source["calibration"]
     qm = quantize(model, example, calibration_data=spec.calibration_data(n),
-                  config=default_config(spec.name, source), calibration_samples=n)
+                  quant_config=default_config(spec.name, source), calibration_samples=n)
     return model, example, qm

@@ -167,7 +167,7 @@ def test_zoo_top_gain_confirmed_within_10_percent(model):
     spec = resolve(model)
     net, inputs = spec.factory()
     qm = quantize(net, tuple(inputs), calibration_data=spec.calibration_data(2),
-                  config=default_config(spec.name), calibration_samples=2)
+                  quant_config=default_config(spec.name), calibration_samples=2)
     arch = load_preset("tnpu-s")
     a = advise(qm.graph, arch, name=model)
     assert a.ranked[0].latency_gain_pct > 5

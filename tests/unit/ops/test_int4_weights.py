@@ -103,7 +103,7 @@ def _compiled(name: str, preset: str, config: QuantConfig):
     calib = [(torch.randn(*shape),) for _ in range(4)]
     x = calib[0][0]
     cm = tessel.compile(model, (x,), target=preset, calibration_data=calib, quant_config=config)
-    qm = tessel.quantize(model, (x,), calibration_data=calib, config=config)
+    qm = tessel.quantize(model, (x,), calibration_data=calib, quant_config=config)
     return model, x, cm, qm
 
 

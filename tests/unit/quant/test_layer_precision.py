@@ -56,3 +56,28 @@ def test_a_binary_records_the_activation_types_to_quantise_again() -> None:
     assert record["activations"] == [["features.4", None, "int16"], ["*", "add", "int16"]]
     assert with_weights(QuantConfig(), record).overrides == config.overrides
     assert weights_record(QuantConfig()) == {}
+
+
+def test_one_keyword_for_the_quant_config_everywhere():
+    import inspect
+    import warnings
+
+    import torch
+
+    import tessel
+    from tessel.quant.config import QuantConfig, WeightDtype
+
+    for fn in (tessel.quantize, tessel.compile, tessel.estimate, tessel.auto_weights,
+               tessel.precision_advice):
+        assert "quant_config" in inspect.signature(fn).parameters, fn.__name__
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4)).eval()
+    x = (torch.randn(1, 4),)
+    cfg = QuantConfig(weights=WeightDtype.INT4)
+    new = tessel.quantize(model, x, quant_config=cfg, calibration_samples=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = tessel.quantize(model, x, config=cfg, calibration_samples=1)
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
+    assert old.config == new.config == cfg
+    with pytest.raises(TesselConfigError, match="quant_config= only"):
+        tessel.quantize(model, x, quant_config=cfg, config=cfg)

@@ -177,7 +177,7 @@ def test_zoo_binaries_linear_equals_engine_loop(name):
     spec = resolve(name)
     model, example = spec.factory()
     qm = quantize(model, example, calibration_data=spec.calibration_data(2),
-                  config=default_config(name), calibration_samples=2)
+                  quant_config=default_config(name), calibration_samples=2)
     cm: CompiledModel = compile_graph(qm.graph, load_preset("tnpu-s"), name=name)
     sessions = [NpuSession(cm.program, cm.arch) for _ in range(2)]
     sessions[1].run = FunctionalRun(sessions[1].prep, sessions[1].state, linear=False)
