@@ -25,3 +25,33 @@ def _no_columns(monkeypatch):
     """Tables fit $COLUMNS when it is set (tessel.display.output_width): no test inherits one
     (from the shell or a library); the tests of fitted output set it themselves."""
     monkeypatch.delenv("COLUMNS", raising=False)
+
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """Headless Chromium through WebDriver (Debian's chromium and chromium-driver, installed by
+    `make browser`), one per test module, for the tests that open the HTML pages; the test is
+    skipped, saying how to install it, when there is none."""
+    import shutil
+
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver_path is None:
+        pytest.skip("no headless Chromium: `make browser` (as root) installs Debian's chromium "
+                    "and chromium-driver")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--window-size=1300,1800",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()

@@ -19,6 +19,7 @@ import enum
 import json
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from tessel.analysis.estimate import EstimateReport, estimate_graph
 from tessel.arch import NpuArch
@@ -198,7 +199,7 @@ class Advice:
     skipped: tuple[Skipped, ...]
 
     def to_dict(self) -> dict:
-        return _plain(asdict(self))
+        return json_plain(asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, sort_keys=True)
@@ -396,11 +397,12 @@ def _pct(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole else 0.0
 
 
-def _plain(value):
+def json_plain(value: Any) -> Any:
+    """``value`` (an asdict() of a report) with enums as their values, tuples as lists."""
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: json_plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [json_plain(v) for v in value]
     return value

@@ -9,6 +9,7 @@ import itertools
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -95,23 +96,11 @@ def user_spec(path: Path, func: str) -> ModelSpec:
     def calibration_data(n: int) -> list[tuple[torch.Tensor, ...]]:
         if not callable(source):
             return [factory()[1]]
-        try:
-            return [check_sample(s, f"{name} calibration() sample {i}")
-                    for i, s in enumerate(itertools.islice(source(), n))]
-        except TesselConfigError:
-            raise
-        except Exception as e:
-            raise TesselConfigError(f"{path}: calibration() raised {type(e).__name__}: {e}") from e
+        return _samples(source, "calibration", name, path, n)
 
     def evaluation_data(n: int) -> list[tuple[torch.Tensor, ...]]:
         assert callable(held_out)
-        try:
-            return [check_sample(s, f"{name} evaluation() sample {i}")
-                    for i, s in enumerate(itertools.islice(held_out(), n))]
-        except TesselConfigError:
-            raise
-        except Exception as e:
-            raise TesselConfigError(f"{path}: evaluation() raised {type(e).__name__}: {e}") from e
+        return _samples(held_out, "evaluation", name, path, n)
 
     described = (f"{path}:calibration() (up to --calibration samples)" if callable(source)
                  else EXAMPLE_ONLY)
@@ -119,6 +108,19 @@ def user_spec(path: Path, func: str) -> ModelSpec:
                      task=Task.GENERIC, input_description="the factory's example inputs",
                      calibration_data=calibration_data, calibration_description=described,
                      evaluation_data=evaluation_data if callable(held_out) else None)
+
+
+def _samples(generator: Any, what: str, name: str, path: Path, n: int
+             ) -> list[tuple[torch.Tensor, ...]]:
+    """The first ``n`` samples of a model file's ``calibration()`` / ``evaluation()``, each
+    checked; whatever the generator raises becomes a TesselConfigError naming it."""
+    try:
+        return [check_sample(s, f"{name} {what}() sample {i}")
+                for i, s in enumerate(itertools.islice(generator(), n))]
+    except TesselConfigError:
+        raise
+    except Exception as e:
+        raise TesselConfigError(f"{path}: {what}() raised {type(e).__name__}: {e}") from e
 
 
 def _onnx_factory(path: Path, seed: int) -> ModelAndInputs:

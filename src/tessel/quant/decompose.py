@@ -86,13 +86,9 @@ def decompose_sdpa(gm: GraphModule) -> int:
                 logits = _emit(gm, node, aten.add.Tensor, (logits, mask))
             probs = _emit(gm, node, aten.softmax.int, (logits, -1))
             out = _emit(gm, node, aten.matmul.default, (probs, v))
-        node.replace_all_uses_with(out)
-        gm.graph.erase_node(node)
+        _replace(gm, node, out)
         count += 1
-    if count:
-        gm.graph.lint()
-        gm.recompile()
-    return count
+    return _recompiled(gm, count)
 
 
 MAX_FLIP_SLICES = 256  # a longer reversal stays one host op rather than that many slices
@@ -117,13 +113,9 @@ def decompose_flip(gm: GraphModule) -> int:
             parts = [_emit(gm, node, aten.slice.Tensor, (x, d, k, k + 1))
                      for k in range(val.shape[d] - 1, -1, -1)]
             out = _emit(gm, node, aten.cat.default, (parts, d))
-        node.replace_all_uses_with(out)
-        gm.graph.erase_node(node)
+        _replace(gm, node, out)
         count += 1
-    if count:
-        gm.graph.lint()
-        gm.recompile()
-    return count
+    return _recompiled(gm, count)
 
 
 def decompose_square(gm: GraphModule) -> int:
@@ -138,9 +130,18 @@ def decompose_square(gm: GraphModule) -> int:
             continue
         with gm.graph.inserting_before(node):
             out = _emit(gm, node, aten.mul.Tensor, (x, x))
-        node.replace_all_uses_with(out)
-        gm.graph.erase_node(node)
+        _replace(gm, node, out)
         count += 1
+    return _recompiled(gm, count)
+
+
+def _replace(gm: GraphModule, node: Node, out: Node) -> None:
+    node.replace_all_uses_with(out)
+    gm.graph.erase_node(node)
+
+
+def _recompiled(gm: GraphModule, count: int) -> int:
+    """``count``, after checking and recompiling ``gm`` if it was rewritten."""
     if count:
         gm.graph.lint()
         gm.recompile()

@@ -28,7 +28,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tessel.analysis.advise import advise, relax, relaxations
+from tessel.analysis.advise import advise, json_plain, relax, relaxations
 from tessel.arch import NpuArch
 from tessel.arch.decl import Limit
 from tessel.arch.operating import at_point
@@ -137,7 +137,7 @@ class ScenarioAdvice:
                           *(fit_text(f"skipped {c}: {why}", width) for c, why in self.skipped)])
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(asdict(self))
+        return json_plain(asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, sort_keys=True)
@@ -234,13 +234,3 @@ def _window_layers(scenario: Scenario, arch: NpuArch, base: ScenarioReport,
                                    x.binding_change, gain))
     out.sort(key=lambda x: (-x.cycles, x.model, x.layer))
     return out[:TOP_LAYERS]
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Limit):
-        return value.value
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value

@@ -7,10 +7,8 @@ screenshot is taken and shows the plot (many non-white pixels where the image is
 from __future__ import annotations
 
 import io
-import shutil
 
 import numpy as np
-import pytest
 from analysis_nets import conv_pool_net
 
 from tessel.analysis.compare import compare_binaries, compare_targets
@@ -18,32 +16,6 @@ from tessel.analysis.compare_html import write_compare_html
 from tessel.analysis.html import write_html
 from tessel.arch import CompileOptions, load_preset
 from tessel.driver import compile_graph
-
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or DRIVER is None,
-    reason="no headless Chromium: `make browser` (as root) installs Debian's chromium and "
-    "chromium-driver")
-webdriver = pytest.importorskip("selenium.webdriver")
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--window-size=1300,1800",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=opts)
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def _look(browser, path, out_png):

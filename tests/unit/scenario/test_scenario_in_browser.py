@@ -7,41 +7,13 @@ coloured lane per model in the zoomed view."""
 from __future__ import annotations
 
 import io
-import shutil
 
 import numpy as np
-import pytest
 
 from tessel.arch import load_target
 from tessel.scenario import load_scenario
 from tessel.scenario.html import write_scenario_html
 from tessel.scenario.run import run_scenario
-
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or DRIVER is None,
-    reason="no headless Chromium: `make browser` (as root) installs Debian's chromium and "
-    "chromium-driver")
-webdriver = pytest.importorskip("selenium.webdriver")
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--window-size=1300,1800",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=opts)
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def _rgb(png: bytes) -> np.ndarray:
