@@ -22,7 +22,7 @@ demo: $(STAMP)
 	$(PY) -m tessel.demo
 
 test: $(STAMP) browser
-	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=25 tests
 
 # headless Chromium and its WebDriver (Debian's packages), for the test that opens the HTML
 # pages in a browser; installed with apt-get as root, else the test says how and is skipped

@@ -15,8 +15,8 @@ from tessel.isa import Opcode
 from tessel.runtime.compiled import CompiledModel
 
 CASES = [("digits_cnn", "tnpu-s"), ("ds_cnn", "tnpu-s"),
-         pytest.param("mobilenet_v2", "u55-256", marks=pytest.mark.slow),
-         pytest.param("resnet18", "u55-256", marks=pytest.mark.slow)]
+         pytest.param("mobilenet_v2", "u55-256", marks=pytest.mark.slow)]
+# ResNet-18 on u55-256 (a flash-bound network) is make bench's "never slower" target row
 
 
 @pytest.mark.parametrize(("name", "preset"), CASES)
