@@ -44,6 +44,7 @@ from tessel.quant.config import (
     config_keyword,
     override_flag,
 )
+from tessel.quant.pt2e import reused_export
 
 Sample = tuple[torch.Tensor, ...]
 MIN_GAIN_DB = 0.5  # a candidate gaining less is left out of the combined change
@@ -233,6 +234,14 @@ def precision_advice(model: torch.nn.Module, example: Sample, calibration: Seque
     combine the best within ``cycles_budget`` percent more cycles (see the module docstring):
     ``calibration`` quantises, ``inputs`` (held out) measure."""
     config = config_keyword(quant_config, config, "precision_advice") or QuantConfig()
+    with reused_export(model):  # every candidate quantises the same model: export it once
+        return _advice(model, example, calibration, inputs, config, target, layers,
+                       cycles_budget, name)
+
+
+def _advice(model: torch.nn.Module, example: Sample, calibration: Sequence[Sample],
+            inputs: Sequence[Sample], config: QuantConfig, target: str, layers: int,
+            cycles_budget: float, name: str | None) -> PrecisionAdvice:
     measure = _Measure(model, example, calibration, inputs, target)
     qm = measure.quantised(config)
     base_sqnr, base_cycles, base_host = measure(config, qm)

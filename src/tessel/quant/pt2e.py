@@ -50,8 +50,47 @@ def _as_args(sample: Sample) -> tuple[torch.Tensor, ...]:
     return (sample,) if isinstance(sample, torch.Tensor) else tuple(sample)
 
 
+# model id -> (the model, its example inputs' signature, its first export) within reused_export
+_REUSED: dict[int, tuple[torch.nn.Module, tuple, GraphModule] | None] = {}
+
+
+@contextlib.contextmanager
+def reused_export(model: torch.nn.Module) -> Iterator[None]:
+    """Within the block, quantising `model` again (example inputs of the same shapes and
+    dtypes) starts from a copy of its first export instead of exporting it again: for callers
+    that quantise one model under many configurations (precision advice) and do not change
+    its parameters in between. torch.export is deterministic: the copy is the graph a new
+    export would give."""
+    key = id(model)
+    outer = key in _REUSED
+    _REUSED.setdefault(key, None)
+    try:
+        yield
+    finally:
+        if not outer:
+            del _REUSED[key]
+
+
+def _signature(example_inputs: Sample) -> tuple:
+    return tuple((tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else repr(t)
+                 for t in _as_args(example_inputs))
+
+
 def export_for_quant(model: torch.nn.Module, example_inputs: Sample) -> GraphModule:
-    """``torch.export.export(model, inputs, strict=False).module()``: the graph pt2e annotates."""
+    """``torch.export.export(model, inputs, strict=False).module()``: the graph pt2e annotates
+    (inside :func:`reused_export`, a copy of the model's first one)."""
+    key = id(model)
+    if key not in _REUSED:
+        return _exported(model, example_inputs)
+    kept = _REUSED[key]
+    if kept is not None and kept[0] is model and kept[1] == _signature(example_inputs):
+        return copy.deepcopy(kept[2])
+    module = _exported(model, example_inputs)
+    _REUSED[key] = (model, _signature(example_inputs), copy.deepcopy(module))
+    return module
+
+
+def _exported(model: torch.nn.Module, example_inputs: Sample) -> GraphModule:
     from tessel.frontend.export import exporting
 
     with exporting(model):
