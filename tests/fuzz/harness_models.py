@@ -14,9 +14,12 @@ flips bytes of one member, and writes the archive again.
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
+import os
 import random
+import shutil
 import struct
 import tempfile
 import zipfile
@@ -231,9 +234,15 @@ def _mutate_json(rng: random.Random, raw: bytes) -> bytes:
     return json.dumps(doc).encode()
 
 
-def mutate_pt2(rng: random.Random, data: bytes) -> bytes:
+@cache
+def _pt2_members(data: bytes) -> tuple[tuple[str, bytes], ...]:
+    """A seed archive's members (read once: every case starts from one of two seeds)."""
     with zipfile.ZipFile(io.BytesIO(data)) as z:
-        members = [(i.filename, z.read(i)) for i in z.infolist()]
+        return tuple((i.filename, z.read(i)) for i in z.infolist())
+
+
+def mutate_pt2(rng: random.Random, data: bytes) -> bytes:
+    members = list(_pt2_members(data))
     if rng.random() < 0.1:
         return flip_bytes(rng, data)
     for _ in range(rng.randint(1, 2)):
@@ -266,13 +275,24 @@ def run_pt2(data: bytes) -> str:
     from tessel.frontend.pt2 import load_pt2
     from tessel.models.loader import check_sample
 
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "model.pt2"
-        path.write_bytes(data)
-        try:
-            program = load_pt2(path)
-            check_sample(example_inputs_of(program, None), "the example inputs")
-            import_program(program, "fuzz", allow_host_ops=True)
-        except TesselError as exc:
-            return type(exc).__name__
+    path = _pt2_case_path()
+    path.write_bytes(data)
+    try:
+        program = load_pt2(path)
+        check_sample(example_inputs_of(program, None), "the example inputs")
+        import_program(program, "fuzz", allow_host_ops=True)
+    except TesselError as exc:
+        return type(exc).__name__
     return "ok"
+
+
+@cache
+def _pt2_case_path() -> Path:
+    """The file each case is written to (load_pt2 reads a path, like `tessel compile`): one
+    per process, overwritten by every case, removed at exit; in a memory file system where
+    there is one (rewriting a file on a disk's file system costs more than loading it)."""
+    shm = Path("/dev/shm")
+    memory_fs = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+    folder = tempfile.mkdtemp(prefix="tessel-fuzz-pt2-", dir=memory_fs)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return Path(folder) / "model.pt2"

@@ -7,6 +7,9 @@ memories plus a constant."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import resource
 import sys
 import time
 import tracemalloc
@@ -29,8 +32,10 @@ from tessel.ir import parse_graph, verify  # noqa: E402
 from tessel.isa import DType, Engine, Opcode  # noqa: E402
 from tessel.isa.fields import PoolOp  # noqa: E402
 from tessel.isa.text import assemble  # noqa: E402
+from tessel.runtime.cengine import available as c_available  # noqa: E402
 from tessel.runtime.compiled import CompiledModel  # noqa: E402
 from tessel.sim import simulate  # noqa: E402
+from tessel.sim.budget import ENV as BUDGET_ENV  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 GOOD = """graph @g(%x: tensor<1x2x4x4xf32>) {
@@ -267,3 +272,75 @@ def test_host_memory_exhaustion_is_a_tessel_error(monkeypatch):
     with pytest.raises(TesselConfigError, match="cannot map the memories"):
         simulate(prog, ARCH, {})
     monkeypatch.setattr(state.np, "zeros", np.zeros)
+
+
+# ---- an architecture in the metadata that declares more memory than the budget ------------
+HIGH = (4 << 30) - 4096  # an address near the top of a 4 GiB off-chip memory
+
+
+def _arch_4gib(program_edit=None) -> bytes:
+    """tiny_cnn.tsl with metadata 'arch' declaring 4 GiB of off-chip memory and the header's
+    arch hash recomputed (so the reader and the runtime accept it); `program_edit` moves parts
+    of the program into the high addresses."""
+    from tessel.arch import arch_from_dict
+
+    base = read_tsl((CORPUS / "tiny_cnn.tsl").read_bytes())
+    meta = json.loads(json.dumps(base.metadata))
+    meta["arch"]["offchip"][0]["size_bytes"] = 4 << 30
+    program = dataclasses.replace(base, metadata=meta,
+                                  arch_hash=arch_from_dict(meta["arch"]).arch_hash_bytes)
+    return write_tsl(program_edit(program) if program_edit else program)
+
+
+def _output_at_the_top(program):
+    """The output tensor and the DMA that stores it moved to HIGH."""
+    from tessel.isa.instruction import Instruction
+
+    streams = {e: [Instruction.make(i.opcode, **{**i.as_dict(), "ext_addr": HIGH})
+                   if i.opcode is Opcode.DMA_STORE else i for i in s]
+               for e, s in program.streams.items()}
+    assert any(i.opcode is Opcode.DMA_STORE for s in streams.values() for i in s)
+    outputs = tuple(dataclasses.replace(d, address=HIGH) for d in program.outputs)
+    return dataclasses.replace(program, streams=streams, outputs=outputs)
+
+
+def _cli_run(tmp_path, data: bytes, engine: str) -> tuple[int, list[str], float]:
+    """`tessel run --engine E` in a child process: exit code, stderr lines other than progress
+    lines, and the child's peak RSS in MiB."""
+    import subprocess
+
+    import numpy as np
+
+    binary, x = tmp_path / f"arch4g_{engine}.tsl", tmp_path / "x.npy"
+    binary.write_bytes(data)
+    np.save(x, np.zeros((1, 3, 8, 8), np.float32))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    env.pop(BUDGET_ENV, None)
+    proc = subprocess.run([sys.executable, "-m", "tessel", "run", "--engine", engine, "--input",
+                           str(x), str(binary)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("[")]
+    return proc.returncode, lines, peak
+
+
+ENGINES = ["python", pytest.param("c", marks=pytest.mark.skipif(
+    c_available() is not None, reason=str(c_available())))]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_declared_4gib_memory_that_the_program_does_not_touch_runs_lazily(tmp_path, engine):
+    """Declaring a large memory costs nothing: only the bytes the program can touch count
+    (a 1 GiB off-chip memory is a real target's)."""
+    code, lines, peak = _cli_run(tmp_path, _arch_4gib(), engine)
+    assert code == 0, lines
+    assert peak < 1024
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_4gib_memory_touched_at_its_top_is_refused_before_allocating(tmp_path, engine):
+    code, lines, peak = _cli_run(tmp_path, _arch_4gib(_output_at_the_top), engine)
+    assert code == 1
+    assert len(lines) == 1 and lines[0].startswith("tessel run: error: "), lines
+    assert "more than the simulator's budget of 1024 MiB" in lines[0]
+    assert peak < 1024

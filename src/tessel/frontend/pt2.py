@@ -17,6 +17,8 @@ import contextlib
 import logging
 import pickle
 import threading
+import types
+import typing
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,19 +137,45 @@ def _weights_only(refusals: list[str]) -> Iterator[None]:
     """Within the block, in this thread: every `torch.load` is weights-only, and `pickle`
     loads and TorchBind object loads in torch's archive loader are refused; each refusal's
     reason is appended to `refusals`. Other threads see torch unchanged."""
+    from torch._export.serde import serialize as serde
     from torch.export.pt2_archive import _package as package
 
     with _LOCK:
-        saved = torch.load, torch._C._pickle_load_obj, package.pickle
+        saved = torch.load, torch._C._pickle_load_obj, package.pickle, serde.typing
         torch.load = _guarded_load(saved[0])
         torch._C._pickle_load_obj = _guarded_call(saved[1], "a TorchBind object")
         package.pickle = _PickleWithoutLoads()
+        serde.typing = _typing_with_cached_hints(vars(serde.schema))
         _GUARDED.refusals = refusals
         try:
             yield
         finally:
             _GUARDED.refusals = None
-            torch.load, torch._C._pickle_load_obj, package.pickle = saved
+            torch.load, torch._C._pickle_load_obj, package.pickle, serde.typing = saved
+
+
+_SCHEMA_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _typing_with_cached_hints(schema_namespace: dict[str, Any]) -> types.ModuleType:
+    """The `typing` module as torch's program deserialiser sees it during a load:
+    `get_type_hints` of a schema dataclass is computed once per process. The deserialiser asks
+    for it again for every object of the program's JSON (a third of the time of loading a
+    small program); the schema's classes do not change, so the hints are the same every time."""
+
+    def get_type_hints(obj: Any, globalns: Any = None, localns: Any = None,
+                       include_extras: bool = False) -> dict[str, Any]:
+        if globalns is not schema_namespace or localns is not None or include_extras:
+            return typing.get_type_hints(obj, globalns, localns, include_extras)
+        hints = _SCHEMA_HINTS.get(obj)
+        if hints is None:
+            hints = _SCHEMA_HINTS[obj] = typing.get_type_hints(obj, globalns)
+        return hints
+
+    module = types.ModuleType("typing")
+    module.__dict__.update(vars(typing))
+    module.get_type_hints = get_type_hints
+    return module
 
 
 def _guarded_load(load: Any) -> Any:

@@ -92,6 +92,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "tslh_arena_size": (_U64, [_P]),
     "tslh_executed": (_U64, [_P]),
     "tslh_macs": (_U64, [_P]),
+    "tsl_sim_memory_size": (ctypes.c_size_t, [ctypes.POINTER(SimConfig)]),
     "tslh_sim_run": (_I, [ctypes.POINTER(SimConfig), _I, ctypes.c_char_p, ctypes.c_size_t, _U32,
                           _P, _P, _P, _P, _U64, ctypes.POINTER(ctypes.c_int32),
                           ctypes.POINTER(ctypes.c_char_p)]),
@@ -171,6 +172,25 @@ def check(data: bytes, arch: Any = None) -> tuple[int, Error, int]:
     return code, err, size.value
 
 
+def check_host_memory(data: bytes, arch: Any) -> None:
+    """TesselConfigError, before the C runtime allocates anything for `data`, if its arena (the
+    off-chip bytes the program can touch, its I/O tensors) and the C NPU model's memories exceed
+    the simulator's host-memory budget (`tessel.sim.budget`). A binary the C loader refuses
+    passes here: opening it reports the loader's reason."""
+    from tessel.sim.budget import ENV, budget_bytes
+
+    code, _, arena = check(data, arch)
+    if code:
+        return
+    need = arena + len(data) + int(lib().tsl_sim_memory_size(ctypes.byref(sim_config(arch))))
+    budget = budget_bytes()
+    if need > budget:
+        raise TesselConfigError(
+            f"C runtime: this program needs {need} bytes of host memory ({need >> 20} MiB: its "
+            f"arena of {arena} bytes, the NPU model's memories), more than the simulator's "
+            f"budget of {budget >> 20} MiB (set {ENV} to raise it)")
+
+
 def run_queue(arch: Any, engine: int, stream: bytes, count: int, sram: np.ndarray,
               acc: np.ndarray, lut: np.ndarray, ext: np.ndarray) -> tuple[int, int, str]:
     """Run `count` encoded instructions of one engine on the C NPU model over the given memories
@@ -208,6 +228,7 @@ class CEngine:
         self._lib = lib()
         err, status = Error(), _I(0)
         data = bytes(data)
+        check_host_memory(data, arch)
         self._handle = self._lib.tslh_open(data, len(data), ctypes.byref(target_of(arch)),
                                            ctypes.byref(sim_config(arch)), ctypes.byref(err),
                                            ctypes.byref(status))
