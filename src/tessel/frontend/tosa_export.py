@@ -44,6 +44,7 @@ from tessel.frontend.tosa_build import (
     window_pads,
 )
 from tessel.frontend.tosa_chains import lut, qavg_pool, qsoftmax, upsample
+from tessel.frontend.tosa_norm import layer_norm
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import TosaGraph, TosaOp
 from tessel.ir import DType, Graph, Node, Op
@@ -262,15 +263,13 @@ IR_OF: Mapping[TosaOp, Op] = {
 MAPPING: Mapping[Op, _Rule] = {
     Op.QCONV2D: _qconv2d, Op.QLINEAR: _qlinear, Op.QMATMUL: _qmatmul, Op.QADD: _qadd_sub,
     Op.QSUB: _qadd_sub, Op.QMUL: _qmul, Op.REQUANTIZE: _requantize, Op.QMEAN: _qmean,
-    Op.QAVG_POOL2D: qavg_pool, Op.QSOFTMAX: qsoftmax,
+    Op.QAVG_POOL2D: qavg_pool, Op.QSOFTMAX: qsoftmax, Op.QLAYER_NORM: layer_norm,
     **{IR_OF[t]: rule for t, rule in ((TosaOp.RESHAPE, _reshape), (TosaOp.TRANSPOSE, _transpose),
                                       (TosaOp.CONCAT, _concat), (TosaOp.SLICE, _slice),
                                       (TosaOp.PAD, _pad), (TosaOp.MAX_POOL2D, _max_pool),
                                       (TosaOp.TABLE, lut), (TosaOp.RESIZE, upsample))},
 }
 REFUSED: Mapping[Op, str] = {
-    Op.QLAYER_NORM: "its inverse square root (Tessel's UNARY RSQRT fixed-point iteration) has "
-                    "no TOSA integer operator (TOSA's RSQRT is floating point)",
     Op.HOST: "an op the compiler runs on the host has no TOSA form",
 }
 

@@ -53,6 +53,7 @@ from tessel.frontend.tosa_patterns import (
     is_quantize,
     quantize,
 )
+from tessel.frontend.tosa_planned import import_planned, is_planned
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import Operator, TosaGraph, TosaOp, read
 from tessel.ir import DType, Graph, GraphBuilder, Op, TensorType
@@ -134,7 +135,9 @@ class _Importer:
                 continue
             rule = RULES.get(op.op)
             where = f"TOSA {op.op.name} %{op.outputs[0]}" if op.outputs else f"TOSA {op.op.name}"
-            if rule is None:
+            if is_planned(op.location):  # an exporter's layer norm / softmax chain
+                rule = import_planned
+            elif rule is None:
                 raise TesselFormatError(f"{where}: not an integer operator Tessel imports")
             with node_boundary(where):
                 if not op.outputs and op.op not in (TosaOp.CONST, TosaOp.CONST_SHAPE):

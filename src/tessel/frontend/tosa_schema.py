@@ -66,6 +66,7 @@ class TosaOp(enum.IntEnum):
     TANH = 14
     ADD = 15
     ARITHMETIC_RIGHT_SHIFT = 16
+    BITWISE_AND = 17
     INTDIV = 20
     LOGICAL_LEFT_SHIFT = 22
     MAXIMUM = 26
