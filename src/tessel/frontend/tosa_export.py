@@ -4,10 +4,11 @@
 compute the same integers (`MAPPING`, one table keyed by IR op: only the TOSA modules read it,
 so it stays here instead of adding a field to every op definition; its one-to-one part `IR_OF`
 serves the importer too). The rules of single layers are here, the longer chains (exact
-average pool, upsampling, softmax, LUTs) in `tosa_chains`, the block under construction in
-`tosa_build`. The graph's boundary `quantize` / `dequantize` stay outside: the TOSA graph's
-inputs are the quantised input tensors and its outputs the integer tensors the model
-dequantises.
+average pool, upsampling, softmax, LUTs) in `tosa_chains`, the layer norm and its exact integer
+inverse square root in `tosa_norm`, the block under construction in `tosa_build`. The graph's
+boundary `quantize` / `dequantize` stay outside: the TOSA graph's inputs are the quantised
+input tensors and its outputs the integer tensors the model dequantises (with `cut=True`, the
+float host operators before and after them stay outside too).
 
 Numerics (docs/frontend.md, "TOSA in and out"): Tessel's requantisation, TFLite's
 MultiplyByQuantizedMultiplier, is a RESCALE with `rounding_mode=DOUBLE_ROUND` (extension
@@ -274,16 +275,22 @@ REFUSED: Mapping[Op, str] = {
 }
 
 
-def export_tosa(graph: Graph) -> TosaExport:
+def export_tosa(graph: Graph, *, cut: bool = False) -> TosaExport:
     """The TOSA graph of an integer graph (`QuantizedModel.graph`); TesselExportError for an op
-    TOSA's integer profile cannot express, naming the op and why."""
+    TOSA's integer profile cannot express, naming the op and why.
+
+    `cut=True` exports the integer part alone: float operators in front of the model's
+    `quantize` nodes and after its `dequantize` nodes (a host prologue such as an embedding
+    lookup, a host epilogue such as pooling and normalisation in float) stay outside; the TOSA
+    inputs are the values those `quantize` nodes produce, the outputs the integer values the
+    `dequantize` nodes read."""
     b = Builder(graph)
-    inputs, outputs = _boundary(graph)
+    inputs, outputs = _cut(graph) if cut else _boundary(graph)
     for name in inputs:
         b.tensor(name, graph.type_of(name).shape, value_dtype(graph, name))
     for node in graph.nodes:
-        if node.is_constant or _boundary_op(node):
-            if node.is_constant and not node.type.dtype.is_int:
+        if node.is_constant or _boundary_op(node) or (cut and not node.type.dtype.is_int):
+            if node.is_constant and not node.type.dtype.is_int and not cut:
                 raise refuse(node, "a float constant (the integer profile holds integers)")
             continue
         rule = MAPPING.get(node.op)
@@ -318,6 +325,23 @@ def _boundary(graph: Graph) -> tuple[tuple[str, ...], tuple[str, ...]]:
     for name in graph.outputs:
         node = graph.producer(name)
         outputs.append(node.inputs[0] if node is not None and _boundary_op(node) else name)
+    return tuple(inputs), tuple(outputs)
+
+
+def _cut(graph: Graph) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The integer part's boundary: every `quantize` result (and each integer graph input that
+    an integer op reads) in, the integer value of every `dequantize` (and each integer graph
+    output) out."""
+    users = graph.users
+    inputs = [v.name for v in graph.inputs if v.type.dtype.is_int
+              and any(n.type.dtype.is_int and not _boundary_op(n) for n in users.get(v.name, ()))]
+    outputs: list[str] = []
+    for node in graph.nodes:
+        if _boundary_op(node) and node.type.dtype.is_int:
+            inputs.append(node.name)
+        elif _boundary_op(node) and node.inputs[0] not in outputs:
+            outputs.append(node.inputs[0])
+    outputs += [n for n in graph.outputs if graph.type_of(n).dtype.is_int and n not in outputs]
     return tuple(inputs), tuple(outputs)
 
 

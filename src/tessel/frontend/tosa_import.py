@@ -5,7 +5,9 @@ RESCALE -> CLAMP; RESCALE to int32 -> RESCALE -> ADD -> RESCALE for a quantised 
 importer walks the operators in order and keeps each int32 intermediate symbolic (the symbols
 and the rules that build and close them: `tosa_patterns`), so that the RESCALE to int8 / int16
 (and a CLAMP right after it) closes one Tessel integer op: qconv2d, qmatmul, qadd / qsub, qmul,
-qmean, qavg_pool2d or requantize. Data movement, MAX_POOL2D, RESIZE and int8 TABLE map one to
+qmean, qavg_pool2d or requantize. The exporter's layer-norm and softmax chains (operators
+located at their plan) import as one qlayer_norm / qsoftmax once checked against the chain the
+plan writes (`tosa_planned`). Data movement, MAX_POOL2D, RESIZE and int8 TABLE map one to
 one (`tosa_export.IR_OF`). A RESCALE is Tessel's requantisation (MultiplyByQuantizedMultiplier)
 when it rounds DOUBLE_ROUND, or SINGLE_ROUND with no right shift beyond 31 bits; anything else
 is refused with the operator and the reason (TesselFormatError), as is any int32 value that

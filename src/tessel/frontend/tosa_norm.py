@@ -12,9 +12,9 @@ intermediates. `rsqrt` writes it with int32 operators only, every intermediate i
   candidate's square in two 30-bit words (15-bit halves, three MULs) is compared with `Y`;
 * `v = 1` gives `2^30`, `v <= 0` gives `INT32_MAX` (SELECT).
 
-`layer_norm(b, node)` writes the whole chain with every operator located at the node
-(`loc_of`), so that the importer can find the run and check it against the chain this module
-writes for the parameters it reads back (`tosa_patterns`).
+`chain` writes the whole layer norm with every operator located at its plan
+(`tosa_build.plan_location`), so that the importer can find the run and check it against the
+chain the plan writes (`tosa_planned`).
 """
 
 from __future__ import annotations
