@@ -28,13 +28,13 @@ from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import TosaOp
 from tessel.ir import Node, Op
 from tessel.isa.fields import DType as IsaDType
-from tessel.ops.layer_norm import LayerNormPlan
+from tessel.isa.fixedpoint import INT32_MAX
+from tessel.ops.layer_norm import RSQRT_FRAC_BITS, LayerNormPlan
 from tessel.ops.softmax import ONE_SHIFT
 
-INT32_MAX = 2**31 - 1
-WORD = 30  # bits of each word of Y = floor(2^60 / v)
-HALF = 15  # bits of the halves a candidate root is squared in
-RSQRT_FRAC_BITS = 30
+WORD = RSQRT_FRAC_BITS  # bits of each word of Y = floor(2^(2 WORD) / v); the root's bits
+HALF = WORD // 2  # bits of the halves a candidate root is squared in
+UP, CARRY = HALF + 1, WORD - HALF - 1  # the cross term's shift; its bits below a word
 
 
 class _Scalars:
@@ -74,11 +74,12 @@ def rsqrt(b: Builder, v: str, hint: str, loc: str) -> str:
         th = op(TosaOp.ARITHMETIC_RIGHT_SHIFT, [t, k(HALF)], round=False)
         tl = op(TosaOp.BITWISE_AND, [t, k((1 << HALF) - 1)])
         hh, hl, ll = (op(TosaOp.MUL, [p, q, zero]) for p, q in ((th, th), (th, tl), (tl, tl)))
-        # t^2 = hh 2^30 + hl 2^16 + ll; hl 2^16 = (hl >> 14) 2^30 + (hl & (2^14 - 1)) 2^16
+        # t^2 = hh 2^30 + hl 2^16 + ll (2 th tl 2^15); with UP = 16, CARRY = 14:
+        # hl 2^16 = (hl >> 14) 2^30 + (hl & (2^14 - 1)) 2^16
         low = op(TosaOp.ADD, [op(TosaOp.LOGICAL_LEFT_SHIFT, [
-            op(TosaOp.BITWISE_AND, [hl, k((1 << 14) - 1)]), k(16)]), ll])
+            op(TosaOp.BITWISE_AND, [hl, k((1 << CARRY) - 1)]), k(UP)]), ll])
         high = op(TosaOp.ADD, [op(TosaOp.ADD, [hh, op(TosaOp.ARITHMETIC_RIGHT_SHIFT,
-                                                       [hl, k(14)], round=False)]),
+                                                       [hl, k(CARRY)], round=False)]),
                                op(TosaOp.ARITHMETIC_RIGHT_SHIFT, [low, k(WORD)], round=False)])
         low = op(TosaOp.BITWISE_AND, [low, k((1 << WORD) - 1)])
         fits = op(TosaOp.SELECT, [op(TosaOp.EQUAL, [high, y_hi], T.BOOL),
