@@ -24,7 +24,7 @@ from tessel.frontend.tosa_build import Builder
 from tessel.frontend.tosa_chains import softmax_chain
 from tessel.frontend.tosa_norm import chain as layer_norm_chain
 from tessel.frontend.tosa_schema import DType as T
-from tessel.frontend.tosa_schema import Operator, TosaGraph, TosaOp, read
+from tessel.frontend.tosa_schema import Operator, TosaGraph, TosaOp, read_form
 from tessel.ir import DType, Op
 from tessel.ir.builder import sanitize_name
 from tessel.ops.layer_norm import LayerNormPlan
@@ -104,12 +104,13 @@ def import_planned(im: _Importer, first: Operator, k: int) -> None:
     b = Builder(None)
     b.tensor(x, x_t.shape, x_t.dtype)
     tables = kind.write(b, x, name, probe, extra, out_t.dtype)
-    template = read(TosaGraph(b.ops, b.tensors, b.shapes, [x], [b.ops[-1].outputs[0]]).write())
+    template = TosaGraph([read_form(o) for o in b.ops], b.tensors, b.shapes, [x], [out])
     found = _match(im, template, located, x, set(tables.values()), what)
     plan = _plan(kind, steps, {key: found[t].reshape(-1) for key, t in tables.items()}, what)
     inside = {o for step in located for o in step.outputs} - {out}
+    mine = {id(step) for step in located}
     leaks = sorted(v for v in inside if v in im.g.outputs
-                   or any(u not in located for u in im.users.get(v, [])))
+                   or any(id(u) not in mine for u in im.users.get(v, [])))
     if leaks:
         raise TesselFormatError(f"TOSA {what}: {tag} intermediate %{leaks[0]} is read outside "
                                 "its chain")
