@@ -5,8 +5,12 @@ and import back as one op each; a chain whose operators differ from its plan's i
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +19,7 @@ import tosa_reference_model
 
 from tessel.errors import TesselFormatError
 from tessel.frontend.tosa_build import PROFILE, Builder
-from tessel.frontend.tosa_export import export_tosa
+from tessel.frontend.tosa_export import export_tosa, mlir_text
 from tessel.frontend.tosa_import import import_tosa
 from tessel.frontend.tosa_norm import rsqrt
 from tessel.frontend.tosa_schema import DType, TosaGraph, TosaOp
@@ -100,3 +104,21 @@ def test_a_changed_operator_of_a_planned_chain_is_refused():
     changed = TosaGraph(ops, g.tensors, g.shapes, g.inputs, g.outputs)
     with pytest.raises(TesselFormatError, match="where its plan writes INTDIV"):
         import_tosa(changed.write())
+
+
+def test_the_chains_validate_against_the_profile_and_extensions(tmp_path):
+    """tosa-opt's validation (the operators' data types and attributes against the spec) of the
+    layer norm and softmax chains under PRO-INT with EXT-INT16 and EXT-DOUBLEROUND."""
+    _, exported, _, _ = _norm_net()
+    path = tmp_path / "norm.tosa"
+    path.write_bytes(exported.to_bytes())
+    tool = shutil.which("tosa-opt") or str(Path(sys.executable).parent / "tosa-opt")
+    text = "\n".join(line for line in mlir_text(path).splitlines()
+                     if not line.startswith(("WARNING", "INFO")))
+    (tmp_path / "norm.mlir").write_text(text)
+    done = subprocess.run([tool, "--tosa-attach-target=profiles=pro_int "
+                           "extensions=int16,doubleround", "--tosa-validate=strict-op-spec-alignment",
+                           str(tmp_path / "norm.mlir"), "-o", str(tmp_path / "out.mlir")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[:2000]
+    assert exported.graph.extensions == ("EXT-DOUBLEROUND", "EXT-INT16")
