@@ -102,6 +102,11 @@ def test_cli_exports_compiles_and_checks_a_tosa_file(tmp_path, capsys):
                  "--json"]) == 0
     out = capsys.readouterr().out
     assert '"profile": "PRO-INT"' in out and "EXT-DOUBLEROUND" in out
+    cut = tmp_path / "digits_cut.tosa"  # no host operators: the cut is the whole graph
+    assert main(["export", "tosa", "digits_cnn", "-o", str(cut), "--calibration", "2",
+                 "--cut"]) == 0
+    assert cut.read_bytes() == path.read_bytes()
+    capsys.readouterr()
     assert main(["compile", str(path), "-o", str(binary)]) == 0
     assert main(["run", str(binary), "--check"]) == 0
     assert "bit-exact" in capsys.readouterr().out
