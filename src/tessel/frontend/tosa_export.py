@@ -361,7 +361,9 @@ def mlir_text(path: str | Path) -> str:
                                empty.name], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise TesselExportError(f"tosa-opt could not read {path}: {done.stderr.strip()[:500]}")
-    return done.stdout
+    # the serialisation library prints its version notes to stdout, between the MLIR lines
+    return "".join(line for line in done.stdout.splitlines(keepends=True)
+                   if not line.startswith(("WARNING:", "INFO:")))
 
 
 def _beside_python(name: str) -> str | None:
