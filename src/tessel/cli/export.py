@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "binary's file name)")
     p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
                    help="tosa: calibration samples of the quantiser")
+    p.add_argument("--cut", action="store_true", help="tosa: export the integer part alone, "
+                   "leaving float host operators before the quantised inputs and after the "
+                   "integer outputs outside (MiniLM's embedding lookup and pooling)")
     p.add_argument("--mlir", type=Path, metavar="FILE.mlir", help="tosa: also write the TOSA "
                    "MLIR text (needs tosa-opt on PATH)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -68,7 +71,7 @@ def _export_tosa(args: argparse.Namespace) -> int:
     else:
         qm = quantize(model, inputs, calibration_data=spec.calibration_data(args.calibration),
                       quant_config=default_config(args.binary), calibration_samples=args.calibration)
-    exported = export_tosa(qm.graph)
+    exported = export_tosa(qm.graph, cut=args.cut)
     data = exported.to_bytes()
     write_atomic(args.output, data)
     if args.mlir is not None:

@@ -144,6 +144,13 @@ def loc_of(node: Node) -> str:
     return f"{node.name} ({node.op.value})"
 
 
+def plan_location(name: str, tag: str, ints: Sequence[int]) -> str:
+    """The location of every operator of a planned chain (layer norm, softmax): the node, the
+    op and the integers the chain is written from (its plan's steps), which the importer reads
+    back and checks the chain against."""
+    return f"{name} ({tag} {','.join(str(int(v)) for v in ints)})"
+
+
 def refuse(node: Node, reason: str) -> TesselExportError:
     return TesselExportError(f"TOSA export: {node.described()} ({node.op.value}): {reason}")
 
@@ -188,23 +195,28 @@ def centred(b: Builder, node: Node, x: str, zp: int, left_shift: int) -> str:
     |x - zp| < 2^(29 - left_shift)), as TFLite's legalisation writes it, so that other TOSA
     compilers see the quantised add / mul / mean they know; CAST, SUB and LOGICAL_LEFT_SHIFT
     otherwise (int16 with a zero point, or shifts too wide for the RESCALE)."""
+    return centred_at(b, x, zp, left_shift, node.name, loc_of(node))
+
+
+def centred_at(b: Builder, x: str, zp: int, left_shift: int, name: str, loc: str) -> str:
+    """`centred` with the tensor names' hint and the location given."""
     t = b.get(x)
     bits = 8 if t.dtype is T.INT8 else 16
     span = (1 << bits) - 1 if zp else 1 << (bits - 1)  # the largest |x - zp|
     if (t.dtype is T.INT8 or not zp) and span < 1 << (29 - left_shift):
-        return b.rescale(x, b.fresh(f"{node.name}_c"), t.shape, T.INT32,
+        return b.rescale(x, b.fresh(f"{name}_c"), t.shape, T.INT32,
                          multiplier=IDENTITY_Q31, shift=left_shift + 1, in_zp=zp,
-                         double_round=False, loc=loc_of(node))
-    wide = b.fresh(f"{node.name}_c")
-    b.op(TosaOp.CAST, [x], wide, t.shape, T.INT32, loc_of(node))
+                         double_round=False, loc=loc)
+    wide = b.fresh(f"{name}_c")
+    b.op(TosaOp.CAST, [x], wide, t.shape, T.INT32, loc)
     ones = (1,) * len(t.shape)
     if zp:
-        z = b.const(f"{node.name}_zp", np.full(ones, zp, np.int32), T.INT32)
-        wide = b.op(TosaOp.SUB, [wide, z], b.fresh(f"{node.name}_c"), t.shape, T.INT32, loc_of(node))
+        z = b.const(f"{name}_zp", np.full(ones, zp, np.int32), T.INT32)
+        wide = b.op(TosaOp.SUB, [wide, z], b.fresh(f"{name}_c"), t.shape, T.INT32, loc)
     if left_shift:
-        s = b.const(f"{node.name}_ls", np.full(ones, left_shift, np.int32), T.INT32)
-        wide = b.op(TosaOp.LOGICAL_LEFT_SHIFT, [wide, s], b.fresh(f"{node.name}_c"), t.shape,
-                    T.INT32, loc_of(node))
+        s = b.const(f"{name}_ls", np.full(ones, left_shift, np.int32), T.INT32)
+        wide = b.op(TosaOp.LOGICAL_LEFT_SHIFT, [wide, s], b.fresh(f"{name}_c"), t.shape,
+                    T.INT32, loc)
     return wide
 
 

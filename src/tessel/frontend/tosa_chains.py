@@ -10,16 +10,18 @@ import numpy as np
 from tessel.frontend.tosa_build import (
     IDENTITY_Q31,
     Builder,
-    centred,
+    centred_at,
     loc_of,
     nhwc,
+    plan_location,
     refuse,
     tosa_dtype,
     window_pads,
 )
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import TosaOp
-from tessel.ir import DType, Node
+from tessel.ir import DType, Node, Op
+from tessel.ops.softmax import SoftmaxPlan
 
 
 def qavg_pool(b: Builder, node: Node) -> None:
@@ -80,49 +82,58 @@ def upsample(b: Builder, node: Node) -> None:
 
 
 def qsoftmax(b: Builder, node: Node) -> None:
+    """`qsoftmax` (its plan from the node's attributes and exp table)."""
+    a = node.attr_map
+    plan = SoftmaxPlan.from_attrs(a, b.graph.constant_value(node.inputs[1]))
+    softmax_chain(b, node.inputs[0], node.name, plan, a["axis"], tosa_dtype(node))
+
+
+def softmax_chain(b: Builder, x: str, name: str, plan: SoftmaxPlan, axis: int, out_t: T
+                  ) -> dict[str, str]:
     """Tessel's softmax chain (docs/numerics.md): REDUCE_MAX; `x - max` rescaled to int16; the
     int16 exp TABLE (its 32-bit interpolation rounded back by a SINGLE_ROUND RESCALE, as the LUT
     does); REDUCE_SUM; the reciprocal `round(2^30 / s)` as INTDIV of `2^30 + s >> 1`;
-    MUL (the product stays below 2^31: every term is at most the sum) and the output RESCALE."""
-    a = node.attr_map
-    table = b.graph.constant_value(node.inputs[1])
-    x = node.inputs[0]
-    shape = list(node.type.shape)
-    axis = a["axis"] % len(shape)
+    MUL (the product stays below 2^31: every term is at most the sum) and the output RESCALE.
+    Every operator is located at the plan (`plan_location`: axis, then the plan's steps);
+    returns the name of the exp table's constant."""
+    shape = list(b.get(x).shape)
+    axis = axis % len(shape)
     row = list(shape)
     row[axis] = 1
-    loc = loc_of(node)
-    m = b.op(TosaOp.REDUCE_MAX, [x], b.fresh(f"{node.name}_max"), row, b.get(x).dtype, loc,
+    loc = plan_location(name, Op.QSOFTMAX.value, (axis, *plan.to_steps()))
+    m = b.op(TosaOp.REDUCE_MAX, [x], b.fresh(f"{name}_max"), row, b.get(x).dtype, loc,
              axis=axis, nan_mode=1)
-    diff = b.op(TosaOp.SUB, [centred(b, node, x, 0, 0), centred(b, node, m, 0, 0)],
-                b.fresh(f"{node.name}_d"), shape, T.INT32, loc)
-    d = b.rescale(diff, b.fresh(f"{node.name}_d"), shape, T.INT16, multiplier=a["sub_mult"],
-                  shift=a["sub_shift"], out_zp=a["sub_zp"], loc=loc)
-    interp = b.op(TosaOp.TABLE, [d, b.const(f"{node.name}_exp", np.asarray(table, np.int16),
-                                            T.INT16)],
-                  b.fresh(f"{node.name}_e"), shape, T.INT32, loc)
-    e = b.rescale(interp, b.fresh(f"{node.name}_e"), shape, T.INT16, multiplier=IDENTITY_Q31,
+    diff = b.op(TosaOp.SUB, [centred_at(b, x, 0, 0, name, loc), centred_at(b, m, 0, 0, name, loc)],
+                b.fresh(f"{name}_d"), shape, T.INT32, loc)
+    d = b.rescale(diff, b.fresh(f"{name}_d"), shape, T.INT16, multiplier=plan.sub_mult,
+                  shift=plan.sub_shift, out_zp=plan.sub_zp, loc=loc)
+    table = b.const(f"{name}_exp", np.asarray(plan.exp_table, np.int16), T.INT16)
+    interp = b.op(TosaOp.TABLE, [d, table], b.fresh(f"{name}_e"), shape, T.INT32, loc)
+    e = b.rescale(interp, b.fresh(f"{name}_e"), shape, T.INT16, multiplier=IDENTITY_Q31,
                   shift=-6, double_round=False, loc=loc)  # floor((v + 64) / 128)
-    e32 = centred(b, node, e, 0, 0)
-    s = b.op(TosaOp.REDUCE_SUM, [e32], b.fresh(f"{node.name}_s"), row, T.INT32, loc, axis=axis)
+    e32 = centred_at(b, e, 0, 0, name, loc)
+    s = b.op(TosaOp.REDUCE_SUM, [e32], b.fresh(f"{name}_s"), row, T.INT32, loc, axis=axis)
     ones = (1,) * len(shape)
 
     def c(hint: str, value: int) -> str:
-        return b.const(f"{node.name}_{hint}", np.full(ones, value, np.int32), T.INT32)
+        return b.const(f"{name}_{hint}", np.full(ones, value, np.int32), T.INT32)
 
-    half = b.op(TosaOp.ARITHMETIC_RIGHT_SHIFT, [s, c("one", 1)], b.fresh(f"{node.name}_h"), row,
+    half = b.op(TosaOp.ARITHMETIC_RIGHT_SHIFT, [s, c("one", 1)], b.fresh(f"{name}_h"), row,
                 T.INT32, loc, round=False)
-    num = b.op(TosaOp.ADD, [half, c("unit", 1 << a["recip_frac_bits"])],
-               b.fresh(f"{node.name}_n"), row, T.INT32, loc)
-    den = b.op(TosaOp.MAXIMUM, [s, c("min", 1)], b.fresh(f"{node.name}_den"), row, T.INT32, loc,
+    num = b.op(TosaOp.ADD, [half, c("unit", 1 << plan.recip_frac_bits)],
+               b.fresh(f"{name}_n"), row, T.INT32, loc)
+    den = b.op(TosaOp.MAXIMUM, [s, c("min", 1)], b.fresh(f"{name}_den"), row, T.INT32, loc,
                nan_mode=1)
-    q = b.op(TosaOp.INTDIV, [num, den], b.fresh(f"{node.name}_q"), row, T.INT32, loc)
-    pos = b.op(TosaOp.GREATER, [s, c("zero", 0)], b.fresh(f"{node.name}_pos"), row, T.BOOL, loc)
-    r = b.op(TosaOp.SELECT, [pos, q, c("max", 2**31 - 1)], b.fresh(f"{node.name}_r"), row,
+    q = b.op(TosaOp.INTDIV, [num, den], b.fresh(f"{name}_q"), row, T.INT32, loc)
+    pos = b.op(TosaOp.GREATER, [s, c("zero", 0)], b.fresh(f"{name}_pos"), row, T.BOOL, loc)
+    r = b.op(TosaOp.SELECT, [pos, q, c("max", 2**31 - 1)], b.fresh(f"{name}_r"), row,
              T.INT32, loc)
-    shift0 = b.const(f"{node.name}_mshift", np.zeros((1,), np.int8), T.INT8)
-    prod = b.op(TosaOp.MUL, [e32, r, shift0], b.fresh(f"{node.name}_p"), shape, T.INT32, loc)
-    b.requant_out(prod, node, a["mul_mult"], a["mul_shift"], per_channel=False)
+    shift0 = b.const(f"{name}_mshift", np.zeros((1,), np.int8), T.INT8)
+    prod = b.op(TosaOp.MUL, [e32, r, shift0], b.fresh(f"{name}_p"), shape, T.INT32, loc)
+    y = b.rescale(prod, b.fresh(name), shape, out_t, multiplier=plan.mul_mult,
+                  shift=plan.mul_shift, out_zp=plan.out_zp, loc=loc)
+    b.clamp(y, name, plan.act_min, plan.act_max, loc)
+    return {"exp_table": table}
 
 
 def lut(b: Builder, node: Node) -> None:

@@ -4,10 +4,11 @@
 compute the same integers (`MAPPING`, one table keyed by IR op: only the TOSA modules read it,
 so it stays here instead of adding a field to every op definition; its one-to-one part `IR_OF`
 serves the importer too). The rules of single layers are here, the longer chains (exact
-average pool, upsampling, softmax, LUTs) in `tosa_chains`, the block under construction in
-`tosa_build`. The graph's boundary `quantize` / `dequantize` stay outside: the TOSA graph's
-inputs are the quantised input tensors and its outputs the integer tensors the model
-dequantises.
+average pool, upsampling, softmax, LUTs) in `tosa_chains`, the layer norm and its exact integer
+inverse square root in `tosa_norm`, the block under construction in `tosa_build`. The graph's
+boundary `quantize` / `dequantize` stay outside: the TOSA graph's inputs are the quantised
+input tensors and its outputs the integer tensors the model dequantises (with `cut=True`, the
+float host operators before and after them stay outside too).
 
 Numerics (docs/frontend.md, "TOSA in and out"): Tessel's requantisation, TFLite's
 MultiplyByQuantizedMultiplier, is a RESCALE with `rounding_mode=DOUBLE_ROUND` (extension
@@ -44,6 +45,7 @@ from tessel.frontend.tosa_build import (
     window_pads,
 )
 from tessel.frontend.tosa_chains import lut, qavg_pool, qsoftmax, upsample
+from tessel.frontend.tosa_norm import layer_norm
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import TosaGraph, TosaOp
 from tessel.ir import DType, Graph, Node, Op
@@ -262,29 +264,33 @@ IR_OF: Mapping[TosaOp, Op] = {
 MAPPING: Mapping[Op, _Rule] = {
     Op.QCONV2D: _qconv2d, Op.QLINEAR: _qlinear, Op.QMATMUL: _qmatmul, Op.QADD: _qadd_sub,
     Op.QSUB: _qadd_sub, Op.QMUL: _qmul, Op.REQUANTIZE: _requantize, Op.QMEAN: _qmean,
-    Op.QAVG_POOL2D: qavg_pool, Op.QSOFTMAX: qsoftmax,
+    Op.QAVG_POOL2D: qavg_pool, Op.QSOFTMAX: qsoftmax, Op.QLAYER_NORM: layer_norm,
     **{IR_OF[t]: rule for t, rule in ((TosaOp.RESHAPE, _reshape), (TosaOp.TRANSPOSE, _transpose),
                                       (TosaOp.CONCAT, _concat), (TosaOp.SLICE, _slice),
                                       (TosaOp.PAD, _pad), (TosaOp.MAX_POOL2D, _max_pool),
                                       (TosaOp.TABLE, lut), (TosaOp.RESIZE, upsample))},
 }
 REFUSED: Mapping[Op, str] = {
-    Op.QLAYER_NORM: "its inverse square root (Tessel's UNARY RSQRT fixed-point iteration) has "
-                    "no TOSA integer operator (TOSA's RSQRT is floating point)",
     Op.HOST: "an op the compiler runs on the host has no TOSA form",
 }
 
 
-def export_tosa(graph: Graph) -> TosaExport:
+def export_tosa(graph: Graph, *, cut: bool = False) -> TosaExport:
     """The TOSA graph of an integer graph (`QuantizedModel.graph`); TesselExportError for an op
-    TOSA's integer profile cannot express, naming the op and why."""
+    TOSA's integer profile cannot express, naming the op and why.
+
+    `cut=True` exports the integer part alone: float operators in front of the model's
+    `quantize` nodes and after its `dequantize` nodes (a host prologue such as an embedding
+    lookup, a host epilogue such as pooling and normalisation in float) stay outside; the TOSA
+    inputs are the values those `quantize` nodes produce, the outputs the integer values the
+    `dequantize` nodes read."""
     b = Builder(graph)
-    inputs, outputs = _boundary(graph)
+    inputs, outputs = _cut(graph) if cut else _boundary(graph)
     for name in inputs:
         b.tensor(name, graph.type_of(name).shape, value_dtype(graph, name))
     for node in graph.nodes:
-        if node.is_constant or _boundary_op(node):
-            if node.is_constant and not node.type.dtype.is_int:
+        if node.is_constant or _boundary_op(node) or (cut and not node.type.dtype.is_int):
+            if node.is_constant and not node.type.dtype.is_int and not cut:
                 raise refuse(node, "a float constant (the integer profile holds integers)")
             continue
         rule = MAPPING.get(node.op)
@@ -322,6 +328,23 @@ def _boundary(graph: Graph) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(inputs), tuple(outputs)
 
 
+def _cut(graph: Graph) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The integer part's boundary: every `quantize` result (and each integer graph input that
+    an integer op reads) in, the integer value of every `dequantize` (and each integer graph
+    output) out."""
+    users = graph.users
+    inputs = [v.name for v in graph.inputs if v.type.dtype.is_int
+              and any(n.type.dtype.is_int and not _boundary_op(n) for n in users.get(v.name, ()))]
+    outputs: list[str] = []
+    for node in graph.nodes:
+        if _boundary_op(node) and node.type.dtype.is_int:
+            inputs.append(node.name)
+        elif _boundary_op(node) and node.inputs[0] not in outputs:
+            outputs.append(node.inputs[0])
+    outputs += [n for n in graph.outputs if graph.type_of(n).dtype.is_int and n not in outputs]
+    return tuple(inputs), tuple(outputs)
+
+
 def _boundary_op(node: Node) -> bool:
     """The model's boundary `quantize` / `dequantize` (outside the TOSA graph)."""
     return definition(node.op).has(Trait.BOUNDARY)
@@ -338,7 +361,9 @@ def mlir_text(path: str | Path) -> str:
                                empty.name], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise TesselExportError(f"tosa-opt could not read {path}: {done.stderr.strip()[:500]}")
-    return done.stdout
+    # the serialisation library prints its version notes to stdout, between the MLIR lines
+    return "".join(line for line in done.stdout.splitlines(keepends=True)
+                   if not line.startswith(("WARNING:", "INFO:")))
 
 
 def _beside_python(name: str) -> str | None:

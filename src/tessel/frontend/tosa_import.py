@@ -5,7 +5,9 @@ RESCALE -> CLAMP; RESCALE to int32 -> RESCALE -> ADD -> RESCALE for a quantised 
 importer walks the operators in order and keeps each int32 intermediate symbolic (the symbols
 and the rules that build and close them: `tosa_patterns`), so that the RESCALE to int8 / int16
 (and a CLAMP right after it) closes one Tessel integer op: qconv2d, qmatmul, qadd / qsub, qmul,
-qmean, qavg_pool2d or requantize. Data movement, MAX_POOL2D, RESIZE and int8 TABLE map one to
+qmean, qavg_pool2d or requantize. The exporter's layer-norm and softmax chains (operators
+located at their plan) import as one qlayer_norm / qsoftmax once checked against the chain the
+plan writes (`tosa_planned`). Data movement, MAX_POOL2D, RESIZE and int8 TABLE map one to
 one (`tosa_export.IR_OF`). A RESCALE is Tessel's requantisation (MultiplyByQuantizedMultiplier)
 when it rounds DOUBLE_ROUND, or SINGLE_ROUND with no right shift beyond 31 bits; anything else
 is refused with the operator and the reason (TesselFormatError), as is any int32 value that
@@ -48,11 +50,13 @@ from tessel.frontend.tosa_patterns import (
     _select,
     _shift_left,
     _sub_add,
+    _valid_taps,
     _window,
     dequantize,
     is_quantize,
     quantize,
 )
+from tessel.frontend.tosa_planned import import_planned, is_planned
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import Operator, TosaGraph, TosaOp, read
 from tessel.ir import DType, Graph, GraphBuilder, Op, TensorType
@@ -134,7 +138,9 @@ class _Importer:
                 continue
             rule = RULES.get(op.op)
             where = f"TOSA {op.op.name} %{op.outputs[0]}" if op.outputs else f"TOSA {op.op.name}"
-            if rule is None:
+            if is_planned(op.location):  # an exporter's layer norm / softmax chain
+                rule = import_planned
+            elif rule is None:
                 raise TesselFormatError(f"{where}: not an integer operator Tessel imports")
             with node_boundary(where):
                 if not op.outputs and op.op not in (TosaOp.CONST, TosaOp.CONST_SHAPE):
@@ -234,6 +240,31 @@ def _max_pool(im: _Importer, op: Operator, k: int) -> None:
     im.add(op, IR_OF[op.op], [x], {**_window(op), "kernel": tuple(op.attrs["kernel"])})
 
 
+def _avg_pool(im: _Importer, op: Operator, k: int) -> None:
+    """TOSA's int8 AVG_POOL2D where every window has an odd count of valid taps is Tessel's POOL
+    AVG: the sum of `x - zp` over the valid taps times a reciprocal multiplier of their count
+    rounds to the nearest integer as `rounding_div` does, and with an odd count no quotient
+    ends in one half, where the two differ (TOSA rounds half up, Tessel away from zero); with the
+    input's zero point on the output (TFLite's average pool keeps its quantisation) the zero
+    points cancel."""
+    what = f"AVG_POOL2D %{op.outputs[0]}"
+    x = im.value(op.inputs[0], what)
+    in_zp, out_zp = im.scalar(op.inputs[1], what), im.scalar(op.inputs[2], what)
+    if im.b.type_of(x).dtype is not DType.I8 or in_zp != out_zp:
+        raise TesselFormatError(f"TOSA {what}: an int8 average with the input's zero point on "
+                                f"the output (got {in_zp} in, {out_zp} out) is Tessel's average "
+                                "pool; another is not")
+    attrs = {**_window(op), "kernel": tuple(op.attrs["kernel"]), "act_min": -128, "act_max": 127}
+    name = im.add(op, Op.QAVG_POOL2D, [x], attrs)
+    (_, h, w, _), (_, oh, ow, _) = im.b.type_of(x).shape, im.b.type_of(name).shape
+    (kh, kw), (sh, sw), (pt, pl, _, _) = attrs["kernel"], attrs["stride"], attrs["padding"]
+    counts = np.outer(_valid_taps(h, oh, kh, sh, pt), _valid_taps(w, ow, kw, sw, pl))
+    if np.any(counts % 2 == 0):
+        raise TesselFormatError(f"TOSA {what}: a window of {int(counts[counts % 2 == 0][0])} "
+                                "valid taps (an even count: a quotient ending in one half "
+                                "rounds up in TOSA, away from zero in Tessel's average pool)")
+
+
 def _table(im: _Importer, op: Operator, k: int) -> None:
     what = f"TABLE %{op.outputs[0]}"
     x = im.value(op.inputs[0], what)
@@ -253,7 +284,7 @@ RULES: Mapping[TosaOp, Callable[[_Importer, Operator, int], None]] = {
     TosaOp.IDENTITY: _identity, TosaOp.TRANSPOSE: _transpose, TosaOp.CONCAT: _concat,
     TosaOp.SLICE: _slice, TosaOp.PAD: _pad, TosaOp.MAX_POOL2D: _max_pool, TosaOp.TABLE: _table,
     TosaOp.GREATER_EQUAL: _greater_equal, TosaOp.SELECT: _select, TosaOp.INTDIV: _intdiv,
-    TosaOp.RESIZE: _resize,
+    TosaOp.RESIZE: _resize, TosaOp.AVG_POOL2D: _avg_pool,
 }
 
 

@@ -66,6 +66,7 @@ class TosaOp(enum.IntEnum):
     TANH = 14
     ADD = 15
     ARITHMETIC_RIGHT_SHIFT = 16
+    BITWISE_AND = 17
     INTDIV = 20
     LOGICAL_LEFT_SHIFT = 22
     MAXIMUM = 26
@@ -374,6 +375,23 @@ class _Reader:
     def strings(self, slot: int) -> tuple[str, ...]:
         start, n = self._vector(slot)
         return tuple(self.t.String(start + 4 * k).decode("utf-8", "replace") for k in range(n))
+
+
+def read_form(op: Operator) -> Operator:
+    """`op` with its attributes as `read` gives them back once written (every field of its
+    attribute table, the absent ones at their defaults)."""
+    attrs: dict[str, Any] = {}
+    for name, kind in ATTRIBUTES.get(op.op, ()):
+        v = op.attrs.get(name)
+        if kind is Kind.INTS:
+            attrs[name] = tuple(int(x) for x in v) if v is not None else ()
+        elif kind is Kind.BYTES:
+            attrs[name] = bytes(v) if v is not None else b""
+        elif kind is Kind.BOOL:
+            attrs[name] = bool(v)
+        else:
+            attrs[name] = int(v) if v is not None else 0
+    return Operator(op.op, op.inputs, op.outputs, attrs, op.location)
 
 
 def _attrs(op: TosaOp, r: _Reader | None) -> dict[str, Any]:
