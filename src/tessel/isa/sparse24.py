@@ -10,8 +10,9 @@ every group of four holds at most two non-zeros. Stored sparse, they are
   cin / 4, cout]`` order (the even one in the low half of a byte), bits 0-1 the position of the
   first kept weight in its group, bits 2-3 that of the second, the first below the second.
 
-The format is NVIDIA Ampere's (2-bit indices, two of four kept) and Arm Ethos-U85's 2:4
-weights; the encoder here (``encode``) is code generation's, ``decode`` the simulator's.
+docs/binary-format.md (6.8) gives the bytes. The format is NVIDIA Ampere's (2-bit indices,
+two of four kept) and Arm Ethos-U85's 2:4 weights; the encoder here (``encode``) is code
+generation's, ``decode`` the simulator's.
 """
 
 from __future__ import annotations
