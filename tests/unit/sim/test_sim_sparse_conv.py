@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from simkit import ARCH, I, acc_read, program, run_raw
 
 from tessel.errors import TesselSimError
@@ -139,3 +141,72 @@ def test_cost_runs_half_the_reduction(w_type: WeightType) -> None:
     d = instruction_cost(_conv(w_type.values).replace(**big), SP)
     s = instruction_cost(_conv(w_type).replace(**big), SP)
     assert s.cycles < 0.6 * d.cycles
+
+
+# ---- any layout of the values: docs/isa.md's wt() in plain integers ---------------------------
+def _doc_weight(sram: bytes, f: dict, t: int, ci: int, co: int) -> int:
+    """docs/isa.md, CONV with 2:4 sparse weights: the weight (t, ci, co) from the values and
+    the index nibble after the values' box (written independently of tessel.isa.sparse24)."""
+    int4 = f["w_type"] == WeightType.I4_2_4
+    per = 2 if int4 else 1
+    taps, half = f["kh"] * f["kw"], f["cin"] // 2
+    offs = [t_ * f["w_stride_k"] + r * f["w_stride_ci"] + c * f["w_stride_co"]
+            for t_ in range(taps) for r in range(half) for c in range(f["cout"])]
+    hi = per * f["w_addr"] + max(offs) + 1  # elements, exclusive
+    meta = 2 * (-(-hi // per)) + (t * (f["cin"] // 4) + ci // 4) * f["cout"] + co
+    m = (sram[meta >> 1] >> (4 * (meta & 1))) & 0xF
+    i0, i1 = m & 3, m >> 2
+    assert i0 < i1
+    if ci % 4 not in (i0, i1):
+        return 0
+    r = 2 * (ci // 4) + (ci % 4 == i1)
+    off = t * f["w_stride_k"] + r * f["w_stride_ci"] + co * f["w_stride_co"]
+    if not int4:
+        v = sram[f["w_addr"] + off]
+        return v - 256 if v >= 128 else v
+    n = 2 * f["w_addr"] + off
+    v = (sram[n >> 1] >> (4 * (n & 1))) & 0xF
+    return v - 16 if v >= 8 else v
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_any_value_layout_follows_the_doc(data) -> None:
+    w_type = data.draw(st.sampled_from([WeightType.I8_2_4, WeightType.I4_2_4]))
+    per = w_type.per_byte
+    cin, cout = 4 * data.draw(st.integers(1, 3)), data.draw(st.integers(1, 6))
+    kh, kw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 2))
+    taps, half = kh * kw, cin // 2
+    order = data.draw(st.permutations(range(3)))  # which dim is innermost, ...
+    dims = [taps, half, cout]
+    strides, span = [0, 0, 0], 1
+    for d in reversed(order):
+        strides[d] = data.draw(st.sampled_from([span, span + 3, -span]))
+        span = abs(strides[d]) * dims[d] + span
+    lo = sum(min(0, s * (n - 1)) for s, n in zip(strides, dims, strict=True))
+    base_el = 4096 * per - lo + data.draw(st.integers(0, 1))  # elements, box above byte 4096
+    w_addr = base_el // per
+    f = dict(kh=kh, kw=kw, cin=cin, cout=cout, w_addr=w_addr, w_stride_k=strides[0],
+             w_stride_ci=strides[1], w_stride_co=strides[2], w_type=w_type)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    sram = bytearray(rng.integers(0, 256, 16384, dtype=np.uint8).tobytes())
+    # valid indices for every group after the values' box
+    offs = [per * w_addr + t * strides[0] + r * strides[1] + c * strides[2]
+            for t in range(taps) for r in range(half) for c in range(cout)]
+    meta = -(-(max(offs) + 1) // per)
+    pairs = [(a, b) for a in range(4) for b in range(a + 1, 4)]
+    for k in range(taps * (cin // 4) * cout):
+        a, b = pairs[rng.integers(len(pairs))]
+        byte, shift = meta + k // 2, 4 * (k % 2)
+        sram[byte] = (sram[byte] & ~(0xF << shift) & 0xFF) | ((a | b << 2) << shift)
+    x = rng.integers(-128, 128, (2, 3, cin)).astype(np.int8)
+    sram[:x.size] = x.tobytes()
+    conv = I(Opcode.CONV, in_addr=0, in_h=2, in_w=3, in_stride_h=3 * cin, in_stride_w=cin,
+             in_zp=-5, pad_top=kh // 2, pad_left=kw // 2, out_h=2, out_w=3, acc_addr=0,
+             acc_stride=cout, **f)
+    state = run_raw({M: [conv]}, arch=SP, sram=[(0, np.frombuffer(bytes(sram), np.int8))])
+    w = np.array([[[_doc_weight(bytes(sram), f, t, ci, co) for co in range(cout)]
+                   for ci in range(cin)] for t in range(taps)], np.int64)
+    xp = np.pad(x.astype(np.int64) + 5, ((kh // 2, kh), (kw // 2, kw), (0, 0)))
+    want = sum(xp[ky:ky + 2, kx:kx + 3] @ w[ky * kw + kx] for ky in range(kh) for kx in range(kw))
+    assert np.array_equal(acc_read(state, 0, (6, cout)), want.reshape(6, cout))
