@@ -8,7 +8,8 @@ per output: no group of four) and layers whose input channels per group are not 
 four stay dense.
 
 The optional fine-tune runs a few SGD steps on user inputs with the mask kept, the loss the mean
-squared error between the pruned model's outputs and the dense model's (no labels needed).
+squared error between the pruned model's outputs and the dense model's over the dense outputs'
+mean square (no labels needed).
 Pruning without it costs accuracy; how much is a property of the model, measured, never assumed.
 """
 
@@ -39,7 +40,7 @@ class PruneReport:
 
     def __repr__(self) -> str:
         ft = "" if self.loss_before is None else (
-            f", fine-tune {self.steps} steps: mse {self.loss_before:.4g} -> {self.loss_after:.4g}")
+            f", fine-tune {self.steps} steps: relative mse {self.loss_before:.4g} -> {self.loss_after:.4g}")
         return (f"PruneReport({len(self.pruned)} layers 2:4, {len(self.dense)} dense, "
                 f"{self.zeroed} of {self.weights} weights zeroed{ft})")
 
@@ -153,7 +154,9 @@ def _finetune(model: Any, teacher: Any, masks: dict[str, Any], data: Iterable[An
 
     def loss_of(i: int) -> Any:
         outs = _outputs(model(*samples[i]))
+        # relative to the dense output's power: the step size does not depend on its scale
         return sum(torch.nn.functional.mse_loss(o.float(), t.float())
+                   / t.float().square().mean().clamp_min(1e-12)
                    for o, t in zip(outs, targets[i], strict=True))
 
     def mean_loss() -> float:
