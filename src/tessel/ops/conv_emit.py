@@ -29,7 +29,7 @@ elements either way) are those of int8 weights.
 weights have at most two non-zeros in every four input channels of each output channel and tap
 (``tessel.prune_2_4`` makes them) stores each instruction's block as its values ``[taps,
 cin/2, cg]`` (int8, or int4 packed) followed by the indices, CONV ``w_type`` I8_2_4 / I4_2_4,
-when that costs no more cycles than dense on one tile of the layer (`_sparse_pays`; it always
+when that costs no more cycles than dense on a tile of the layer (`_sparse_pays`; it always
 has fewer bytes). Depthwise convs, convs whose input channels per group are not a multiple of
 four and fused chains' convs stay dense.
 """
@@ -239,24 +239,29 @@ def geometry(node: Node, ctx: CodegenContext, sparse: bool = True) -> ConvGeomet
     return g
 
 
+PAYS_ROWS = 16  # output rows of the tile `_sparse_pays` costs both ways
+
+
 def _sparse_pays(node: Node, g: ConvGeometry, ctx: CodegenContext) -> bool:
-    """Whether the conv's weights are exactly 2:4 along input channels and one CONV of the
-    layer's whole output (per conv group) costs no more cycles sparse than dense."""
+    """Whether the conv's weights are exactly 2:4 along input channels and a tile of the layer
+    (up to `PAYS_ROWS` output rows, every output channel of a conv group) costs no more cycles
+    sparse than dense."""
     w = ctx.const(node.inputs[1])  # OHWI
     o, kh, kw, ci = w.shape
     if not is_2_4(w.reshape(o, kh * kw, ci).transpose(1, 2, 0)):
         return False
-    sp = replace(g, sparse=True)
     cg = per_conv(g, g.cout)
+    rows = min(g.oh, PAYS_ROWS)
+    in_rows = min(g.h, (rows - 1) * g.sh + (g.kh - 1) * g.dh + 1)
 
     def cycles(geo: ConvGeometry) -> int:
         return sum(instruction_cost(Instruction.make(
-            Opcode.CONV, in_addr=0, in_h=g.h, in_w=g.w, in_stride_h=g.w * g.c, in_stride_w=g.c,
-            cin=g.cin_g, kh=sc.bh, kw=sc.bw, out_h=g.oh, out_w=g.ow, cout=cg, w_addr=0,
-            acc_addr=0, acc_stride=cg, **geo.w_fields(g.cin_g, cg)), ctx.arch).cycles
+            Opcode.CONV, in_addr=0, in_h=in_rows, in_w=g.w, in_stride_h=g.w * g.c,
+            in_stride_w=g.c, cin=g.cin_g, kh=sc.bh, kw=sc.bw, out_h=rows, out_w=g.ow, cout=cg,
+            w_addr=0, acc_addr=0, acc_stride=cg, **geo.w_fields(g.cin_g, cg)), ctx.arch).cycles
             for sc in sub_convs(g))
 
-    return cycles(sp) <= cycles(g)
+    return cycles(replace(g, sparse=True)) <= cycles(g)
 
 
 def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
