@@ -85,6 +85,16 @@ TARGETS: list[Target] = (
               "simulated cycles with the weight decoder / without")]
     + [Target("random weights never grow when compressed", "1 MiB uniform random bytes",
               "wcodec_random_ratio", "<=", 1.0, "", "stored bytes / raw bytes")]
+    + [Target("2:4-sparse ResNet-18 >= 1.6x fewer matrix cycles on its convs", f"resnet18, {p}",
+              f"sparse_conv_matrix_speedup/resnet18/{p}", ">=", 1.6, "x",
+              "matrix busy cycles of the conv layers, dense / 2:4 (pruned, int8)")
+       for p in ("u55-256", "tnpu-s")]
+    + [Target("2:4-sparse ResNet-18 constants <= 0.65x dense (5/8 of the conv weights)",
+              "resnet18, u55-256", "sparse_bytes_ratio/resnet18/u55-256", "<=", 0.65, "x",
+              "constants bytes, 2:4 / dense, int8")]
+    + [Target("int4 + 2:4 ResNet-18 fits tnpu-xs's 4 MiB flash", "resnet18, tnpu-xs",
+              "sparse_int4_constants/resnet18/tnpu-xs", "<=", 4194304, " B",
+              "constants bytes of the compiled binary")]
     + [Target("DSE >= 4 points/s per worker", "mobilenet_v2, 16 points, 1 local worker",
               "dse_per_worker/16", ">=", 4.0, "", "median of the rounds")]
     + [Target("DSE scaling >= 0.85", f"mobilenet_v2, 64 points, {who}", f"dse_scaling_{k}/64",

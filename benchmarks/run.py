@@ -27,6 +27,7 @@ from benchmarks import (
     bench_precision,
     bench_scenario,
     bench_sim,
+    bench_sparsity,
     bench_tosa_vela,
     bench_weight_codec,
     bench_xr,
@@ -45,6 +46,7 @@ def full() -> list[Section]:
     sections.append(bench_accuracy.run(bench_accuracy.MODELS))
     sections.append(bench_precision.run(bench_precision.MODELS))
     sections.append(bench_weight_codec.run(bench_weight_codec.MODELS))
+    sections.append(bench_sparsity.run())
     sections.append(bench_dse.run(points=16))
     # a sweep long enough that the workers' start (imports, the graphs' transfer) is a small
     # part of it: the scaling figure
@@ -90,6 +92,7 @@ def quick() -> list[Section]:
     sections.append(bench_precision.run({"ds_cnn": "sqnr=1"}, "tnpu-s"))
     sections.append(bench_weight_codec.run(["digits_cnn"], int4=False,
                                            npu=[("digits_cnn", "tnpu-s")]))
+    sections.append(bench_sparsity.run("ds_cnn", ["tnpu-s"], []))
     sections.append(bench_dse.run(points=4, rounds=1, models="ds_cnn", ray=False))
     sections.append(bench_scenario.run(presets=["tnpu-s"]))
     sections.append(bench_cli.run(["ds_cnn"]))

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the lazy attributes below, with their real types for mypy a
     from tessel.analysis.precision_advice import precision_advice
     from tessel.driver import compile
     from tessel.frontend.cut import cut
+    from tessel.prune import prune_2_4
     from tessel.quant.api import quantize
     from tessel.runtime.compiled import CompiledModel, load
     from tessel.runtime.profile import Profile
@@ -44,6 +45,7 @@ _LAZY = {  # heavy entry points (torch) are imported on first use
     "layer_accuracy": ("tessel.analysis.layer_accuracy", "layer_accuracy"),
     "auto_weights": ("tessel.analysis.precision", "auto_weights"),
     "precision_advice": ("tessel.analysis.precision_advice", "precision_advice"),
+    "prune_2_4": ("tessel.prune", "prune_2_4"),
     "CompiledModel": ("tessel.runtime.compiled", "CompiledModel"),
     "Profile": ("tessel.runtime.profile", "Profile"),
 }
@@ -70,6 +72,7 @@ __all__ = [
     "layer_accuracy",
     "load",
     "precision_advice",
+    "prune_2_4",
     "quantize",
     "TesselCompileError",
     "TesselConfigError",

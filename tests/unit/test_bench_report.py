@@ -58,7 +58,8 @@ def test_every_target_key_is_one_a_benchmark_reports():
                 "dse_per_worker/16", "dse_scaling_local/64", "dse_scaling_ray/64",
                 "fidelity_p90", "fidelity_max", "fidelity_whole", "auto_bytes_saved/",
                 "wcodec_vs_zstd/", "wcodec_random_ratio", "wcodec_npu_cycles/",
-                "xr_explore_saving"}
+                "xr_explore_saving", "sparse_conv_matrix_speedup/", "sparse_bytes_ratio/",
+                "sparse_int4_constants/"}
     for t in TARGETS:
         assert any(t.key.startswith(p) for p in prefixes), t.key
 

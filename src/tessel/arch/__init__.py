@@ -19,6 +19,7 @@ from tessel.arch.types import (
     NpuArch,
     OffChipMemory,
     OnChipMemory,
+    Sparsity,
     VectorEngine,
     WeightDecoder,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "NpuArch",
     "OffChipMemory",
     "OnChipMemory",
+    "Sparsity",
     "VectorEngine",
     "WeightDecoder",
     "arch_from_dict",

@@ -73,6 +73,12 @@ INT4_DECODE_OF_INT8_ADD_AREA = 0.25
 # adder's area
 WEIGHT_DECODE_OF_INT8_ADD_ENERGY = 1 / 3
 WEIGHT_DECODE_OF_INT8_ADD_AREA = 1.0
+# assumption: 2:4 sparsity decodes an index (two 2-bit selects) for a fifth of an 8-bit add's
+# energy, in a quarter of an 8-bit adder per index per cycle; the activation select in front of
+# a MAC (an 8-bit 4:1 multiplexer) is half an 8-bit adder's area
+SPARSE_INDEX_OF_INT8_ADD_ENERGY = 0.2
+SPARSE_INDEX_OF_INT8_ADD_AREA = 0.25
+SPARSE_MUX_OF_INT8_ADD_AREA = 0.5
 VDD_BY_NODE = {45: 0.9, 28: 0.9, 22: 0.8, 16: 0.8, 12: 0.8, 7: 0.75, 5: 0.7}
 # operating points: assumptions for the alpha-power law (Sakurai & Newton 1990) at every node
 # here: threshold 0.35 V, alpha 1.3 (velocity-saturated short channels), and a floor of 0.5 V
@@ -185,3 +191,14 @@ def weight_decoder_figures(node_nm: int) -> dict[str, float]:
             * energy_scale(node_nm),
             "lane_mm2": H45_AREA_INT8_ADD_UM2 * WEIGHT_DECODE_OF_INT8_ADD_AREA * 1e-6
             * area_scale(node_nm)}
+
+
+def sparsity_figures(node_nm: int) -> dict[str, float]:
+    """2:4 sparsity's energy per index (pJ), area per index lane and per MAC's select (mm^2)
+    at ``node_nm`` (``sparse.index_decode_pj``, ``index_lane_mm2``, ``mux_mac_mm2``; their
+    defaults are the 45 nm ones)."""
+    a = H45_AREA_INT8_ADD_UM2 * 1e-6 * area_scale(node_nm)
+    return {"index_decode_pj": H45_INT8_ADD_PJ * SPARSE_INDEX_OF_INT8_ADD_ENERGY
+            * energy_scale(node_nm),
+            "index_lane_mm2": a * SPARSE_INDEX_OF_INT8_ADD_AREA,
+            "mux_mac_mm2": a * SPARSE_MUX_OF_INT8_ADD_AREA}

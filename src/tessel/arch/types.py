@@ -250,6 +250,38 @@ class WeightDecoder:
 
 
 @dataclass(frozen=True)
+class Sparsity:
+    """2:4 structured sparsity in the matrix engine (docs/isa.md, CONV ``w_type`` I8_2_4 /
+    I4_2_4; the format of NVIDIA Ampere's sparse tensor cores and Arm Ethos-U85): weights are
+    stored as the two non-zeros of every four input channels plus a 2-bit index each; the
+    weight path decodes ``index_decode_per_cycle`` indices per cycle, a 4:1 select in front of
+    each MAC picks the activations they name, and the array runs half the reduction. Without it
+    (``enabled`` false) code generation stores every weight dense."""
+
+    enabled: bool = param(
+        False, doc="the matrix engine runs 2:4 sparse weights (`true`: convs whose weights "
+        "are exactly 2:4 are stored sparse where that pays in bytes and cycles)", since=4,
+        area_term=True, summary=True)
+    index_decode_per_cycle: int = param(
+        64, doc="2:4 indices (one per group of four weights) the weight path decodes per cycle "
+        "(assumption: the groups of the 128 values the int4 decoder delivers a cycle)",
+        unit="indices/cycle", checks=(IntIn(1, 65536),), affects=COSTS, since=4,
+        area_term=True)
+    index_decode_pj: float = param(
+        0.006, doc="one index decoded (assumption at 45 nm: a fifth of an 8-bit add's energy; "
+        "tessel.arch.sources.sparsity_figures)", unit="pJ", checks=(Finite(),), affects=NONE,
+        since=4)
+    index_lane_mm2: float = param(
+        9e-6, doc="the index decoder per index decoded per cycle (assumption at 45 nm: a "
+        "quarter of an 8-bit adder; tessel.arch.sources.sparsity_figures)", unit="mm^2",
+        checks=(Finite(),), affects=NONE, since=4, area_term=True)
+    mux_mac_mm2: float = param(
+        1.8e-5, doc="the activation select in front of one MAC (assumption at 45 nm: an 8-bit "
+        "4:1 multiplexer, half an 8-bit adder; tessel.arch.sources.sparsity_figures)",
+        unit="mm^2", checks=(Finite(),), affects=NONE, since=4, area_term=True)
+
+
+@dataclass(frozen=True)
 class OperatingPoint:
     """One (clock, supply voltage) pair the NPU can run at (DVFS). Cycle counts do not depend
     on it; at a point, on-chip dynamic energy scales with ``(V / Vnom)^2`` and leakage power
@@ -317,6 +349,7 @@ class NpuArch:
     energy: Energy
     area: Area
     wdecoder: WeightDecoder = field(default_factory=WeightDecoder)
+    sparse: Sparsity = field(default_factory=Sparsity)
     # [[operating_point]] tables, by increasing clock; () = the nominal point only
     operating_point: tuple[OperatingPoint, ...] = field(default=(), kw_only=True,
                                                         metadata={"since": 3})
@@ -449,6 +482,8 @@ def _derive(arch: NpuArch) -> Derived:
         + (arch.wdecoder.bytes_per_cycle * arch.wdecoder.lane_mm2
            + arch.wdecoder.buffer_bytes / 1024 * area.sram_kib_mm2
            if arch.wdecoder.enabled else 0.0)
+        + (arch.sparse.index_decode_per_cycle * arch.sparse.index_lane_mm2
+           + macs * arch.sparse.mux_mac_mm2 if arch.sparse.enabled else 0.0)
     )
     return Derived(
         peak_macs_per_cycle=macs,

@@ -200,6 +200,9 @@ class Gemm(CostRule):
     # weights per byte as stored (None: one): the weight path reads the bytes as stored and
     # unpacks them before the array
     weights_per_byte: Callable[[Instruction], int] | None = None
+    # 2:4 sparse weights (None: never): half the reduction reaches the array, the values and
+    # their indices are read, one index decoded per group of four weights
+    sparse: Callable[[Instruction], bool] | None = None
 
     def dims(self, i: Instruction) -> tuple[int, int, int]:
         """(M, N, K) of the tile."""
@@ -217,20 +220,24 @@ class Gemm(CostRule):
         r, c, df = mx.rows, mx.cols, mx.dataflow
         col_folds, row_folds = _cdiv(n, c), _cdiv(m, r)
         window, im2col = self.input_bytes(i)
-        weights = k * n
         per_byte = 1 if self.weights_per_byte is None else self.weights_per_byte(i)
-        w_bytes = _cdiv(weights, per_byte)  # as stored in SRAM
         if per_byte > 1 and not mx.int4_weights:
             raise ValueError(f"{i.opcode.name} with int4 weights on an NPU without the int4 "
                              "decoder (matrix.int4_weights = false)")
+        # a target without sparsity traps on such an instruction (its spec's ``requires``)
+        sparse = self.sparse is not None and self.sparse(i)
+        indices = k // 4 * n if sparse else 0  # one per group of four weights
+        k_run = k // 2 if sparse else k  # the reduction the array runs: the kept weights
+        weights = k_run * n
+        w_bytes = _cdiv(weights, per_byte) + _cdiv(indices, 2)  # as stored in SRAM
         # the tile's input is read once when it fits the input window buffer, else per operand
         per_operand = im2col * (1 if self.depthwise else col_folds)
         in_reads = window if window <= mx.input_buffer_bytes else per_operand
         operand = per_operand
         if df == Dataflow.WEIGHT_STATIONARY:
-            w_reads, unpacked = w_bytes, weights  # preloaded into the array once per fold
+            w_reads, unpacked, passes = w_bytes, weights, 1  # preloaded once per fold
             operand += weights
-            k_folds = _cdiv(k, r)
+            k_folds = _cdiv(k_run, r)
             acc_writes = m * n * k_folds
             acc_reads = m * n * (k_folds - 1 + (i.mode == AccMode.ACCUMULATE))
         else:
@@ -240,22 +247,29 @@ class Gemm(CostRule):
             acc_writes = m * n
             acc_reads = m * n * (i.mode == AccMode.ACCUMULATE)
         sram_reads = in_reads + w_reads
-        compute = gemm_cycles(m, n, k, r, c, df, mx.fold_pipelining)
+        compute = gemm_cycles(m, n, k_run, r, c, df, mx.fold_pipelining)
         cycles = max(compute, _cdiv(sram_reads, mx.feed_bytes_per_cycle))
         unpacked = unpacked if per_byte > 1 else 0
         if unpacked:
             cycles = max(cycles, _cdiv(unpacked, mx.int4_decode_per_cycle))
-        return Cost(cycles, Events(macs=m * n * k, sram_read_bytes=sram_reads,
+        decoded = indices * passes
+        if decoded:
+            cycles = max(cycles, _cdiv(decoded, arch.sparse.index_decode_per_cycle))
+        return Cost(cycles, Events(macs=m * n * k_run, sram_read_bytes=sram_reads,
                                    operand_bytes=operand, acc_reads=acc_reads,
-                                   acc_writes=acc_writes, int4_unpacked=unpacked))
+                                   acc_writes=acc_writes, int4_unpacked=unpacked,
+                                   sparse_indices=decoded))
 
     def cycles_doc(self) -> str:
         return ("`max(G, ceil(sram_reads / matrix.feed_bytes_per_cycle), ceil(unpacked / "
-                "matrix.int4_decode_per_cycle))`, `G` = GEMM cycles below, `unpacked` the int4 "
-                "weights read (0 for int8)")
+                "matrix.int4_decode_per_cycle), ceil(indices / sparse.index_decode_per_cycle))`, "
+                "`G` = GEMM cycles below (2:4 sparse weights: of the reduction `K/2`), "
+                "`unpacked` the int4 weights read (0 for int8), `indices` the 2:4 indices read "
+                "(`K/4*N` per pass; 0 dense)")
 
     def events_doc(self) -> str:
-        return "`macs = M*N*K`; SRAM reads, operand-buffer bytes, accumulator reads/writes below"
+        return ("`macs = M*N*K` (2:4 sparse: `M*N*K/2`); SRAM reads, operand-buffer bytes, "
+                "accumulator reads/writes below")
 
 
 # ---- the vector engine --------------------------------------------------------------------------

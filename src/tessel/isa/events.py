@@ -46,6 +46,8 @@ class Events:
     offchip_write_bytes: tuple[int, ...] = _offchip_event()
     # bytes the weight decoder writes (DMA_LOAD_W); its energy is a parameter of the decoder
     weight_decoded_bytes: int = _event("weight_decode", "wdecoder.decode_byte_pj")
+    # 2:4 index nibbles the matrix engine's weight path decodes (CONV w_type I8_2_4 / I4_2_4)
+    sparse_indices: int = _event("sparse_index", "sparse.index_decode_pj")
 
     def __add__(self, other: Events) -> Events:
         vals = {}

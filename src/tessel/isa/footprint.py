@@ -128,7 +128,7 @@ def static_error(i: Instruction, arch: NpuArch) -> str | None:
     outside its memory (rules 1, 2), a rule of its definition (3, 4), a resource bound (5), a
     unit the target lacks."""
     needs = SPECS[i.opcode].requires
-    if needs is not None and (why := needs(arch)) is not None:
+    if needs is not None and (why := needs(arch, i)) is not None:
         return why
     for a in accesses(i):
         why = _space_error(arch, a)

@@ -124,8 +124,9 @@ class InstrSpec:
     frame: Frame | None = None  # rule 5: the window frame bound
     rules: tuple[Rule, ...] = ()  # rules 3 and 4
     section: str = ""  # the heading of docs/isa.md section 4 that states its semantics
-    # why a target cannot run the instruction at all (a unit it lacks), or None
-    requires: Callable[[NpuArch], str | None] | None = None
+    # why a target cannot run the instruction (a unit it lacks, or one the instruction's
+    # fields ask for), or None
+    requires: Callable[[NpuArch, Instruction], str | None] | None = None
 
     def __post_init__(self) -> None:
         names = {f.name for f in self.fields}

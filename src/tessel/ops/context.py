@@ -4,7 +4,9 @@ pool (weights pre-tiled in read order), and a per-step SRAM / accumulator alloca
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -144,6 +146,14 @@ class CodegenContext:
     consts: ConstPool
     act_memory: int
     _scopes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def memo(self, key: object, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per ``key`` in this context (a decision an emitter takes from
+        the constants, asked for by every candidate mapping)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def cost_scope(self, unit: object) -> object:
         """A token of `unit` (a node or a fused chain) in this context, the same object every

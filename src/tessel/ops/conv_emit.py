@@ -24,22 +24,32 @@ int4 weights (an I4 weight tensor) are stored two per byte (CONV / DWCONV ``w_ty
 even element in the low half; each instruction's block of weights starts on a byte (a block
 of an odd count ends with a zero half), so the pre-tiled order and the strides (counted in
 elements either way) are those of int8 weights.
+
+2:4 sparse weights (tessel.isa.sparse24; on a target with ``sparse.enabled``): a conv whose
+weights have at most two non-zeros in every four input channels of each output channel and tap
+(``tessel.prune_2_4`` makes them) stores each instruction's block as its values ``[taps,
+cin/2, cg]`` (int8, or int4 packed) followed by the indices, CONV ``w_type`` I8_2_4 / I4_2_4,
+when that costs no more cycles than dense on a tile of the layer (`_sparse_pays`; it always
+has fewer bytes). Depthwise convs, convs whose input channels per group are not a multiple of
+four and fused chains' convs stay dense.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, Layout, Node
 from tessel.isa import Engine, Instruction, Opcode
+from tessel.isa.costs import instruction_cost
 from tessel.isa.fields import AccMode, AccSrc, ParamMode
 from tessel.isa.instrs.matrix import WeightType
 from tessel.isa.limits import MAX_DILATION, MAX_KERNEL, MAX_PAD, MAX_STRIDE
+from tessel.isa.sparse24 import encode, index_bytes, is_2_4, pack_nibbles
 from tessel.isa.window import Window
 from tessel.ops import dma
 from tessel.ops.context import (
@@ -104,6 +114,7 @@ class ConvGeometry(Window):
     groups: int
     n: int = 1  # batch: images are independent, each tile belongs to one
     wbits: int = 8  # bits of a stored weight: 8, or 4 (int4, two per byte)
+    sparse: bool = False  # 2:4 sparse: values and indices (module docstring)
     # derived once (the mapping search and its bounds read them hundreds of thousands of times)
     depthwise: bool = field(init=False, repr=False, compare=False)
     _weights_per_channel: int = field(init=False, repr=False, compare=False)
@@ -128,13 +139,32 @@ class ConvGeometry(Window):
 
     @property
     def w_type(self) -> WeightType:
-        return WeightType.I4 if self.wbits == 4 else WeightType.I8
+        return (WeightType.I4 if self.wbits == 4 else WeightType.I8).with_sparsity(self.sparse)
 
     def weight_bytes(self, chunk: int) -> int:
         """Bytes of the pre-tiled weights of `chunk` output channels."""
-        if self.wbits == 8:
+        if self.wbits == 8 and not self.sparse:
             return self._weights_per_channel * chunk
         return _packed_bytes(self, chunk)
+
+    def block_bytes(self, taps: int, cout: int) -> int:
+        """Bytes of one CONV / DWCONV instruction's block of `taps` x cin_g (depthwise: one)
+        x `cout` weights (a block starts on a byte)."""
+        cin = 1 if self.depthwise else self.cin_g
+        if not self.sparse:
+            return block_bytes(taps * cin * cout, self.wbits)
+        return block_bytes(taps * cin // 2 * cout, self.wbits) + index_bytes(taps, cin, cout)
+
+    def w_fields(self, cin: int, cout: int) -> dict[str, int | WeightType]:
+        """A CONV's weight fields for a dense HWIO block of `cin` x `cout` per tap (2:4
+        sparse: of its values, `cin / 2` rows)."""
+        rows = cin // 2 if self.sparse else cin
+        return dict(w_stride_k=rows * cout, w_stride_ci=cout, w_stride_co=1, w_zp=0,
+                    w_type=self.w_type)
+
+    def k_run(self, k: int) -> int:
+        """The reduction of `k` weights the array runs (2:4 sparse: the kept half)."""
+        return k // 2 if self.sparse else k
 
     def chunk_offset(self, c0: int, chunk: int) -> int:
         """Where the weights of the chunk starting at channel `c0` begin among those of every
@@ -147,17 +177,18 @@ def block_bytes(elements: int, wbits: int) -> int:
     return (elements * wbits + 7) // 8
 
 
-def weight_blocks(g: ConvGeometry, chunk: int) -> list[int]:
-    """Weights of each CONV / DWCONV instruction's block of a chunk, in pre-tiled order."""
+def weight_blocks(g: ConvGeometry, chunk: int) -> list[tuple[int, int]]:
+    """(taps, output channels) of each CONV / DWCONV instruction's block of a chunk, in
+    pre-tiled order."""
     if g.depthwise:
-        return [g.kh * g.kw * chunk]
+        return [(g.kh * g.kw, chunk)]
     cg = per_conv(g, chunk)
-    return [sc.bh * sc.bw * g.cin_g * cg for sc in sub_convs(g) for _ in range(chunk // cg)]
+    return [(sc.bh * sc.bw, cg) for sc in sub_convs(g) for _ in range(chunk // cg)]
 
 
 @functools.lru_cache(maxsize=4096)
 def _packed_bytes(g: ConvGeometry, chunk: int) -> int:
-    return sum(block_bytes(e, g.wbits) for e in weight_blocks(g, chunk))
+    return sum(g.block_bytes(t, n) for t, n in weight_blocks(g, chunk))
 
 
 def refusal(node: Node, graph) -> str | None:
@@ -185,7 +216,9 @@ def refusal(node: Node, graph) -> str | None:
     return None
 
 
-def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
+def geometry(node: Node, ctx: CodegenContext, sparse: bool = True) -> ConvGeometry:
+    """The conv's geometry; its weights 2:4 sparse where the target runs them, they are and
+    it pays (`sparse` false: dense, for the fused chains)."""
     a = node.attr_map
     why = refusal(node, ctx.graph)
     if why is not None:
@@ -197,9 +230,38 @@ def geometry(node: Node, ctx: CodegenContext) -> ConvGeometry:
     wbits = 4 if ctx.graph.type_of(node.inputs[1]).dtype is DType.I4 else 8
     if wbits == 4:
         require_int4(node, ctx)
-    return ConvGeometry(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=a["padding"][0],
-                        pl=a["padding"][1], oh=oh, ow=ow, h=h, w=w, c=c, cout=cout,
-                        groups=a["groups"], n=n, wbits=wbits)
+    g = ConvGeometry(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=a["padding"][0],
+                     pl=a["padding"][1], oh=oh, ow=ow, h=h, w=w, c=c, cout=cout,
+                     groups=a["groups"], n=n, wbits=wbits)
+    if sparse and ctx.arch.sparse.enabled and not g.depthwise and g.cin_g % 4 == 0:
+        if ctx.memo(("conv 2:4", node.name), lambda: _sparse_pays(node, g, ctx)):
+            return replace(g, sparse=True)
+    return g
+
+
+PAYS_ROWS = 16  # output rows of the tile `_sparse_pays` costs both ways
+
+
+def _sparse_pays(node: Node, g: ConvGeometry, ctx: CodegenContext) -> bool:
+    """Whether the conv's weights are exactly 2:4 along input channels and a tile of the layer
+    (up to `PAYS_ROWS` output rows, every output channel of a conv group) costs no more cycles
+    sparse than dense."""
+    w = ctx.const(node.inputs[1])  # OHWI
+    o, kh, kw, ci = w.shape
+    if not is_2_4(w.reshape(o, kh * kw, ci).transpose(1, 2, 0)):
+        return False
+    cg = per_conv(g, g.cout)
+    rows = min(g.oh, PAYS_ROWS)
+    in_rows = min(g.h, (rows - 1) * g.sh + (g.kh - 1) * g.dh + 1)
+
+    def cycles(geo: ConvGeometry) -> int:
+        return sum(instruction_cost(Instruction.make(
+            Opcode.CONV, in_addr=0, in_h=in_rows, in_w=g.w, in_stride_h=g.w * g.c,
+            in_stride_w=g.c, cin=g.cin_g, kh=sc.bh, kw=sc.bw, out_h=rows, out_w=g.ow, cout=cg,
+            w_addr=0, acc_addr=0, acc_stride=cg, **geo.w_fields(g.cin_g, cg)), ctx.arch).cycles
+            for sc in sub_convs(g))
+
+    return cycles(replace(g, sparse=True)) <= cycles(g)
 
 
 def candidates(node: Node, ctx: CodegenContext) -> list[ConvMapping]:
@@ -635,15 +697,14 @@ def _convs(g: ConvGeometry, a: dict, cn: int, c0: int, iaddr: int, in_rows: int,
             base, in_h, pt = base - pt * sh_v, in_h + pt, 0
         if pl < 0:
             base, in_w, pl = base - pl * sw_v, in_w + pl, 0
-        block = block_bytes(sc.bh * sc.bw * g.cin_g * cg, g.wbits)
+        block = g.block_bytes(sc.bh * sc.bw, cg)
         for k in range(cn // cg):
             out.append(Instruction.make(
                 Opcode.CONV, in_addr=base + ((c0 + k * cg) // g.cout_g) * g.cin_g, in_h=in_h,
                 in_w=in_w, in_stride_h=sh_v, in_stride_w=sw_v, cin=g.cin_g, in_zp=a["in_zp"],
                 kh=sc.bh, kw=sc.bw, stride_h=g.sh // sc.fy, stride_w=g.sw // sc.fx,
                 dil_h=g.dh, dil_w=g.dw, pad_top=pt, pad_left=pl, out_h=rows, out_w=g.ow,
-                w_addr=gaddr + w_off + k * block, w_type=g.w_type,
-                w_stride_k=g.cin_g * cg, w_stride_ci=cg, w_stride_co=1, w_zp=0, cout=cg,
+                w_addr=gaddr + w_off + k * block, **g.w_fields(g.cin_g, cg), cout=cg,
                 acc_addr=acc_addr + k * cg, acc_stride=cn,
                 mode=AccMode.OVERWRITE if k_sub == 0 else AccMode.ACCUMULATE))
         w_off += cn // cg * block
@@ -693,10 +754,20 @@ def _chunk_weights(w: np.ndarray, g: ConvGeometry, c0: int, cn: int) -> bytes:
             taps = w[:, sc.py::sc.fy, sc.px::sc.fx][:, sc.y0:sc.y0 + sc.bh,
                                                      sc.x0:sc.x0 + sc.bw]
             parts += [taps[o0:o0 + cg].reshape(cg, -1).T for o0 in range(c0, c0 + cn, cg)]
+    if g.sparse:
+        return b"".join(_sparse_block(p, g) for p in parts)
     flat = [np.ascontiguousarray(p).reshape(-1) for p in parts]
     if g.wbits == 4:
         return b"".join(pack_int4(f) for f in flat)
     return np.concatenate(flat).tobytes()
+
+
+def _sparse_block(block: np.ndarray, g: ConvGeometry) -> bytes:
+    """One CONV's [taps * cin_g, cg] weights as 2:4 values (int8, or int4 packed) and
+    indices."""
+    values, nibbles = encode(block.reshape(-1, g.cin_g, block.shape[1]))
+    raw = pack_int4(values.reshape(-1)) if g.wbits == 4 else values.tobytes()
+    return raw + pack_nibbles(nibbles)
 
 
 def pack_int4(values: np.ndarray) -> bytes:

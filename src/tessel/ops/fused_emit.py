@@ -272,9 +272,11 @@ class ChainGeometry:
 
 def geometries(chain: FusedChain, ctx: CodegenContext) -> tuple:
     """(conv, depthwise, project) geometries of the chain (None where a member is absent)."""
-    return (conv_emit.geometry(chain.conv, ctx) if chain.conv is not None else None,
-            _pool_geometry(chain.dw, ctx) if chain.pooled else conv_emit.geometry(chain.dw, ctx),
-            conv_emit.geometry(chain.project, ctx) if chain.project is not None else None)
+    # dense weights: the chain's CONVs read dense HWIO blocks
+    return (conv_emit.geometry(chain.conv, ctx, False) if chain.conv is not None else None,
+            _pool_geometry(chain.dw, ctx) if chain.pooled
+            else conv_emit.geometry(chain.dw, ctx, False),
+            conv_emit.geometry(chain.project, ctx, False) if chain.project is not None else None)
 
 
 def _pool_geometry(node: Node, ctx: CodegenContext) -> conv_emit.ConvGeometry:

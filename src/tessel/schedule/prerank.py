@@ -320,7 +320,7 @@ def conv_terms(node: Node, m: conv_emit.ConvMapping, ctx: CodegenContext,
                     vwork = _vec(pixels * cn)  # REQUANT
             else:
                 cg = conv_emit.per_conv(g, cn)
-                mwork = _times(_plus(*[_gemm(pixels, cg, sc.bh * sc.bw * g.cin_g)
+                mwork = _times(_plus(*[_gemm(pixels, cg, g.k_run(sc.bh * sc.bw * g.cin_g))
                                        for sc in subs]), cn // cg)
                 vwork = _vec(pixels * cn)  # REQUANT
             out.append(_TileCost(cyc(x.memory, in_rows * g.w * cl * xsz), mwork, vwork,
@@ -364,7 +364,8 @@ def _conv_input_resident_terms(node: Node, m: conv_emit.ConvMapping, ctx: Codege
             cn = chunks[t]
             if (rows, cn) not in work:
                 cg = conv_emit.per_conv(g, cn)
-                work[rows, cn] = (_times(_plus(*[_gemm(pixels, cg, sc.bh * sc.bw * g.cin_g)
+                work[rows, cn] = (_times(_plus(*[_gemm(pixels, cg,
+                                                       g.k_run(sc.bh * sc.bw * g.cin_g))
                                                  for sc in subs]), cn // cg), _vec(pixels * cn))
             mwork, vwork = work[rows, cn]
             if streamed:

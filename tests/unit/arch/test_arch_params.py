@@ -97,7 +97,7 @@ def test_declarations_are_consistent() -> None:
 def test_area_terms_are_the_area_model_s() -> None:
     """A parameter declared `area_term` changes Derived.area_mm2, no other one does (on a target
     with every optional unit, whose parameters only then have area)."""
-    a = load_preset("tnpu-s").with_param("wdecoder.enabled", True)
+    a = load_preset("tnpu-s").with_params({"wdecoder.enabled": True, "sparse.enabled": True})
     for p in FIELDS:
         if not p.settable or p.per_entry or p.table == "area":
             continue

@@ -110,14 +110,20 @@ def _reference_accesses(i) -> list[tuple]:
     if op in (Opcode.CONV, Opcode.DWCONV):
         ch = i.cin if op == Opcode.CONV else i.ch
         inp = _enumerated(i.in_addr, [i.in_h, i.in_w, ch], [i.in_stride_h, i.in_stride_w, 1], 1)
-        if op == Opcode.CONV and i.w_type == 1:  # int4: the bytes holding the nibbles
+        if op == Opcode.CONV and i.w_type in (2, 3):  # 2:4: the values, then their indices
+            per = 2 if i.w_type == 3 else 1
+            el = pattern_addresses(per * i.w_addr, [i.kh * i.kw, -(-ch // 2), i.cout],
+                                   [i.w_stride_k, i.w_stride_ci, i.w_stride_co]) // per
+            groups = i.kh * i.kw * (ch // 4) * i.cout
+            w = int(el.min()), int(el.max()) + 1 + -(-groups // 2)
+        elif op == Opcode.CONV and i.w_type == 1:  # int4: the bytes holding the nibbles
             nib = pattern_addresses(2 * i.w_addr, [i.kh * i.kw, ch, i.cout],
                                     [i.w_stride_k, i.w_stride_ci, i.w_stride_co]) >> 1
             w = int(nib.min()), int(nib.max()) + 1
         elif op == Opcode.CONV:
             w = _enumerated(i.w_addr, [i.kh * i.kw, ch, i.cout],
                             [i.w_stride_k, i.w_stride_ci, i.w_stride_co], 1)
-        elif i.w_type == 1:
+        elif i.w_type in (1, 3):  # int4 (I4_2_4 breaks a rule of DWCONV; its box is I4's)
             nib = pattern_addresses(2 * i.w_addr, [i.kh * i.kw, ch], [i.w_stride_k, 1]) >> 1
             w = int(nib.min()), int(nib.max()) + 1
         else:
@@ -126,7 +132,7 @@ def _reference_accesses(i) -> list[tuple]:
                 *acc(i.out_h * i.out_w, i.cout if op == Opcode.CONV else ch)]
     if op == Opcode.MATMUL:
         a = _enumerated(i.a_addr, [i.m, i.k], [i.a_stride_m, i.a_stride_k], 1)
-        if i.b_type == 1:  # int4 B: the bytes holding the nibbles
+        if i.b_type in (1, 3):  # int4 B: the bytes holding the nibbles (I4_2_4: a rule broken)
             nib = pattern_addresses(2 * i.b_addr, [i.k, i.n], [i.b_stride_k, i.b_stride_n]) >> 1
             b = int(nib.min()), int(nib.max()) + 1
         else:

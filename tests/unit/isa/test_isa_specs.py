@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessel.arch import Energy, WeightDecoder, list_presets, load_preset
+from tessel.arch import Energy, Sparsity, WeightDecoder, list_presets, load_preset
 from tessel.isa import SPECS, Engine, Opcode, semantics
 from tessel.isa.cost_rules import Control, CostRule, DecodedTransfer, Gemm, Transfer, Vector
 from tessel.isa.events import COMPONENT, ENERGY, OFFCHIP, Events, energy_breakdown_pj
@@ -67,6 +67,7 @@ def test_the_operand_boxes_name_each_engines_memories() -> None:
 def test_every_event_is_charged_a_declared_energy() -> None:
     energies = {f.name for f in dataclasses.fields(Energy)}
     energies |= {f"wdecoder.{f.name}" for f in dataclasses.fields(WeightDecoder)}
+    energies |= {f"sparse.{f.name}" for f in dataclasses.fields(Sparsity)}
     for f in dataclasses.fields(Events):
         if f.metadata.get(OFFCHIP):
             continue
@@ -79,7 +80,7 @@ counts = st.integers(0, 10**9)
 
 @settings(max_examples=100, deadline=None)
 @given(st.builds(Events, counts, counts, counts, counts, counts, counts, counts, counts, counts,
-                 st.tuples(counts), st.tuples(counts), counts))
+                 st.tuples(counts), st.tuples(counts), counts, counts))
 def test_the_breakdown_is_each_component_times_its_energy(ev: Events) -> None:
     en, mem = ARCH.energy, ARCH.offchip[0]
     want = {"mac": ev.macs * en.mac_int8_pj,
@@ -91,6 +92,7 @@ def test_the_breakdown_is_each_component_times_its_energy(ev: Events) -> None:
             "operand": ev.operand_bytes * en.operand_buffer_byte_pj,
             "int4_decode": ev.int4_unpacked * en.int4_decode_pj,
             "weight_decode": ev.weight_decoded_bytes * ARCH.wdecoder.decode_byte_pj,
+            "sparse_index": ev.sparse_indices * ARCH.sparse.index_decode_pj,
             mem.name: (ev.offchip_read_bytes[0] + ev.offchip_write_bytes[0])
             * en.offchip_byte_pj(mem.kind)}
     got = energy_breakdown_pj(ev, ARCH)

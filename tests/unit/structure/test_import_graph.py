@@ -173,6 +173,7 @@ ORDER = [
      "tessel.display"},
     {"tessel.arch"}, {"tessel.ir"}, {"tessel.isa"}, {"tessel.binary"}, {"tessel.sim"},
     {"tessel.ops"}, {"tessel.frontend"}, {"tessel.models"}, {"tessel.passes"}, {"tessel.quant"},
+    {"tessel.prune"},
     {"tessel.lower"}, {"tessel.schedule"}, {"tessel.emit"}, {"tessel.runtime"},
     {"tessel.export"}, {"tessel.driver"}, {"tessel.torch_backend"}, {"tessel.analysis"},
     {"tessel.scenario"}, {"tessel.codesign"},

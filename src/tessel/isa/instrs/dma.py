@@ -43,7 +43,7 @@ def _spec(opcode: Opcode, engine: Engine, summary: str, load: bool) -> InstrSpec
                      accesses=_accesses, sram_elements=(("sram", _ELEMENTS),), section=_SECTION)
 
 
-def _needs_decoder(arch: NpuArch) -> str | None:
+def _needs_decoder(arch: NpuArch, i: Instruction) -> str | None:
     if arch.wdecoder.enabled:
         return None
     return f"DMA_LOAD_W needs the weight decoder; {arch.name} has none (wdecoder.enabled)"

@@ -4,6 +4,7 @@ also on the vector engine)."""
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tessel.isa.access import Access, Space, getter, new_access, positions, span2, span3
@@ -12,10 +13,12 @@ from tessel.isa.events import Events
 from tessel.isa.fields import AccMode, Engine, Field, enum_field, signed_field, unsigned_field
 from tessel.isa.groups import EXTENT_BITS, acc_output, address, extent, nhwc_input, sram_stride
 from tessel.isa.opcode import Opcode
-from tessel.isa.spec import AccRowsApart, Frame, InstrSpec
+from tessel.isa.sparse24 import GROUP, index_bytes
+from tessel.isa.spec import AccRowsApart, Frame, InstrSpec, Rule
 from tessel.isa.window import window_fields
 
 if TYPE_CHECKING:
+    from tessel.arch.types import NpuArch
     from tessel.isa.instruction import Instruction
 
 _SRAM, _ACC = Space.SRAM, Space.ACC
@@ -29,15 +32,37 @@ class WeightType(enum.IntEnum):
     I4: two signed 4-bit weights per byte (the element at nibble index ``n`` is the low half
     of byte ``n >> 1`` when ``n`` is even, the high half when odd), the weight strides
     counting nibbles from ``2 * w_addr``; each weight enters the array as the int8 it equals.
+    I8_2_4 / I4_2_4 (CONV only): 2:4 sparse, the two non-zeros of every four input channels
+    stored as I8 / I4 values with 2-bit indices after them (tessel.isa.sparse24).
     """
 
     I8 = 0
     I4 = 1
+    I8_2_4 = 2
+    I4_2_4 = 3
 
     @property
     def per_byte(self) -> int:
-        """Weights per byte."""
-        return 2 if self is WeightType.I4 else 1
+        """Weights (values) per byte."""
+        return 2 if self in (WeightType.I4, WeightType.I4_2_4) else 1
+
+    @property
+    def sparse(self) -> bool:
+        """2:4 sparse: values and indices."""
+        return self in (WeightType.I8_2_4, WeightType.I4_2_4)
+
+    @property
+    def values(self) -> WeightType:
+        """The storage of the values (the type itself when dense)."""
+        return {WeightType.I8_2_4: WeightType.I8, WeightType.I4_2_4: WeightType.I4}.get(
+            self, self)
+
+    def with_sparsity(self, sparse: bool) -> WeightType:
+        """This storage's values, 2:4 sparse or dense."""
+        base = self.values
+        if not sparse:
+            return base
+        return WeightType.I4_2_4 if base is WeightType.I4 else WeightType.I8_2_4
 
     def span(self, lo: int, hi: int) -> tuple[int, int]:
         """The bytes [lo, hi) of a box of elements [lo, hi) whose base is a byte address
@@ -49,8 +74,9 @@ class WeightType(enum.IntEnum):
 def weight_type(name: str) -> Field:
     """The storage of the weights (the fields' last: appended to the encoding's unused bits,
     so an int8 instruction encodes as it did before the field existed)."""
-    return enum_field(name, WeightType, 2, "weight storage: I8, or I4 (two per byte, strides "
-                      "in nibbles)", default=WeightType.I8)
+    return enum_field(name, WeightType, 2, "weight storage: I8, I4 (two per byte, strides "
+                      "in nibbles), I8_2_4 or I4_2_4 (2:4 sparse values and indices; CONV "
+                      "only)", default=WeightType.I8)
 
 
 def zero_point(name: str, doc: str) -> Field:
@@ -91,16 +117,68 @@ def _conv_per_byte(i: Instruction) -> int:
     return WeightType(i.w_type).per_byte
 
 
+def _conv_sparse(i: Instruction) -> bool:
+    return WeightType(i.w_type).sparse
+
+
+def _needs_sparsity(arch: NpuArch, i: Instruction) -> str | None:
+    if arch.sparse.enabled or not WeightType(i.w_type).sparse:
+        return None
+    return (f"CONV with 2:4 sparse weights needs sparsity support; {arch.name} has none "
+            "(sparse.enabled)")
+
+
+@dataclass(frozen=True)
+class DenseWeights(Rule):
+    """A weight-type field takes no 2:4 sparse storage (MATMUL, DWCONV)."""
+
+    field: str
+
+    def error(self, i: Instruction) -> str | None:
+        if WeightType(getattr(i, self.field)).sparse:
+            return f"{i.opcode.name} takes dense weights only ({self.field} I8 or I4)"
+        return None
+
+    def doc(self) -> str:
+        return f"`{self.field}` is `I8` or `I4`"
+
+
+class SparseGroups(Rule):
+    """CONV with 2:4 sparse weights: groups of four input channels, symmetric weights."""
+
+    def error(self, i: Instruction) -> str | None:
+        if not WeightType(i.w_type).sparse:
+            return None
+        if i.cin % GROUP:
+            return f"2:4 sparse weights need cin a multiple of {GROUP}, not {i.cin}"
+        if i.w_zp:
+            return f"2:4 sparse weights need w_zp 0, not {i.w_zp} (a skipped weight is 0)"
+        return None
+
+    def doc(self) -> str:
+        return f"`w_type` 2:4 sparse: `cin % {GROUP} == 0` and `w_zp == 0`"
+
+
 def _matmul_per_byte(i: Instruction) -> int:
     return WeightType(i.b_type).per_byte
+
+
+def conv_weight_span(wa: int, kh: int, kw: int, cin: int, cout: int, sk: int, sci: int,
+                     sco: int, wt: WeightType) -> tuple[int, int]:
+    """The SRAM bytes [lo, hi) of a CONV's weights (2:4 sparse: the values, then the indices
+    from ``hi`` of the values on, ``sparse24.index_bytes`` of them)."""
+    rows = -(-cin // 2) if wt.sparse else cin  # cin / 2 (a multiple of 4 where it runs)
+    lo, hi = wt.span(*span3(wa * wt.per_byte, kh * kw, sk, rows, sci, cout, sco, 1))
+    if wt.sparse:
+        hi += index_bytes(kh * kw, cin, cout)
+    return lo, hi
 
 
 def _conv_accesses(i: Instruction) -> tuple[Access, ...]:
     a = i.args
     ia, ih, iw, sh, sw, cin, wa, kh, kw, cout, sk, sci, sco, oh, ow, wt = _CONV(a)
     lo, hi = span3(ia, ih, sh, iw, sw, cin, 1, 1)
-    wt = WeightType(wt)
-    wlo, whi = wt.span(*span3(wa * wt.per_byte, kh * kw, sk, cin, sci, cout, sco, 1))
+    wlo, whi = conv_weight_span(wa, kh, kw, cin, cout, sk, sci, sco, WeightType(wt))
     return (new_access(Access, ("in", _SRAM, lo, hi, False, 0)),
             new_access(Access, ("w", _SRAM, wlo, whi, False, 0)),
             *_acc_boxes(a, _CONV_ACC, oh * ow, cout))
@@ -188,13 +266,15 @@ SPECS = (
         opcode=Opcode.CONV, engine=Engine.MATRIX,
         summary="int8 conv tile, implicit window -> int32 acc", fields=CONV_FIELDS,
         cost=Gemm(m=product(*_PIXELS), n=product("cout"), k=product("kh", "kw", "cin"),
-                  window=_in_tile("cin"), weights_per_byte=_conv_per_byte),
+                  window=_in_tile("cin"), weights_per_byte=_conv_per_byte,
+                  sparse=_conv_sparse),
         cost_fields=("in_h", "in_w", "cin", "kh", "kw", "out_h", "out_w", "cout", "mode",
                      "w_type"),
         accesses=_conv_accesses,
         sram_elements=(("in", _in_tile("cin")), ("w", product("kh", "kw", "cin", "cout"))),
         frame=Frame("cin", im2col=product(*_PIXELS, "kh", "kw", "cin")),
-        rules=(AccRowsApart("cout"),), section="CONV (matrix engine)"),
+        rules=(AccRowsApart("cout"), SparseGroups()), section="CONV (matrix engine)",
+        requires=_needs_sparsity),
     InstrSpec(
         opcode=Opcode.MATMUL, engine=Engine.MATRIX,
         summary="int8 GEMM tile A[m,k] x B[k,n] -> int32 acc", fields=MATMUL_FIELDS,
@@ -202,7 +282,7 @@ SPECS = (
                   weights_per_byte=_matmul_per_byte),
         cost_fields=("m", "n", "k", "mode", "b_type"), accesses=_matmul_accesses,
         sram_elements=(("a", product("m", "k")), ("b", product("k", "n"))),
-        rules=(AccRowsApart("n"),), section="MATMUL (matrix engine)"),
+        rules=(AccRowsApart("n"), DenseWeights("b_type")), section="MATMUL (matrix engine)"),
     InstrSpec(
         opcode=Opcode.DWCONV, engine=Engine.MATRIX, also=Engine.VECTOR,
         summary="int8 depthwise conv tile -> int32 acc", fields=DWCONV_FIELDS,
@@ -216,6 +296,6 @@ SPECS = (
         cost_fields=("in_h", "in_w", "ch", "kh", "kw", "out_h", "out_w", "mode", "w_type"),
         accesses=_dwconv_accesses,
         sram_elements=(("in", _in_tile("ch")), ("out", product(*_PIXELS, "ch"))),
-        frame=Frame("ch"), rules=(AccRowsApart("ch"),),
+        frame=Frame("ch"), rules=(AccRowsApart("ch"), DenseWeights("w_type")),
         section="DWCONV (matrix engine's depthwise mode, or vector engine)"),
 )

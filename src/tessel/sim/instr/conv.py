@@ -13,6 +13,10 @@ accumulator rows ``acc_addr + p acc_stride``.
 
 int4 weights (``w_type`` I4) are unpacked first (``Conv.weights``: each weight's nibble,
 sign-extended, into a dense int8 ``K x cout`` matrix read by one run); the GEMMs are the same.
+2:4 sparse weights (I8_2_4 / I4_2_4) are decoded into that dense matrix the same way
+(tessel.isa.sparse24.decode: each value at the position its index names, zeros elsewhere): the
+skipped weights are zeros, so the products are those of the dense GEMM; a group whose indices
+are not increasing traps.
 
 An operand that is its SRAM bytes in order (a 1x1 tile's dense input, dense HWIO weights) is
 read in place by the int8 GEMM. A batch packs every sample's rows into one ``A`` (up to
@@ -29,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from tessel.isa import sparse24
 from tessel.isa.fields import AccMode
-from tessel.isa.instrs.matrix import WeightType
+from tessel.isa.instrs.matrix import WeightType, conv_weight_span
 from tessel.sim import gemm, jit
 from tessel.sim.hostmem import (
     F32,
@@ -44,7 +49,7 @@ from tessel.sim.hostmem import (
     flat_rows,
 )
 from tessel.sim.prepare import Op
-from tessel.sim.state import MachineState, extent
+from tessel.sim.state import MachineState, Trap
 
 I64 = np.int64
 BATCH_GEMM_BYTES = 8 << 20  # a batch's CONV: samples per GEMM, by their im2col bytes
@@ -95,11 +100,45 @@ def weight_runs(f: dict[str, Any]) -> np.ndarray:
     return runs_of(src, 1)
 
 
-def weight_nibbles(f: dict[str, Any]) -> np.ndarray:
-    """The nibble index of every int4 weight, as the ``(K, cout)`` matrix in row order."""
-    t, ci, co = np.ix_(np.arange(f["kh"] * f["kw"]), np.arange(f["cin"]), np.arange(f["cout"]))
-    n = 2 * f["w_addr"] + t * f["w_stride_k"] + ci * f["w_stride_ci"] + co * f["w_stride_co"]
+def weight_nibbles(f: dict[str, Any], rows: int | None = None, per_byte: int = 2
+                   ) -> np.ndarray:
+    """The element index (nibble index for int4) of every weight, as the ``(K, cout)`` matrix
+    in row order (``rows`` input channels: ``cin``, or ``cin / 2`` values of 2:4 weights)."""
+    rows = f["cin"] if rows is None else rows
+    t, ci, co = np.ix_(np.arange(f["kh"] * f["kw"]), np.arange(rows), np.arange(f["cout"]))
+    n = per_byte * f["w_addr"] + t * f["w_stride_k"] + ci * f["w_stride_ci"] \
+        + co * f["w_stride_co"]
     return n.reshape(-1).astype(I64)
+
+
+class SparseWeights:
+    """The dense int8 ``K x cout`` weights of a CONV's 2:4 sparse ones (values and index
+    nibbles, tessel.isa.sparse24), decoded again only when their bytes change."""
+
+    def __init__(self, f: dict[str, Any], wt: WeightType, span: tuple[int, int]) -> None:
+        taps, cin, cout = f["kh"] * f["kw"], f["cin"], f["cout"]
+        self.shape = (taps, cin // 2, cout), (taps, cin // 4, cout)
+        self.int4 = wt.values is WeightType.I4
+        self.values = weight_nibbles(f, cin // 2, wt.per_byte)
+        meta = span[1] - sparse24.index_bytes(taps, cin, cout)  # the indices end the span
+        self.meta = 2 * meta + np.arange(taps * cin // 4 * cout, dtype=I64)
+        self.last: list = [None, None]
+
+    def __call__(self, row: np.ndarray) -> np.ndarray:
+        raw = row.view(np.uint8)
+        key = (raw[self.values >> 1] if self.int4 else raw[self.values],
+               raw[self.meta >> 1])
+        if self.last[0] is not None and all(np.array_equal(a, b)
+                                            for a, b in zip(self.last[0], key, strict=True)):
+            return self.last[1]
+        v = unpack_int4(row, self.values) if self.int4 else row[self.values].view(np.int8)
+        nib = (raw[self.meta >> 1] >> ((self.meta & 1) << 2).astype(np.uint8)) & 0xF
+        try:
+            dense = sparse24.decode(v.reshape(self.shape[0]), nib.reshape(self.shape[1]))
+        except ValueError as exc:
+            raise Trap(f"CONV: {exc}") from None
+        self.last[:] = key, dense.reshape(-1)
+        return self.last[1]
 
 
 def unpack_int4(row: np.ndarray, nibbles: np.ndarray) -> np.ndarray:
@@ -202,17 +241,21 @@ class Conv:
         self.add = f["mode"] == AccMode.ACCUMULATE
         self.a_runs, self.a_span, self.padded = window_runs(f)
         wt = WeightType(f["w_type"])
-        self.nibbles = weight_nibbles(f) if wt is WeightType.I4 else None
-        # int4: the runs read the unpacked matrix (``weights``), one run of all of it
-        self.b_runs = weight_runs(f) if self.nibbles is None else \
+        self.w_span = conv_weight_span(f["w_addr"], f["kh"], f["kw"], f["cin"], f["cout"],
+                                       f["w_stride_k"], f["w_stride_ci"], f["w_stride_co"], wt)
+        # int4 or 2:4 weights: their int8 matrix, (K, cout) in row order, from the SRAM row
+        self.unpack: Any = None
+        if wt.sparse:
+            self.unpack = SparseWeights(f, wt, self.w_span)
+        elif wt is WeightType.I4:
+            self.unpack = functools.partial(unpack_int4, nibbles=weight_nibbles(f))
+        # unpacked: the runs read the unpacked matrix (``weights``), one run of all of it
+        self.b_runs = weight_runs(f) if self.unpack is None else \
             np.array([[0, 0, self.k * self.cout]], I64)
-        self.w_span = wt.span(*extent(wt.per_byte * f["w_addr"],
-                                      (f["kh"] * f["kw"], f["cin"], f["cout"]),
-                                      (f["w_stride_k"], f["w_stride_ci"], f["w_stride_co"]), 1))
         # an operand that is its SRAM bytes in order (one run covering the whole matrix) is
         # read in place: a 1x1 tile's dense input, dense HWIO weights
         self.a_at = _whole(self.a_runs, self.m * self.k)
-        self.b_at = _whole(self.b_runs, self.k * self.cout) if self.nibbles is None else None
+        self.b_at = _whole(self.b_runs, self.k * self.cout) if self.unpack is None else None
         self.chunk = gemm.chunk_len(self.in_zp, self.w_zp)
         self.kab = gemm.kab_term(self.k, self.in_zp, self.w_zp)
         # what a kept packed operand is a function of, besides the bytes it reads
@@ -224,10 +267,10 @@ class Conv:
 
     def weights(self, x: np.ndarray, s: int) -> tuple[np.ndarray, int]:
         """(memory rows, row) that ``b_runs`` read sample ``s``'s weights from: the SRAM
-        ``x`` itself, or for int4 weights their unpacked matrix (one row)."""
-        if self.nibbles is None:
+        ``x`` itself, or for int4 and 2:4 weights their unpacked matrix (one row)."""
+        if self.unpack is None:
             return x, s
-        return unpack_int4(x[s], self.nibbles)[None], 0
+        return self.unpack(x[s])[None], 0
 
 
 def _whole(runs: np.ndarray, size: int) -> int | None:
@@ -300,7 +343,7 @@ def _int8_one(c: Conv, mm: Any, many: Step) -> Step:
     def bind(state: MachineState) -> object:
         kept = views.get(state)
         x, acc, a, b, a2, b2, p = kept[:7]
-        if c.nibbles is not None:
+        if c.unpack is not None:
             return functools.partial(run, *kept)
         return functools.partial(run, *kept, jit.entry(pk, x, 0, 1, c.a_runs, pad, a),
                                  jit.entry(pk, x, 0, 1, c.b_runs, 0, b),
@@ -388,7 +431,7 @@ def _f32_one(c: Conv, many: Step) -> Step:
             many(state)
             return
         x, acc, a, b, r, sums, cols, af, bf = views.get(state)
-        if keep_a or keep_b or c.nibbles is not None:
+        if keep_a or keep_b or c.unpack is not None:
             if keep_a:
                 a, l1, _ = kept(state, x, "a")
             else:
