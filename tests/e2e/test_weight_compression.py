@@ -48,11 +48,16 @@ def test_compressed_weights_bit_exact_never_slower(name: str, preset: str) -> No
 
 def _within_estimate_bounds(cm: CompiledModel, graph, arch, name: str) -> None:
     """Estimate vs simulated with the decoder on: whole model <= 2 %, per layer p90 <= 5 % and
-    max <= 15 % (docs/benchmarks.md); `tessel estimate`'s cycles are the binary's estimates."""
+    max <= 15 % (docs/benchmarks.md); `tessel estimate`'s cycles are the binary's estimates,
+    its off-chip bytes the simulated ones."""
     layers = [x for x in cm.profile.layers if x.cycles]
     est = sum(x.estimated_cycles for x in cm.profile.layers)
     whole = (est - cm.profile.cycles) / cm.profile.cycles
     errs = sorted(abs(x.estimated_cycles - x.cycles) / x.cycles for x in layers)
     p90 = errs[max(0, -(-9 * len(errs) // 10) - 1)]
     assert abs(whole) <= 0.02 and p90 <= 0.05 and errs[-1] <= 0.15, (whole, p90, errs[-1])
-    assert estimate_graph(graph, arch, name=name, timing_only=True).cycles == est
+    full = estimate_graph(graph, arch, name=name)
+    assert full.cycles == est
+    # the energy events too: the stream bytes read off chip, the bytes decoded
+    assert full.bytes_read == cm.profile.bytes_read
+    assert abs(full.energy_uj - cm.profile.energy_uj) <= 0.005 * cm.profile.energy_uj

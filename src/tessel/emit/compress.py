@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from tessel.arch.types import NpuArch
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.access import Space
-from tessel.isa.decoded_load import ALIGN, contiguous_load, pays, stored
+from tessel.isa.decoded_load import ALIGN, constant_reads, eligible, pays, stored
 from tessel.isa.footprint import accesses
 from tessel.isa.weight_codec import encode
 
@@ -52,28 +52,12 @@ def _constant_reads(queues: Queues, memory: int, size: int
     pinned: list[tuple[int, int]] = []
     for e, q in queues.items():
         for k, i in enumerate(q):
-            for a in accesses(i):
-                if a.space != Space.OFFCHIP or a.mem != memory or a.hi <= 0 or a.lo >= size:
-                    continue
-                r = contiguous_load(i)
-                if r is not None and r == (a.lo, a.hi) and a.hi <= size:
+            for r, whole in constant_reads(i, memory, size):
+                if whole:
                     loads.setdefault(r, []).append((e, k))
                 else:
-                    pinned.append((a.lo, a.hi))
+                    pinned.append(r)
     return loads, pinned
-
-
-def _eligible(loads: dict, pinned: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The load ranges overlapping no pinned range and no other load range, in order."""
-    spans = sorted([(lo, hi, True) for lo, hi in loads] + [(lo, hi, False) for lo, hi in pinned])
-    out, reach = [], -1
-    for k, (lo, hi, is_load) in enumerate(spans):
-        clear_before = lo >= reach
-        clear_after = k + 1 == len(spans) or spans[k + 1][0] >= hi
-        if is_load and clear_before and clear_after:
-            out.append((lo, hi))
-        reach = max(reach, hi)
-    return out
 
 
 def compress_constants(queues: Queues, blob: bytes, memory: int, arch: NpuArch
@@ -84,7 +68,7 @@ def compress_constants(queues: Queues, blob: bytes, memory: int, arch: NpuArch
         return CompressResult(plain, blob, ())
     loads, pinned = _constant_reads(queues, memory, len(blob))
     chosen = []
-    for lo, hi in _eligible(loads, pinned):
+    for lo, hi in eligible(loads, pinned):
         stream = encode(blob[lo:hi], nibbles=True)
         users = [queues[e][k] for e, k in loads[(lo, hi)]]
         if pays(len(stream), hi - lo, users, arch):

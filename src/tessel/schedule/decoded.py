@@ -3,36 +3,42 @@ with the weight decoder, ``wdecoder.enabled``; tessel.emit.compress): each DMA_L
 a range of the constant pool whole, in order, into contiguous SRAM is timed as the DMA_LOAD_W
 that replaces it when the range's stream pays (the same rule,
 `tessel.isa.decoded_load.pays`), its cost read from the stream's real length. The schedule
-stage re-estimates its placed steps with it, so the estimates it records (and `tessel
-estimate`) are those of the program the simulator runs.
+stage re-estimates its placed steps with it (their cycles and energy events), so the
+estimates it records (and `tessel estimate`) are those of the program the simulator runs.
 
 Each range's stream length is found once (`StreamSizes`, `weight_codec.stream_size`: the
-encoder's length without writing the stream). A range the emitted program also reads
-otherwise (another load overlapping it) stays raw there while this estimate times it decoded:
-the zoo's weight loads read disjoint ranges. The mapping search ranks a step's candidates
+encoder's length without writing the stream). The mapping search ranks a step's candidates
 before their constants are placed, by their raw loads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 
 from tessel.arch import NpuArch
 from tessel.isa import Instruction, Opcode
-from tessel.isa.decoded_load import contiguous_load, decoded_load, pays
+from tessel.isa.decoded_load import constant_reads, contiguous_load, decoded_load, eligible, pays
 from tessel.isa.weight_codec import stream_size
 from tessel.ops.step import GroupWork, Slots, StepWork, TileWork, top_slots
 from tessel.schedule.estimate import CostCache, Estimate, estimate_step
+from tessel.schedule.events import EventTally
 
 
 class StreamSizes:
     """The weight stream lengths of a constant pool's ranges, found on first use, and the
-    DMA_LOAD_W each whole-range load of the pool becomes when its stream pays."""
+    DMA_LOAD_W each whole-range load of the pool becomes when its stream pays: the loads of
+    the steps `works` whose ranges nothing else among them reads (`decoded_load.eligible`)."""
 
-    def __init__(self, blob: bytes, memory: int, arch: NpuArch):
+    def __init__(self, blob: bytes, memory: int, arch: NpuArch, works: Sequence[StepWork]):
         self.blob, self.memory, self.arch = bytes(blob), memory, arch
         self.sizes: dict[tuple[int, int], int] = {}
         self._swaps: dict[Instruction, Instruction] = {}
+        loads, pinned = [], []
+        for work in works:
+            for i in _instructions(work):
+                for r, whole in constant_reads(i, memory, len(self.blob)):
+                    (loads if whole else pinned).append(r)
+        self.eligible = set(eligible(loads, pinned))
 
     def size(self, lo: int, hi: int) -> int:
         n = self.sizes.get((lo, hi))
@@ -48,7 +54,7 @@ class StreamSizes:
         if got is None:
             got = ins
             r = contiguous_load(ins)
-            if r is not None and r[1] <= len(self.blob):
+            if r in self.eligible:
                 size = self.size(*r)
                 if pays(size, r[1] - r[0], [ins], self.arch):
                     got = decoded_load(ins, size, r[1] - r[0])
@@ -82,8 +88,26 @@ class StreamSizes:
         return StepWork(work.shape, work.group_count, group_fn, tile_fn,
                         tile_key if work.tile_key is not None else None, None)
 
-    def estimate(self, work: StepWork, prefetched: bool, prefetch: Sequence[Instruction],
-                 cost: CostCache) -> Estimate:
-        """`estimate_step` of the step as emitted and compressed."""
-        return estimate_step(self.work(work), self.arch, cache=cost, prefetched=prefetched,
-                             prefetch=self.all_decoded(prefetch))
+    def step(self, work: StepWork, prefetched: bool, prefetch: Sequence[Instruction],
+             cost: CostCache) -> tuple[Estimate, EventTally]:
+        """`estimate_step` of the step as emitted and compressed, and its energy events."""
+        decoded = self.work(work)
+        est = estimate_step(decoded, self.arch, cache=cost, prefetched=prefetched,
+                            prefetch=self.all_decoded(prefetch))
+        return est, EventTally(decoded)
+
+
+def _instructions(work: StepWork) -> Iterator[Instruction]:
+    """The DMA instructions of every group and tile of `work` (its compute reads no
+    off-chip memory)."""
+    slots = top_slots(work.shape)
+    for g in range(work.group_count):
+        group = work.group_fn(g, 0)
+        yield from group.weight_loads
+        yield from group.param_loads
+        for t in range(group.tile_count):
+            tile = work.tile_fn(g, t, slots)
+            yield from tile.loads
+            yield from tile.stores
+            for pair in tile.copies:
+                yield from pair
