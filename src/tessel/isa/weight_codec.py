@@ -90,8 +90,7 @@ def _block_costs(sym: np.ndarray, nbits: int) -> np.ndarray:
     v, k = np.arange(width)[:, None], np.arange(nbits)[None, :]
     u = np.minimum(v >> k, ESCAPE)
     bits = u + 1 + np.where(u == ESCAPE, nbits, k)
-    # float64 for BLAS: every sum is an integer far below 2**53
-    return np.rint(hist.astype(np.float64) @ bits.astype(np.float64)).astype(np.int64)
+    return hist @ bits  # int64 (no BLAS: small products, no threads to start)
 
 
 def _choose_k(sym: np.ndarray, nbits: int) -> np.ndarray:

@@ -13,6 +13,7 @@ before their constants are placed, by their raw loads.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Hashable, Iterator, Sequence
 
 from tessel.arch import NpuArch
@@ -43,7 +44,7 @@ class StreamSizes:
     def size(self, lo: int, hi: int) -> int:
         n = self.sizes.get((lo, hi))
         if n is None:
-            n = self.sizes[(lo, hi)] = stream_size(self.blob[lo:hi], nibbles=True)
+            n = self.sizes[(lo, hi)] = _stream_size(self.blob[lo:hi])
         return n
 
     def decoded(self, ins: Instruction) -> Instruction:
@@ -111,3 +112,19 @@ def _instructions(work: StepWork) -> Iterator[Instruction]:
             yield from tile.stores
             for pair in tile.copies:
                 yield from pair
+
+
+_SIZES: dict[bytes, int] = {}  # digest of a range's bytes -> its stream's length
+
+
+def _stream_size(data: bytes) -> int:
+    """`stream_size(data, nibbles=True)`, remembered by the bytes' digest: the schedule stage
+    plans a model more than once (and estimates and compiles of one model meet the same
+    weights)."""
+    key = hashlib.blake2b(data, digest_size=16).digest()
+    n = _SIZES.get(key)
+    if n is None:
+        if len(_SIZES) >= 1 << 16:
+            _SIZES.clear()
+        n = _SIZES[key] = stream_size(data, nibbles=True)
+    return n
