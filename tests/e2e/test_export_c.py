@@ -86,3 +86,38 @@ def test_export_names_are_c_identifiers():
     assert c_name("ds-cnn.v2") == "ds_cnn_v2"
     assert c_name("3net") == "m_3net"
     assert c_name("--") == "model"
+
+
+def test_exported_project_decodes_weight_streams(tmp_path, capsys):
+    """A binary compiled with the weight decoder (`--set wdecoder.enabled=true`): the exported
+    project (CMake where installed, else its Makefile) decodes the DMA_LOAD_W streams and prints
+    the outputs the Python simulator computes."""
+    from tessel.isa import Opcode
+    from tessel.runtime.reference import stored_reference
+
+    binary = tmp_path / "digits_cnn.tsl"
+    assert main(["compile", "digits_cnn", "-o", str(binary), "--calibration", "2",
+                 "--set", "wdecoder.enabled=true"]) == 0
+    cm = load(binary)
+    assert cm.arch.wdecoder.enabled
+    assert any(i.opcode is Opcode.DMA_LOAD_W for q in cm.program.streams.values() for i in q)
+    project = tmp_path / "digits_c"
+    assert main(["export", "c", str(binary), "-o", str(project)]) == 0
+    capsys.readouterr()
+    assert "#define DIGITS_CNN_NPU_WDECODER 1u" in (project / "digits_cnn_model.h").read_text()
+    want = cm.run(*stored_reference(cm.program.metadata).inputs)
+    if shutil.which("cmake"):
+        build = tmp_path / "cmake-build"
+        subprocess.run(["cmake", "-S", str(project), "-B", str(build)], check=True,
+                       capture_output=True, text=True)
+        subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True,
+                       text=True)
+        exe = build / "digits_cnn_demo"
+    else:
+        subprocess.run(["make", "-C", str(project), "digits_cnn_demo"], check=True,
+                       capture_output=True, text=True)
+        exe = project / "digits_cnn_demo"
+    got = _printed(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout)
+    assert list(got) == cm.output_names
+    for name, w in zip(cm.output_names, want, strict=True):
+        np.testing.assert_array_equal(got[name].astype(np.float32), w.reshape(-1))

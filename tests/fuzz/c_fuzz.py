@@ -4,12 +4,14 @@
 
 Builds tessel/runtime/c/fuzz/fuzz_load.c with libtessel and the C NPU model under
 AddressSanitizer and UndefinedBehaviorSanitizer (any finding aborts the process), runs it on the
-seed binaries of tests/fuzz/corpus (hostile variants of each: structured mutations that keep the
-checksums valid, raw ones), and runs every binary the loader accepts on the C NPU model under a
-work budget. --differential N also writes N cases and reads each with the Python reader: a
-binary the C loader accepts must be one the Python reader accepts, and the C loader refuses one
-the Python reader accepts only for a reason of its own (a host op without a C kernel, a limit of
-the build, a type mismatch between host parts, a memory index beyond its 8). Exit status 1 on a
+seed binaries of tests/fuzz/corpus and corpus/wdecoder (weights in DMA_LOAD_W streams, run with
+the weight decoder on): hostile variants of each (structured mutations that keep the checksums
+valid, raw ones); it runs every binary the loader accepts on the C NPU model under a work budget
+and counts the traps on malformed weight streams. --differential N also writes N cases and reads
+each with the Python reader: a binary the C loader accepts must be one the Python reader
+accepts, and the C loader refuses one the Python reader accepts only for a reason of its own (a
+host op without a C kernel, a limit of the build, a type mismatch between host parts, a memory
+index beyond its 8). Exit status 1 on a
 sanitizer finding or a differential disagreement.
 """
 
@@ -33,7 +35,9 @@ C_ONLY_REFUSALS = {113, 114, 120, 130}
 
 
 def seeds() -> list[Path]:
-    return sorted(CORPUS.glob("*.tsl"))
+    """The seed binaries: the shared corpus, and binaries whose weights are DMA_LOAD_W streams
+    (run with the weight decoder on)."""
+    return sorted(CORPUS.glob("*.tsl")) + sorted((CORPUS / "wdecoder").glob("*.tsl"))
 
 
 def build(folder: Path | None = None) -> Path:
@@ -55,7 +59,8 @@ def build(folder: Path | None = None) -> Path:
 
 def run(exe: Path, cases: int, seed: int, execute: bool = True, emit: Path | None = None,
         timeout: float = 3600) -> dict:
-    """One fuzzer run: {"cases", "accepted", "ran", "trapped", "slowest_s", "refused": {code: n},
+    """One fuzzer run: {"cases", "accepted", "ran", "trapped", "stream_traps" (malformed weight
+    streams), "slowest_s", "refused": {code: n},
     "seconds", "returncode", "stderr"} (a sanitizer finding: returncode != 0, its report in
     stderr)."""
     cmd = [str(exe), "--cases", str(cases), "--seed", str(seed), "--quiet"]
@@ -68,11 +73,11 @@ def run(exe: Path, cases: int, seed: int, execute: bool = True, emit: Path | Non
                           timeout=timeout)
     out = {"seconds": time.perf_counter() - t0, "returncode": done.returncode,
            "stderr": done.stderr[-4000:], "refused": {}}
-    head = re.search(r"cases (\d+), accepted (\d+), ran (\d+) \(trapped (\d+)\), slowest ([\d.]+) s",
-                     done.stdout)
+    head = re.search(r"cases (\d+), accepted (\d+), ran (\d+) \(trapped (\d+), on weight streams "
+                     r"(\d+)\), slowest ([\d.]+) s", done.stdout)
     if head:
         out.update(cases=int(head[1]), accepted=int(head[2]), ran=int(head[3]),
-                   trapped=int(head[4]), slowest_s=float(head[5]))
+                   trapped=int(head[4]), stream_traps=int(head[5]), slowest_s=float(head[6]))
     for code, n in re.findall(r"refused +(\d+) x(\d+):", done.stdout):
         out["refused"][int(code)] = int(n)
     return out
@@ -125,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"C loader under ASan + UBSan: {r['cases']:,} hostile binaries (seed {args.seed}) in "
           f"{r['seconds']:.0f} s: 0 findings; accepted {r['accepted']:,}, run on the C NPU model "
-          f"{r['ran']:,} (trapped {r['trapped']:,}); slowest case {r['slowest_s'] * 1000:.1f} ms; "
+          f"{r['ran']:,} (trapped {r['trapped']:,}, {r['stream_traps']:,} on malformed weight "
+          f"streams); slowest case {r['slowest_s'] * 1000:.1f} ms; "
           f"{len(r['refused'])} distinct refusal codes")
     for code, n in sorted(r["refused"].items()):
         print(f"  refused with code {code}: {n:,}")

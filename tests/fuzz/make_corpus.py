@@ -1,5 +1,7 @@
-"""Regenerate the fuzz seed corpus (tests/fuzz/corpus/): two small real compiled binaries, with
-host graphs and metadata, for the .tsl / IR / asm harnesses. Run from the repository root:
+"""Regenerate the fuzz seed corpus (tests/fuzz/corpus/): small real compiled binaries, with
+host graphs and metadata, for the .tsl / IR / asm harnesses, and (corpus/wdecoder/) one compiled
+for a target with the weight decoder, its weights in DMA_LOAD_W streams, for the C loader's
+fuzzer. Run from the repository root:
 
     PYTHONPATH=src python tests/fuzz/make_corpus.py
 """
@@ -60,6 +62,20 @@ def tiny_regions() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return TinyRegions().eval(), (torch.randn(1, 2, 6, 6),)
 
 
+def wdecoder_seed() -> None:
+    """tiny_cnn for tnpu-s with the weight decoder: its weights load as weight streams."""
+    from tessel.arch import load_preset
+
+    torch.manual_seed(0)
+    model, x = TinyCnn().eval(), torch.randn(1, 3, 8, 8)
+    arch = load_preset("tnpu-s").with_param("wdecoder.enabled", True)
+    cm = tessel.compile(model, (x,), target=arch, name="tiny_cnn_wdecoder")
+    (CORPUS / "wdecoder").mkdir(exist_ok=True)
+    cm.save(CORPUS / "wdecoder" / "tiny_cnn_wdecoder.tsl")
+    loads = sum(i.opcode.name == "DMA_LOAD_W" for q in cm.program.streams.values() for i in q)
+    print("tiny_cnn_wdecoder", len(cm.binary), "bytes, DMA_LOAD_W:", loads)
+
+
 def main() -> None:
     torch.manual_seed(0)
     CORPUS.mkdir(exist_ok=True)
@@ -74,6 +90,7 @@ def main() -> None:
     cm.save(CORPUS / "tiny_regions.tsl")
     print("tiny_regions", len(cm.binary), "bytes, host graphs:", sorted(cm.program.host_graphs),
           "metadata keys:", sorted(cm.program.metadata))
+    wdecoder_seed()
 
 
 if __name__ == "__main__":

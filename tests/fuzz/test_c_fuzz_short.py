@@ -1,7 +1,7 @@
 """A short seeded run of the C loader's sanitizer fuzzer (tests/fuzz/c_fuzz.py; ``make fuzz``
 runs 100,000 cases): no AddressSanitizer / UndefinedBehaviorSanitizer finding, the mutations
-reach the deep rules (many distinct refusal codes, accepted binaries run on the C NPU model),
-and the C loader agrees with the Python reader."""
+reach the deep rules (many distinct refusal codes, accepted binaries run on the C NPU model,
+malformed weight streams trap in its decoder), and the C loader agrees with the Python reader."""
 
 from __future__ import annotations
 
@@ -29,6 +29,18 @@ def test_short_sanitizer_run_has_no_finding(fuzzer):
     assert r["cases"] == 4000 and r["accepted"] > 50 and r["ran"] > 50
     assert len(r["refused"]) >= 35, sorted(r["refused"])  # header .. host graphs .. limits
     assert {43, 50, 77, 92, 111, 113} <= set(r["refused"])
+    assert r["stream_traps"] > 0  # malformed DMA_LOAD_W streams reached the decoder and trapped
+
+
+def test_the_fuzzer_has_a_seed_with_weight_streams():
+    from tessel.binary import read_tsl
+    from tessel.isa import Opcode
+
+    seeds = [p for p in c_fuzz.seeds() if p.parent.name == "wdecoder"]
+    assert seeds
+    for path in seeds:
+        prog = read_tsl(path.read_bytes())
+        assert any(i.opcode is Opcode.DMA_LOAD_W for q in prog.streams.values() for i in q)
 
 
 def test_the_c_loader_accepts_only_what_the_python_reader_accepts(fuzzer):

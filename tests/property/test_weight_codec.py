@@ -1,5 +1,6 @@
 """The weight stream (tessel.isa.weight_codec): decode(encode(x)) == x for every byte string,
-a stream never longer than raw, and a malformed stream always a TesselFormatError."""
+a stream never longer than raw, stream_size(x) == len(encode(x)), and a malformed stream always
+a TesselFormatError."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tessel.errors import TesselFormatError
-from tessel.isa.weight_codec import HEADER, StreamMode, decode, encode, info
+from tessel.isa.weight_codec import HEADER, StreamMode, decode, encode, info, stream_size
 
 FAST = settings(max_examples=300, deadline=None, derandomize=True)
 
@@ -31,6 +32,7 @@ def test_roundtrip_any_bytes(data: bytes, nibbles: bool) -> None:
     assert decode(stream) == data
     assert len(stream) <= HEADER + len(data)
     assert info(stream).decoded == len(data)
+    assert stream_size(data, nibbles=nibbles) == len(stream)
 
 
 @FAST
@@ -38,7 +40,9 @@ def test_roundtrip_any_bytes(data: bytes, nibbles: bool) -> None:
 def test_roundtrip_weight_like(seed: int, n: int, sigma: float, int4: bool) -> None:
     w = _weights(seed, n, sigma, -7 if int4 else -127, 7 if int4 else 127)
     data = _packed(w) if int4 else w.tobytes()
-    assert decode(encode(data, nibbles=int4)) == data
+    stream = encode(data, nibbles=int4)
+    assert decode(stream) == data
+    assert stream_size(data, nibbles=int4) == len(stream)  # coded streams: the size sums
 
 
 @pytest.mark.parametrize("data", [b"", b"\x00", b"\x00" * 10000, b"\x80" * 777, b"\x7f" * 65,

@@ -270,6 +270,8 @@ def arch_name(base: NpuArch, point: Mapping[str, Any]) -> str:
 def _name_part(key: str, v: Any) -> str:
     e = EXPLORABLE[key].explore
     assert e is not None
+    if isinstance(v, bool):  # wd1: with the weight decoder
+        return f"{e.short}{int(v)}"
     if e.name is NameFormat.INITIALS:
         return e.short + "".join(w[0] for w in str(v).split("_")).lower()
     if e.name is NameFormat.KIB and v % 1024 == 0:

@@ -230,11 +230,12 @@ class WeightDecoder:
     enabled: bool = param(
         False, doc="the DMA path has the weight decoder (`true`: layers whose weight stream "
         "pays in bytes and cycles are stored compressed)", since=3, area_term=True,
-        summary=True)
+        summary=True, explore=Explore("wd"))
     bytes_per_cycle: int = param(
         16, doc="decoded bytes the decoder writes per cycle (assumption: 16 Rice symbols a "
         "cycle, the unary and remainder sections read in parallel)", unit="bytes/cycle",
-        checks=(IntIn(1, 4096),), affects=COSTS, since=3, area_term=True)
+        checks=(IntIn(1, 4096),), affects=COSTS, since=3, area_term=True,
+        explore=Explore("wdb"))
     buffer_bytes: int = param(
         512, doc="the decoder's input buffer (assumption: holds the off-chip latency's bytes "
         "in flight)", unit="bytes", checks=(IntIn(0, MAX_SRAM_BYTES),), affects=NONE, since=3,

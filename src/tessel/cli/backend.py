@@ -48,6 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "it faster (default on; docs/backend.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object (file, size, "
                    "cycles, latency, energy)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="change one NPU parameter of the target (dotted name, e.g. "
+                   "wdecoder.enabled=true: weights stored as compressed streams the NPU's "
+                   "weight decoder reads); the binary records the changed target; repeatable")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("estimate", help="latency / energy estimate from the analytical cost "
@@ -183,6 +187,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise TesselConfigError(f"--calibration must be >= 1, got {args.calibration}")
     stages = parse_stages(args.dump_after)
     arch = load_target(args.target)
+    if args.set:
+        from tessel.arch.params import parse_settings
+
+        arch = arch.with_params(parse_settings(args.set, arch))
     spec = resolve(args.model)
     model, inputs, calibration = model_data(args, spec)
     check_writable(args.output, inputs=model_sources(model, args.model))

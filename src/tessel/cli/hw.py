@@ -1,4 +1,5 @@
-"""CLI commands about the hardware: ``tessel targets [--json] [--wide] [--target T ...]``.
+"""CLI commands about the hardware: ``tessel targets [--json] [--wide] [--target T ...]``
+(each target's key figures and its operating points).
 
 ``--target`` values anywhere in the CLI are a preset name or a path to a .toml file, resolved
 by ``tessel.arch.load_target``; ``add_target_argument`` adds that option to a sub-command.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from tessel.arch import NpuArch, list_presets, load_target
 from tessel.display import Table
@@ -32,8 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 COLUMNS = ("target", "node nm", "MHz", "array", "MACs/c", "peak TOPS", "SRAM KiB", "SRAM B/c",
-           "operand path (in+w buf)", "off-chip: bandwidth, latency", "area mm2")
-NUMERIC = (False, True, True, False, True, True, True, True, False, False, True)
+           "operand path (in+w buf)", "off-chip: bandwidth, latency",
+           "operating points (MHz @ V)", "area mm2")
+NUMERIC = (False, True, True, False, True, True, True, True, False, False, False, True)
+POINTS_COLUMN = COLUMNS.index("operating points (MHz @ V)")
 
 
 def _row(a: NpuArch) -> list[str]:
@@ -47,13 +51,21 @@ def _row(a: NpuArch) -> list[str]:
             f"{s['matrix.rows']}x{s['matrix.cols']} {s['matrix.dataflow'][0]}S",
             str(s["peak_macs_per_cycle"]), f"{s['peak_tops']:.3g}",
             f"{s['onchip.sram_bytes'] // 1024:,}", str(s["sram_bytes_per_cycle"]), operands,
-            mems, f"{s['area_mm2']:.3f}"]
+            mems, "; ".join(f"{p['name']} {p['clock_hz'] / 1e6:g} @ {p['voltage_v']:g}"
+                            for p in operating_points(a)), f"{s['area_mm2']:.3f}"]
+
+
+def operating_points(a: NpuArch) -> list[dict[str, Any]]:
+    """The target's operating points (DVFS), slowest first: name, clock, supply voltage."""
+    return [{"name": p.name, "clock_hz": p.clock_hz, "voltage_v": p.voltage_v}
+            for p in a.operating_points]
 
 
 def targets_table(archs: list[NpuArch]) -> Table:
     """One row per target: process node, clock, array, peak TOPS, SRAM, the operand path,
-    each off-chip memory's bandwidth and latency, and the area (at its own process node)."""
-    return Table(COLUMNS, [_row(a) for a in archs], NUMERIC)
+    each off-chip memory's bandwidth and latency, its operating points (left out of a table
+    too wide for the terminal) and the area (at its own process node)."""
+    return Table(COLUMNS, [_row(a) for a in archs], NUMERIC, secondary=(POINTS_COLUMN,))
 
 
 def format_table(archs: list[NpuArch], width: int | None = None) -> str:
@@ -64,7 +76,8 @@ def targets_command(args: argparse.Namespace) -> int:
     # a bad --target raises TesselConfigError naming the key; tessel.cli.main reports it
     archs = [load_target(n) for n in (args.target or list_presets())]
     if args.json:
-        out = [dict(a.summary(), arch_hash=a.arch_hash) for a in archs]
+        out = [dict(a.summary(), arch_hash=a.arch_hash, operating_points=operating_points(a))
+               for a in archs]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
         targets_table(archs).print(wide=args.wide)

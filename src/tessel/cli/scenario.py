@@ -119,7 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.html:
         from tessel.scenario.html import write_scenario_html
 
-        info(f"wrote {write_scenario_html(report, args.html)}")
+        info(f"wrote {write_scenario_html(report, args.html, None if dvfs is None else dvfs.as_dict())}")
     if args.trace:
         from tessel.scenario.trace import write_trace
 

@@ -1,8 +1,8 @@
 """Weight compression in code generation: on a target with the weight decoder
 (``wdecoder.enabled``), the constant bytes that DMA_LOADs read whole and alone are stored as
 weight streams (tessel.isa.weight_codec) and loaded with DMA_LOAD_W, one range at a time, when
-it pays: the stream is smaller and no load of the range takes more cycles (the link's bytes vs
-the decoder's output rate, ``tessel.isa.costs``). Every other off-chip access of the constants
+it pays (`tessel.isa.decoded_load.pays`: the stream is smaller and no load of the range takes
+more cycles; the schedule's estimate applies the same rule). Every other off-chip access of the constants
 moves with the bytes it reads.
 
 A range qualifies when every instruction touching any of its bytes is a DMA_LOAD reading
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from tessel.arch.types import NpuArch
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.access import Space
-from tessel.isa.costs import instruction_cost
+from tessel.isa.decoded_load import ALIGN, constant_reads, eligible, pays, stored
 from tessel.isa.footprint import accesses
-from tessel.isa.weight_codec import StreamMode, encode, info
+from tessel.isa.weight_codec import encode
 
-ALIGN = 64  # bytes: a compressed range shrinks by a multiple of this
+__all__ = ["ALIGN", "CompressResult", "Compressed", "compress_constants"]
 Queues = Mapping[Engine, tuple[Instruction, ...]]
 
 
@@ -45,19 +45,6 @@ class CompressResult:
     ranges: tuple[Compressed, ...]
 
 
-def _contiguous_load(i: Instruction) -> tuple[int, int] | None:
-    """[lo, hi) of a DMA_LOAD reading its bytes in order into contiguous SRAM, or None."""
-    if i.opcode is not Opcode.DMA_LOAD:
-        return None
-    at = i.dtype.nbytes  # the bytes one step of the next dimension must skip
-    for d in range(4):
-        n = getattr(i, f"d{d}")
-        if n > 1 and (getattr(i, f"ext_s{d}") != at or getattr(i, f"sram_s{d}") != at):
-            return None
-        at *= n
-    return i.ext_addr, i.ext_addr + at
-
-
 def _constant_reads(queues: Queues, memory: int, size: int
                     ) -> tuple[dict[tuple[int, int], list[tuple[Engine, int]]], list[tuple[int, int]]]:
     """The whole-range loads of the blob by range, and the ranges other accesses touch."""
@@ -65,44 +52,12 @@ def _constant_reads(queues: Queues, memory: int, size: int
     pinned: list[tuple[int, int]] = []
     for e, q in queues.items():
         for k, i in enumerate(q):
-            for a in accesses(i):
-                if a.space != Space.OFFCHIP or a.mem != memory or a.hi <= 0 or a.lo >= size:
-                    continue
-                r = _contiguous_load(i)
-                if r is not None and r == (a.lo, a.hi) and a.hi <= size:
+            for r, whole in constant_reads(i, memory, size):
+                if whole:
                     loads.setdefault(r, []).append((e, k))
                 else:
-                    pinned.append((a.lo, a.hi))
+                    pinned.append(r)
     return loads, pinned
-
-
-def _eligible(loads: dict, pinned: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The load ranges overlapping no pinned range and no other load range, in order."""
-    spans = sorted([(lo, hi, True) for lo, hi in loads] + [(lo, hi, False) for lo, hi in pinned])
-    out, reach = [], -1
-    for k, (lo, hi, is_load) in enumerate(spans):
-        clear_before = lo >= reach
-        clear_after = k + 1 == len(spans) or spans[k + 1][0] >= hi
-        if is_load and clear_before and clear_after:
-            out.append((lo, hi))
-        reach = max(reach, hi)
-    return out
-
-
-def _pays(stream: bytes, raw: int, users: list[Instruction], arch: NpuArch) -> bool:
-    if info(stream).mode is StreamMode.RAW or _stored(len(stream), raw) >= raw:
-        return False
-    for i in users:
-        w = Instruction.make(Opcode.DMA_LOAD_W, mem=i.mem, ext_addr=0, ext_bytes=len(stream),
-                             sram_addr=i.sram_addr, out_bytes=raw)
-        if instruction_cost(w, arch).cycles > instruction_cost(i, arch).cycles:
-            return False
-    return True
-
-
-def _stored(stream: int, raw: int) -> int:
-    """Bytes a range of ``raw`` bytes takes as a stream of ``stream`` bytes (ALIGN rule)."""
-    return raw - (raw - stream) // ALIGN * ALIGN
 
 
 def compress_constants(queues: Queues, blob: bytes, memory: int, arch: NpuArch
@@ -113,10 +68,10 @@ def compress_constants(queues: Queues, blob: bytes, memory: int, arch: NpuArch
         return CompressResult(plain, blob, ())
     loads, pinned = _constant_reads(queues, memory, len(blob))
     chosen = []
-    for lo, hi in _eligible(loads, pinned):
+    for lo, hi in eligible(loads, pinned):
         stream = encode(blob[lo:hi], nibbles=True)
         users = [queues[e][k] for e, k in loads[(lo, hi)]]
-        if _pays(stream, hi - lo, users, arch):
+        if pays(len(stream), hi - lo, users, arch):
             chosen.append((lo, hi, stream))
     if not chosen:
         return CompressResult(plain, blob, ())
@@ -129,10 +84,10 @@ def _rewrite(queues: dict[Engine, tuple[Instruction, ...]], blob: bytes, memory:
     for lo, hi, stream in chosen:
         parts.append(blob[at:lo])
         new_lo = lo - shift
-        stored = _stored(len(stream), hi - lo)
-        parts.append(stream + bytes(stored - len(stream)))
+        size = stored(len(stream), hi - lo)
+        parts.append(stream + bytes(size - len(stream)))
         ranges.append(Compressed(lo, hi, stream, new_lo))
-        shift += hi - lo - stored
+        shift += hi - lo - size
         cuts.append((hi, shift))
         at = hi
     parts.append(blob[at:])

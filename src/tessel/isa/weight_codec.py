@@ -80,19 +80,36 @@ def _bytes_of(sym: np.ndarray, mode: StreamMode) -> bytes:
     return (nib[:, 0] | (nib[:, 1] << 4)).astype(np.uint8).tobytes()
 
 
-def _choose_k(sym: np.ndarray, nbits: int) -> np.ndarray:
-    """Each block's k (the one of 0..nbits-1 coding it in the fewest bits)."""
+def _block_costs(sym: np.ndarray, nbits: int) -> np.ndarray:
+    """(blocks, nbits): the bits of each block's unary codes and remainders coded with each k
+    (a histogram of each block's symbols times each symbol's bits under each k)."""
     nblocks = -(-sym.size // BLOCK)
-    padded = np.zeros(nblocks * BLOCK, np.int32)
-    padded[:sym.size] = sym
-    padded = padded.reshape(nblocks, BLOCK)
-    valid = (np.arange(nblocks * BLOCK) < sym.size).reshape(nblocks, BLOCK)
-    costs = []
-    for k in range(nbits):
-        u = np.minimum(padded >> k, ESCAPE)
-        bits = u + 1 + np.where(u == ESCAPE, nbits, k)
-        costs.append(np.where(valid, bits, 0).sum(axis=1))
-    return np.argmin(np.stack(costs), axis=0).astype(np.uint8)
+    width = 1 << nbits
+    hist = np.bincount(np.arange(sym.size) // BLOCK * width + sym,
+                       minlength=nblocks * width).reshape(nblocks, width)
+    v, k = np.arange(width)[:, None], np.arange(nbits)[None, :]
+    u = np.minimum(v >> k, ESCAPE)
+    bits = u + 1 + np.where(u == ESCAPE, nbits, k)
+    return hist @ bits  # int64 (no BLAS: small products, no threads to start)
+
+
+def _choose_k(sym: np.ndarray, nbits: int) -> np.ndarray:
+    """Each block's k (the one of 0..nbits-1 coding it in the fewest bits, the smallest of
+    equals)."""
+    return np.argmin(_block_costs(sym, nbits), axis=1).astype(np.uint8)
+
+
+def stream_size(data: bytes, *, nibbles: bool = False) -> int:
+    """``len(encode(data, nibbles=nibbles))``, without writing the stream."""
+    raw = np.frombuffer(bytes(data), np.uint8)
+    best = HEADER + raw.size
+    modes = (StreamMode.BYTES, StreamMode.NIBBLES) if nibbles else (StreamMode.BYTES,)
+    for mode in modes if raw.size else ():
+        sym = _symbols(raw, mode)
+        bits = -(-sym.size // BLOCK) * K_BITS + int(_block_costs(sym, SYMBOL_BITS[mode])
+                                                    .min(axis=1).sum())
+        best = min(best, CODED_HEADER + -(-bits // 8))
+    return best
 
 
 def _pack_fields(values: np.ndarray, widths: np.ndarray) -> np.ndarray:

@@ -67,7 +67,7 @@ class SimConfig(ctypes.Structure):
 
     _fields_ = [("sram_bytes", ctypes.c_uint32), ("acc_entries", ctypes.c_uint32),
                 ("lut_entries", ctypes.c_uint32), ("offchip_count", ctypes.c_uint32),
-                ("offchip_size", ctypes.c_uint64 * MEMORIES)]
+                ("offchip_size", ctypes.c_uint64 * MEMORIES), ("wdecoder", ctypes.c_uint32)]
 
 
 _P, _U32, _U64, _I = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
@@ -161,6 +161,7 @@ def sim_config(arch: Any) -> SimConfig:
     c.offchip_count = len(arch.offchip)
     for i, m in enumerate(arch.offchip[:MEMORIES]):
         c.offchip_size[i] = int(m.size_bytes)
+    c.wdecoder = int(arch.wdecoder.enabled)
     return c
 
 

@@ -1,8 +1,10 @@
 """`write_scenario_html`: one self-contained HTML page of a scheduled scenario: the summary,
-the per-model latency table, the NPU timeline (one lane per model over the whole window, and
-the first frames zoomed in, deadline misses marked), the average power breakdown (a bar per
-component) and the per-model table. Plots are PNGs embedded as data URIs (the style of the
-profile report, tessel.analysis.html); the page loads nothing from anywhere.
+the DVFS decision (when a policy chose the operating point: the point, and every point the
+policy ran with its power and misses), the per-model latency table, the NPU timeline (one
+lane per model over the whole window, and the first frames zoomed in, deadline misses
+marked), the average power breakdown (a bar per component) and the per-model table. Plots are
+PNGs embedded as data URIs (the style of the profile report, tessel.analysis.html); the page
+loads nothing from anywhere.
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import html
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from tessel.analysis import plots
 from tessel.analysis.html import STYLE
+from tessel.display import Table
 from tessel.fileio import write_atomic
 from tessel.scenario.report import ScenarioReport
 from tessel.scenario.scheduler import SliceKind
@@ -94,7 +99,29 @@ def _zoom(report: ScenarioReport) -> int:
     return max(1, int(min(max(first, default=report.span) * 1.05, cap)))
 
 
-def scenario_html(report: ScenarioReport) -> str:
+def dvfs_section(dvfs: Mapping[str, Any]) -> list[str]:
+    """The DVFS decision (`DvfsRun.as_dict()`, tessel.codesign.dvfs): the operating point the
+    policy chose for the scenario's jobs, and the points it ran."""
+    p = dvfs["point"]
+    met = "meets every deadline" if dvfs["feasible"] else "misses deadlines at every point"
+    runs = Table(("operating point", "clock (MHz)", "voltage (V)", "average power (mW)",
+                  "deadline misses", "chosen"),
+                 [(r["point"], f"{r['clock_hz'] / 1e6:g}", f"{r['voltage_v']:g}",
+                   f"{r['average_power_mw']:.3f}", str(r["deadline_misses"]),
+                   "yes" if r["point"] == p["name"] else "")
+                  for r in dvfs["runs"]],
+                 numeric=(False, True, True, True, True, False), html_id="scenario-dvfs-runs")
+    return ["<h2>DVFS</h2>",
+            f'<p id="scenario-dvfs">Policy {_e(dvfs["policy"])}: every job runs at operating '
+            f'point <b>{_e(p["name"])}</b> ({p["clock_hz"] / 1e6:g} MHz, {p["voltage_v"]:g} V); '
+            f"it {met}.</p>",
+            "<p>Points the policy ran the scenario at:</p>",
+            f'<div class="wide">{runs.html()}</div>']
+
+
+def scenario_html(report: ScenarioReport, dvfs: Mapping[str, Any] | None = None) -> str:
+    """The page; `dvfs`: the DVFS decision (`DvfsRun.as_dict()`) when a policy chose the
+    operating point."""
     title = f"Tessel scenario {report.scenario.name} on {report.target}"
     summary = "".join(f"<p>{_e(line)}</p>" for line in report.summary().split("\n"))
     models = dataclasses.replace(report.model_table(), html_id="scenario-models")
@@ -104,6 +131,7 @@ def scenario_html(report: ScenarioReport) -> str:
         f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{_e(title)}</h1>", f'<p class="note">{_e(report.scenario.description)}</p>',
         "<h2>Summary</h2>", summary,
+        *(dvfs_section(dvfs) if dvfs is not None else []),
         "<h2>Models</h2>", f'<div class="wide">{models.html()}</div>',
         "<h2>Timeline</h2>",
         '<p class="note">One lane per model, most urgent on top; grey ticks: releases; '
@@ -119,5 +147,6 @@ def scenario_html(report: ScenarioReport) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write_scenario_html(report: ScenarioReport, path: str | Path) -> Path:
-    return write_atomic(path, scenario_html(report))
+def write_scenario_html(report: ScenarioReport, path: str | Path,
+                        dvfs: Mapping[str, Any] | None = None) -> Path:
+    return write_atomic(path, scenario_html(report, dvfs))

@@ -32,6 +32,7 @@ from tessel.schedule import fusion, search, staging
 from tessel.schedule import prefetch as prefetch_steps
 from tessel.schedule import resident_rewrite as resident
 from tessel.schedule.cost_model import AnalyticalCostModel, CostModel
+from tessel.schedule.decoded import StreamSizes
 from tessel.schedule.estimate import (
     CostCache,
     Estimate,
@@ -183,11 +184,19 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
             e.cycles for e in ests):  # (its producers lost what its consumers gained)
         staged_plan = None
     staged = staged_plan.steps if staged_plan is not None else None
+    final = [staged[k].work if staged is not None and staged[k].work is not p.work else None
+             for k, p in enumerate(planned)]
+    # a target with the weight decoder: each step timed as code generation compresses it
+    streams = StreamSizes(consts.blob, wmem, arch, [w or p.work for w, p in zip(
+        final, planned, strict=True)]) if arch.wdecoder.enabled else None
     steps = []
     for k, ((unit, mapping, _, _, r), p) in enumerate(zip(placed, planned, strict=True)):
         work, est, tally = p.work, ests[k], EventTally(rewritten[k], recs[k].tally)
-        if staged is not None and staged[k].work is not p.work:
+        if staged is not None and final[k] is not None:
             work, est, tally = staged[k].work, staged[k].estimate, EventTally(staged[k].work)
+        if streams is not None:
+            timed = work if final[k] is not None or p.unmoved is None else p.unmoved
+            est, tally = streams.step(timed, p.prefetched, p.prefetch, cost)
         steps.append(ScheduledStep(unit, mapping, est, r, work, tuple(per_step[k]),
                                    p.prefetched, p.prefetch, tally))
     # the staging area lies above the arena: the activation memory the program needs

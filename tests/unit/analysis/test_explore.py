@@ -243,3 +243,20 @@ def test_a_worker_with_points_ahead_times_compiled_after_its_first(graphs, monke
         got = evaluate_point(point, graphs, base, cache=False, ahead=ahead)
         assert (step_estimate.programs_run() == 3 * per_point) is compiled, ahead
         assert got.models == ref.models and got.per_model == ref.per_model
+
+
+def test_the_weight_decoder_is_a_design_parameter(graphs, tmp_path):
+    """`wdecoder.enabled` varies like any explorable parameter: its points named wd0 / wd1,
+    the decoder's area counted, each point's latency the compression-aware estimate."""
+    from tessel.analysis.estimate import estimate_graph
+    from tessel.analysis.explore_space import build_arch
+
+    res = explore(graphs, {"wdecoder": {"enabled": [False, True]}}, out=tmp_path, workers=0)
+    by = {p.arch.rsplit("-", 1)[1]: p for p in res.points}
+    assert set(by) == {"wd0", "wd1"}
+    assert by["wd1"].area_mm2 > by["wd0"].area_mm2
+    base = load_target("tnpu-s")
+    for on, p in ((False, by["wd0"]), (True, by["wd1"])):
+        arch = build_arch(base, {"wdecoder.enabled": on})
+        est = estimate_graph(graphs["digits_cnn"], arch, timing_only=True)
+        assert p.latency_ms(LatencyAgg.SUM) == pytest.approx(est.latency_ms)

@@ -58,3 +58,23 @@ def test_add_target_argument() -> None:
     hw.add_target_argument(parser)
     assert parser.parse_args([]).target == "tnpu-s"
     assert parser.parse_args(["--target", "x.toml"]).target == "x.toml"
+
+
+def test_operating_points_in_table_and_json(capsys) -> None:
+    """Each preset's DVFS points, slowest first: in the table (name, MHz @ V) and in --json."""
+    from tessel.arch import load_target
+
+    assert _run(["targets", "--wide"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "operating points (MHz @ V)" in out[0]
+    for name in list_presets():
+        line = next(x for x in out if x.startswith(name + " "))
+        for p in load_target(name).operating_points:
+            assert f"{p.name} {p.clock_hz / 1e6:g} @ {p.voltage_v:g}" in line
+    assert _run(["targets", "--json"]) == 0
+    for entry in json.loads(capsys.readouterr().out):
+        points = load_target(entry["name"]).operating_points
+        assert entry["operating_points"] == [
+            {"name": p.name, "clock_hz": p.clock_hz, "voltage_v": p.voltage_v} for p in points]
+        clocks = [p["clock_hz"] for p in entry["operating_points"]]
+        assert clocks == sorted(clocks) and entry["clock_hz"] in clocks

@@ -71,3 +71,29 @@ def test_cli_dvfs(capsys) -> None:
     chosen = data["dvfs"]["point"]["name"]
     assert data["dvfs"]["runs"][-1]["point"] == chosen
     assert data["average_power_mw"] == pytest.approx(data["dvfs"]["runs"][-1]["average_power_mw"])
+
+
+def test_cli_html_shows_the_dvfs_decision(tmp_path, capsys) -> None:
+    """`scenario run --dvfs ... --html`: the page names the chosen operating point and lists
+    every point the policy ran, with its power and misses; without --dvfs, no such section."""
+    import re
+
+    page = tmp_path / "xr.html"
+    assert main(["scenario", "run", "xr_glasses", "--target", "tnpu-s", "--dvfs", "slowest",
+                 "--window-ms", "50", "--json", "--html", str(page)]) == 0
+    data = json.loads(capsys.readouterr().out)["dvfs"]
+    text = page.read_text()
+    chosen = data["point"]["name"]
+    assert "<h2>DVFS</h2>" in text and f"operating point <b>{chosen}</b>" in text
+    table = text[text.index('id="scenario-dvfs-runs"'):]
+    table = table[:table.index("</table>")]
+    rows = re.findall(r"<tr>(.*?)</tr>", table)[1:]  # (the header row first)
+    assert len(rows) == len(data["runs"])
+    for row, run in zip(rows, data["runs"], strict=True):
+        assert run["point"] in row and f"{run['average_power_mw']:.3f}" in row
+        assert ("yes" in row) == (run["point"] == chosen)
+    plain = tmp_path / "plain.html"
+    assert main(["scenario", "run", "xr_glasses", "--target", "tnpu-s", "--window-ms", "50",
+                 "--json", "--html", str(plain)]) == 0
+    capsys.readouterr()
+    assert "<h2>DVFS</h2>" not in plain.read_text()

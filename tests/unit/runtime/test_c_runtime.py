@@ -1,6 +1,7 @@
 """The C runtime through its Python binding: it builds wherever a C compiler is, says in one line
 what is missing where none is, refuses a binary with a host op it has no kernel for (naming the
-op), names the rule a corrupted binary breaks, and `run(engine="c")` equals the simulator."""
+op), names the rule a corrupted binary breaks, decodes weight streams (DMA_LOAD_W), and
+`run(engine="c")` equals the simulator."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from tessel.binary import read_tsl, write_tsl
-from tessel.errors import TesselConfigError, TesselFormatError
+from tessel.errors import TesselConfigError, TesselFormatError, TesselSimError
 from tessel.runtime import cbuild, cengine
 from tessel.runtime.compiled import CompiledModel
 
@@ -93,21 +94,42 @@ def test_a_corrupted_binary_names_its_rule():
     assert code == 4 and "header CRC-32 mismatch" in cengine.describe(err)
 
 
-def test_a_binary_with_a_decoded_weight_load_is_refused_by_name():
-    """The C NPU model has no weight decoder: it refuses DMA_LOAD_W at load, naming it."""
+def _decoded_load_binary(arch, data: bytes) -> bytes:
+    """A binary whose DMA_IN decodes the weight stream of `data` into the SRAM and whose DMA_OUT
+    stores the bytes to its one output."""
+    from tessel.binary import DType as IoDType
+    from tessel.binary import TensorDescriptor, TslProgram
+    from tessel.isa import DType, Engine, Instruction, Opcode
+    from tessel.isa.weight_codec import encode
+
+    stream, n = encode(data), len(data)
+    end = Instruction.make(Opcode.END)
+    load = Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=0x100, ext_bytes=len(stream),
+                            sram_addr=0, out_bytes=n)
+    store = Instruction.make(Opcode.DMA_STORE, mem=0, dtype=DType.I8, d0=n, ext_addr=0x10000,
+                             ext_s0=1, sram_addr=0, sram_s0=1)
+    sig = Instruction.make(Opcode.SIGNAL, engine=Engine.DMA_OUT, token=0)
+    wait = Instruction.make(Opcode.WAIT, engine=Engine.DMA_IN, token=0)
+    queues = {e: (end,) for e in Engine}
+    queues[Engine.DMA_IN] = (load, sig, end)
+    queues[Engine.DMA_OUT] = (wait, store, end)
+    out = TensorDescriptor("w", IoDType.INT8, (n,), 0, 0x10000)
+    return write_tsl(TslProgram(arch.arch_hash_bytes, queues, stream, 0, 0x100, (), (out,)))
+
+
+def test_a_decoded_weight_load_runs_on_the_c_npu_model():
+    """The C NPU model's weight decoder: DMA_LOAD_W decodes the stream into the SRAM; on a
+    target without the decoder the instruction traps, naming it."""
     if cengine.available() is not None:
         pytest.skip(cengine.available())
     from tessel.arch import load_preset
-    from tessel.binary import TslProgram
-    from tessel.isa import Engine, Instruction, Opcode
-    from tessel.isa.weight_codec import encode
 
+    weights = np.round(np.random.default_rng(2).normal(0, 4, 500)).astype(np.int8)
     arch = load_preset("tnpu-s").with_param("wdecoder.enabled", True)
-    stream = encode(bytes(200))
-    end = Instruction.make(Opcode.END)
-    load = Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=0x100, ext_bytes=len(stream),
-                            sram_addr=0, out_bytes=200)
-    queues = {e: ((load, end) if e is Engine.DMA_IN else (end,)) for e in Engine}
-    data = write_tsl(TslProgram(arch.arch_hash_bytes, queues, stream, 0, 0x100, (), ()))
-    code, err, _ = cengine.check(data)
-    assert code != 0 and "unknown opcode" in cengine.describe(err)
+    data = _decoded_load_binary(arch, weights.tobytes())
+    assert cengine.check(data)[0] == 0
+    (out,) = cengine.CEngine(data, arch).run()
+    np.testing.assert_array_equal(out, weights)
+    plain = load_preset("tnpu-s")
+    with pytest.raises(TesselSimError, match="weight decoder"):
+        cengine.CEngine(_decoded_load_binary(plain, weights.tobytes()), plain).run()

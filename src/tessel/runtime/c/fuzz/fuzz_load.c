@@ -6,7 +6,8 @@
  * Each case takes a seed binary, applies one to three mutations, mostly structured ones that
  * keep the container's checksums right so that the deeper rules are reached (instruction fields
  * set to the ends of their ranges or beyond, instructions spliced, descriptor fields, JSON and
- * IR text edits, section table edits), some raw ones (bit flips, words, truncation), and runs
+ * IR text edits, section table edits, constant bytes: the weight streams of DMA_LOAD_W), some
+ * raw ones (bit flips, words, truncation), and runs
  * tsl_load. --run also prepares and runs an accepted binary on the C NPU model under a work
  * budget. --emit writes every case to DIR (the differential test against the Python reader
  * reads them). A sanitizer finding aborts the process; the summary counts the outcomes. */
@@ -216,6 +217,22 @@ static int splice_instructions(cont *c) {
     return 1;
 }
 
+/* constant bytes changed in place (the weight streams DMA_LOAD_W decodes, when the seed has
+ * them): bits flipped, a byte set, or a 32-bit word set to a special value */
+static int mutate_constants(cont *c) {
+    sect *s = find_kind(c, 0x10);
+    size_t at;
+    int k;
+    if (!s || s->size <= 16) return 0;
+    at = 16 + below(s->size - 16);
+    switch (below(3)) {
+    case 0: for (k = 1 + (int)below(4); k > 0; k--) s->data[16 + below(s->size - 16)] ^= (uint8_t)(1u << below(8)); break;
+    case 1: s->data[at] = (uint8_t)rnd(); break;
+    default: if (at + 4 <= s->size) w32(s->data + at, (uint32_t)special()); break;
+    }
+    return 1;
+}
+
 static int mutate_descriptor(cont *c) {
     static const uint8_t FIELD_AT[] = {0, 1, 2, 3, 4, 5, 8, 16, 24, 32, 36, 40, 60, 64, 68, 72, 76};
     static const uint8_t FIELD_SIZE[] = {1, 1, 1, 1, 1, 1, 4, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4};
@@ -346,9 +363,9 @@ typedef struct seedf {
 int main(int argc, char **argv) {
     seedf seeds[32];
     int n_seeds = 0, i, run = 0, quiet = 0;
-    long cases = 1000, seed = 1, c, counts[256] = {0}, ran = 0, traps = 0;
+    long cases = 1000, seed = 1, c, counts[256] = {0}, ran = 0, traps = 0, wtraps = 0;
     const char *emit = NULL;
-    tsl_sim_config cfg = {524288, 16384, 1024, 1, {536870912}};
+    tsl_sim_config cfg = {524288, 16384, 1024, 1, {536870912}, 1}; /* tnpu-s with the weight decoder */
     double slowest = 0;
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases = atol(argv[++i]);
@@ -384,11 +401,12 @@ int main(int argc, char **argv) {
         int k, edits = 1 + (int)below(3);
         if (chance(75) && cont_parse(&ct, sd->data, sd->size)) {
             for (k = 0; k < edits; k++) {
-                switch (below(6)) {
+                switch (below(7)) {
                 case 0: case 1: mutate_instruction(&ct); break;
                 case 2: mutate_text(&ct); break;
                 case 3: mutate_descriptor(&ct); break;
                 case 4: splice_instructions(&ct); break;
+                case 5: mutate_constants(&ct); break;
                 default: mutate_table(&ct); break;
                 }
             }
@@ -419,7 +437,10 @@ int main(int argc, char **argv) {
                 tsl_sim_init(&sim, &cfg, (void *)(((uintptr_t)raw + 15) & ~(uintptr_t)15), ssz) == TSL_OK &&
                 tsl_prepare(m, arena, asz, &err) == TSL_OK) {
                 sim.budget = 1u << 24;
-                if (tsl_invoke(m, arena, asz, &tsl_sim_driver, &sim, &err) != TSL_OK) traps++;
+                if (tsl_invoke(m, arena, asz, &tsl_sim_driver, &sim, &err) != TSL_OK) {
+                    traps++;
+                    if (sim.trap && !strncmp(sim.trap, "malformed weight stream", 23)) wtraps++;
+                }
                 ran++;
             }
             free(arena);
@@ -431,7 +452,8 @@ int main(int argc, char **argv) {
         free(buf);
         if (!quiet && (c + 1) % 10000 == 0) fprintf(stderr, "fuzz_load: %ld cases\n", c + 1);
     }
-    printf("cases %ld, accepted %ld, ran %ld (trapped %ld), slowest %.3f s\n", cases, counts[0], ran, traps, slowest);
+    printf("cases %ld, accepted %ld, ran %ld (trapped %ld, on weight streams %ld), slowest %.3f s\n", cases,
+           counts[0], ran, traps, wtraps, slowest);
     for (i = 1; i < 256; i++)
         if (counts[i]) printf("  refused %3d x%ld: %s\n", i, counts[i], tsl_status_text((tsl_status)i));
     for (i = 0; i < n_seeds; i++) free(seeds[i].data);

@@ -8,6 +8,8 @@
 
 /* DMA_LOAD / DMA_STORE */
 enum { DMA_MEM, DMA_DTYPE, DMA_D0, DMA_EXT_ADDR = 6, DMA_EXT_S0, DMA_SRAM_ADDR = 11, DMA_SRAM_S0 };
+/* DMA_LOAD_W */
+enum { WL_MEM, WL_EXT_ADDR, WL_EXT_BYTES, WL_SRAM_ADDR, WL_OUT_BYTES };
 /* CONV */
 enum { CV_IN_ADDR, CV_IN_H, CV_IN_W, CV_IN_SH, CV_IN_SW, CV_CIN, CV_IN_ZP, CV_KH, CV_KW,
        CV_STRIDE_H, CV_STRIDE_W, CV_DIL_H, CV_DIL_W, CV_PAD_TOP, CV_PAD_LEFT, CV_OUT_H, CV_OUT_W,
@@ -99,6 +101,7 @@ uint8_t *tsl_sim_offchip(tsl_sim *s, int mem, int64_t addr, int64_t n, int write
 tsl_status tsl_sim_matrix(tsl_sim *s, uint8_t op, const int64_t *f);
 tsl_status tsl_sim_vector(tsl_sim *s, uint8_t op, const int64_t *f);
 tsl_status tsl_sim_move(tsl_sim *s, uint8_t op, const int64_t *f);
+tsl_status tsl_sim_wdecode(tsl_sim *s, const int64_t *f); /* DMA_LOAD_W (wdecode.c) */
 
 /* the element of type dt (0 I8, 1 I16, 2 I32) at p, and its store */
 static inline int64_t rd_elem(const uint8_t *p, int dt) {

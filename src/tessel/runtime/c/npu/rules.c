@@ -56,6 +56,11 @@ static int boxes(uint8_t op, const int64_t *f, rbox *b) {
         b[1] = pattern(SP_SRAM, f[DMA_SRAM_ADDR], f + DMA_D0, f + DMA_SRAM_S0, 4, w);
         return 2;
     }
+    case TSL_OP_DMA_LOAD_W:
+        b[0] = range(SP_EXT, f[WL_EXT_ADDR], f[WL_EXT_ADDR] + f[WL_EXT_BYTES]);
+        b[0].mem = (int)f[WL_MEM];
+        b[1] = range(SP_SRAM, f[WL_SRAM_ADDR], f[WL_SRAM_ADDR] + f[WL_OUT_BYTES]);
+        return 2;
     case TSL_OP_CONV: case TSL_OP_DWCONV: {
         int conv = op == TSL_OP_CONV;
         int64_t ch = conv ? f[CV_CIN] : f[DW_CH], kk = f[CV_KH] * f[CV_KW];
@@ -201,6 +206,7 @@ static const char *resource_error(const tsl_sim *s, uint8_t op, const int64_t *f
     int64_t t[4];
     switch (op) {
     case TSL_OP_DMA_LOAD: case TSL_OP_DMA_STORE: e[0] = prod(f + DMA_D0, 4); break;
+    case TSL_OP_DMA_LOAD_W: e[0] = (uint64_t)f[WL_OUT_BYTES]; break;
     case TSL_OP_CONV:
         t[0] = f[CV_IN_H]; t[1] = f[CV_IN_W]; t[2] = f[CV_CIN];
         e[0] = prod(t, 3);
@@ -356,6 +362,7 @@ const char *tsl_sim_static_error(const tsl_sim *s, uint8_t op, const int64_t *f)
     rbox b[4];
     int n = boxes(op, f, b), k;
     const char *why;
+    if (op == TSL_OP_DMA_LOAD_W && !s->cfg.wdecoder) return "DMA_LOAD_W needs the weight decoder (wdecoder.enabled)";
     for (k = 0; k < n; k++)
         if ((why = space_error(s, &b[k])) != NULL) return why;
     if ((why = rule_error(op, f)) != NULL) return why;

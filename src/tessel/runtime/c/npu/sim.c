@@ -104,6 +104,7 @@ static uint64_t work_of(uint8_t op, const int64_t *f) {
         return mul_sat((uint64_t)(f[PO_OUT_H] * f[PO_OUT_W] * f[PO_CH]), (uint64_t)(f[PO_KH] * f[PO_KW]));
     case TSL_OP_REQUANT: return (uint64_t)(f[RQ_ROWS] * f[RQ_CH]);
     case TSL_OP_LUT_LOAD: return (uint64_t)f[LL_COUNT];
+    case TSL_OP_DMA_LOAD_W: return (uint64_t)f[WL_OUT_BYTES];
     default: /* ELTWISE, LUT, REDUCE, UNARY: d0 d1 d2 after 1 to 3 leading fields */
         {
             int at = op == TSL_OP_ELTWISE ? EW_D0 : op == TSL_OP_LUT ? LU_D0 : op == TSL_OP_REDUCE ? RD_D0 : UN_D0;
@@ -127,6 +128,7 @@ static tsl_status execute(tsl_sim *s, int engine, uint8_t op, const int64_t *f) 
     case TSL_OP_CONV: case TSL_OP_MATMUL: case TSL_OP_DWCONV: return tsl_sim_matrix(s, op, f);
     case TSL_OP_DMA_LOAD: case TSL_OP_DMA_STORE: case TSL_OP_COPY: case TSL_OP_LUT_LOAD:
         return tsl_sim_move(s, op, f);
+    case TSL_OP_DMA_LOAD_W: return tsl_sim_wdecode(s, f);
     default: return tsl_sim_vector(s, op, f);
     }
 }

@@ -69,7 +69,7 @@ uint32_t tsl_json_count(tsl_json container);
 /* ---- isa.c --------------------------------------------------------------------------------- */
 enum {
     TSL_OP_END = 0x01, TSL_OP_WAIT = 0x02, TSL_OP_SIGNAL = 0x03,
-    TSL_OP_DMA_LOAD = 0x10, TSL_OP_DMA_STORE = 0x11,
+    TSL_OP_DMA_LOAD = 0x10, TSL_OP_DMA_STORE = 0x11, TSL_OP_DMA_LOAD_W = 0x12,
     TSL_OP_CONV = 0x20, TSL_OP_MATMUL = 0x21,
     TSL_OP_REQUANT = 0x30, TSL_OP_ELTWISE = 0x31, TSL_OP_LUT = 0x32, TSL_OP_LUT_LOAD = 0x33,
     TSL_OP_POOL = 0x34, TSL_OP_DWCONV = 0x35, TSL_OP_REDUCE = 0x36, TSL_OP_COPY = 0x37,

@@ -19,6 +19,7 @@ typedef struct fspec {
 static const fspec f_token[] = {E(2, 4), U(4)};
 static const fspec f_dma[] = {U(3), E(2, 3), P(16), P(16), P(16), P(16), U(32), S(32), S(32),
                               S(32), S(32), U(32), S(24), S(24), S(24), S(24)};
+static const fspec f_dma_w[] = {U(3), U(32), P(32), U(32), P(32)};
 static const fspec f_conv[] = {U(32), P(12), P(12), S(24), S(24), P(16), S(9), P(4), P(4), P(4),
                                P(4), P(4), P(4), U(4), U(4), P(12), P(12), P(16), U(32), S(24),
                                S(24), S(24), S(9), U(24), P(16), E(1, 2), E(2, 2)};
@@ -62,6 +63,7 @@ static const ospec OPS[] = {
     {TSL_OP_SIGNAL, 8, -1, N(f_token), f_token},
     {TSL_OP_DMA_LOAD, 48, 0, N(f_dma), f_dma},
     {TSL_OP_DMA_STORE, 48, 3, N(f_dma), f_dma},
+    {TSL_OP_DMA_LOAD_W, 24, 0, N(f_dma_w), f_dma_w},
     {TSL_OP_CONV, 48, 1, N(f_conv), f_conv},
     {TSL_OP_MATMUL, 40, 1, N(f_matmul), f_matmul},
     {TSL_OP_REQUANT, 40, 2, N(f_requant), f_requant},

@@ -124,15 +124,9 @@ static tsl_status stream_fail(tsl_loader *L, tsl_status code, const tsl_section 
     return code;
 }
 
-/* the DMA instruction's off-chip box, for the memory windows (plan.c) */
-static void note_dma(tsl_loader *L, const int64_t *f, int store) {
-    int64_t w = (int64_t)1 << f[1], lo = f[6], hi = f[6];
-    int k, mem = (int)f[0];
-    for (k = 0; k < 4; k++) {
-        int64_t span = f[7 + k] * (f[2 + k] - 1);
-        if (span < 0) lo += span; else hi += span;
-    }
-    hi += w;
+/* an off-chip box [lo, hi) of memory `mem` a transfer reads or writes, for the memory windows
+ * (plan.c) */
+static void note_box(tsl_loader *L, int mem, int64_t lo, int64_t hi, int store) {
     if (lo < 0) return; /* traps when it runs (outside its memory) */
     if (store) {
         if (!L->stores[mem] || (uint64_t)lo < L->store_lo[mem]) L->store_lo[mem] = (uint64_t)lo;
@@ -143,6 +137,21 @@ static void note_dma(tsl_loader *L, const int64_t *f, int store) {
         if (!L->loads[mem] || (uint64_t)hi > L->load_hi[mem]) L->load_hi[mem] = (uint64_t)hi;
         L->loads[mem] = 1;
     }
+}
+
+/* the DMA instruction's off-chip box: DMA_LOAD / DMA_STORE's pattern, DMA_LOAD_W's stream */
+static void note_dma(tsl_loader *L, uint8_t op, const int64_t *f) {
+    int64_t lo = f[1], hi = f[1] + f[2];
+    int k;
+    if (op != TSL_OP_DMA_LOAD_W) {
+        lo = hi = f[6];
+        for (k = 0; k < 4; k++) {
+            int64_t span = f[7 + k] * (f[2 + k] - 1);
+            if (span < 0) lo += span; else hi += span;
+        }
+        hi += (int64_t)1 << f[1];
+    }
+    note_box(L, (int)f[0], lo, hi, op == TSL_OP_DMA_STORE);
 }
 
 static tsl_status check_stream(tsl_loader *L, const uint8_t *d, const tsl_section *s, int engine) {
@@ -157,7 +166,8 @@ static tsl_status check_stream(tsl_loader *L, const uint8_t *d, const tsl_sectio
         st = tsl_isa_decode(p + off, (size_t)(s->size - off), f, NULL);
         if (st != TSL_OK) return stream_fail(L, st, s, off, (int32_t)n, engine);
         if (!tsl_isa_runs_on(p[off], engine)) return stream_fail(L, TSL_E_WRONG_ENGINE, s, off, (int32_t)n, engine);
-        if (p[off] == TSL_OP_DMA_LOAD || p[off] == TSL_OP_DMA_STORE) note_dma(L, f, p[off] == TSL_OP_DMA_STORE);
+        if (p[off] == TSL_OP_DMA_LOAD || p[off] == TSL_OP_DMA_STORE || p[off] == TSL_OP_DMA_LOAD_W)
+            note_dma(L, p[off], f);
         last = p[off];
         size = tsl_isa_size(p[off]);
         off += size;
