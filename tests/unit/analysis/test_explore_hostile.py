@@ -56,7 +56,9 @@ def test_edited_model_is_recomputed(model_file, tmp_path):
     model_file.write_text(MODEL.format(width=64))  # same name, different model
     second = explore([spec], SPACE, out=out, workers=0, calibration_samples=1)
     assert second.evaluated == 4, "the edited model reused the old model's results"
-    assert len(list((out / "graphs").iterdir())) == 2  # the graph cache is keyed by content
+    cached = sorted((out / "graphs").iterdir())  # docs/analysis.md: graphs/KEY.tir
+    assert len(cached) == 2, cached  # the graph cache is keyed by content
+    assert all(p.suffix == ".tir" and p.read_text().lstrip().startswith("graph") for p in cached)
     assert [p.latency_ms() for p in second.points] != [p.latency_ms() for p in first.points]
 
 
