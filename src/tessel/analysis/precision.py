@@ -14,6 +14,11 @@ The budget is a loss against the all-int8 model, in one metric measured on held-
    model quantised with those layers int4, its golden (integer) model against float on the
    held-out inputs. A prefix that misses the budget is bisected on real measurements down to
    the longest one that meets it (the int8 model meets it by definition).
+4. The rest of the layers, quietest first, each added when the model with it and the ones
+   kept before it still measures within the budget (a layer whose bytes per unit of noise
+   ranked it late may still fit the budget the prefix left), until FILL_TRIES of them miss.
+5. With a target's memory (:class:`MemoryLimit`): when the constants of step 3's prefix do not
+   fit, the shortest longer prefix that does, and no step 4.
 
     plan = choose_weights(model, example, calibration, held_out, AccuracyBudget.parse("sqnr=1"))
     print(plan.text()); plan.config          # the QuantConfig to compile with
@@ -120,7 +125,7 @@ class PrecisionPlan:
     value: float  # the chosen model's metric (measured, not predicted)
     layers: tuple[LayerChoice, ...]  # in module order
     evaluations: int  # models quantised and measured
-    order: tuple[str, ...]  # every layer, cheapest int4 bytes first (the chosen are a prefix)
+    order: tuple[str, ...]  # every layer, cheapest int4 bytes first (chosen: a prefix + fill)
     config: QuantConfig
     memory: str = ""  # the target memory the constants had to fit ("": no memory limit)
     memory_bytes: int = 0  # its size
@@ -290,19 +295,24 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
     noises = layer_noise(model, held_out, floats)
     signal = sum(float(np.sum(f**2)) for f in floats)
     info("precision auto: the all-int8 model")
-    measured = {0: measure(budget.metric, floats, evaluate(config))}
-    goal = measured[0] - budget.loss
-    int8_noise = signal / 10 ** (measured[0] / 10) if budget.metric is Metric.SQNR else 0.0
+    measured = {frozenset(): measure(budget.metric, floats, evaluate(config))}
+    int8_value = measured[frozenset()]
+    goal = int8_value - budget.loss
+    int8_noise = signal / 10 ** (int8_value / 10) if budget.metric is Metric.SQNR else 0.0
     saved = [(m.weight.numel() - (m.weight.numel() + 1) // 2) for _, m, _ in layers]
     order = sorted(range(len(layers)),
                    key=lambda i: (-saved[i] / max(noises[i], 1e-30), layers[i][0]))
 
+    def value_of(chosen: Sequence[int]) -> float:
+        key = frozenset(chosen)
+        if key not in measured:
+            info(f"precision auto: {plural(len(key), 'layer')} int4")
+            paths = [layers[i][0] for i in chosen]
+            measured[key] = measure(budget.metric, floats, evaluate(with_int4(config, paths)))
+        return measured[key]
+
     def meets(k: int) -> bool:
-        if k not in measured:
-            info(f"precision auto: the {plural(k, 'cheapest layer')} int4")
-            paths = [layers[i][0] for i in order[:k]]
-            measured[k] = measure(budget.metric, floats, evaluate(with_int4(config, paths)))
-        return measured[k] >= goal
+        return value_of(order[:k]) >= goal
 
     guess = _predicted_prefix(budget, order, noises, signal, int8_noise, floats, held_out)
     lo, hi = 0, len(order)  # the prefix of lo layers meets the budget; the answer is <= hi
@@ -320,14 +330,36 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
         fit = {"memory": limit.memory, "memory_bytes": limit.size, "constants": constants,
                "budget_met": meets(fit_k)}
         lo = fit_k
-    chosen = set(order[:lo])
+    picked = list(order[:lo])
+    if fit.get("budget_met", True):
+        picked = _fill(picked, order[lo:], noises, value_of, goal)
+    chosen = set(picked)
     alone = [_alone_db(signal, int8_noise, n) for n in noises]
     choices = tuple(LayerChoice(path, type(m).__name__, m.weight.numel(), i in chosen, saved[i],
                                 alone[i])
                     for i, (path, m, _) in enumerate(layers))
-    final = with_int4(config, [layers[i][0] for i in order[:lo]])
-    return PrecisionPlan(name, budget, len(held_out), measured[0], measured[lo], choices,
+    final = with_int4(config, [layers[i][0] for i in picked])
+    return PrecisionPlan(name, budget, len(held_out), int8_value, value_of(picked), choices,
                          len(measured), tuple(layers[i][0] for i in order), final, **fit)
+
+
+FILL_TRIES = 4  # layers past the prefix measured in vain before the plan stops adding
+
+
+def _fill(picked: list[int], rest: Sequence[int], noises: Sequence[float],
+          value_of: Callable[[Sequence[int]], float], goal: float) -> list[int]:
+    """``picked`` and, of the layers ``rest`` (quietest first), each that still meets ``goal``
+    measured with the ones kept before it; stops after FILL_TRIES misses."""
+    picked = list(picked)
+    misses = 0
+    for i in sorted(rest, key=lambda j: (noises[j], j)):
+        if misses >= FILL_TRIES:
+            break
+        if value_of([*picked, i]) >= goal:
+            picked.append(i)
+        else:
+            misses += 1
+    return picked
 
 
 def _fit(limit: MemoryLimit, config: QuantConfig, paths: Sequence[str], k: int, name: str

@@ -100,17 +100,18 @@ def test_plan_meets_the_budget_and_one_more_layer_would_not(setting):
     plan = choose_weights(model, evaluate, held_out, budget, name="net")
     chosen = plan.int4_layers
     assert 0 < len(chosen) < 4, plan
-    assert set(chosen) == set(plan.order[:len(chosen)])  # a prefix of the order
+    assert plan.order[0] in chosen  # the cheapest bytes first
     assert sorted(plan.order) == sorted(x.layer for x in plan.layers) and len(plan.order) == 4
     # measured again, independently of the plan's own bookkeeping
     assert _measured(setting, []) == pytest.approx(plan.int8_value, abs=1e-9)
     value = _measured(setting, list(chosen))
     assert value == pytest.approx(plan.value, abs=1e-9)
     assert value >= plan.int8_value - budget.loss
-    assert _measured(setting, list(plan.order[:len(chosen) + 1])) < plan.int8_value - 10.0
+    for other in set(plan.order) - set(chosen):  # fewer than FILL_TRIES left: all were tried
+        assert _measured(setting, [*chosen, other]) < plan.int8_value - 10.0, other
     assert plan.bytes_saved == sum((x.weights - (x.weights + 1) // 2) for x in plan.layers
                                    if x.layer in chosen)
-    assert plan.config.overrides[:len(chosen)] == with_int4(QuantConfig(), chosen).overrides
+    assert set(plan.config.overrides[:len(chosen)]) == set(with_int4(QuantConfig(), chosen).overrides)
 
 
 def test_a_loose_budget_takes_every_layer_and_a_zero_one_keeps_int8_unless_free(setting):
