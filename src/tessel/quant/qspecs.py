@@ -139,10 +139,11 @@ def int4_clip(w: torch.Tensor, axis: int) -> torch.Tensor:
     return out
 
 
-class Int4WeightObserver(PerChannelMinMaxObserver):
+class PerChannelInt4Observer(PerChannelMinMaxObserver):
     """Per-channel symmetric observer of an int4 weight: the range of each channel is
     :func:`int4_clip`'s, not its min / max. It keeps the last tensor's ranges (a weight is one
-    constant tensor; observing it again changes nothing)."""
+    constant tensor; observing it again changes nothing). torchao passes a spec's channel
+    axis only to observer classes whose name contains "PerChannel": hence the name."""
 
     def forward(self, x_orig: torch.Tensor) -> torch.Tensor:
         if x_orig.numel() == 0:
@@ -199,7 +200,7 @@ def weight_qspec(*, qat: bool, axis: int = 0, dtype: WeightDtype = WeightDtype.I
     if qat:
         ctr = FakeQuantize.with_args(observer=MovingAveragePerChannelMinMaxObserver)
     elif dtype is WeightDtype.INT4:
-        ctr = Int4WeightObserver
+        ctr = PerChannelInt4Observer
     else:
         ctr = PerChannelMinMaxObserver
     qmin, qmax = WEIGHT_RANGES[dtype]

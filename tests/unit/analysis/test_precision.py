@@ -20,7 +20,7 @@ from tessel.analysis.precision import (
 )
 from tessel.errors import TesselCompileError, TesselConfigError
 from tessel.quant.config import OpKind, QuantConfig, WeightDtype, resolve_rule
-from tessel.quant.qspecs import Int4WeightObserver
+from tessel.quant.qspecs import PerChannelInt4Observer
 
 
 class Net(torch.nn.Module):
@@ -45,7 +45,7 @@ def _samples(n: int, seed: int) -> list[tuple[torch.Tensor]]:
 def test_fake_int4_is_the_quantisers_rule(shape, axis):
     w = torch.randn(shape, generator=torch.Generator().manual_seed(1))
     w[1 if axis == 0 else 0] = 0  # an all-zero channel
-    obs = Int4WeightObserver(ch_axis=axis, dtype=torch.int8, quant_min=-7, quant_max=7,
+    obs = PerChannelInt4Observer(ch_axis=axis, dtype=torch.int8, quant_min=-7, quant_max=7,
                                    qscheme=torch.per_channel_symmetric)
     obs(w)
     scale, zero = obs.calculate_qparams()
