@@ -1,10 +1,14 @@
 """Weight precision: int8, int4 and the per-layer choice under an accuracy budget
 (`--weights auto`, tessel.analysis.precision), per model: constants bytes, simulated cycles
-on a target, and the accuracy figure the budget is measured in (held-out inputs).
+on a target, energy on tnpu-s, and the accuracy figure the budget is measured in (held-out
+inputs); then the auto choice for a target whose flash is smaller than the int8 constants
+(MiniLM on tnpu-xs with its weight decoder on), compiled and run against the golden model.
 
-Run: ``python -m benchmarks.bench_precision [MODEL ...] [--target PRESET]``; prints one
-markdown table. Figures: ``auto_bytes_saved/MODEL`` (fraction of int8's constants bytes) and
-``auto_vs_int8_cycles/MODEL``.
+Run: ``python -m benchmarks.bench_precision [MODEL ...] [--target PRESET] [--no-fit]``; prints
+markdown tables. Figures: ``auto_bytes_saved/MODEL`` (fraction of int8's constants bytes),
+``auto_vs_int8_cycles/MODEL``, ``auto_energy_saved/MODEL`` (fraction of int8's energy on
+tnpu-s), ``auto_metric_loss/MODEL`` (int8's metric less auto's) and ``fit_vs_memory/MODEL``
+(constants / flash bytes on the fit target; over 1 when even all-int4 does not fit).
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from tessel.analysis.precision import (
     golden_evaluator,
     golden_outputs,
     measure,
+    memory_limit,
 )
 from tessel.arch import load_target
 from tessel.driver import compile_graph
+from tessel.errors import TesselCompileError
 from tessel.models import load, resolve
 from tessel.quant.api import quantize
 from tessel.quant.config import WeightDtype, default_config
@@ -33,18 +39,26 @@ from tessel.quant.config import WeightDtype, default_config
 MODELS = {"resnet18": "sqnr=1", "minilm": "cosine=0.01"}
 CALIBRATION = 32  # min/max ranges: 16 samples leave some held-out ResNet-18 inputs clipped
 HELD_OUT = 8
-HEAD = ("| model | weights | constants bytes | cycles | metric (held-out) | int4 layers |\n"
-        "|---|---|---:|---:|---:|---:|")
+ENERGY_TARGET = "tnpu-s"  # the energy column's preset (off-chip LPDDR dominates its energy)
+FIT = {"minilm": ("tnpu-xs", {"wdecoder.enabled": True})}  # model -> target, its settings
+HEAD = ("| model | weights | constants bytes | cycles | energy mJ (tnpu-s) | metric (held-out) "
+        "| int4 layers |\n|---|---|---:|---:|---:|---:|---:|")
+FIT_HEAD = ("| model | target | budget | constants bytes | flash bytes | int4 layers "
+            "| metric (held-out) | budget met | bit-exact |\n|---|---|---|---:|---:|---:|---:|---|---|")
 
 
-def _row(name: str, what: str, graph_bytes: int, cycles: int, value: float, metric: Metric,
-         layers: str) -> str:
-    unit = " dB" if metric is Metric.SQNR else ""
-    return (f"| {name} | {what} | {graph_bytes:,} | {cycles:,} | {metric.value} {value:.4f}{unit}"
-            f" | {layers} |")
+def _unit(metric: Metric) -> str:
+    return " dB" if metric is Metric.SQNR else ""
 
 
-def one(name: str, budget_text: str, target: str) -> tuple[list[str], dict[str, float]]:
+def _row(name: str, what: str, graph_bytes: int, cycles: int, energy_uj: float, value: float,
+         metric: Metric, layers: str) -> str:
+    return (f"| {name} | {what} | {graph_bytes:,} | {cycles:,} | {energy_uj / 1e3:.3f} | "
+            f"{metric.value} {value:.4f}{_unit(metric)} | {layers} |")
+
+
+def one(name: str, budget_text: str, target: str, fit: bool = True
+        ) -> tuple[list[str], list[str], dict[str, float]]:
     spec = resolve(name)
     model, example = load(name)
     calibration = list(spec.calibration_data(CALIBRATION))
@@ -53,7 +67,7 @@ def one(name: str, budget_text: str, target: str) -> tuple[list[str], dict[str, 
     evaluate = golden_evaluator(model, example, calibration, held_out, CALIBRATION)
     base = default_config(spec.name)
     plan = choose_weights(model, evaluate, held_out, budget, base, name)
-    arch = load_target(target)
+    arch, energy_arch = load_target(target), load_target(ENERGY_TARGET)
     rows, results = [], {}
     configs = (("int8", base, "0"), ("int4", replace(base, weights=WeightDtype.INT4), "all"),
                (f"auto ({budget})", plan.config, f"{len(plan.int4_layers)} of {len(plan.layers)}"))
@@ -61,29 +75,69 @@ def one(name: str, budget_text: str, target: str) -> tuple[list[str], dict[str, 
     for what, config, layers in configs:
         qm = quantize(model, example, calibration, config, calibration_samples=CALIBRATION)
         cm = compile_graph(qm.graph, arch, name=name)
+        energy = compile_graph(qm.graph, energy_arch, name=name).profile.energy_uj
         value = measure(budget.metric, floats, golden_outputs(qm, held_out))
         nbytes = len(cm.program.constants)
-        results[what.split()[0]] = (nbytes, cm.profile.cycles)
-        rows.append(_row(name, what, nbytes, cm.profile.cycles, value, budget.metric, layers))
+        results[what.split()[0]] = (nbytes, cm.profile.cycles, energy, value)
+        rows.append(_row(name, what, nbytes, cm.profile.cycles, energy, value, budget.metric,
+                         layers))
         print(rows[-1], file=sys.stderr, flush=True)
-    (b8, c8), (ba, ca) = results["int8"], results["auto"]
-    return rows, {f"auto_bytes_saved/{name}": 1 - ba / b8,
-                  f"auto_vs_int8_cycles/{name}": ca / c8}
+    (b8, c8, e8, v8), (ba, ca, ea, va) = results["int8"], results["auto"]
+    figures = {f"auto_bytes_saved/{name}": 1 - ba / b8, f"auto_vs_int8_cycles/{name}": ca / c8,
+               f"auto_energy_saved/{name}": 1 - ea / e8, f"auto_metric_loss/{name}": v8 - va}
+    fit_rows = []
+    if fit and name in FIT:
+        row, figures[f"fit_vs_memory/{name}"] = _fit_row(name, budget, evaluate, held_out,
+                                                         base)
+        fit_rows.append(row)
+        print(row, file=sys.stderr, flush=True)
+    return rows, fit_rows, figures
 
 
-def run(models: dict[str, str], target: str = "u55-256") -> Section:
-    rows, figures = [], {}
+def _fit_row(name: str, budget: AccuracyBudget, evaluate, held_out, base
+             ) -> tuple[str, float]:
+    """--weights auto for FIT's target: the plan, compiled and run on one held-out input."""
+    preset, settings = FIT[name]
+    arch = load_target(preset).with_params(settings)
+    limit = memory_limit(arch, evaluate, name)
+    where = preset + "".join(f", {k}={str(v).lower()}" for k, v in settings.items())
+    model, _ = load(name)
+    try:
+        plan = choose_weights(model, evaluate, held_out, budget, base, name, limit)
+    except TesselCompileError as e:
+        need = int(str(e).split("constants need ")[1].split()[0].replace(",", ""))
+        return (f"| {name} | {where} | {budget} | {need:,} (all int4) | {limit.size:,} | all | "
+                f"- | - | does not fit |"), need / limit.size
+    qm = evaluate.quantised(plan.config)
+    cm = compile_graph(qm.graph, arch, name=name)
+    got, want = cm.run(*held_out[0]), qm.run(*held_out[0])
+    exact = all((g == w).all() for g, w in zip(got, want, strict=True))
+    return (f"| {name} | {where} | {budget} | {len(cm.program.constants):,} | {limit.size:,} | "
+            f"{len(plan.int4_layers)} of {len(plan.layers)} | {budget.metric.value} "
+            f"{plan.value:.4f}{_unit(budget.metric)} | {'yes' if plan.budget_met else 'no'} | "
+            f"{'yes' if exact else 'NO'} |"), len(cm.program.constants) / limit.size
+
+
+def run(models: dict[str, str], target: str = "u55-256", fit: bool = True) -> Section:
+    rows, fit_rows, figures = [], [], {}
     for name, budget in models.items():
-        r, f = one(name, budget, target)
+        r, f, figs = one(name, budget, target, fit)
         rows += r
-        figures.update(f)
+        fit_rows += f
+        figures.update(figs)
     command = "python -m benchmarks.bench_precision" + (
         "" if models == MODELS else " " + " ".join(models)) + (
-        f" --target {target}" if target != "u55-256" else "")
-    return Section(f"Weight precision: int8, int4 and auto on {target}", command,
-                   f"Calibration {CALIBRATION} samples, {HELD_OUT} held-out inputs (as `tessel "
-                   "accuracy` picks them); auto: the budget in the weights column, against "
-                   "all-int8.\n\n" + HEAD + "\n" + "\n".join(rows), figures)
+        f" --target {target}" if target != "u55-256" else "") + ("" if fit else " --no-fit")
+    text = (f"Calibration {CALIBRATION} samples, {HELD_OUT} held-out inputs (as `tessel "
+            "accuracy` picks them); auto: the budget in the weights column, against "
+            f"all-int8; energy: the same model compiled for {ENERGY_TARGET}.\n\n" + HEAD + "\n"
+            + "\n".join(rows))
+    if fit_rows:
+        text += ("\n\nThe constants must fit the target's flash (`--weights auto` on it): "
+                 "the fewest int4 layers of the order that fit when the budget's do not; "
+                 "compiled for the target and run on one held-out input against the golden "
+                 "model.\n\n" + FIT_HEAD + "\n" + "\n".join(fit_rows))
+    return Section(f"Weight precision: int8, int4 and auto on {target}", command, text, figures)
 
 
 def main() -> None:
@@ -91,9 +145,13 @@ def main() -> None:
     ap.add_argument("models", nargs="*", default=list(MODELS))
     ap.add_argument("--target", default="u55-256")
     ap.add_argument("--budget", default=None, help="METRIC=LOSS for every model given")
+    ap.add_argument("--no-fit", action="store_true", help="skip the fit-the-flash rows")
     args = ap.parse_args()
     models = {m: args.budget or MODELS.get(m, "sqnr=1") for m in args.models}
-    print(run(models, args.target).markdown)
+    section = run(models, args.target, not args.no_fit)
+    print(section.markdown)
+    for key, value in sorted(section.figures.items()):
+        print(f"{key}: {value:.4f}", file=sys.stderr)
 
 
 if __name__ == "__main__":

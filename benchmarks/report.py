@@ -78,6 +78,14 @@ TARGETS: list[Target] = (
     + [Target("MiniLM constants >= 35 % smaller with --weights auto (cosine budget 0.01)",
               "minilm, u55-256", "auto_bytes_saved/minilm", ">=", 0.35, "",
               "fraction of int8's constants bytes")]
+    + [Target("MiniLM --weights auto within its cosine budget (0.01 below int8's)", "minilm",
+              "auto_metric_loss/minilm", "<=", 0.01, "", "8 held-out sentences")]
+    + [Target("MiniLM constants fit tnpu-xs's flash with --weights auto",
+              "minilm, tnpu-xs, weight decoder on", "fit_vs_memory/minilm", "<=", 1.0, "x",
+              "compiled constants / flash bytes")]
+    + [Target("ResNet-18 energy >= 25 % below int8 with --weights auto (sqnr budget 1 dB)",
+              "resnet18, tnpu-s", "auto_energy_saved/resnet18", ">=", 0.25, "",
+              "fraction of int8's energy")]
     + [Target("compressed MiniLM int8 weights <= 1.1x zstd's bytes", "minilm",
               "wcodec_vs_zstd/minilm", "<=", 1.1, "x", "zstd level 22, one frame per layer")]
     + [Target("weight compression on the NPU never slower", "resnet18, u55-256",

@@ -111,6 +111,25 @@ def test_auto_weight_precision_from_the_command_line(tmp_path, capsys):
     assert "METRIC=LOSS" in capsys.readouterr().err
 
 
+def test_auto_weight_precision_fits_the_targets_memory(capsys):
+    """--weights auto on a target whose weights memory is smaller than the int8 constants: the
+    plan takes int4 layers until the compiled constants fit (the budget then not met, said so),
+    and the estimate runs; a memory smaller than even all-int4 is refused naming both sizes."""
+    args = ["estimate", "digits_cnn", "--target", "tnpu-xs", "--calibration", "4",
+            "--weights", "auto", "--accuracy-budget", "sqnr=0"]
+    assert main([*args, "--set", "offchip.flash.size_bytes=16000"]) == 0
+    text = capsys.readouterr().out
+    head = next(line for line in text.splitlines() if line.startswith("precision auto:"))
+    assert int(head.split()[2]) >= 1, head  # some layers int4
+    constants = int(head.split("constants ")[1].split()[0].replace(",", ""))
+    assert constants <= 16000 and "memory 'flash' has 16,000" in head
+    assert "is not met" in text
+    assert main([*args, "--set", "offchip.flash.size_bytes=4000"]) != 0
+    err = capsys.readouterr().err
+    assert "with every layer's weights int4" in err and "memory 'flash' has 4,000" in err
+    assert "wdecoder.enabled" in err
+
+
 def test_int4_weights_from_the_command_line(tmp_path, capsys):
     """--weights int4 with a --layer-weights exception: the binary records the choice, so that
     `run --check` on new inputs quantises the model again the same way (bit-exact); the

@@ -5,7 +5,8 @@ The budget is a loss against the all-int8 model, in one metric measured on held-
 (embeddings), or top-1 agreement with float (classifiers).
 
 1. Sensitivity: in the float model, each conv / linear layer's weights alone are fake-quantised
-   to int4 the way the quantiser does it (symmetric per output channel, [-7, 7]); the squared
+   to int4 the way the quantiser does it (symmetric per output channel, [-7, 7], each channel's
+   range clipped to its least rounding error); the squared
    error this adds at the outputs on the held-out inputs is the layer's noise.
 2. Order: layers by weight bytes saved per unit of noise, the cheapest bytes first.
 3. The longest prefix of that order whose predicted metric meets the budget (noise powers add:
@@ -13,6 +14,11 @@ The budget is a loss against the all-int8 model, in one metric measured on held-
    model quantised with those layers int4, its golden (integer) model against float on the
    held-out inputs. A prefix that misses the budget is bisected on real measurements down to
    the longest one that meets it (the int8 model meets it by definition).
+4. The rest of the layers, quietest first, each added when the model with it and the ones
+   kept before it still measures within the budget (a layer whose bytes per unit of noise
+   ranked it late may still fit the budget the prefix left), until FILL_TRIES of them miss.
+5. With a target's memory (:class:`MemoryLimit`): when the constants of step 3's prefix do not
+   fit, the shortest longer prefix that does, and no step 4.
 
     plan = choose_weights(model, example, calibration, held_out, AccuracyBudget.parse("sqnr=1"))
     print(plan.text()); plan.config          # the QuantConfig to compile with
@@ -31,10 +37,10 @@ import torch
 
 from tessel.analysis.accuracy import cosine, sqnr_db
 from tessel.display import Table, fmt_int, plural, short_repr, summary_html
-from tessel.errors import TesselConfigError
+from tessel.errors import TesselCompileError, TesselConfigError
 from tessel.progress import info
 from tessel.quant.config import LayerOverride, QuantConfig, WeightDtype, config_keyword
-from tessel.quant.qspecs import WEIGHT_RANGES
+from tessel.quant.qspecs import WEIGHT_RANGES, int4_clip
 
 Sample = tuple[torch.Tensor, ...]
 Outputs = list[np.ndarray]  # per model output, the held-out samples concatenated on axis 0
@@ -119,8 +125,12 @@ class PrecisionPlan:
     value: float  # the chosen model's metric (measured, not predicted)
     layers: tuple[LayerChoice, ...]  # in module order
     evaluations: int  # models quantised and measured
-    order: tuple[str, ...]  # every layer, cheapest int4 bytes first (the chosen are a prefix)
+    order: tuple[str, ...]  # every layer, cheapest int4 bytes first (chosen: a prefix + fill)
     config: QuantConfig
+    memory: str = ""  # the target memory the constants had to fit ("": no memory limit)
+    memory_bytes: int = 0  # its size
+    constants: int = 0  # the chosen model's constants bytes there (0: no memory limit)
+    budget_met: bool = True  # False: fitting the memory took more int4 than the budget allows
 
     @property
     def int4_layers(self) -> tuple[str, ...]:
@@ -146,11 +156,19 @@ class PrecisionPlan:
     def summary(self) -> str:
         unit = " dB" if self.budget.metric is Metric.SQNR else ""
         n4 = len(self.int4_layers)
-        return (f"precision auto: {n4} of {plural(len(self.layers), 'layer')} int4, weights "
+        text = (f"precision auto: {n4} of {plural(len(self.layers), 'layer')} int4, weights "
                 f"{fmt_int(self.int8_bytes - self.bytes_saved)} of {fmt_int(self.int8_bytes)} "
                 f"bytes ({100 * self.bytes_saved / max(self.int8_bytes, 1):.1f} % saved); "
                 f"{self.budget.metric.value} {self.value:.4g}{unit} against int8's "
                 f"{self.int8_value:.4g}{unit} ({plural(self.evaluations, 'model')} measured)")
+        if self.memory:
+            text += (f"; constants {fmt_int(self.constants)} bytes, memory '{self.memory}' has "
+                     f"{fmt_int(self.memory_bytes)}")
+        if not self.budget_met:
+            text += (f"\nthe {self.budget} is not met: the int4 layers the budget allows "
+                     f"do not fit memory '{self.memory}', these are the fewest (cheapest in "
+                     "accuracy first) that do")
+        return text
 
     def text(self, width: int | None = None) -> str:
         return self.summary() + "\n" + self.table().text(width)
@@ -191,11 +209,13 @@ def weight_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module, in
 
 
 def fake_int4(w: torch.Tensor, axis: int) -> torch.Tensor:
-    """``w`` through symmetric per-channel int4 quantisation (the quantiser's rule)."""
+    """``w`` through symmetric per-channel int4 quantisation (the quantiser's rule: each
+    channel's range clipped where that lowers its rounding error, :func:`int4_clip`)."""
     qmin, qmax = WEIGHT_RANGES[WeightDtype.INT4]
-    dims = tuple(d for d in range(w.dim()) if d != axis)
-    amax = w.abs().amax(dim=dims, keepdim=True)
-    scale = torch.where(amax > 0, amax / qmax, torch.ones_like(amax))
+    shape = [1] * w.dim()
+    shape[axis] = -1
+    clip = int4_clip(w, axis).to(w.dtype).reshape(shape)
+    scale = torch.where(clip > 0, clip / qmax, torch.ones_like(clip))
     return torch.clamp(torch.round(w / scale), qmin, qmax) * scale
 
 
@@ -241,14 +261,29 @@ def with_int4(config: QuantConfig, paths: Sequence[str]) -> QuantConfig:
 Evaluate = Callable[[QuantConfig], Outputs]  # a config's golden outputs on the held-out inputs
 
 
+@dataclass(frozen=True)
+class MemoryLimit:
+    """The target memory the constants must fit: its name, its size, and ``constants(config)``,
+    the bytes of the model quantised with ``config`` and compiled for the target (stored
+    compressed where the target's weight decoder is on). ``note`` says what else could help."""
+
+    memory: str
+    size: int
+    constants: Callable[[QuantConfig], int]
+    note: str = ""
+
+
 def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequence[Sample],
                    budget: AccuracyBudget, config: QuantConfig | None = None,
-                   name: str = "model") -> PrecisionPlan:
+                   name: str = "model", limit: MemoryLimit | None = None) -> PrecisionPlan:
     """The plan that makes the most weight bytes int4 within ``budget`` (module docstring).
 
     ``evaluate(config)`` quantises the model with ``config`` and returns its golden outputs
     on ``held_out`` (see :func:`golden_evaluator`); ``config`` is the base (all-int8 unless
-    the user's overrides say otherwise)."""
+    the user's overrides say otherwise). With ``limit``, the constants must also fit its
+    memory: when the budget's plan does not, the shortest prefix of the order that fits
+    (the least accuracy cost the noise model predicts), the budget then not met; a
+    TesselCompileError when even every layer int4 does not fit."""
     config = config if config is not None else QuantConfig()
     if config.weights is not WeightDtype.INT8:
         raise TesselConfigError("precision auto starts from int8 weights: leave --weights / "
@@ -260,19 +295,24 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
     noises = layer_noise(model, held_out, floats)
     signal = sum(float(np.sum(f**2)) for f in floats)
     info("precision auto: the all-int8 model")
-    measured = {0: measure(budget.metric, floats, evaluate(config))}
-    goal = measured[0] - budget.loss
-    int8_noise = signal / 10 ** (measured[0] / 10) if budget.metric is Metric.SQNR else 0.0
+    measured = {frozenset(): measure(budget.metric, floats, evaluate(config))}
+    int8_value = measured[frozenset()]
+    goal = int8_value - budget.loss
+    int8_noise = signal / 10 ** (int8_value / 10) if budget.metric is Metric.SQNR else 0.0
     saved = [(m.weight.numel() - (m.weight.numel() + 1) // 2) for _, m, _ in layers]
     order = sorted(range(len(layers)),
                    key=lambda i: (-saved[i] / max(noises[i], 1e-30), layers[i][0]))
 
+    def value_of(chosen: Sequence[int]) -> float:
+        key = frozenset(chosen)
+        if key not in measured:
+            info(f"precision auto: {plural(len(key), 'layer')} int4")
+            paths = [layers[i][0] for i in chosen]
+            measured[key] = measure(budget.metric, floats, evaluate(with_int4(config, paths)))
+        return measured[key]
+
     def meets(k: int) -> bool:
-        if k not in measured:
-            info(f"precision auto: the {plural(k, 'cheapest layer')} int4")
-            paths = [layers[i][0] for i in order[:k]]
-            measured[k] = measure(budget.metric, floats, evaluate(with_int4(config, paths)))
-        return measured[k] >= goal
+        return value_of(order[:k]) >= goal
 
     guess = _predicted_prefix(budget, order, noises, signal, int8_noise, floats, held_out)
     lo, hi = 0, len(order)  # the prefix of lo layers meets the budget; the answer is <= hi
@@ -283,14 +323,69 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
     while lo < hi:  # bisect on real measurements
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if meets(mid) else (lo, mid - 1)
-    chosen = set(order[:lo])
+    fit = {}
+    if limit is not None:
+        paths = [layers[i][0] for i in order]
+        fit_k, constants = _fit(limit, config, paths, lo, name)
+        fit = {"memory": limit.memory, "memory_bytes": limit.size, "constants": constants,
+               "budget_met": meets(fit_k)}
+        lo = fit_k
+    picked = list(order[:lo])
+    if fit.get("budget_met", True):
+        picked = _fill(picked, order[lo:], noises, value_of, goal)
+    chosen = set(picked)
     alone = [_alone_db(signal, int8_noise, n) for n in noises]
     choices = tuple(LayerChoice(path, type(m).__name__, m.weight.numel(), i in chosen, saved[i],
                                 alone[i])
                     for i, (path, m, _) in enumerate(layers))
-    final = with_int4(config, [layers[i][0] for i in order[:lo]])
-    return PrecisionPlan(name, budget, len(held_out), measured[0], measured[lo], choices,
-                         len(measured), tuple(layers[i][0] for i in order), final)
+    final = with_int4(config, [layers[i][0] for i in picked])
+    return PrecisionPlan(name, budget, len(held_out), int8_value, value_of(picked), choices,
+                         len(measured), tuple(layers[i][0] for i in order), final, **fit)
+
+
+FILL_TRIES = 4  # layers past the prefix measured in vain before the plan stops adding
+
+
+def _fill(picked: list[int], rest: Sequence[int], noises: Sequence[float],
+          value_of: Callable[[Sequence[int]], float], goal: float) -> list[int]:
+    """``picked`` and, of the layers ``rest`` (quietest first), each that still meets ``goal``
+    measured with the ones kept before it; stops after FILL_TRIES misses."""
+    picked = list(picked)
+    misses = 0
+    for i in sorted(rest, key=lambda j: (noises[j], j)):
+        if misses >= FILL_TRIES:
+            break
+        if value_of([*picked, i]) >= goal:
+            picked.append(i)
+        else:
+            misses += 1
+    return picked
+
+
+def _fit(limit: MemoryLimit, config: QuantConfig, paths: Sequence[str], k: int, name: str
+         ) -> tuple[int, int]:
+    """(the shortest prefix of ``paths``, at least ``k`` long, whose constants fit ``limit``,
+    its constants bytes); bisected on compiled sizes, which fall as layers turn int4."""
+    sizes: dict[int, int] = {}
+
+    def size(j: int) -> int:
+        if j not in sizes:
+            info(f"precision auto: constants with {plural(j, 'layer')} int4")
+            sizes[j] = limit.constants(with_int4(config, paths[:j]))
+        return sizes[j]
+
+    if size(k) <= limit.size:
+        return k, sizes[k]
+    if size(len(paths)) > limit.size:
+        raise TesselCompileError(
+            f"{name}: constants need {sizes[len(paths)]:,} bytes with every layer's weights "
+            f"int4 ({sizes[k]:,} with the {plural(k, 'layer')} the accuracy budget allows) "
+            f"but memory '{limit.memory}' has {limit.size:,}{limit.note}")
+    lo, hi = k, len(paths)  # lo does not fit, hi does
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if size(mid) <= limit.size else (mid, hi)
+    return hi, sizes[hi]
 
 
 def _alone_db(signal: float, int8_noise: float, noise: float) -> float:
@@ -318,17 +413,52 @@ def _predicted_prefix(budget: AccuracyBudget, order: list[int], noises: list[flo
     return k
 
 
-def golden_evaluator(model: torch.nn.Module, example: Sample, calibration: Sequence[Sample],
-                     held_out: Sequence[Sample], calibration_samples: int) -> Evaluate:
+class GoldenEvaluator:
     """``evaluate`` for :func:`choose_weights`: PTQ with the config, then the golden model on
-    every held-out input."""
-    from tessel.quant.api import quantize
+    every held-out input; the last quantised model is kept for :func:`memory_limit`."""
 
-    def evaluate(config: QuantConfig) -> Outputs:
-        return golden_outputs(quantize(model, example, calibration, config,
-                                       calibration_samples=calibration_samples), held_out)
+    def __init__(self, model: torch.nn.Module, example: Sample, calibration: Sequence[Sample],
+                 held_out: Sequence[Sample], calibration_samples: int) -> None:
+        self.model, self.example, self.calibration = model, example, calibration
+        self.held_out, self.calibration_samples = held_out, calibration_samples
+        self._last: tuple[QuantConfig, object] | None = None
 
-    return evaluate
+    def quantised(self, config: QuantConfig):
+        """The QuantizedModel of ``config``."""
+        from tessel.quant.api import quantize
+
+        if self._last is None or self._last[0] != config:
+            self._last = (config, quantize(self.model, self.example, self.calibration, config,
+                                           calibration_samples=self.calibration_samples))
+        return self._last[1]
+
+    def __call__(self, config: QuantConfig) -> Outputs:
+        return golden_outputs(self.quantised(config), self.held_out)
+
+
+def golden_evaluator(model: torch.nn.Module, example: Sample, calibration: Sequence[Sample],
+                     held_out: Sequence[Sample], calibration_samples: int) -> GoldenEvaluator:
+    """``evaluate`` for :func:`choose_weights` (see :class:`GoldenEvaluator`)."""
+    return GoldenEvaluator(model, example, calibration, held_out, calibration_samples)
+
+
+def memory_limit(arch, evaluator: GoldenEvaluator, name: str = "model") -> MemoryLimit:
+    """The MemoryLimit of ``arch``'s weights memory: constants measured by compiling the model
+    quantised by ``evaluator`` for ``arch`` with that memory unbounded."""
+    from tessel.arch.checks import MAX_OFFCHIP_BYTES
+    from tessel.driver import compile_graph
+
+    memory = arch.offchip[arch.memory_index(arch.weights_memory)]
+    roomy = arch.with_params({f"offchip.{memory.name}.size_bytes": MAX_OFFCHIP_BYTES})
+
+    def constants(config: QuantConfig) -> int:
+        cm = compile_graph(evaluator.quantised(config).graph, roomy, name=name)
+        return len(cm.program.constants)
+
+    note = "" if arch.wdecoder.enabled else (
+        " (stored raw: the target's weight decoder, wdecoder.enabled, would store them "
+        "compressed)")
+    return MemoryLimit(memory.name, memory.size_bytes, constants, note)
 
 
 def golden_outputs(qm, samples: Sequence[Sample]) -> Outputs:
@@ -343,10 +473,12 @@ def auto_weights(model: torch.nn.Module, example_inputs: Sample,
                  budget: AccuracyBudget | str = "sqnr=1",
                  quant_config: QuantConfig | None = None, *,
                  calibration_samples: int | None = None,
-                 config: QuantConfig | None = None) -> PrecisionPlan:
+                 config: QuantConfig | None = None, target=None) -> PrecisionPlan:
     """The weight types to quantise ``model`` with: int4 where ``budget`` allows it, measured
     on ``held_out`` (inputs not in ``calibration_data``). ``plan.config`` goes to
-    ``tessel.compile(..., quant_config=plan.config)`` or ``tessel.quantize``."""
+    ``tessel.compile(..., quant_config=plan.config)`` or ``tessel.quantize``. With ``target``
+    (a preset name or NpuArch), the constants must also fit its weights memory
+    (:class:`MemoryLimit`)."""
     config = config_keyword(quant_config, config, "auto_weights")
     budget = AccuracyBudget.parse(budget) if isinstance(budget, str) else budget
     calibration = list(calibration_data)
@@ -354,5 +486,11 @@ def auto_weights(model: torch.nn.Module, example_inputs: Sample,
         raise TesselConfigError("auto_weights needs held-out inputs to measure accuracy on")
     evaluate = golden_evaluator(model, example_inputs, calibration, held_out,
                                 calibration_samples or len(calibration))
-    return choose_weights(model, evaluate, held_out, budget, config,
-                          type(model).__name__)
+    name = type(model).__name__
+    limit = None
+    if target is not None:
+        from tessel.arch import load_target
+
+        arch = load_target(target) if isinstance(target, str) else target
+        limit = memory_limit(arch, evaluate, name)
+    return choose_weights(model, evaluate, held_out, budget, config, name, limit)

@@ -269,7 +269,8 @@ def add_weight_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", choices=("int8", "int4", "auto"), default="int8",
                    help="the weight type of every conv / linear layer: int8, int4 (two per "
                    "byte: half the weight bytes, coarser weights; docs/numerics.md), or auto "
-                   "(int4 where --accuracy-budget allows, measured on held-out inputs)")
+                   "(int4 where --accuracy-budget allows, measured on held-out inputs, and "
+                   "where the target's weights memory needs it for the constants to fit)")
     p.add_argument("--accuracy-budget", default="sqnr=1.0", metavar="METRIC=LOSS",
                    help="with --weights auto: the accuracy int4 may cost against all-int8 "
                    "weights: sqnr=DB (output SQNR vs float), cosine=X or top1=X (fractions); "
@@ -323,9 +324,14 @@ AUTO_HELD_OUT = 8  # held-out inputs --weights auto measures every candidate on
 
 def auto_precision(args: argparse.Namespace, spec, base, data: tuple):
     """The PrecisionPlan of `spec` under --accuracy-budget (held-out inputs: as `tessel
-    accuracy` picks them)."""
+    accuracy` picks them); its constants fit --target's weights memory (with --set)."""
     from tessel.analysis.accuracy import eval_set
-    from tessel.analysis.precision import AccuracyBudget, choose_weights, golden_evaluator
+    from tessel.analysis.precision import (
+        AccuracyBudget,
+        choose_weights,
+        golden_evaluator,
+        memory_limit,
+    )
     from tessel.frontend.ir_module import QDQModule
 
     budget = AccuracyBudget.parse(args.accuracy_budget)
@@ -336,7 +342,16 @@ def auto_precision(args: argparse.Namespace, spec, base, data: tuple):
     calibration = list(calibration) if calibration is not None else [inputs]
     held_out = eval_set(spec, args.calibration, AUTO_HELD_OUT, inputs)[0][:AUTO_HELD_OUT]
     evaluate = golden_evaluator(model, inputs, calibration, held_out, args.calibration)
-    return choose_weights(model, evaluate, held_out, budget, base, spec.name)
+    limit = None
+    if getattr(args, "target", None) is not None:  # the constants must fit its memory
+        from tessel.arch import load_target
+        from tessel.arch.params import parse_settings
+
+        arch = load_target(args.target)
+        if getattr(args, "set", None):
+            arch = arch.with_params(parse_settings(args.set, arch))
+        limit = memory_limit(arch, evaluate, spec.name)
+    return choose_weights(model, evaluate, held_out, budget, base, spec.name, limit)
 
 
 def model_data(args: argparse.Namespace, spec) -> tuple:

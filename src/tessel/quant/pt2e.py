@@ -39,7 +39,7 @@ from torchao.quantization.pt2e.quantize_pt2e import (
 from tessel.errors import TesselConfigError
 from tessel.progress import task
 from tessel.quant.config import QuantConfig
-from tessel.quant.qspecs import PercentileObserver
+from tessel.quant.qspecs import PercentileObserver, PerChannelInt4Observer
 from tessel.quant.quantizer import TesselQuantizer
 from tessel.threads import single_threaded
 
@@ -119,7 +119,7 @@ CALIBRATION_BATCH = 8  # samples per forward when batching is exact (calibrate)
 # min / max) or that keep none (derived bias qparams, fixed qparams); a moving average, a
 # percentile or a histogram would see batches, not samples
 _BATCHABLE = (MinMaxObserver, PerChannelMinMaxObserver, DerivedObserverOrFakeQuantize,
-              FixedQParamsObserver)
+              FixedQParamsObserver, PerChannelInt4Observer)
 _NOT_BATCHABLE = (MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver,
                   PercentileObserver)
 
@@ -159,7 +159,7 @@ def calibrate(prepared: GraphModule, calibration_data: Iterable[Sample],
 # observers for which seeing the same values again changes nothing (a running min / max, or
 # no state); exact types: a subclass may observe otherwise
 _IDEMPOTENT = (MinMaxObserver, PerChannelMinMaxObserver, DerivedObserverOrFakeQuantize,
-               FixedQParamsObserver)
+               FixedQParamsObserver, PerChannelInt4Observer)
 
 
 class _ObservedOnce(torch.nn.Module):

@@ -4,7 +4,8 @@ one observer torchao lacks (percentile).
 * activations: int8 asymmetric per tensor [-128, 127], or int16 symmetric per tensor
   [-32768, 32767] with zero point 0;
 * weights: int8 symmetric per output channel (axis 0), [-127, 127] (so -w quantises to -q), or
-  int4 [-7, 7] (held in int8 tensors; the NPU stores them two per byte);
+  int4 [-7, 7] (held in int8 tensors; the NPU stores them two per byte) whose per-channel range
+  is clipped where that lowers the channel's squared rounding error (:func:`int4_clip`);
 * bias: int32, zero point 0, scale = input scale x weight scale per channel (derived);
 * fixed ranges for LUT ops whose output range is known (sigmoid, tanh, softmax).
 """
@@ -95,6 +96,66 @@ class SoftmaxInputObserver(MinMaxObserver):
         return self._calculate_qparams(low, self.max_val)
 
 
+# int4 clip ratios (of a channel's max |w|) tried: a coarse grid, largest first, then the
+# fine steps around the coarse grid's best
+INT4_COARSE_RATIOS = tuple(round(1.0 - 0.05 * i, 2) for i in range(15))  # 1.00 ... 0.30
+INT4_FINE_STEPS = (0.04, 0.03, 0.02, 0.01, -0.01, -0.02, -0.03, -0.04)
+
+
+def _clip_error(y: torch.Tensor, clip: torch.Tensor) -> torch.Tensor:
+    """Per row of ``y``, sum (y - q(y))^2 with the int4 step ``clip / 7`` (clip > 0)."""
+    qmin, qmax = WEIGHT_RANGES[WeightDtype.INT4]
+    scale = (clip / float(qmax))[:, None]
+    return ((torch.clamp(torch.round(y / scale), qmin, qmax) * scale - y) ** 2).sum(
+        dim=1, dtype=torch.float64)
+
+
+def int4_clip(w: torch.Tensor, axis: int) -> torch.Tensor:
+    """Per channel along ``axis``, the clipped range ``r * max|w|`` whose int4 step
+    ``r * max|w| / 7`` gives the least squared error ``sum (w - q(w))^2`` over the channel's
+    weights (rounding to the nearest of 15 levels, clamping beyond them). ``r`` is searched on
+    :data:`INT4_COARSE_RATIOS`, then :data:`INT4_FINE_STEPS` around the coarse best (at most
+    1.0); a candidate replaces the best so far only when strictly better, so an all-zero
+    channel, or one whose max is best, stays unclipped. At 4 bits clipping the few largest
+    weights buys a finer step for all the others; at 8 bits it does not pay, so int8 keeps
+    ``max|w|``."""
+    y = torch.movedim(w.detach(), axis, 0).reshape(w.shape[axis], -1).to(torch.float32)
+    amax = y.abs().amax(dim=1)
+    live = amax > 0
+    y, top = y[live], amax[live]
+    ratio = torch.ones_like(top)
+    best = torch.full_like(top, math.inf, dtype=torch.float64)
+    candidates = [torch.full_like(top, r) for r in INT4_COARSE_RATIOS]
+    for stage in range(2):
+        for r in candidates:
+            err = _clip_error(y, top * r)
+            better = err < best
+            ratio, best = torch.where(better, r, ratio), torch.where(better, err, best)
+        if stage == 0:
+            coarse = ratio.clone()
+            candidates = [torch.clamp(coarse + d, max=1.0) for d in INT4_FINE_STEPS]
+    out = amax.clone()
+    out[live] = top * ratio
+    return out
+
+
+class PerChannelInt4Observer(PerChannelMinMaxObserver):
+    """Per-channel symmetric observer of an int4 weight: the range of each channel is
+    :func:`int4_clip`'s, not its min / max. It keeps the last tensor's ranges (a weight is one
+    constant tensor; observing it again changes nothing). torchao passes a spec's channel
+    axis only to observer classes whose name contains "PerChannel": hence the name."""
+
+    def forward(self, x_orig: torch.Tensor) -> torch.Tensor:
+        if x_orig.numel() == 0:
+            return x_orig
+        clip = int4_clip(x_orig, self.ch_axis).to(self.min_val.dtype)
+        self.min_val.resize_(clip.shape)
+        self.max_val.resize_(clip.shape)
+        self.min_val.copy_(-clip)
+        self.max_val.copy_(clip)
+        return x_orig
+
+
 def _act_observer(kind: ObserverKind, percentile: float):
     if kind is ObserverKind.MINMAX:
         return MinMaxObserver
@@ -134,9 +195,12 @@ def softmax_input_qspec(dtype: ActDtype, *, qat: bool) -> QuantizationSpec:
 def weight_qspec(*, qat: bool, axis: int = 0, dtype: WeightDtype = WeightDtype.INT8
                  ) -> QuantizationSpec:
     """Spec of a conv / linear weight: symmetric per output channel (`axis`: 0, or 1 for a
-    transposed conv's [in, out, kh, kw]) in `dtype`'s range, held in int8."""
+    transposed conv's [in, out, kh, kw]) in `dtype`'s range, held in int8; int4 PTQ ranges
+    clipped by :func:`int4_clip`."""
     if qat:
         ctr = FakeQuantize.with_args(observer=MovingAveragePerChannelMinMaxObserver)
+    elif dtype is WeightDtype.INT4:
+        ctr = PerChannelInt4Observer
     else:
         ctr = PerChannelMinMaxObserver
     qmin, qmax = WEIGHT_RANGES[dtype]
