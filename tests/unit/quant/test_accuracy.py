@@ -69,14 +69,19 @@ def test_minilm_golden_embeddings_cosine_at_least_098() -> None:
     assert any("embedding" in h for h in report.host_ops)  # the gather stays on the host
 
 
+# golden model vs float PyTorch on 2 held-out inputs after 8 calibration samples (the zoo's
+# generator): measured 39.5 / 33.3 / 29.9 / 36.7 dB; each floor is about 7 dB below
+MIN_GOLDEN_SQNR_DB = {"mobilenet_v2": 32.0, "resnet18": 26.0, "ds_cnn": 23.0, "vit_small": 29.0}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["mobilenet_v2", "resnet18", "ds_cnn", "vit_small"])
+@pytest.mark.parametrize("name", list(MIN_GOLDEN_SQNR_DB))
 def test_zoo_model_quantises_and_runs_in_the_golden_model(name: str) -> None:
-    report = evaluate(name, calibration=2, eval_samples=1)
+    report = evaluate(name, calibration=8, eval_samples=2)
     print(f"\n{name}: SQNR {report.sqnr_db[0]:.2f} dB, golden "
           f"{report.golden_seconds_per_inference:.2f} s/inference")
     assert report.host_ops == ()  # every op of these models is integer
-    assert math.isfinite(report.sqnr_db[0]) and report.sqnr_db[0] > -5
+    assert report.sqnr_db[0] >= MIN_GOLDEN_SQNR_DB[name]
 
 
 def test_accuracy_command_prints_one_json_object(capsys) -> None:
