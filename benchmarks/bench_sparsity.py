@@ -160,9 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     section = run(args.model, [t for t in args.targets.split(",") if t],
                   [t for t in args.int4.split(",") if t])
-    print(section.markdown)
-    for key, value in section.figures.items():
-        print(f"{key} = {value:.4f}")
+    section.print()
     return 0
 
 

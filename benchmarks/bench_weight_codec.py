@@ -172,9 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     npu = None if args.npu is None else [tuple(x.split(":")) for x in args.npu.split(",") if x]
     section = run(args.models, int4=not args.int8_only, npu=npu)
-    print(section.markdown)
-    for key, value in section.figures.items():
-        print(f"{key} = {value:.4f}")
+    section.print()
     return 0
 
 

@@ -27,6 +27,12 @@ class Section:
     markdown: str
     figures: dict[str, float] = field(default_factory=dict)
 
+    def print(self) -> None:
+        """The tables, then one ``key = value`` line per figure (a benchmark run alone)."""
+        print(self.markdown)
+        for key, value in self.figures.items():
+            print(f"{key} = {value:.4f}")
+
 
 @dataclass(frozen=True)
 class Target:

@@ -68,16 +68,20 @@ def test_exported_ds_cnn_builds_and_prints_the_run_outputs(tmp_path, capsys):
             assert f"{name}: shape {list(w.shape)} float32, first values {first}" in run_text
             assert np.array_equal(np.round(got[name][:6].astype(np.float32), 4), first)
     if shutil.which("cmake"):
-        build = tmp_path / "cmake-build"
-        subprocess.run(["cmake", "-S", str(project), "-B", str(build)], check=True,
-                       capture_output=True, text=True)
-        subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True,
-                       text=True)
-        printed = subprocess.run([str(build / "ds_cnn_demo")], check=True, capture_output=True,
-                                 text=True).stdout
+        exe = _cmake_built(project, tmp_path / "cmake-build", "ds_cnn_demo")
+        printed = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
         assert _printed(printed).keys() == got.keys()
         for name in got:
             np.testing.assert_array_equal(_printed(printed)[name], got[name])
+
+
+def _cmake_built(project, build, target: str):
+    """The exported project configured and built with CMake in `build`; the program's path."""
+    subprocess.run(["cmake", "-S", str(project), "-B", str(build)], check=True,
+                   capture_output=True, text=True)
+    subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True,
+                   text=True)
+    return build / target
 
 
 def test_export_names_are_c_identifiers():
@@ -107,12 +111,7 @@ def test_exported_project_decodes_weight_streams(tmp_path, capsys):
     assert "#define DIGITS_CNN_NPU_WDECODER 1u" in (project / "digits_cnn_model.h").read_text()
     want = cm.run(*stored_reference(cm.program.metadata).inputs)
     if shutil.which("cmake"):
-        build = tmp_path / "cmake-build"
-        subprocess.run(["cmake", "-S", str(project), "-B", str(build)], check=True,
-                       capture_output=True, text=True)
-        subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True,
-                       text=True)
-        exe = build / "digits_cnn_demo"
+        exe = _cmake_built(project, tmp_path / "cmake-build", "digits_cnn_demo")
     else:
         subprocess.run(["make", "-C", str(project), "digits_cnn_demo"], check=True,
                        capture_output=True, text=True)
