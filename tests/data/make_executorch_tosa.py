@@ -1,10 +1,11 @@
-"""Writes tests/data/executorch_cnn.tosa: a small int8 CNN (conv, relu, add, max pool, average
-pool, linear) quantised and lowered to a TOSA 1.0 flatbuffer by ExecuTorch's Arm backend.
+"""Writes tests/data/executorch_cnn.tosa and executorch_residual.tosa: a small int8 CNN (conv,
+relu, max pool, average pool, linear; the residual one adds a residual add) quantised and lowered
+to TOSA 1.0 flatbuffers by ExecuTorch's Arm backend (TOSA-1.0+INT).
 
 Needs ExecuTorch (the ``executorch`` optional extra, installed without changing torch:
 ``echo torch==$(python -c 'import torch; print(torch.__version__.split("+")[0])') > pin.txt;
 pip install -c pin.txt executorch``). The tests read the committed file and do not need it.
-Run: ``python tests/data/make_executorch_tosa.py [out.tosa]``.
+Run: ``python tests/data/make_executorch_tosa.py [out_dir]``.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
 from executorch.exir import to_edge_transform_and_lower
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-OUT = Path(__file__).with_name("executorch_cnn.tosa")
+OUT = Path(__file__).parent
 
 
 class SmallCnn(torch.nn.Module):
-    """conv-relu, a residual add, max pool, average pool, linear."""
+    """conv-relu, conv (+ the residual when ``residual``)-relu, max pool, average pool, linear."""
 
-    def __init__(self) -> None:
+    def __init__(self, residual: bool) -> None:
         super().__init__()
+        self.residual = residual
         self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
         self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1)
         self.pool = torch.nn.MaxPool2d(2)
@@ -36,14 +38,15 @@ class SmallCnn(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = torch.relu(self.conv1(x))
-        b = torch.relu(self.conv2(a) + a)
+        b = torch.relu(self.conv2(a) + a if self.residual else self.conv2(a))
         p = self.avg(self.pool(b))
         return self.fc(torch.flatten(p, 1))
 
 
-def main(out: Path) -> None:
-    torch.manual_seed(0)
-    model, example = SmallCnn().eval(), (torch.randn(1, 3, 8, 8),)
+def lower(model: torch.nn.Module, out: Path) -> None:
+    """Quantise ``model`` (symmetric int8, calibrated on random inputs) and write the TOSA
+    flatbuffer of its one delegated partition to ``out``."""
+    example = (torch.randn(1, 3, 8, 8),)
     spec = TosaCompileSpec("TOSA-1.0+INT")
     with tempfile.TemporaryDirectory() as tmp:
         spec.dump_intermediate_artifacts_to(tmp)
@@ -60,6 +63,12 @@ def main(out: Path) -> None:
             raise SystemExit(f"expected one delegated TOSA graph, got {[f.name for f in files]}")
         out.write_bytes(files[0].read_bytes())
     print(f"wrote {out} ({out.stat().st_size} bytes)")
+
+
+def main(folder: Path) -> None:
+    for name, residual in (("executorch_cnn", False), ("executorch_residual", True)):
+        torch.manual_seed(0)
+        lower(SmallCnn(residual).eval(), folder / f"{name}.tosa")
 
 
 if __name__ == "__main__":
