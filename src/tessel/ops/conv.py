@@ -20,6 +20,7 @@ from tessel.ir.kernels import from_nhwc, pad_hw, to_nhwc, windows
 from tessel.ir.ops import CONV_ATTRS, Op, OpSpec, nchw_like, require, spatial, window_out
 from tessel.ir.rewriting import Rewriter
 from tessel.ir.types import DType, Layout, QuantParams, TensorType
+from tessel.isa.fixedpoint import Rounding
 from tessel.ops import conv_emit, intops
 from tessel.ops.base import LayoutRule, Npu, OpDef, Trait, lazy_functional, register
 from tessel.ops.quantise import (
@@ -105,6 +106,9 @@ def _qconv2d_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorT
     require_int(ts, 2)
     out = conv2d_type(ts[:2], attrs)
     require_per_channel(ts, 2, ts[1].shape[0])
+    rounding = attrs.get("rounding")
+    require(rounding is None or rounding in set(Rounding),
+            f"rounding {rounding} is not one of {[int(r) for r in Rounding]}")
     return int_result(out, attrs)
 
 

@@ -106,3 +106,16 @@ def test_an_export_with_single_rounding_convolutions_runs_bit_exact(tmp_path):
     convs = [n for n in import_tosa(path.read_bytes()).nodes if n.op is Op.QCONV2D]
     assert convs and all(n.attr_map["rounding"] == Rounding.SINGLE for n in convs)
     check_bit_exact(path, range(2))
+
+
+def test_a_rounding_outside_the_two_modes_is_a_verifier_error():
+    from tessel.errors import TesselVerifyError
+    from tessel.ir.verifier import verify
+
+    g = import_tosa((DATA / "executorch_cnn.tosa").read_bytes())
+    verify(g)
+    conv = next(n for n in g.nodes if n.op is Op.QCONV2D)
+    bad = g.with_nodes([n.replace(attrs={**n.attr_map, "rounding": 7}) if n is conv else n
+                        for n in g.nodes])
+    with pytest.raises(TesselVerifyError, match="rounding 7 is not one of"):
+        verify(bad)
