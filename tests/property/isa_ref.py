@@ -54,8 +54,16 @@ def mbqm(x: int, q31: int, shift: int) -> int:
     return rdbpot(srdhm(sat32(x * 2 ** max(shift, 0)), q31), max(-shift, 0))
 
 
-def requantize(acc: int, bias: int, q31: int, shift: int, zp: int, lo: int, hi: int) -> int:
-    return clamp(mbqm(sat32(acc + bias), q31, shift) + zp, lo, hi)
+def single_round(x: int, q31: int, shift: int) -> int:
+    """floor((x q31 + 2^(s-1)) / 2^s), s = 31 - shift: one rounding, halves up."""
+    s = 31 - shift
+    return (x * q31 + 2 ** (s - 1)) // 2**s
+
+
+def requantize(acc: int, bias: int, q31: int, shift: int, zp: int, lo: int, hi: int,
+               single: bool = False) -> int:
+    scale = single_round if single else mbqm
+    return clamp(scale(sat32(acc + bias), q31, shift) + zp, lo, hi)
 
 
 def rounding_div(x: int, n: int) -> int:
@@ -354,7 +362,7 @@ def ref_requant(m: Machine, f: dict) -> Writes:
             else:
                 x = rd(m.sram, f["src_addr"] + r * f["src_stride"] + 4 * c, 4)
             y = 0 if out.trap else requantize(x, bias, q31, shift, f["out_zp"], f["act_min"],
-                                              f["act_max"])
+                                              f["act_max"], f.get("rounding", 0) == 1)
             out.put("SRAM", f["dst_addr"] + r * f["dst_stride"] + c * w, w, y)
     return out
 

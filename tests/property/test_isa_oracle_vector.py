@@ -37,6 +37,7 @@ from tessel.isa import (
     ParamMode,
     PoolOp,
     ReduceOp,
+    Rounding,
     UnaryOp,
 )
 
@@ -99,7 +100,8 @@ def requant_case(draw: Any) -> Case:
     ins = Instruction.make(Opcode.REQUANT, src=src, src_addr=src_addr, src_stride=ss,
                            rows=rows, ch=ch, out_dtype=out_dtype, dst_addr=dst_addr,
                            dst_stride=ds, param_addr=param_addr, param_mode=mode,
-                           out_zp=draw(ZP32), act_min=lo, act_max=hi)
+                           out_zp=draw(ZP32), act_min=lo, act_max=hi,
+                           rounding=draw(st.sampled_from(list(Rounding))))
 
     def patches(draw: Any, n: int | None) -> list:
         out = []

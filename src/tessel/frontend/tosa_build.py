@@ -14,6 +14,8 @@ from tessel.errors import TesselExportError
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import Operator, RoundingMode, Tensor, TosaOp, as_bytes
 from tessel.ir import DType, Graph, Layout, Node
+from tessel.isa.fixedpoint import Rounding
+from tessel.ops.quantise import rounding_of
 
 PROFILE = "PRO-INT"
 DOUBLE_ROUND = "EXT-DOUBLEROUND"
@@ -126,12 +128,12 @@ class Builder:
     def requant_out(self, acc: str, node: Node, mult: object, shift: object,
                     per_channel: bool) -> str:
         """RESCALE to the node's type (its out_zp) and its activation clamp: Tessel's REQUANT
-        after the accumulator (bias already added)."""
+        after the accumulator (bias already added), rounding as the node does."""
         a = node.attr_map
         dtype = tosa_dtype(node)
         y = self.rescale(acc, self.fresh(node.name), node.type.shape, dtype, multiplier=mult,
                          shift=shift, out_zp=a["out_zp"], per_channel=per_channel,
-                         loc=loc_of(node))
+                         double_round=rounding_of(a) == Rounding.DOUBLE, loc=loc_of(node))
         return self.clamp(y, node.name, a["act_min"], a["act_max"], loc_of(node))
 
 

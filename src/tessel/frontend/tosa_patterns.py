@@ -19,6 +19,7 @@ from tessel.frontend.tosa_schema import NUMPY, Operator, RoundingMode, TosaOp
 from tessel.frontend.tosa_schema import DType as T
 from tessel.ir import DType, Layout, Op
 from tessel.ir.builder import sanitize_name
+from tessel.isa.fixedpoint import Rounding
 
 if TYPE_CHECKING:
     from tessel.frontend.tosa_import import _Importer
@@ -291,7 +292,8 @@ def _mul(im: _Importer, op: Operator, k: int) -> None:
     im.define(op, _Pending(Op.QMUL, (a.src, b.src), {"a_zp": a.zp, "b_zp": b.zp}, shape, shape))
 
 
-def _rescale_params(im: _Importer, op: Operator, what: str) -> tuple[np.ndarray, np.ndarray]:
+def _rescale_params(im: _Importer, op: Operator,
+                    what: str) -> tuple[np.ndarray, np.ndarray, Rounding]:
     a = op.attrs
     mult = im.ints(op.inputs[1], what).astype(np.int64).reshape(-1)
     shift = 31 - im.ints(op.inputs[2], what).astype(np.int64).reshape(-1)
@@ -300,19 +302,28 @@ def _rescale_params(im: _Importer, op: Operator, what: str) -> tuple[np.ndarray,
     if not a.get("scale32", True):
         raise TesselFormatError(f"TOSA {what}: 16-bit multipliers (scale32 = false)")
     mode = a.get("rounding_mode", 0)
-    if mode != RoundingMode.DOUBLE_ROUND and not (
-            mode == RoundingMode.SINGLE_ROUND and np.all(shift >= 0)):
-        raise TesselFormatError(f"TOSA {what}: rounding mode {mode} with right shifts beyond "
-                                "31 bits rounds once; Tessel's requantisation rounds twice "
-                                "(DOUBLE_ROUND)")
+    if mode not in (RoundingMode.DOUBLE_ROUND, RoundingMode.SINGLE_ROUND):
+        raise TesselFormatError(f"TOSA {what}: rounding mode {mode} (Tessel rounds "
+                                "DOUBLE_ROUND or SINGLE_ROUND)")
     if np.any(shift < -31) or np.any(shift > 30) or np.any(mult < 0):
         raise TesselFormatError(f"TOSA {what}: shift outside [1, 62] or a negative multiplier")
-    return mult, shift
+    rounding = Rounding.SINGLE if mode == RoundingMode.SINGLE_ROUND else Rounding.DOUBLE
+    return mult, shift, rounding
+
+
+def _double_rounded(rounding: Rounding, shift: np.ndarray, what: str, into: str) -> None:
+    """Refuses a SINGLE_ROUND rescale with right shifts beyond 31 bits where the Tessel op
+    requantises with double rounding only (SINGLE_ROUND with shorter shifts is the same
+    arithmetic)."""
+    if rounding == Rounding.SINGLE and np.any(shift < 0):
+        raise TesselFormatError(f"TOSA {what}: SINGLE_ROUND with right shifts beyond 31 bits "
+                                f"rounds once; Tessel's {into} rounds twice (its one-rounding "
+                                "mode is the convolution's)")
 
 
 def _rescale(im: _Importer, op: Operator, k: int) -> None:
     what = f"RESCALE %{op.outputs[0]}"
-    mult, shift = _rescale_params(im, op, what)
+    mult, shift, rounding = _rescale_params(im, op, what)
     in_zp, out_zp = im.scalar(op.inputs[3], what), im.scalar(op.inputs[4], what)
     out_t = im.g.tensors[op.outputs[0]].dtype
     src = im.values.get(op.inputs[0])
@@ -322,6 +333,7 @@ def _rescale(im: _Importer, op: Operator, k: int) -> None:
         if out_zp or mult.size != 1:
             raise TesselFormatError(f"TOSA {what}: an int32 rescale is imported per tensor "
                                     "without zero point (a quantised add's input)")
+        _double_rounded(rounding, shift, what, "element-wise input rescale")
         c = _Centred(src, in_zp) if isinstance(src, str) else im.centred(op.inputs[0], what)
         if int(mult[0]) == _IDENTITY_Q31 and int(shift[0]) >= 1 and not c.ls:
             im.define(op, replace(c, ls=int(shift[0]) - 1))  # exactly (x - zp) << (shift - 1)
@@ -345,14 +357,20 @@ def _rescale(im: _Importer, op: Operator, k: int) -> None:
         if c.ls or (isinstance(src, _Centred) and in_zp):
             raise TesselFormatError(f"TOSA {what}: a shifted input")
         _per_tensor(mult, shift, what)
+        _double_rounded(rounding, shift, what, "requantize")
         im.add(target, Op.REQUANTIZE, [c.src], {"in_zp": c.zp, "multiplier": int(mult[0]),
                                                 "shift": int(shift[0]), **out})
         return
     if isinstance(src, _Average) and src.stage == "avg":
+        _double_rounded(rounding, shift, what, "average pool")
         _average_pool(im, target, src, mult, shift, out, what)
         return
     if not isinstance(src, _Pending) or in_zp:
         raise TesselFormatError(f"TOSA {what}: its input is not an accumulator Tessel imports")
+    if src.op is Op.QCONV2D:
+        out = {**out, "rounding": int(rounding)} if rounding == Rounding.SINGLE else out
+    else:
+        _double_rounded(rounding, shift, what, src.op.value)
     _close(im, target, src, mult, shift, out, what)
 
 

@@ -170,6 +170,10 @@ class Tensor:
         count = int(np.prod(self.shape))
         if arr.size > count and len(self.data) - count * arr.itemsize < 8:
             arr = arr[:count]  # writers pad data to a multiple of 8 bytes
+        if count == 1 and arr.size > 1 and np.all(arr == arr[0]):
+            # ExecuTorch writes a weight zero point once per output channel into a shape-[1]
+            # tensor; the reference model reads the first, and all of them are that value
+            arr = arr[:1]
         if arr.size != count:
             raise TesselFormatError(f"TOSA tensor {self.name}: {arr.size} values for shape "
                                     f"{list(self.shape)}")

@@ -21,6 +21,7 @@ from tessel.isa.fields import (
     ParamMode,
     PoolOp,
     ReduceOp,
+    Rounding,
     UnaryOp,
 )
 from tessel.isa.instruction import Instruction
@@ -43,6 +44,7 @@ __all__ = [
     "ParamMode",
     "PoolOp",
     "ReduceOp",
+    "Rounding",
     "UnaryOp",
     "assemble",
     "check_stream",

@@ -11,6 +11,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+# re-exported: REQUANT's `rounding` field takes its values
+from tessel.isa.fixedpoint import Rounding as Rounding
+
 
 class Engine(enum.IntEnum):
     """The four engines; each runs its own instruction queue."""

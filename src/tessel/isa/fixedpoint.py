@@ -9,7 +9,10 @@ they never wrap or lose a bit; the tests hold them against a plain-Python-intege
 written as literally as possible after gemmlowp's C code (tests/fixedpoint_ref.py), exhaustively
 where the domain allows.
 
-The two rounding rules (the only ones in Tessel's integer maths):
+The requantisation rounds in one of two modes (:class:`Rounding`): DOUBLE, gemmlowp's SRDHM then
+the rounding right shift (the default, TFLite's rule), or SINGLE, one exact 64-bit product and one
+rounding shift, ``(t * q31 + 2**(s-1)) >> s`` with ``s = 31 - shift`` (TOSA RESCALE's
+``SINGLE_ROUND``). The rounding rules of DOUBLE, with every other division in Tessel's maths:
 
 * SRDHM (Q31 multiply): ``round(a * b / 2**31)`` with halves rounded **up** (towards +inf), and
   ``INT32_MIN * INT32_MIN`` saturating to ``INT32_MAX``;
@@ -20,6 +23,7 @@ The two rounding rules (the only ones in Tessel's integer maths):
 
 from __future__ import annotations
 
+import enum
 import math
 
 import numpy as np
@@ -34,6 +38,15 @@ Q31_ONE = 2**31
 # (tessel.isa.groups.multiplier)
 MIN_SHIFT = -31  # smallest right shift a multiplier may use (rounding_divide_by_pot exponent 31)
 MAX_SHIFT = 30  # largest left shift: multipliers must be < 2**30
+
+
+
+class Rounding(enum.IntEnum):
+    """How the requantisation rounds ``t * q31 * 2**(shift - 31)`` (docs/numerics.md)."""
+
+    DOUBLE = 0  # SRDHM (halves up), then the rounding right shift (halves away from zero)
+    SINGLE = 1  # one rounding of the exact product: (t q31 + 2^(s-1)) >> s, s = 31 - shift
+
 
 IntArray = npt.NDArray[np.integer]
 IntLike = int | npt.ArrayLike
@@ -198,6 +211,19 @@ def _mbqm(xs: np.ndarray, qs: np.ndarray, ss: np.ndarray) -> np.ndarray:
     return _rdbpot(_srdhm(xs, qs), np.maximum(-ss, 0))
 
 
+def single_round_scale(xs: np.ndarray, qs: np.ndarray, ss: np.ndarray) -> np.ndarray:
+    """SINGLE rounding of checked int64 arrays: ``(t q31 + 2^(s-1)) >> s``, ``s = 31 - shift``.
+
+    ``|t| <= 2^31``, ``q31 < 2^31`` and ``1 <= s <= 62``, so the product and its rounding half
+    stay inside int64 (``2^62 + 2^61``); halves round up (towards +inf), as TOSA's
+    ``apply_scale_32`` with ``double_round = false`` does. A new int64 array."""
+    s = 31 - ss
+    t = np.asarray(xs * qs)
+    t += np.left_shift(np.int64(1), s - 1)
+    t >>= s
+    return t
+
+
 def _along_axis(v: np.ndarray, ndim: int, axis: int) -> np.ndarray:
     """Reshape a per-channel vector so that it broadcasts along ``axis`` of an ``ndim`` array."""
     if v.ndim == 0:
@@ -221,8 +247,12 @@ def requantize(
     qmax: int,
     axis: int = -1,
     out_dtype: npt.DTypeLike = np.int32,
+    rounding: Rounding = Rounding.DOUBLE,
 ) -> np.ndarray:
     """int32 accumulator -> activation: ``clamp(MBQM(sat32(acc + bias), q31, shift) + zp)``.
+
+    ``rounding`` SINGLE replaces MBQM by :func:`single_round_scale` (one rounding, no saturation
+    of a left-shifted value: the product is exact).
 
     ``bias``, ``q31`` and ``shift`` are scalars or per-channel vectors along ``axis`` of ``acc``.
     ``acc + bias`` is formed in int64 and saturated to int32 (the NPU's accumulator adder
@@ -238,6 +268,6 @@ def requantize(
                 "multiply_by_quantized_multiplier q31", 0, INT32_MAX)
     ss = _int64(_along_axis(np.asarray(shift), acc.ndim, axis),
                 "multiply_by_quantized_multiplier shift", MIN_SHIFT, MAX_SHIFT)
-    scaled = _mbqm(acc, qs, ss)
+    scaled = single_round_scale(acc, qs, ss) if rounding == Rounding.SINGLE else _mbqm(acc, qs, ss)
     scaled += int(zero_point)
     return np.clip(scaled, qmin, qmax, out=scaled).astype(out_dtype)

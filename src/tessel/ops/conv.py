@@ -20,11 +20,13 @@ from tessel.ir.kernels import from_nhwc, pad_hw, to_nhwc, windows
 from tessel.ir.ops import CONV_ATTRS, Op, OpSpec, nchw_like, require, spatial, window_out
 from tessel.ir.rewriting import Rewriter
 from tessel.ir.types import DType, Layout, QuantParams, TensorType
+from tessel.isa.fixedpoint import Rounding
 from tessel.ops import conv_emit, intops
 from tessel.ops.base import LayoutRule, Npu, OpDef, Trait, lazy_functional, register
 from tessel.ops.quantise import (
     OUT_ATTRS,
     OUT_FIELDS,
+    ROUNDING_ATTR,
     IntVal,
     QOut,
     channel_scales,
@@ -38,6 +40,7 @@ from tessel.ops.quantise import (
     requant_params,
     require_int,
     require_per_channel,
+    rounding_of,
 )
 
 _CONV_KEYS = ("stride", "padding", "dilation", "groups", "layout")
@@ -103,6 +106,9 @@ def _qconv2d_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorT
     require_int(ts, 2)
     out = conv2d_type(ts[:2], attrs)
     require_per_channel(ts, 2, ts[1].shape[0])
+    rounding = attrs.get("rounding")
+    require(rounding is None or rounding in set(Rounding),
+            f"rounding {rounding} is not one of {[int(r) for r in Rounding]}")
     return int_result(out, attrs)
 
 
@@ -268,7 +274,7 @@ def _qconv2d_golden(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
                                               hwio[..., k * og:(k + 1) * og], a["in_zp"], **geo)
                               for k in range(g)], axis=3)
     y = intops.requant(acc, xs[2], xs[3], xs[4], a["out_zp"], a["act_min"], a["act_max"],
-                       a["dtype"].numpy)
+                       a["dtype"].numpy, rounding_of(a))
     return from_nhwc(y, layout)
 
 
@@ -506,7 +512,8 @@ register(
           kernel=_conv2d, torch=_conv2d_torch, layout=LayoutRule.WINDOW_WEIGHTS,
           lower=(lower_conv2d, lower_conv1d), macs=conv_macs),
     OpDef(Op.QCONV2D, OpSpec((*_CONV_OPERANDS, "multiplier", "shift"), _qconv2d_type,
-                             {**CONV_ATTRS, "in_zp": AttrSpec(_I), **OUT_ATTRS}),
+                             {**CONV_ATTRS, "in_zp": AttrSpec(_I), **OUT_ATTRS,
+                              **ROUNDING_ATTR}),
           golden=_qconv2d_golden, layout=LayoutRule.WINDOW_WEIGHTS,
           npu=Npu(conv_emit, conv_emit.refusal, quant_free=frozenset({"in_zp"}) | OUT_FIELDS,
                   int4=frozenset({1})),

@@ -62,6 +62,7 @@ from tessel.ops.context import (
     const_addresses,
     require_int4,
 )
+from tessel.ops.quantise import rounding_of
 from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 
@@ -634,7 +635,7 @@ def _compute_instrs(node: Node, g: ConvGeometry, c0: int, cn: int, rows: int, in
         Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc_addr, src_stride=cn, rows=rows * g.ow,
         ch=cn, out_dtype=dt, dst_addr=oaddr, dst_stride=cn * itemsize,
         param_addr=paddr, param_mode=ParamMode.PER_CHANNEL,
-        out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"])
+        out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"], rounding=rounding_of(a))
     return compute, req
 
 

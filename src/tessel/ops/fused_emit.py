@@ -74,6 +74,7 @@ from tessel.ops.context import (
     align,
     const_addresses,
 )
+from tessel.ops.quantise import rounding_of
 from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 DEPTHS = (2, 3)  # accumulator ring depths the search tries
@@ -803,7 +804,7 @@ def _conv_req(node: Node, acc: int, rows: int, ch: int, dst: int, dst_stride: in
         Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc, src_stride=ch, rows=rows, ch=ch,
         out_dtype=ISA_DTYPE[node.type.dtype], dst_addr=dst, dst_stride=dst_stride,
         param_addr=params, param_mode=ParamMode.PER_CHANNEL, out_zp=a["out_zp"],
-        act_min=a["act_min"], act_max=a["act_max"])
+        act_min=a["act_min"], act_max=a["act_max"], rounding=rounding_of(a))
 
 
 def _conv_rows_load(chain: FusedChain, geo: ChainGeometry, lay: _Layout, st: _Stripe, b: int,

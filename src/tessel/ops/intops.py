@@ -41,6 +41,7 @@ from tessel.isa.fields import INTERPOLATION_BITS, DType, EltOp, LutMode, PoolOp,
 from tessel.isa.fixedpoint import (
     INT32_MAX,
     INT32_MIN,
+    Rounding,
     multiply_by_quantized_multiplier,
     requantize,
     rounding_div,
@@ -110,8 +111,10 @@ def _wrap32(x: np.ndarray) -> np.ndarray:
 
 def requant(x: npt.ArrayLike, bias: npt.ArrayLike, multiplier: npt.ArrayLike,
             shift: npt.ArrayLike, out_zp: int, act_min: int, act_max: int,
-            out_dtype: DType | npt.DTypeLike) -> np.ndarray:
-    """REQUANT: ``clamp(MBQM(sat32(x + bias), q31, shift) + out_zp, act_min, act_max)``.
+            out_dtype: DType | npt.DTypeLike,
+            rounding: Rounding = Rounding.DOUBLE) -> np.ndarray:
+    """REQUANT: ``clamp(MBQM(sat32(x + bias), q31, shift) + out_zp, act_min, act_max)``
+    (``rounding`` SINGLE: one rounding of the exact product in place of MBQM).
 
     ``x`` int32 values (accumulator entries or int32 SRAM words); ``bias``, ``multiplier``,
     ``shift`` scalars (PER_TENSOR) or vectors along the last axis of ``x`` (PER_CHANNEL).
@@ -121,7 +124,7 @@ def requant(x: npt.ArrayLike, bias: npt.ArrayLike, multiplier: npt.ArrayLike,
     xs = _ints(x, "requant x")
     _in_type(xs, np.dtype(np.int32), "requant x")
     return requantize(xs, np.asarray(bias, I64), np.asarray(multiplier, I64),
-                      np.asarray(shift, I64), out_zp, act_min, act_max, -1, dt)
+                      np.asarray(shift, I64), out_zp, act_min, act_max, -1, dt, rounding)
 
 
 def _rescaled(v: np.ndarray, zp: int, left_shift: int, mult: int, shift: int) -> np.ndarray:

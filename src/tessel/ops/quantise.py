@@ -22,7 +22,7 @@ from tessel.ir.graph import UNKNOWN_LOC, Node, SourceLoc
 from tessel.ir.ops import InferError, Op
 from tessel.ir.rewriting import Rewriter, infer_type
 from tessel.ir.types import DType, QuantParams, TensorType
-from tessel.isa.fixedpoint import quantize_multiplier, quantize_multipliers
+from tessel.isa.fixedpoint import Rounding, quantize_multiplier, quantize_multipliers
 
 ONE_Q31 = (1 << 30, 1)  # (q31, shift) that is exactly 1.0: MBQM(x, 2^30, 1) == x
 INT_DTYPES = (DType.I8, DType.I16, DType.I32)
@@ -240,6 +240,13 @@ OUT_ATTRS = {"out_zp": AttrSpec(AttrKind.INT), "act_min": AttrSpec(AttrKind.INT)
              "act_max": AttrSpec(AttrKind.INT), "dtype": AttrSpec(AttrKind.DTYPE)}
 OUT_FIELDS = frozenset({"out_zp", "act_min", "act_max"})  # the output's zero point and clamp
 REQUANT_ATTRS = {"multiplier": AttrSpec(AttrKind.INT), "shift": AttrSpec(AttrKind.INT)}
+# how the requantisation rounds (a Rounding value); absent: DOUBLE (TFLite's rule)
+ROUNDING_ATTR = {"rounding": AttrSpec(AttrKind.INT, optional=True)}
+
+
+def rounding_of(attrs: Mapping[str, Any]) -> Rounding:
+    """The node's requantisation rounding (``rounding`` attribute, DOUBLE when absent)."""
+    return Rounding(attrs.get("rounding") or Rounding.DOUBLE)
 
 
 def int_result(t: TensorType, attrs: Mapping[str, Any]) -> TensorType:

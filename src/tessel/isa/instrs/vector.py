@@ -14,6 +14,7 @@ from tessel.isa.fields import (
     Engine,
     LutMode,
     ParamMode,
+    Rounding,
     UnaryOp,
     enum_field,
     signed_field,
@@ -59,6 +60,8 @@ REQUANT_FIELDS = (
                default=ParamMode.PER_CHANNEL),
     signed_field("out_zp", 32, "output zero point (added)", default=0),
     *clamp(),
+    enum_field("rounding", Rounding, 1, "DOUBLE: SRDHM then rounding right shift; SINGLE: one "
+               "rounding of the 64-bit product", default=Rounding.DOUBLE),
 )
 _REQUANT = getter(REQUANT_FIELDS, "src", "src_addr", "rows", "ch", "src_stride", "param_mode",
                   "param_addr", "out_dtype", "dst_addr", "dst_stride")

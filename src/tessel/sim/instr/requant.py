@@ -8,7 +8,9 @@ The kernel is the requantisation of docs/numerics.md written out per element in 
     MBQM(t) = RDBPOT(SRDHM(sat32(t << max(shift, 0)), q31), max(-shift, 0))
 
 with ``SRDHM(t, q) = (t q + 2^30) >> 31`` and ``RDBPOT(t, e) = (t + 2^(e-1) - [t < 0]) >> e``
-(floor shifts; ``e = 0``: ``t``). Every intermediate is exact in int64: ``|acc + bias| <=
+(floor shifts; ``e = 0``: ``t``). With ``rounding == SINGLE`` the scale is one rounding of the
+exact product, ``(t q + 2^(s-1)) >> s`` with ``s = 31 - shift`` in ``[1, 62]`` (``|t q| <
+2^62``). Every intermediate is exact in int64: ``|acc + bias| <=
 2^32``, ``|t << left| <= 2^61``, ``|t q| < 2^62``; ``q >= 0``, so SRDHM's one saturating case
 (``INT32_MIN * INT32_MIN``) cannot occur. On a host with AVX-512 numba vectorises the loop with
 native int64 shifts, min and max (about 1.5x the speed of exact float64 steps); SRDHM's
@@ -33,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from tessel.isa.fields import AccSrc, ParamMode
-from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN, MAX_SHIFT, MIN_SHIFT, Rounding
 from tessel.sim import jit
 from tessel.sim.hostmem import I32, Step, Views, bindable, disjoint, flat_rows, uniform, view
 from tessel.sim.prepare import Op, PreparedProgram
@@ -45,11 +47,12 @@ ROW_MAX = 1024  # a dense tile's kernel rows: at most this many elements (severa
 
 
 @jit.kernel
-def requant_rows(x, x0, xs, dst, d0, ds, rows, params, zp, lo, hi):
+def requant_rows(x, x0, xs, dst, d0, ds, rows, params, zp, lo, hi, single):
     """For every sample ``s``: ``dst[s, d0 + r ds + c] = requantize(x[s, x0 + r xs + c])``
     for ``rows`` rows of ``width = params.shape[2]`` elements, element ``c`` with column
     ``c`` of ``params[s]`` (``params[0]`` when there is one table for all samples; see
     ``param_table``). ``x``: flat int32 memories; ``dst``: flat int8, int16 or int32 ones.
+    ``single``: the table is a SINGLE rounding one (``param_table``).
     (Row slices, not computed indices: numba then knows the indices are not negative and
     vectorises the row.)"""
     width = params.shape[2]
@@ -65,6 +68,12 @@ def requant_rows(x, x0, xs, dst, d0, ds, rows, params, zp, lo, hi):
         for r in range(rows):
             xr = xm[x0 + r * xs:x0 + r * xs + width]
             dr = dm[d0 + r * ds:d0 + r * ds + width]
+            if single:
+                for c in range(width):
+                    t = min(max(I64(xr[c]) + bias[c], t_lo), t_hi)  # sat32(acc + bias)
+                    v = (t * q[c] + half[c]) >> e[c]  # one rounding of the exact product
+                    dr[c] = min(max(v + z, y_lo), y_hi)
+                continue
             if not shifted:
                 for c in range(width):
                     t = min(max(I64(xr[c]) + bias[c], t_lo), t_hi)  # sat32(acc + bias)
@@ -80,18 +89,25 @@ def requant_rows(x, x0, xs, dst, d0, ds, rows, params, zp, lo, hi):
                 dr[c] = min(max(v + z, y_lo), y_hi)
 
 
-def param_table(raw: bytes, p: int, width: int) -> np.ndarray:
+def param_table(raw: bytes, p: int, width: int,
+                rounding: Rounding = Rounding.DOUBLE) -> np.ndarray:
     """``requant_rows``' ``(6, width)`` int64 table of a parameter block's bytes (int32
     bias[p], q31[p], shift[p]), each channel's column repeated to ``width`` elements (a
     multiple of p): bias, ``left = max(shift, 0)``, the multiplier, ``2^(e-1)`` (0 for
-    ``e = 0``), ``-[e > 0]`` and ``e = max(-shift, 0)``. Traps on a multiplier or shift
-    outside its range (docs/isa.md)."""
+    ``e = 0``), ``-[e > 0]`` and ``e = max(-shift, 0)``; for SINGLE rounding: bias, 0, the
+    multiplier, ``2^(s-1)``, 0 and ``s = 31 - shift``. Traps on a multiplier or shift outside its
+    range (docs/isa.md)."""
     bias, q31, shift = np.frombuffer(raw, I32).reshape(3, p).astype(I64)
     bad = (q31 < 0) | (shift < MIN_SHIFT) | (shift > MAX_SHIFT)
     if bad.any():
         j = int(np.argmax(bad))
         raise Trap(f"parameter entry {j}: multiplier {int(q31[j])} / shift {int(shift[j])} "
                    f"outside [0, 2^31) / [{MIN_SHIFT}, {MAX_SHIFT}]")
+    if rounding == Rounding.SINGLE:
+        s = 31 - shift
+        zero = np.zeros_like(s)
+        table = np.stack([bias, zero, q31, np.int64(1) << (s - 1), zero, s])
+        return np.ascontiguousarray(np.tile(table, (1, width // p)), I64)
     left, e = np.maximum(shift, 0), np.maximum(-shift, 0)
     table = np.stack([bias, left, q31, (np.int64(1) << e) >> 1, -(e > 0).astype(I64), e])
     return np.ascontiguousarray(np.tile(table, (1, width // p)), I64)
@@ -127,16 +143,18 @@ def build(op: Op, prep: PreparedProgram) -> Step:
     p = ch if f["param_mode"] == ParamMode.PER_CHANNEL else 1
     p_addr, nbytes = f["param_addr"], 12 * p
     zp, lo, hi = f["out_zp"], f["act_min"], f["act_max"]
+    rounding = Rounding(f["rounding"])
+    single = rounding == Rounding.SINGLE
     run = jit.compiled(requant_rows)
     tables = prep.cache.setdefault("requant_tables", {})
 
     def table(raw: bytes) -> np.ndarray:
-        key = (raw, width)
+        key = (raw, width, rounding)
         t = tables.get(key)
         if t is None:
             if len(tables) >= TABLES_MAX:
                 tables.clear()
-            t = tables[key] = param_table(raw, p, width)
+            t = tables[key] = param_table(raw, p, width, rounding)
         return t
 
     def operands(state: MachineState) -> tuple:
@@ -174,10 +192,10 @@ def build(op: Op, prep: PreparedProgram) -> Step:
         if xv is not None:  # a dense copy of the source, read as rows of ch
             x, x0, xs = xv.copy().reshape(ns, -1), 0, ch
         if dv is None:
-            run(x, x0, xs, d, d0, ds, kernel_rows, prm, zp, lo, hi)
+            run(x, x0, xs, d, d0, ds, kernel_rows, prm, zp, lo, hi, single)
             return
         out = np.empty((ns, rows * ch), dt)
-        run(x, x0, xs, out, 0, ch, kernel_rows, prm, zp, lo, hi)
+        run(x, x0, xs, out, 0, ch, kernel_rows, prm, zp, lo, hi, single)
         dv[...] = out.reshape(ns, rows, ch)
 
     def bind(state: MachineState) -> Any:
@@ -187,6 +205,7 @@ def build(op: Op, prep: PreparedProgram) -> Step:
             return functools.partial(run_kept, state, *kept)
         # one sample's parameters are always a C-ordered (1, 6, width) int64 table
         fn = jit.entry(run, x, x0, xs, d, d0, ds, kernel_rows, np.empty((1, 6, width), I64),
-                       zp, lo, hi)
-        return lambda: fn(x, x0, xs, d, d0, ds, kernel_rows, params(state, block), zp, lo, hi)
+                       zp, lo, hi, single)
+        return lambda: fn(x, x0, xs, d, d0, ds, kernel_rows, params(state, block), zp, lo, hi,
+                          single)
     return bindable(step, bind)

@@ -20,7 +20,8 @@ enum { MM_M, MM_N, MM_K, MM_A_ADDR, MM_A_SM, MM_A_SK, MM_A_ZP, MM_B_ADDR, MM_B_S
        MM_B_ZP, MM_ACC_ADDR, MM_ACC_STRIDE, MM_MODE, MM_B_TYPE };
 /* REQUANT */
 enum { RQ_SRC, RQ_SRC_ADDR, RQ_SRC_STRIDE, RQ_ROWS, RQ_CH, RQ_OUT_DTYPE, RQ_DST_ADDR,
-       RQ_DST_STRIDE, RQ_PARAM_ADDR, RQ_PARAM_MODE, RQ_OUT_ZP, RQ_ACT_MIN, RQ_ACT_MAX };
+       RQ_DST_STRIDE, RQ_PARAM_ADDR, RQ_PARAM_MODE, RQ_OUT_ZP, RQ_ACT_MIN, RQ_ACT_MAX,
+       RQ_ROUNDING };
 /* ELTWISE */
 enum { EW_OP, EW_A_DT, EW_B_DT, EW_OUT_DT, EW_D0, EW_A_ADDR = 7, EW_A_S0, EW_B_ADDR = 11,
        EW_B_S0, EW_OUT_ADDR = 15, EW_OUT_S0, EW_A_ZP = 19, EW_B_ZP, EW_LSHIFT, EW_A_MULT,
@@ -85,6 +86,14 @@ static inline int64_t rdbpot(int64_t x, int e) {
 static inline int64_t mbqm(int64_t x, int64_t q31, int shift) {
     int left = shift > 0 ? shift : 0, right = shift < 0 ? -shift : 0;
     return rdbpot(srdhm(sat32(x * ((int64_t)1 << left)), q31), right);
+}
+
+/* SINGLE rounding: round(x * q31 / 2^s), s = 31 - shift in [1, 62], halves up; |x q31| < 2^62.
+ * Floor division written out (no right shift of a negative value). */
+static inline int64_t single_round(int64_t x, int64_t q31, int shift) {
+    int s = 31 - shift;
+    int64_t t = x * q31 + ((int64_t)1 << (s - 1)), d = (int64_t)1 << s;
+    return t >= 0 ? t / d : -((-t + d - 1) / d);
 }
 
 /* round(x / n), halves away from zero, n >= 1 */

@@ -37,8 +37,9 @@ static tsl_status requant(tsl_sim *s, const int64_t *f) {
             int shift = (int)rd_elem(prm + 8 * P + 4 * pi, 2);
             if (f[RQ_SRC] == 0) x = s->acc[f[RQ_SRC_ADDR] + r * f[RQ_SRC_STRIDE] + c];
             else x = rd_elem(s->sram + (f[RQ_SRC_ADDR] + r * f[RQ_SRC_STRIDE] + 4 * c), 2);
-            out[n++] = (int32_t)clamp64(mbqm(sat32(x + bias), q31, shift) + f[RQ_OUT_ZP],
-                                        f[RQ_ACT_MIN], f[RQ_ACT_MAX]);
+            x = f[RQ_ROUNDING] ? single_round(sat32(x + bias), q31, shift)
+                               : mbqm(sat32(x + bias), q31, shift);
+            out[n++] = (int32_t)clamp64(x + f[RQ_OUT_ZP], f[RQ_ACT_MIN], f[RQ_ACT_MAX]);
         }
     n = 0;
     for (r = 0; r < f[RQ_ROWS]; r++)
