@@ -67,7 +67,8 @@ class SimConfig(ctypes.Structure):
 
     _fields_ = [("sram_bytes", ctypes.c_uint32), ("acc_entries", ctypes.c_uint32),
                 ("lut_entries", ctypes.c_uint32), ("offchip_count", ctypes.c_uint32),
-                ("offchip_size", ctypes.c_uint64 * MEMORIES), ("wdecoder", ctypes.c_uint32)]
+                ("offchip_size", ctypes.c_uint64 * MEMORIES), ("wdecoder", ctypes.c_uint32),
+                ("sparse", ctypes.c_uint32)]
 
 
 _P, _U32, _U64, _I = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
@@ -162,6 +163,7 @@ def sim_config(arch: Any) -> SimConfig:
     for i, m in enumerate(arch.offchip[:MEMORIES]):
         c.offchip_size[i] = int(m.size_bytes)
     c.wdecoder = int(arch.wdecoder.enabled)
+    c.sparse = int(arch.sparse.enabled)
     return c
 
 
@@ -260,6 +262,12 @@ class CEngine:
     def executed(self) -> int:
         """Instructions the C NPU model has executed (all runs)."""
         return int(self._lib.tslh_executed(self._handle))
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates the C NPU model's matrix engine has run (all runs; a 2:4
+        sparse CONV runs the kept half of its reduction, as the simulator counts it)."""
+        return int(self._lib.tslh_macs(self._handle))
 
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         """The outputs for one set of inputs (cast to the inputs' dtypes, shapes checked)."""

@@ -111,6 +111,7 @@ def model_header(cm: CompiledModel, name: str, source: str) -> str:
 #define {up}_NPU_OFFCHIP_COUNT {int(cfg.offchip_count)}u
 #define {up}_NPU_OFFCHIP_SIZES {{{sizes}}}
 #define {up}_NPU_WDECODER {int(cfg.wdecoder)}u /* the weight decoder (DMA_LOAD_W) */
+#define {up}_NPU_SPARSE {int(cfg.sparse)}u /* 2:4 sparse CONV weights */
 #define {up}_NPU_MEMORY_SIZE {_sim_memory_size(cfg)}u /* tsl_sim_memory_size() */
 
 /* a model input or output: real = scale * (q - zero_point) when quantised */

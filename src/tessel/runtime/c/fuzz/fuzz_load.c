@@ -365,7 +365,7 @@ int main(int argc, char **argv) {
     int n_seeds = 0, i, run = 0, quiet = 0;
     long cases = 1000, seed = 1, c, counts[256] = {0}, ran = 0, traps = 0, wtraps = 0;
     const char *emit = NULL;
-    tsl_sim_config cfg = {524288, 16384, 1024, 1, {536870912}, 1}; /* tnpu-s with the weight decoder */
+    tsl_sim_config cfg = {524288, 16384, 1024, 1, {536870912}, 1, 1}; /* tnpu-s with the weight decoder and 2:4 sparsity */
     double slowest = 0;
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases = atol(argv[++i]);

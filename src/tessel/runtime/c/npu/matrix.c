@@ -1,6 +1,8 @@
 /* CONV, MATMUL and DWCONV (docs/isa.md §4): int8 (or int4) products summed into int32
  * accumulator entries. Sums wrap modulo 2^32 (wrap32), so they accumulate in 32-bit unsigned
- * arithmetic directly in the accumulator: OVERWRITE clears the entries first, ACCUMULATE adds. */
+ * arithmetic directly in the accumulator: OVERWRITE clears the entries first, ACCUMULATE adds.
+ * CONV's 2:4 sparse weights are decoded into a dense int8 matrix in the scratch first (the
+ * skipped weights zeros, the products those of the dense CONV). */
 #include "model.h"
 
 /* wt(base, offset) of docs/isa.md CONV: an int8 weight, or an int4 one (offsets in nibbles) */
@@ -29,12 +31,20 @@ static void axpy(uint32_t *restrict acc, int64_t n, int32_t xv, const uint8_t *r
     for (j = 0; j < n; j++) acc[j] += (uint32_t)(xv * (weight(sram, base, off + j * stride, i4) - zp));
 }
 
-static void conv(tsl_sim *s, const int64_t *f) {
+/* where a CONV reads its weights: wt(base, t * sk + ci * sci + co * sco) of `mem` */
+typedef struct wsrc {
+    const uint8_t *mem;
+    int64_t base, sk, sci, sco;
+    int32_t zp;
+    int i4;
+} wsrc;
+
+static void conv(tsl_sim *s, const int64_t *f, const wsrc *w) {
     const uint8_t *x = s->sram;
     int64_t oy, ox, ky, kx, ci;
     int64_t cout = f[CV_COUT], cin = f[CV_CIN], kw = f[CV_KW];
-    int32_t in_zp = (int32_t)f[CV_IN_ZP], w_zp = (int32_t)f[CV_W_ZP];
-    int i4 = (int)f[CV_W_TYPE], overwrite = f[CV_MODE] == 0;
+    int32_t in_zp = (int32_t)f[CV_IN_ZP];
+    int overwrite = f[CV_MODE] == 0;
     for (oy = 0; oy < f[CV_OUT_H]; oy++)
         for (ox = 0; ox < f[CV_OUT_W]; ox++) {
             uint32_t *acc = (uint32_t *)s->acc + (f[CV_ACC_ADDR] + (oy * f[CV_OUT_W] + ox) * f[CV_ACC_STRIDE]);
@@ -47,16 +57,68 @@ static void conv(tsl_sim *s, const int64_t *f) {
                     int64_t row, koff;
                     if (ix < 0 || ix >= f[CV_IN_W]) continue;
                     row = f[CV_IN_ADDR] + iy * f[CV_IN_SH] + ix * f[CV_IN_SW];
-                    koff = (ky * kw + kx) * f[CV_W_SK];
+                    koff = (ky * kw + kx) * w->sk;
                     for (ci = 0; ci < cin; ci++) {
                         int32_t xv = (int8_t)x[row + ci] - in_zp;
                         if (xv == 0) continue;
-                        axpy(acc, cout, xv, x, f[CV_W_ADDR], koff + ci * f[CV_W_SCI], f[CV_W_SCO], w_zp, i4);
+                        axpy(acc, cout, xv, w->mem, w->base, koff + ci * w->sci, w->sco, w->zp, w->i4);
                     }
                 }
             }
         }
-    s->macs += (uint64_t)(f[CV_OUT_H] * f[CV_OUT_W] * cout) * (uint64_t)(f[CV_KH] * kw * cin);
+}
+
+/* 2:4 sparse weights (docs/isa.md CONV, w_type I8_2_4 / I4_2_4) as the dense int8 matrix
+ * [kh*kw][cin][cout] in `out`: each group's two values at the positions its index nibble names,
+ * zeros elsewhere. NULL, or why a group's indices are malformed (the first not below the
+ * second); every index is checked before the CONV writes anything. */
+static const char *decode_2_4(const uint8_t *sram, const int64_t *f, int8_t *out) {
+    int64_t taps = f[CV_KH] * f[CV_KW], cin = f[CV_CIN], cout = f[CV_COUT];
+    int64_t sk = f[CV_W_SK], sci = f[CV_W_SCI], sco = f[CV_W_SCO], base = f[CV_W_ADDR];
+    int64_t n = 2 * tsl_sim_sparse_indices(f), t, g, co;
+    int i4 = (int)(f[CV_W_TYPE] & 1);
+    memset(out, 0, (size_t)(taps * cin * cout));
+    for (t = 0; t < taps; t++)
+        for (g = 0; g < cin / 4; g++)
+            for (co = 0; co < cout; co++, n++) {
+                unsigned m = (sram[n >> 1] >> (4 * (n & 1))) & 0xfu, i0 = m & 3u, i1 = m >> 2;
+                int64_t off = t * sk + 2 * g * sci + co * sco;
+                int8_t *dense = out + (t * cin + 4 * g) * cout + co;
+                if (i0 >= i1) return "2:4 sparse weights: a group's first index is not below its second";
+                dense[i0 * cout] = (int8_t)weight(sram, base, off, i4);
+                dense[i1 * cout] = (int8_t)weight(sram, base, off + sci, i4);
+            }
+    return NULL;
+}
+
+static tsl_status conv_op(tsl_sim *s, const int64_t *f) {
+    int64_t cin = f[CV_CIN], cout = f[CV_COUT];
+    uint64_t macs = (uint64_t)(f[CV_OUT_H] * f[CV_OUT_W] * cout) * (uint64_t)(f[CV_KH] * f[CV_KW] * cin);
+    wsrc w;
+    w.mem = s->sram;
+    w.base = f[CV_W_ADDR];
+    w.sk = f[CV_W_SK];
+    w.sci = f[CV_W_SCI];
+    w.sco = f[CV_W_SCO];
+    w.zp = (int32_t)f[CV_W_ZP];
+    w.i4 = (int)(f[CV_W_TYPE] & 1);
+    if (f[CV_W_TYPE] >= 2) { /* decoded into the scratch (kh*kw*cin*cout <= SRAM bytes, rule 5) */
+        const char *why = decode_2_4(s->sram, f, (int8_t *)s->scratch);
+        if (why) {
+            s->trap = why;
+            return TSL_E_NPU_TRAP;
+        }
+        w.mem = s->scratch;
+        w.base = 0;
+        w.sk = cin * cout;
+        w.sci = cout;
+        w.sco = 1;
+        w.i4 = 0;
+        macs /= 2; /* the array runs the kept half of the reduction */
+    }
+    conv(s, f, &w);
+    s->macs += macs;
+    return TSL_OK;
 }
 
 static void matmul(tsl_sim *s, const int64_t *f) {
@@ -108,8 +170,8 @@ static void dwconv(tsl_sim *s, const int64_t *f) {
 }
 
 tsl_status tsl_sim_matrix(tsl_sim *s, uint8_t op, const int64_t *f) {
-    if (op == TSL_OP_CONV) conv(s, f);
-    else if (op == TSL_OP_MATMUL) matmul(s, f);
+    if (op == TSL_OP_CONV) return conv_op(s, f);
+    if (op == TSL_OP_MATMUL) matmul(s, f);
     else dwconv(s, f);
     return TSL_OK;
 }

@@ -107,6 +107,8 @@ static inline int64_t rounding_div(int64_t x, int64_t n) {
 const char *tsl_sim_static_error(const tsl_sim *s, uint8_t op, const int64_t *f);
 /* The host bytes of off-chip [addr, addr + n) of memory `mem`, or NULL if not mapped. */
 uint8_t *tsl_sim_offchip(tsl_sim *s, int mem, int64_t addr, int64_t n, int write);
+/* The SRAM byte where a CONV's 2:4 index nibbles start: the end of its values box. */
+int64_t tsl_sim_sparse_indices(const int64_t *f);
 tsl_status tsl_sim_matrix(tsl_sim *s, uint8_t op, const int64_t *f);
 tsl_status tsl_sim_vector(tsl_sim *s, uint8_t op, const int64_t *f);
 tsl_status tsl_sim_move(tsl_sim *s, uint8_t op, const int64_t *f);

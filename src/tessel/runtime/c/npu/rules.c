@@ -1,7 +1,8 @@
-/* The static rules of docs/isa.md §3, checked before each instruction runs: operand boxes in
- * their memories (1, 2), accumulator rows apart and clamps within the output type (3, 4), the
- * resource bounds (5) and destinations that would write a byte twice (6, decided
- * arithmetically as §3 describes). */
+/* The static rules of docs/isa.md §3, checked before each instruction runs: a unit the target
+ * lacks (the weight decoder, 2:4 sparsity), operand boxes in their memories (1, 2), each
+ * instruction's rules (3, 4: accumulator rows apart, clamps within the output type, 2:4 sparse
+ * weights on CONV only, in groups of four channels, symmetric), the resource bounds (5) and
+ * destinations that would write a byte twice (6, decided arithmetically as §3 describes). */
 #include "model.h"
 
 enum { SP_SRAM, SP_ACC, SP_LUT, SP_EXT };
@@ -45,6 +46,24 @@ static rbox range(int space, int64_t lo, int64_t hi) {
     return b;
 }
 
+/* CONV's weights (docs/isa.md CONV): int8 bytes or int4 nibbles; 2:4 sparse, the values box
+ * (kh*kw, cin/2, cout) and the index nibbles after it, one per group of four channels */
+static rbox conv_weights(const int64_t *f) {
+    int64_t d[3], s[3];
+    int wt = (int)f[CV_W_TYPE], sparse = wt >= 2;
+    rbox b;
+    d[0] = f[CV_KH] * f[CV_KW]; d[1] = sparse ? (f[CV_CIN] + 1) / 2 : f[CV_CIN]; d[2] = f[CV_COUT];
+    s[0] = f[CV_W_SK]; s[1] = f[CV_W_SCI]; s[2] = f[CV_W_SCO];
+    b = (wt & 1) ? nibbles(f[CV_W_ADDR], d, s, 3) : pattern(SP_SRAM, f[CV_W_ADDR], d, s, 3, 1);
+    if (sparse) b.hi += (d[0] * (f[CV_CIN] / 4) * f[CV_COUT] + 1) / 2;
+    return b;
+}
+
+int64_t tsl_sim_sparse_indices(const int64_t *f) {
+    rbox b = conv_weights(f);
+    return b.hi - (f[CV_KH] * f[CV_KW] * (f[CV_CIN] / 4) * f[CV_COUT] + 1) / 2;
+}
+
 /* the instruction's operand boxes (docs/isa.md §4, "Boxes"); returns how many */
 static int boxes(uint8_t op, const int64_t *f, rbox *b) {
     int64_t d[4], s[4];
@@ -69,14 +88,12 @@ static int boxes(uint8_t op, const int64_t *f, rbox *b) {
         s[0] = f[CV_IN_SH]; s[1] = f[CV_IN_SW]; s[2] = 1;
         b[0] = pattern(SP_SRAM, f[CV_IN_ADDR], d, s, 3, 1);
         if (conv) {
-            d[0] = kk; d[1] = ch; d[2] = f[CV_COUT];
-            s[0] = f[CV_W_SK]; s[1] = f[CV_W_SCI]; s[2] = f[CV_W_SCO];
-            b[1] = f[CV_W_TYPE] ? nibbles(f[CV_W_ADDR], d, s, 3) : pattern(SP_SRAM, f[CV_W_ADDR], d, s, 3, 1);
+            b[1] = conv_weights(f);
             d[0] = oo; d[1] = f[CV_COUT]; s[0] = f[CV_ACC_STRIDE]; s[1] = 1;
             b[2] = pattern(SP_ACC, f[CV_ACC_ADDR], d, s, 2, 1);
         } else {
             d[0] = kk; d[1] = ch; s[0] = f[DW_W_SK]; s[1] = 1;
-            b[1] = f[DW_W_TYPE] ? nibbles(f[DW_W_ADDR], d, s, 2) : pattern(SP_SRAM, f[DW_W_ADDR], d, s, 2, 1);
+            b[1] = (f[DW_W_TYPE] & 1) ? nibbles(f[DW_W_ADDR], d, s, 2) : pattern(SP_SRAM, f[DW_W_ADDR], d, s, 2, 1);
             d[0] = oo; d[1] = ch; s[0] = f[DW_ACC_STRIDE]; s[1] = 1;
             b[2] = pattern(SP_ACC, f[DW_ACC_ADDR], d, s, 2, 1);
         }
@@ -86,7 +103,7 @@ static int boxes(uint8_t op, const int64_t *f, rbox *b) {
         d[0] = f[MM_M]; d[1] = f[MM_K]; s[0] = f[MM_A_SM]; s[1] = f[MM_A_SK];
         b[0] = pattern(SP_SRAM, f[MM_A_ADDR], d, s, 2, 1);
         d[0] = f[MM_K]; d[1] = f[MM_N]; s[0] = f[MM_B_SK]; s[1] = f[MM_B_SN];
-        b[1] = f[MM_B_TYPE] ? nibbles(f[MM_B_ADDR], d, s, 2) : pattern(SP_SRAM, f[MM_B_ADDR], d, s, 2, 1);
+        b[1] = (f[MM_B_TYPE] & 1) ? nibbles(f[MM_B_ADDR], d, s, 2) : pattern(SP_SRAM, f[MM_B_ADDR], d, s, 2, 1);
         d[0] = f[MM_M]; d[1] = f[MM_N]; s[0] = f[MM_ACC_STRIDE]; s[1] = 1;
         b[2] = pattern(SP_ACC, f[MM_ACC_ADDR], d, s, 2, 1);
         return 3;
@@ -171,9 +188,17 @@ static int in_type(int64_t lo, int64_t hi, int dt) {
 
 static const char *rule_error(uint8_t op, const int64_t *f) {
     switch (op) {
-    case TSL_OP_CONV: return f[CV_ACC_STRIDE] >= f[CV_COUT] ? NULL : "acc_stride < cout";
-    case TSL_OP_MATMUL: return f[MM_ACC_STRIDE] >= f[MM_N] ? NULL : "acc_stride < n";
-    case TSL_OP_DWCONV: return f[DW_ACC_STRIDE] >= f[DW_CH] ? NULL : "acc_stride < ch";
+    case TSL_OP_CONV:
+        if (f[CV_ACC_STRIDE] < f[CV_COUT]) return "acc_stride < cout";
+        if (f[CV_W_TYPE] >= 2 && f[CV_CIN] % 4) return "2:4 sparse weights need cin a multiple of 4";
+        if (f[CV_W_TYPE] >= 2 && f[CV_W_ZP]) return "2:4 sparse weights need w_zp 0";
+        return NULL;
+    case TSL_OP_MATMUL:
+        if (f[MM_ACC_STRIDE] < f[MM_N]) return "acc_stride < n";
+        return f[MM_B_TYPE] >= 2 ? "MATMUL takes dense weights only (b_type I8 or I4)" : NULL;
+    case TSL_OP_DWCONV:
+        if (f[DW_ACC_STRIDE] < f[DW_CH]) return "acc_stride < ch";
+        return f[DW_W_TYPE] >= 2 ? "DWCONV takes dense weights only (w_type I8 or I4)" : NULL;
     case TSL_OP_REQUANT:
         return in_type(f[RQ_ACT_MIN], f[RQ_ACT_MAX], (int)f[RQ_OUT_DTYPE]) ? NULL : "clamp outside the output type";
     case TSL_OP_ELTWISE:
@@ -363,6 +388,8 @@ const char *tsl_sim_static_error(const tsl_sim *s, uint8_t op, const int64_t *f)
     int n = boxes(op, f, b), k;
     const char *why;
     if (op == TSL_OP_DMA_LOAD_W && !s->cfg.wdecoder) return "DMA_LOAD_W needs the weight decoder (wdecoder.enabled)";
+    if (op == TSL_OP_CONV && f[CV_W_TYPE] >= 2 && !s->cfg.sparse)
+        return "CONV with 2:4 sparse weights needs sparsity support (sparse.enabled)";
     for (k = 0; k < n; k++)
         if ((why = space_error(s, &b[k])) != NULL) return why;
     if ((why = rule_error(op, f)) != NULL) return why;

@@ -22,9 +22,9 @@ static const fspec f_dma[] = {U(3), E(2, 3), P(16), P(16), P(16), P(16), U(32), 
 static const fspec f_dma_w[] = {U(3), U(32), P(32), U(32), P(32)};
 static const fspec f_conv[] = {U(32), P(12), P(12), S(24), S(24), P(16), S(9), P(4), P(4), P(4),
                                P(4), P(4), P(4), U(4), U(4), P(12), P(12), P(16), U(32), S(24),
-                               S(24), S(24), S(9), U(24), P(16), E(1, 2), E(2, 2)};
+                               S(24), S(24), S(9), U(24), P(16), E(1, 2), E(2, 4)};
 static const fspec f_matmul[] = {P(16), P(16), P(16), U(32), S(24), S(24), S(9), U(32), S(24),
-                                 S(24), S(9), U(24), P(16), E(1, 2), E(2, 2)};
+                                 S(24), S(9), U(24), P(16), E(1, 2), E(2, 4)};
 static const fspec f_requant[] = {E(1, 2), U(32), S(24), P(16), P(16), E(2, 3), U(32), S(24),
                                   U(32), E(1, 2), S(32), S(32), S(32), E(1, 2)};
 static const fspec f_eltwise[] = {E(3, 5), E(2, 3), E(2, 3), E(2, 3), P(16), P(16), P(16),
@@ -40,7 +40,7 @@ static const fspec f_pool[] = {E(1, 2), E(2, 3), U(32), P(12), P(12), S(24), S(2
                                U(32), S(24), S(24), S(32), S(32)};
 static const fspec f_dwconv[] = {U(32), P(12), P(12), S(24), S(24), P(16), S(9), P(4), P(4),
                                  P(4), P(4), P(4), P(4), U(4), U(4), P(12), P(12), U(32), S(24),
-                                 U(24), P(16), E(1, 2), E(2, 2)};
+                                 U(24), P(16), E(1, 2), E(2, 4)};
 static const fspec f_reduce[] = {E(2, 4), E(2, 3), R(2, 0, 2), P(16), P(16), P(16), U(32),
                                  S(24), S(24), S(24), S(32), U(32), S(24), S(24)};
 static const fspec f_copy[] = {E(2, 3), P(16), P(16), P(16), P(16), U(32), S(24), S(24), S(24),

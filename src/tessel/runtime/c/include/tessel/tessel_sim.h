@@ -4,7 +4,7 @@
  * end to end on a host. Written from docs/isa.md; bit-exact with the Python simulator (tests).
  *
  *   tsl_sim sim;
- *   tsl_sim_config cfg = {sram_bytes, acc_entries, lut_entries, n_offchip, {sizes...}, wdecoder};
+ *   tsl_sim_config cfg = {sram_bytes, acc_entries, lut_entries, n_offchip, {sizes...}, wdecoder, sparse};
  *   void *mem = malloc(tsl_sim_memory_size(&cfg));   // the model's SRAM, accumulator, LUT, scratch
  *   tsl_sim_init(&sim, &cfg, mem, tsl_sim_memory_size(&cfg));
  *   tsl_invoke(&model, arena, arena_size, &tsl_sim_driver, &sim, &err);
@@ -27,6 +27,7 @@ typedef struct tsl_sim_config {
     uint32_t offchip_count;   /* len(offchip) */
     uint64_t offchip_size[TSL_MEMORIES];
     uint32_t wdecoder;        /* wdecoder.enabled: DMA_LOAD_W runs (else it traps) */
+    uint32_t sparse;          /* sparse.enabled: CONV reads 2:4 sparse weights (else it traps) */
 } tsl_sim_config;
 
 typedef struct tsl_sim_queue {
