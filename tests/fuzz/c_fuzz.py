@@ -4,10 +4,11 @@
 
 Builds tessel/runtime/c/fuzz/fuzz_load.c with libtessel and the C NPU model under
 AddressSanitizer and UndefinedBehaviorSanitizer (any finding aborts the process), runs it on the
-seed binaries of tests/fuzz/corpus and corpus/wdecoder (weights in DMA_LOAD_W streams, run with
-the weight decoder on): hostile variants of each (structured mutations that keep the checksums
-valid, raw ones); it runs every binary the loader accepts on the C NPU model under a work budget
-and counts the traps on malformed weight streams. --differential N also writes N cases and reads
+seed binaries of tests/fuzz/corpus, corpus/wdecoder (weights in DMA_LOAD_W streams, run with
+the weight decoder on) and corpus/sparse (2:4 sparse CONV weights, run with sparsity on):
+hostile variants of each (structured mutations that keep the checksums valid, raw ones); it runs
+every binary the loader accepts on the C NPU model under a work budget and counts the traps on
+malformed weight streams and on malformed 2:4 indices. --differential N also writes N cases and reads
 each with the Python reader: a binary the C loader accepts must be one the Python reader
 accepts, and the C loader refuses one the Python reader accepts only for a reason of its own (a
 host op without a C kernel, a limit of the build, a type mismatch between host parts, a memory
@@ -35,9 +36,11 @@ C_ONLY_REFUSALS = {113, 114, 120, 130}
 
 
 def seeds() -> list[Path]:
-    """The seed binaries: the shared corpus, and binaries whose weights are DMA_LOAD_W streams
-    (run with the weight decoder on)."""
-    return sorted(CORPUS.glob("*.tsl")) + sorted((CORPUS / "wdecoder").glob("*.tsl"))
+    """The seed binaries: the shared corpus, binaries whose weights are DMA_LOAD_W streams
+    (run with the weight decoder on) and binaries with 2:4 sparse CONV weights (run with
+    sparsity on)."""
+    return sorted(CORPUS.glob("*.tsl")) + sorted((CORPUS / "wdecoder").glob("*.tsl")) + sorted(
+        (CORPUS / "sparse").glob("*.tsl"))
 
 
 def build(folder: Path | None = None) -> Path:
@@ -60,7 +63,7 @@ def build(folder: Path | None = None) -> Path:
 def run(exe: Path, cases: int, seed: int, execute: bool = True, emit: Path | None = None,
         timeout: float = 3600) -> dict:
     """One fuzzer run: {"cases", "accepted", "ran", "trapped", "stream_traps" (malformed weight
-    streams), "slowest_s", "refused": {code: n},
+    streams), "index_traps" (malformed 2:4 indices), "slowest_s", "refused": {code: n},
     "seconds", "returncode", "stderr"} (a sanitizer finding: returncode != 0, its report in
     stderr)."""
     cmd = [str(exe), "--cases", str(cases), "--seed", str(seed), "--quiet"]
@@ -74,10 +77,11 @@ def run(exe: Path, cases: int, seed: int, execute: bool = True, emit: Path | Non
     out = {"seconds": time.perf_counter() - t0, "returncode": done.returncode,
            "stderr": done.stderr[-4000:], "refused": {}}
     head = re.search(r"cases (\d+), accepted (\d+), ran (\d+) \(trapped (\d+), on weight streams "
-                     r"(\d+)\), slowest ([\d.]+) s", done.stdout)
+                     r"(\d+), on 2:4 indices (\d+)\), slowest ([\d.]+) s", done.stdout)
     if head:
         out.update(cases=int(head[1]), accepted=int(head[2]), ran=int(head[3]),
-                   trapped=int(head[4]), stream_traps=int(head[5]), slowest_s=float(head[6]))
+                   trapped=int(head[4]), stream_traps=int(head[5]), index_traps=int(head[6]),
+                   slowest_s=float(head[7]))
     for code, n in re.findall(r"refused +(\d+) x(\d+):", done.stdout):
         out["refused"][int(code)] = int(n)
     return out

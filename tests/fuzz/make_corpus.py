@@ -1,7 +1,8 @@
 """Regenerate the fuzz seed corpus (tests/fuzz/corpus/): small real compiled binaries, with
-host graphs and metadata, for the .tsl / IR / asm harnesses, and (corpus/wdecoder/) one compiled
-for a target with the weight decoder, its weights in DMA_LOAD_W streams, for the C loader's
-fuzzer. Run from the repository root:
+host graphs and metadata, for the .tsl / IR / asm harnesses, and for the C loader's fuzzer one
+compiled for a target with the weight decoder, its weights in DMA_LOAD_W streams
+(corpus/wdecoder/), and one with 2:4 sparse CONV weights (corpus/sparse/). Run from the
+repository root:
 
     PYTHONPATH=src python tests/fuzz/make_corpus.py
 """
@@ -76,6 +77,36 @@ def wdecoder_seed() -> None:
     print("tiny_cnn_wdecoder", len(cm.binary), "bytes, DMA_LOAD_W:", loads)
 
 
+class TinySparse(nn.Module):
+    """A dense stem, two convs pruned to 2:4 (tessel.prune_2_4), a linear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.a = nn.Conv2d(8, 16, 3, padding=1, stride=2)
+        self.b = nn.Conv2d(16, 16, 1)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(torch.relu(self.stem(x))))
+        return self.fc(torch.relu(self.b(y)).mean(dim=(2, 3)))
+
+
+def sparse_seed() -> None:
+    """TinySparse pruned to 2:4 for tnpu-s with sparse.enabled: CONVs with I8_2_4 weights."""
+    from tessel.arch import load_preset
+
+    torch.manual_seed(0)
+    model, _ = tessel.prune_2_4(TinySparse().eval())
+    arch = load_preset("tnpu-s").with_param("sparse.enabled", True)
+    cm = tessel.compile(model, (torch.randn(1, 3, 8, 8),), target=arch, name="tiny_cnn_2_4")
+    (CORPUS / "sparse").mkdir(exist_ok=True)
+    cm.save(CORPUS / "sparse" / "tiny_cnn_2_4.tsl")
+    sparse = sum(i.opcode.name == "CONV" and i.w_type >= 2 for q in cm.program.streams.values()
+                 for i in q)
+    print("tiny_cnn_2_4", len(cm.binary), "bytes, sparse CONVs:", sparse)
+
+
 def main() -> None:
     torch.manual_seed(0)
     CORPUS.mkdir(exist_ok=True)
@@ -91,6 +122,7 @@ def main() -> None:
     print("tiny_regions", len(cm.binary), "bytes, host graphs:", sorted(cm.program.host_graphs),
           "metadata keys:", sorted(cm.program.metadata))
     wdecoder_seed()
+    sparse_seed()
 
 
 if __name__ == "__main__":

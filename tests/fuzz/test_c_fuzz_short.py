@@ -1,7 +1,8 @@
 """A short seeded run of the C loader's sanitizer fuzzer (tests/fuzz/c_fuzz.py; ``make fuzz``
 runs 100,000 cases): no AddressSanitizer / UndefinedBehaviorSanitizer finding, the mutations
 reach the deep rules (many distinct refusal codes, accepted binaries run on the C NPU model,
-malformed weight streams trap in its decoder), and the C loader agrees with the Python reader."""
+malformed weight streams trap in its decoder, malformed 2:4 indices in its sparse CONV), and the
+C loader agrees with the Python reader."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def test_short_sanitizer_run_has_no_finding(fuzzer):
     assert len(r["refused"]) >= 35, sorted(r["refused"])  # header .. host graphs .. limits
     assert {43, 50, 77, 92, 111, 113} <= set(r["refused"])
     assert r["stream_traps"] > 0  # malformed DMA_LOAD_W streams reached the decoder and trapped
+    assert r["index_traps"] > 0  # mutated 2:4 index nibbles reached the sparse CONV and trapped
 
 
 def test_the_fuzzer_has_a_seed_with_weight_streams():
@@ -41,6 +43,19 @@ def test_the_fuzzer_has_a_seed_with_weight_streams():
     for path in seeds:
         prog = read_tsl(path.read_bytes())
         assert any(i.opcode is Opcode.DMA_LOAD_W for q in prog.streams.values() for i in q)
+
+
+def test_the_fuzzer_has_a_seed_with_sparse_convs():
+    from tessel.binary import read_tsl
+    from tessel.isa import Opcode
+    from tessel.isa.instrs.matrix import WeightType
+
+    seeds = [p for p in c_fuzz.seeds() if p.parent.name == "sparse"]
+    assert seeds
+    for path in seeds:
+        prog = read_tsl(path.read_bytes())
+        assert any(i.opcode is Opcode.CONV and WeightType(i.w_type).sparse
+                   for q in prog.streams.values() for i in q)
 
 
 def test_the_c_loader_accepts_only_what_the_python_reader_accepts(fuzzer):

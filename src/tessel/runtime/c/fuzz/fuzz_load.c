@@ -6,7 +6,8 @@
  * Each case takes a seed binary, applies one to three mutations, mostly structured ones that
  * keep the container's checksums right so that the deeper rules are reached (instruction fields
  * set to the ends of their ranges or beyond, instructions spliced, descriptor fields, JSON and
- * IR text edits, section table edits, constant bytes: the weight streams of DMA_LOAD_W), some
+ * IR text edits, section table edits, constant bytes: the weight streams of DMA_LOAD_W and
+ * the index nibbles of 2:4 sparse CONVs), some
  * raw ones (bit flips, words, truncation), and runs
  * tsl_load. --run also prepares and runs an accepted binary on the C NPU model under a work
  * budget. --emit writes every case to DIR (the differential test against the Python reader
@@ -217,8 +218,9 @@ static int splice_instructions(cont *c) {
     return 1;
 }
 
-/* constant bytes changed in place (the weight streams DMA_LOAD_W decodes, when the seed has
- * them): bits flipped, a byte set, or a 32-bit word set to a special value */
+/* constant bytes changed in place (the weight streams DMA_LOAD_W decodes and the 2:4 index
+ * nibbles of sparse CONVs, when the seed has them): bits flipped, a byte set, or a 32-bit word
+ * set to a special value */
 static int mutate_constants(cont *c) {
     sect *s = find_kind(c, 0x10);
     size_t at;
@@ -363,7 +365,7 @@ typedef struct seedf {
 int main(int argc, char **argv) {
     seedf seeds[32];
     int n_seeds = 0, i, run = 0, quiet = 0;
-    long cases = 1000, seed = 1, c, counts[256] = {0}, ran = 0, traps = 0, wtraps = 0;
+    long cases = 1000, seed = 1, c, counts[256] = {0}, ran = 0, traps = 0, wtraps = 0, itraps = 0;
     const char *emit = NULL;
     tsl_sim_config cfg = {524288, 16384, 1024, 1, {536870912}, 1, 1}; /* tnpu-s with the weight decoder and 2:4 sparsity */
     double slowest = 0;
@@ -440,6 +442,7 @@ int main(int argc, char **argv) {
                 if (tsl_invoke(m, arena, asz, &tsl_sim_driver, &sim, &err) != TSL_OK) {
                     traps++;
                     if (sim.trap && !strncmp(sim.trap, "malformed weight stream", 23)) wtraps++;
+                    if (sim.trap && !strncmp(sim.trap, "malformed 2:4 indices", 21)) itraps++;
                 }
                 ran++;
             }
@@ -452,8 +455,8 @@ int main(int argc, char **argv) {
         free(buf);
         if (!quiet && (c + 1) % 10000 == 0) fprintf(stderr, "fuzz_load: %ld cases\n", c + 1);
     }
-    printf("cases %ld, accepted %ld, ran %ld (trapped %ld, on weight streams %ld), slowest %.3f s\n", cases,
-           counts[0], ran, traps, wtraps, slowest);
+    printf("cases %ld, accepted %ld, ran %ld (trapped %ld, on weight streams %ld, on 2:4 indices %ld), "
+           "slowest %.3f s\n", cases, counts[0], ran, traps, wtraps, itraps, slowest);
     for (i = 1; i < 256; i++)
         if (counts[i]) printf("  refused %3d x%ld: %s\n", i, counts[i], tsl_status_text((tsl_status)i));
     for (i = 0; i < n_seeds; i++) free(seeds[i].data);

@@ -84,7 +84,7 @@ static const char *decode_2_4(const uint8_t *sram, const int64_t *f, int8_t *out
                 unsigned m = (sram[n >> 1] >> (4 * (n & 1))) & 0xfu, i0 = m & 3u, i1 = m >> 2;
                 int64_t off = t * sk + 2 * g * sci + co * sco;
                 int8_t *dense = out + (t * cin + 4 * g) * cout + co;
-                if (i0 >= i1) return "2:4 sparse weights: a group's first index is not below its second";
+                if (i0 >= i1) return "malformed 2:4 indices: a group's first index is not below its second";
                 dense[i0 * cout] = (int8_t)weight(sram, base, off, i4);
                 dense[i1 * cout] = (int8_t)weight(sram, base, off + sci, i4);
             }
