@@ -135,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"C loader under ASan + UBSan: {r['cases']:,} hostile binaries (seed {args.seed}) in "
           f"{r['seconds']:.0f} s: 0 findings; accepted {r['accepted']:,}, run on the C NPU model "
           f"{r['ran']:,} (trapped {r['trapped']:,}, {r['stream_traps']:,} on malformed weight "
-          f"streams); slowest case {r['slowest_s'] * 1000:.1f} ms; "
-          f"{len(r['refused'])} distinct refusal codes")
+          f"streams, {r['index_traps']:,} on malformed 2:4 indices); slowest case "
+          f"{r['slowest_s'] * 1000:.1f} ms; {len(r['refused'])} distinct refusal codes")
     for code, n in sorted(r["refused"].items()):
         print(f"  refused with code {code}: {n:,}")
     if args.differential:
