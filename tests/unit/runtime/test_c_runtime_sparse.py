@@ -1,7 +1,8 @@
 """The C runtime and 2:4 sparse weights (CONV w_type I8_2_4 / I4_2_4): a binary with such a
 CONV loads; the C NPU model runs it to the simulator's accumulator and MAC count, traps like the
-simulator on a target without sparsity, on malformed indices (the accumulator untouched) and on
-a sparse MATMUL / DWCONV (which the loader accepts, as the Python reader does)."""
+simulator on a target without sparsity, on malformed indices and on a block whose indices run
+past the SRAM (the accumulator untouched), and on a sparse MATMUL / DWCONV (which the loader
+accepts, as the Python reader does)."""
 
 from __future__ import annotations
 
@@ -131,3 +132,24 @@ def test_static_rules_trap_in_both(arch, ins: Instruction, words: str) -> None:
     assert (acc == 0xA5).all()
     with pytest.raises(TesselSimError, match=words):
         _run_python(arch, ins, sram)
+
+
+@pytest.mark.parametrize("short", [0, 1])
+def test_indices_past_the_sram_trap_in_both(short: int) -> None:
+    """A block whose index nibbles would run ``short`` bytes past the SRAM: the weight box
+    (values and indices) is outside its memory, a static trap; at the very end it runs."""
+    values, indices = KH * KW * CIN // 2 * COUT, KH * KW * CIN // 4 * COUT // 2
+    sram = _sram(WeightType.I8_2_4, 4)
+    block = sram[W_ADDR:W_ADDR + values + indices].copy()
+    at = PLAIN.onchip.sram_bytes - values - indices + short
+    ins = _conv(WeightType.I8_2_4).replace(w_addr=at)
+    sram[at:at + block.size - short] = block[:block.size - short]
+    code, acc, why = _run_c(SPARSE, ins, sram)
+    if not short:
+        assert code == 0, why
+        assert acc.tobytes() == _run_python(SPARSE, ins, sram).tobytes()
+        return
+    assert code == cengine.NPU_TRAP and "outside its memory" in why, why
+    assert (acc == 0xA5).all()
+    with pytest.raises(TesselSimError, match="outside the SRAM"):
+        _run_python(SPARSE, ins, sram)
