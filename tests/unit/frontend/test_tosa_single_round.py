@@ -1,11 +1,13 @@
 """TOSA RESCALEs that round once (``SINGLE_ROUND``, ExecuTorch's Arm backend writes them): the
-convolution's requantisation imports them in its SINGLE rounding mode and runs bit-exact against
-the TOSA reference model; where a Tessel op rounds twice only, the import refuses them.
+convolution's requantisation and the quantised add (ELTWISE) import them in their SINGLE rounding
+mode and run bit-exact against the TOSA reference model; where a Tessel op rounds twice only, the
+import refuses them.
 
 tests/data/executorch_*.tosa are ExecuTorch's output (tests/data/make_executorch_tosa.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +21,14 @@ from tessel.errors import TesselFormatError
 from tessel.frontend.tflite_import import tflite_module
 from tessel.frontend.tosa_export import export_tosa
 from tessel.frontend.tosa_import import import_tosa, tosa_module
-from tessel.frontend.tosa_schema import Operator, RoundingMode, TosaGraph, TosaOp, read
+from tessel.frontend.tosa_schema import (
+    Operator,
+    RoundingMode,
+    TosaGraph,
+    TosaOp,
+    as_bytes,
+    read,
+)
 from tessel.ir import Op
 from tessel.isa import Rounding
 from tessel.passes.to_nhwc import to_nhwc
@@ -79,11 +88,36 @@ def test_executorch_cnn_imports_single_rounding_and_runs_bit_exact():
     check_bit_exact(path, range(4))
 
 
-def test_executorch_residual_add_is_refused_at_the_adds_requantisation():
-    """The add's output RESCALE rounds once with a 50-bit shift; Tessel's ELTWISE rounds twice."""
-    with pytest.raises(TesselFormatError, match=r"RESCALE %tosa_rescale_default_4: SINGLE_ROUND "
-                                                r"with right shifts beyond 31 bits .* qadd"):
-        import_tosa((DATA / "executorch_residual.tosa").read_bytes())
+def test_executorch_residual_add_imports_single_rounding_and_runs_bit_exact():
+    """The add's RESCALE -> ADD -> RESCALE (the output's a 50-bit shift, rounded once) is a qadd
+    with ELTWISE's SINGLE rounding."""
+    path = DATA / "executorch_residual.tosa"
+    g = import_tosa(path.read_bytes())
+    adds = [n for n in g.nodes if n.op is Op.QADD]
+    assert len(adds) == 1 and adds[0].attr_map["rounding"] == Rounding.SINGLE
+    assert adds[0].attr_map["out_shift"] < 0  # a right shift beyond 31 bits in TOSA's terms
+    check_bit_exact(path, range(4))
+
+
+def _with(g: TosaGraph, consts: dict[str, np.ndarray], modes: dict[str, RoundingMode]
+          ) -> bytes:
+    """``g`` with some constants' values and some RESCALEs' rounding modes replaced."""
+    tensors = {k: (replace(t, data=as_bytes(consts[k], t.dtype)) if k in consts else t)
+               for k, t in g.tensors.items()}
+    ops = [replace(op, attrs={**op.attrs, "rounding_mode": modes[op.outputs[0]]})
+           if op.outputs and op.outputs[0] in modes else op for op in g.operators]
+    return TosaGraph(ops, tensors, g.shapes, g.inputs, g.outputs).write()
+
+
+def test_an_add_whose_input_and_output_rescales_round_differently_is_refused():
+    """One ELTWISE rounds its three rescales alike: an input RESCALE with a right shift beyond
+    31 bits rounding once and the output RESCALE rounding twice have no one mode."""
+    g = read((DATA / "executorch_residual.tosa").read_bytes())
+    data = _with(g, {"tosa_rescale_default_3_shifts": np.array([40], np.int8)},
+                 {"tosa_rescale_default_4": RoundingMode.DOUBLE_ROUND})
+    with pytest.raises(TesselFormatError, match=r"RESCALE %tosa_rescale_default_4: rounds "
+                                                r"double, the qadd's input RESCALEs single"):
+        import_tosa(data)
 
 
 def test_an_export_with_single_rounding_convolutions_runs_bit_exact(tmp_path):
