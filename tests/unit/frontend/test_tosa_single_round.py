@@ -30,11 +30,13 @@ from tessel.frontend.tosa_schema import (
     read,
 )
 from tessel.ir import Op
-from tessel.isa import Rounding
+from tessel.isa import Engine, Opcode, Rounding
 from tessel.passes.to_nhwc import to_nhwc
 from tessel.quant.api import quantized_import
 from tessel.quant.golden import run_golden
 from tessel.quant.lower import lower_qdq
+from tessel.runtime import cengine
+from tessel.runtime.compiled import CompiledModel
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -54,9 +56,10 @@ def single_outputs(graph, twice: bool = False):
     return graph.with_nodes(nodes, names)
 
 
-def check_bit_exact(path: Path, seeds: range) -> None:
-    """import -> golden, and import -> compile -> simulate, both == the reference model; the
-    convolutions rounding twice give other values (the mode matters on these inputs)."""
+def check_bit_exact(path: Path, seeds: range) -> CompiledModel:
+    """import -> golden, and import -> compile -> simulate (the Python simulator and, where a C
+    compiler is, the C NPU model), all == the reference model; the nodes rounding twice give
+    other values (the mode matters on these inputs)."""
     model, inputs = tosa_module(path)
     cm = compile_graph(to_nhwc(lower_qdq(model.qdq_graph)), load_target("tnpu-xs"))
     differs = False
@@ -68,13 +71,16 @@ def check_bit_exact(path: Path, seeds: range) -> None:
         ref = reference(path.read_bytes(), ints)
         golden = run_golden(model.qdq_graph, xs)
         sim = [np.asarray(y) for y in cm.run(*xs)]
-        for r, g, y in zip(ref, golden, sim, strict=True):
+        c_sim = sim if cengine.available() else [np.asarray(y) for y in cm.run(*xs, engine="c")]
+        for r, g, y, c in zip(ref, golden, sim, c_sim, strict=True):
             np.testing.assert_array_equal(np.asarray(r).reshape(g.shape), g)
             np.testing.assert_array_equal(y, g)
+            np.testing.assert_array_equal(c, g)
         once = run_golden(single_outputs(model.qdq_graph), xs)
         twice = run_golden(single_outputs(model.qdq_graph, twice=True), xs)
         differs |= any(np.any(t != o) for t, o in zip(twice, once, strict=True))
     assert differs
+    return cm
 
 
 def test_executorch_cnn_imports_single_rounding_and_runs_bit_exact():
@@ -96,7 +102,9 @@ def test_executorch_residual_add_imports_single_rounding_and_runs_bit_exact():
     adds = [n for n in g.nodes if n.op is Op.QADD]
     assert len(adds) == 1 and adds[0].attr_map["rounding"] == Rounding.SINGLE
     assert adds[0].attr_map["out_shift"] < 0  # a right shift beyond 31 bits in TOSA's terms
-    check_bit_exact(path, range(4))
+    cm = check_bit_exact(path, range(4))
+    elt = [i for i in cm.program.streams[Engine.VECTOR] if i.opcode is Opcode.ELTWISE]
+    assert elt and all(i.rounding == Rounding.SINGLE for i in elt)
 
 
 def _with(g: TosaGraph, consts: dict[str, np.ndarray], modes: dict[str, RoundingMode]
