@@ -326,8 +326,8 @@ def _double_rounded(rounding: Rounding, shift: np.ndarray, what: str, into: str)
     arithmetic)."""
     if rounding == Rounding.SINGLE and np.any(shift < 0):
         raise TesselFormatError(f"TOSA {what}: SINGLE_ROUND with right shifts beyond 31 bits "
-                                f"rounds once; Tessel's {into} rounds twice (its one-rounding "
-                                "mode is the convolution's)")
+                                f"rounds once; Tessel's {into} rounds twice (ops with a "
+                                "one-rounding mode: convolutions, add, sub, mul)")
 
 
 def _rescale(im: _Importer, op: Operator, k: int) -> None:
