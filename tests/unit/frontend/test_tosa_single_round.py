@@ -161,3 +161,28 @@ def test_a_rounding_outside_the_two_modes_is_a_verifier_error():
                         for n in g.nodes])
     with pytest.raises(TesselVerifyError, match="rounding 7 is not one of"):
         verify(bad)
+
+
+def test_an_add_whose_input_rescales_round_differently_is_refused():
+    g = read((DATA / "executorch_residual.tosa").read_bytes())
+    long_shift = np.array([40], np.int8)  # a right shift of 9 bits beyond 31
+    data = _with(g, {"tosa_rescale_default_3_shifts": long_shift,
+                     "tosa_rescale_default_1_shifts": long_shift},
+                 {"tosa_rescale_default_1": RoundingMode.DOUBLE_ROUND})
+    with pytest.raises(TesselFormatError, match=r"ADD %tosa_add_default: one input RESCALE "
+                                                r"rounds once, the other twice"):
+        import_tosa(data)
+
+
+def test_the_residual_net_exports_back_with_single_round_rescales_only():
+    """import -> export: every RESCALE (the qadd's three too) SINGLE_ROUND, no EXT-DOUBLEROUND,
+    and the reference model runs the re-export as the golden model does."""
+    g = import_tosa((DATA / "executorch_residual.tosa").read_bytes())
+    exported = export_tosa(g)
+    data = exported.to_bytes()
+    modes = {op.attrs["rounding_mode"] for op in read(data).operators if op.op is TosaOp.RESCALE}
+    assert modes == {RoundingMode.SINGLE_ROUND} and exported.graph.extensions == ()
+    x = np.random.default_rng(0).integers(-128, 128, g.inputs[0].type.shape).astype(np.int8)
+    golden = run_golden(g, [x.astype(np.float32)])[0]
+    np.testing.assert_array_equal(np.asarray(reference(data, [x])[0]).reshape(golden.shape),
+                                  golden)
