@@ -371,16 +371,18 @@ def ref_eltwise(m: Machine, f: dict) -> Writes:
     out = Writes()
     wa, wb, wo = NBYTES[f["a_dtype"]], NBYTES[f["b_dtype"]], NBYTES[f["out_dtype"]]
     op = f["op"]  # ADD=0, SUB=1, MUL=2, MAX=3, MIN=4
+    single = f.get("rounding", 0) == 1
+    scale = (lambda x, q, s: sat32(single_round(x, q, s))) if single else mbqm  # noqa: E731
     for idx in loops(*dims(f, 3)):
         a = rd(m.sram, addr(f["a_addr"], idx, strides(f, "a", 3)), wa)
         b = rd(m.sram, addr(f["b_addr"], idx, strides(f, "b", 3)), wb)
         if op == 2:
             r = sat32((a - f["a_zp"]) * (b - f["b_zp"]))
         else:
-            ra = mbqm(sat32((a - f["a_zp"]) * 2 ** f["left_shift"]), f["a_mult"], f["a_shift"])
-            rb = mbqm(sat32((b - f["b_zp"]) * 2 ** f["left_shift"]), f["b_mult"], f["b_shift"])
+            ra = scale(sat32((a - f["a_zp"]) * 2 ** f["left_shift"]), f["a_mult"], f["a_shift"])
+            rb = scale(sat32((b - f["b_zp"]) * 2 ** f["left_shift"]), f["b_mult"], f["b_shift"])
             r = sat32({0: ra + rb, 1: ra - rb, 3: max(ra, rb), 4: min(ra, rb)}[op])
-        y = clamp(mbqm(r, f["out_mult"], f["out_shift"]) + f["out_zp"], f["act_min"],
+        y = clamp(scale(r, f["out_mult"], f["out_shift"]) + f["out_zp"], f["act_min"],
                   f["act_max"])
         out.put("SRAM", addr(f["out_addr"], idx, strides(f, "out", 3)), wo, y)
     return out

@@ -161,7 +161,7 @@ def eltwise_instr(draw: Any, window: int, dst: bool | str = True) -> Instruction
         d1=ns[1], d2=ns[2], a_addr=a[0], a_s0=a[1][0], a_s1=a[1][1], a_s2=a[1][2],
         b_addr=b[0], b_s0=b[1][0], b_s1=b[1][1], b_s2=b[1][2], out_addr=out[0],
         out_s0=out[1][0], out_s1=out[1][1], out_s2=out[1][2], act_min=lo, act_max=hi,
-        **draw(eltwise_fields(op)))
+        rounding=draw(st.sampled_from(list(Rounding))), **draw(eltwise_fields(op)))
 
 
 @st.composite

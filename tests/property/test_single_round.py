@@ -1,5 +1,6 @@
 """SINGLE rounding of the requantisation: against a plain-Python big-int oracle and against the
-TOSA reference model's RESCALE with ``rounding_mode = SINGLE_ROUND`` on random values."""
+TOSA reference model's RESCALE with ``rounding_mode = SINGLE_ROUND`` on random values; ELTWISE's
+SINGLE rounding against the reference model's RESCALE -> ADD -> RESCALE."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from tessel.frontend.tosa_schema import (
     as_bytes,
 )
 from tessel.isa import fixedpoint as fp
+from tessel.isa.fields import EltOp
+from tessel.ops import intops
 
 INT32 = st.integers(fp.INT32_MIN, fp.INT32_MAX)
 Q31 = st.integers(0, fp.INT32_MAX)
@@ -93,3 +96,68 @@ def test_single_rounding_is_the_reference_models_single_round_rescale(seed):
                         rounding=fp.Rounding.SINGLE)
     np.testing.assert_array_equal(got, np.asarray(outputs[0]).reshape(got.shape))
     assert len(np.unique(got)) > 10  # not a saturated constant
+
+
+def _rescale_op(x: str, y: str, q31: int, shift: int, in_zp: int, out_zp: int,
+                types: tuple[DType, DType], tensors: dict) -> list[Operator]:
+    """A per-tensor SINGLE_ROUND RESCALE x -> y (its constants added to ``tensors``)."""
+    zt = {DType.INT8: np.int8, DType.INT32: np.int32}
+    consts = {f"{y}_m": (np.array([q31], np.int32), DType.INT32),
+              f"{y}_s": (np.array([31 - shift], np.int8), DType.INT8),
+              f"{y}_iz": (np.array([in_zp], zt[types[0]]), types[0]),
+              f"{y}_oz": (np.array([out_zp], zt[types[1]]), types[1])}
+    for k, (v, t) in consts.items():
+        tensors[k] = Tensor(k, (1,), t, as_bytes(v, t))
+    return [*(Operator(TosaOp.CONST, (), (k,)) for k in consts),
+            Operator(TosaOp.RESCALE, (x, *consts), (y,),
+                     {"scale32": True, "rounding_mode": RoundingMode.SINGLE_ROUND,
+                      "per_channel": False, "input_unsigned": False, "output_unsigned": False})]
+
+
+def _check_add(zps: list[int], qs: list[int], in_shifts: list[int], out_shift: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The reference model's RESCALE -> ADD -> RESCALE (all SINGLE_ROUND) of every pair of int8
+    values == ELTWISE ADD with rounding SINGLE (the golden model's); returns that result and
+    ELTWISE's DOUBLE one."""
+    shape = (256, 256)
+    tensors = {"a": Tensor("a", shape, DType.INT8), "b": Tensor("b", shape, DType.INT8),
+               "ra": Tensor("ra", shape, DType.INT32), "rb": Tensor("rb", shape, DType.INT32),
+               "s": Tensor("s", shape, DType.INT32), "y": Tensor("y", shape, DType.INT8)}
+    i8_32, i32_8 = (DType.INT8, DType.INT32), (DType.INT32, DType.INT8)
+    ops = [*_rescale_op("a", "ra", qs[0], in_shifts[0], zps[0], 0, i8_32, tensors),
+           *_rescale_op("b", "rb", qs[1], in_shifts[1], zps[1], 0, i8_32, tensors),
+           Operator(TosaOp.ADD, ("ra", "rb"), ("s",)),
+           *_rescale_op("s", "y", qs[2], out_shift, 0, zps[2], i32_8, tensors)]
+    graph = TosaGraph(ops, tensors, {}, ["a", "b"], ["y"]).write()
+    every = np.arange(-128, 128, dtype=np.int8)
+    a, b = np.repeat(every, 256).reshape(shape), np.tile(every, 256).reshape(shape)
+    outputs, status = tosa_reference_model.run(graph, [a, b])
+    assert status == tosa_reference_model.GraphStatus.TOSA_VALID, status
+    kw = dict(a_zp=zps[0], b_zp=zps[1], a_mult=qs[0], a_shift=in_shifts[0], b_mult=qs[1],
+              b_shift=in_shifts[1], out_mult=qs[2], out_shift=out_shift, out_zp=zps[2],
+              act_min=-128, act_max=127, out_dtype=np.int8)
+    got = intops.eltwise(EltOp.ADD, a, b, rounding=fp.Rounding.SINGLE, **kw)
+    np.testing.assert_array_equal(got, np.asarray(outputs[0]).reshape(shape))
+    assert len(np.unique(got)) > 10  # not a saturated constant
+    return got, intops.eltwise(EltOp.ADD, a, b, **kw)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_eltwise_single_rounding_is_the_reference_models_rescale_add_rescale(seed):
+    """ExecuTorch's quantised add: int8 a and b each RESCALEd to int32, ADD, RESCALE to int8,
+    every RESCALE SINGLE_ROUND, with random multipliers (shifts kept where TOSA's value-range
+    requirements hold)."""
+    rng = np.random.default_rng(seed)
+    in_shifts = [int(s) for s in rng.integers(8, 21, 2)]
+    _check_add([int(z) for z in rng.integers(-128, 128, 3)],
+               [int(q) for q in rng.integers(2**30, 2**31, 3)], in_shifts,
+               -max(in_shifts) + int(rng.integers(-1, 2)))  # outputs spread over int8
+
+
+def test_eltwise_single_rounding_rounds_negative_halves_up_as_the_reference_model_does():
+    """Inputs by one, the sum quartered (multiplier 2^30, shift -1): SINGLE rounds -0.5 up to 0
+    and 0.25 down to 0, as the reference model does; DOUBLE rounds twice (-1 and 1)."""
+    one = [1 << 30, 1 << 30, 1 << 30]
+    single, double = _check_add([0, 0, 0], one, [1, 1], -1)
+    assert single[127, 127] == 0 and double[127, 127] == -1  # a = b = -1: -2 / 4 = -0.5
+    assert single[129, 128] == 0 and double[129, 128] == 1  # 1 / 4: rounded up twice by DOUBLE

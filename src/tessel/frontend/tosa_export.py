@@ -14,8 +14,9 @@ Numerics (docs/frontend.md, "TOSA in and out"): Tessel's requantisation, TFLite'
 MultiplyByQuantizedMultiplier, is a RESCALE with `rounding_mode=DOUBLE_ROUND` (extension
 EXT-DOUBLEROUND) and shift `31 - shift`; the act_min / act_max clamp is a CLAMP after it; a
 mean divides through its multiplier, so it is a REDUCE_SUM of the zero-point-free inputs and a
-RESCALE. What TOSA's integer profile cannot say is refused: `TesselExportError` naming the
-node, its op and the reason.
+RESCALE. A node with the SINGLE rounding (a convolution's or an element-wise op's `rounding`
+attribute) writes its RESCALEs with `rounding_mode=SINGLE_ROUND`. What TOSA's integer
+profile cannot say is refused: `TesselExportError` naming the node, its op and the reason.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ from tessel.frontend.tosa_norm import layer_norm
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import TosaGraph, TosaOp
 from tessel.ir import DType, Graph, Node, Op
+from tessel.isa.fixedpoint import Rounding
 from tessel.ops import Trait, definition
+from tessel.ops.quantise import rounding_of
 
 
 @dataclass
@@ -150,7 +153,7 @@ def _qadd_sub(b: Builder, node: Node) -> None:
         v = centred(b, node, v, a[f"{key}_zp"], ls)
         xs.append(b.rescale(v, b.fresh(f"{node.name}_{key}"), b.get(v).shape, T.INT32,
                             multiplier=a[f"{key}_multiplier"], shift=a[f"{key}_shift"],
-                            loc=loc_of(node)))
+                            double_round=rounding_of(a) == Rounding.DOUBLE, loc=loc_of(node)))
     op = TosaOp.ADD if node.op is Op.QADD else TosaOp.SUB
     r = b.op(op, xs, b.fresh(f"{node.name}_r"), node.type.shape, T.INT32, loc_of(node))
     b.requant_out(r, node, a["out_multiplier"], a["out_shift"], per_channel=False)

@@ -39,11 +39,14 @@ class _Centred:
 
 @dataclass(frozen=True)
 class _Scaled:
-    """A RESCALE int32 -> int32 of a centred value: MBQM(c, mult, shift)."""
+    """A RESCALE int32 -> int32 of a centred value: MBQM(c, mult, shift), or its one rounding
+    (``rounding`` SINGLE); ``None``: the two modes give the same integers (no right shift beyond
+    31 bits)."""
 
     c: _Centred
     mult: int
     shift: int
+    rounding: Rounding | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class _Pending:
     natural: tuple[int, ...]  # the Tessel op's own result shape
     per_channel: int = 0  # the channels the multipliers may vary over (0: per tensor)
     parts: tuple[Any, ...] = ()
+    rounding: Rounding | None = None  # the rounding its input rescales need (None: either)
 
 
 @dataclass(frozen=True)
@@ -174,12 +178,17 @@ def _sub_add(im: _Importer, op: Operator, k: int) -> None:
     if isinstance(a, _Scaled) and isinstance(b, _Scaled):
         if a.c.ls != b.c.ls:
             raise TesselFormatError(f"TOSA {what}: operands shifted left by different amounts")
+        modes = {a.rounding, b.rounding} - {None}
+        if len(modes) > 1:
+            raise TesselFormatError(f"TOSA {what}: one input RESCALE rounds once, the other "
+                                    "twice (Tessel's ELTWISE rounds its three rescales alike)")
         kind = Op.QADD if op.op is TosaOp.ADD else Op.QSUB
         attrs = {"a_zp": a.c.zp, "b_zp": b.c.zp, "left_shift": a.c.ls,
                  "a_multiplier": a.mult, "a_shift": a.shift, "b_multiplier": b.mult,
                  "b_shift": b.shift}
         shape = tuple(im.g.tensors[op.outputs[0]].shape)
-        im.define(op, _Pending(kind, (a.c.src, b.c.src), attrs, shape, shape))
+        im.define(op, _Pending(kind, (a.c.src, b.c.src), attrs, shape, shape,
+                               rounding=next(iter(modes), None)))
         return
     raise TesselFormatError(f"TOSA {what}: int32 {op.op.name} is imported as the sum of two "
                             "rescaled inputs (a quantised add) only")
@@ -317,8 +326,8 @@ def _double_rounded(rounding: Rounding, shift: np.ndarray, what: str, into: str)
     arithmetic)."""
     if rounding == Rounding.SINGLE and np.any(shift < 0):
         raise TesselFormatError(f"TOSA {what}: SINGLE_ROUND with right shifts beyond 31 bits "
-                                f"rounds once; Tessel's {into} rounds twice (its one-rounding "
-                                "mode is the convolution's)")
+                                f"rounds once; Tessel's {into} rounds twice (ops with a "
+                                "one-rounding mode: convolutions, add, sub, mul)")
 
 
 def _rescale(im: _Importer, op: Operator, k: int) -> None:
@@ -333,12 +342,12 @@ def _rescale(im: _Importer, op: Operator, k: int) -> None:
         if out_zp or mult.size != 1:
             raise TesselFormatError(f"TOSA {what}: an int32 rescale is imported per tensor "
                                     "without zero point (a quantised add's input)")
-        _double_rounded(rounding, shift, what, "element-wise input rescale")
         c = _Centred(src, in_zp) if isinstance(src, str) else im.centred(op.inputs[0], what)
         if int(mult[0]) == _IDENTITY_Q31 and int(shift[0]) >= 1 and not c.ls:
             im.define(op, replace(c, ls=int(shift[0]) - 1))  # exactly (x - zp) << (shift - 1)
-        else:
-            im.define(op, _Scaled(c, int(mult[0]), int(shift[0])))
+        else:  # the rounding matters with right shifts only
+            im.define(op, _Scaled(c, int(mult[0]), int(shift[0]),
+                                  rounding if int(shift[0]) < 0 else None))
         return
     dtype = _dtype(out_t, op.outputs[0])
     lo, hi = dtype.bounds
@@ -367,11 +376,23 @@ def _rescale(im: _Importer, op: Operator, k: int) -> None:
         return
     if not isinstance(src, _Pending) or in_zp:
         raise TesselFormatError(f"TOSA {what}: its input is not an accumulator Tessel imports")
-    if src.op is Op.QCONV2D:
+    if src.op in _ROUNDING_OPS:
+        _same_rounding(src, rounding, what)
         out = {**out, "rounding": int(rounding)} if rounding == Rounding.SINGLE else out
     else:
         _double_rounded(rounding, shift, what, src.op.value)
     _close(im, target, src, mult, shift, out, what)
+
+
+_ROUNDING_OPS = frozenset({Op.QCONV2D, Op.QADD, Op.QSUB, Op.QMUL})  # a `rounding` attribute
+
+
+def _same_rounding(p: _Pending, rounding: Rounding, what: str) -> None:
+    """Refuses an element-wise op whose input rescales round otherwise than its output's."""
+    if p.rounding is not None and p.rounding != rounding:
+        raise TesselFormatError(f"TOSA {what}: rounds {rounding.name.lower()}, the "
+                                f"{p.op.value}'s input RESCALEs {p.rounding.name.lower()} "
+                                "(Tessel's ELTWISE rounds its three rescales alike)")
 
 
 def _per_tensor(mult: np.ndarray, shift: np.ndarray, what: str) -> None:

@@ -1,7 +1,9 @@
 """Element-wise functions of two tensors (numpy broadcasting): add, sub, mul, div, maximum,
 minimum, pow; and the integer ops add, sub and mul (and division by a constant) lower to:
 `qadd` / `qsub` (TFLite's rescale: a left shift, a multiplier per input and one for the
-output) and `qmul`, run by the vector engine's ELTWISE (tessel.ops.eltwise_emit).
+output) and `qmul`, run by the vector engine's ELTWISE (tessel.ops.eltwise_emit). Their optional
+`rounding` attribute (a Rounding; absent: DOUBLE) is ELTWISE's: SINGLE rounds each of the
+multiplications once, as TOSA's SINGLE_ROUND RESCALEs around an ADD do.
 """
 
 from __future__ import annotations
@@ -13,15 +15,17 @@ import numpy as np
 
 from tessel.ir.attrs import AttrKind, AttrSpec
 from tessel.ir.graph import Node
-from tessel.ir.ops import Op, OpSpec, broadcast_type
+from tessel.ir.ops import Op, OpSpec, broadcast_type, require
 from tessel.ir.rewriting import Rewriter
 from tessel.ir.types import DType, TensorType
 from tessel.isa.fields import EltOp
+from tessel.isa.fixedpoint import Rounding
 from tessel.ops import eltwise_emit, intops
 from tessel.ops.base import LayoutRule, Npu, OpDef, Trait, lazy_torch, register
 from tessel.ops.quantise import (
     OUT_ATTRS,
     OUT_FIELDS,
+    ROUNDING_ATTR,
     IntVal,
     QOut,
     deq,
@@ -31,6 +35,7 @@ from tessel.ops.quantise import (
     int_result,
     multiplier,
     require_int,
+    rounding_of,
 )
 
 LEFT_SHIFT = {DType.I8: 20, DType.I16: 15}  # TFLite's quantised ADD / SUB
@@ -57,6 +62,9 @@ def _qbinary_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorT
     require_int(ts, 2)
     a, b = ts
     shape = broadcast_type([a, b if a.dtype == b.dtype else TensorType(b.shape, a.dtype)], attrs)
+    rounding = attrs.get("rounding")
+    require(rounding is None or rounding in set(Rounding),
+            f"rounding {rounding} is not one of {[int(r) for r in Rounding]}")
     return int_result(shape, attrs)
 
 
@@ -65,7 +73,7 @@ def _elt_params(a: Mapping[str, Any]) -> dict[str, Any]:
             "a_mult": a["a_multiplier"], "a_shift": a["a_shift"], "b_mult": a["b_multiplier"],
             "b_shift": a["b_shift"], "out_mult": a["out_multiplier"],
             "out_shift": a["out_shift"], "out_zp": a["out_zp"], "act_min": a["act_min"],
-            "act_max": a["act_max"], "out_dtype": a["dtype"].numpy}
+            "act_max": a["act_max"], "out_dtype": a["dtype"].numpy, "rounding": rounding_of(a)}
 
 
 def _qadd_golden(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
@@ -83,7 +91,7 @@ def _qmul_golden(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
     return intops.eltwise(EltOp.MUL, xs[0], xs[1], a_zp=a["a_zp"], b_zp=a["b_zp"],
                           out_mult=a["out_multiplier"], out_shift=a["out_shift"],
                           out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"],
-                          out_dtype=a["dtype"].numpy)
+                          out_dtype=a["dtype"].numpy, rounding=rounding_of(a))
 
 
 # ---------------------------------------------------------------- QDQ -> integer
@@ -171,6 +179,7 @@ _ADD_ATTRS = {**_ZPS, "left_shift": AttrSpec(_I, 0), "a_multiplier": AttrSpec(_I
 _MUL_ATTRS = {**_ZPS, "out_multiplier": AttrSpec(_I), "out_shift": AttrSpec(_I), **OUT_ATTRS}
 _ADD_FREE = frozenset(k for k in _ADD_ATTRS if k != "dtype")
 _MUL_FREE = frozenset(k for k in _MUL_ATTRS if k != "dtype")
+_ADD_ATTRS, _MUL_ATTRS = {**_ADD_ATTRS, **ROUNDING_ATTR}, {**_MUL_ATTRS, **ROUNDING_ATTR}
 assert OUT_FIELDS <= _ADD_FREE and OUT_FIELDS <= _MUL_FREE
 _INT_POINTWISE = frozenset({Trait.INTEGER, Trait.POINTWISE})
 

@@ -25,7 +25,7 @@ import numpy as np
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, Node, Op
 from tessel.isa import Instruction, Opcode
-from tessel.isa.fields import EltOp, LutMode
+from tessel.isa.fields import EltOp, LutMode, Rounding
 from tessel.isa.limits import MAX_EXTENT
 from tessel.ops import dma
 from tessel.ops.context import (
@@ -38,6 +38,7 @@ from tessel.ops.context import (
     align,
     const_addresses,
 )
+from tessel.ops.quantise import rounding_of
 from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 MAX_DIM = MAX_EXTENT  # extent fields of ELTWISE / LUT / DMA
@@ -410,6 +411,8 @@ def _rescale(node: Node) -> dict[str, int]:
                     a_shift=a["shift"], b_mult=0, b_shift=0, out_mult=1 << 30, out_shift=1)
     common = dict(a_zp=a["a_zp"], b_zp=a["b_zp"], out_mult=a["out_multiplier"],
                   out_shift=a["out_shift"])
+    if rounding_of(a) == Rounding.SINGLE:  # absent otherwise: DOUBLE, the field's default
+        common["rounding"] = Rounding.SINGLE
     if node.op is Op.QMUL:
         return common
     return dict(common, left_shift=a["left_shift"], a_mult=a["a_multiplier"],

@@ -41,10 +41,13 @@ from tessel.isa.fields import INTERPOLATION_BITS, DType, EltOp, LutMode, PoolOp,
 from tessel.isa.fixedpoint import (
     INT32_MAX,
     INT32_MIN,
+    MAX_SHIFT,
+    MIN_SHIFT,
     Rounding,
     multiply_by_quantized_multiplier,
     requantize,
     rounding_div,
+    single_round_scale,
 )
 from tessel.isa.limits import (
     MAX_CENTRED_INT8,
@@ -127,24 +130,39 @@ def requant(x: npt.ArrayLike, bias: npt.ArrayLike, multiplier: npt.ArrayLike,
                       np.asarray(shift, I64), out_zp, act_min, act_max, -1, dt, rounding)
 
 
-def _rescaled(v: np.ndarray, zp: int, left_shift: int, mult: int, shift: int) -> np.ndarray:
-    """``MBQM(sat32((v - zp) * 2^left_shift), mult, shift)`` (ADD/SUB/MAX/MIN inputs)."""
+def _scaled(x: np.ndarray, mult: int, shift: int, rounding: Rounding) -> np.ndarray:
+    """``x`` (int32 values) times ``mult * 2^(shift - 31)``: MBQM, or SINGLE's one rounding
+    saturated to int32 (MBQM's results are inside int32 already)."""
+    if rounding == Rounding.SINGLE:
+        if not (0 <= mult <= INT32_MAX and MIN_SHIFT <= shift <= MAX_SHIFT):
+            raise TesselConfigError(f"eltwise: multiplier {mult} / shift {shift} outside "
+                                    f"[0, 2^31) / [{MIN_SHIFT}, {MAX_SHIFT}]")
+        return _sat32(single_round_scale(np.asarray(x, I64), np.int64(mult), np.int64(shift)))
+    return multiply_by_quantized_multiplier(x, mult, shift)
+
+
+def _rescaled(v: np.ndarray, zp: int, left_shift: int, mult: int, shift: int,
+              rounding: Rounding) -> np.ndarray:
+    """``R(sat32((v - zp) * 2^left_shift), mult, shift)`` (ADD/SUB/MAX/MIN inputs; ``R`` MBQM
+    or SINGLE's one rounding)."""
     # |v - zp| <= 2^32: clipping to +-2^31 keeps the shift inside int64 and cannot change
     # sat32 of the shifted value (a clipped value saturates with or without the clip)
     centred = np.clip(v - zp, -(2**31), 2**31)
-    return multiply_by_quantized_multiplier(_sat32(centred << left_shift), mult, shift)
+    return _scaled(_sat32(centred << left_shift), mult, shift, rounding)
 
 
 def eltwise(op: EltOp, a: npt.ArrayLike, b: npt.ArrayLike, *, a_zp: int = 0, b_zp: int = 0,
             left_shift: int = 0, a_mult: int = 0, a_shift: int = 0, b_mult: int = 0,
             b_shift: int = 0, out_mult: int, out_shift: int, out_zp: int = 0,
-            act_min: int, act_max: int, out_dtype: DType | npt.DTypeLike) -> np.ndarray:
+            act_min: int, act_max: int, out_dtype: DType | npt.DTypeLike,
+            rounding: Rounding = Rounding.DOUBLE) -> np.ndarray:
     """ELTWISE: ``a (op) b`` with TFLite rescaling; ``a`` and ``b`` broadcast (stride 0).
 
     MUL: ``r = sat32((a - a_zp) * (b - b_zp))`` (input multipliers unused); otherwise
     ``ra = MBQM(sat32((a - a_zp) << left_shift), a_mult, a_shift)`` (and ``rb`` likewise) and
     ``r = sat32(ra + rb | ra - rb | max | min)``. Output:
     ``clamp(MBQM(r, out_mult, out_shift) + out_zp, act_min, act_max)`` as ``out_dtype``.
+    ``rounding`` SINGLE: each MBQM is one rounding of the exact product (TOSA's SINGLE_ROUND).
     """
     dt = np_dtype(out_dtype)
     _clamp_bounds(act_min, act_max, dt, "eltwise")
@@ -159,12 +177,12 @@ def eltwise(op: EltOp, a: npt.ArrayLike, b: npt.ArrayLike, *, a_zp: int = 0, b_z
         rb = np.clip(bv - b_zp, -(2**31), 2**31)
         r = _sat32(ra * rb)
     else:
-        ra = _rescaled(av, a_zp, left_shift, a_mult, a_shift).astype(I64)
-        rb = _rescaled(bv, b_zp, left_shift, b_mult, b_shift).astype(I64)
+        ra = _rescaled(av, a_zp, left_shift, a_mult, a_shift, rounding).astype(I64)
+        rb = _rescaled(bv, b_zp, left_shift, b_mult, b_shift, rounding).astype(I64)
         fn = {EltOp.ADD: np.add, EltOp.SUB: np.subtract, EltOp.MAX: np.maximum,
               EltOp.MIN: np.minimum}[op]
         r = _sat32(fn(ra, rb))
-    y = multiply_by_quantized_multiplier(r, out_mult, out_shift).astype(I64)
+    y = _scaled(r, out_mult, out_shift, rounding).astype(I64)
     return np.clip(y + out_zp, act_min, act_max).astype(dt)
 
 

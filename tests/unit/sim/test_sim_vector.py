@@ -19,8 +19,10 @@ from tessel.isa import (
     ParamMode,
     PoolOp,
     ReduceOp,
+    Rounding,
     UnaryOp,
 )
+from tessel.ops import intops
 
 RNG = np.random.default_rng(99)
 V = Engine.VECTOR
@@ -236,3 +238,24 @@ def test_unary(op):
         else:
             want.append(min(math.isqrt(2 ** (2 * fb) // v), 2**31 - 1))
     assert sram_read(st, 64, (10,), np.int32).tolist() == want
+
+
+@pytest.mark.parametrize("dtype,n", [(DType.I8, 4096), (DType.I8, 64), (DType.I16, 2048)])
+def test_eltwise_single_rounding_is_the_golden_models(dtype, n):
+    """ELTWISE rounding SINGLE (the int8 pair table from 1024 elements, the kernel below and
+    for int16) == intops.eltwise's; the sum quartered (multiplier 2^30, shift -1), so that many
+    results are halves, which DOUBLE rounds otherwise."""
+    dt = np.dtype(f"<i{dtype.nbytes}")
+    every = np.arange(dtype.lo, dtype.hi + 1)
+    a = RNG.choice(every, n).astype(dt)
+    b = RNG.choice(every, n).astype(dt)
+    f = dict(a_zp=-3, b_zp=0, left_shift=0, a_mult=1 << 30, a_shift=1, b_mult=1 << 30,
+             b_shift=1, out_mult=1 << 30, out_shift=-1, out_zp=-5, act_min=dtype.lo,
+             act_max=dtype.hi)
+    ins = I(Opcode.ELTWISE, op=EltOp.ADD, a_dtype=dtype, b_dtype=dtype, out_dtype=dtype, d0=n,
+            a_addr=0, a_s0=dt.itemsize, b_addr=8192, b_s0=dt.itemsize, out_addr=16384,
+            out_s0=dt.itemsize, rounding=Rounding.SINGLE, **f)
+    got = sram_read(run_raw({V: [ins]}, sram=[(0, a), (8192, b)]), 16384, (n,), dt)
+    want = intops.eltwise(EltOp.ADD, a, b, out_dtype=dt, rounding=Rounding.SINGLE, **f)
+    np.testing.assert_array_equal(got, want)
+    assert np.any(intops.eltwise(EltOp.ADD, a, b, out_dtype=dt, **f) != want)

@@ -110,6 +110,8 @@ ELTWISE_FIELDS = (
     *multiplier("out", "the result"),
     signed_field("out_zp", 32, "output zero point (added)", default=0),
     *clamp(),
+    enum_field("rounding", Rounding, 1, "DOUBLE: MBQM for the three multipliers; SINGLE: one "
+               "rounding of each 64-bit product", default=Rounding.DOUBLE),
 )
 _ELTWISE = tuple(view_at(ELTWISE_FIELDS, p, 3) for p in ("a", "b", "out"))
 _ELTWISE_TYPES = positions(ELTWISE_FIELDS, "a_dtype", "b_dtype", "out_dtype")

@@ -7,7 +7,10 @@ The kernel (``eltwise``) is the pseudocode written out per element (docs/numeric
     out  = clamp(MBQM(r, out_mult, out_shift) + out_zp, act_min, act_max)
 
 with ``MBQM(t) = RDBPOT(SRDHM(sat32(t << max(shift, 0)), q), max(-shift, 0))`` as REQUANT's
-kernel computes it (``instr.requant``'s docstring). Every intermediate is exact in int64:
+kernel computes it (``instr.requant``'s docstring). With ``rounding == SINGLE`` each MBQM is one
+rounding of the exact product saturated to int32, ``sat32((t q + 2^(s-1)) >> s)`` with
+``s = 31 - shift`` in ``[1, 62]`` (``|t| <= 2^31``, so ``|t q| < 2^62``):
+``single_contributions`` and ``single_output``. Every intermediate is exact in int64:
 ``|clip(.)| <= 2^31``, so ``|clip(.) << left| <= 2^62`` (``left <= 31``) and MUL's product of
 two clipped values is at most 2^62; ``|A op B| <= 2^32``. The clip of ``x - zp`` only matters
 where it changes the saturated result, so it is the pseudocode's. On a host with AVX-512 numba
@@ -31,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from tessel.isa.fields import DType, EltOp
-from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN
+from tessel.isa.fixedpoint import INT32_MAX, INT32_MIN, Rounding
 from tessel.sim import jit
 from tessel.sim.hostmem import Step, Views, bindable, disjoint, view
 from tessel.sim.prepare import Op, PreparedProgram
@@ -43,9 +46,9 @@ ONE = 1 << 30  # the multiplier (2^30, 1) is exactly 1 (``contributions``)
 T_LO, T_HI = INT32_MIN, INT32_MAX  # sat32
 _ADD, _SUB, _MUL, _MAX = int(EltOp.ADD), int(EltOp.SUB), int(EltOp.MUL), int(EltOp.MAX)
 # ``params``: op, left_shift, then per side (a, b, out) zero point and ``mbqm_row``'s five
-# constants, then act_min, act_max
-OP, LEFT, SIDE_A, SIDE_B, STAGE, ACT = 0, 1, 2, 8, 14, 20
-SIZE = 22
+# constants, then act_min, act_max, and 1 for SINGLE rounding
+OP, LEFT, SIDE_A, SIDE_B, STAGE, ACT, ROUND = 0, 1, 2, 8, 14, 20, 22
+SIZE = 23
 CHUNK = 512  # a row's elements per pass: the two contribution buffers stay in L1
 PAIR_MIN = 1024  # two int8 operands: tiles of this many elements and more read a pair table
 PAIR_TABLES_MAX = 256  # pair tables kept per prepared program (one per distinct parameters)
@@ -100,6 +103,41 @@ def contributions(x, n, zp, pre, left, q, half, neg, e, mul, buf):
 
 
 @jit.helper
+def single_contributions(x, n, zp, pre, q, half, s, mul, buf):
+    """``contributions`` in SINGLE rounding: ``buf[:n]`` is ``clip(x - zp)`` for MUL, else
+    ``sat32((sat32(clip(x - zp) << pre) q + half) >> s)`` (``half = 2^(s-1)``)."""
+    if len(x) == 1:
+        t = min(max(I64(x[0]) - zp, -CLIP), CLIP)
+        if not mul:
+            t = min(max((min(max(t << pre, T_LO), T_HI) * q + half) >> s, T_LO), T_HI)
+        buf[:n] = t
+    elif mul:
+        for i in range(n):
+            buf[i] = min(max(I64(x[i]) - zp, -CLIP), CLIP)
+    else:
+        for i in range(n):
+            t = min(max(I64(x[i]) - zp, -CLIP), CLIP)
+            buf[i] = min(max((min(max(t << pre, T_LO), T_HI) * q + half) >> s, T_LO), T_HI)
+
+
+@jit.helper
+def single_output(r, n, y, zo, q, half, s, lo, hi):
+    """``output`` in SINGLE rounding: ``y[i] = clamp(sat32((r[i] q + half) >> s) + zo, lo,
+    hi)``."""
+    for i in range(n):
+        y[i] = min(max(min(max((r[i] * q + half) >> s, T_LO), T_HI) + zo, lo), hi)
+
+
+@jit.helper
+def operand(x, n, zp, pre, left, q, half, neg, e, mul, single, buf):
+    """An operand's contributions in the instruction's rounding mode."""
+    if single:
+        single_contributions(x, n, zp, pre, q, half, e, mul, buf)
+    else:
+        contributions(x, n, zp, pre, left, q, half, neg, e, mul, buf)
+
+
+@jit.helper
 def combine(op, ra, rb, n):
     """``ra[i] = r = sat32(ra[i] op rb[i])`` (MAX / MIN: no sat32, both inside int32)."""
     if op == _ADD:
@@ -145,7 +183,7 @@ def eltwise(a, b, out, p):
         p[SIDE_B + 4], p[SIDE_B + 5]
     zo, lo_, qo, ho, no, eo = p[STAGE], p[STAGE + 1], p[STAGE + 2], p[STAGE + 3], \
         p[STAGE + 4], p[STAGE + 5]
-    lo, hi = p[ACT], p[ACT + 1]
+    lo, hi, single = p[ACT], p[ACT + 1], p[ROUND] != 0
     ns, n2, n1, n0 = out.shape
     va, vb = a.shape[3] > 1, b.shape[3] > 1  # varying along the last axis
     bufa, bufb = np.empty(min(n0, CHUNK), I64), np.empty(min(n0, CHUNK), I64)
@@ -157,11 +195,11 @@ def eltwise(a, b, out, p):
     fulla, fullb = np.empty(n0 if ca else 0, I64), np.empty(n0 if cb else 0, I64)
     for s in range(ns):
         if ca and (s == 0 or a.shape[0] > 1):
-            contributions(a[min(s, a.shape[0] - 1), 0, 0], n0, za, pre, la, qa, ha, na, ea,
-                          mul, fulla)
+            operand(a[min(s, a.shape[0] - 1), 0, 0], n0, za, pre, la, qa, ha, na, ea, mul,
+                    single, fulla)
         if cb and (s == 0 or b.shape[0] > 1):
-            contributions(b[min(s, b.shape[0] - 1), 0, 0], n0, zb, pre, lb, qb, hb, nb, eb,
-                          mul, fullb)
+            operand(b[min(s, b.shape[0] - 1), 0, 0], n0, zb, pre, lb, qb, hb, nb, eb, mul,
+                    single, fullb)
         for i2 in range(n2):
             for i1 in range(n1):
                 xa = a[min(s, a.shape[0] - 1), min(i2, a.shape[1] - 1), min(i1, a.shape[2] - 1)]
@@ -172,16 +210,19 @@ def eltwise(a, b, out, p):
                     if ca:  # (combine writes its first operand: a copy)
                         bufa[:n] = fulla[c:c + n]
                     else:
-                        contributions(xa[c:c + n] if va else xa, n, za, pre, la, qa, ha, na, ea,
-                                      mul, bufa)
+                        operand(xa[c:c + n] if va else xa, n, za, pre, la, qa, ha, na, ea,
+                                mul, single, bufa)
                     rb = bufb
                     if cb:
                         rb = fullb[c:c + n]
                     else:
-                        contributions(xb[c:c + n] if vb else xb, n, zb, pre, lb, qb, hb, nb, eb,
-                                      mul, bufb)
+                        operand(xb[c:c + n] if vb else xb, n, zb, pre, lb, qb, hb, nb, eb,
+                                mul, single, bufb)
                     combine(op, bufa, rb, n)
-                    output(bufa, n, y[c:c + n], zo, lo_, qo, ho, no, eo, lo, hi)
+                    if single:
+                        single_output(bufa, n, y[c:c + n], zo, qo, ho, eo, lo, hi)
+                    else:
+                        output(bufa, n, y[c:c + n], zo, lo_, qo, ho, no, eo, lo, hi)
 
 
 @jit.kernel
@@ -202,9 +243,12 @@ def pair_gather(a, b, table, out):
                     y[i] = table[ka * 256 + kb]
 
 
-def mbqm_row(zp: int, mult: int, shift: int) -> list[int]:
+def mbqm_row(zp: int, mult: int, shift: int, single: bool = False) -> list[int]:
     """``zp``, then ``mbqm``'s constants: ``left = max(shift, 0)``, the multiplier, ``2^(e-1)``
-    (0 for ``e = 0``), ``-[e > 0]`` and ``e = max(-shift, 0)``."""
+    (0 for ``e = 0``), ``-[e > 0]`` and ``e = max(-shift, 0)``; for SINGLE rounding ``zp``, 0,
+    the multiplier, ``2^(s-1)``, 0 and ``s = 31 - shift``."""
+    if single:
+        return [zp, 0, mult, 1 << (30 - shift), 0, 31 - shift]
     left, e = max(shift, 0), max(-shift, 0)
     return [zp, left, mult, (1 << e) >> 1, -int(e > 0), e]
 
@@ -212,10 +256,12 @@ def mbqm_row(zp: int, mult: int, shift: int) -> list[int]:
 def params(f: dict[str, Any]) -> np.ndarray:
     """``eltwise``'s int64 parameter vector of an ELTWISE's fields."""
     mul = f["op"] == EltOp.MUL
+    single = f.get("rounding", Rounding.DOUBLE) == Rounding.SINGLE
     v = [int(f["op"]), 0 if mul else f["left_shift"],
-         *mbqm_row(f["a_zp"], f["a_mult"], f["a_shift"]),
-         *mbqm_row(f["b_zp"], f["b_mult"], f["b_shift"]),
-         *mbqm_row(f["out_zp"], f["out_mult"], f["out_shift"]), f["act_min"], f["act_max"]]
+         *mbqm_row(f["a_zp"], f["a_mult"], f["a_shift"], single),
+         *mbqm_row(f["b_zp"], f["b_mult"], f["b_shift"], single),
+         *mbqm_row(f["out_zp"], f["out_mult"], f["out_shift"], single), f["act_min"],
+         f["act_max"], int(single)]
     assert len(v) == SIZE
     return np.array(v, I64)
 

@@ -57,9 +57,14 @@ static int64_t at3(int64_t base, const int64_t *st, int64_t i0, int64_t i1, int6
     return base + i0 * st[0] + i1 * st[1] + i2 * st[2];
 }
 
+/* ELTWISE's rescale in its rounding mode (field `rounding`: 0 DOUBLE, 1 SINGLE saturated) */
+static int64_t ew_scale(int64_t x, int64_t q31, int shift, int64_t single) {
+    return single ? sat32(single_round(x, q31, shift)) : mbqm(x, q31, shift);
+}
+
 static tsl_status eltwise(tsl_sim *s, const int64_t *f) {
     int32_t *out = out_buffer(s);
-    int64_t i0, i1, i2, n = 0;
+    int64_t i0, i1, i2, n = 0, sr = f[EW_ROUNDING];
     int op = (int)f[EW_OP], ls = (int)f[EW_LSHIFT];
     for (i2 = 0; i2 < f[EW_D0 + 2]; i2++)
         for (i1 = 0; i1 < f[EW_D0 + 1]; i1++)
@@ -70,8 +75,8 @@ static tsl_status eltwise(tsl_sim *s, const int64_t *f) {
                 if (op == 2) {
                     r = sat32_mul(A - f[EW_A_ZP], B - f[EW_B_ZP]);
                 } else {
-                    int64_t ra = mbqm(sat32_shl(A - f[EW_A_ZP], ls), f[EW_A_MULT], (int)f[EW_A_SHIFT]);
-                    int64_t rb = mbqm(sat32_shl(B - f[EW_B_ZP], ls), f[EW_B_MULT], (int)f[EW_B_SHIFT]);
+                    int64_t ra = ew_scale(sat32_shl(A - f[EW_A_ZP], ls), f[EW_A_MULT], (int)f[EW_A_SHIFT], sr);
+                    int64_t rb = ew_scale(sat32_shl(B - f[EW_B_ZP], ls), f[EW_B_MULT], (int)f[EW_B_SHIFT], sr);
                     switch (op) {
                     case 0: r = sat32(ra + rb); break;
                     case 1: r = sat32(ra - rb); break;
@@ -79,7 +84,7 @@ static tsl_status eltwise(tsl_sim *s, const int64_t *f) {
                     default: r = ra < rb ? ra : rb; break;
                     }
                 }
-                out[n++] = (int32_t)clamp64(mbqm(r, f[EW_OUT_MULT], (int)f[EW_OUT_SHIFT]) + f[EW_OUT_ZP],
+                out[n++] = (int32_t)clamp64(ew_scale(r, f[EW_OUT_MULT], (int)f[EW_OUT_SHIFT], sr) + f[EW_OUT_ZP],
                                             f[EW_ACT_MIN], f[EW_ACT_MAX]);
             }
     n = 0;
