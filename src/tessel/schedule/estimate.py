@@ -300,7 +300,9 @@ class StepProgram:
             off = [0] * (shape.keys + 1)
             for k, n in enumerate(nsig):
                 off[k + 1] = off[k] + n
-            boxes = [v for h in range(1, shape.hazards + 1) for v in _hazard_box(h)]
+            # per hazard group one box (tessel.sim.clock's BOX ints): a written byte of a
+            # memory of its own, so exactly the group's transfers overlap
+            boxes = [v for h in range(1, shape.hazards + 1) for v in (0, h, 0, 1, 1)]
             shape.table = (rows, bounds, off, boxes or None)
         if not compiled:
             return shape.table
@@ -413,12 +415,6 @@ def _overlap(xs: Sequence, ys: Sequence) -> bool:
     """Two transfers' boxes overlap in one memory with either writing (tessel.sim.clock)."""
     return any(x.space == y.space and x.mem == y.mem and (x.write or y.write)
                and x.lo < y.hi and y.lo < x.hi for x in xs for y in ys)
-
-
-def _hazard_box(group: int) -> tuple[int, int, int, int, int]:
-    """The one box (tessel.sim.clock's BOX ints) of the transfers of a hazard group: a
-    written byte of a memory of its own, so exactly the group's transfers overlap."""
-    return (0, group, 0, 1, 1)
 
 
 def _row(op: tuple) -> tuple:
