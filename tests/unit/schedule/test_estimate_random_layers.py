@@ -1,9 +1,9 @@
 """Estimate vs simulation on generated layers: a few dozen random single layers and two-layer
 chains (conv, depthwise conv, max / average pool, linear, matmul, add / mul, softmax, layer
-norm; odd shapes, strides, padding, dilation, groups) compiled on every preset and timed by the
-simulator's timing model. Each layer's estimate is held to the per-layer bound of
-docs/backend.md (15 %), the generated set to the per-layer p90 bound (5 %) and each graph to the
-whole-model bound (2 %)."""
+norm, nearest upsample; odd shapes, strides, padding, dilation, groups) compiled on every
+preset and timed by the simulator's timing model. Each layer's estimate is held to the
+per-layer bound of docs/backend.md (15 %), the generated set to the per-layer p90 bound (5 %)
+and each graph to the whole-model bound (2 %)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from tessel.runtime.profile import build_profile
 PRESETS = ["tnpu-xs", "u55-256", "tnpu-s", "u65-512", "tnpu-m"]
 LAYER_MAX, LAYER_P90, MODEL_MAX = 0.15, 0.05, 0.02  # docs/backend.md, "Cost models"
 Q = QuantParams((0.05,), (3,))
-SPATIAL = ("conv", "dwconv", "maxpool", "avgpool", "add")  # NHWC in, NHWC out
+SPATIAL = ("conv", "dwconv", "maxpool", "avgpool", "add", "upsample")  # NHWC in and out
 ROWS = ("linear", "matmul", "mul", "softmax", "layernorm")  # (..., features) in and out
 CHAINS = [("conv", "dwconv"), ("dwconv", "conv"), ("conv", "maxpool"), ("avgpool", "conv"),
           ("conv", "add"), ("linear", "softmax"), ("linear", "layernorm"), ("mul", "linear"),
@@ -77,6 +77,9 @@ def _conv(b, rng, x, shape, depthwise):
     k = int(rng.choice([3, 5])) if depthwise else int(rng.choice([1, 3, 3, 5, 7]))
     s, d = int(rng.choice([1, 2])), int(rng.choice([1, 1, 1, 2]))
     p = int(rng.integers(0, d * (k // 2) + 1))
+    while d * (k - 1) + 1 > min(shape[1:3]) + 2 * p:  # the window fits the padded input
+        d, k = (1, k) if d > 1 else (d, k - 2)
+        p = min(p, d * (k // 2))
     groups = c if depthwise else int(rng.choice([g for g in (1, 1, 2, 4) if c % g == 0]))
     cout = c if depthwise else groups * int(rng.integers(1, 65 // groups + 1))
     w = rng.integers(-127, 128, (cout, k, k, c // groups)).astype(np.int8)
@@ -148,6 +151,9 @@ def _layer(b, rng, kind, x, shape):
         return _pool(b, rng, x, Op.MAX_POOL2D if kind == "maxpool" else Op.QAVG_POOL2D)
     if kind in ("add", "mul"):
         return _binary(b, rng, x, shape, Op.QADD if kind == "add" else Op.QMUL)
+    if kind == "upsample":
+        scale = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        return b.add(Op.UPSAMPLE_NEAREST, [x], {"scale": scale, "layout": Layout.NHWC})
     if kind == "linear":
         return _linear(b, rng, x, shape)
     if kind == "matmul":
