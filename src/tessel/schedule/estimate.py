@@ -18,6 +18,7 @@ import numpy as np
 from tessel.arch import NpuArch
 from tessel.isa import Engine, Instruction
 from tessel.isa.costs import Cost, cost_key, instruction_cost
+from tessel.isa.footprint import accesses
 from tessel.ops.step import StepWork, top_slots
 from tessel.sim import clock
 
@@ -40,7 +41,8 @@ class Estimate:
 
 # ops of a step's program at tile granularity (StepProgram), the rows of tessel.sim.clock:
 # consecutive compute instructions of an engine are one _WORK; every DMA transfer is its own
-# _XFER; a compute engine's tile (its WAITs, its instructions, its SIGNALs) is one _TILE. Their
+# _XFER (with its hazard group, `hazard_groups`); a compute engine's tile (its WAITs, its
+# instructions, its SIGNALs) is one _TILE. Their
 # cycles are arch-free: a _WORK, an _XFER or a _TILE names a term (an index into
 # StepProgram.terms) whose cycles on an NPU are its instructions' costs added up
 # (`CostCache.term_values`)
@@ -126,12 +128,14 @@ class _Shape:
     their terms' instructions share one, its `sid` keys their timings) and, once asked for, its
     table of tessel.sim.clock rows."""
 
-    __slots__ = ("sid", "queues", "keys", "table", "arrays")
+    __slots__ = ("sid", "queues", "keys", "table", "arrays", "hazards")
 
     def __init__(self, sid: int, queues: tuple[tuple[tuple, ...], ...], keys: int):
         self.sid, self.queues, self.keys = sid, queues, keys
         self.table: tuple[list[int], list[int], list[int]] | None = None
         self.arrays: tuple[np.ndarray, ...] | None = None
+        # the largest hazard group of its transfers (0: none, no boxes to time)
+        self.hazards = max((op[3] for q in queues for op in q if op[0] == _XFER), default=0)
 
 
 _SHAPES: dict[tuple, _Shape] = {}  # (keys, queues) -> its _Shape (emptied when full)
@@ -141,8 +145,8 @@ _SHAPE_IDS = itertools.count()
 class StepProgram:
     """The four queues of a step as emit/step.py orders them (rings, group slots, drains,
     step-done tokens), each op a tuple: (_WAIT, key), (_SIGNAL, key, engines to wake as a bit
-    mask), (_WORK, term), (_XFER, term, memory), (_TILE, wait keys, term, signal keys,
-    engines to wake); `terms`: the terms they index. Nothing in it depends on the NPU's
+    mask), (_WORK, term), (_XFER, term, memory, hazard group), (_TILE, wait keys, term, signal
+    keys, engines to wake); `terms`: the terms they index. Nothing in it depends on the NPU's
     figures: `time_program` times it on any NPU.
 
     `tiles`: (cost scope, tile key) -> a tile's terms, shared by the programs of works with a
@@ -270,9 +274,10 @@ class StepProgram:
         del self._q, self._index, self._shared, self.waiter, self.slots
 
     def table(self, compiled: bool) -> tuple:
-        """The program as tessel.sim.clock's rows, each engine's first row and the end, and
-        each token key's first slot in the signals' buffer and the end: flat lists for the
-        Python source, int64 arrays for the compiled form; one of each per program shape."""
+        """The program as tessel.sim.clock's rows, each engine's first row and the end, each
+        token key's first slot in the signals' buffer and the end, and the transfers' boxes
+        (one per hazard group, `hazard_groups`; None without any): flat lists for the Python
+        source, int64 arrays for the compiled form; one of each per program shape."""
         shape = self._shape
         if shape.table is None:
             rows: list[int] = []
@@ -295,11 +300,15 @@ class StepProgram:
             off = [0] * (shape.keys + 1)
             for k, n in enumerate(nsig):
                 off[k + 1] = off[k] + n
-            shape.table = (rows, bounds, off)
+            # per hazard group one box (tessel.sim.clock's BOX ints): a written byte of a
+            # memory of its own, so exactly the group's transfers overlap
+            boxes = [v for h in range(1, shape.hazards + 1) for v in (0, h, 0, 1, 1)]
+            shape.table = (rows, bounds, off, boxes or None)
         if not compiled:
             return shape.table
         if shape.arrays is None:
-            shape.arrays = tuple(np.array(x, np.int64) for x in shape.table)
+            shape.arrays = tuple(None if x is None else np.array(x, np.int64)
+                                 for x in shape.table)
         return shape.arrays
 
     def _key(self, waiter: int) -> int:
@@ -336,6 +345,7 @@ class StepProgram:
         return k
 
     def _xfers(self, instrs: Sequence[Instruction]) -> list[tuple]:
+        # a group's weight and parameter loads: distinct SRAM slots, no hazard group
         return [(_XFER, self._term(term((ins,))), ins.mem, 0) for ins in instrs]
 
     def _tile(self, work: StepWork, g: int, t: int, memo: dict[Hashable, tuple]) -> tuple:
@@ -350,21 +360,61 @@ class StepProgram:
                 terms = self._shared.get(scoped)
         if terms is None:
             tile = work.tile_fn(g, t, self.slots)
-            terms = (tuple([(term((i,)), i.mem) for i in tile.loads]),
-                     term(tile.matrix, Engine.MATRIX), term(tile.vector, Engine.VECTOR),
-                     tuple([(term((i,)), i.mem) for i in tile.stores]),
-                     tuple([(term((c[0],)), c[0].mem) for c in tile.copies]),
-                     tuple([(term((c[1],)), c[1].mem) for c in tile.copies]))
+            terms = (_xfer_terms(tile.loads), term(tile.matrix, Engine.MATRIX),
+                     term(tile.vector, Engine.VECTOR), _xfer_terms(tile.stores),
+                     tuple([(term((c[0],)), c[0].mem, 0) for c in tile.copies]),
+                     tuple([(term((c[1],)), c[1].mem, 0) for c in tile.copies]))
             if scoped is not None:
                 self._shared[scoped] = terms
         ix = self._term
-        ops = ([(_XFER, ix(x), m, 0) for x, m in terms[0]], ix(terms[1]), ix(terms[2]),
-               [(_XFER, ix(x), m, 0) for x, m in terms[3]],
-               [(_XFER, ix(x), m, 0) for x, m in terms[4]],
-               [(_XFER, ix(x), m, 0) for x, m in terms[5]])
+        ops = ([(_XFER, ix(x), m, h) for x, m, h in terms[0]], ix(terms[1]), ix(terms[2]),
+               [(_XFER, ix(x), m, h) for x, m, h in terms[3]],
+               [(_XFER, ix(x), m, h) for x, m, h in terms[4]],
+               [(_XFER, ix(x), m, h) for x, m, h in terms[5]])
         if key is not None:
             memo[key] = ops
         return ops
+
+
+def _xfer_terms(instrs: Sequence[Instruction]) -> tuple[tuple[Term, int, int], ...]:
+    """(term, memory, hazard group) of each transfer of a tile's loads or stores."""
+    return tuple([(term((i,)), i.mem, h)
+                  for i, h in zip(instrs, hazard_groups(instrs), strict=True)])
+
+
+def hazard_groups(instrs: Sequence[Instruction]) -> tuple[int, ...]:
+    """Per transfer of `instrs` (one engine's transfers between two of its SIGNALs), its
+    hazard group: 0 for a transfer whose operand boxes overlap none of the others' with either
+    writing, else a number > 0 shared with those it overlaps (transitively). The simulator
+    starts a transfer only once the transfers of its engine in flight that it overlaps have
+    ended (tessel.sim.clock); a DMA engine's SIGNAL waits for all its transfers, so only
+    transfers between two SIGNALs can be in flight together. Overlaps of one tensor's own
+    boxes (a 5-D pattern split into interleaved 4-D transfers) hold wherever the tensor is
+    placed, so the search's stand-in addresses see them too."""
+    n = len(instrs)
+    if n < 2:
+        return (0,) * n
+    boxes = [accesses(i) for i in instrs]
+    parent = list(range(n))
+
+    def root(a: int) -> int:
+        while parent[a] != a:
+            a = parent[a]
+        return a
+
+    for b in range(1, n):
+        for a in range(b):
+            if _overlap(boxes[a], boxes[b]):
+                parent[root(b)] = root(a)
+    roots = [root(a) for a in range(n)]
+    shared = sorted({r for r in roots if roots.count(r) > 1})
+    return tuple(shared.index(r) + 1 if r in shared else 0 for r in roots)
+
+
+def _overlap(xs: Sequence, ys: Sequence) -> bool:
+    """Two transfers' boxes overlap in one memory with either writing (tessel.sim.clock)."""
+    return any(x.space == y.space and x.mem == y.mem and (x.write or y.write)
+               and x.lo < y.hi and y.lo < x.hi for x in xs for y in ys)
 
 
 def _row(op: tuple) -> tuple:
@@ -381,7 +431,9 @@ def _row(op: tuple) -> tuple:
         return (_SIGNAL, op[1], op[2], 0, 0, 0, 0, 0)
     if kind == _WORK:
         return (_WORK, op[1], 0, 0, 0, 0, 0, 0)
-    return (_XFER, op[1], op[2], 0, 0, 0, 0, 0)  # no hazards: tokens order a step's buffers
+    if op[3]:  # its hazard group's box: the group-th of StepProgram.table's boxes
+        return (_XFER, op[1], op[2], op[3] - 1, op[3], 0, 0, 0)
+    return (_XFER, op[1], op[2], 0, 0, 0, 0, 0)
 
 
 # tiered: a process times programs with the timing rules' Python source until it has timed
@@ -417,8 +469,9 @@ def _time(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels:
         compiled = _TIMED[0] >= KERNEL_AFTER and _compiled_available()
         if not compiled:
             _TIMED[0] += 1
-    rows, bounds, sig_off = prog.table(compiled)
-    out, _, _ = clock.time_rows(rows, bounds, sig_off, vals, lats, channels, compiled=compiled)
+    rows, bounds, sig_off, boxes = prog.table(compiled)
+    out, _, _ = clock.time_rows(rows, bounds, sig_off, vals, lats, channels, boxes=boxes,
+                                compiled=compiled)
     if out[clock.OUT_BLOCKED]:
         raise AssertionError("estimate_step: the step's token protocol does not complete")
     total = int(out[clock.OUT_TOP]) - min(int(out[clock.OUT_FIRST]),

@@ -1,5 +1,5 @@
 """qconv2d -> CONV/DWCONV + REQUANT programs: simulated output equals an independent int64
-reference bit for bit, for every conv shape class; the estimate tracks the simulated cycles."""
+reference bit for bit, for every conv shape class; the estimate equals the simulated cycles."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from compile_region import compile_region
+from compile_region import assert_estimates_exact, compile_region
 from tessel.arch import load_preset
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import fixedpoint as fp
@@ -52,7 +52,7 @@ def reference(g, x):
     {"h": 23, "w": 21, "k": 17, "s": 3, "p": 8, "c": 4, "cout": 8},
     {"h": 40, "w": 38, "k": 18, "s": 18, "p": 0, "c": 5, "cout": 16},
 ])
-def test_conv_bit_exact_and_estimate_close(preset, kw):
+def test_conv_bit_exact_and_estimate_exact(preset, kw):
     rng = np.random.default_rng(len(str(kw)))
     arch = load_preset(preset)
     g = conv_graph(rng, **kw)
@@ -61,7 +61,4 @@ def test_conv_bit_exact_and_estimate_close(preset, kw):
     x = rng.integers(-128, 128, g.inputs[0].type.shape).astype(np.int8)
     res = simulate(rp.program, arch, {"x": x})
     np.testing.assert_array_equal(res.outputs[node.name], reference(g, x))
-    est, sim = rp.layers[0].estimate.cycles, res.stats.total_cycles
-    # the analytical model's fidelity (docs/benchmarks.md): within 10 % on all but the
-    # smallest DMA-bound steps, where overlap of the group loads is modelled pessimistically
-    assert abs(est - sim) <= 0.12 * sim, (est, sim)
+    assert_estimates_exact(rp, arch)

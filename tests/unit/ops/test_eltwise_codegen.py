@@ -1,6 +1,6 @@
 """qadd / qsub / qmul / requantize / lut -> ELTWISE / LUT programs: simulated output equals the
 golden model bit for bit (numpy broadcasting via stride-0 operands, constant operands, int16,
-tensors larger than SRAM, every preset); the estimate tracks the simulated cycles."""
+tensors larger than SRAM, every preset); the estimate equals the simulated cycles."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from compile_region import compile_region
+from compile_region import assert_estimates_exact, compile_region
 from tessel.arch import load_preset
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, run_graph, verify
 from tessel.isa import Engine, Opcode
@@ -23,7 +23,6 @@ from tessel.schedule.plan import estimation_context
 from tessel.sim import simulate
 
 Q = QuantParams((0.05,), (3,))
-OFF: list = []  # steps whose estimate is more than 10 % off (see check_estimate)
 PRESETS = ["tnpu-s", "tnpu-xs", "u55-256", "u65-512", "tnpu-m"]
 
 
@@ -79,21 +78,8 @@ def run(g, rng, preset):
     res = simulate(rp.program, arch, feeds)
     out = res.outputs[node.name]
     np.testing.assert_array_equal(out, run_graph(g, feeds, kernels=GOLDEN_KERNELS)[0])
-    check_estimate(rp.layers[0], res.stats.total_cycles)
+    assert_estimates_exact(rp, arch)
     return feeds, out, rp
-
-
-def check_estimate(layer, sim):
-    """Within 2 % (+ 8 cycles) of the simulated cycles: the estimate runs the step's program (its queues and
-    tokens) by the simulator's timing rules, with each off-chip port serving transfers first
-    come, first served (tessel.schedule.estimate.estimate_step). What it leaves out: the
-    simulator's wait for an in-flight transfer whose operand boxes overlap (rare). The 8 cycles:
-    the estimate, like a layer's cycles in `cm.profile`, ends with the step's last token
-    instruction, the program's total with its last store."""
-    est = layer.estimate.cycles
-    assert abs(est - sim) <= 0.02 * sim + 8, (layer.mapping, est, sim)
-    if abs(est - sim) > 0.1 * sim:
-        OFF.append((layer.mapping, est, sim))
 
 
 @pytest.mark.parametrize("preset", PRESETS)

@@ -2,7 +2,7 @@
 golden model (GOLDEN_KERNELS) bit for bit on every preset, for plans made by the real
 plan_softmax / plan_layer_norm at realistic scales (MiniLM attention with a saturated mask,
 ViT attention, transformer residual streams with outliers); the emitted tile is exactly the
-golden chain; the estimate tracks the simulated cycles."""
+golden chain; the estimate equals the simulated cycles."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from compile_region import compile_region
+from compile_region import assert_estimates_exact, compile_region
 from tessel.arch import load_preset
 from tessel.errors import TesselCompileError
 from tessel.ir import DType, GraphBuilder, Op, QuantParams, TensorType, verify
@@ -22,7 +22,6 @@ from tessel.quant.golden import GOLDEN_KERNELS
 from tessel.sim import simulate
 
 PRESETS = ["tnpu-s", "tnpu-xs", "u55-256", "u65-512", "tnpu-m"]
-SLACK = 16  # cycles: token handshakes the estimate leaves out (tiny steps)
 ISA = {DType.I8: IsaDType.I8, DType.I16: IsaDType.I16}
 SOFTMAX_CHAIN = [Opcode.REDUCE, Opcode.ELTWISE, Opcode.LUT, Opcode.REDUCE, Opcode.UNARY,
                  Opcode.ELTWISE]
@@ -72,9 +71,8 @@ def run(g, consts, x, preset):
     return rp, res, out
 
 
-def assert_estimate_close(rp, res):
-    est, sim = rp.layers[0].estimate.cycles, res.stats.total_cycles
-    assert abs(est - sim) <= max(0.1 * sim, SLACK), (rp.layers[0].mapping, est, sim)
+def assert_estimate_exact(rp, preset):
+    assert_estimates_exact(rp, load_preset(preset))
 
 
 # ---------------------------------------------------------------- data
@@ -126,7 +124,7 @@ def test_minilm_softmax_int16_in_int8_out_with_saturated_mask(preset):
     assert (out[..., 1:, -5:] == -128).all()  # masked keys get probability 0
     assert (out[0, 0, 0] == out[0, 0, 0, 0]).all()  # a fully masked row is uniform
     check_softmax_close(x, out, scale, zp, DType.I8)
-    assert_estimate_close(rp, res)
+    assert_estimate_exact(rp, preset)
 
 
 VIT = [(DType.I8, DType.I16), (DType.I16, DType.I8)]
@@ -141,7 +139,7 @@ def test_vit_softmax_197_tokens(preset, in_dt, out_dt):
     g, consts = softmax_graph(shape, in_dt, out_dt, scale, zp)
     rp, res, out = run(g, consts, x, preset)
     check_softmax_close(x, out, scale, zp, out_dt)
-    assert_estimate_close(rp, res)
+    assert_estimate_exact(rp, preset)
 
 
 SOFTMAX_EDGES = [((2, 7, 5), 1, DType.I16, DType.I16),  # reduced axis not the last
@@ -158,7 +156,7 @@ def test_softmax_edges(preset, shape, axis, in_dt, out_dt):
     g, consts = softmax_graph(shape, in_dt, out_dt, scale, zp, axis)
     rp, res, out = run(g, consts, x, preset)
     check_softmax_close(x, out, scale, zp, out_dt, axis)
-    assert_estimate_close(rp, res)
+    assert_estimate_exact(rp, preset)
 
 
 def test_softmax_over_a_middle_axis_splits_the_inner_dim_when_a_row_block_is_too_big():
@@ -167,9 +165,10 @@ def test_softmax_over_a_middle_axis_splits_the_inner_dim_when_a_row_block_is_too
     shape = (2, 1500, 48)
     x, scale, zp = vit_scores(shape, rng, DType.I16)
     g, consts = softmax_graph(shape, DType.I16, DType.I8, scale, zp, axis=1)
-    rp, res, out = run(g, consts, x, "tnpu-xs")
+    preset = "tnpu-xs"
+    rp, res, out = run(g, consts, x, preset)
     assert "inner=" in rp.layers[0].mapping, rp.layers[0].mapping
-    assert_estimate_close(rp, res)
+    assert_estimate_exact(rp, preset)
 
 
 def test_softmax_tile_is_the_golden_chain_and_the_table_loads_once():
@@ -212,7 +211,7 @@ def test_layer_norm(preset, shape, in_dt, out_dt, scales):
     want = np.clip(ref / s_out + o_zp, lo, hi)
     # sanity (not the contract): near float layer norm, within an output step or 0.005
     assert np.abs(out - want).mean() * s_out < max(s_out, 0.005)
-    assert_estimate_close(rp, res)
+    assert_estimate_exact(rp, preset)
 
 
 def test_layer_norm_tile_is_the_golden_chain():
