@@ -42,6 +42,7 @@ def test_the_limiting_job_has_the_largest_response_share_of_its_deadline():
     assert set(chain[:chain.index(job.task)]) <= set(lim.window_ms)
 
 
+@pytest.mark.slow
 def test_every_gain_is_a_run_of_the_scenario_on_the_relaxed_npu(advice):
     arch, sc = load_target("tnpu-s"), load_scenario("xr_glasses")
     assert {g.change for g in advice.gains} | {c for c, _ in advice.skipped} == {
