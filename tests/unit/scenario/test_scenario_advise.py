@@ -18,6 +18,9 @@ from tessel.scenario.advise import advise_scenario, limiting_job
 from tessel.scenario.run import run_scenario
 
 WINDOW_S = 0.05
+# the module's tests on one xdist worker: the advice (a run of the scenario per relaxation,
+# seconds each) is computed once, not once per worker its tests were handed to
+pytestmark = pytest.mark.xdist_group("scenario-advise")
 
 
 @pytest.fixture(scope="module")
