@@ -1,5 +1,5 @@
 """Suite-wide settings: one torch thread per xdist worker (two workers share two cores), a
-fresh quantised-graph cache folder per test process."""
+fresh quantised-graph cache folder per test process, files with slow tests collected first."""
 
 from __future__ import annotations
 
@@ -18,6 +18,14 @@ if "TESSEL_CACHE_DIR" not in os.environ:
     import tempfile
 
     os.environ["TESSEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="tessel-test-cache-")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Test files with a `slow` test run first, each file's tests still together and in order:
+    xdist hands tests out in collection order, so a long test collected last would run alone
+    on one core while the other idles; run early, the short tests even out the two cores."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 @pytest.fixture(autouse=True)

@@ -43,6 +43,7 @@ def test_a_model_file_gives_its_held_out_inputs() -> None:
     assert not np.array_equal(held_out[0][0], spec.calibration_data(1)[0][0])
 
 
+@pytest.mark.slow
 def test_following_the_per_layer_advice_gains_3_db_within_10_percent_cycles() -> None:
     model, example = V.mobilenet_v3()
     calibration, held_out = V.images(CALIBRATION, seed=1), V.images(HELD_OUT, seed=2)

@@ -117,6 +117,7 @@ def test_kill_9_leaves_no_worker_behind(model_file, tmp_path):
                 w.kill()
 
 
+@pytest.mark.slow
 def test_kill_9_with_local_ray_leaves_nothing_behind(model_file, tmp_path):
     pytest.importorskip("ray", reason="the 'ray' package is not installed")
     space = tmp_path / "space.toml"

@@ -35,6 +35,7 @@ def test_digits_int8_accuracy_within_one_point_of_float() -> None:
     assert report.top1_agreement >= 0.97 and report.sqnr_db[0] > 20
 
 
+@pytest.mark.slow
 def test_digits_qat_converts_lowers_and_is_accurate() -> None:
     from tessel.models import digits
     from tessel.quant.api import prepare_quantize_qat, quantize_qat

@@ -18,6 +18,9 @@ from tessel.scenario.advise import advise_scenario, limiting_job
 from tessel.scenario.run import run_scenario
 
 WINDOW_S = 0.05
+# the module's tests on one xdist worker: the advice (a run of the scenario per relaxation,
+# seconds each) is computed once, not once per worker its tests were handed to
+pytestmark = pytest.mark.xdist_group("scenario-advise")
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +45,7 @@ def test_the_limiting_job_has_the_largest_response_share_of_its_deadline():
     assert set(chain[:chain.index(job.task)]) <= set(lim.window_ms)
 
 
+@pytest.mark.slow
 def test_every_gain_is_a_run_of_the_scenario_on_the_relaxed_npu(advice):
     arch, sc = load_target("tnpu-s"), load_scenario("xr_glasses")
     assert {g.change for g in advice.gains} | {c for c, _ in advice.skipped} == {
