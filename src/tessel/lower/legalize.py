@@ -14,7 +14,7 @@ from __future__ import annotations
 from tessel.ir import Graph, Layout, Node, Op, unique_name
 from tessel.ir.types import TensorType
 from tessel.isa.limits import MAX_PAD
-from tessel.ops.conv_emit import refusal
+from tessel.ops.conv_geometry import refusal
 
 
 def legalize(graph: Graph) -> Graph:

@@ -21,7 +21,7 @@ from tessel.ir.ops import CONV_ATTRS, Op, OpSpec, nchw_like, require, spatial, w
 from tessel.ir.rewriting import Rewriter
 from tessel.ir.types import DType, Layout, QuantParams, TensorType
 from tessel.isa.fixedpoint import Rounding
-from tessel.ops import conv_emit, intops
+from tessel.ops import conv_emit, conv_geometry, intops
 from tessel.ops.base import LayoutRule, Npu, OpDef, Trait, lazy_functional, register
 from tessel.ops.quantise import (
     OUT_ATTRS,
@@ -515,7 +515,7 @@ register(
                              {**CONV_ATTRS, "in_zp": AttrSpec(_I), **OUT_ATTRS,
                               **ROUNDING_ATTR}),
           golden=_qconv2d_golden, layout=LayoutRule.WINDOW_WEIGHTS,
-          npu=Npu(conv_emit, conv_emit.refusal, quant_free=frozenset({"in_zp"}) | OUT_FIELDS,
+          npu=Npu(conv_emit, conv_geometry.refusal, quant_free=frozenset({"in_zp"}) | OUT_FIELDS,
                   int4=frozenset({1})),
           macs=conv_macs, traits=frozenset({Trait.INTEGER})),
     OpDef(Op.CONV_TRANSPOSE2D, OpSpec(_CONV_OPERANDS, _conv_transpose2d_type, {

@@ -63,7 +63,7 @@ from tessel.errors import TesselCompileError
 from tessel.ir import DType, Node, Op
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode, PoolOp
-from tessel.ops import conv_emit, dma, eltwise_emit, pool_emit
+from tessel.ops import conv_geometry, conv_weights, dma, eltwise_emit, pool_emit
 from tessel.ops.context import (
     ALIGN,
     ISA_DTYPE,
@@ -274,16 +274,16 @@ class ChainGeometry:
 def geometries(chain: FusedChain, ctx: CodegenContext) -> tuple:
     """(conv, depthwise, project) geometries of the chain (None where a member is absent)."""
     # dense weights: the chain's CONVs read dense HWIO blocks
-    return (conv_emit.geometry(chain.conv, ctx, False) if chain.conv is not None else None,
+    return (conv_geometry.geometry(chain.conv, ctx, False) if chain.conv is not None else None,
             _pool_geometry(chain.dw, ctx) if chain.pooled
-            else conv_emit.geometry(chain.dw, ctx, False),
-            conv_emit.geometry(chain.project, ctx, False) if chain.project is not None else None)
+            else conv_geometry.geometry(chain.dw, ctx, False),
+            conv_geometry.geometry(chain.project, ctx, False) if chain.project is not None else None)
 
 
-def _pool_geometry(node: Node, ctx: CodegenContext) -> conv_emit.ConvGeometry:
+def _pool_geometry(node: Node, ctx: CodegenContext) -> conv_geometry.ConvGeometry:
     """A max pool's window as a depthwise conv's geometry (no weights)."""
     p = pool_emit.pool_geometry(node, ctx)
-    return conv_emit.ConvGeometry(**p.window_attrs(), h=p.h, w=p.w, c=p.c, cout=p.c,
+    return conv_geometry.ConvGeometry(**p.window_attrs(), h=p.h, w=p.w, c=p.c, cout=p.c,
                                   groups=p.c, n=p.n)
 
 
@@ -715,12 +715,12 @@ def _const_chunks(chain: FusedChain, geo: ChainGeometry) -> tuple[list, list, li
 
 def constants(chain: FusedChain, m: FusedMapping, ctx: CodegenContext) -> StepConstants:
     """The step's constant blobs in read order: the conv's chunks, the windowed member's
-    chunks, the project's (each a chunk's pre-tiled weights and parameters, conv_emit)."""
+    chunks, the project's (each a chunk's pre-tiled weights and parameters, conv_weights)."""
     geo = ChainGeometry(chain, m, ctx)
     members = (chain.conv, chain.dw, chain.project)
     blobs = [b for node, g, chunks in zip(members, (geo.g1, geo.g2, geo.g3),
                                           _const_chunks(chain, geo), strict=True)
-             if chunks for b in conv_emit.blobs(node, g, chunks, ctx)]
+             if chunks for b in conv_weights.blobs(node, g, chunks, ctx)]
     return StepConstants(tuple(blobs))
 
 

@@ -47,7 +47,7 @@ from tessel.ops.context import (
     const_addresses,
     require_int4,
 )
-from tessel.ops.conv_emit import pack_int4
+from tessel.ops.conv_weights import pack_int4
 from tessel.ops.eltwise_emit import const_blob, const_operand, is_const
 from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 

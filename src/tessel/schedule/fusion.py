@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tessel.ir import DType, Graph, Node, Op
-from tessel.ops import conv_emit, pool_emit
+from tessel.ops import conv_geometry, pool_emit
 from tessel.ops.fused_emit import FusedChain
 
 
@@ -20,8 +20,8 @@ def _is_conv(graph: Graph, n: Node) -> bool:
         return False
     _, kh, kw, _ = graph.type_of(n.inputs[1]).shape
     return (n.type.dtype is DType.I8 and graph.type_of(n.inputs[0]).dtype is DType.I8
-            and max(kh, kw, *n.attr_map["stride"]) <= conv_emit.MAX_KERNEL
-            and conv_emit.refusal(n, graph) is None)
+            and max(kh, kw, *n.attr_map["stride"]) <= conv_geometry.MAX_KERNEL
+            and conv_geometry.refusal(n, graph) is None)
 
 
 def _is_dw(graph: Graph, n: Node) -> bool:
@@ -31,7 +31,7 @@ def _is_dw(graph: Graph, n: Node) -> bool:
     return (n.attr_map["groups"] == c == n.type.shape[3] > 1
             and graph.type_of(n.inputs[1]).shape[3] == 1
             and graph.type_of(n.inputs[0]).dtype is DType.I8
-            and conv_emit.refusal(n, graph) is None)
+            and conv_geometry.refusal(n, graph) is None)
 
 
 def _is_project(graph: Graph, n: Node) -> bool:

@@ -33,7 +33,7 @@ from typing import Any
 from tessel.arch import NpuArch
 from tessel.ir import Node, Op
 from tessel.isa.costs import gemm_cycles
-from tessel.ops import conv_emit, fused_emit
+from tessel.ops import conv_emit, conv_geometry, fused_emit
 from tessel.ops.context import CodegenContext
 
 
@@ -280,15 +280,15 @@ def _assemble(chunks: list[int], nt: int, group_loads: Callable[[int], list],
 
 
 def conv_bound(node: Node, m: conv_emit.ConvMapping, ctx: CodegenContext,
-               sample: int | None, g: conv_emit.ConvGeometry | None = None) -> int:
+               sample: int | None, g: conv_geometry.ConvGeometry | None = None) -> int:
     """Lower bound of estimate_step(conv_emit.step(node, m, ctx), sample=sample)."""
     return conv_terms(node, m, ctx, sample, g).evaluate(ctx.arch)
 
 
 def conv_terms(node: Node, m: conv_emit.ConvMapping, ctx: CodegenContext,
-               sample: int | None, g: conv_emit.ConvGeometry | None = None) -> Terms:
+               sample: int | None, g: conv_geometry.ConvGeometry | None = None) -> Terms:
     """conv_bound's arch-free terms."""
-    g = g if g is not None else conv_emit.geometry(node, ctx)
+    g = g if g is not None else conv_geometry.geometry(node, ctx)
     if m.order.input_resident:
         return _conv_input_resident_terms(node, m, ctx, sample, g)
     x, y = ctx.tensor(node.inputs[0]), ctx.tensor(node.name)
@@ -298,7 +298,7 @@ def conv_terms(node: Node, m: conv_emit.ConvMapping, ctx: CodegenContext,
     row_tiles = [(oy, min(m.rows, g.oh - oy)) for _ in range(g.n)
                  for oy in range(0, g.oh, m.rows)]
     ng, nt = _groups_tiles(len(chunks), len(row_tiles), sample)
-    subs = None if g.depthwise else conv_emit.sub_convs(g)
+    subs = None if g.depthwise else conv_geometry.sub_convs(g)
     windows = [(rows, g.in_rows(oy0, rows)[1]) for oy0, rows in row_tiles[:nt]]
     cyc = _Bound.cycles
     wmem = ctx.consts.memory
@@ -319,7 +319,7 @@ def conv_terms(node: Node, m: conv_emit.ConvMapping, ctx: CodegenContext,
                     mwork = _gemm(pixels, cn, g.kh * g.kw)
                     vwork = _vec(pixels * cn)  # REQUANT
             else:
-                cg = conv_emit.per_conv(g, cn)
+                cg = conv_geometry.per_conv(g, cn)
                 mwork = _times(_plus(*[_gemm(pixels, cg, g.k_run(sc.bh * sc.bw * g.cin_g))
                                        for sc in subs]), cn // cg)
                 vwork = _vec(pixels * cn)  # REQUANT
@@ -332,7 +332,7 @@ def conv_terms(node: Node, m: conv_emit.ConvMapping, ctx: CodegenContext,
 
 
 def _conv_input_resident_terms(node: Node, m: conv_emit.ConvMapping, ctx: CodegenContext,
-                               sample: int | None, g: conv_emit.ConvGeometry) -> Terms:
+                               sample: int | None, g: conv_geometry.ConvGeometry) -> Terms:
     """conv_terms of the input-resident orders (conv_emit.ConvOrder.INPUT / INPUT_STREAM): a
     group per row stripe loads its input rows (group 0 also every chunk's weights for INPUT,
     and the parameter table); a tile per chunk (INPUT_STREAM: loading its weights)."""
@@ -341,7 +341,7 @@ def _conv_input_resident_terms(node: Node, m: conv_emit.ConvMapping, ctx: Codege
     chunks = [min(m.chunk, g.cout - c0) for c0 in range(0, g.cout, m.chunk)]
     stripes = [(oy, min(m.rows, g.oh - oy)) for _ in range(g.n) for oy in range(0, g.oh, m.rows)]
     ng, nt = _groups_tiles(len(stripes), len(chunks), sample)
-    subs = conv_emit.sub_convs(g)
+    subs = conv_geometry.sub_convs(g)
     streamed = m.order is conv_emit.ConvOrder.INPUT_STREAM
     acc = _Bound()
     cyc = _Bound.cycles
@@ -363,7 +363,7 @@ def _conv_input_resident_terms(node: Node, m: conv_emit.ConvMapping, ctx: Codege
         for t in range(nt):
             cn = chunks[t]
             if (rows, cn) not in work:
-                cg = conv_emit.per_conv(g, cn)
+                cg = conv_geometry.per_conv(g, cn)
                 work[rows, cn] = (_times(_plus(*[_gemm(pixels, cg,
                                                        g.k_run(sc.bh * sc.bw * g.cin_g))
                                                  for sc in subs]), cn // cg), _vec(pixels * cn))
@@ -568,7 +568,7 @@ class Bounds:
                 got = chain_terms(unit, mapping, ctx, sample, self._geoms)
             else:
                 if self._geoms is None:
-                    self._geoms = conv_emit.geometry(unit, ctx)
+                    self._geoms = conv_geometry.geometry(unit, ctx)
                 got = conv_terms(unit, mapping, ctx, sample, self._geoms)
             self.memo[key] = got
         return got

@@ -53,7 +53,7 @@ from tessel.arch import NpuArch
 from tessel.arch.decl import Affects
 from tessel.arch.params import candidate_values, key_values
 from tessel.ir import Node, Op
-from tessel.ops import conv_emit, definition
+from tessel.ops import conv_geometry, definition
 from tessel.ops.context import CodegenContext
 from tessel.ops.conv_emit import ConvMapping, ConvOrder
 from tessel.ops.fused_emit import FusedChain
@@ -209,7 +209,7 @@ def candidate_key(unit: Node | FusedChain, ctx: CodegenContext) -> tuple:
     if isinstance(unit, FusedChain):
         return (program_key(arch), *candidate_values(arch, _CHAIN_IGNORES))
     if unit.op is Op.QCONV2D:
-        ignores = _CHAIN_IGNORES if conv_emit.geometry(unit, ctx).depthwise else _CONV_IGNORES
+        ignores = _CHAIN_IGNORES if conv_geometry.geometry(unit, ctx).depthwise else _CONV_IGNORES
         return (program_key(arch), *candidate_values(arch, ignores))
     return (timing_key(arch, _uses_matrix(unit)),)
 

@@ -12,7 +12,7 @@ from test_conv_codegen import conv_graph
 
 from tessel.arch import load_preset
 from tessel.isa import Opcode
-from tessel.ops import conv_emit
+from tessel.ops import conv_emit, conv_geometry
 from tessel.ops.context import CodegenContext, ConstPool
 from tessel.ops.step import Slots
 from tessel.schedule.plan import estimation_context
@@ -50,7 +50,7 @@ def test_tiles_with_shared_computes_equal_tiles_built_alone(preset, case):
     if case.get("groups", 1) not in (1, case["c"]):
         # a grouped conv's CONVs read their chunk's input channels: tiles of other chunks
         # must not be served each other's
-        m = next(m for m in cands if len(conv_emit._chunk_list(conv_emit.geometry(node, est_ctx),
+        m = next(m for m in cands if len(conv_emit._chunk_list(conv_geometry.geometry(node, est_ctx),
                                                               m)) > 1 and not m.order.input_resident)
         w = conv_emit.step(node, m, est_ctx)
         a, b = (w.tile_fn(j, 0, Slots()) for j in (0, 1))

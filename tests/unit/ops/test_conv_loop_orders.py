@@ -18,7 +18,7 @@ from tessel.errors import TesselCompileError
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import Engine, Opcode
 from tessel.isa.footprint import accesses
-from tessel.ops import conv_emit
+from tessel.ops import conv_emit, conv_geometry
 from tessel.ops.context import CodegenContext, ConstPool, DramTensor
 from tessel.ops.step import Slots
 from tessel.schedule import prerank
@@ -38,7 +38,7 @@ def _contexts(g, arch):
 
 def _fitting(node, est_ctx, order, chunk, rows_options):
     """Mappings of `order` with channel chunk `chunk` that fit, one per row count."""
-    g = conv_emit.geometry(node, est_ctx)
+    g = conv_geometry.geometry(node, est_ctx)
     out = []
     for r in rows_options:
         for db in (True, False):
@@ -79,7 +79,7 @@ def test_every_order_bit_exact_and_estimate_follows(preset, kw):
     g = batched_conv_graph(rng) if kw == "batched" else conv_graph(rng, **kw)
     node = g.nodes[-1]
     _, est_ctx = _contexts(g, arch)
-    geo = conv_emit.geometry(node, est_ctx)
+    geo = conv_geometry.geometry(node, est_ctx)
     unit = 1 if geo.groups == 1 else geo.cout_g
     chunk = max(unit, 16 // unit * unit)
     assert chunk < geo.cout  # more than one chunk: the orders differ
@@ -134,7 +134,7 @@ def test_input_resident_reads_the_input_once():
     g = conv_graph(rng, h=12, w=10, k=1, p=0, c=32, cout=64)
     node = g.nodes[-1]
     _, est_ctx = _contexts(g, arch)
-    geo = conv_emit.geometry(node, est_ctx)
+    geo = conv_geometry.geometry(node, est_ctx)
     x_bytes = est_ctx.tensor(node.inputs[0]).nbytes
     consts = geo.weight_bytes(geo.cout) + 12 * geo.cout
     chunk, rows = 16, 3
@@ -168,7 +168,7 @@ def test_input_resident_bounds_below_estimates(preset):
         g = conv_graph(np.random.default_rng(5), **kw)
         node = g.nodes[-1]
         _, est_ctx = _contexts(g, arch)
-        geo = conv_emit.geometry(node, est_ctx)
+        geo = conv_geometry.geometry(node, est_ctx)
         unit = 1 if geo.groups == 1 else geo.cout_g
         for chunk in {max(unit, 16 // unit * unit), max(unit, 32 // unit * unit)}:
             if chunk >= geo.cout:
@@ -218,7 +218,7 @@ def test_deep_weight_ring_bit_exact_and_estimate_follows(kw, depth):
     g = conv_graph(rng, **kw)
     node = g.nodes[-1]
     _, est_ctx = _contexts(g, arch)
-    geo = conv_emit.geometry(node, est_ctx)
+    geo = conv_geometry.geometry(node, est_ctx)
     x = rng.integers(-128, 128, g.inputs[0].type.shape).astype(np.int8)
     want = reference(g, x)
 
@@ -257,7 +257,7 @@ def test_flash_bound_conv_streams_weights_under_compute():
     g = conv_graph(rng, h=7, w=7, c=512, cout=128)
     node = g.nodes[-1]
     _, est_ctx = _contexts(g, arch)
-    geo = conv_emit.geometry(node, est_ctx)
+    geo = conv_geometry.geometry(node, est_ctx)
     cands = conv_emit.candidates(node, est_ctx)
     full = {m: estimate_step(conv_emit.step(node, m, est_ctx), arch).cycles for m in cands}
     best = min(full, key=full.get)

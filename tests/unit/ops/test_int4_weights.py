@@ -16,7 +16,7 @@ from tessel.ir import DType, GraphBuilder, Op, TensorType, parse_graph, print_gr
 from tessel.ir.attrs import ConstData
 from tessel.isa import Opcode
 from tessel.isa.instrs.matrix import WeightType
-from tessel.ops.conv_emit import pack_int4
+from tessel.ops.conv_weights import pack_int4
 from tessel.quant.config import (
     LayerOverride,
     QuantConfig,

@@ -39,7 +39,7 @@ def _conv(w_type: WeightType, **kw) -> Instruction:
 
 def _sram(w_type: WeightType, seed: int = 0) -> np.ndarray:
     """Random input and random 2:4 weights stored as ``w_type`` at W_ADDR."""
-    from tessel.ops.conv_emit import pack_int4
+    from tessel.ops.conv_weights import pack_int4
 
     rng = np.random.default_rng(seed)
     lo, hi = (-8, 7) if w_type.values is WeightType.I4 else (-128, 127)

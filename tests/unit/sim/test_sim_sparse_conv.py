@@ -49,7 +49,7 @@ def _conv(w_type: WeightType, **kw) -> object:
 
 def _stored(w: np.ndarray, w_type: WeightType) -> bytes:
     """The weights as the CONV of ``w_type`` reads them from W_ADDR."""
-    from tessel.ops.conv_emit import pack_int4
+    from tessel.ops.conv_weights import pack_int4
 
     if not w_type.sparse:
         return pack_int4(w.reshape(-1)) if w_type is WeightType.I4 else w.tobytes()
