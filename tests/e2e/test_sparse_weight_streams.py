@@ -2,9 +2,11 @@
 weight decoder, the sparse convs' ranges become mode-3 streams (indices as packed ranks), the
 constants shrink below the sparse ones without the decoder, the program runs bit-exact against
 the golden model (also after a write / read of the binary) and the estimate agrees with the
-simulation per layer."""
+simulation per layer; int4 + 2:4 ResNet-18 fits tnpu-xs's flash this way."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,9 +16,11 @@ import tessel
 from tessel.analysis.estimate import estimate_graph
 from tessel.arch import load_preset
 from tessel.driver import compile_graph
+from tessel.errors import TesselCompileError
 from tessel.isa import Opcode
 from tessel.isa.weight_codec import StreamMode
-from tessel.quant.config import QuantConfig, WeightDtype
+from tessel.models import resolve
+from tessel.quant.config import QuantConfig, WeightDtype, default_config
 from tessel.runtime.compiled import CompiledModel
 
 
@@ -60,3 +64,26 @@ def test_sparse_blocks_as_streams(weights: WeightDtype) -> None:
     est = {la.name: la.cycles for la in estimate_graph(qm.graph, arch, name="net").layers}
     sim = {la.name: la.cycles for la in cm.profile.layers}
     assert est == sim
+
+
+@pytest.mark.slow
+def test_int4_2_4_resnet18_fits_tnpu_xs_bit_exact() -> None:
+    """ResNet-18 pruned 2:4, int4 weights: 4.51 MB of constants stored raw, over tnpu-xs's
+    4 MiB flash; with the weight decoder its sparse blocks' streams fit, and it runs bit-exact
+    on one input."""
+    spec = resolve("resnet18")
+    model, example = spec.factory()
+    pruned, _ = tessel.prune_2_4(model)
+    qm = tessel.quantize(pruned, example, calibration_data=spec.calibration_data(2),
+                         quant_config=replace(default_config("resnet18"),
+                                              weights=WeightDtype.INT4), calibration_samples=2)
+    xs = load_preset("tnpu-xs").with_params({"sparse.enabled": True, "wdecoder.enabled": True})
+    flash = xs.offchip[xs.memory_index(xs.weights_memory)].size_bytes
+    with pytest.raises(TesselCompileError, match="constants need"):
+        compile_graph(qm.graph, xs.with_param("wdecoder.enabled", False), name="resnet18")
+    cm = compile_graph(qm.graph, xs, name="resnet18")
+    assert len(cm.program.constants) <= flash
+    assert StreamMode.SPARSE24 in _modes(cm)
+    inputs = tuple(x.numpy() for x in example)
+    for got, want in zip(cm.run(*inputs), qm.run(*inputs), strict=True):
+        np.testing.assert_array_equal(got, want)
