@@ -66,6 +66,27 @@ def test_sparse_blocks_as_streams(weights: WeightDtype) -> None:
     assert est == sim
 
 
+def test_the_flash_holds_the_stored_bytes() -> None:
+    """A flash between the stored and the raw constants: the decoder's program compiles and
+    estimates (the fit is checked on the streams), without the decoder it is refused."""
+    torch.manual_seed(1)
+    pruned, _ = tessel.prune_2_4(_Net().eval())
+    inputs = (torch.randn(1, 3, 16, 16),)
+    qm = tessel.quantize(pruned, inputs, calibration_data=[inputs],
+                         quant_config=QuantConfig(weights=WeightDtype.INT4))
+    arch = load_preset("tnpu-xs").with_params({"sparse.enabled": True,
+                                               "wdecoder.enabled": True})
+    stored = len(compile_graph(qm.graph, arch, name="net").program.constants)
+    raw = len(compile_graph(qm.graph, arch.with_param("wdecoder.enabled", False),
+                            name="net").program.constants)
+    assert stored < raw
+    small = arch.with_param("offchip.flash.size_bytes", stored)
+    assert len(compile_graph(qm.graph, small, name="net").program.constants) == stored
+    assert estimate_graph(qm.graph, small, name="net").cycles > 0
+    with pytest.raises(TesselCompileError, match=f"constants need {raw} bytes"):
+        compile_graph(qm.graph, small.with_param("wdecoder.enabled", False), name="net")
+
+
 @pytest.mark.slow
 def test_int4_2_4_resnet18_fits_tnpu_xs_bit_exact() -> None:
     """ResNet-18 pruned 2:4, int4 weights: 4.51 MB of constants stored raw, over tnpu-xs's
