@@ -2,13 +2,16 @@
 (`--weights auto`, tessel.analysis.precision), per model: constants bytes, simulated cycles
 on a target, energy on tnpu-s, and the accuracy figure the budget is measured in (held-out
 inputs); then the auto choice for a target whose flash is smaller than the int8 constants
-(MiniLM on tnpu-xs with its weight decoder on), compiled and run against the golden model.
+(MiniLM, and ResNet-18 pruned 2:4, on tnpu-xs with its weight decoder on), compiled and run
+against the golden model.
 
 Run: ``python -m benchmarks.bench_precision [MODEL ...] [--target PRESET] [--no-fit]``; prints
 markdown tables. Figures: ``auto_bytes_saved/MODEL`` (fraction of int8's constants bytes),
 ``auto_vs_int8_cycles/MODEL``, ``auto_energy_saved/MODEL`` (fraction of int8's energy on
 tnpu-s), ``auto_metric_loss/MODEL`` (int8's metric less auto's) and ``fit_vs_memory/MODEL``
-(constants / flash bytes on the fit target; over 1 when even all-int4 does not fit).
+(constants / flash bytes on the fit target; over 1 when even all-int4 does not fit) and
+``fit_exact/MODEL`` (1 when the fitted program ran bit-exact). ResNet-18's fit row is of the
+model pruned 2:4 (`tessel.prune_2_4`), on tnpu-xs with 2:4 sparsity and the weight decoder.
 """
 
 from __future__ import annotations

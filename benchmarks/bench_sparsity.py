@@ -7,7 +7,9 @@ unpruned float model (the accuracy pruning costs, measured on held-out inputs).
 Run: ``python -m benchmarks.bench_sparsity [MODEL] [--targets A,B] [--int4 PRESET,...]``;
 prints two markdown tables. Figures: ``sparse_conv_matrix_speedup/MODEL/PRESET`` (dense /
 sparse matrix cycles on convs), ``sparse_bytes_ratio/MODEL/PRESET`` (sparse / dense constants
-bytes, int8) and ``sparse_sqnr_db/MODEL``.
+bytes, int8), ``sparse_int4_constants/MODEL/PRESET`` (constants bytes of int4 + 2:4, the
+weight decoder on), ``sparse_WEIGHTS_exact/MODEL/PRESET`` (1 when bit-exact) and
+``sparse_sqnr_db/MODEL``.
 """
 
 from __future__ import annotations
