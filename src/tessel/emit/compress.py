@@ -69,7 +69,7 @@ def compress_constants(queues: Queues, blob: bytes, memory: int, arch: NpuArch
     loads, pinned = _constant_reads(queues, memory, len(blob))
     chosen = []
     for lo, hi in eligible(loads, pinned):
-        stream = encode(blob[lo:hi], nibbles=True)
+        stream = encode(blob[lo:hi], nibbles=True, sparse=arch.sparse.enabled)
         users = [queues[e][k] for e, k in loads[(lo, hi)]]
         if pays(len(stream), hi - lo, users, arch):
             chosen.append((lo, hi, stream))

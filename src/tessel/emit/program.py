@@ -19,6 +19,7 @@ from tessel.ir import DType, Graph, print_graph
 from tessel.isa import Engine
 from tessel.lower.partition import Partition
 from tessel.schedule.estimate import Estimate
+from tessel.schedule.plan import check_constants
 from tessel.schedule.result import Schedule
 
 _BIN_DTYPE = {DType.I8: BinDType.INT8, DType.I16: BinDType.INT16, DType.I32: BinDType.INT32,
@@ -81,6 +82,7 @@ def emit(schedule: Schedule, metadata: dict[str, Any], part: Partition | None = 
         hosts = {key: print_graph(g) for key, g in zip(part.host_keys(), part.hosts, strict=True)
                  if g.outputs and (g.nodes or g.inputs)}
     packed = compress_constants(queues, schedule.constants.blob, schedule.constants.memory, arch)
+    check_constants(arch, len(packed.blob))  # the schedule's check, on the bytes stored
     program = TslProgram(
         arch.arch_hash_bytes, packed.queues, packed.blob, schedule.constants.memory, 0,
         tuple(_descriptor(graph, n, tensors[n]) for n in schedule.inputs),

@@ -10,9 +10,11 @@ every group of four holds at most two non-zeros. Stored sparse, they are
   cin / 4, cout]`` order (the even one in the low half of a byte), bits 0-1 the position of the
   first kept weight in its group, bits 2-3 that of the second, the first below the second.
 
-docs/binary-format.md (6.8) gives the bytes. The format is NVIDIA Ampere's (2-bit indices,
-two of four kept) and Arm Ethos-U85's 2:4 weights; the encoder here (``encode``) is code
-generation's, ``decode`` the simulator's.
+docs/binary-format.md (6.8) gives the bytes. A weight stream (tessel.isa.weight_codec, mode 3)
+stores the indices of such blocks as ranks of the six legal nibbles, three per byte
+(`pack_ranks`), the weight decoder expanding them back to nibbles. The format is NVIDIA
+Ampere's (2-bit indices, two of four kept) and Arm Ethos-U85's 2:4 weights; the encoder here
+(``encode``) is code generation's, ``decode`` the simulator's.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ import numpy as np
 
 GROUP = 4  # weights per group along the reduction axis (input channels)
 KEPT = 2  # non-zeros stored per group
+# the legal index nibbles (first position below the second), in the order of their rank:
+# (0,1) (0,2) (0,3) (1,2) (1,3) (2,3)
+PATTERNS = np.array([a | b << 2 for a in range(GROUP) for b in range(a + 1, GROUP)], np.uint8)
+RANK = np.full(16, len(PATTERNS), np.uint8)  # nibble -> rank; len(PATTERNS) for an illegal one
+RANK[PATTERNS] = np.arange(len(PATTERNS), dtype=np.uint8)
+PER_BYTE = 3  # ranks per byte when packed in base 6 (6**3 = 216 <= 256)
 
 
 def index_bytes(taps: int, cin: int, cout: int) -> int:
@@ -75,3 +83,28 @@ def pack_nibbles(nibbles: np.ndarray) -> bytes:
     if len(flat) % 2:
         flat = np.concatenate([flat, np.zeros(1, np.uint8)])
     return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8).tobytes()
+
+
+def pack_ranks(nibbles: np.ndarray) -> bytes | None:
+    """Legal index nibbles as their ranks (`PATTERNS`), three per byte in base 6 (``r0 + 6 r1 +
+    36 r2``, a short last byte's missing ranks zero); None when a nibble is not legal."""
+    ranks = RANK[np.asarray(nibbles, np.uint8).reshape(-1)]
+    if ranks.size and int(ranks.max()) >= len(PATTERNS):
+        return None
+    pad = -ranks.size % PER_BYTE
+    r = np.concatenate([ranks, np.zeros(pad, np.uint8)]).reshape(-1, PER_BYTE).astype(np.uint16)
+    return (r[:, 0] + 6 * r[:, 1] + 36 * r[:, 2]).astype(np.uint8).tobytes()
+
+
+def unpack_ranks(data: bytes, count: int) -> np.ndarray:
+    """The `count` index nibbles `pack_ranks` packed into `data`; ValueError when `data` is not
+    exactly their bytes, a byte is 216 or more or a missing rank is not zero."""
+    b = np.frombuffer(bytes(data), np.uint8).astype(np.int64)
+    if b.size != -(-count // PER_BYTE):
+        raise ValueError(f"{b.size} bytes of 2:4 ranks, not {-(-count // PER_BYTE)} for {count}")
+    if b.size and int(b.max()) >= len(PATTERNS) ** PER_BYTE:
+        raise ValueError(f"2:4 rank byte {int(b.max())} >= {len(PATTERNS) ** PER_BYTE}")
+    ranks = np.stack([b % 6, b // 6 % 6, b // 36], axis=1).reshape(-1)
+    if ranks[count:].any():
+        raise ValueError("2:4 ranks: non-zero padding after the last one")
+    return PATTERNS[ranks[:count]]

@@ -18,7 +18,14 @@ from collections.abc import Hashable, Iterator, Sequence
 
 from tessel.arch import NpuArch
 from tessel.isa import Instruction, Opcode
-from tessel.isa.decoded_load import constant_reads, contiguous_load, decoded_load, eligible, pays
+from tessel.isa.decoded_load import (
+    constant_reads,
+    contiguous_load,
+    decoded_load,
+    eligible,
+    pays,
+    stored,
+)
 from tessel.isa.weight_codec import stream_size
 from tessel.ops.step import GroupWork, Slots, StepWork, TileWork, top_slots
 from tessel.schedule.estimate import CostCache, Estimate, estimate_step
@@ -34,17 +41,32 @@ class StreamSizes:
         self.blob, self.memory, self.arch = bytes(blob), memory, arch
         self.sizes: dict[tuple[int, int], int] = {}
         self._swaps: dict[Instruction, Instruction] = {}
-        loads, pinned = [], []
+        self._users: dict[tuple[int, int], list[Instruction]] = {}
+        pinned = []
         for work in works:
             for i in _instructions(work):
                 for r, whole in constant_reads(i, memory, len(self.blob)):
-                    (loads if whole else pinned).append(r)
-        self.eligible = set(eligible(loads, pinned))
+                    if whole:
+                        self._users.setdefault(r, []).append(i)
+                    else:
+                        pinned.append(r)
+        self.eligible = set(eligible(self._users, pinned))
+
+    def stored_bytes(self) -> int:
+        """The pool's length as code generation stores it: each range that pays for all its
+        loads as its stream (`decoded_load.stored`)."""
+        total = len(self.blob)
+        for lo, hi in self.eligible:
+            size = self.size(lo, hi)
+            if pays(size, hi - lo, self._users[(lo, hi)], self.arch):
+                total -= hi - lo - stored(size, hi - lo)
+        return total
 
     def size(self, lo: int, hi: int) -> int:
         n = self.sizes.get((lo, hi))
         if n is None:
-            n = self.sizes[(lo, hi)] = _stream_size(self.blob[lo:hi])
+            n = self.sizes[(lo, hi)] = _stream_size(self.blob[lo:hi],
+                                                      self.arch.sparse.enabled)
         return n
 
     def decoded(self, ins: Instruction) -> Instruction:
@@ -114,17 +136,17 @@ def _instructions(work: StepWork) -> Iterator[Instruction]:
                 yield from pair
 
 
-_SIZES: dict[bytes, int] = {}  # digest of a range's bytes -> its stream's length
+_SIZES: dict[tuple[bytes, bool], int] = {}  # (digest of a range's bytes, 2:4) -> stream length
 
 
-def _stream_size(data: bytes) -> int:
-    """`stream_size(data, nibbles=True)`, remembered by the bytes' digest: the schedule stage
-    plans a model more than once (and estimates and compiles of one model meet the same
-    weights)."""
-    key = hashlib.blake2b(data, digest_size=16).digest()
+def _stream_size(data: bytes, sparse: bool) -> int:
+    """`stream_size(data, nibbles=True, sparse=sparse)`, remembered by the bytes' digest: the
+    schedule stage plans a model more than once (and estimates and compiles of one model meet
+    the same weights)."""
+    key = (hashlib.blake2b(data, digest_size=16).digest(), sparse)
     n = _SIZES.get(key)
     if n is None:
         if len(_SIZES) >= 1 << 16:
             _SIZES.clear()
-        n = _SIZES[key] = stream_size(data, nibbles=True)
+        n = _SIZES[key] = stream_size(data, nibbles=True, sparse=sparse)
     return n

@@ -145,8 +145,12 @@ def _plan(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: S
         em = _emitter(unit)
         packed = consts.place(em.constants(unit, mapping, ctx))
         works.append(memoized(em.step(unit, mapping, ctx, packed)))
-    arena = plan_dram(graph, nodes, inputs, outputs, arch, choices, len(consts.blob))
+    decoder = arch.wdecoder.enabled
+    arena = plan_dram(graph, nodes, inputs, outputs, arch, choices, len(consts.blob),
+                      fit_constants=not decoder)
     dram.bind(arena.tensors)
+    if decoder:  # the ranges that pay are stored as streams: the memory holds those bytes
+        check_constants(arch, StreamSizes(consts.blob, wmem, arch, works).stored_bytes())
     per_step: list[list[resident.Resident]] = [[] for _ in choices]
     spilled: dict[str, str] | None = None
     rewritten = list(works)
@@ -461,18 +465,27 @@ def _split(nodes: Sequence[Node], sizes: Sequence[int] | None) -> list[list[Node
     return out
 
 
+def check_constants(arch: NpuArch, nbytes: int) -> None:
+    """TesselCompileError when `nbytes` of constants do not fit the target's weight memory."""
+    memory = arch.offchip[arch.memory_index(arch.weights_memory)]
+    if nbytes > memory.size_bytes:
+        raise TesselCompileError(f"constants need {nbytes} bytes but memory "
+                                 f"'{memory.name}' has {memory.size_bytes}")
+
+
 def plan_dram(graph: Graph, nodes: Sequence[Node], inputs: Sequence[str],
               outputs: Sequence[str], arch: NpuArch, choices: Sequence,
-              consts_bytes: int) -> ArenaPlan:
+              consts_bytes: int, fit_constants: bool = True) -> ArenaPlan:
     """Where constants and activations go in DRAM, checked against the memories' sizes: the one
     check of "does it fit" that `compile` and `estimate` (and so `explore`) share. Raises a
-    TesselCompileError naming the memory and the bytes needed."""
+    TesselCompileError naming the memory and the bytes needed. Without `fit_constants` the
+    caller checks the constants' memory (`check_constants`: on their stored bytes, weight
+    streams); activations sharing it start above the raw `consts_bytes` either way."""
     wmem = arch.memory_index(arch.weights_memory)
     amem = arch.memory_index(arch.activations_memory)
-    wmemory, amemory = arch.offchip[wmem], arch.offchip[amem]
-    if consts_bytes > wmemory.size_bytes:
-        raise TesselCompileError(f"constants need {consts_bytes} bytes but memory "
-                                 f"'{wmemory.name}' has {wmemory.size_bytes}")
+    amemory = arch.offchip[amem]
+    if fit_constants:
+        check_constants(arch, consts_bytes)
     base = align(consts_bytes, 4096) if wmem == amem else 0
     if base > amemory.size_bytes:
         raise TesselCompileError(f"constants need {base} bytes (aligned to 4096, activations "
