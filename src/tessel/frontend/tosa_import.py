@@ -60,6 +60,7 @@ from tessel.frontend.tosa_patterns import (
 from tessel.frontend.tosa_planned import import_planned, is_planned
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import Operator, TosaGraph, TosaOp, read
+from tessel.frontend.tosa_softmax import import_softmax
 from tessel.ir import DType, Graph, GraphBuilder, Op, TensorType
 from tessel.ir.builder import sanitize_name
 
@@ -285,7 +286,7 @@ RULES: Mapping[TosaOp, Callable[[_Importer, Operator, int], None]] = {
     TosaOp.IDENTITY: _identity, TosaOp.TRANSPOSE: _transpose, TosaOp.CONCAT: _concat,
     TosaOp.SLICE: _slice, TosaOp.PAD: _pad, TosaOp.MAX_POOL2D: _max_pool, TosaOp.TABLE: _table,
     TosaOp.GREATER_EQUAL: _greater_equal, TosaOp.SELECT: _select, TosaOp.INTDIV: _intdiv,
-    TosaOp.RESIZE: _resize, TosaOp.AVG_POOL2D: _avg_pool,
+    TosaOp.RESIZE: _resize, TosaOp.AVG_POOL2D: _avg_pool, TosaOp.REDUCE_MAX: import_softmax,
 }
 
 
