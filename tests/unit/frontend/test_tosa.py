@@ -353,3 +353,35 @@ def test_a_changed_converter_softmax_is_refused_naming_the_step(tmp_path):
     with pytest.raises(TesselFormatError, match=r"softmax step 20 \(ADD .*not the chain's "
                                                 "1515870810"):
         import_tosa(g.write())
+
+
+def test_the_softmax_intermediates_equal_the_reference_model(tmp_path):
+    """The steps the int8 output hides (the sum's rounding shift, CLZ, the Newton-Raphson
+    reciprocal, e): the converter's chain with its int32 tensors made graph outputs, run by the
+    reference model, against tessel.ops.softmax_tosa on rows from one element at the max to
+    511 (sums up to 2^28)."""
+    from tessel.frontend.tosa_softmax import TEMPLATE
+    from tessel.ops import softmax_tosa as st
+
+    length, rows = 511, 64
+    g = read(convert(softmax_net(rows, length, 0.05, 3), tmp_path).read_bytes())
+    k = next(j for j, op in enumerate(g.operators) if op.op is TosaOp.REDUCE_MAX)
+    chain = [op for op in g.operators[k:] if op.op not in (TosaOp.CONST, TosaOp.CONST_SHAPE)]
+    e, s, clz, r = (chain[i].outputs[0] for i in (13, 15, 16, len(TEMPLATE) - 5))
+    g.outputs = [e, s, clz, r]
+    rng = np.random.default_rng(0)
+    levels = rng.integers(-128, 128, (rows, length))
+    for i in range(rows):  # i * 8 elements at the max, the others far below it
+        levels[i, : i * 8] = 127
+        levels[i, i * 8:] = rng.integers(-128, 127 - rng.integers(0, 40), length - i * 8)
+    x = (0.05 * (levels - 3)).astype(np.float32)
+    got = [np.asarray(v).reshape(-1) for v in reference(g.write(), [x])]
+    model, _ = tosa_module(convert(softmax_net(rows, length, 0.05, 3), tmp_path))
+    node = next(n for n in model.qdq_graph.nodes if n.op is Op.QSOFTMAX_TOSA)
+    table = model.qdq_graph.constant_value(node.inputs[1]).astype(np.int64)
+    want_e = table[levels - levels.max(axis=1, keepdims=True) + 255]
+    want_s = st.rshift_round(want_e, st.SUM_SHIFT).sum(axis=1)
+    want_clz, want_r = st.reciprocal(want_s)
+    assert want_s.max() >= 1 << 27 and want_clz.min() == 4
+    for w, v in zip((want_e, want_s, want_clz, want_r), got, strict=True):
+        np.testing.assert_array_equal(w.reshape(-1), v)
