@@ -221,17 +221,18 @@ def convert(net: Net, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("name", ["small", "average", "resnet18_style", "mobilenet_v2_style",
-                                  "softmax", "ds_cnn_style"])
+                                  "softmax", "ds_cnn_style", "softmax_between"])
 def test_a_converter_file_compiles_and_runs_bit_exact_with_the_reference_model(name, tmp_path):
     """A .tosa another tool wrote: tosa-converter-for-tflite legalises the int8 .tflite (float
     quantise / dequantise at its edges), tosa-opt serialises it. The softmax (the small net's
     and ds_cnn_style's) imports as one host-run `qsoftmax_tosa` between NPU regions."""
-    nets = {"small": small_net, "average": average_net, "softmax": lambda: small_net(True)}
+    nets = {"small": small_net, "average": average_net, "softmax": lambda: small_net(True),
+            "softmax_between": softmax_between_net}
     net = nets[name]() if name in nets else getattr(tflite_models, name)()
     out = convert(net, tmp_path)
     model, inputs = tosa_module(out)
     softmaxes = [n for n in model.qdq_graph.nodes if n.op is Op.QSOFTMAX_TOSA]
-    assert len(softmaxes) == (name in ("softmax", "ds_cnn_style"))
+    assert len(softmaxes) == (name in ("softmax", "ds_cnn_style", "softmax_between"))
     xs = [x.numpy() for x in inputs]
     ref = reference(out.read_bytes(), xs)
     golden = run_golden(model.qdq_graph, xs)
@@ -305,6 +306,14 @@ def test_avg_pool2d_with_an_even_tap_count_is_refused():
     data, _ = _avg_pool_graph(12, (3, 3), (1, 1), (1, 1, 1, 1))
     with pytest.raises(TesselFormatError, match="an even count"):
         import_tosa(data)
+
+
+def softmax_between_net() -> Net:
+    """fc -> softmax -> fc: the host-run softmax between two NPU regions."""
+    n = Net(seed=4)
+    x = n.input((1, 16), 0.05, 2)
+    n.output(n.fc(n.softmax(n.fc(x, 10)), 6))
+    return n
 
 
 def softmax_net(rows: int, length: int, scale: float, zp: int) -> Net:
