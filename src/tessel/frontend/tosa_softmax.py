@@ -84,7 +84,9 @@ def import_softmax(im: _Importer, first: Operator, k: int) -> None:
     tables, out_zp = _match(im, located, x_name, what)
     out = located[-1].outputs[0]
     rank = len(im.b.type_of(c.src).shape)
-    if first.attrs.get("axis") != rank - 1 or im.g.tensors[out].dtype is not T.INT8:
+    out_t = im.g.tensors.get(out)
+    axes = {first.attrs.get("axis"), located[15].attrs.get("axis")}  # REDUCE_MAX, REDUCE_SUM
+    if axes != {rank - 1} or out_t is None or out_t.dtype is not T.INT8:
         raise TesselFormatError(f"TOSA {what}: a softmax over the last axis to int8 only")
     _no_leaks(im, located, out, what)
     e = st.exp_table(tables, _TABLE_SHIFTS)
