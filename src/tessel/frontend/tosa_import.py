@@ -7,12 +7,13 @@ and the rules that build and close them: `tosa_patterns`), so that the RESCALE t
 (and a CLAMP right after it) closes one Tessel integer op: qconv2d, qmatmul, qadd / qsub, qmul,
 qmean, qavg_pool2d or requantize. The exporter's layer-norm and softmax chains (operators
 located at their plan) import as one qlayer_norm / qsoftmax once checked against the chain the
-plan writes (`tosa_planned`). Data movement, MAX_POOL2D, RESIZE and int8 TABLE map one to
-one (`tosa_export.IR_OF`). A RESCALE is Tessel's requantisation (MultiplyByQuantizedMultiplier)
-when it rounds DOUBLE_ROUND, or SINGLE_ROUND with no right shift beyond 31 bits, or the
-single-rounding mode of a qconv2d / qadd / qsub / qmul (their `rounding` attribute) when it
-closes one; anything else is refused with the operator and the reason (TesselFormatError), as
-is any int32 value that reaches a graph output.
+plan writes (`tosa_planned`); tosa-converter-for-tflite's int8 softmax chain (CLZ,
+Newton-Raphson steps) imports as one host-run qsoftmax_tosa (`tosa_softmax`). Data movement,
+MAX_POOL2D, RESIZE and int8 TABLE map one to one (`tosa_export.IR_OF`). A RESCALE is Tessel's
+requantisation (MultiplyByQuantizedMultiplier) when it rounds DOUBLE_ROUND, or SINGLE_ROUND
+with no right shift beyond 31 bits, or the single-rounding mode of a qconv2d / qadd / qsub /
+qmul (their `rounding` attribute) when it closes one; anything else is refused with the
+operator and the reason (TesselFormatError), as is any int32 value that reaches a graph output.
 
 The Tessel graph takes float inputs that `quantize` (scale 1, zero point 0) turns into the TOSA
 inputs, and `dequantize`s (scale 1) its outputs (a converter's float quantise / dequantise
@@ -60,6 +61,7 @@ from tessel.frontend.tosa_patterns import (
 from tessel.frontend.tosa_planned import import_planned, is_planned
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import Operator, TosaGraph, TosaOp, read
+from tessel.frontend.tosa_softmax import import_softmax
 from tessel.ir import DType, Graph, GraphBuilder, Op, TensorType
 from tessel.ir.builder import sanitize_name
 
@@ -285,7 +287,7 @@ RULES: Mapping[TosaOp, Callable[[_Importer, Operator, int], None]] = {
     TosaOp.IDENTITY: _identity, TosaOp.TRANSPOSE: _transpose, TosaOp.CONCAT: _concat,
     TosaOp.SLICE: _slice, TosaOp.PAD: _pad, TosaOp.MAX_POOL2D: _max_pool, TosaOp.TABLE: _table,
     TosaOp.GREATER_EQUAL: _greater_equal, TosaOp.SELECT: _select, TosaOp.INTDIV: _intdiv,
-    TosaOp.RESIZE: _resize, TosaOp.AVG_POOL2D: _avg_pool,
+    TosaOp.RESIZE: _resize, TosaOp.AVG_POOL2D: _avg_pool, TosaOp.REDUCE_MAX: import_softmax,
 }
 
 

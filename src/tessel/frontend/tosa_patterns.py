@@ -123,6 +123,9 @@ def _cast(im: _Importer, op: Operator, k: int) -> None:
     if isinstance(src, _Boundary) and src.stage == "scaled" and out_t is T.INT32:
         im.define(op, replace(src, stage="rounded"))
         return
+    if isinstance(src, _Boundary) and src.stage == "scaled" and out_t in (T.INT8, T.INT16):
+        # zero point 0: the converter casts the scaled input straight to int8
+        src = replace(src, stage="shifted")
     if isinstance(src, _Boundary) and src.stage == "shifted" and out_t in _DTYPES:
         im.define(op, quantize(im, src.src, sanitize_name(op.outputs[0]), _DTYPES[out_t],
                                1.0 / src.inv_scale, src.zp))

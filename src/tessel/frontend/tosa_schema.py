@@ -75,6 +75,7 @@ class TosaOp(enum.IntEnum):
     SUB = 30
     TABLE = 31
     ABS = 32
+    CLZ = 35
     SELECT = 45
     EQUAL = 46
     GREATER = 47

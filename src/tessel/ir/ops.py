@@ -88,6 +88,7 @@ class Op(enum.Enum):
     QMEAN = "qmean"
     QSOFTMAX = "qsoftmax"
     QLAYER_NORM = "qlayer_norm"
+    QSOFTMAX_TOSA = "qsoftmax_tosa"  # TFLite's int8 softmax as its TOSA legalisation computes it
     # quantisation boundaries (PyTorch semantics: round half to even, then clamp)
     QUANTIZE = "quantize"
     DEQUANTIZE = "dequantize"

@@ -57,6 +57,8 @@ class Trait(enum.Enum):
     # the integer values it gives the quantised float result, so it is lowered unchanged
     VIEW = "view"  # no data movement: the result aliases its input in DRAM
     DATA_MOVEMENT = "data_movement"  # an NPU step of DMA transfers only
+    HOST_INTEGER = "host_integer"  # an integer op of an imported graph whose arithmetic no NPU
+    # instruction computes: it has no NPU form and runs on the host by its golden kernel
 
 
 class LayoutRule(enum.Enum):

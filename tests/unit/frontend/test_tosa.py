@@ -209,19 +209,30 @@ def average_net() -> Net:
     return n
 
 
-@pytest.mark.parametrize("name", ["small", "average", "resnet18_style", "mobilenet_v2_style"])
-def test_a_converter_file_compiles_and_runs_bit_exact_with_the_reference_model(name, tmp_path):
-    """A .tosa another tool wrote: tosa-converter-for-tflite legalises the int8 .tflite (float
-    quantise / dequantise at its edges), tosa-opt serialises it."""
-    nets = {"small": small_net, "average": average_net}
-    net = nets[name]() if name in nets else getattr(tflite_models, name)()
+def convert(net: Net, tmp_path: Path) -> Path:
+    """The .tosa tosa-converter-for-tflite writes for the net (tosa-opt serialises it)."""
     src, mlir, out = tmp_path / "m.tflite", tmp_path / "m.mlir", tmp_path / "m.tosa"
     src.write_bytes(net.build())
     subprocess.run([CONVERTER, str(src), "--text", "-o", str(mlir)], check=True,
                    capture_output=True)
     subprocess.run([TOSA_OPT, f"--tosa-serialize=tosa-flatbuffer-filename={out}", str(mlir),
                     "-o", str(tmp_path / "echo.mlir")], check=True, capture_output=True)
+    return out
+
+
+@pytest.mark.parametrize("name", ["small", "average", "resnet18_style", "mobilenet_v2_style",
+                                  "softmax", "ds_cnn_style", "softmax_between"])
+def test_a_converter_file_compiles_and_runs_bit_exact_with_the_reference_model(name, tmp_path):
+    """A .tosa another tool wrote: tosa-converter-for-tflite legalises the int8 .tflite (float
+    quantise / dequantise at its edges), tosa-opt serialises it. The softmax (the small net's
+    and ds_cnn_style's) imports as one host-run `qsoftmax_tosa` between NPU regions."""
+    nets = {"small": small_net, "average": average_net, "softmax": lambda: small_net(True),
+            "softmax_between": softmax_between_net}
+    net = nets[name]() if name in nets else getattr(tflite_models, name)()
+    out = convert(net, tmp_path)
     model, inputs = tosa_module(out)
+    softmaxes = [n for n in model.qdq_graph.nodes if n.op is Op.QSOFTMAX_TOSA]
+    assert len(softmaxes) == (name in ("softmax", "ds_cnn_style", "softmax_between"))
     xs = [x.numpy() for x in inputs]
     ref = reference(out.read_bytes(), xs)
     golden = run_golden(model.qdq_graph, xs)
@@ -295,3 +306,91 @@ def test_avg_pool2d_with_an_even_tap_count_is_refused():
     data, _ = _avg_pool_graph(12, (3, 3), (1, 1), (1, 1, 1, 1))
     with pytest.raises(TesselFormatError, match="an even count"):
         import_tosa(data)
+
+
+def softmax_between_net() -> Net:
+    """fc -> softmax -> fc: the host-run softmax between two NPU regions."""
+    n = Net(seed=4)
+    x = n.input((1, 16), 0.05, 2)
+    n.output(n.fc(n.softmax(n.fc(x, 10)), 6))
+    return n
+
+
+def softmax_net(rows: int, length: int, scale: float, zp: int) -> Net:
+    """A softmax alone over rows of `length` int8 values."""
+    n = Net(seed=1)
+    n.output(n.softmax(n.input((rows, length), scale, zp)))
+    return n
+
+
+@pytest.mark.parametrize("length, scale, zp", [(256, 0.05, 3), (256, 0.004, -20),
+                                               (511, 0.3, 0), (7, 0.5, -128)])
+def test_the_converter_softmax_is_bit_exact_on_every_difference_from_the_max(length, scale, zp,
+                                                                             tmp_path):
+    """Rows holding every int8 value (every `x - max` from -255 to 0 under one max), rows of
+    one value repeated (the largest sum), random rows: the golden model and the simulator equal
+    the reference model; the op runs on the host."""
+    out = convert(softmax_net(24, length, scale, zp), tmp_path)
+    model, _ = tosa_module(out)
+    graph = model.qdq_graph
+    assert [n.op for n in graph.nodes if n.op not in (Op.QUANTIZE, Op.DEQUANTIZE,
+                                                      Op.CONSTANT)] == [Op.QSOFTMAX_TOSA]
+    rng = np.random.default_rng(length)
+    levels = rng.integers(-128, 128, (24, length))
+    every = np.arange(-128, 128)
+    for r in range(8):
+        levels[r] = np.resize(np.roll(every, 37 * r), length)
+    levels[8:12] = [[127], [-128], [0], [zp]]
+    levels[12:16] = rng.integers(-128, -120, (4, length))
+    x = (scale * (levels - zp)).astype(np.float32)
+    q = next(n for n in graph.nodes if n.op is Op.QUANTIZE)
+    np.testing.assert_array_equal(run_golden(graph.with_nodes([q], [q.name]), [x])[0],
+                                  np.clip(levels, -128, 127))
+    ref = np.asarray(reference(out.read_bytes(), [x])[0]).reshape(24, length)
+    golden = run_golden(graph, [x])[0]
+    np.testing.assert_array_equal(golden, ref)
+    np.testing.assert_array_equal(simulate(graph, [x])[0], golden)
+
+
+def test_a_changed_converter_softmax_is_refused_naming_the_step(tmp_path):
+    """One Newton-Raphson constant changed: not the chain the op computes."""
+    g = read(convert(softmax_net(2, 16, 0.05, 3), tmp_path).read_bytes())
+    name = next(t.name for t in g.tensors.values() if t.data and t.dtype is DType.INT32
+                and t.array().size == 1 and int(t.array().reshape(-1)[0]) == 1515870810)
+    v = np.array([1515870811], np.int32)
+    g.tensors[name] = Tensor(name, g.tensors[name].shape, DType.INT32, as_bytes(v, DType.INT32))
+    with pytest.raises(TesselFormatError, match=r"softmax step 20 \(ADD .*not the chain's "
+                                                "1515870810"):
+        import_tosa(g.write())
+
+
+def test_the_softmax_intermediates_equal_the_reference_model(tmp_path):
+    """The steps the int8 output hides (the sum's rounding shift, CLZ, the Newton-Raphson
+    reciprocal, e): the converter's chain with its int32 tensors made graph outputs, run by the
+    reference model, against tessel.ops.softmax_tosa on rows from one element at the max to
+    511 (sums up to 2^28)."""
+    from tessel.frontend.tosa_softmax import TEMPLATE
+    from tessel.ops import softmax_tosa as st
+
+    length, rows = 511, 64
+    g = read(convert(softmax_net(rows, length, 0.05, 3), tmp_path).read_bytes())
+    k = next(j for j, op in enumerate(g.operators) if op.op is TosaOp.REDUCE_MAX)
+    chain = [op for op in g.operators[k:] if op.op not in (TosaOp.CONST, TosaOp.CONST_SHAPE)]
+    e, s, clz, r = (chain[i].outputs[0] for i in (13, 15, 16, len(TEMPLATE) - 5))
+    g.outputs = [e, s, clz, r]
+    rng = np.random.default_rng(0)
+    levels = rng.integers(-128, 128, (rows, length))
+    for i in range(rows):  # i * 8 elements at the max, the others far below it
+        levels[i, : i * 8] = 127
+        levels[i, i * 8:] = rng.integers(-128, 127 - rng.integers(0, 40), length - i * 8)
+    x = (0.05 * (levels - 3)).astype(np.float32)
+    got = [np.asarray(v).reshape(-1) for v in reference(g.write(), [x])]
+    model, _ = tosa_module(convert(softmax_net(rows, length, 0.05, 3), tmp_path))
+    node = next(n for n in model.qdq_graph.nodes if n.op is Op.QSOFTMAX_TOSA)
+    table = model.qdq_graph.constant_value(node.inputs[1]).astype(np.int64)
+    want_e = table[levels - levels.max(axis=1, keepdims=True) + 255]
+    want_s = st.rshift_round(want_e, st.SUM_SHIFT).sum(axis=1)
+    want_clz, want_r = st.reciprocal(want_s)
+    assert want_s.max() >= 1 << 27 and want_clz.min() == 4
+    for w, v in zip((want_e, want_s, want_clz, want_r), got, strict=True):
+        np.testing.assert_array_equal(w.reshape(-1), v)

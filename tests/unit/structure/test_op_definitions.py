@@ -56,10 +56,14 @@ def test_definitions_keep_their_promises():
 
 def test_integer_ops_are_what_the_lowering_emits():
     """Every integer op is produced by some float op's lowering (named in its definition's
-    module) and runs on the NPU."""
+    module) and runs on the NPU, except the imported arithmetic declared host-run
+    (Trait.HOST_INTEGER), which has no NPU form."""
     for op, d in DEFINITIONS.items():
-        if d.has(Trait.INTEGER):
+        if d.has(Trait.HOST_INTEGER):
+            assert d.has(Trait.INTEGER) and d.npu is None, op.value
+        elif d.has(Trait.INTEGER):
             assert d.npu is not None and d.npu.emitter is not None, op.value
+    assert any(d.has(Trait.HOST_INTEGER) for d in DEFINITIONS.values())
     assert definition(Op.QCONV2D).npu.refusal is not None
 
 

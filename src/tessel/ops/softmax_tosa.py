@@ -1,0 +1,121 @@
+"""`qsoftmax_tosa`: the int8 softmax as the TOSA legalisation of TFLite computes it, an op of
+imported TOSA graphs that runs on the host (its golden kernel).
+
+`tosa-converter-for-tflite` writes TFLite's int8 softmax as about forty int32 TOSA operators:
+`d = x - max(x)` scaled to int16 by 128; four int16 TABLEs (the four bytes of a 32-bit
+exponential) shifted and added into `e`; `s = sum(e >> 12)` (rounding shifts); CLZ and a
+normalising shift of `s`; three Newton-Raphson steps (gemmlowp's `one_over_one_plus_x`, MULs
+with shift 31) for the reciprocal `r`; `y = (e r >> 30) >> (35 - clz(s))` (rounding); plus the
+output zero point. `e` depends on `d` alone, 256 values for int8, so the importer evaluates the
+TABLE part once into `exp_table` (int32[256], entry `d + 255`); the per-row reciprocal and the
+data-dependent shift have no NPU instruction, so the op has no NPU form and runs on the host
+between NPU regions. Every step below follows the TOSA 1.0 pseudocode (MUL with shift,
+ARITHMETIC_RIGHT_SHIFT with round, CLZ, TABLE on int16) in exact int64 arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tessel.ir.attrs import AttrKind, AttrSpec
+from tessel.ir.ops import InferError, Op, OpSpec, axis_index
+from tessel.ir.types import DType, TensorType
+from tessel.ops.base import LayoutRule, OpDef, Trait, register
+from tessel.ops.quantise import int_result, require_int
+
+I64 = np.int64
+EXP_ENTRIES = 256  # x - max(x) of int8 values: -255 .. 0
+SUM_SHIFT = 12  # e >> 12 before the sum
+ONE_S2_29 = 1 << 29  # 1.0 in s2.29
+NR_A, NR_B = 1515870810, -1010580540  # 48/17 and -32/17 in s2.29 (gemmlowp)
+NR_STEPS = 3
+OUT_SHIFT_BASE = 35  # y = (e r >> 30) >> (35 - clz(s)) for an int8 output
+
+
+def mul_shift(a: np.ndarray, b: np.ndarray | int, shift: int) -> np.ndarray:
+    """TOSA MUL of int32 with `shift > 0`: `(a b + 2^(shift - 1)) >> shift` (floor)."""
+    return (np.asarray(a, I64) * np.asarray(b, I64) + (I64(1) << (shift - 1))) >> shift
+
+
+def rshift_round(v: np.ndarray, shift: np.ndarray | int) -> np.ndarray:
+    """TOSA ARITHMETIC_RIGHT_SHIFT with `round`: `v >> s`, plus bit `s - 1` of `v` when s > 0."""
+    v, s = np.asarray(v, I64), np.asarray(shift, I64)
+    bit = np.where(s > 0, (v >> np.maximum(s - 1, 0)) & 1, 0)
+    return (v >> s) + bit
+
+
+def clz32(v: np.ndarray) -> np.ndarray:
+    """TOSA CLZ of int32: leading zero bits (32 for 0, 0 for a negative value)."""
+    u = np.asarray(v, I64) & 0xFFFFFFFF
+    bits = sum(((u >> k) > 0).astype(I64) for k in range(32))  # the bit length, exactly
+    return 32 - bits
+
+
+def table_i16(v: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """TOSA TABLE of int16 (513 entries): `(base << 7) + slope * frac`, int32."""
+    idx = np.asarray(v, I64) + 32768
+    t = np.asarray(table, I64)
+    base, nxt = t[idx >> 7], t[np.minimum((idx >> 7) + 1, t.size - 1)]
+    return (base << 7) + (nxt - base) * (idx & 127)
+
+
+def exp_table(tables: Sequence[np.ndarray], shifts: Sequence[int]) -> np.ndarray:
+    """int32[256] `e` of each `d = -255 .. 0`: the four TABLEs of `128 d`, the first three
+    shifted left by `shifts[:3]`, the fourth right by `shifts[3]` (rounding), added."""
+    d16 = np.arange(-(EXP_ENTRIES - 1), 1, dtype=I64) * 128
+    parts = [table_i16(d16, t) for t in tables]
+    e = sum((p << s for p, s in zip(parts[:3], shifts[:3], strict=True)),
+            start=rshift_round(parts[3], shifts[3]))
+    return np.asarray(e, I64)
+
+
+def reciprocal(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(clz(s), r): `s` normalised to s1.30 by `clz - 1`, then Newton-Raphson in s2.29."""
+    clz = clz32(s)
+    half = np.asarray(s, I64) << (clz - 1)
+    r = mul_shift(half, NR_B, 31) + NR_A
+    for _ in range(NR_STEPS):
+        err = ONE_S2_29 - mul_shift(r, half, 31)
+        r = r + mul_shift(r, err, 31) * 4
+    return clz, r
+
+
+def softmax_tosa(x: np.ndarray, table: np.ndarray, axis: int, out_zp: int, act_min: int,
+                 act_max: int) -> np.ndarray:
+    """The chain on int8 `x` along `axis` (see the module docstring), clamped to int8."""
+    xs = np.asarray(x, I64)
+    d = xs - np.max(xs, axis=axis, keepdims=True)
+    e = np.asarray(table, I64)[d + EXP_ENTRIES - 1]
+    s = np.sum(rshift_round(e, SUM_SHIFT), axis=axis, keepdims=True)
+    clz, r = reciprocal(s)
+    y = rshift_round(mul_shift(e, r, 30), OUT_SHIFT_BASE - clz)
+    return np.clip(y + out_zp, act_min, act_max).astype(np.int8)
+
+
+def _type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
+    require_int(ts, 1)
+    if ts[0].dtype is not DType.I8 or attrs["dtype"] is not DType.I8:
+        raise InferError("qsoftmax_tosa takes and gives int8")
+    if ts[1].shape != (EXP_ENTRIES,) or ts[1].dtype is not DType.I32:
+        raise InferError(f"qsoftmax_tosa exp table must be i32[{EXP_ENTRIES}], got "
+                         f"{ts[1].text()}")
+    axis_index(attrs["axis"], ts[0].rank)
+    return int_result(ts[0], attrs)
+
+
+def _golden(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
+    return softmax_tosa(xs[0], xs[1], a["axis"], a["out_zp"], a["act_min"], a["act_max"])
+
+
+_I = AttrKind.INT
+
+register(
+    OpDef(Op.QSOFTMAX_TOSA, OpSpec(("x", "exp_table"), _type, {
+        "axis": AttrSpec(_I, -1), "dtype": AttrSpec(AttrKind.DTYPE), "out_zp": AttrSpec(_I),
+        "act_min": AttrSpec(_I), "act_max": AttrSpec(_I)}),
+        golden=_golden, layout=LayoutRule.AXES, traits=frozenset({Trait.INTEGER,
+                                                                  Trait.HOST_INTEGER})),
+)
