@@ -85,13 +85,13 @@ def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,
             q_vec.extend(tile.vector)
             (acc if acc is not None else inp).release()
             out.publish()
-            out.consume()
-            q_out.extend(tile.stores)
-            out.release()
-            for _, store in tile.copies:
+            for _, store in tile.copies:  # before the tile's outputs: the slot frees sooner
                 cp.consume()
                 q_out.append(store)
                 cp.release()
+            out.consume()
+            q_out.extend(tile.stores)
+            out.release()
         if gw is not None:
             gw.release()
         gp.release()

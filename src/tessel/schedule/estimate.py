@@ -233,13 +233,13 @@ class StepProgram:
                 if acc is not None:
                     q_mx.append((_TILE, mx_waits[k >= acc[2]], mwork, mx_signals, mx_wake))
                 q_vec.append((_TILE, vec_waits[k >= out[2]], vwork, vec_signals, vec_wake))
-                q_out.append(out_ready_w)
-                q_out.extend(stores)
-                q_out.append(out_free_s)
-                for x in cstores:
+                for x in cstores:  # emit/step.py: before the tile's outputs
                     self._consume(cp)
                     q_out.append(x)
                     self._release(cp)
+                q_out.append(out_ready_w)
+                q_out.extend(stores)
+                q_out.append(out_free_s)
             for r in (inp, acc, out):
                 if r is not None:
                     r[3] += n

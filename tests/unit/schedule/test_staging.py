@@ -103,7 +103,11 @@ def test_nothing_is_staged_where_weights_share_the_activation_memory():
 
 
 def test_bounce_slots_take_the_largest_free_gap():
-    assert staging._bounce(0, 1024, []) == (0, 512)
+    assert staging._bounce(0, 1024, [], 2) == (0, 512)
     # busy [0, 100) and [600, 700): gaps [128, 600) (472 -> 2 x 192) and [704, 1024) (320)
-    assert staging._bounce(0, 1024, [(600, 700), (0, 100)]) == (128, 192)
-    assert staging._bounce(0, 1024, [(0, 1024)])[1] == 0
+    assert staging._bounce(0, 1024, [(600, 700), (0, 100)], 2) == (128, 192)
+    assert staging._bounce(0, 1024, [(0, 1024)], 2)[1] == 0
+
+
+def test_one_bounce_slot_takes_the_whole_gap():
+    assert staging._bounce(0, 1024, [(600, 700), (0, 100)], 1) == (128, 448)
