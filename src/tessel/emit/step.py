@@ -14,7 +14,8 @@ Staging copies (schedule/staging.py): a tile's copies pass through a DMA_IN -> D
 (`StepShape.copy_depth` bounce slots): DMA_IN loads each after the tile's input is published
 and publishes it with the next tile's input (a DMA SIGNAL waits for every transfer in flight:
 the copy runs while DMA_IN waits for a free input slot and loads the next input), DMA_OUT
-stores it after the tile's outputs.
+stores it before the tile's outputs (so its slot is free again sooner and one slot of a
+whole SRAM gap carries as much per tile as two of half of it).
 """
 
 from __future__ import annotations

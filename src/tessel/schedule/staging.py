@@ -6,10 +6,11 @@ Where weights live in a slow memory (u55-256: flash at 1 B/cycle, activations in
 at 8 B/cycle), a network whose early layers are compute-bound and whose late layers are
 weight-bound leaves the flash idle for the first and the matrix engine idle for the second:
 the on-chip SRAM is far too small to hold the late layers' weights, the activation memory is
-not. A producer step passes pieces of the staged constants through two bounce slots of its
-free SRAM (above everything it and the prefetch it issues touch, below every on-chip
-resident), one piece per tile: DMA_IN loads a piece after the tile's input, DMA_OUT stores it
-to the staging area after the tile's outputs (the copy ring, emit/step.py). A piece is sized
+not. A producer step passes pieces of the staged constants through one or two bounce slots
+of its free SRAM (above everything it and the prefetch it issues touch, below every on-chip
+resident; whichever ring saves more), one piece per tile: DMA_IN loads a piece after the
+tile's input, DMA_OUT stores it to the staging area before the tile's outputs (the copy ring,
+emit/step.py). A piece is sized
 to the tile's share of the step's idle flash time, so the step is not slowed (checked on its
 estimate). The staging area is the activation memory above the arena. A consumer step's loads
 of a fully staged range read the staging area instead (the same bytes, so bit-exact); a range
