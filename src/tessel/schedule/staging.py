@@ -33,11 +33,13 @@ from tessel.ops import dma
 from tessel.ops.step import GroupWork, Slots, StepWork, TileWork, top_slots
 from tessel.schedule.estimate import Estimate
 
-COPY_DEPTHS = (1, 2)  # bounce slots of a producer's copy ring (the one that saves most)
+# the two ways of planning the copies, the plan with fewer cycles kept: each a producer's copy
+# rings tried (bounce slots, stored before the tile's outputs), the one saving most kept, and
+# the share of a tile's idle DMA_IN time the first piece tried takes (then smaller)
+RINGS = ((((2, False),), 1.5), (((1, True), (2, True)), 3.0))
 ALIGN = 64  # bytes: pieces, bounce slots and staged ranges start aligned
 MIN_PIECE = 512  # bytes: smaller pieces cost more in DMA latency than they move
 MAX_PIECE = 32_768  # bytes: one DMA instruction (ops/dma.py)
-SLACK_SHARE = 1.5  # of a tile's idle DMA_IN time the first piece tried takes (then smaller)
 SLOWDOWN_SHARE = 0.25  # of the cycles its pieces save their consumers a producer may lose
 CONSUMER_SHARE = 0.5  # a consumer's flash time is at least this share of its cycles
 PRODUCER_SHARE = 0.9  # a producer's flash time is at most this share of its cycles
@@ -123,9 +125,9 @@ def _const_range(ins: Instruction, wmem: int, end: int) -> tuple[int, int] | Non
 
 def with_copies(work: StepWork, copies: dict[tuple[int, int], list[tuple[Instruction,
                                                                           Instruction]]],
-                depth: int) -> StepWork:
+                depth: int, early: bool) -> StepWork:
     """`work` with the copies of each tile (g, t) (`TileWork.copies`) and its copy ring of
-    `depth` bounce slots."""
+    `depth` bounce slots (stored before the tile's outputs if `early`)."""
 
     def tile_fn(g: int, t: int, s: Slots) -> TileWork:
         tile = work.tile_fn(g, t, s)
@@ -139,7 +141,8 @@ def with_copies(work: StepWork, copies: dict[tuple[int, int], list[tuple[Instruc
         own = copies.get((g, t), ())
         return base, tuple(ld.d0 * max(ld.d1, 1) for ld, _ in own)
 
-    return StepWork(replace(work.shape, copy_depth=depth), work.group_count, work.group_fn,
+    return StepWork(replace(work.shape, copy_depth=depth, copy_early=early), work.group_count,
+                    work.group_fn,
                     tile_fn, tile_key)
 
 
@@ -212,7 +215,22 @@ def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
     the staging area; live[k]: SRAM ranges of every resident tensor live during step k
     (touched by it or not); estimate(k, work): step k's estimate of `work` in its prefetch
     role; hull(k): `prefetch.own_hull` of works[k] outside its resident tensors (raises
-    prefetch.NotShiftable where an operand straddles one)."""
+    prefetch.NotShiftable where an operand straddles one). Of the plans of RINGS, the one
+    with fewer estimated cycles (the first if equal)."""
+    best = None
+    for rings, slack in RINGS:
+        got = _plan(works, estimates, regions, prefetched, prefetch, arch, constants, staging,
+                    live, estimate, hull, rings, slack)
+        cycles = sum(s.estimate.cycles for s in got.steps)
+        if best is None or cycles < best[0]:
+            best = (cycles, got)
+    return best[1]
+
+
+def _plan(works, estimates, regions, prefetched, prefetch, arch, constants, staging, live,
+          estimate, hull, rings: tuple[tuple[int, bool], ...], slack: float) -> StagingPlan:
+    """`plan_staging` with the copy rings `rings` (bounce slots, stored early) and a first
+    piece of `slack` of a tile's idle DMA_IN time."""
     from tessel.schedule.prefetch import NotShiftable
 
     wmem, end = constants
@@ -232,7 +250,7 @@ def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
     cursor = _align_up(staging[0])
     partial: tuple[_Range, int, int] | None = None  # (range, bytes copied, its address)
     copies: dict[int, dict[tuple[int, int], list]] = {}
-    slots: dict[int, tuple[int, int, int]] = {}  # producer -> (bounce slot 0, bytes, depth)
+    slots: dict[int, tuple] = {}  # producer -> (bounce slot 0, bytes, (depth, early))
     for p, est in enumerate(estimates):
         if partial is not None and (partial[0].consumer <= p
                                     or regions[partial[0].consumer] != regions[p]):
@@ -242,13 +260,14 @@ def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
             continue
         tiles = _tiles(works[p])
         best = None
-        for depth in COPY_DEPTHS:
+        for depth, early in rings:
             try:
-                bounce, piece = _slots(p, tiles, est, arch, live[p], prefetch[p], hull, depth)
+                bounce, piece = _slots(p, tiles, est, arch, live[p], prefetch[p], hull, depth,
+                                       slack)
             except NotShiftable:
                 break
-            got = _produce(p, works[p], est, tiles, bounce, piece, depth, ranked, partial,
-                           cursor, staging[1], regions, wmem, amem, estimate)
+            got = _produce(p, works[p], est, tiles, bounce, piece, (depth, early), ranked,
+                           partial, cursor, staging[1], regions, wmem, amem, estimate)
             if got is not None and (best is None or got[0] > best[0]):
                 best = got
         if best is None:
@@ -277,25 +296,27 @@ def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
 
 
 def _produce(p: int, work: StepWork, est: Estimate, tiles: list[tuple[int, int]], bounce: int,
-             piece: int, depth: int, ranked: list[_Range], partial, cursor: int, limit: int,
+             piece: int, ring: tuple[int, bool], ranked: list[_Range], partial, cursor: int,
+             limit: int,
              regions: Sequence[int], wmem: int, amem: int,
              estimate: Callable[[int, StepWork], Estimate]):
-    """Producer `p`'s copies through a ring of `depth` bounce slots: the largest piece, from
+    """Producer `p`'s copies through `ring` (bounce slots, stored early): the largest piece, from
     `piece` down, whose slowdown of the step is at most SLOWDOWN_SHARE of what its pieces save
     their consumers. None if none; else (the cycles saved net of the slowdown, its work, its
-    estimate, the copies per tile, (bounce slot 0, piece, depth), (the range left half-copied,
+    estimate, the copies per tile, (bounce slot 0, piece, ring), (the range left half-copied,
     the staging cursor, the ranges finished with their addresses))."""
+    depth = ring[0]
     while piece >= MIN_PIECE:
         plan = _assign(p, tiles, piece, ranked, partial, cursor, limit, regions, wmem, amem,
                        bounce, depth)
         if plan is None:
             return None
         per_tile, new_partial, new_cursor, finished, gain = plan
-        staged_work = with_copies(work, per_tile, depth)
+        staged_work = with_copies(work, per_tile, *ring)
         got = estimate(p, staged_work)
         slow = got.cycles - est.cycles
         if slow <= SLOWDOWN_SHARE * gain:
-            return (gain - slow, staged_work, got, per_tile, (bounce, piece, depth),
+            return (gain - slow, staged_work, got, per_tile, (bounce, piece, ring),
                     (new_partial, new_cursor, finished))
         piece = piece * 3 // 4 // ALIGN * ALIGN
     return None
@@ -325,10 +346,11 @@ def _rank(works: Sequence[StepWork], estimates: Sequence[Estimate],
 
 def _slots(p: int, tiles: list[tuple[int, int]], est: Estimate, arch: NpuArch,
            live: Sequence[tuple[int, int]], prefetch: Sequence[Instruction],
-           hull: Callable[[int], tuple[int, int] | None], depth: int) -> tuple[int, int]:
+           hull: Callable[[int], tuple[int, int] | None], depth: int, slack_share: float
+           ) -> tuple[int, int]:
     """(bounce slot 0's address, the first piece size to try) of producer `p`: `depth` slots in
     the largest SRAM gap outside its hull, the prefetch it issues and the live residents; the
-    piece SLACK_SHARE of a tile's share of DMA_IN's idle time (a copy's load holds back
+    piece `slack_share` of a tile's share of DMA_IN's idle time (a copy's load holds back
     DMA_IN's next SIGNAL, which waits for its transfers), within a slot. Piece 0 where it has
     fewer than two tiles to carry copies."""
     if len(tiles) < 2:
@@ -338,7 +360,7 @@ def _slots(p: int, tiles: list[tuple[int, int]], est: Estimate, arch: NpuArch,
     for ins in prefetch:
         busy += [(a.lo, a.hi) for a in accesses(ins) if a.space is Space.SRAM]
     bounce, room = _bounce(0, arch.onchip.sram_bytes, busy, depth)
-    slack = (est.cycles - est.busy.get(Engine.DMA_IN, 0)) / len(tiles) * SLACK_SHARE
+    slack = (est.cycles - est.busy.get(Engine.DMA_IN, 0)) / len(tiles) * slack_share
     wbpc = arch.offchip[arch.memory_index(arch.weights_memory)].bytes_per_cycle
     return bounce, min(room, MAX_PIECE, int(slack * wbpc) // ALIGN * ALIGN)
 
@@ -409,7 +431,8 @@ def _drop_partial(out: list[StagingStep], works: Sequence[StepWork],
     for p, per_tile in copies.items():
         if not any(lo <= st.ext_addr < hi for pairs in per_tile.values() for _, st in pairs):
             continue
-        bounce, piece, depth = slots[p]
+        bounce, piece, ring = slots[p]
+        depth = ring[0]
         kept: dict[tuple[int, int], list] = {}
         n = 0
         for tile, pairs in per_tile.items():
@@ -423,6 +446,6 @@ def _drop_partial(out: list[StagingStep], works: Sequence[StepWork],
             if own:
                 kept[tile] = own
         copies[p] = kept
-        work = with_copies(works[p], kept, depth) if kept else works[p]
+        work = with_copies(works[p], kept, *ring) if kept else works[p]
         copied = sum(ld.d0 * max(ld.d1, 1) for c in kept.values() for ld, _ in c)
         out[p] = StagingStep(work, estimate(p, work), copied)
