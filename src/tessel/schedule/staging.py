@@ -8,9 +8,9 @@ weight-bound leaves the flash idle for the first and the matrix engine idle for 
 the on-chip SRAM is far too small to hold the late layers' weights, the activation memory is
 not. A producer step passes pieces of the staged constants through one or two bounce slots
 of its free SRAM (above everything it and the prefetch it issues touch, below every on-chip
-resident; whichever ring saves more), one piece per tile: DMA_IN loads a piece after the
-tile's input, DMA_OUT stores it to the staging area before the tile's outputs (the copy ring,
-emit/step.py). A piece is sized
+resident), one piece per tile: DMA_IN loads a piece after the tile's input, DMA_OUT stores it
+to the staging area after or before the tile's outputs (the copy ring, emit/step.py; the
+copies are planned both ways, `RINGS`, and the faster plan kept). A piece is sized
 to the tile's share of the step's idle flash time, so the step is not slowed (checked on its
 estimate). The staging area is the activation memory above the arena. A consumer step's loads
 of a fully staged range read the staging area instead (the same bytes, so bit-exact); a range
