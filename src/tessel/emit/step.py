@@ -14,7 +14,8 @@ Staging copies (schedule/staging.py): a tile's copies pass through a DMA_IN -> D
 (`StepShape.copy_depth` bounce slots): DMA_IN loads each after the tile's input is published
 and publishes it with the next tile's input (a DMA SIGNAL waits for every transfer in flight:
 the copy runs while DMA_IN waits for a free input slot and loads the next input), DMA_OUT
-stores it after the tile's outputs.
+stores it after the tile's outputs, or before them (`StepShape.copy_early`: its slot is free
+again sooner, so one slot of a whole SRAM gap carries as much per tile as two of half of it).
 """
 
 from __future__ import annotations
@@ -85,13 +86,13 @@ def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,
             q_vec.extend(tile.vector)
             (acc if acc is not None else inp).release()
             out.publish()
+            if shape.copy_early:
+                _store_copies(cp, q_out, tile.copies)
             out.consume()
             q_out.extend(tile.stores)
             out.release()
-            for _, store in tile.copies:
-                cp.consume()
-                q_out.append(store)
-                cp.release()
+            if not shape.copy_early:
+                _store_copies(cp, q_out, tile.copies)
         if gw is not None:
             gw.release()
         gp.release()
@@ -99,6 +100,14 @@ def emit_step(work: StepWork, streams: Streams, *, prefetched: bool = False,
         cp.publish()
     streams.emit(Engine.DMA_IN, *prefetch)
     streams.end_step(prefetched=bool(prefetch))
+
+
+def _store_copies(cp: Ring | None, q_out: list[Instruction],
+                  copies: list[tuple[Instruction, Instruction]]) -> None:
+    for _, store in copies:
+        cp.consume()
+        q_out.append(store)
+        cp.release()
 
 
 def _publish_group(gw: Ring | None, gp: Ring) -> None:

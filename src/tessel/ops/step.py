@@ -60,6 +60,7 @@ class StepShape:
     out_depth: int = 2
     group_depth: int = 2
     copy_depth: int = 0  # bounce slots of the DMA_IN -> DMA_OUT copy ring (0: no copies)
+    copy_early: bool = False  # DMA_OUT stores a tile's copies before its outputs (else after)
 
 
 def top_slots(shape: StepShape) -> Slots:

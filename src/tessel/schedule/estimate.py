@@ -237,13 +237,13 @@ class StepProgram:
                 if acc is not None:
                     q_mx.append((_TILE, mx_waits[k >= acc[2]], mwork, mx_signals, mx_wake))
                 q_vec.append((_TILE, vec_waits[k >= out[2]], vwork, vec_signals, vec_wake))
+                if shape.copy_early:  # emit/step.py: before the tile's outputs
+                    self._store_copies(cp, cstores)
                 q_out.append(out_ready_w)
                 q_out.extend(stores)
                 q_out.append(out_free_s)
-                for x in cstores:
-                    self._consume(cp)
-                    q_out.append(x)
-                    self._release(cp)
+                if not shape.copy_early:
+                    self._store_copies(cp, cstores)
             for r in (inp, acc, out):
                 if r is not None:
                     r[3] += n
@@ -347,6 +347,12 @@ class StepProgram:
     def _xfers(self, instrs: Sequence[Instruction]) -> list[tuple]:
         # a group's weight and parameter loads: distinct SRAM slots, no hazard group
         return [(_XFER, self._term(term((ins,))), ins.mem, 0) for ins in instrs]
+
+    def _store_copies(self, cp: list | None, cstores: list[tuple]) -> None:
+        for x in cstores:
+            self._consume(cp)
+            self._q[Engine.DMA_OUT].append(x)
+            self._release(cp)
 
     def _tile(self, work: StepWork, g: int, t: int, memo: dict[Hashable, tuple]) -> tuple:
         key = work.tile_key(g, t) if work.tile_key is not None else None

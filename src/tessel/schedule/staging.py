@@ -6,10 +6,11 @@ Where weights live in a slow memory (u55-256: flash at 1 B/cycle, activations in
 at 8 B/cycle), a network whose early layers are compute-bound and whose late layers are
 weight-bound leaves the flash idle for the first and the matrix engine idle for the second:
 the on-chip SRAM is far too small to hold the late layers' weights, the activation memory is
-not. A producer step passes pieces of the staged constants through two bounce slots of its
-free SRAM (above everything it and the prefetch it issues touch, below every on-chip
+not. A producer step passes pieces of the staged constants through one or two bounce slots
+of its free SRAM (above everything it and the prefetch it issues touch, below every on-chip
 resident), one piece per tile: DMA_IN loads a piece after the tile's input, DMA_OUT stores it
-to the staging area after the tile's outputs (the copy ring, emit/step.py). A piece is sized
+to the staging area after or before the tile's outputs (the copy ring, emit/step.py; the
+copies are planned both ways, `RINGS`, and the faster plan kept). A piece is sized
 to the tile's share of the step's idle flash time, so the step is not slowed (checked on its
 estimate). The staging area is the activation memory above the arena. A consumer step's loads
 of a fully staged range read the staging area instead (the same bytes, so bit-exact); a range
@@ -32,11 +33,13 @@ from tessel.ops import dma
 from tessel.ops.step import GroupWork, Slots, StepWork, TileWork, top_slots
 from tessel.schedule.estimate import Estimate
 
-COPY_DEPTH = 2  # bounce slots of a producer's copy ring
+# the two ways of planning the copies, the plan with fewer cycles kept: each a producer's copy
+# rings tried (bounce slots, stored before the tile's outputs), the one saving most kept, and
+# the share of a tile's idle DMA_IN time the first piece tried takes (then smaller)
+RINGS = ((((2, False),), 1.5), (((1, True), (2, True)), 3.0))
 ALIGN = 64  # bytes: pieces, bounce slots and staged ranges start aligned
 MIN_PIECE = 512  # bytes: smaller pieces cost more in DMA latency than they move
 MAX_PIECE = 32_768  # bytes: one DMA instruction (ops/dma.py)
-SLACK_SHARE = 1.5  # of a tile's idle DMA_IN time the first piece tried takes (then smaller)
 SLOWDOWN_SHARE = 0.25  # of the cycles its pieces save their consumers a producer may lose
 CONSUMER_SHARE = 0.5  # a consumer's flash time is at least this share of its cycles
 PRODUCER_SHARE = 0.9  # a producer's flash time is at most this share of its cycles
@@ -121,9 +124,10 @@ def _const_range(ins: Instruction, wmem: int, end: int) -> tuple[int, int] | Non
 
 
 def with_copies(work: StepWork, copies: dict[tuple[int, int], list[tuple[Instruction,
-                                                                          Instruction]]]
-                ) -> StepWork:
-    """`work` with the copies of each tile (g, t) (`TileWork.copies`) and its copy ring."""
+                                                                          Instruction]]],
+                depth: int, early: bool) -> StepWork:
+    """`work` with the copies of each tile (g, t) (`TileWork.copies`) and its copy ring of
+    `depth` bounce slots (stored before the tile's outputs if `early`)."""
 
     def tile_fn(g: int, t: int, s: Slots) -> TileWork:
         tile = work.tile_fn(g, t, s)
@@ -137,7 +141,8 @@ def with_copies(work: StepWork, copies: dict[tuple[int, int], list[tuple[Instruc
         own = copies.get((g, t), ())
         return base, tuple(ld.d0 * max(ld.d1, 1) for ld, _ in own)
 
-    return StepWork(replace(work.shape, copy_depth=COPY_DEPTH), work.group_count, work.group_fn,
+    return StepWork(replace(work.shape, copy_depth=depth, copy_early=early), work.group_count,
+                    work.group_fn,
                     tile_fn, tile_key)
 
 
@@ -210,7 +215,22 @@ def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
     the staging area; live[k]: SRAM ranges of every resident tensor live during step k
     (touched by it or not); estimate(k, work): step k's estimate of `work` in its prefetch
     role; hull(k): `prefetch.own_hull` of works[k] outside its resident tensors (raises
-    prefetch.NotShiftable where an operand straddles one)."""
+    prefetch.NotShiftable where an operand straddles one). Of the plans of RINGS, the one
+    with fewer estimated cycles (the first if equal)."""
+    best = None
+    for rings, slack in RINGS:
+        got = _plan(works, estimates, regions, prefetched, prefetch, arch, constants, staging,
+                    live, estimate, hull, rings, slack)
+        cycles = sum(s.estimate.cycles for s in got.steps)
+        if best is None or cycles < best[0]:
+            best = (cycles, got)
+    return best[1]
+
+
+def _plan(works, estimates, regions, prefetched, prefetch, arch, constants, staging, live,
+          estimate, hull, rings: tuple[tuple[int, bool], ...], slack: float) -> StagingPlan:
+    """`plan_staging` with the copy rings `rings` (bounce slots, stored early) and a first
+    piece of `slack` of a tile's idle DMA_IN time."""
     from tessel.schedule.prefetch import NotShiftable
 
     wmem, end = constants
@@ -230,7 +250,7 @@ def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
     cursor = _align_up(staging[0])
     partial: tuple[_Range, int, int] | None = None  # (range, bytes copied, its address)
     copies: dict[int, dict[tuple[int, int], list]] = {}
-    slots: dict[int, tuple[int, int]] = {}  # producer -> (bounce slot 0, slot bytes)
+    slots: dict[int, tuple] = {}  # producer -> (bounce slot 0, bytes, (depth, early))
     for p, est in enumerate(estimates):
         if partial is not None and (partial[0].consumer <= p
                                     or regions[partial[0].consumer] != regions[p]):
@@ -238,31 +258,29 @@ def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
             partial = None
         if flash[p] > PRODUCER_SHARE * est.cycles or not ranked:
             continue
-        work, tiles = works[p], _tiles(works[p])
-        try:
-            bounce, piece = _slots(p, tiles, est, arch, live[p], prefetch[p], hull)
-        except NotShiftable:
+        tiles = _tiles(works[p])
+        best = None
+        for depth, early in rings:
+            try:
+                bounce, piece = _slots(p, tiles, est, arch, live[p], prefetch[p], hull, depth,
+                                       slack)
+            except NotShiftable:
+                break
+            got = _produce(p, works[p], est, tiles, bounce, piece, (depth, early), ranked,
+                           partial, cursor, staging[1], regions, wmem, amem, estimate)
+            if got is not None and (best is None or got[0] > best[0]):
+                best = got
+        if best is None:
             continue
-        while piece >= MIN_PIECE:
-            plan = _assign(p, tiles, piece, ranked, partial, cursor, staging[1], regions,
-                           wmem, amem, bounce)
-            if plan is None:
-                break
-            per_tile, new_partial, new_cursor, finished, gain = plan
-            staged_work = with_copies(work, per_tile)
-            got = estimate(p, staged_work)
-            if got.cycles - est.cycles <= SLOWDOWN_SHARE * gain:
-                copies[p] = per_tile
-                slots[p] = (bounce, piece)
-                out[p] = StagingStep(staged_work, got, sum(
-                    ld.d0 * max(ld.d1, 1) for c in per_tile.values() for ld, _ in c))
-                partial, cursor = new_partial, new_cursor
-                for r, at in finished:
-                    done[(r.lo, r.hi)] = at
-                ranked = [r for r in ranked if (r.lo, r.hi) not in done
-                          and (partial is None or r is not partial[0])]
-                break
-            piece = piece * 3 // 4 // ALIGN * ALIGN
+        _, staged_work, got_est, per_tile, slot, (partial, cursor, finished) = best
+        copies[p] = per_tile
+        slots[p] = slot
+        out[p] = StagingStep(staged_work, got_est, sum(
+            ld.d0 * max(ld.d1, 1) for c in per_tile.values() for ld, _ in c))
+        for r, at in finished:
+            done[(r.lo, r.hi)] = at
+        ranked = [r for r in ranked if (r.lo, r.hi) not in done
+                  and (partial is None or r is not partial[0])]
     if partial is not None:  # a range left half-copied: drop the copies of it
         _drop_partial(out, works, copies, slots, partial, estimate)
     by_consumer: dict[int, dict[tuple[int, int], int]] = {}
@@ -275,6 +293,33 @@ def plan_staging(works: Sequence[StepWork], estimates: Sequence[Estimate],
             out[k] = StagingStep(w, got, out[k].copied, sum(hi - lo for lo, hi in staged))
     top = max([staging[0]] + [at + hi - lo for (lo, hi), at in done.items()])
     return StagingPlan(out, top)
+
+
+def _produce(p: int, work: StepWork, est: Estimate, tiles: list[tuple[int, int]], bounce: int,
+             piece: int, ring: tuple[int, bool], ranked: list[_Range], partial, cursor: int,
+             limit: int,
+             regions: Sequence[int], wmem: int, amem: int,
+             estimate: Callable[[int, StepWork], Estimate]):
+    """Producer `p`'s copies through `ring` (bounce slots, stored early): the largest piece, from
+    `piece` down, whose slowdown of the step is at most SLOWDOWN_SHARE of what its pieces save
+    their consumers. None if none; else (the cycles saved net of the slowdown, its work, its
+    estimate, the copies per tile, (bounce slot 0, piece, ring), (the range left half-copied,
+    the staging cursor, the ranges finished with their addresses))."""
+    depth = ring[0]
+    while piece >= MIN_PIECE:
+        plan = _assign(p, tiles, piece, ranked, partial, cursor, limit, regions, wmem, amem,
+                       bounce, depth)
+        if plan is None:
+            return None
+        per_tile, new_partial, new_cursor, finished, gain = plan
+        staged_work = with_copies(work, per_tile, *ring)
+        got = estimate(p, staged_work)
+        slow = got.cycles - est.cycles
+        if slow <= SLOWDOWN_SHARE * gain:
+            return (gain - slow, staged_work, got, per_tile, (bounce, piece, ring),
+                    (new_partial, new_cursor, finished))
+        piece = piece * 3 // 4 // ALIGN * ALIGN
+    return None
 
 
 def _rank(works: Sequence[StepWork], estimates: Sequence[Estimate],
@@ -301,10 +346,11 @@ def _rank(works: Sequence[StepWork], estimates: Sequence[Estimate],
 
 def _slots(p: int, tiles: list[tuple[int, int]], est: Estimate, arch: NpuArch,
            live: Sequence[tuple[int, int]], prefetch: Sequence[Instruction],
-           hull: Callable[[int], tuple[int, int] | None]) -> tuple[int, int]:
-    """(bounce slot 0's address, the first piece size to try) of producer `p`: the slots in
+           hull: Callable[[int], tuple[int, int] | None], depth: int, slack_share: float
+           ) -> tuple[int, int]:
+    """(bounce slot 0's address, the first piece size to try) of producer `p`: `depth` slots in
     the largest SRAM gap outside its hull, the prefetch it issues and the live residents; the
-    piece SLACK_SHARE of a tile's share of DMA_IN's idle time (a copy's load holds back
+    piece `slack_share` of a tile's share of DMA_IN's idle time (a copy's load holds back
     DMA_IN's next SIGNAL, which waits for its transfers), within a slot. Piece 0 where it has
     fewer than two tiles to carry copies."""
     if len(tiles) < 2:
@@ -313,20 +359,21 @@ def _slots(p: int, tiles: list[tuple[int, int]], est: Estimate, arch: NpuArch,
     busy = [*live, *([own] if own is not None else [])]
     for ins in prefetch:
         busy += [(a.lo, a.hi) for a in accesses(ins) if a.space is Space.SRAM]
-    bounce, room = _bounce(0, arch.onchip.sram_bytes, busy)
-    slack = (est.cycles - est.busy.get(Engine.DMA_IN, 0)) / len(tiles) * SLACK_SHARE
+    bounce, room = _bounce(0, arch.onchip.sram_bytes, busy, depth)
+    slack = (est.cycles - est.busy.get(Engine.DMA_IN, 0)) / len(tiles) * slack_share
     wbpc = arch.offchip[arch.memory_index(arch.weights_memory)].bytes_per_cycle
     return bounce, min(room, MAX_PIECE, int(slack * wbpc) // ALIGN * ALIGN)
 
 
-def _bounce(lo: int, hi: int, busy: Sequence[tuple[int, int]]) -> tuple[int, int]:
-    """(address, bytes per slot) of the largest pair of bounce slots in SRAM [lo, hi) outside
+def _bounce(lo: int, hi: int, busy: Sequence[tuple[int, int]], depth: int
+            ) -> tuple[int, int]:
+    """(address, bytes per slot) of the largest `depth` bounce slots in SRAM [lo, hi) outside
     the `busy` ranges."""
     best = (lo, 0)
     a = lo
     for b0, b1 in sorted(busy) + [(hi, hi)]:
         if b0 > a:
-            room = (min(b0, hi) - a) // COPY_DEPTH // ALIGN * ALIGN
+            room = (min(b0, hi) - a) // depth // ALIGN * ALIGN
             if room > best[1]:
                 best = (a, room)
         a = max(a, _align_up(b1))
@@ -335,7 +382,7 @@ def _bounce(lo: int, hi: int, busy: Sequence[tuple[int, int]]) -> tuple[int, int
 
 def _assign(p: int, tiles: list[tuple[int, int]], piece: int, ranked: list[_Range],
             partial: tuple[_Range, int, int] | None, cursor: int, limit: int,
-            regions: Sequence[int], wmem: int, amem: int, bounce: int):
+            regions: Sequence[int], wmem: int, amem: int, bounce: int, depth: int):
     """Pieces of at most `piece` bytes for producer `p`'s tiles, one per tile, continuing the
     half-copied range first, then the ranked ranges of later consumers in p's region that fit
     the staging area. None if it copies nothing; else (copies per tile, the range left
@@ -359,7 +406,7 @@ def _assign(p: int, tiles: list[tuple[int, int]], piece: int, ranked: list[_Rang
         r, copied, at = cur
         size = min(piece, r.hi - r.lo - copied)
         per_tile[tile] = [_copy_pair(wmem, amem, r.lo + copied, at + copied, size,
-                                     bounce + (n % COPY_DEPTH) * piece)]
+                                     bounce + (n % depth) * piece)]
         n += 1
         gain += size * r.gain
         copied += size
@@ -384,7 +431,8 @@ def _drop_partial(out: list[StagingStep], works: Sequence[StepWork],
     for p, per_tile in copies.items():
         if not any(lo <= st.ext_addr < hi for pairs in per_tile.values() for _, st in pairs):
             continue
-        bounce, piece = slots[p]
+        bounce, piece, ring = slots[p]
+        depth = ring[0]
         kept: dict[tuple[int, int], list] = {}
         n = 0
         for tile, pairs in per_tile.items():
@@ -392,12 +440,12 @@ def _drop_partial(out: list[StagingStep], works: Sequence[StepWork],
             for ld, st in pairs:
                 if lo <= st.ext_addr < hi:
                     continue
-                addr = bounce + (n % COPY_DEPTH) * piece
+                addr = bounce + (n % depth) * piece
                 own.append((ld.replace(sram_addr=addr), st.replace(sram_addr=addr)))
                 n += 1
             if own:
                 kept[tile] = own
         copies[p] = kept
-        work = with_copies(works[p], kept) if kept else works[p]
+        work = with_copies(works[p], kept, *ring) if kept else works[p]
         copied = sum(ld.d0 * max(ld.d1, 1) for c in kept.values() for ld, _ in c)
         out[p] = StagingStep(work, estimate(p, work), copied)
