@@ -1,8 +1,8 @@
 """Regenerate the fuzz seed corpus (tests/fuzz/corpus/): small real compiled binaries, with
 host graphs and metadata, for the .tsl / IR / asm harnesses, and for the C loader's fuzzer one
 compiled for a target with the weight decoder, its weights in DMA_LOAD_W streams
-(corpus/wdecoder/), and one with 2:4 sparse CONV weights (corpus/sparse/). Run from the
-repository root:
+(corpus/wdecoder/), one with 2:4 sparse CONV weights (corpus/sparse/), and one with both, its
+2:4 weights in mode-3 streams (corpus/wdecoder/). Run from the repository root:
 
     PYTHONPATH=src python tests/fuzz/make_corpus.py
 """
@@ -107,6 +107,27 @@ def sparse_seed() -> None:
     print("tiny_cnn_2_4", len(cm.binary), "bytes, sparse CONVs:", sparse)
 
 
+def sparse_wdecoder_seed() -> None:
+    """TinySparse pruned to 2:4 for tnpu-s with sparse.enabled and the weight decoder: its 2:4
+    CONV weights load as mode-3 weight streams (2:4 blocks)."""
+    from tessel.arch import load_preset
+
+    torch.manual_seed(0)
+    model = TinySparse().eval()
+    with torch.no_grad():  # heavy-tailed weights, as trained ones are: their streams are coded
+        for m in (model.stem, model.a, model.b, model.fc):
+            m.weight.copy_(torch.randn(m.weight.shape) ** 3 * 0.05)
+    model, _ = tessel.prune_2_4(model)
+    arch = load_preset("tnpu-s").with_param("sparse.enabled", True).with_param(
+        "wdecoder.enabled", True)
+    cm = tessel.compile(model, (torch.randn(1, 3, 8, 8),), target=arch,
+                        name="tiny_cnn_2_4_wdecoder")
+    (CORPUS / "wdecoder").mkdir(exist_ok=True)
+    cm.save(CORPUS / "wdecoder" / "tiny_cnn_2_4_wdecoder.tsl")
+    loads = sum(i.opcode.name == "DMA_LOAD_W" for q in cm.program.streams.values() for i in q)
+    print("tiny_cnn_2_4_wdecoder", len(cm.binary), "bytes, DMA_LOAD_W:", loads)
+
+
 def main() -> None:
     torch.manual_seed(0)
     CORPUS.mkdir(exist_ok=True)
@@ -123,6 +144,7 @@ def main() -> None:
           "metadata keys:", sorted(cm.program.metadata))
     wdecoder_seed()
     sparse_seed()
+    sparse_wdecoder_seed()
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """A short seeded run of the C loader's sanitizer fuzzer (tests/fuzz/c_fuzz.py; ``make fuzz``
 runs 100,000 cases): no AddressSanitizer / UndefinedBehaviorSanitizer finding, the mutations
 reach the deep rules (many distinct refusal codes, accepted binaries run on the C NPU model,
-malformed weight streams trap in its decoder, malformed 2:4 indices in its sparse CONV), and the
-C loader agrees with the Python reader."""
+malformed weight streams trap in its decoder, malformed 2:4 indices in its sparse CONV), the
+seeds hold weight streams of 2:4 blocks, and the C loader agrees with the Python reader."""
 
 from __future__ import annotations
 
@@ -56,6 +56,20 @@ def test_the_fuzzer_has_a_seed_with_sparse_convs():
         prog = read_tsl(path.read_bytes())
         assert any(i.opcode is Opcode.CONV and WeightType(i.w_type).sparse
                    for q in prog.streams.values() for i in q)
+
+
+def test_the_fuzzer_has_a_seed_with_2_4_weight_streams():
+    from tessel.binary import read_tsl
+    from tessel.isa import Opcode
+    from tessel.isa.weight_codec import StreamMode
+
+    modes = set()
+    for path in (p for p in c_fuzz.seeds() if p.parent.name == "wdecoder"):
+        prog = read_tsl(path.read_bytes())
+        modes |= {prog.constants[i.ext_addr - prog.constants_address]
+                  for q in prog.streams.values() for i in q
+                  if i.opcode is Opcode.DMA_LOAD_W and i.mem == prog.constants_memory}
+    assert StreamMode.SPARSE24 in modes, modes
 
 
 def test_the_c_loader_accepts_only_what_the_python_reader_accepts(fuzzer):

@@ -1,6 +1,7 @@
 """DMA_LOAD_W on the C NPU model against the Python simulator: weight streams the encoder writes
-(byte and nibble symbols, raw; weights from narrow to uniform) and hostile variants of them
-(bits flipped, truncated, extended, header fields changed) decoded from the same memories; the
+(byte and nibble symbols, raw, 2:4 blocks; weights from narrow to uniform) and hostile variants
+of them (bits flipped, truncated, extended, header fields changed; in 2:4 streams block fields,
+rank bytes, rank padding and the values' mode changed) decoded from the same memories; the
 memories must be equal afterwards, or both must trap at the same instruction. A target without
 the weight decoder traps in both."""
 
@@ -14,8 +15,8 @@ from oracle_kit import ARCH, EXT_REGION, Case, _contents
 
 from tessel.binary import TslProgram
 from tessel.errors import TesselSimError
-from tessel.isa import Engine, Instruction, Opcode, encode_stream
-from tessel.isa.weight_codec import StreamMode, encode, info
+from tessel.isa import Engine, Instruction, Opcode, encode_stream, sparse24
+from tessel.isa.weight_codec import SPARSE_HEADER, StreamMode, encode, info
 from tessel.runtime import cengine
 from tessel.sim.functional import run_functional
 from tessel.sim.prepare import prepare
@@ -128,9 +129,10 @@ def test_every_stream_mode_decodes_in_c() -> None:
     rng = np.random.default_rng(5)
     cases = {StreamMode.BYTES: (np.round(rng.normal(0, 3, 2000)).astype(np.int8).tobytes(), False),
              StreamMode.NIBBLES: (bytes(rng.integers(0, 3, 2000, dtype=np.uint8) * 0x11), True),
-             StreamMode.RAW: (rng.integers(0, 256, 2000, dtype=np.uint8).tobytes(), False)}
+             StreamMode.RAW: (rng.integers(0, 256, 2000, dtype=np.uint8).tobytes(), False),
+             StreamMode.SPARSE24: (_sparse_blocks(5, 8, 75, False, 33), False)}
     for mode, (data, nibbles) in cases.items():
-        stream = encode(data, nibbles=nibbles)
+        stream = encode(data, nibbles=nibbles, sparse=mode is StreamMode.SPARSE24)
         assert info(stream).mode is mode
         load = Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=64, ext_bytes=len(stream),
                                 sram_addr=128, out_bytes=len(data))
@@ -184,3 +186,113 @@ def test_crafted_streams_decode_or_trap_alike(name: str) -> None:
     load = Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=32, ext_bytes=len(stream),
                             sram_addr=0, out_bytes=n)
     assert compare(DEC, [load], [("EXT", 32, stream)]) is valid
+
+
+def _sparse_blocks(seed: int, count: int, groups: int, int4: bool, tail: int) -> bytes:
+    """`count` 2:4 blocks of `groups` groups (narrow values, then legal index nibbles, the
+    padding nibble of an odd count zero) and `tail` bytes."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        if int4:
+            nib = np.clip(np.round(rng.normal(0, 2.0, 2 * groups)), -8, 7).astype(np.int8) & 0xF
+            values = (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8).tobytes()
+        else:
+            values = np.clip(np.round(rng.normal(0, 4.0, 2 * groups)), -128, 127) \
+                .astype(np.int8).tobytes()
+        index = sparse24.PATTERNS[rng.integers(0, len(sparse24.PATTERNS), groups)]
+        out.append(values + sparse24.pack_nibbles(index))
+    return b"".join(out) + rng.integers(0, 256, tail, dtype=np.uint8).tobytes()
+
+
+SPARSE_MUTATIONS = ("none", "flip", "truncate", "extend", "length", "out_bytes", "field", "rank",
+                    "padding", "values_mode")
+
+
+def mutate_sparse(stream: bytes, how: str, at: int, bit: int) -> tuple[bytes, int]:
+    """(the 2:4 stream changed `how`, the out_bytes to ask for): a block field (value bytes,
+    groups, blocks, values length) moved by -1..1, a rank byte set to 216 or more, a non-zero
+    padding rank, the values stream's mode changed (to 3: nested), or a change of `mutate`."""
+    _, groups, count, vlen = (int.from_bytes(stream[o:o + 4], "little") for o in (5, 9, 13, 17))
+    s = bytearray(stream)
+    ranks = SPARSE_HEADER + vlen
+    if how == "field":
+        o = 5 + 4 * (at % 4)
+        s[o:o + 4] = max(0, int.from_bytes(s[o:o + 4], "little") + bit % 3 - 1).to_bytes(4,
+                                                                                           "little")
+    elif how == "rank":
+        s[ranks + at % (len(s) - ranks)] = 216 + bit * 5
+    elif how == "padding" and (count * groups) % 3:
+        s[-1] += 6 ** ((count * groups) % 3)
+    elif how == "values_mode":
+        s[SPARSE_HEADER] = bit % 4
+    else:
+        return mutate(stream, how, at, bit)
+    return bytes(s), info(stream).decoded
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**32 - 1), count=st.integers(4, 12), groups=st.integers(50, 90),
+       int4=st.booleans(), tail=st.integers(0, 100), how=st.sampled_from(SPARSE_MUTATIONS),
+       at=st.integers(0, 2**16), bit=st.integers(0, 7),
+       sram_addr=st.sampled_from([0, 77, SRAM - 4000]))
+def test_c_decoder_equals_the_simulator_on_2_4_streams(seed: int, count: int, groups: int,
+                                                       int4: bool, tail: int, how: str, at: int,
+                                                       bit: int, sram_addr: int) -> None:
+    stream = encode(_sparse_blocks(seed, count, groups, int4, tail), nibbles=int4, sparse=True)
+    assert info(stream).mode is StreamMode.SPARSE24
+    stream, out = mutate_sparse(stream, how, at, bit)
+    load = Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=40, ext_bytes=len(stream),
+                            sram_addr=sram_addr, out_bytes=out)
+    ran = compare(DEC, [load], [("EXT", 40, stream)])
+    if how == "none" or (how == "padding" and (count * groups) % 3 == 0):
+        assert ran
+    if how in ("rank", "padding") and (count * groups) % 3:
+        assert not ran
+
+
+def _sparse(values: bytes, vb: int, groups: int, count: int, n: int, ranks: list[int]) -> bytes:
+    """A 2:4 stream from its fields: the values stream, the block shape, the rank bytes."""
+    head = b"".join(x.to_bytes(4, "little") for x in (n, vb, groups, count, len(values)))
+    return bytes([StreamMode.SPARSE24]) + head + values + bytes(ranks)
+
+
+def _raw(data: bytes) -> bytes:
+    return bytes([StreamMode.RAW]) + len(data).to_bytes(4, "little") + data
+
+
+# two blocks of 2 value bytes and 3 groups (ranks 5 0 1 | 2 3 4: 5 + 0 + 36, 2 + 18 + 144),
+# index bytes 0x4E 0x08 | 0x9C 0x0D, a tail of one byte
+SPARSE_OK = _sparse(_raw(b"\x01\x02\x03\x04\x05"), 2, 3, 2, 9, [41, 164])
+CRAFTED_2_4 = {  # name: (stream, the bytes it decodes to, or None when it traps)
+    "2:4 blocks with raw values": (SPARSE_OK, b"\x01\x02\x4e\x08\x03\x04\x9c\x0d\x05"),
+    "2:4 rank byte 216": (_sparse(_raw(bytes(5)), 2, 3, 2, 9, [41, 216]), None),
+    "2:4 padding rank": (_sparse(_raw(bytes(7)), 2, 2, 2, 9, [41, 1 + 6]), None),
+    "2:4 index section short": (SPARSE_OK[:-1], None),
+    "2:4 index section long": (SPARSE_OK + b"\x00", None),
+    "2:4 blocks past n": (_sparse(_raw(bytes(4)), 2, 3, 2, 7, [41, 164]), None),
+    "2:4 zero value bytes": (_sparse(_raw(bytes(5)), 0, 3, 2, 9, [41, 164]), None),
+    "2:4 zero groups": (_sparse(_raw(bytes(9)), 2, 0, 2, 9, []), None),
+    "2:4 values one byte short": (_sparse(_raw(bytes(4)), 2, 3, 2, 9, [41, 164]), None),
+    "2:4 values past the end": (SPARSE_OK[:17] + (99).to_bytes(4, "little") + SPARSE_OK[21:],
+                                None),
+    "2:4 values in mode 3": (_sparse(_sparse(_raw(bytes(4)), 1, 1, 1, 5, [0]), 2, 3, 2, 9,
+                                     [41, 164]), None),
+    "2:4 header short": (SPARSE_OK[:20], None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTED_2_4))
+def test_crafted_2_4_streams_decode_or_trap_alike(name: str) -> None:
+    stream, want = CRAFTED_2_4[name]
+    n = int.from_bytes(stream[1:5], "little")
+    load = Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=32, ext_bytes=len(stream),
+                            sram_addr=5, out_bytes=n)
+    assert compare(DEC, [load], [("EXT", 32, stream)]) is (want is not None)
+    if want is not None:
+        mem = {k: np.array(v, np.uint8) for k, v in _contents(
+            Case(Engine.DMA_IN, [load], patches=[[[("EXT", 32, stream)]]]), 0)[0].items()}
+        code, _, trap = cengine.run_queue(DEC, int(Engine.DMA_IN), encode_stream([load]), 1,
+                                          mem["sram"], mem["acc"], mem["lut"], mem["ext"])
+        assert code == 0, trap
+        assert mem["sram"][5:5 + n].tobytes() == want
