@@ -13,7 +13,12 @@ observer's range), and every value stays on the int4 grid of that scale.
   channels with all their kernel taps): errors are compensated within a block, and the cost
   of the Cholesky factorisations stays linear in the layer's width;
 * ``damp`` = :data:`DAMP` times the mean of the block's diagonal; an input that is zero on
-  every row keeps nearest rounding.
+  every row keeps nearest rounding;
+* a weight that is exactly 0 (a pruned one: 2:4 sparsity) stays 0, its error compensated by
+  the others like a rounding error;
+* per output channel, GPTQ runs with two ranges, max |w| and :func:`int4_clip`'s, and the one
+  with the smaller output error ``e^T H e`` is kept (clipping shrinks a channel's gain, which
+  the compensation cannot undo, but its finer step may pay).
 
 :func:`round_int4_weights` runs after calibration on a prepared pt2e module: every conv /
 linear layer whose weight observer is a :class:`PerChannelInt4GptqObserver` gets its weight
@@ -117,9 +122,11 @@ def _inverse_factor(h: torch.Tensor) -> torch.Tensor:
     return torch.linalg.cholesky(torch.cholesky_inverse(low), upper=True)
 
 
-def _round_block(w: torch.Tensor, u: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+def _round_block(w: torch.Tensor, u: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor
+                 ) -> torch.Tensor:
     """GPTQ on one block: ``w`` [G, O, b] (modified), ``u`` [G, b, b] the inverse factor,
-    ``scale`` [G, O]; returns the int4 values [G, O, b] (as floats)."""
+    ``scale`` [G, O], ``zero`` [G, O, b] the weights that stay 0; returns the int4 values
+    [G, O, b] (as floats)."""
     qmin, qmax = WEIGHT_RANGES[WeightDtype.INT4]
     q = torch.empty_like(w)
     width = w.shape[-1]
@@ -130,6 +137,7 @@ def _round_block(w: torch.Tensor, u: torch.Tensor, scale: torch.Tensor) -> torch
         for i in range(i2 - i1):
             col = w1[..., i]
             qi = torch.clamp(torch.round(col / scale), qmin, qmax)
+            qi = torch.where(zero[..., i1 + i], 0.0, qi)
             q[..., i1 + i] = qi
             e = (col - qi * scale) / u1[:, i, i][:, None]
             w1[..., i:] -= e[..., None] * u1[:, i, i:][:, None, :]
@@ -147,9 +155,11 @@ def gptq_int4(w: torch.Tensor, gram: Gram, scale: torch.Tensor) -> torch.Tensor:
     work = w.detach().to(torch.float32).reshape(groups, out // groups, -1).clone()
     s = scale.detach().to(torch.float32).reshape(groups, out // groups)
     s = torch.where(s > 0, s, torch.ones_like(s))
+    zero = work == 0  # pruned weights (2:4 sparsity) stay 0; their neighbours compensate
     q = torch.empty_like(work)
     for (a, b), u in zip(gram.blocks, gram.inverse_factors(), strict=True):
-        q[..., a:b] = _round_block(work[..., a:b].clone(), u.to(torch.float32), s)
+        q[..., a:b] = _round_block(work[..., a:b].clone(), u.to(torch.float32), s,
+                                   zero[..., a:b])
     return q.reshape(w.shape).to(w.dtype)
 
 

@@ -90,6 +90,16 @@ def test_values_are_on_the_int4_grid_and_deterministic():
     assert torch.equal(again[1], q) and torch.equal(again[0], ranges)
 
 
+def test_pruned_weights_stay_zero():
+    x = _correlated(300, 32, 5)
+    w = torch.randn(6, 32, generator=torch.Generator().manual_seed(6))
+    w.view(6, 8, 4)[:, :, :2] = 0  # 2:4: two of every four zero
+    gram = Gram(32)
+    gram.add(input_rows(x, None))
+    _, q = choose_int4(w, gram, int4_clip(w, 0))
+    assert bool((q[w == 0] == 0).all()) and bool((q[w != 0] != 0).any())
+
+
 def test_the_chosen_ranges_never_lose_to_either_candidate():
     x = _correlated(400, 64, 3)
     w = torch.randn(16, 64, generator=torch.Generator().manual_seed(4))
