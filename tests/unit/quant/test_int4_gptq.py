@@ -181,3 +181,20 @@ def test_the_int8_path_has_no_rounding_pass():
     assert consts
     for na, nb in consts:
         assert (a.graph.constant_value(na.name) == b.graph.constant_value(nb.name)).all()
+
+
+def test_the_sensitivity_analysis_rounds_like_the_quantiser():
+    from tessel.analysis.precision import fake_int4, layer_grams
+
+    model = _Net().eval()
+    data = _data(8)
+    qm = tessel.quantize(model, data[0], data, QuantConfig(weights=WeightDtype.INT4))
+    grams = layer_grams(model, data)
+    (fc,) = [n for n in qm.graph.nodes if n.op.name == "QLINEAR"]
+    got = torch.from_numpy(qm.graph.constant_value(fc.inputs[1]).astype("float32"))
+    w = model.fc.weight.detach()
+    ranges, q = choose_int4(w, grams["fc"], int4_clip(w, 0))
+    got = got if got.shape == q.shape else got.T  # the IR may hold [in, out]
+    assert torch.equal(got, q)
+    fake = fake_int4(w, 0, grams["fc"], Int4Rounding.GPTQ)
+    torch.testing.assert_close(fake, q * (ranges / 7)[:, None], rtol=1e-6, atol=0)
