@@ -9,15 +9,18 @@ Run: ``python -m benchmarks.bench_precision [MODEL ...] [--target PRESET] [--no-
 markdown tables. Figures: ``auto_bytes_saved/MODEL`` (fraction of int8's constants bytes),
 ``auto_vs_int8_cycles/MODEL``, ``auto_energy_saved/MODEL`` (fraction of int8's energy on
 tnpu-s), ``auto_metric_loss/MODEL`` (int8's metric less auto's) and ``fit_vs_memory/MODEL``
-(constants / flash bytes on the fit target; over 1 when even all-int4 does not fit) and
-``fit_exact/MODEL`` (1 when the fitted program ran bit-exact). ResNet-18's fit row is of the
-model pruned 2:4 (`tessel.prune_2_4`), on tnpu-xs with 2:4 sparsity and the weight decoder.
+(constants / flash bytes on the fit target; over 1 when even all-int4 does not fit),
+``fit_exact/MODEL`` (1 when the fitted program ran bit-exact); ``int4_metric/MODEL/ROUNDING``
+(all-int4, each ``Int4Rounding``; ``int8``: int8 weights) and ``quantise_cpu_s/MODEL/ROUNDING``
+(CPU seconds of ``quantize``). ResNet-18's fit row is of the model pruned 2:4
+(`tessel.prune_2_4`), on tnpu-xs with 2:4 sparsity and the weight decoder.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from dataclasses import replace
 
 from benchmarks.report import Section
@@ -38,7 +41,7 @@ from tessel.errors import TesselCompileError
 from tessel.models import load, resolve
 from tessel.prune import prune_2_4
 from tessel.quant.api import quantize
-from tessel.quant.config import WeightDtype, default_config
+from tessel.quant.config import Int4Rounding, WeightDtype, default_config
 
 MODELS = {"resnet18": "sqnr=1", "minilm": "cosine=0.01"}
 CALIBRATION = 32  # min/max ranges: 16 samples leave some held-out ResNet-18 inputs clipped
@@ -49,6 +52,8 @@ FIT = {"minilm": ("tnpu-xs", {"wdecoder.enabled": True}, False),
        "resnet18": ("tnpu-xs", {"wdecoder.enabled": True, "sparse.enabled": True}, True)}
 HEAD = ("| model | weights | constants bytes | cycles | energy mJ (tnpu-s) | metric (held-out) "
         "| int4 layers |\n|---|---|---:|---:|---:|---:|---:|")
+ROUNDING_HEAD = ("| model | int4 rounding | metric, all int4 (held-out) | quantise CPU s |\n"
+                 "|---|---|---:|---:|")
 FIT_HEAD = ("| model | target | budget | constants bytes | flash bytes | int4 layers "
             "| metric (held-out) | budget met | bit-exact |\n|---|---|---|---:|---:|---:|---:|---|---|")
 
@@ -63,8 +68,28 @@ def _row(name: str, what: str, graph_bytes: int, cycles: int, energy_uj: float, 
             f"{metric.value} {value:.4f}{_unit(metric)} | {layers} |")
 
 
+def _roundings(name: str, model, example, calibration, metric: Metric, floats, held_out,
+               base) -> tuple[list[str], dict[str, float]]:
+    """All-int4 accuracy and quantisation CPU time of each int4 rounding (int8's time first)."""
+    rows, figures = [], {}
+    for rounding in (None, *Int4Rounding):
+        config = base if rounding is None else replace(base, weights=WeightDtype.INT4,
+                                                       int4_rounding=rounding)
+        start = time.process_time()
+        qm = quantize(model, example, calibration, config, calibration_samples=CALIBRATION)
+        seconds = time.process_time() - start
+        value = measure(metric, floats, golden_outputs(qm, held_out))
+        what = "(int8 weights)" if rounding is None else rounding.value
+        rows.append(f"| {name} | {what} | {metric.value} {value:.4f}{_unit(metric)} | "
+                    f"{seconds:.1f} |")
+        figures[f"int4_metric/{name}/{what.strip('()').split()[0]}"] = value
+        figures[f"quantise_cpu_s/{name}/{what.strip('()').split()[0]}"] = seconds
+        print(rows[-1], file=sys.stderr, flush=True)
+    return rows, figures
+
+
 def one(name: str, budget_text: str, target: str, fit: bool = True
-        ) -> tuple[list[str], list[str], dict[str, float]]:
+        ) -> tuple[list[str], list[str], list[str], dict[str, float]]:
     spec = resolve(name)
     model, example = load(name)
     calibration = list(spec.calibration_data(CALIBRATION))
@@ -91,6 +116,9 @@ def one(name: str, budget_text: str, target: str, fit: bool = True
     (b8, c8, e8, v8), (ba, ca, ea, va) = results["int8"], results["auto"]
     figures = {f"auto_bytes_saved/{name}": 1 - ba / b8, f"auto_vs_int8_cycles/{name}": ca / c8,
                f"auto_energy_saved/{name}": 1 - ea / e8, f"auto_metric_loss/{name}": v8 - va}
+    rounding_rows, rounding_figures = _roundings(name, model, example, calibration,
+                                                 budget.metric, floats, held_out, base)
+    figures.update(rounding_figures)
     fit_rows = []
     if fit and name in FIT:
         if FIT[name][2]:  # pruned: the plan is measured against the pruned float model
@@ -102,7 +130,7 @@ def one(name: str, budget_text: str, target: str, fit: bool = True
             figures[f"fit_exact/{name}"] = float(exact)
         fit_rows.append(row)
         print(row, file=sys.stderr, flush=True)
-    return rows, fit_rows, figures
+    return rows, rounding_rows, fit_rows, figures
 
 
 def _fit_row(name: str, model, budget: AccuracyBudget, evaluate, held_out, base
@@ -131,10 +159,11 @@ def _fit_row(name: str, model, budget: AccuracyBudget, evaluate, held_out, base
 
 
 def run(models: dict[str, str], target: str = "u55-256", fit: bool = True) -> Section:
-    rows, fit_rows, figures = [], [], {}
+    rows, rounding_rows, fit_rows, figures = [], [], [], {}
     for name, budget in models.items():
-        r, f, figs = one(name, budget, target, fit)
+        r, rr, f, figs = one(name, budget, target, fit)
         rows += r
+        rounding_rows += rr
         fit_rows += f
         figures.update(figs)
     command = "python -m benchmarks.bench_precision" + (
@@ -144,6 +173,10 @@ def run(models: dict[str, str], target: str = "u55-256", fit: bool = True) -> Se
             "accuracy` picks them); auto: the budget in the weights column, against "
             f"all-int8; energy: the same model compiled for {ENERGY_TARGET}.\n\n" + HEAD + "\n"
             + "\n".join(rows))
+    text += ("\n\nint4 rounding (`QuantConfig.int4_rounding`, docs/numerics.md): every layer's "
+             "weights int4, the metric on the held-out inputs, and the CPU time of `quantize` "
+             f"with {CALIBRATION} calibration samples.\n\n" + ROUNDING_HEAD + "\n"
+             + "\n".join(rounding_rows))
     if fit_rows:
         text += ("\n\nThe constants must fit the target's flash (`--weights auto` on it): "
                  "the fewest int4 layers of the order that fit when the budget's do not; "

@@ -5,8 +5,9 @@ The budget is a loss against the all-int8 model, in one metric measured on held-
 (embeddings), or top-1 agreement with float (classifiers).
 
 1. Sensitivity: in the float model, each conv / linear layer's weights alone are fake-quantised
-   to int4 the way the quantiser does it (symmetric per output channel, [-7, 7], each channel's
-   range clipped to its least rounding error); the squared
+   to int4 the way the quantiser does it (symmetric per output channel, [-7, 7], rounded as
+   ``QuantConfig.int4_rounding`` says: GPTQ on the layer's calibration inputs by default); the
+   squared
    error this adds at the outputs on the held-out inputs is the layer's noise.
 2. Order: layers by weight bytes saved per unit of noise, the cheapest bytes first.
 3. The longest prefix of that order whose predicted metric meets the budget (noise powers add:
@@ -39,7 +40,14 @@ from tessel.analysis.accuracy import cosine, sqnr_db
 from tessel.display import Table, fmt_int, plural, short_repr, summary_html
 from tessel.errors import TesselCompileError, TesselConfigError
 from tessel.progress import info
-from tessel.quant.config import LayerOverride, QuantConfig, WeightDtype, config_keyword
+from tessel.quant.config import (
+    Int4Rounding,
+    LayerOverride,
+    QuantConfig,
+    WeightDtype,
+    config_keyword,
+)
+from tessel.quant.int4_weights import ConvShape, Gram, choose_int4, input_rows
 from tessel.quant.qspecs import WEIGHT_RANGES, int4_clip
 
 Sample = tuple[torch.Tensor, ...]
@@ -208,15 +216,59 @@ def weight_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module, in
     return out
 
 
-def fake_int4(w: torch.Tensor, axis: int) -> torch.Tensor:
-    """``w`` through symmetric per-channel int4 quantisation (the quantiser's rule: each
-    channel's range clipped where that lowers its rounding error, :func:`int4_clip`)."""
+def fake_int4(w: torch.Tensor, axis: int, gram: Gram | None = None,
+              rounding: Int4Rounding = Int4Rounding.CLIP_MSE) -> torch.Tensor:
+    """``w`` through symmetric per-channel int4 quantisation the quantiser's way: GPTQ on the
+    layer's input Gram matrix ``gram`` (:func:`tessel.quant.int4_weights.choose_int4`) when
+    ``rounding`` is GPTQ and ``gram`` is given, else nearest rounding with each channel's range
+    max |w| (NEAREST) or clipped to its least rounding error (:func:`int4_clip`)."""
     qmin, qmax = WEIGHT_RANGES[WeightDtype.INT4]
     shape = [1] * w.dim()
     shape[axis] = -1
-    clip = int4_clip(w, axis).to(w.dtype).reshape(shape)
+    if rounding is Int4Rounding.GPTQ and gram is not None and axis == 0:
+        ranges, q = choose_int4(w, gram, int4_clip(w, 0))
+        scale = torch.where(ranges > 0, ranges / qmax, torch.ones_like(ranges))
+        return q * scale.to(w.dtype).reshape(shape)
+    if rounding is Int4Rounding.NEAREST:
+        clip = torch.movedim(w.detach(), axis, 0).reshape(w.shape[axis], -1).abs().amax(1)
+    else:
+        clip = int4_clip(w, axis)
+    clip = clip.to(w.dtype).reshape(shape)
     scale = torch.where(clip > 0, clip / qmax, torch.ones_like(clip))
     return torch.clamp(torch.round(w / scale), qmin, qmax) * scale
+
+
+def _conv_shape(m: torch.nn.Module) -> ConvShape | None:
+    if isinstance(m, torch.nn.Linear):
+        return None
+    return ConvShape(tuple(m.kernel_size), tuple(m.stride), tuple(m.padding),
+                     tuple(m.dilation), m.groups)
+
+
+def layer_grams(model: torch.nn.Module, samples: Sequence[Sample]) -> dict[str, Gram]:
+    """Per conv / linear layer (module path), the Gram matrix of its inputs on ``samples`` (the
+    float model's), as GPTQ rounding takes it; layers it cannot take (transposed convs,
+    padding by name) are left out."""
+    grams: dict[str, Gram] = {}
+    hooks = []
+    for path, m, axis in weight_layers(model):
+        if axis != 0 or isinstance(getattr(m, "padding", 0), str):
+            continue
+        conv = _conv_shape(m)
+        grams[path] = Gram(m.weight[0].numel())
+
+        def hook(_m, args, _out, gram=grams[path], conv=conv) -> None:
+            gram.add(input_rows(args[0], conv))
+
+        hooks.append(m.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            for s in samples:
+                model(*((s,) if isinstance(s, torch.Tensor) else s))
+    finally:
+        for h in hooks:
+            h.remove()
+    return grams
 
 
 def float_outputs(model: torch.nn.Module, samples: Sequence[Sample]) -> Outputs:
@@ -229,14 +281,17 @@ def float_outputs(model: torch.nn.Module, samples: Sequence[Sample]) -> Outputs:
     return [np.concatenate([r[k] for r in rows]) for k in range(len(rows[0]))]
 
 
-def layer_noise(model: torch.nn.Module, samples: Sequence[Sample], floats: Outputs
-                ) -> list[float]:
-    """Per weight layer: the squared error at the outputs when only its weights are int4."""
+def layer_noise(model: torch.nn.Module, samples: Sequence[Sample], floats: Outputs,
+                grams: dict[str, Gram] | None = None,
+                rounding: Int4Rounding = Int4Rounding.CLIP_MSE) -> list[float]:
+    """Per weight layer: the squared error at the outputs when only its weights are int4
+    (rounded as ``rounding`` says; GPTQ on ``grams``, :func:`layer_grams`)."""
     noises = []
+    grams = grams or {}
     for path, m, axis in weight_layers(model):
         info(f"precision auto: sensitivity of {path}")
         original = m.weight.data
-        m.weight.data = fake_int4(original, axis)
+        m.weight.data = fake_int4(original, axis, grams.get(path), rounding)
         try:
             outs = float_outputs(model, samples)
         finally:
@@ -292,7 +347,11 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
     if not layers:
         raise TesselConfigError(f"{name}: no conv or linear layer to choose a weight type for")
     floats = float_outputs(model, held_out)
-    noises = layer_noise(model, held_out, floats)
+    calibration = list(getattr(evaluate, "calibration", None) or [])[
+        :getattr(evaluate, "calibration_samples", None)]
+    grams = layer_grams(model, calibration) if (
+        config.int4_rounding is Int4Rounding.GPTQ and calibration) else None
+    noises = layer_noise(model, held_out, floats, grams, config.int4_rounding)
     signal = sum(float(np.sum(f**2)) for f in floats)
     info("precision auto: the all-int8 model")
     measured = {frozenset(): measure(budget.metric, floats, evaluate(config))}

@@ -38,6 +38,7 @@ from tessel.ir import Graph, Node
 from tessel.passes.to_nhwc import to_nhwc
 from tessel.progress import info
 from tessel.quant.config import QuantConfig, config_keyword
+from tessel.quant.int4_weights import round_int4_weights
 from tessel.quant.lower import host_ops, lower_qdq
 from tessel.quant.pt2e import (
     Sample,
@@ -179,6 +180,8 @@ def ptq(model: torch.nn.Module | torch.export.ExportedProgram, example_inputs: S
     check_finite(module, data)
     prepared = prepare_pt2e(export_for_quant(module, example_inputs), TesselQuantizer(config))
     count = calibrate(prepared, data, example_inputs)
+    if round_int4_weights(prepared, [_as_args(s) for s in data]):
+        info("quantise: int4 weights rounded on their layers' calibration inputs (GPTQ)")
     info("quantise: convert")
     try:
         return convert(prepared), count

@@ -40,6 +40,15 @@ class WeightDtype(enum.Enum):
     INT4 = "int4"  # [-7, 7], two per byte on the NPU: half the bytes, coarser weights
 
 
+class Int4Rounding(enum.Enum):
+    """How an int4 weight layer's values are chosen (int8 weights always round to nearest of
+    the channel's max |w| range)."""
+
+    NEAREST = "nearest"  # range max |w| per channel, each weight rounded to the nearest level
+    CLIP_MSE = "clip_mse"  # range clipped to the least weight rounding error, then nearest
+    GPTQ = "gptq"  # clipped range; error-compensating rounding on the layer's calibration inputs
+
+
 class OpKind(enum.Enum):
     """The op types the quantiser knows (anything else stays float and runs on the host)."""
 
@@ -123,6 +132,7 @@ class QuantConfig:
       (default: softmax in and out, layer norm in). Add ``OpKind.ADD`` to both for a transformer's
       residual stream;
     * ``weights``: the weight type of every conv / linear layer (int8, or int4: half the bytes);
+    * ``int4_rounding``: how int4 weights are rounded (:class:`Int4Rounding`);
     * ``overrides``: per-layer changes by module name or op type (see :class:`LayerOverride`);
     * ``share_residual_qparams``: the two inputs of a tensor + tensor add / sub share one scale
       and zero point (the add then needs no input rescale on the NPU, at some accuracy cost).
@@ -135,8 +145,12 @@ class QuantConfig:
     overrides: tuple[LayerOverride, ...] = ()
     share_residual_qparams: bool = False
     weights: WeightDtype = WeightDtype.INT8
+    int4_rounding: Int4Rounding = Int4Rounding.GPTQ
 
     def __post_init__(self) -> None:
+        if not isinstance(self.int4_rounding, Int4Rounding):
+            raise TesselConfigError(f"QuantConfig.int4_rounding must be an Int4Rounding, got "
+                                    f"{self.int4_rounding!r}")
         if not isinstance(self.observer, ObserverKind):
             raise TesselConfigError(
                 f"QuantConfig.observer must be an ObserverKind, got {self.observer!r}"

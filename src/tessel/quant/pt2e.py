@@ -39,7 +39,11 @@ from torchao.quantization.pt2e.quantize_pt2e import (
 from tessel.errors import TesselConfigError
 from tessel.progress import task
 from tessel.quant.config import QuantConfig
-from tessel.quant.qspecs import PercentileObserver, PerChannelInt4Observer
+from tessel.quant.qspecs import (
+    PercentileObserver,
+    PerChannelInt4GptqObserver,
+    PerChannelInt4Observer,
+)
 from tessel.quant.quantizer import TesselQuantizer
 from tessel.threads import single_threaded
 
@@ -119,7 +123,7 @@ CALIBRATION_BATCH = 8  # samples per forward when batching is exact (calibrate)
 # min / max) or that keep none (derived bias qparams, fixed qparams); a moving average, a
 # percentile or a histogram would see batches, not samples
 _BATCHABLE = (MinMaxObserver, PerChannelMinMaxObserver, DerivedObserverOrFakeQuantize,
-              FixedQParamsObserver, PerChannelInt4Observer)
+              FixedQParamsObserver, PerChannelInt4Observer, PerChannelInt4GptqObserver)
 _NOT_BATCHABLE = (MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver,
                   PercentileObserver)
 
@@ -159,7 +163,7 @@ def calibrate(prepared: GraphModule, calibration_data: Iterable[Sample],
 # observers for which seeing the same values again changes nothing (a running min / max, or
 # no state); exact types: a subclass may observe otherwise
 _IDEMPOTENT = (MinMaxObserver, PerChannelMinMaxObserver, DerivedObserverOrFakeQuantize,
-               FixedQParamsObserver, PerChannelInt4Observer)
+               FixedQParamsObserver, PerChannelInt4Observer, PerChannelInt4GptqObserver)
 
 
 class _ObservedOnce(torch.nn.Module):

@@ -5,7 +5,8 @@ one observer torchao lacks (percentile).
   [-32768, 32767] with zero point 0;
 * weights: int8 symmetric per output channel (axis 0), [-127, 127] (so -w quantises to -q), or
   int4 [-7, 7] (held in int8 tensors; the NPU stores them two per byte) whose per-channel range
-  is clipped where that lowers the channel's squared rounding error (:func:`int4_clip`);
+  is clipped where that lowers the channel's squared rounding error (:func:`int4_clip`), the
+  values rounded as ``QuantConfig.int4_rounding`` says (GPTQ: tessel.quant.int4_weights);
 * bias: int32, zero point 0, scale = input scale x weight scale per channel (derived);
 * fixed ranges for LUT ops whose output range is known (sigmoid, tanh, softmax).
 """
@@ -31,7 +32,7 @@ from torchao.quantization.pt2e.quantizer import (
     QuantizationSpec,
 )
 
-from tessel.quant.config import ActDtype, ObserverKind, OpKind, WeightDtype
+from tessel.quant.config import ActDtype, Int4Rounding, ObserverKind, OpKind, WeightDtype
 
 INT8_RANGE = (-128, 127)
 INT16_RANGE = (-32768, 32767)
@@ -156,6 +157,30 @@ class PerChannelInt4Observer(PerChannelMinMaxObserver):
         return x_orig
 
 
+class PerChannelInt4GptqObserver(PerChannelInt4Observer):
+    """The int4 observer of a weight that tessel.quant.int4_weights rounds on the layer's
+    calibration inputs after calibration: :func:`int4_clip`'s ranges until :meth:`freeze`
+    sets the ones chosen there, kept whatever the observer sees next (the rounded weights are
+    written back as ``q * scale`` of those ranges)."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.frozen = False
+
+    def forward(self, x_orig: torch.Tensor) -> torch.Tensor:
+        if self.frozen:
+            return x_orig
+        return super().forward(x_orig)
+
+    def freeze(self, ranges: torch.Tensor) -> None:
+        """Keep the symmetric per-channel ``ranges`` (max |w| of the int4 grid) from now on."""
+        self.min_val.resize_(ranges.shape)
+        self.max_val.resize_(ranges.shape)
+        self.min_val.copy_(-ranges)
+        self.max_val.copy_(ranges)
+        self.frozen = True
+
+
 def _act_observer(kind: ObserverKind, percentile: float):
     if kind is ObserverKind.MINMAX:
         return MinMaxObserver
@@ -192,14 +217,16 @@ def softmax_input_qspec(dtype: ActDtype, *, qat: bool) -> QuantizationSpec:
     return dataclasses.replace(spec, observer_or_fake_quant_ctr=SoftmaxInputObserver)
 
 
-def weight_qspec(*, qat: bool, axis: int = 0, dtype: WeightDtype = WeightDtype.INT8
-                 ) -> QuantizationSpec:
+def weight_qspec(*, qat: bool, axis: int = 0, dtype: WeightDtype = WeightDtype.INT8,
+                 rounding: Int4Rounding = Int4Rounding.GPTQ) -> QuantizationSpec:
     """Spec of a conv / linear weight: symmetric per output channel (`axis`: 0, or 1 for a
-    transposed conv's [in, out, kh, kw]) in `dtype`'s range, held in int8; int4 PTQ ranges
-    clipped by :func:`int4_clip`."""
+    transposed conv's [in, out, kh, kw]) in `dtype`'s range, held in int8; int4 PTQ weights
+    as `rounding` says (max |w|, :func:`int4_clip`'s range, or that range and GPTQ)."""
     if qat:
         ctr = FakeQuantize.with_args(observer=MovingAveragePerChannelMinMaxObserver)
-    elif dtype is WeightDtype.INT4:
+    elif dtype is WeightDtype.INT4 and rounding is Int4Rounding.GPTQ:
+        ctr = PerChannelInt4GptqObserver
+    elif dtype is WeightDtype.INT4 and rounding is Int4Rounding.CLIP_MSE:
         ctr = PerChannelInt4Observer
     else:
         ctr = PerChannelMinMaxObserver

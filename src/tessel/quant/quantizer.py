@@ -268,7 +268,8 @@ class TesselQuantizer(Quantizer):
                 if groups != 1:
                     return  # the output channels are not one weight axis: stays float
                 axis = 1
-            inputs[w] = weight_qspec(qat=self.is_qat, axis=axis, dtype=rule.weights)
+            inputs[w] = weight_qspec(qat=self.is_qat, axis=axis, dtype=rule.weights,
+                                     rounding=self.config.int4_rounding)
             bias = node.args[2] if len(node.args) > 2 else None
             if is_float_tensor(bias):
                 inputs[bias] = bias_qspec((x, node), (w, node))

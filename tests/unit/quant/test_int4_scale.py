@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import tessel
-from tessel.quant.config import QuantConfig, WeightDtype
+from tessel.quant.config import Int4Rounding, QuantConfig, WeightDtype
 from tessel.quant.qspecs import INT4_COARSE_RATIOS, INT4_FINE_STEPS, int4_clip
 
 
@@ -95,7 +95,8 @@ def test_the_quantiser_clips_int4_weights_only(weights):
     model, x = Lin().eval(), torch.randn(1, 64, generator=torch.Generator().manual_seed(1))
     calibration = [(torch.randn(1, 64, generator=torch.Generator().manual_seed(s)),)
                    for s in range(4)]
-    qm = tessel.quantize(model, (x,), calibration, QuantConfig(weights=weights))
+    qm = tessel.quantize(model, (x,), calibration, QuantConfig(
+        weights=weights, int4_rounding=Int4Rounding.CLIP_MSE))
     (node,) = [n for n in qm.graph.nodes if n.op.name == "QLINEAR"]
     q = torch.from_numpy(qm.graph.constant_value(node.inputs[1]).astype("int64"))
     top = q.abs().amax(1)

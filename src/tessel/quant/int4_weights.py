@@ -1,0 +1,328 @@
+"""Error-compensating (GPTQ) rounding of int4 weights on a layer's calibration inputs.
+
+Rounding each int4 weight to its nearest level minimises the weight error; what the network
+feels is the layer's output error ``||X W^T - X Q^T||^2`` on its inputs ``X``. GPTQ (Frantar et
+al., 2023) rounds the input columns of ``W`` one at a time and spreads each rounding error over
+the columns not yet rounded, weighted by the inverse of ``H = X^T X + damp I``, so that the
+output error stays close to its least; the per-channel scale is fixed beforehand (the
+observer's range), and every value stays on the int4 grid of that scale.
+
+* the rows of ``X``: a linear layer's input vectors; a conv's im2col patches (one matrix per
+  group), at most :data:`ROWS_PER_SAMPLE` of each calibration sample, evenly strided;
+* ``H`` is kept as its diagonal blocks of at most :data:`MAX_BLOCK` inputs (contiguous input
+  channels with all their kernel taps): errors are compensated within a block, and the cost
+  of the Cholesky factorisations stays linear in the layer's width;
+* ``damp`` = :data:`DAMP` times the mean of the block's diagonal; an input that is zero on
+  every row keeps nearest rounding;
+* a weight that is exactly 0 (a pruned one: 2:4 sparsity) stays 0, its error compensated by
+  the others like a rounding error;
+* per output channel, GPTQ runs with two ranges, max |w| and :func:`int4_clip`'s, and the one
+  with the smaller output error ``e^T H e`` is kept (clipping shrinks a channel's gain, which
+  the compensation cannot undo, but its finer step may pay).
+
+:func:`round_int4_weights` runs after calibration on a prepared pt2e module: every conv /
+linear layer whose weight observer is a :class:`PerChannelInt4GptqObserver` gets its weight
+replaced by ``q * scale`` (``q`` the rounded int4 values, ``scale`` the observer's, which is
+then frozen), so that conversion quantises it back to exactly ``q``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch.fx import GraphModule, Interpreter, Node
+from torchao.quantization.pt2e import ObserverBase
+
+from tessel.quant.config import OpKind, WeightDtype
+from tessel.quant.optable import op_kind
+from tessel.quant.qspecs import WEIGHT_RANGES, PerChannelInt4GptqObserver
+from tessel.threads import single_threaded
+
+ROWS_PER_SAMPLE = 256  # input rows of one calibration sample that enter H, at most
+MAX_BLOCK = 1152  # inputs per diagonal block of H
+DAMP = 0.1  # added to H's diagonal, times its mean
+LAZY = 32  # columns rounded before the remaining columns are updated in one product
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """What im2col needs of a conv (linear layers: None)."""
+
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int
+
+
+def input_rows(x: torch.Tensor, conv: ConvShape | None) -> torch.Tensor:
+    """The rows ``[groups, N, d]`` one input ``x`` contributes to ``H`` (every output
+    position's input patch; for a linear layer every input vector), at most
+    :data:`ROWS_PER_SAMPLE` per sample, evenly strided."""
+    x = x.detach().to(torch.float32)
+    if conv is None:
+        rows = x.reshape(1, -1, x.shape[-1])
+    else:
+        if len(conv.kernel) == 1:  # conv1d as a conv2d of height 1
+            x = x.unsqueeze(-2)
+            conv = ConvShape((1, *conv.kernel), (1, *conv.stride), (0, *conv.padding),
+                             (1, *conv.dilation), conv.groups)
+        cols = torch.nn.functional.unfold(x, conv.kernel, conv.dilation, conv.padding,
+                                          conv.stride)  # [B, C * taps, L]
+        b, width, n = cols.shape
+        rows = cols.reshape(b, conv.groups, width // conv.groups, n).permute(1, 0, 3, 2)
+        rows = rows.reshape(conv.groups, b * n, width // conv.groups)
+    step = max(1, math.ceil(rows.shape[1] / ROWS_PER_SAMPLE))
+    return rows[:, ::step]
+
+
+def _blocks(d: int) -> list[tuple[int, int]]:
+    count = max(1, math.ceil(d / MAX_BLOCK))
+    size = math.ceil(d / count)
+    return [(i, min(i + size, d)) for i in range(0, d, size)]
+
+
+@dataclass
+class Gram:
+    """The diagonal blocks of ``H = X^T X`` (float64, per group) accumulated over inputs."""
+
+    width: int
+    blocks: list[tuple[int, int]] = field(init=False)
+    parts: list[torch.Tensor | None] = field(init=False)
+
+    factors: list[torch.Tensor] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.blocks = _blocks(self.width)
+        self.parts = [None] * len(self.blocks)
+
+    def inverse_factors(self) -> list[torch.Tensor]:
+        """Per block, the upper Cholesky factor of ``(H + damp I)^-1`` (computed once)."""
+        if self.factors is None:
+            self.factors = [_inverse_factor(h) for h in self.parts]
+        return self.factors
+
+    def add(self, rows: torch.Tensor) -> None:
+        for k, (a, b) in enumerate(self.blocks):
+            xb = rows[..., a:b]
+            part = (xb.transpose(-1, -2) @ xb).to(torch.float64)
+            self.parts[k] = part if self.parts[k] is None else self.parts[k] + part
+
+
+def _inverse_factor(h: torch.Tensor) -> torch.Tensor:
+    """The upper Cholesky factor of ``(H + damp I)^-1`` (dead inputs: diagonal 1)."""
+    h = h.clone()
+    diag = torch.diagonal(h, dim1=-2, dim2=-1)
+    diag[diag <= 0] = 1.0
+    diag += DAMP * diag.mean(-1, keepdim=True)
+    low = torch.linalg.cholesky(h)
+    return torch.linalg.cholesky(torch.cholesky_inverse(low), upper=True)
+
+
+def _round_block(w: torch.Tensor, u: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor
+                 ) -> torch.Tensor:
+    """GPTQ on one block: ``w`` [G, O, b] (modified), ``u`` [G, b, b] the inverse factor,
+    ``scale`` [G, O], ``zero`` [G, O, b] the weights that stay 0; returns the int4 values
+    [G, O, b] (as floats)."""
+    qmin, qmax = WEIGHT_RANGES[WeightDtype.INT4]
+    q = torch.empty_like(w)
+    width = w.shape[-1]
+    for i1 in range(0, width, LAZY):
+        i2 = min(i1 + LAZY, width)
+        w1, u1 = w[..., i1:i2], u[:, i1:i2, i1:i2]
+        err = torch.empty_like(w1)
+        for i in range(i2 - i1):
+            col = w1[..., i]
+            qi = torch.clamp(torch.round(col / scale), qmin, qmax)
+            qi = torch.where(zero[..., i1 + i], 0.0, qi)
+            q[..., i1 + i] = qi
+            e = (col - qi * scale) / u1[:, i, i][:, None]
+            w1[..., i:] -= e[..., None] * u1[:, i, i:][:, None, :]
+            err[..., i] = e
+        w[..., i2:] -= err @ u[:, i1:i2, i2:]
+    return q
+
+
+def gptq_int4(w: torch.Tensor, gram: Gram, scale: torch.Tensor) -> torch.Tensor:
+    """The int4 values (float tensor shaped like ``w``) GPTQ gives a conv / linear weight ``w``
+    [O, I / groups, *kernel] with per-output-channel ``scale`` [O] and the input Gram matrix
+    ``gram`` of its layer (:func:`input_rows` rows)."""
+    groups = gram.parts[0].shape[0]
+    out = w.shape[0]
+    work = w.detach().to(torch.float32).reshape(groups, out // groups, -1).clone()
+    s = scale.detach().to(torch.float32).reshape(groups, out // groups)
+    s = torch.where(s > 0, s, torch.ones_like(s))
+    zero = work == 0  # pruned weights (2:4 sparsity) stay 0; their neighbours compensate
+    q = torch.empty_like(work)
+    for (a, b), u in zip(gram.blocks, gram.inverse_factors(), strict=True):
+        q[..., a:b] = _round_block(work[..., a:b].clone(), u.to(torch.float32), s,
+                                   zero[..., a:b])
+    return q.reshape(w.shape).to(w.dtype)
+
+
+# -- the pass on a prepared pt2e module -----------------------------------------------------------
+
+
+@dataclass
+class _Layer:
+    node: Node  # the conv / linear
+    weight: str  # its weight's attribute
+    observer: PerChannelInt4GptqObserver
+    conv: ConvShape | None
+    gram: Gram
+
+
+def _ints(value: object, n: int, default: int) -> tuple[int, ...] | None:
+    if value is None:
+        return (default,) * n
+    if isinstance(value, int):
+        return (value,) * n
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
+        return tuple(value) if len(value) == n else (value[0],) * n if len(value) == 1 else None
+    return None
+
+
+def _conv_shape(node: Node, weight: torch.Tensor) -> ConvShape | None:
+    """The conv's im2col shape, or None when an argument is not a plain int list (padding
+    'same')."""
+    n = weight.dim() - 2
+    args = list(node.args) + [None] * (7 - len(node.args))
+    for k, name in enumerate(("stride", "padding", "dilation", "groups"), start=3):
+        if name in node.kwargs:
+            args[k] = node.kwargs[name]
+    parts = [_ints(args[3], n, 1), _ints(args[4], n, 0), _ints(args[5], n, 1)]
+    groups = 1 if args[6] is None else args[6]
+    if any(p is None for p in parts) or not isinstance(groups, int):
+        return None
+    return ConvShape(tuple(weight.shape[2:]), *parts, groups)
+
+
+def _attr(module: torch.nn.Module, target: str) -> torch.Tensor:
+    for part in target.split("."):
+        module = getattr(module, part)
+    return module
+
+
+def gptq_layers(prepared: GraphModule) -> list[_Layer]:
+    """The conv / linear layers of ``prepared`` whose int4 weights GPTQ rounds: a weight
+    observer of that kind, fed by a weight attribute nothing else reads."""
+    layers = []
+    for node in prepared.graph.nodes:
+        kind = op_kind(node)
+        if kind not in (OpKind.CONV, OpKind.LINEAR) or len(node.args) < 2:
+            continue
+        obs_node = node.args[1]
+        if not isinstance(obs_node, Node) or obs_node.op != "call_module":
+            continue
+        observer = prepared.get_submodule(obs_node.target)
+        if not isinstance(observer, PerChannelInt4GptqObserver) or observer.ch_axis != 0:
+            continue
+        w_node = obs_node.args[0] if obs_node.args else None
+        if not isinstance(w_node, Node) or w_node.op != "get_attr" or len(w_node.users) != 1 \
+                or len(obs_node.users) != 1 or not isinstance(node.args[0], Node):
+            continue
+        weight = _attr(prepared, w_node.target)
+        conv = _conv_shape(node, weight) if kind is OpKind.CONV else None
+        if kind is OpKind.CONV and (conv is None or weight.dim() not in (3, 4)):
+            continue
+        width = weight[0].numel()
+        layers.append(_Layer(node, w_node.target, observer, conv, Gram(width)))
+    return layers
+
+
+class _Capture(Interpreter):
+    """Runs the prepared graph with its observers passed through (observing nothing) and adds
+    each chosen layer's input rows to its Gram matrix."""
+
+    def __init__(self, prepared: GraphModule, layers: Sequence[_Layer]) -> None:
+        super().__init__(prepared)
+        self.layers = {layer.node: layer for layer in layers}
+
+    def run_node(self, n: Node) -> object:
+        layer = self.layers.get(n)
+        if layer is not None:
+            layer.gram.add(input_rows(self.env[n.args[0]], layer.conv))
+        return super().run_node(n)
+
+    def call_module(self, target, args, kwargs) -> object:  # noqa: ANN001 - fx's signature
+        if isinstance(self.module.get_submodule(target), ObserverBase):
+            return args[0]
+        return super().call_module(target, args, kwargs)
+
+
+def round_int4_weights(prepared: GraphModule, samples: Sequence[Sequence[torch.Tensor]]
+                       ) -> int:
+    """GPTQ for every layer :func:`gptq_layers` finds (module docstring), after calibration;
+    returns how many layers it rounded."""
+    layers = gptq_layers(prepared)
+    if not layers:
+        return 0
+    with torch.no_grad(), single_threaded():
+        capture = _Capture(prepared, layers)
+        for sample in samples:
+            capture.run(*sample)
+        for layer in layers:
+            _write_back(prepared, layer)
+    return len(layers)
+
+
+def output_error(w: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, gram: Gram
+                 ) -> torch.Tensor:
+    """Per output channel, ``e^T H e`` with ``e = w - q * scale`` (the layer's squared output
+    error on its calibration rows, within :class:`Gram`'s blocks), float64 [O]."""
+    groups = gram.parts[0].shape[0]
+    out = w.shape[0]
+    e = (w.to(torch.float64) - q.to(torch.float64) * scale.to(torch.float64).reshape(
+        [-1] + [1] * (w.dim() - 1))).reshape(groups, out // groups, -1)
+    total = torch.zeros(groups, out // groups, dtype=torch.float64)
+    for (a, b), h in zip(gram.blocks, gram.parts, strict=True):
+        eb = e[..., a:b]
+        total += ((eb @ h) * eb).sum(-1)
+    return total.reshape(out)
+
+
+def _scale(ranges: torch.Tensor) -> torch.Tensor:
+    qmax = WEIGHT_RANGES[WeightDtype.INT4][1]
+    return torch.where(ranges > 0, ranges / qmax, torch.ones_like(ranges))
+
+
+def choose_int4(w: torch.Tensor, gram: Gram, clip: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ranges [O], int4 values like ``w``) of a weight: per output channel, of GPTQ with the
+    range max |w| and with the clipped range ``clip``, the one with the smaller output error
+    (clipping shrinks the channel's gain, which GPTQ cannot compensate; its finer step may
+    still pay)."""
+    amax = w.detach().reshape(w.shape[0], -1).abs().amax(dim=1).to(torch.float32)
+    best_r, best_q, best_e = None, None, None
+    for ranges in (amax, clip.to(torch.float32)):
+        scale = _scale(ranges)
+        q = gptq_int4(w, gram, scale)
+        err = output_error(w, q, scale, gram)
+        if best_e is None:
+            best_r, best_q, best_e = ranges, q, err
+            continue
+        better = err < best_e
+        mask = better.reshape([-1] + [1] * (w.dim() - 1))
+        best_r = torch.where(better, ranges, best_r)
+        best_q = torch.where(mask, q, best_q)
+        best_e = torch.where(better, err, best_e)
+    return best_r, best_q
+
+
+def _write_back(prepared: GraphModule, layer: _Layer) -> None:
+    """The layer's weight replaced by ``q * scale`` (a new tensor: the exported module may
+    share the user's parameters), its observer frozen on the chosen ranges."""
+    weight = _attr(prepared, layer.weight)
+    ranges, q = choose_int4(weight, layer.gram, layer.observer.max_val)
+    layer.observer.freeze(ranges.to(layer.observer.max_val.dtype))
+    scale, _ = layer.observer.calculate_qparams()
+    shape = [-1] + [1] * (weight.dim() - 1)
+    new = (q * scale.to(weight.dtype).reshape(shape)).detach()
+    owner_name, _, name = layer.weight.rpartition(".")
+    owner = prepared.get_submodule(owner_name) if owner_name else prepared
+    if isinstance(getattr(owner, name), torch.nn.Parameter):
+        new = torch.nn.Parameter(new, requires_grad=False)
+    setattr(owner, name, new)
