@@ -6,13 +6,13 @@ prints the simulator's outputs."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 
 import numpy as np
 import pytest
 import torch
+from c_printed import read_outputs
 
 import tessel
 from tessel.arch import load_preset
@@ -48,20 +48,6 @@ class _Cnn(torch.nn.Module):
         x = torch.relu(self.b(torch.relu(self.a(x))))
         x = torch.relu(self.c(torch.relu(self.dw(x))))
         return self.fc(x.mean(dim=(2, 3)))
-
-
-def _printed(text: str) -> dict[str, np.ndarray]:
-    """{output name: its values} from the exported program's output."""
-    out: dict[str, list[str]] = {}
-    name = None
-    for line in text.splitlines():
-        head = re.match(r"^(\S+): shape \[([0-9, ]*)\] (\w+)$", line)
-        if head:
-            name = head.group(1)
-            out[name] = []
-        elif name is not None:
-            out[name].extend(line.split())
-    return {k: np.array(v, np.float64) for k, v in out.items()}
 
 
 def _w_types(cm) -> set[WeightType]:
@@ -150,7 +136,7 @@ def test_exported_project_of_a_sparse_model_builds_and_runs(tmp_path, capsys) ->
                    text=True)
     printed = subprocess.run([str(project / "cnn24_demo")], check=True, capture_output=True,
                              text=True).stdout
-    got = _printed(printed)
+    got = read_outputs(printed)
     want = cm.run(*stored_reference(cm.program.metadata).inputs)
     assert list(got) == cm.output_names
     for name, w, gold in zip(cm.output_names, want, golden, strict=True):

@@ -5,12 +5,12 @@ outputs `tessel run` prints, bit for bit."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 
 import numpy as np
 import pytest
+from c_printed import read_outputs
 
 from tessel.cli import main
 from tessel.runtime.cengine import available
@@ -18,20 +18,6 @@ from tessel.runtime.compiled import load
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
 COMPILERS = [cc for cc in ("gcc", "clang") if shutil.which(cc)]
-
-
-def _printed(text: str) -> dict[str, np.ndarray]:
-    """{output name: its values} from the example program's output."""
-    out: dict[str, list[str]] = {}
-    name = None
-    for line in text.splitlines():
-        head = re.match(r"^(\S+): shape \[([0-9, ]*)\] (\w+)$", line)
-        if head:
-            name = head.group(1)
-            out[name] = []
-        elif name is not None:
-            out[name].extend(line.split())
-    return {k: np.array(v, np.float64) for k, v in out.items()}
 
 
 @pytest.mark.slow
@@ -60,7 +46,7 @@ def test_exported_ds_cnn_builds_and_prints_the_run_outputs(tmp_path, capsys):
                        check=True, capture_output=True, text=True)
         printed = subprocess.run([str(project / "ds_cnn_demo")], check=True, capture_output=True,
                                  text=True).stdout
-        got = _printed(printed)
+        got = read_outputs(printed)
         assert list(got) == cm.output_names
         for name, w in zip(cm.output_names, want, strict=True):
             np.testing.assert_array_equal(got[name].astype(np.float32), w.reshape(-1))
@@ -70,9 +56,9 @@ def test_exported_ds_cnn_builds_and_prints_the_run_outputs(tmp_path, capsys):
     if shutil.which("cmake"):
         exe = _cmake_built(project, tmp_path / "cmake-build", "ds_cnn_demo")
         printed = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
-        assert _printed(printed).keys() == got.keys()
+        assert read_outputs(printed).keys() == got.keys()
         for name in got:
-            np.testing.assert_array_equal(_printed(printed)[name], got[name])
+            np.testing.assert_array_equal(read_outputs(printed)[name], got[name])
 
 
 def _cmake_built(project, build, target: str):
@@ -116,7 +102,7 @@ def test_exported_project_decodes_weight_streams(tmp_path, capsys):
         subprocess.run(["make", "-C", str(project), "digits_cnn_demo"], check=True,
                        capture_output=True, text=True)
         exe = project / "digits_cnn_demo"
-    got = _printed(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout)
+    got = read_outputs(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout)
     assert list(got) == cm.output_names
     for name, w in zip(cm.output_names, want, strict=True):
         np.testing.assert_array_equal(got[name].astype(np.float32), w.reshape(-1))

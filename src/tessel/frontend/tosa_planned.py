@@ -107,13 +107,7 @@ def import_planned(im: _Importer, first: Operator, k: int) -> None:
     template = TosaGraph([read_form(o) for o in b.ops], b.tensors, b.shapes, [x], [out])
     found = _match(im, template, located, x, set(tables.values()), what)
     plan = _plan(kind, steps, {key: found[t].reshape(-1) for key, t in tables.items()}, what)
-    inside = {o for step in located for o in step.outputs} - {out}
-    mine = {id(step) for step in located}
-    leaks = sorted(v for v in inside if v in im.g.outputs
-                   or any(id(u) not in mine for u in im.users.get(v, [])))
-    if leaks:
-        raise TesselFormatError(f"TOSA {what}: {tag} intermediate %{leaks[0]} is read outside "
-                                "its chain")
+    refuse_leaks(im, located, out, what, tag)
     consts = [im.b.constant(getattr(plan, f), sanitize_name(f"{out}_{key}"))
               for key, f in zip(tables, type(plan).ARRAYS, strict=True)]
     attrs = {**kind.attrs(extra), "dtype": _OUT[out_t.dtype], **plan.to_attrs()}
@@ -139,6 +133,20 @@ def _run_end(ops: Sequence[Operator], k: int, loc: str) -> int:
         elif ops[j].op not in _CONSTS:
             break
     return end
+
+
+def refuse_leaks(im: _Importer, located: Sequence[Operator], out: str, what: str,
+                 tag: str) -> None:
+    """Refuses a chain (the operators ``located``, writing ``out``) one of whose intermediates
+    is a graph output or is read by an operator outside the chain: importing the chain as one
+    op would lose that value."""
+    inside = {o for step in located for o in step.outputs} - {out}
+    mine = {id(step) for step in located}
+    leaks = sorted(v for v in inside if v in im.g.outputs
+                   or any(id(u) not in mine for u in im.users.get(v, [])))
+    if leaks:
+        raise TesselFormatError(f"TOSA {what}: {tag} intermediate %{leaks[0]} is read outside "
+                                "its chain")
 
 
 def _match(im: _Importer, template: TosaGraph, located: Sequence[Operator], x: str,

@@ -19,6 +19,7 @@ import numpy as np
 
 from tessel.errors import TesselFormatError
 from tessel.frontend.tosa_patterns import _Centred
+from tessel.frontend.tosa_planned import refuse_leaks
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import Operator, RoundingMode, TosaOp
 from tessel.ir import DType, Op
@@ -88,7 +89,7 @@ def import_softmax(im: _Importer, first: Operator, k: int) -> None:
     axes = {first.attrs.get("axis"), located[15].attrs.get("axis")}  # REDUCE_MAX, REDUCE_SUM
     if axes != {rank - 1} or out_t is None or out_t.dtype is not T.INT8:
         raise TesselFormatError(f"TOSA {what}: a softmax over the last axis to int8 only")
-    _no_leaks(im, located, out, what)
+    refuse_leaks(im, located, out, what, "softmax")
     e = st.exp_table(tables, _TABLE_SHIFTS)
     if e.min() < 0 or e.max() > np.iinfo(np.int32).max:
         raise TesselFormatError(f"TOSA {what}: the softmax's exponentials leave int32")
@@ -145,13 +146,3 @@ def _attrs_ok(f: Operator) -> bool:
                 and not a.get("per_channel") and not a.get("input_unsigned")
                 and not a.get("output_unsigned"))
     return True
-
-
-def _no_leaks(im: _Importer, located: Sequence[Operator], out: str, what: str) -> None:
-    inside = {o for step in located for o in step.outputs} - {out}
-    mine = {id(step) for step in located}
-    leaks = sorted(v for v in inside if v in im.g.outputs
-                   or any(id(u) not in mine for u in im.users.get(v, [])))
-    if leaks:
-        raise TesselFormatError(f"TOSA {what}: softmax intermediate %{leaks[0]} is read outside "
-                                "its chain")
