@@ -21,7 +21,7 @@ from tessel.isa.weight_codec import (
     info,
     stream_size,
 )
-from tessel.ops.conv_emit import pack_int4
+from tessel.ops.conv_weights import pack_int4
 
 FAST = settings(max_examples=150, deadline=None, derandomize=True)
 

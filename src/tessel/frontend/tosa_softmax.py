@@ -24,6 +24,7 @@ from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import Operator, RoundingMode, TosaOp
 from tessel.ir import DType, Op
 from tessel.ir.builder import sanitize_name
+from tessel.isa.fields import LutMode
 from tessel.ops import softmax_tosa as st
 
 if TYPE_CHECKING:
@@ -125,8 +126,9 @@ def _match(im: _Importer, located: Sequence[Operator], x: str, what: str
             kind, v = want  # type: ignore[misc]
             arr = im.const(got, where)
             if kind == "t":
-                if arr.shape != (513,) or im.g.tensors[got].dtype is not T.INT16:
-                    raise TesselFormatError(f"{where}: an int16 table of 513 entries expected")
+                n = LutMode.I16_513.entries  # TOSA's int16 TABLE has the shape of this LUT mode
+                if arr.shape != (n,) or im.g.tensors[got].dtype is not T.INT16:
+                    raise TesselFormatError(f"{where}: an int16 table of {n} entries expected")
                 tables.append(arr.astype(np.int64))
             elif arr.size != 1 or (kind == "c" and int(arr.reshape(-1)[0]) != v):
                 raise TesselFormatError(f"{where}: constant %{got} is not the chain's {v}")

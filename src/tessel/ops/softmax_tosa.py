@@ -23,6 +23,7 @@ import numpy as np
 from tessel.ir.attrs import AttrKind, AttrSpec
 from tessel.ir.ops import InferError, Op, OpSpec, axis_index
 from tessel.ir.types import DType, TensorType
+from tessel.isa.fields import INTERPOLATION_BITS, LutMode
 from tessel.ops.base import LayoutRule, OpDef, Trait, register
 from tessel.ops.quantise import int_result, require_int
 
@@ -55,11 +56,13 @@ def clz32(v: np.ndarray) -> np.ndarray:
 
 
 def table_i16(v: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """TOSA TABLE of int16 (513 entries): `(base << 7) + slope * frac`, int32."""
+    """TOSA TABLE of int16 (513 entries, segments of 128 inputs: the shape of the I16_513 LUT
+    mode): `(base << 7) + slope * frac`, int32."""
     idx = np.asarray(v, I64) + 32768
     t = np.asarray(table, I64)
-    base, nxt = t[idx >> 7], t[np.minimum((idx >> 7) + 1, t.size - 1)]
-    return (base << 7) + (nxt - base) * (idx & 127)
+    seg = idx >> INTERPOLATION_BITS
+    base, nxt = t[seg], t[np.minimum(seg + 1, t.size - 1)]
+    return (base << INTERPOLATION_BITS) + (nxt - base) * (idx & (LutMode.I16_513.step - 1))
 
 
 def exp_table(tables: Sequence[np.ndarray], shifts: Sequence[int]) -> np.ndarray:
