@@ -47,7 +47,7 @@ from tessel.quant.config import (
     WeightDtype,
     config_keyword,
 )
-from tessel.quant.int4_weights import ConvShape, Gram, choose_int4, input_rows
+from tessel.quant.int4_weights import ConvShape, Gram, choose_int4, input_rows, int4_scale
 from tessel.quant.qspecs import WEIGHT_RANGES, int4_clip
 
 Sample = tuple[torch.Tensor, ...]
@@ -227,14 +227,12 @@ def fake_int4(w: torch.Tensor, axis: int, gram: Gram | None = None,
     shape[axis] = -1
     if rounding is Int4Rounding.GPTQ and gram is not None and axis == 0:
         ranges, q = choose_int4(w, gram, int4_clip(w, 0))
-        scale = torch.where(ranges > 0, ranges / qmax, torch.ones_like(ranges))
-        return q * scale.to(w.dtype).reshape(shape)
+        return q * int4_scale(ranges).to(w.dtype).reshape(shape)
     if rounding is Int4Rounding.NEAREST:
         clip = torch.movedim(w.detach(), axis, 0).reshape(w.shape[axis], -1).abs().amax(1)
     else:
         clip = int4_clip(w, axis)
-    clip = clip.to(w.dtype).reshape(shape)
-    scale = torch.where(clip > 0, clip / qmax, torch.ones_like(clip))
+    scale = int4_scale(clip).to(w.dtype).reshape(shape)
     return torch.clamp(torch.round(w / scale), qmin, qmax) * scale
 
 

@@ -284,7 +284,9 @@ def output_error(w: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, gram: Gr
     return total.reshape(out)
 
 
-def _scale(ranges: torch.Tensor) -> torch.Tensor:
+def int4_scale(ranges: torch.Tensor) -> torch.Tensor:
+    """Per channel, the int4 step of the symmetric range ``ranges`` (1 for an all-zero
+    channel)."""
     qmax = WEIGHT_RANGES[WeightDtype.INT4][1]
     return torch.where(ranges > 0, ranges / qmax, torch.ones_like(ranges))
 
@@ -298,7 +300,7 @@ def choose_int4(w: torch.Tensor, gram: Gram, clip: torch.Tensor
     amax = w.detach().reshape(w.shape[0], -1).abs().amax(dim=1).to(torch.float32)
     best_r, best_q, best_e = None, None, None
     for ranges in (amax, clip.to(torch.float32)):
-        scale = _scale(ranges)
+        scale = int4_scale(ranges)
         q = gptq_int4(w, gram, scale)
         err = output_error(w, q, scale, gram)
         if best_e is None:
