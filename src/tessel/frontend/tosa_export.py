@@ -45,7 +45,7 @@ from tessel.frontend.tosa_build import (
     value_dtype,
     window_pads,
 )
-from tessel.frontend.tosa_chains import lut, qavg_pool, qsoftmax, upsample
+from tessel.frontend.tosa_chains import lut, qavg_pool, qsoftmax, qsoftmax_tosa, upsample
 from tessel.frontend.tosa_norm import layer_norm
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import TosaGraph, TosaOp
@@ -267,7 +267,8 @@ IR_OF: Mapping[TosaOp, Op] = {
 MAPPING: Mapping[Op, _Rule] = {
     Op.QCONV2D: _qconv2d, Op.QLINEAR: _qlinear, Op.QMATMUL: _qmatmul, Op.QADD: _qadd_sub,
     Op.QSUB: _qadd_sub, Op.QMUL: _qmul, Op.REQUANTIZE: _requantize, Op.QMEAN: _qmean,
-    Op.QAVG_POOL2D: qavg_pool, Op.QSOFTMAX: qsoftmax, Op.QLAYER_NORM: layer_norm,
+    Op.QAVG_POOL2D: qavg_pool, Op.QSOFTMAX: qsoftmax, Op.QSOFTMAX_TOSA: qsoftmax_tosa,
+    Op.QLAYER_NORM: layer_norm,
     **{IR_OF[t]: rule for t, rule in ((TosaOp.RESHAPE, _reshape), (TosaOp.TRANSPOSE, _transpose),
                                       (TosaOp.CONCAT, _concat), (TosaOp.SLICE, _slice),
                                       (TosaOp.PAD, _pad), (TosaOp.MAX_POOL2D, _max_pool),

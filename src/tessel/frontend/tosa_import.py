@@ -167,6 +167,11 @@ class _Importer:
     def outputs(self) -> Graph:
         outs = []
         for name in self.g.outputs:
+            b = self.values.get(name)
+            if isinstance(b, _Boundary) and b.stage in ("cast", "centred"):
+                # scale 1: the converter writes no MUL by the scale after CAST (and SUB)
+                outs.append(dequantize(self, b.src, f"{sanitize_name(name)}_out", 1.0, b.zp))
+                continue
             v = self.value(name, "graph output")
             outs.append(v if self.b.type_of(v).dtype is DType.F32
                         else dequantize(self, v, f"{name}_out"))

@@ -120,6 +120,9 @@ def _reduce_sum(im: _Importer, op: Operator, k: int) -> None:
 
 def _cast(im: _Importer, op: Operator, k: int) -> None:
     src, out_t = im.values.get(op.inputs[0]), im.g.tensors[op.outputs[0]].dtype
+    if isinstance(src, _Boundary) and src.stage == "float" and out_t in _DTYPES:
+        # scale 1: the converter writes no MUL by 1 / scale, the CAST rounds the input itself
+        src = replace(src, stage="scaled", inv_scale=1.0)
     if isinstance(src, _Boundary) and src.stage == "scaled" and out_t is T.INT32:
         im.define(op, replace(src, stage="rounded"))
         return
@@ -291,7 +294,7 @@ def _mul(im: _Importer, op: Operator, k: int) -> None:
     if isinstance(src, _Boundary) and src.stage == "float":
         im.define(op, replace(src, stage="scaled", inv_scale=_float_const(im, op.inputs[1], what)))
         return
-    if isinstance(src, _Boundary) and src.stage == "centred":
+    if isinstance(src, _Boundary) and src.stage in ("cast", "centred"):  # "cast": zero point 0
         im.define(op, dequantize(im, src.src, sanitize_name(op.outputs[0]),
                                  _float_const(im, op.inputs[1], what), src.zp))
         return

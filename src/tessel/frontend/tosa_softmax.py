@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tessel.errors import TesselFormatError
+from tessel.frontend.tosa_chains import SOFTMAX_TOSA_CHAIN as TEMPLATE
+from tessel.frontend.tosa_chains import SOFTMAX_TOSA_TABLE_SHIFTS as _TABLE_SHIFTS
+from tessel.frontend.tosa_chains import SOFTMAX_TOSA_X as X
 from tessel.frontend.tosa_patterns import _Centred
 from tessel.frontend.tosa_planned import refuse_leaks
 from tessel.frontend.tosa_schema import DType as T
@@ -30,46 +33,7 @@ from tessel.ops import softmax_tosa as st
 if TYPE_CHECKING:
     from tessel.frontend.tosa_import import _Importer
 
-X = "x"  # the centred int8 input (the RESCALE of x - zp to int32 in front of REDUCE_MAX)
-Step = tuple[TosaOp, tuple[object, ...]]  # operands: int = a step's result, X, ("c", v), ("t", k)
 _CONSTS = (TosaOp.CONST, TosaOp.CONST_SHAPE)
-_ONE_Q30, _SHIFT_TO_I16, _SHIFT_ONE = 1 << 30, 23, 30
-_TABLE_SHIFTS = (17, 9, 1, 7)
-
-
-def _c(v: int) -> tuple[str, int]:
-    return ("c", v)
-
-
-def _template() -> list[Step]:
-    s: list[Step] = [
-        (TosaOp.REDUCE_MAX, (X,)),
-        (TosaOp.SUB, (X, 0)),
-        (TosaOp.RESCALE, (1, _c(_ONE_Q30), _c(_SHIFT_TO_I16), _c(0), _c(0))),  # d * 128
-        *[(TosaOp.TABLE, (2, ("t", k))) for k in range(4)],
-        *[(TosaOp.LOGICAL_LEFT_SHIFT, (3 + k, _c(_TABLE_SHIFTS[k]))) for k in range(3)],
-        (TosaOp.ARITHMETIC_RIGHT_SHIFT, (6, _c(_TABLE_SHIFTS[3]))),
-        (TosaOp.ADD, (7, 8)), (TosaOp.ADD, (11, 9)), (TosaOp.ADD, (12, 10)),  # 13: e
-        (TosaOp.ARITHMETIC_RIGHT_SHIFT, (13, _c(st.SUM_SHIFT))),
-        (TosaOp.REDUCE_SUM, (14,)),  # 15: s
-        (TosaOp.CLZ, (15,)), (TosaOp.SUB, (16, _c(1))),
-        (TosaOp.LOGICAL_LEFT_SHIFT, (15, 17)),  # 18: s normalised
-        (TosaOp.MUL, (18, _c(st.NR_B), _c(31))), (TosaOp.ADD, (19, _c(st.NR_A))),
-    ]
-    r = 20
-    for _ in range(st.NR_STEPS):
-        k = len(s)
-        s += [(TosaOp.MUL, (r, 18, _c(31))), (TosaOp.SUB, (_c(st.ONE_S2_29), k)),
-              (TosaOp.MUL, (r, k + 1, _c(31))), (TosaOp.MUL, (k + 2, _c(4), _c(0))),
-              (TosaOp.ADD, (r, k + 3))]
-        r = k + 4
-    k = len(s)
-    return s + [(TosaOp.MUL, (13, r, _c(30))), (TosaOp.SUB, (_c(st.OUT_SHIFT_BASE), 16)),
-                (TosaOp.ARITHMETIC_RIGHT_SHIFT, (k, k + 1)),
-                (TosaOp.RESCALE, (k + 2, _c(_ONE_Q30), _c(_SHIFT_ONE), _c(0), ("zp", 0)))]
-
-
-TEMPLATE = _template()
 
 
 def import_softmax(im: _Importer, first: Operator, k: int) -> None:

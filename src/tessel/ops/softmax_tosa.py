@@ -75,6 +75,25 @@ def exp_table(tables: Sequence[np.ndarray], shifts: Sequence[int]) -> np.ndarray
     return np.asarray(e, I64)
 
 
+def exp_tables(e: np.ndarray) -> list[np.ndarray]:
+    """Four int16 tables (513 entries) that `exp_table` turns back into `e` (int32[256], not
+    negative): TABLE of `128 d` reads entry `d + 256` exactly (no interpolation), so entry
+    `d + 256` of the tables holds the bytes of `e[d + 255]`, high byte first; the unread
+    entries repeat their neighbour (slope 0)."""
+    v = np.asarray(e, I64)
+    if v.shape != (EXP_ENTRIES,) or v.min() < 0 or v.max() > np.iinfo(np.int32).max:
+        raise ValueError(f"exp table must be int32[{EXP_ENTRIES}] of non-negative values")
+    n = LutMode.I16_513.entries
+    tables = []
+    for k in range(4):
+        byte = (v >> (8 * (3 - k))) & 0xFF
+        t = np.empty(n, I64)
+        t[1:EXP_ENTRIES + 1] = byte
+        t[0], t[EXP_ENTRIES + 1:] = byte[0], byte[-1]
+        tables.append(t.astype(np.int16))
+    return tables
+
+
 def reciprocal(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(clz(s), r): `s` normalised to s1.30 by `clz - 1`, then Newton-Raphson in s2.29."""
     clz = clz32(s)
