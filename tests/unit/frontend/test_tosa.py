@@ -323,6 +323,20 @@ def softmax_net(rows: int, length: int, scale: float, zp: int) -> Net:
     return n
 
 
+def softmax_levels(length: int, zp: int) -> np.ndarray:
+    """24 rows of int8 levels: rows holding every int8 value (every `x - max` from -255 to 0
+    under one max), rows of one value repeated (the largest sum), rows near the minimum,
+    random rows."""
+    rng = np.random.default_rng(length)
+    levels = rng.integers(-128, 128, (24, length))
+    every = np.arange(-128, 128)
+    for r in range(8):
+        levels[r] = np.resize(np.roll(every, 37 * r), length)
+    levels[8:12] = [[127], [-128], [0], [zp]]
+    levels[12:16] = rng.integers(-128, -120, (4, length))
+    return levels
+
+
 @pytest.mark.parametrize("length, scale, zp", [(256, 0.05, 3), (256, 0.004, -20),
                                                (511, 0.3, 0), (7, 0.5, -128)])
 def test_the_converter_softmax_is_bit_exact_on_every_difference_from_the_max(length, scale, zp,
@@ -335,13 +349,7 @@ def test_the_converter_softmax_is_bit_exact_on_every_difference_from_the_max(len
     graph = model.qdq_graph
     assert [n.op for n in graph.nodes if n.op not in (Op.QUANTIZE, Op.DEQUANTIZE,
                                                       Op.CONSTANT)] == [Op.QSOFTMAX_TOSA]
-    rng = np.random.default_rng(length)
-    levels = rng.integers(-128, 128, (24, length))
-    every = np.arange(-128, 128)
-    for r in range(8):
-        levels[r] = np.resize(np.roll(every, 37 * r), length)
-    levels[8:12] = [[127], [-128], [0], [zp]]
-    levels[12:16] = rng.integers(-128, -120, (4, length))
+    levels = softmax_levels(length, zp)
     x = (scale * (levels - zp)).astype(np.float32)
     q = next(n for n in graph.nodes if n.op is Op.QUANTIZE)
     np.testing.assert_array_equal(run_golden(graph.with_nodes([q], [q.name]), [x])[0],
@@ -394,3 +402,104 @@ def test_the_softmax_intermediates_equal_the_reference_model(tmp_path):
     assert want_s.max() >= 1 << 27 and want_clz.min() == 4
     for w, v in zip((want_e, want_s, want_clz, want_r), got, strict=True):
         np.testing.assert_array_equal(w.reshape(-1), v)
+
+
+def _chain_ops(g: TosaGraph) -> list[TosaOp]:
+    """The operators of the softmax chain: from REDUCE_MAX to the RESCALE to int8."""
+    from tessel.frontend.tosa_softmax import TEMPLATE
+
+    k = next(j for j, op in enumerate(g.operators) if op.op is TosaOp.REDUCE_MAX)
+    ops = [op.op for op in g.operators[k:] if op.op not in (TosaOp.CONST, TosaOp.CONST_SHAPE)]
+    return ops[:len(TEMPLATE)]
+
+
+def _integer_nodes(graph):
+    """(op, attrs, constant operand values) of each node between the boundary quantise /
+    dequantise: what an export -> import round trip must keep."""
+    return [(n.op, n.attrs, [graph.constant_value(i).tolist() for i in n.inputs
+                             if graph.constant_value(i) is not None])
+            for n in graph.nodes if not n.is_constant
+            and n.op not in (Op.QUANTIZE, Op.DEQUANTIZE)]
+
+
+@pytest.mark.parametrize("length, scale, zp", [(256, 0.05, 3), (511, 0.3, 0), (7, 0.5, -128)])
+def test_an_imported_converter_softmax_exports_as_the_converters_chain(length, scale, zp,
+                                                                       tmp_path):
+    """import -> export: the `qsoftmax_tosa` is written as the converter's operators (the
+    same sequence as the converter's file); the reference model runs the export equal to the
+    golden model (and the converter's file) on rows holding every `x - max`; export -> import
+    gives the same integer graph (the exp table, the output zero point)."""
+    out = convert(softmax_net(24, length, scale, zp), tmp_path)
+    graph = tosa_module(out)[0].qdq_graph
+    exported = export_tosa(graph)
+    data = exported.to_bytes()
+    assert _chain_ops(read(data)) == _chain_ops(read(out.read_bytes()))
+    levels = softmax_levels(length, zp)
+    x = (scale * (levels - zp)).astype(np.float32)
+    tosa_in, golden_out = boundary_values(graph, exported, [x])
+    np.testing.assert_array_equal(tosa_in[0], levels)
+    got = np.asarray(reference(data, tosa_in)[0]).reshape(golden_out[0].shape)
+    np.testing.assert_array_equal(got, golden_out[0])
+    ref_converter = np.asarray(reference(out.read_bytes(), [x])[0]).reshape(x.shape)
+    np.testing.assert_array_equal((got.astype(np.float32) + 128) / 256, ref_converter)
+    back = import_tosa(data)
+    assert _integer_nodes(back) == _integer_nodes(graph)
+    assert [n.op for n in back.nodes if n.op is Op.QSOFTMAX_TOSA] == [Op.QSOFTMAX_TOSA]
+
+
+def test_a_converter_net_with_its_softmax_exports_and_runs_in_the_reference_model(tmp_path):
+    """fc -> softmax -> fc imported from the converter, exported: the reference model equals
+    the golden model, and the re-import compiles and simulates bit-exact."""
+    out = convert(softmax_between_net(), tmp_path)
+    model, inputs = tosa_module(out)
+    graph = model.qdq_graph
+    exported = export_tosa(graph)
+    tosa_in, golden_out = boundary_values(graph, exported, [x.numpy() for x in inputs])
+    got = reference(exported.to_bytes(), tosa_in)
+    back = import_tosa(exported.to_bytes())
+    assert _integer_nodes(back) == _integer_nodes(graph)
+    sim = simulate(back, [v.astype(np.float32) for v in tosa_in])
+    for r, y, g in zip(got, sim, golden_out, strict=True):
+        np.testing.assert_array_equal(np.asarray(r).reshape(g.shape), g)
+        np.testing.assert_array_equal(y.astype(g.dtype), g)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"axis": 0}, r"softmax over axis 0 \(the converter's chain reduces the last axis"),
+    ({"act_min": 0}, r"output clamp to \[0, 127\]"),
+])
+def test_a_converter_softmax_the_chain_cannot_say_is_refused(change, message, tmp_path):
+    graph = tosa_module(convert(softmax_net(2, 16, 0.05, 3), tmp_path))[0].qdq_graph
+    node = next(n for n in graph.nodes if n.op is Op.QSOFTMAX_TOSA)
+    changed = graph.with_nodes([n.replace(attrs={**n.attr_map, **change}) if n is node else n
+                                for n in graph.nodes])
+    with pytest.raises(TesselExportError, match=rf"%{node.name} = qsoftmax_tosa.*{message}"):
+        export_tosa(changed)
+
+
+def unit_scale_net(in_zp: int, out_zp: int) -> Net:
+    """Input and output at scale 1: the converter quantises with CAST (and ADD of the zero
+    point), no MUL by 1 / scale, and dequantises with CAST (and SUB), no MUL by the scale."""
+    n = Net(seed=6)
+    x = n.input((1, 12), 1.0, in_zp)
+    n.output(n.requantize(n.fc(x, 5), 1.0, out_zp))
+    return n
+
+
+@pytest.mark.parametrize("in_zp, out_zp", [(0, 0), (5, -7), (-128, 3)])
+def test_the_converter_quantise_at_scale_one_imports(in_zp, out_zp, tmp_path):
+    out = convert(unit_scale_net(in_zp, out_zp), tmp_path)
+    g = read(out.read_bytes())
+    assert not any(op.op is TosaOp.MUL for op in g.operators)  # the form this test is about
+    model, inputs = tosa_module(out)
+    graph = model.qdq_graph
+    (q,), (dq,) = ([n for n in graph.nodes if n.op is op] for op in (Op.QUANTIZE, Op.DEQUANTIZE))
+    assert (q.attr("scale"), q.attr("zero_point")) == (1.0, in_zp)
+    assert (dq.attr("scale"), dq.attr("zero_point")) == (1.0, out_zp)
+    rng = np.random.default_rng(in_zp + 200)
+    x = (rng.integers(-128, 128, (1, 12)) - in_zp).astype(np.float32)
+    for xs in ([x], [inputs[0].numpy()]):
+        ref = np.asarray(reference(out.read_bytes(), xs)[0])
+        golden = run_golden(graph, xs)[0]
+        np.testing.assert_array_equal(ref.reshape(golden.shape), golden)
+        np.testing.assert_array_equal(simulate(graph, xs)[0], golden)
