@@ -1,7 +1,6 @@
 """The TOSA exporter's multi-operator chains (tessel.frontend.tosa_export): the exact average
-pool, nearest upsampling, the integer softmax, the LUTs and the converter's int8 softmax
-(`SOFTMAX_TOSA_CHAIN`, the template the importer's `tosa_softmax` checks a file against), each
-written so that the TOSA reference model computes Tessel's integers."""
+pool, nearest upsampling, the integer softmax and the LUTs, each written so that the TOSA
+reference model computes Tessel's integers."""
 
 
 from __future__ import annotations
@@ -14,16 +13,14 @@ from tessel.frontend.tosa_build import (
     centred_at,
     loc_of,
     nhwc,
-    numpy_dtype,
     plan_location,
     refuse,
     tosa_dtype,
     window_pads,
 )
 from tessel.frontend.tosa_schema import DType as T
-from tessel.frontend.tosa_schema import RoundingMode, TosaOp
+from tessel.frontend.tosa_schema import TosaOp
 from tessel.ir import DType, Node, Op
-from tessel.ops import softmax_tosa as st
 from tessel.ops.softmax import SoftmaxPlan
 
 
@@ -162,118 +159,3 @@ def lut(b: Builder, node: Node) -> None:
                   b.fresh(f"{node.name}_i"), shape, T.INT32, loc_of(node))
     b.rescale(interp, node.name, shape, T.INT16, multiplier=IDENTITY_Q31, shift=-6,
               double_round=False, loc=loc_of(node))
-
-
-# ---------------------------------------------------------------- the converter's int8 softmax
-
-SOFTMAX_TOSA_X = "x"  # the centred int8 input (RESCALE of x - zp to int32 before REDUCE_MAX)
-# a step's operands: int = an earlier step's result, SOFTMAX_TOSA_X, ("c", v) a constant v,
-# ("t", k) the k-th int16 exp table, ("zp", 0) the output zero point
-Step = tuple[TosaOp, tuple[object, ...]]
-SOFTMAX_TOSA_TABLE_SHIFTS = (17, 9, 1, 7)
-_ONE_Q30, _SHIFT_TO_I16, _SHIFT_ONE = 1 << 30, 23, 30  # TOSA RESCALE shifts: d * 128, x * 1
-
-
-def _c(v: int) -> tuple[str, int]:
-    return ("c", v)
-
-
-def _softmax_tosa_chain() -> list[Step]:
-    x, ts = SOFTMAX_TOSA_X, SOFTMAX_TOSA_TABLE_SHIFTS
-    s: list[Step] = [
-        (TosaOp.REDUCE_MAX, (x,)),
-        (TosaOp.SUB, (x, 0)),
-        (TosaOp.RESCALE, (1, _c(_ONE_Q30), _c(_SHIFT_TO_I16), _c(0), _c(0))),  # d * 128
-        *[(TosaOp.TABLE, (2, ("t", k))) for k in range(4)],
-        *[(TosaOp.LOGICAL_LEFT_SHIFT, (3 + k, _c(ts[k]))) for k in range(3)],
-        (TosaOp.ARITHMETIC_RIGHT_SHIFT, (6, _c(ts[3]))),
-        (TosaOp.ADD, (7, 8)), (TosaOp.ADD, (11, 9)), (TosaOp.ADD, (12, 10)),  # 13: e
-        (TosaOp.ARITHMETIC_RIGHT_SHIFT, (13, _c(st.SUM_SHIFT))),
-        (TosaOp.REDUCE_SUM, (14,)),  # 15: s
-        (TosaOp.CLZ, (15,)), (TosaOp.SUB, (16, _c(1))),
-        (TosaOp.LOGICAL_LEFT_SHIFT, (15, 17)),  # 18: s normalised
-        (TosaOp.MUL, (18, _c(st.NR_B), _c(31))), (TosaOp.ADD, (19, _c(st.NR_A))),
-    ]
-    r = 20
-    for _ in range(st.NR_STEPS):
-        k = len(s)
-        s += [(TosaOp.MUL, (r, 18, _c(31))), (TosaOp.SUB, (_c(st.ONE_S2_29), k)),
-              (TosaOp.MUL, (r, k + 1, _c(31))), (TosaOp.MUL, (k + 2, _c(4), _c(0))),
-              (TosaOp.ADD, (r, k + 3))]
-        r = k + 4
-    k = len(s)
-    return s + [(TosaOp.MUL, (13, r, _c(30))), (TosaOp.SUB, (_c(st.OUT_SHIFT_BASE), 16)),
-                (TosaOp.ARITHMETIC_RIGHT_SHIFT, (k, k + 1)),
-                (TosaOp.RESCALE, (k + 2, _c(_ONE_Q30), _c(_SHIFT_ONE), _c(0), ("zp", 0)))]
-
-
-SOFTMAX_TOSA_CHAIN = _softmax_tosa_chain()
-_RESCALE_ATTRS = {"scale32": True, "rounding_mode": RoundingMode.SINGLE_ROUND,
-                  "per_channel": False, "input_unsigned": False, "output_unsigned": False}
-
-
-def qsoftmax_tosa(b: Builder, node: Node) -> None:
-    """`qsoftmax_tosa` as the converter's chain it was imported from (`SOFTMAX_TOSA_CHAIN`, step
-    by step): the op's int32 exp table split into the four int16 TABLEs (`st.exp_tables`), the
-    output zero point on the last RESCALE. Over the last axis, to the whole int8 range only:
-    the chain has no other form."""
-    a = node.attr_map
-    x = node.inputs[0]
-    shape = tuple(b.get(x).shape)
-    rank = len(shape)
-    if a["axis"] % rank != rank - 1:
-        raise refuse(node, f"a softmax over axis {a['axis']} (the converter's chain reduces the "
-                           "last axis; transpose the input first)")
-    if (a["act_min"], a["act_max"]) != (-128, 127):
-        raise refuse(node, f"an output clamp to [{a['act_min']}, {a['act_max']}] (the chain's "
-                           "last RESCALE saturates to int8 only)")
-    e = b.graph.constant_value(node.inputs[1])
-    if e is None or np.min(e) < 0:
-        raise refuse(node, "the exp table must be a constant of non-negative int32 values")
-    tables = st.exp_tables(np.asarray(e, np.int64))
-    loc = loc_of(node)
-    row = (*shape[:-1], 1)
-    ones = (1,) * rank
-    xc = centred_at(b, x, 0, 0, node.name, loc)
-    results: list[str] = []
-    last = len(SOFTMAX_TOSA_CHAIN) - 1
-    for i, (op, operands) in enumerate(SOFTMAX_TOSA_CHAIN):
-        out_t = T.INT16 if i == 2 else T.INT8 if i == last else T.INT32
-        names, shapes = [], []
-        for pos, want in enumerate(operands):
-            if isinstance(want, int) or want == SOFTMAX_TOSA_X:
-                names.append(xc if want == SOFTMAX_TOSA_X else results[want])  # type: ignore[index]
-                shapes.append(b.get(names[-1]).shape)
-                continue
-            kind, v = want  # type: ignore[misc]
-            if kind == "t":
-                names.append(b.const(f"{node.name}_exp{v}", tables[v], T.INT16))
-                continue
-            value = a["out_zp"] if kind == "zp" else v
-            dtype, cshape = _chain_const(op, pos, out_t, ones)
-            names.append(b.const(f"{node.name}_c", np.full(cshape, value, numpy_dtype(dtype)),
-                                 dtype))
-        reduce = op in (TosaOp.REDUCE_MAX, TosaOp.REDUCE_SUM)
-        out_shape = row if reduce else np.broadcast_shapes(*shapes)
-        out = node.name if i == last else b.fresh(f"{node.name}_s{i}")
-        results.append(b.op(op, names, out, out_shape, out_t, loc, **_chain_attrs(op, rank)))
-
-
-def _chain_const(op: TosaOp, pos: int, out_t: T, ones: tuple[int, ...]) -> tuple[T, tuple[int, ...]]:
-    """The type and shape of a constant operand: RESCALE's multiplier, shift and zero points
-    and MUL's shift have TOSA's own types; the others are int32 of the input's rank."""
-    if op is TosaOp.RESCALE:
-        return (T.INT32, T.INT8, T.INT32, out_t)[pos - 1], (1,)
-    if op is TosaOp.MUL and pos == 2:
-        return T.INT8, (1,)
-    return T.INT32, ones
-
-
-def _chain_attrs(op: TosaOp, rank: int) -> dict[str, object]:
-    if op is TosaOp.REDUCE_MAX:
-        return {"axis": rank - 1, "nan_mode": 1}
-    if op is TosaOp.REDUCE_SUM:
-        return {"axis": rank - 1}
-    if op is TosaOp.ARITHMETIC_RIGHT_SHIFT:
-        return {"round": True}
-    return dict(_RESCALE_ATTRS) if op is TosaOp.RESCALE else {}

@@ -45,7 +45,8 @@ from tessel.frontend.tosa_build import (
     value_dtype,
     window_pads,
 )
-from tessel.frontend.tosa_chains import lut, qavg_pool, qsoftmax, qsoftmax_tosa, upsample
+from tessel.frontend.tosa_chains import lut, qavg_pool, qsoftmax, upsample
+from tessel.frontend.tosa_converter_chains import qsoftmax16_tosa, qsoftmax_tosa
 from tessel.frontend.tosa_norm import layer_norm
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import TosaGraph, TosaOp
@@ -268,7 +269,7 @@ MAPPING: Mapping[Op, _Rule] = {
     Op.QCONV2D: _qconv2d, Op.QLINEAR: _qlinear, Op.QMATMUL: _qmatmul, Op.QADD: _qadd_sub,
     Op.QSUB: _qadd_sub, Op.QMUL: _qmul, Op.REQUANTIZE: _requantize, Op.QMEAN: _qmean,
     Op.QAVG_POOL2D: qavg_pool, Op.QSOFTMAX: qsoftmax, Op.QSOFTMAX_TOSA: qsoftmax_tosa,
-    Op.QLAYER_NORM: layer_norm,
+    Op.QSOFTMAX16_TOSA: qsoftmax16_tosa, Op.QLAYER_NORM: layer_norm,
     **{IR_OF[t]: rule for t, rule in ((TosaOp.RESHAPE, _reshape), (TosaOp.TRANSPOSE, _transpose),
                                       (TosaOp.CONCAT, _concat), (TosaOp.SLICE, _slice),
                                       (TosaOp.PAD, _pad), (TosaOp.MAX_POOL2D, _max_pool),

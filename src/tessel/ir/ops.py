@@ -89,6 +89,7 @@ class Op(enum.Enum):
     QSOFTMAX = "qsoftmax"
     QLAYER_NORM = "qlayer_norm"
     QSOFTMAX_TOSA = "qsoftmax_tosa"  # TFLite's int8 softmax as its TOSA legalisation computes it
+    QSOFTMAX16_TOSA = "qsoftmax16_tosa"  # the same for TFLite's int16 softmax
     # quantisation boundaries (PyTorch semantics: round half to even, then clamp)
     QUANTIZE = "quantize"
     DEQUANTIZE = "dequantize"

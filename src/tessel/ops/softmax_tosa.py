@@ -1,5 +1,5 @@
-"""`qsoftmax_tosa`: the int8 softmax as the TOSA legalisation of TFLite computes it, an op of
-imported TOSA graphs that runs on the host (its golden kernel).
+"""`qsoftmax_tosa` / `qsoftmax16_tosa`: the int8 and int16 softmax as the TOSA legalisation of
+TFLite computes them, ops of imported TOSA graphs that run on the host (their golden kernels).
 
 `tosa-converter-for-tflite` writes TFLite's int8 softmax as about forty int32 TOSA operators:
 `d = x - max(x)` scaled to int16 by 128; four int16 TABLEs (the four bytes of a 32-bit
@@ -11,6 +11,12 @@ TABLE part once into `exp_table` (int32[256], entry `d + 255`); the per-row reci
 data-dependent shift have no NPU instruction, so the op has no NPU form and runs on the host
 between NPU regions. Every step below follows the TOSA 1.0 pseudocode (MUL with shift,
 ARITHMETIC_RIGHT_SHIFT with round, CLZ, TABLE on int16) in exact int64 arithmetic.
+
+The int16 softmax is another chain: `d = x - max(x)` RESCALEd (the input scale's multiplier)
+and moved by 32767 into int16 by CAST (which wraps, as TOSA's CAST between integers does); one
+int16 TABLE for `e = exp(d)`; `s = sum(e)`, CLZ and a normalising shift of `s` into
+[2^30, 2^31), its top 16 bits (less 2^30, rounded) moved into int16 by CAST and read from a
+reciprocal TABLE for `r`; `y = (r e) >> (31 - clz(s))` (rounding), RESCALEd by one to int16.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from tessel.ir.attrs import AttrKind, AttrSpec
 from tessel.ir.ops import InferError, Op, OpSpec, axis_index
 from tessel.ir.types import DType, TensorType
 from tessel.isa.fields import INTERPOLATION_BITS, LutMode
+from tessel.isa.fixedpoint import Rounding
 from tessel.ops.base import LayoutRule, OpDef, Trait, register
 from tessel.ops.quantise import int_result, require_int
 
@@ -117,6 +124,51 @@ def softmax_tosa(x: np.ndarray, table: np.ndarray, axis: int, out_zp: int, act_m
     return np.clip(y + out_zp, act_min, act_max).astype(np.int8)
 
 
+def rescale32(v: np.ndarray, multiplier: int, shift: int, rounding: Rounding) -> np.ndarray:
+    """TOSA RESCALE of int32 to int32 (scale32, zero points 0): `apply_scale_32` with
+    `double_round` for DOUBLE (its extra 2^30 applies to shifts beyond 31), saturated."""
+    v = np.asarray(v, I64)
+    rnd = np.full(v.shape, 1 << (shift - 1), I64)
+    if rounding is Rounding.DOUBLE and shift > 31:
+        rnd += np.where(v >= 0, 1 << 30, -(1 << 30))
+    return np.clip((v * multiplier + rnd) >> shift, -(2**31), 2**31 - 1)
+
+
+def cast_i16(v: np.ndarray) -> np.ndarray:
+    """TOSA CAST of int32 to int16: the low 16 bits, sign-extended."""
+    return ((np.asarray(v, I64) + 32768) & 0xFFFF) - 32768
+
+
+I16_BIAS = 32767  # d scaled, moved into int16 for the exp TABLE
+RECIP_SHIFT, RECIP_OFFSET = 14, 32768  # the normalised sum's top bits into the reciprocal TABLE
+TABLE_ROUND = 7  # each TABLE's 32-bit result rounded back to its 16-bit scale
+OUT16_SHIFT_BASE = 31
+
+
+def reciprocal16(s: np.ndarray, recip_t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(clz(s), r) of the int16 chain: `s` normalised into [2^30, 2^31) by `clz - 1`, its top
+    bits less 2^30 (rounded, 0 .. 65536) moved into int16 by CAST (65536 wraps to -32768) and
+    read from the reciprocal TABLE."""
+    clz = clz32(s)
+    top = rshift_round((np.asarray(s, I64) << (clz - 1)) - 2 * ONE_S2_29, RECIP_SHIFT)
+    r = rshift_round(table_i16(cast_i16(top - RECIP_OFFSET), recip_t), TABLE_ROUND)
+    return clz, r
+
+
+def softmax16_tosa(x: np.ndarray, exp_t: np.ndarray, recip_t: np.ndarray, a: Mapping[str, Any]
+                   ) -> np.ndarray:
+    """The int16 chain on `x` along `a["axis"]` (see the module docstring), clamped."""
+    axis = a["axis"]
+    xs = np.asarray(x, I64)
+    d = xs - np.max(xs, axis=axis, keepdims=True)
+    t = cast_i16(rescale32(d, a["d_multiplier"], a["d_shift"], Rounding(a["d_rounding"]))
+                 + I16_BIAS)
+    e = rshift_round(table_i16(t, exp_t), TABLE_ROUND)
+    clz, r = reciprocal16(np.sum(e, axis=axis, keepdims=True), recip_t)
+    y = rshift_round(r * e, OUT16_SHIFT_BASE - clz)
+    return np.clip(y + a["out_zp"], a["act_min"], a["act_max"]).astype(np.int16)
+
+
 def _type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
     require_int(ts, 1)
     if ts[0].dtype is not DType.I8 or attrs["dtype"] is not DType.I8:
@@ -132,6 +184,24 @@ def _golden(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
     return softmax_tosa(xs[0], xs[1], a["axis"], a["out_zp"], a["act_min"], a["act_max"])
 
 
+def _type16(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
+    require_int(ts, 1)
+    if ts[0].dtype is not DType.I16 or attrs["dtype"] is not DType.I16:
+        raise InferError("qsoftmax16_tosa takes and gives int16")
+    n = LutMode.I16_513.entries
+    for t, what in zip(ts[1:], ("exp", "reciprocal"), strict=True):
+        if t.shape != (n,) or t.dtype is not DType.I16:
+            raise InferError(f"qsoftmax16_tosa {what} table must be i16[{n}], got {t.text()}")
+    if not 2 <= attrs["d_shift"] <= 62 or attrs["d_multiplier"] < 0:
+        raise InferError("qsoftmax16_tosa d_shift must be in [2, 62], d_multiplier >= 0")
+    axis_index(attrs["axis"], ts[0].rank)
+    return int_result(ts[0], attrs)
+
+
+def _golden16(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
+    return softmax16_tosa(xs[0], xs[1], xs[2], a)
+
+
 _I = AttrKind.INT
 
 register(
@@ -140,4 +210,12 @@ register(
         "act_min": AttrSpec(_I), "act_max": AttrSpec(_I)}),
         golden=_golden, layout=LayoutRule.AXES, traits=frozenset({Trait.INTEGER,
                                                                   Trait.HOST_INTEGER})),
+)
+register(
+    OpDef(Op.QSOFTMAX16_TOSA, OpSpec(("x", "exp_table", "recip_table"), _type16, {
+        "axis": AttrSpec(_I, -1), "dtype": AttrSpec(AttrKind.DTYPE), "d_multiplier": AttrSpec(_I),
+        "d_shift": AttrSpec(_I), "d_rounding": AttrSpec(_I), "out_zp": AttrSpec(_I),
+        "act_min": AttrSpec(_I), "act_max": AttrSpec(_I)}),
+        golden=_golden16, layout=LayoutRule.AXES, traits=frozenset({Trait.INTEGER,
+                                                                    Trait.HOST_INTEGER})),
 )
