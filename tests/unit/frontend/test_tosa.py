@@ -477,25 +477,29 @@ def test_a_converter_softmax_the_chain_cannot_say_is_refused(change, message, tm
         export_tosa(changed)
 
 
-def unit_scale_net(in_zp: int, out_zp: int) -> Net:
-    """Input and output at scale 1: the converter quantises with CAST (and ADD of the zero
-    point), no MUL by 1 / scale, and dequantises with CAST (and SUB), no MUL by the scale."""
+def unit_scale_net(in_zp: int, out_zp: int, out_scale: float) -> Net:
+    """Input at scale 1: the converter quantises with CAST (and ADD of the zero point), no MUL
+    by 1 / scale; output at scale 1: it dequantises with CAST (and SUB), no MUL by the scale."""
     n = Net(seed=6)
     x = n.input((1, 12), 1.0, in_zp)
-    n.output(n.requantize(n.fc(x, 5), 1.0, out_zp))
+    n.output(n.requantize(n.fc(x, 5), out_scale, out_zp))
     return n
 
 
-@pytest.mark.parametrize("in_zp, out_zp", [(0, 0), (5, -7), (-128, 3)])
-def test_the_converter_quantise_at_scale_one_imports(in_zp, out_zp, tmp_path):
-    out = convert(unit_scale_net(in_zp, out_zp), tmp_path)
+@pytest.mark.parametrize("in_zp, out_zp, out_scale", [(0, 0, 1.0), (5, -7, 1.0), (-128, 3, 1.0),
+                                                      (5, 0, 0.25)])
+def test_the_converter_quantise_at_scale_one_imports(in_zp, out_zp, out_scale, tmp_path):
+    """The quantise and dequantise without MUL (scale 1) or without ADD / SUB (zero point 0)
+    import as `quantize` / `dequantize`: golden and simulator equal the reference model."""
+    out = convert(unit_scale_net(in_zp, out_zp, out_scale), tmp_path)
     g = read(out.read_bytes())
-    assert not any(op.op is TosaOp.MUL for op in g.operators)  # the form this test is about
+    muls = [op for op in g.operators if op.op is TosaOp.MUL]
+    assert len(muls) == (out_scale != 1.0)  # only the dequantise's MUL by a scale other than 1
     model, inputs = tosa_module(out)
     graph = model.qdq_graph
     (q,), (dq,) = ([n for n in graph.nodes if n.op is op] for op in (Op.QUANTIZE, Op.DEQUANTIZE))
     assert (q.attr("scale"), q.attr("zero_point")) == (1.0, in_zp)
-    assert (dq.attr("scale"), dq.attr("zero_point")) == (1.0, out_zp)
+    assert (dq.attr("scale"), dq.attr("zero_point")) == (out_scale, out_zp)
     rng = np.random.default_rng(in_zp + 200)
     x = (rng.integers(-128, 128, (1, 12)) - in_zp).astype(np.float32)
     for xs in ([x], [inputs[0].numpy()]):
