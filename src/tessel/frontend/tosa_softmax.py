@@ -50,13 +50,13 @@ def import_softmax(im: _Importer, first: Operator, k: int) -> None:
     what = f"REDUCE_MAX %{first.outputs[0]}"
     x_name = first.inputs[0]
     c = im.values.get(x_name)
-    dtype = im.b.type_of(c.src).dtype if isinstance(c, _Centred) and not c.ls else None
-    if dtype not in (DType.I8, DType.I16):
+    if not (isinstance(c, _Centred) and not c.ls
+            and im.b.type_of(c.src).dtype in (DType.I8, DType.I16)):
         raise TesselFormatError(f"TOSA {what}: a REDUCE_MAX is imported as the start of the "
                                 "converter's int8 or int16 softmax only (REDUCE_MAX of an int8 "
-                                "or int16 tensor rescaled to int32); Tessel has no max "
-                                "reduction: run the graph's float softmax or max on the host")
-    assert isinstance(c, _Centred)
+                                "or int16 tensor rescaled to int32); compile the model this "
+                                "TOSA graph was legalised from instead")
+    dtype = im.b.type_of(c.src).dtype
     chain = INT8_SOFTMAX if dtype is DType.I8 else INT16_SOFTMAX
     run = _run(im.g.operators, k, len(chain.steps), what)
     located = [im.g.operators[j] for j in run]
@@ -72,21 +72,30 @@ def import_softmax(im: _Importer, first: Operator, k: int) -> None:
     attrs = {"axis": rank - 1, "dtype": dtype, "out_zp": params.pop("zp"), "act_min": lo,
              "act_max": hi}
     if dtype is DType.I8:
-        e = st.exp_table(tables, TABLE_SHIFTS)
-        if e.min() < 0 or e.max() > np.iinfo(np.int32).max:
-            raise TesselFormatError(f"TOSA {what}: the softmax's exponentials leave int32")
-        ins = [im.b.constant(e.astype(np.int32), sanitize_name(f"{out}_exp"))]
-        kind = Op.QSOFTMAX_TOSA
+        kind, ins = Op.QSOFTMAX_TOSA, [_exp_table(im, tables, out, what)]
     else:
-        if not 2 <= params["d_shift"] <= 62 or params["d_multiplier"] < 0:
-            raise TesselFormatError(f"TOSA {what}: the softmax's input RESCALE has multiplier "
-                                    f"{params['d_multiplier']}, shift {params['d_shift']}")
-        ins = [im.b.constant(t.astype(np.int16), sanitize_name(f"{out}_{name}"))
-               for t, name in zip(tables, ("exp", "recip"), strict=True)]
-        kind = Op.QSOFTMAX16_TOSA
+        kind, ins = Op.QSOFTMAX16_TOSA, _int16_tables(im, tables, params, out, what)
         attrs.update(params)
     im.add(located[-1], kind, [c.src, *ins], attrs)
     im.skip.update(run)
+
+
+def _exp_table(im: _Importer, tables: list[np.ndarray], out: str, what: str) -> str:
+    """The int8 chain's four int16 TABLEs as `qsoftmax_tosa`'s int32 exp table."""
+    e = st.exp_table(tables, TABLE_SHIFTS)
+    if e.min() < 0 or e.max() > np.iinfo(np.int32).max:
+        raise TesselFormatError(f"TOSA {what}: the softmax's exponentials leave int32")
+    return im.b.constant(e.astype(np.int32), sanitize_name(f"{out}_exp"))
+
+
+def _int16_tables(im: _Importer, tables: list[np.ndarray], params: dict[str, int], out: str,
+                  what: str) -> list[str]:
+    """The int16 chain's exp and reciprocal tables, once its input RESCALE is one TOSA allows."""
+    if not 2 <= params["d_shift"] <= 62 or params["d_multiplier"] < 0:
+        raise TesselFormatError(f"TOSA {what}: the softmax's input RESCALE has multiplier "
+                                f"{params['d_multiplier']}, shift {params['d_shift']}")
+    return [im.b.constant(t.astype(np.int16), sanitize_name(f"{out}_{name}"))
+            for t, name in zip(tables, ("exp", "recip"), strict=True)]
 
 
 def _run(ops: Sequence[Operator], k: int, n: int, what: str) -> list[int]:

@@ -22,7 +22,15 @@ from tessel.driver import compile_graph
 from tessel.errors import TesselFormatError
 from tessel.frontend.tosa_export import export_tosa
 from tessel.frontend.tosa_import import import_tosa, tosa_module
-from tessel.frontend.tosa_schema import DType, Tensor, TosaGraph, TosaOp, as_bytes, read
+from tessel.frontend.tosa_schema import (
+    DType,
+    Operator,
+    Tensor,
+    TosaGraph,
+    TosaOp,
+    as_bytes,
+    read,
+)
 from tessel.ir import Op
 from tessel.isa.fixedpoint import Rounding
 from tessel.ops import softmax_tosa as st
@@ -200,3 +208,15 @@ def test_the_int16_reciprocal_equals_the_reference_model_on_every_table_input(tm
     clz, r = st.reciprocal16(s, recip)
     np.testing.assert_array_equal(r, ref)
     assert (st.rshift_round((s.astype(np.int64) << (clz - 1)) - (1 << 30), 14) == 65536).any()
+
+
+def test_a_reduce_max_outside_the_converters_softmax_is_refused_naming_it():
+    """REDUCE_MAX of an int8 tensor itself (no RESCALE to int32 in front): Tessel has no max
+    reduction of its own; the message names the operator and what to do."""
+    g = TosaGraph([Operator(TosaOp.REDUCE_MAX, ("x",), ("m",), {"axis": 1, "nan_mode": 1})],
+                  {"x": Tensor("x", (2, 4), DType.INT8), "m": Tensor("m", (2, 1), DType.INT8)},
+                  {}, ["x"], ["m"])
+    with pytest.raises(TesselFormatError, match=r"TOSA REDUCE_MAX %m: .*int8 or int16 softmax "
+                                                r"only.*compile the model this TOSA graph was "
+                                                "legalised from instead"):
+        import_tosa(g.write())
