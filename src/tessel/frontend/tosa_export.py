@@ -4,8 +4,10 @@
 compute the same integers (`MAPPING`, one table keyed by IR op: only the TOSA modules read it,
 so it stays here instead of adding a field to every op definition; its one-to-one part `IR_OF`
 serves the importer too). The rules of single layers are here, the longer chains (exact
-average pool, upsampling, softmax, LUTs) in `tosa_chains`, the layer norm and its exact integer
-inverse square root in `tosa_norm`, the block under construction in `tosa_build`. The graph's
+average pool, upsampling, softmax, LUTs) in `tosa_chains`, the converter's softmax chains that
+an imported `qsoftmax_tosa` / `qsoftmax16_tosa` is written back as in `tosa_converter_chains`,
+the layer norm and its exact integer inverse square root in `tosa_norm`, the block under
+construction in `tosa_build`. The graph's
 boundary `quantize` / `dequantize` stay outside: the TOSA graph's inputs are the quantised
 input tensors and its outputs the integer tensors the model dequantises (with `cut=True`, the
 float host operators before and after them stay outside too).

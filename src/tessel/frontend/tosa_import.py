@@ -7,8 +7,8 @@ and the rules that build and close them: `tosa_patterns`), so that the RESCALE t
 (and a CLAMP right after it) closes one Tessel integer op: qconv2d, qmatmul, qadd / qsub, qmul,
 qmean, qavg_pool2d or requantize. The exporter's layer-norm and softmax chains (operators
 located at their plan) import as one qlayer_norm / qsoftmax once checked against the chain the
-plan writes (`tosa_planned`); tosa-converter-for-tflite's int8 softmax chain (CLZ,
-Newton-Raphson steps) imports as one host-run qsoftmax_tosa (`tosa_softmax`). Data movement,
+plan writes (`tosa_planned`); tosa-converter-for-tflite's int8 and int16 softmax chains
+import as one host-run qsoftmax_tosa / qsoftmax16_tosa (`tosa_softmax`). Data movement,
 MAX_POOL2D, RESIZE and int8 TABLE map one to one (`tosa_export.IR_OF`). A RESCALE is Tessel's
 requantisation (MultiplyByQuantizedMultiplier) when it rounds DOUBLE_ROUND, or SINGLE_ROUND
 with no right shift beyond 31 bits, or the single-rounding mode of a qconv2d / qadd / qsub /
@@ -17,7 +17,8 @@ operator and the reason (TesselFormatError), as is any int32 value that reaches 
 
 The Tessel graph takes float inputs that `quantize` (scale 1, zero point 0) turns into the TOSA
 inputs, and `dequantize`s (scale 1) its outputs (a converter's float quantise / dequantise
-operators become the `quantize` / `dequantize` they spell): `tosa_module` wraps it as a
+operators become the `quantize` / `dequantize` they spell, with or without the MUL of a
+scale of 1 and the ADD / SUB of a zero point of 0): `tosa_module` wraps it as a
 QDQModule, so `tessel compile model.tosa` lowers nothing and compiles it as it is.
 """
 

@@ -69,7 +69,7 @@ class _Boundary:
     """A float graph input on its way to quantisation (`MUL` by 1 / scale -> `CAST` to int32
     -> `ADD` zero point -> `CAST` to int8), or an integer value on its way out (`CAST` to
     float -> `SUB` zero point -> `MUL` by scale): the quantize / dequantize a converter spells
-    with float operators."""
+    with float operators (no `MUL` for a scale of 1, no `ADD` / `SUB` for a zero point of 0)."""
 
     src: str
     stage: str
