@@ -11,7 +11,9 @@ in front of the REDUCE_MAX), `("c", v)` a constant `v`, `("t", k)` the k-th int1
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
@@ -131,7 +133,7 @@ def _chain_form(node: Node, lo: int, hi: int) -> None:
 
 
 def write(b: Builder, node: Node, chain: ConverterChain, tables: list[np.ndarray],
-          params: dict[str, object]) -> None:
+          params: Mapping[str, object]) -> None:
     """The chain's operators, step by step, on the node's input (centred to int32 by a RESCALE
     of one), every operator located at the node."""
     a = node.attr_map
@@ -147,7 +149,7 @@ def write(b: Builder, node: Node, chain: ConverterChain, tables: list[np.ndarray
                 names.append(xc if want == X else results[want])  # type: ignore[index]
                 shapes.append(b.get(names[-1]).shape)
                 continue
-            kind, v = want  # type: ignore[misc]
+            kind, v = cast(tuple[str, Any], want)
             if kind == "t":
                 names.append(b.const(f"{node.name}_table{v}", tables[v], T.INT16))
                 continue
@@ -173,7 +175,7 @@ def _const_type(op: TosaOp, pos: int, out_t: T, rank: int) -> tuple[T, tuple[int
 
 
 def _attrs(b: Builder, op: TosaOp, operands: tuple[object, ...], rank: int,
-           params: dict[str, object]) -> dict[str, object]:
+           params: Mapping[str, object]) -> dict[str, object]:
     if op is TosaOp.REDUCE_MAX:
         return {"axis": rank - 1, "nan_mode": 1}
     if op is TosaOp.REDUCE_SUM:
@@ -184,9 +186,9 @@ def _attrs(b: Builder, op: TosaOp, operands: tuple[object, ...], rank: int,
         return {}
     mode = RoundingMode.SINGLE_ROUND
     if any(isinstance(w, tuple) and w[0] == "p" for w in operands) and \
-            Rounding(params["d_rounding"]) is Rounding.DOUBLE:
+            Rounding(cast(int, params["d_rounding"])) is Rounding.DOUBLE:
         mode = RoundingMode.DOUBLE_ROUND
-        if int(params["d_shift"]) > 31:  # type: ignore[call-overload]
+        if cast(int, params["d_shift"]) > 31:
             b.extensions.add(EXT_DOUBLE_ROUND)
     return {"scale32": True, "rounding_mode": mode, "per_channel": False,
             "input_unsigned": False, "output_unsigned": False}

@@ -15,7 +15,7 @@ the chain, is a TesselFormatError naming the operator.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -135,7 +135,7 @@ def _match(im: _Importer, chain: ConverterChain, located: Sequence[Operator], x:
 
 def _operand(im: _Importer, want: object, got: str, where: str, tables: list[np.ndarray],
              params: dict[str, int]) -> None:
-    kind, v = want  # type: ignore[misc]
+    kind, v = cast(tuple[str, Any], want)
     arr = im.const(got, where)
     if kind == "t":
         n = LutMode.I16_513.entries  # TOSA's int16 TABLE has the shape of this LUT mode
