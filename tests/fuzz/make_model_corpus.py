@@ -1,7 +1,8 @@
 """Regenerate the importer harnesses' seed files (tests/fuzz/corpus/): two ONNX models written
 with onnx.helper (a float CNN and a QDQ model), two int8 TFLite nets written by the test
-builder, two .pt2 programs saved by torch.export and two TOSA files (Tessel's export and
-tosa-converter-for-tflite's of one small net). Run from the repository root:
+builder, two .pt2 programs saved by torch.export and four TOSA files (Tessel's export and
+tosa-converter-for-tflite's of one small net, the converter's int8 and int16 softmax). Run
+from the repository root:
 
     PYTHONPATH=src python tests/fuzz/make_model_corpus.py
 
@@ -57,11 +58,9 @@ def model_files() -> None:
 
 
 def tosa_files() -> None:
-    """The TOSA seeds: a small int8 net exported by Tessel, and the same net written by
-    tosa-converter-for-tflite (serialised by tosa-opt) where the converter is installed."""
-    import subprocess
-    import tempfile
-
+    """The TOSA seeds: a small int8 net exported by Tessel, the same net written by
+    tosa-converter-for-tflite (serialised by tosa-opt) where the converter is installed, and the
+    converter's softmax chains."""
     import tflite
     from tflite_builder import Net
 
@@ -80,18 +79,45 @@ def tosa_files() -> None:
     data = n.build()
     model, _ = tflite_module(data)
     (CORPUS / "small_cnn.tosa").write_bytes(export_tosa(quantized_import(model).graph).to_bytes())
+    converted("small_cnn_converted.tosa", data)
+    softmax_files()
+
+
+def softmax_files() -> None:
+    """The converter's int8 and int16 softmax chains alone, over rows of 16 (the importer's
+    template matching of `tosa_softmax`)."""
+    import tflite
+    from tflite_builder import B, Net, TfliteBuilder
+
+    n = Net(seed=1)
+    n.output(n.softmax(n.input((2, 16), 0.05, 3)))
+    converted("softmax_converted.tosa", n.build())
+    i16, f32 = tflite.TensorType.INT16, tflite.TensorType.FLOAT32
+    b = TfliteBuilder()
+    f, o = b.tensor("in", (2, 16), f32), b.tensor("out", (2, 16), f32)
+    q, y = b.tensor("q", (2, 16), i16, (0.001,), (0,)), b.tensor("y", (2, 16), i16, (1 / 32768,), (0,))
+    b.op(B.QUANTIZE, [f], [q])
+    b.op(B.SOFTMAX, [q], [y], "SoftmaxOptions", Beta=1.0)
+    b.op(B.DEQUANTIZE, [y], [o])
+    converted("softmax16_converted.tosa", b.build([f], [o]))
+
+
+def converted(name: str, tflite_data: bytes) -> None:
+    """The .tosa tosa-converter-for-tflite writes for the .tflite (serialised by tosa-opt),
+    where the converter is installed."""
+    import subprocess
+    import tempfile
+
     with tempfile.TemporaryDirectory() as tmp:
-        src, mlir = Path(tmp) / "small.tflite", Path(tmp) / "small.mlir"
-        src.write_bytes(data)
+        src, mlir = Path(tmp) / "m.tflite", Path(tmp) / "m.mlir"
+        src.write_bytes(tflite_data)
         try:
             subprocess.run(["tosa-converter-for-tflite", str(src), "--text", "-o", str(mlir)],
                            check=True, capture_output=True)
-            subprocess.run(["tosa-opt", "--tosa-serialize=tosa-flatbuffer-filename="
-                            f"{CORPUS / 'small_cnn_converted.tosa'}", str(mlir), "-o",
-                            "/dev/null"], check=True, capture_output=True)
+            subprocess.run(["tosa-opt", f"--tosa-serialize=tosa-flatbuffer-filename={CORPUS / name}",
+                            str(mlir), "-o", "/dev/null"], check=True, capture_output=True)
         except (OSError, subprocess.CalledProcessError) as exc:
-            print(f"small_cnn_converted.tosa not written: {exc}")
-
+            print(f"{name} not written: {exc}")
 
 
 if __name__ == "__main__":
