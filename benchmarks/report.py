@@ -75,7 +75,7 @@ TARGETS: list[Target] = (
     + [Target("refusing an unwritable destination < 1 s", "tessel compile ... -o /nonexistent/",
               "fail_fast_wall", "<", 1.0, " s", "median wall s of fresh processes")]
     + [Target("backend compile <= 1 s", m, f"backend_s/{m}", "<=", 1.0, " s",
-              "wall s, first compile in the process, tnpu-s") for m in ("mobilenet_v2",
+              "CPU s, first compile in the process, tnpu-s") for m in ("mobilenet_v2",
                                                                          "resnet18")]
     + [Target(f"estimate vs simulated: {what} <= {bound:g} %", "worst zoo model x preset",
               f"fidelity_{k}", "<=", bound, " %", "bench_models' fidelity table")
