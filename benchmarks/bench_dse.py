@@ -175,6 +175,11 @@ def run(points: int = 16, rounds: int = 3, models: str = "mobilenet_v2", ray: bo
                  "second of the 1-worker sweep.")
     lines.append(f"\nScaling, 2 local workers: {figures[f'dse_scaling_local/{points}']:.2f} "
                  "(= throughput / (2 x 1 local worker)).")
+    if ray:
+        figures[f"dse_scaling_ray/{points}"] = rows[3][4] / (2 * rows[2][4])
+        lines.append(f"\nScaling, local Ray (2 CPUs): {figures[f'dse_scaling_ray/{points}']:.2f} "
+                     f"(= throughput / (2 x Ray with 1 CPU)); against 2 local workers: "
+                     f"{rows[3][4] / rows[1][4]:.2f} (the actors' own start and Ray's threads).")
     command = "python -m benchmarks.bench_dse" + (f" --points {points}" if points != 16 else "")
     command += (f" --rounds {rounds}" if rounds != 3 else "") + ("" if ray else " --no-ray")
     command += (f" --models {models}" if models != "mobilenet_v2" else "")
