@@ -445,15 +445,18 @@ def _row(op: tuple) -> tuple:
 # tiered: a process times programs with the timing rules' Python source until it has timed
 # KERNEL_AFTER of them, then with their compiled form (tessel.sim.clock, built ahead of time
 # once per machine; numba's just-in-time compile where it cannot be built): one compile does
-# not win back the compiled form's start, a design-space exploration worker does after its
-# first few points, and switches after its first (`expect_programs`: docs/backend.md)
+# not win back a build or numba's start, a design-space exploration worker does after its
+# first few points, and switches after its first (`expect_programs`: docs/backend.md). When
+# the ahead-of-time module is already built, its load (about a millisecond) and the programs'
+# flattening are won back after KERNEL_AFTER_BUILT programs (MobileNetV2's compile times ~600)
 KERNEL_AFTER = 1500
+KERNEL_AFTER_BUILT = 150
 _TIMED = [0]  # programs this process has timed with the Python source
 
 
 def programs_run() -> int:
-    """Programs this process has timed with the Python source (the tier's count; it stops at
-    KERNEL_AFTER)."""
+    """Programs this process has timed with the Python source (the tier's count; it stops where
+    the compiled form takes over)."""
     return _TIMED[0]
 
 
@@ -470,9 +473,12 @@ def _time(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels:
           compiled: bool | None = None) -> tuple[int, dict[Engine, int]]:
     """The program's cycles (from its first non-control op to the end of its last op) and busy
     cycles per engine by tessel.sim.clock: its Python source, or its compiled form once the
-    process has timed KERNEL_AFTER programs (`compiled`: force one)."""
+    process has timed KERNEL_AFTER programs, or KERNEL_AFTER_BUILT with the compiled form
+    already built (`compiled`: force one)."""
     if compiled is None:
-        compiled = _TIMED[0] >= KERNEL_AFTER and _compiled_available()
+        n = _TIMED[0]
+        compiled = (n >= KERNEL_AFTER or (n >= KERNEL_AFTER_BUILT and _compiled_built())) \
+            and _compiled_available()
         if not compiled:
             _TIMED[0] += 1
     rows, bounds, sig_off, boxes = prog.table(compiled)
@@ -490,6 +496,14 @@ def _compiled_available() -> bool:
     """Compiled kernels are on (tessel.sim.jit)."""
     from tessel.sim import jit
     return jit.enabled()
+
+
+@functools.cache
+def _compiled_built() -> bool:
+    """The timing rules' ahead-of-time module is already built (tessel.sim.aot): running them
+    compiled costs its load alone."""
+    from tessel.sim import aot
+    return aot.built(clock.run_arrays)
 
 
 def limit(busy: dict[Engine, int], total: int) -> Bound:

@@ -100,7 +100,7 @@ def load(kernel: Kernel) -> Callable[..., Any] | None:
         return None
     name = module_name(kernel)
     here = root / key(kernel)
-    path = here / (name + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+    path = _module_path(here, name)
     for attempt in (0, 1):
         if not path.exists():
             LOGGER.info("building kernel %s ahead of time into %s (once per machine, a few "
@@ -118,6 +118,22 @@ def load(kernel: Kernel) -> Callable[..., Any] | None:
                            "; building it again" if not attempt else "")
             shutil.rmtree(here, ignore_errors=True)
     return None
+
+
+def built(kernel: Kernel) -> bool:
+    """Whether the kernel's ahead-of-time module is already in the cache (`load` would load it,
+    not build it)."""
+    try:
+        root = folder()
+    except RuntimeError:
+        return False
+    if root is None or not kernel.signature:
+        return False
+    return _module_path(root / key(kernel), module_name(kernel)).exists()
+
+
+def _module_path(here: Path, name: str) -> Path:
+    return here / (name + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
 
 
 def _import(name: str, path: Path) -> Any:

@@ -129,6 +129,25 @@ def test_the_compiled_form_waits_for_kernel_after_timings(monkeypatch):
         assert len(calls) - calls_before == (1 if on and k >= 3 else 0), k
 
 
+@pytest.mark.parametrize("built", [True, False])
+def test_a_built_ahead_of_time_module_moves_the_tier_to_kernel_after_built(monkeypatch, built):
+    """With the compiled form's ahead-of-time module already built, the tier switches after
+    KERNEL_AFTER_BUILT timings; without it, only after KERNEL_AFTER."""
+    progs = _programs("ds_cnn", "tnpu-s")[:6]
+    monkeypatch.setattr(step_estimate, "KERNEL_AFTER", 100)
+    monkeypatch.setattr(step_estimate, "KERNEL_AFTER_BUILT", 2)
+    monkeypatch.setattr(step_estimate, "_TIMED", [0])
+    monkeypatch.setattr(step_estimate, "_compiled_built", lambda: built)
+    on = step_estimate._compiled_available()
+    calls = _count_compiled(monkeypatch)
+    for k, (prog, vals, lats) in enumerate(progs):
+        want = step_estimate._time(prog, vals, lats, 2, compiled=False)
+        calls_before = len(calls)
+        assert step_estimate._time(prog, vals, lats, 2) == want
+        assert len(calls) - calls_before == (1 if on and built and k >= 2 else 0), k
+    assert step_estimate.programs_run() == (2 if on and built else 6)
+
+
 def test_expect_programs_moves_the_tier_only_when_the_expected_total_reaches_it(monkeypatch):
     """expect_programs: run compiled from now when the programs timed so far and the ones
     expected reach KERNEL_AFTER; fewer expected leave the tier counting."""

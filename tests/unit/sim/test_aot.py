@@ -45,9 +45,12 @@ def _check(kernel: jit.Kernel) -> None:
 @pytest.mark.xdist_group("aot_build")
 def test_built_once_loaded_after_and_built_again_when_damaged(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv(aot.ENV, str(tmp_path))
+    first = jit.Kernel(_sum_twice, SIGNATURE)
+    assert not aot.built(first)
     with caplog.at_level(logging.INFO, logger=aot.LOGGER.name):
-        first = jit.Kernel(_sum_twice, SIGNATURE)
         _check(first)
+    assert aot.built(first) and aot.built(jit.Kernel(_sum_twice, SIGNATURE))
+    assert not aot.built(jit.Kernel(_sum_twice))  # (no signature: never built ahead of time)
     assert first.form is jit.Form.AHEAD_OF_TIME
     assert "building kernel _sum_twice ahead of time" in caplog.text  # (said, once per machine)
     caplog.clear()
@@ -83,6 +86,7 @@ def test_cache_off_or_a_failed_build_leaves_the_kernel_to_numba(tmp_path, monkey
     monkeypatch.setenv(aot.ENV, "off")
     off = jit.Kernel(_sum_twice, SIGNATURE)
     _check(off)
+    assert not aot.built(off)
     assert off.form is jit.Form.JUST_IN_TIME
 
     monkeypatch.setenv(aot.ENV, str(tmp_path))
