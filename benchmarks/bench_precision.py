@@ -5,7 +5,7 @@ inputs); then the auto choice for a target whose flash is smaller than the int8 
 (MiniLM and ResNet-18, pruned 2:4, on tnpu-xs with its weight decoder and sparsity on),
 compiled and run against the golden model.
 
-Run: ``python -m benchmarks.bench_precision [MODEL ...] [--target PRESET] [--no-fit]``; prints
+Run: ``python -m benchmarks.bench_precision [MODEL ...] [--target PRESET] [--no-fit | --fit-only]``; prints
 markdown tables. Figures: ``auto_bytes_saved/MODEL`` (fraction of int8's constants bytes),
 ``auto_vs_int8_cycles/MODEL``, ``auto_energy_saved/MODEL`` (fraction of int8's energy on
 tnpu-s), ``auto_metric_loss/MODEL`` (int8's metric less auto's) and ``fit_vs_memory/MODEL``
@@ -93,21 +93,24 @@ def _roundings(name: str, model, example, calibration, metric: Metric, floats, h
     return rows, figures
 
 
-def one(name: str, budget_text: str, target: str, fit: bool = True
+def one(name: str, budget_text: str, target: str, fit: bool = True, fit_only: bool = False
         ) -> tuple[list[str], list[str], list[str], dict[str, float]]:
     spec = resolve(name)
     model, example = load(name)
     calibration = list(spec.calibration_data(CALIBRATION))
     held_out = eval_set(spec, CALIBRATION, HELD_OUT, example)[0][:HELD_OUT]
     budget = AccuracyBudget.parse(budget_text)
-    evaluate = golden_evaluator(model, example, calibration, held_out, CALIBRATION)
     base = default_config(spec.name)
+    floats = float_outputs(model, held_out)
+    if fit_only:
+        return [], [], *_fit_rows(name, model, example, calibration, held_out, budget, base,
+                                  floats, {})
+    evaluate = golden_evaluator(model, example, calibration, held_out, CALIBRATION)
     plan = choose_weights(model, evaluate, held_out, budget, base, name)
     arch, energy_arch = load_target(target), load_target(ENERGY_TARGET)
     rows, results = [], {}
     configs = (("int8", base, "0"), ("int4", replace(base, weights=WeightDtype.INT4), "all"),
                (f"auto ({budget})", plan.config, f"{len(plan.int4_layers)} of {len(plan.layers)}"))
-    floats = float_outputs(model, held_out)
     for what, config, layers in configs:
         qm = quantize(model, example, calibration, config, calibration_samples=CALIBRATION)
         cm = compile_graph(qm.graph, arch, name=name)
@@ -124,24 +127,34 @@ def one(name: str, budget_text: str, target: str, fit: bool = True
     rounding_rows, rounding_figures = _roundings(name, model, example, calibration,
                                                  budget.metric, floats, held_out, base)
     figures.update(rounding_figures)
-    fit_rows = []
-    if fit and name in FIT:
-        pruned = "-"
-        if FIT[name][2]:  # pruned: the plan is measured against the pruned float model
-            steps = FIT[name][3]
-            model = prune_2_4(model, finetune_data=calibration if steps else None, steps=steps,
-                              lr=FINETUNE_LR)[0]
-            value = measure(budget.metric, floats, float_outputs(model, held_out))
-            figures[f"pruned_float_metric/{name}"] = value
-            pruned = f"{budget.metric.value} {value:.4f}{_unit(budget.metric)}"
-            evaluate = golden_evaluator(model, example, calibration, held_out, CALIBRATION)
-        row, figures[f"fit_vs_memory/{name}"], exact = _fit_row(name, model, budget, evaluate,
-                                                                held_out, base, pruned)
-        if exact is not None:
-            figures[f"fit_exact/{name}"] = float(exact)
-        fit_rows.append(row)
-        print(row, file=sys.stderr, flush=True)
-    return rows, rounding_rows, fit_rows, figures
+    if not fit:
+        return rows, rounding_rows, [], figures
+    return rows, rounding_rows, *_fit_rows(name, model, example, calibration, held_out, budget,
+                                           base, floats, figures)
+
+
+def _fit_rows(name: str, model, example, calibration, held_out, budget: AccuracyBudget, base,
+              floats, figures: dict[str, float]) -> tuple[list[str], dict[str, float]]:
+    """FIT's row of the model (none when it has none), and `figures` with its figures."""
+    if name not in FIT:
+        return [], figures
+    pruned = "-"
+    if FIT[name][2]:  # pruned: the plan is measured against the pruned float model
+        steps = FIT[name][3]
+        model = prune_2_4(model, finetune_data=calibration if steps else None, steps=steps,
+                          lr=FINETUNE_LR)[0]
+        value = measure(budget.metric, floats, float_outputs(model, held_out))
+        figures[f"pruned_float_metric/{name}"] = value
+        pruned = f"{budget.metric.value} {value:.4f}{_unit(budget.metric)}"
+        print(f"{name} pruned 2:4: {pruned} against the float model", file=sys.stderr,
+              flush=True)
+    evaluate = golden_evaluator(model, example, calibration, held_out, CALIBRATION)
+    row, figures[f"fit_vs_memory/{name}"], exact = _fit_row(name, model, budget, evaluate,
+                                                            held_out, base, pruned)
+    if exact is not None:
+        figures[f"fit_exact/{name}"] = float(exact)
+    print(row, file=sys.stderr, flush=True)
+    return [row], figures
 
 
 def _fit_row(name: str, model, budget: AccuracyBudget, evaluate, held_out, base, vs_float: str
@@ -172,17 +185,19 @@ def _fit_row(name: str, model, budget: AccuracyBudget, evaluate, held_out, base,
             ), len(cm.program.constants) / limit.size, exact
 
 
-def run(models: dict[str, str], target: str = "u55-256", fit: bool = True) -> Section:
+def run(models: dict[str, str], target: str = "u55-256", fit: bool = True,
+        fit_only: bool = False) -> Section:
     rows, rounding_rows, fit_rows, figures = [], [], [], {}
     for name, budget in models.items():
-        r, rr, f, figs = one(name, budget, target, fit)
+        r, rr, f, figs = one(name, budget, target, fit, fit_only)
         rows += r
         rounding_rows += rr
         fit_rows += f
         figures.update(figs)
     command = "python -m benchmarks.bench_precision" + (
         "" if models == MODELS else " " + " ".join(models)) + (
-        f" --target {target}" if target != "u55-256" else "") + ("" if fit else " --no-fit")
+        f" --target {target}" if target != "u55-256" else "") + ("" if fit else " --no-fit") + (
+        " --fit-only" if fit_only else "")
     text = (f"Calibration {CALIBRATION} samples, {HELD_OUT} held-out inputs (as `tessel "
             "accuracy` picks them); auto: the budget in the weights column, against "
             f"all-int8; energy: the same model compiled for {ENERGY_TARGET}.\n\n" + HEAD + "\n"
@@ -209,9 +224,10 @@ def main() -> None:
     ap.add_argument("--target", default="u55-256")
     ap.add_argument("--budget", default=None, help="METRIC=LOSS for every model given")
     ap.add_argument("--no-fit", action="store_true", help="skip the fit-the-flash rows")
+    ap.add_argument("--fit-only", action="store_true", help="only the fit-the-flash rows")
     args = ap.parse_args()
     models = {m: args.budget or MODELS.get(m, "sqnr=1") for m in args.models}
-    section = run(models, args.target, not args.no_fit)
+    section = run(models, args.target, not args.no_fit, args.fit_only)
     print(section.markdown)
     for key, value in sorted(section.figures.items()):
         print(f"{key}: {value:.4f}", file=sys.stderr)
