@@ -199,13 +199,16 @@ def run(models: dict[str, str], target: str = "u55-256", fit: bool = True,
         f" --target {target}" if target != "u55-256" else "") + ("" if fit else " --no-fit") + (
         " --fit-only" if fit_only else "")
     text = (f"Calibration {CALIBRATION} samples, {HELD_OUT} held-out inputs (as `tessel "
-            "accuracy` picks them); auto: the budget in the weights column, against "
-            f"all-int8; energy: the same model compiled for {ENERGY_TARGET}.\n\n" + HEAD + "\n"
-            + "\n".join(rows))
-    text += ("\n\nint4 rounding (`QuantConfig.int4_rounding`, docs/numerics.md): every layer's "
-             "weights int4, the metric on the held-out inputs, and the CPU time of `quantize` "
-             f"with {CALIBRATION} calibration samples.\n\n" + ROUNDING_HEAD + "\n"
-             + "\n".join(rounding_rows))
+            "accuracy` picks them)")
+    if not fit_only:
+        text += ("; auto: the budget in the weights column, against all-int8; energy: the same "
+                 f"model compiled for {ENERGY_TARGET}.\n\n" + HEAD + "\n" + "\n".join(rows))
+        text += ("\n\nint4 rounding (`QuantConfig.int4_rounding`, docs/numerics.md): every layer's "
+                 "weights int4, the metric on the held-out inputs, and the CPU time of "
+                 f"`quantize` with {CALIBRATION} calibration samples.\n\n" + ROUNDING_HEAD
+                 + "\n" + "\n".join(rounding_rows))
+    else:
+        text += "."
     if fit_rows:
         text += ("\n\nThe constants must fit the target's flash (`--weights auto` on it): "
                  "the fewest int4 layers of the order that fit when the budget's do not; "
