@@ -202,7 +202,7 @@ def compile_graph(graph: Graph, arch: NpuArch, *, options: CompileOptions | None
     say = progress or (lambda msg: None)
     dump = dump or Dumps(frozenset(), print)
     t0 = time.perf_counter()
-    graph = legalize(graph)  # exact rewrites for the instruction fields (lower/legalize.py)
+    graph = legalize(graph, arch)  # exact rewrites for the target (lower/legalize.py)
     dump(Stage.LEGALIZE, lambda: print_graph(graph, elide_constants=True))
     part = partition(graph, no_fallback=not options.allow_host_fallback)
     dump(Stage.PARTITION, part.text)

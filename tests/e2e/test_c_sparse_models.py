@@ -1,5 +1,6 @@
 """2:4-pruned models on the C runtime: a small CNN pruned by tessel.prune_2_4 (int8 and int4
-weights, with and without the weight decoder) and ResNet-18, compiled for a target with
+weights, with and without the weight decoder), a small transformer encoder block (its linear
+layers as 1x1 sparse convs) and ResNet-18, compiled for a target with
 sparse.enabled, run on libtessel and the C NPU model to the simulator's and the golden model's
 bits, with the simulator's MAC count; the `tessel export c` project of a sparse model builds and
 prints the simulator's outputs."""
@@ -90,6 +91,41 @@ def test_pruned_cnn_on_c_equals_the_simulator(weights: WeightDtype, wdecoder: bo
     rng = np.random.default_rng(int(wdecoder) + 2 * (weights is WeightDtype.INT4))
     _same_on_c(cm, qm, [(rng.standard_normal((1, 3, 16, 16)).astype(np.float32),)
                         for _ in range(3)])
+
+
+class _Block(torch.nn.Module):
+    """A transformer encoder block: attention (one head), layer norms, a GELU FFN whose hidden
+    width (68) is not a multiple of the array."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(32, 32) for _ in range(4))
+        self.ln1, self.ln2 = torch.nn.LayerNorm(32), torch.nn.LayerNorm(32)
+        self.up, self.down = torch.nn.Linear(32, 68), torch.nn.Linear(68, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        att = torch.softmax(self.q(x) @ self.k(x).transpose(-1, -2) / 32 ** 0.5, -1)
+        x = self.ln1(x + self.o(att @ self.v(x)))
+        return self.ln2(x + self.down(torch.nn.functional.gelu(self.up(x))))
+
+
+@pytest.mark.parametrize("weights", [WeightDtype.INT8, WeightDtype.INT4])
+def test_pruned_transformer_block_on_c_equals_the_simulator(weights: WeightDtype) -> None:
+    torch.manual_seed(1)
+    pruned, report = tessel.prune_2_4(_Block().eval())
+    assert len(report.pruned) == 6
+    calib = [(torch.randn(1, 10, 32),) for _ in range(3)]
+    qm = tessel.quantize(pruned, calib[0], calibration_data=calib,
+                         quant_config=QuantConfig(weights=weights))
+    cm = compile_graph(qm.graph, SPARSE.with_param("wdecoder.enabled", True), name="block24")
+    base = WeightType.I4 if weights is WeightDtype.INT4 else WeightType.I8
+    assert _w_types(cm) == {base.with_sparsity(True)}  # every linear layer, sparse
+    dense = compile_graph(qm.graph, load_preset("tnpu-s"), name="block24")
+    assert len(cm.program.constants) < len(dense.program.constants)
+    assert cm.profile.cycles < dense.profile.cycles
+    rng = np.random.default_rng(weights is WeightDtype.INT4)
+    _same_on_c(cm, qm, [(rng.standard_normal((1, 10, 32)).astype(np.float32),)
+                        for _ in range(2)])
 
 
 @pytest.mark.slow

@@ -88,7 +88,7 @@ def test_estimate_equals_simulation_per_layer() -> None:
 
 
 def test_dense_where_not_2_4_or_not_supported() -> None:
-    _, _, dense, cm, _ = _compiled("int8", True, skip=("a", "b", "c"))
+    _, _, dense, cm, _ = _compiled("int8", True, skip=("a", "b", "c", "fc"))
     assert WeightType.I8_2_4 not in _w_types(cm)
     assert cm.program.constants == dense.program.constants
     _, _, dense, off, _ = _compiled("int8", False)

@@ -92,7 +92,7 @@ def estimate_graph(graph: Graph, arch: NpuArch, *, name: str | None = None,
     a search cache active (tessel.schedule.search.use) steps searched before are not
     searched again."""
     options = options or CompileOptions()
-    graph = legalize(graph)
+    graph = legalize(graph, arch)
     part = partition(graph)
     sizes = [len(r.nodes) for r in part.regions] or None
     schedule = plan(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch,

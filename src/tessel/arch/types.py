@@ -260,8 +260,9 @@ class Sparsity:
     (``enabled`` false) code generation stores every weight dense."""
 
     enabled: bool = param(
-        False, doc="the matrix engine runs 2:4 sparse weights (`true`: convs whose weights "
-        "are exactly 2:4 are stored sparse where that pays in bytes and cycles)", since=4,
+        False, doc="the matrix engine runs 2:4 sparse weights (`true`: convs and linear "
+        "layers whose weights are exactly 2:4 are stored sparse where that pays in bytes and "
+        "cycles)", since=4,
         area_term=True, summary=True)
     index_decode_per_cycle: int = param(
         64, doc="2:4 indices (one per group of four weights) the weight path decodes per cycle "

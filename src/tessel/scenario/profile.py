@@ -74,7 +74,7 @@ def quantised_graph(sm: ScenarioModel, samples: int = CALIBRATION_SAMPLES) -> Gr
 
 def schedule_of(graph: Graph, arch: NpuArch, options: CompileOptions) -> tuple[Schedule, Any]:
     """The Schedule `tessel.compile` would emit for ``graph`` (and the partition)."""
-    graph = legalize(graph)
+    graph = legalize(graph, arch)
     part = partition(graph)
     sizes = [len(r.nodes) for r in part.regions] or None
     return plan(graph, part.npu_nodes, part.npu_inputs, part.npu_outputs, arch,
