@@ -3,7 +3,8 @@ constants) without torchao's throw-away dequantize of every weight. Checked agai
 convert_pt2e itself on prepared copies of the same calibrated modules: the same generated
 code, node names and ops, the same constants (names, dtypes, values) and the same outputs;
 with batch norms that no conv feeds, whose QAT conv / batch-norm fold it does without tracing
-the patterns."""
+the patterns. And tessel.quant.pt2e.convert_qat (torchao's QAT fold looking only for the conv
+kinds present) against torchao's convert_pt2e on a trained QAT module with two of them."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import copy
 import pytest
 import torch
 import torch.nn as nn
+from torchao.quantization.pt2e import move_exported_model_to_eval
+from torchao.quantization.pt2e.qat_utils import _is_bn_node
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from tessel.quant.config import MINILM_CONFIG
-from tessel.quant.pt2e import _attr, calibrate, convert, export_for_quant
+from tessel.quant.pt2e import _attr, calibrate, convert, convert_qat, export_for_quant, prepare_qat
 from tessel.quant.quantizer import TesselQuantizer
 
 
@@ -64,6 +67,18 @@ class LooseBatchNorm(nn.Module):  # batch norms no conv feeds: left to convert_p
         return a, b
 
 
+class QatConvBatchNorm(nn.Module):  # conv1d and conv2d kinds, biased and bias-less, to fold
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1d = nn.Conv1d(3, 4, 3, bias=False)
+        self.bn1 = nn.BatchNorm1d(4)
+        self.conv2d = nn.Conv2d(3, 4, 2)
+        self.bn2 = nn.BatchNorm2d(4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.bn1(self.conv1d(x.flatten(2))), torch.relu(self.bn2(self.conv2d(x)))
+
+
 def _constants(gm: torch.fx.GraphModule) -> dict[str, torch.Tensor]:
     return {n.target: _attr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
 
@@ -97,3 +112,36 @@ def test_convert_equals_convert_pt2e(model_cls, shape, config) -> None:
         outs = [got(*example), want(*example)]
     for a, b in zip(*[o if isinstance(o, tuple) else (o,) for o in outs], strict=True):
         assert torch.equal(a, b)
+
+
+def _assert_same_graph(got: torch.fx.GraphModule, want: torch.fx.GraphModule, example) -> None:
+    assert got.code == want.code
+    assert [(n.op, n.name, n.target) for n in got.graph.nodes] == \
+        [(n.op, n.name, n.target) for n in want.graph.nodes]
+    cw, cg = _constants(want), _constants(got)
+    assert cw.keys() == cg.keys()
+    for name, t in cw.items():
+        assert cg[name].dtype == t.dtype and torch.equal(cg[name], t), name
+    with torch.no_grad():
+        outs = [got(*example), want(*example)]
+    for a, b in zip(*[o if isinstance(o, tuple) else (o,) for o in outs], strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.slow  # torchao's fold traces its 96 patterns: about 14 CPU seconds
+def test_convert_qat_equals_convert_pt2e() -> None:
+    torch.manual_seed(0)
+    example = (torch.randn(1, 3, 5, 5),)
+    prepared = prepare_qat(QatConvBatchNorm(), example)
+    opt = torch.optim.SGD(prepared.parameters(), lr=1e-2)
+    for _ in range(3):  # trained: batch-norm statistics and weights away from their init
+        a, b = prepared(*example)
+        opt.zero_grad()
+        (a.sum() + b.sum()).backward()
+        opt.step()
+    want = copy.deepcopy(prepared)
+    move_exported_model_to_eval(want)
+    want = convert_pt2e(want)
+    got = convert_qat(copy.deepcopy(prepared))
+    assert not any(_is_bn_node(n) for n in want.graph.nodes)  # both folded into their conv
+    _assert_same_graph(got, want, example)
