@@ -1,9 +1,9 @@
 """2:4-pruned models on the C runtime: a small CNN pruned by tessel.prune_2_4 (int8 and int4
 weights, with and without the weight decoder), a small transformer encoder block (its linear
-layers as 1x1 sparse convs) and ResNet-18, compiled for a target with
-sparse.enabled, run on libtessel and the C NPU model to the simulator's and the golden model's
-bits, with the simulator's MAC count; the `tessel export c` project of a sparse model builds and
-prints the simulator's outputs."""
+layers as 1x1 sparse convs), compiled for a target with sparse.enabled, and ResNet-18 (int4 2:4
+weights as weight streams on tnpu-xs), run on libtessel and the C NPU model to the simulator's
+and the golden model's bits, with the simulator's MAC count; the `tessel export c` project of a
+sparse model builds and prints the simulator's outputs."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from c_printed import read_outputs
+from zoo_cache import resnet18_2_4_int4
 
 import tessel
 from tessel.arch import load_preset
@@ -129,20 +130,15 @@ def test_pruned_transformer_block_on_c_equals_the_simulator(weights: WeightDtype
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("resnet18-2-4")  # the model is shared with test_sparse_weight_streams
 def test_pruned_resnet18_on_c_equals_the_simulator() -> None:
-    from tessel.models import resolve
-
-    spec = resolve("resnet18")
-    model, example = spec.factory()
-    pruned, report = tessel.prune_2_4(model)
-    assert len(report.pruned) > 15
-    qm = tessel.quantize(pruned, example, calibration_data=spec.calibration_data(2),
-                         calibration_samples=2)
-    cm = compile_graph(qm.graph, SPARSE, name="resnet18_24")
+    qm, cm, inputs, pruned = resnet18_2_4_int4()  # int4 2:4 weights, tnpu-xs, weight streams
+    assert pruned > 15
     convs = [WeightType(i.w_type) for q in cm.program.streams.values() for i in q
              if i.opcode is Opcode.CONV]
-    assert convs.count(WeightType.I8_2_4) > convs.count(WeightType.I8)
-    _same_on_c(cm, qm, [tuple(x.numpy() for x in example)])
+    assert convs.count(WeightType.I4_2_4) > convs.count(WeightType.I4)
+    assert Opcode.DMA_LOAD_W in {i.opcode for q in cm.program.streams.values() for i in q}
+    _same_on_c(cm, qm, [inputs])
 
 
 def test_exported_project_of_a_sparse_model_builds_and_runs(tmp_path, capsys) -> None:

@@ -6,11 +6,10 @@ simulation per layer; int4 + 2:4 ResNet-18 fits tnpu-xs's flash this way."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 import torch
+from zoo_cache import XS_SPARSE, resnet18_2_4_int4
 
 import tessel
 from tessel.analysis.estimate import estimate_graph
@@ -19,8 +18,7 @@ from tessel.driver import compile_graph
 from tessel.errors import TesselCompileError
 from tessel.isa import Opcode
 from tessel.isa.weight_codec import StreamMode
-from tessel.models import resolve
-from tessel.quant.config import QuantConfig, WeightDtype, default_config
+from tessel.quant.config import QuantConfig, WeightDtype
 from tessel.runtime.compiled import CompiledModel
 
 
@@ -88,23 +86,17 @@ def test_the_flash_holds_the_stored_bytes() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("resnet18-2-4")  # the model is shared with test_c_sparse_models
 def test_int4_2_4_resnet18_fits_tnpu_xs_bit_exact() -> None:
     """ResNet-18 pruned 2:4, int4 weights: 4.51 MB of constants stored raw, over tnpu-xs's
     4 MiB flash; with the weight decoder its sparse blocks' streams fit, and it runs bit-exact
     on one input."""
-    spec = resolve("resnet18")
-    model, example = spec.factory()
-    pruned, _ = tessel.prune_2_4(model)
-    qm = tessel.quantize(pruned, example, calibration_data=spec.calibration_data(2),
-                         quant_config=replace(default_config("resnet18"),
-                                              weights=WeightDtype.INT4), calibration_samples=2)
-    xs = load_preset("tnpu-xs").with_params({"sparse.enabled": True, "wdecoder.enabled": True})
+    qm, cm, inputs, _ = resnet18_2_4_int4()
+    xs = load_preset("tnpu-xs").with_params(XS_SPARSE)
     flash = xs.offchip[xs.memory_index(xs.weights_memory)].size_bytes
     with pytest.raises(TesselCompileError, match="constants need"):
         compile_graph(qm.graph, xs.with_param("wdecoder.enabled", False), name="resnet18")
-    cm = compile_graph(qm.graph, xs, name="resnet18")
     assert len(cm.program.constants) <= flash
     assert StreamMode.SPARSE24 in _modes(cm)
-    inputs = tuple(x.numpy() for x in example)
     for got, want in zip(cm.run(*inputs), qm.run(*inputs), strict=True):
         np.testing.assert_array_equal(got, want)

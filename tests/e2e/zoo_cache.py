@@ -30,3 +30,29 @@ def quantized(name: str) -> tuple[QuantizedModel, tuple[np.ndarray, ...], np.nda
 def golden(name: str) -> tuple[np.ndarray, ...]:
     qm, inputs, _ = quantized(name)
     return tuple(qm.run(*inputs))
+
+
+XS_SPARSE = {"sparse.enabled": True, "wdecoder.enabled": True}  # tnpu-xs's params for it
+
+
+@cache
+def resnet18_2_4_int4() -> tuple[QuantizedModel, object, tuple[np.ndarray, ...], int]:
+    """ResNet-18 pruned 2:4 with int4 weights (2 calibration samples), compiled for tnpu-xs
+    with 2:4 sparsity and the weight decoder: (quantised model, compiled model, example inputs
+    as numpy, number of layers pruned). The weight-stream and C-runtime tests share it (one
+    xdist group)."""
+    from dataclasses import replace
+
+    import tessel
+    from tessel.arch import load_preset
+    from tessel.driver import compile_graph
+    from tessel.quant.config import WeightDtype
+
+    spec = resolve("resnet18")
+    model, example = spec.factory()
+    pruned, report = tessel.prune_2_4(model)
+    qm = quantize(pruned, example, calibration_data=spec.calibration_data(2),
+                  quant_config=replace(default_config("resnet18"), weights=WeightDtype.INT4),
+                  calibration_samples=2)
+    cm = compile_graph(qm.graph, load_preset("tnpu-xs").with_params(XS_SPARSE), name="resnet18")
+    return qm, cm, tuple(x.numpy() for x in example), len(report.pruned)

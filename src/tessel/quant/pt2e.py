@@ -457,6 +457,67 @@ def prepare_qat(
 
 
 def convert_qat(prepared: GraphModule) -> GraphModule:
-    """QAT: switch the trained fake-quant graph to eval (batch norm) and convert to QDQ."""
+    """QAT: switch the trained fake-quant graph to eval (batch norm) and convert to QDQ
+    (``convert_pt2e``, its conv / batch-norm fold looking only for the conv kinds present:
+    `_fold_conv_bn_present`)."""
     move_exported_model_to_eval(prepared)
-    return convert_pt2e(prepared)
+    with _qat_fold(_fold_conv_bn_present):
+        return convert_pt2e(prepared)
+
+
+# the conv kinds of torchao's QAT conv / batch-norm fold, in its order, with the example inputs
+# it traces their patterns with and the aten ops (any overload) their patterns' convs export to
+_CONV_KINDS = (
+    (torch.nn.functional.conv1d, 1, torch.ops.aten.conv1d),
+    (torch.nn.functional.conv2d, 2, torch.ops.aten.conv2d),
+    (torch.nn.functional.conv_transpose1d, 1, torch.ops.aten.conv_transpose1d),
+    (torch.nn.functional.conv_transpose2d, 2, torch.ops.aten.conv_transpose2d),
+)
+
+
+def _fold_conv_bn_present(m: GraphModule) -> GraphModule:
+    """torchao's `_fold_conv_bn_qat`, tracing the 24 patterns of a conv kind only when the
+    graph has a conv of that kind (a pattern cannot match without its conv op): each kind's
+    pass costs about 3 CPU seconds of pattern exports, whether it matches or not. A kind
+    absent still gets its pass's dequantize duplication and merge, so the graph is torchao's
+    (tests/unit/quant/test_convert.py). A graph with a conv of another kind (conv3d, a
+    generic convolution) goes to torchao's function itself."""
+    if not any(qat_utils._is_bn_node(n) for n in m.graph.nodes):
+        return m
+    present = {getattr(n.target, "overloadpacket", n.target) for n in m.graph.nodes
+               if qat_utils._is_conv_or_conv_transpose_node(n)}
+    if not present <= {packet for _, _, packet in _CONV_KINDS}:
+        return _fold_conv_bn_qat(m)
+    for is_cuda in ([True, False] if torch.cuda.is_available() else [False]):
+        for conv_fn, dims, packet in _CONV_KINDS:
+            if packet in present:
+                m = qat_utils._fold_conv_bn_qat_helper(m, conv_fn, _fold_example_inputs(dims),
+                                                       is_cuda=is_cuda)
+            else:
+                _merge_dequantize_pass(m)
+    for node in list(m.graph.nodes):  # torchao's last step: the batch norms' counter updates
+        if (node.target == torch.ops.aten.add_.Tensor and node.args[0].op == "get_attr"
+                and node.args[1] == 1 and "torch.nn.modules.batchnorm.BatchNorm2d"
+                in [val[1] for val in node.meta["nn_module_stack"].values()]):
+            m.graph.erase_node(node)
+    m.graph.eliminate_dead_code()
+    m.recompile()
+    return m
+
+
+def _fold_example_inputs(dims: int) -> tuple[torch.Tensor, ...]:
+    """torchao's example inputs for a conv{dims}d / batch-norm pattern (x, conv weight, batch
+    norm weight, bias, running mean and variance)."""
+    return (torch.randn(1, 1, *[3] * dims), torch.randn(1, 1, *[1] * dims),
+            *(torch.randn(1) for _ in range(4)))
+
+
+def _merge_dequantize_pass(m: GraphModule) -> None:
+    """What torchao's fold pass of one conv kind does to a graph without a match."""
+    m.graph.eliminate_dead_code()
+    m.recompile()
+    qat_utils._duplicate_dequantize_node(m)
+    m.recompile()
+    qat_utils._remove_extra_dequantize(m)
+    m.graph.eliminate_dead_code()
+    m.recompile()

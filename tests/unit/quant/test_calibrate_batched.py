@@ -165,39 +165,37 @@ def test_a_weight_changed_in_place_is_observed_again() -> None:
     assert torch.all(observer.max_val >= old_max) and not torch.equal(observer.max_val, old_max)
 
 
-RECURRENT = """
-import sys, torch, tessel
-from torch import nn
-class Net(nn.Module):
-    def __init__(self):
+class _Lstm(nn.Module):
+    def __init__(self) -> None:
         super().__init__()
-        self.rnn = {layer}
+        self.rnn = nn.LSTM(10, 16, batch_first=True)
         self.fc = nn.Linear(16, 4)
-    def forward(self, x):
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         y, _ = self.rnn(x)
         return self.fc(y[:, -1])
-torch.manual_seed(0)
-model = Net().eval()
-calib = [(torch.randn(1, 4, 10),) for _ in range(8)]  # 4 steps: the batch, not the length, matters
-cm = tessel.compile(model, calib[0], calibration_data=calib)
-y, = cm.run(calib[0][0])
-print(y.shape)
-"""
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("layer", ["nn.LSTM(10, 16, batch_first=True)",
-                                   "nn.GRU(10, 16, batch_first=True, bidirectional=True)"])
-def test_recurrent_models_calibrate_one_sample_at_a_time(layer):
-    """A recurrent layer exported for batch 1 makes a batch-1 state its native kernel trusts:
-    a batch through it corrupted memory (the process died). Run in a child process, so such a
-    crash fails this test instead of killing the run."""
-    import subprocess
-    import sys
+def test_a_recurrent_kernel_in_the_graph_is_never_handed_a_batch() -> None:
+    """calibrate() on a graph that keeps its recurrent kernel (torch.export's own graph, not
+    export_for_quant's unrolled one): never a batch. The kernel trusts its batch-1 state's size
+    (a batch through it corrupts memory), so the pre-hook refuses any batch before it runs
+    (calibrate then falls back to one by one) after recording its size. tessel.quantize's
+    path, recurrent models calibrated on several samples, is tests/e2e/test_recurrent.py."""
+    from tessel.quant.pt2e import RECURRENT_KERNELS
 
-    code = RECURRENT.format(layer=layer.replace("16, batch_first=True, bidirectional=True",
-                                                "8, batch_first=True, bidirectional=True"))
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert "torch.Size([1, 4])" in res.stdout or "(1, 4)" in res.stdout
+    torch.manual_seed(0)
+    example = (torch.randn(1, 4, 10),)
+    graph = torch.export.export(_Lstm().eval(), example, strict=False).module()
+    assert any(n.target in RECURRENT_KERNELS for n in graph.graph.nodes)
+    prepared = prepare_pt2e(graph, TesselQuantizer())
+    sizes: list[int] = []
+
+    def record(_module, args) -> None:
+        sizes.append(int(args[0].shape[0]))
+        if sizes[-1] != 1:
+            raise RuntimeError("a batch reached the recurrent kernel")
+
+    prepared.register_forward_pre_hook(record)
+    assert calibrate(prepared, _samples((1, 4, 10), 9), example) == 9
+    assert sizes == [1] * 9

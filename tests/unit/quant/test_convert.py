@@ -3,7 +3,8 @@ constants) without torchao's throw-away dequantize of every weight. Checked agai
 convert_pt2e itself on prepared copies of the same calibrated modules: the same generated
 code, node names and ops, the same constants (names, dtypes, values) and the same outputs;
 with batch norms that no conv feeds, whose QAT conv / batch-norm fold it does without tracing
-the patterns."""
+the patterns. And tessel.quant.pt2e.convert_qat (torchao's QAT fold looking only for the conv
+kinds present) against convert_pt2e on a trained QAT module."""
 
 from __future__ import annotations
 
@@ -12,10 +13,23 @@ import copy
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
+from torchao.quantization.pt2e import move_exported_model_to_eval, qat_utils
+from torchao.quantization.pt2e.qat_utils import _is_bn_node
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from tessel.quant.config import MINILM_CONFIG
-from tessel.quant.pt2e import _attr, calibrate, convert, export_for_quant
+from tessel.quant.pt2e import (
+    _CONV_KINDS,
+    _attr,
+    _fold_example_inputs,
+    _merge_dequantize_pass,
+    calibrate,
+    convert,
+    convert_qat,
+    export_for_quant,
+    prepare_qat,
+)
 from tessel.quant.quantizer import TesselQuantizer
 
 
@@ -64,6 +78,18 @@ class LooseBatchNorm(nn.Module):  # batch norms no conv feeds: left to convert_p
         return a, b
 
 
+class QatConvBatchNorm(nn.Module):  # conv2d kinds, bias-less and biased, to fold
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 2, bias=False)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.conv2 = nn.Conv2d(4, 4, 3)
+        self.bn2 = nn.BatchNorm2d(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))))
+
+
 def _constants(gm: torch.fx.GraphModule) -> dict[str, torch.Tensor]:
     return {n.target: _attr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
 
@@ -97,3 +123,68 @@ def test_convert_equals_convert_pt2e(model_cls, shape, config) -> None:
         outs = [got(*example), want(*example)]
     for a, b in zip(*[o if isinstance(o, tuple) else (o,) for o in outs], strict=True):
         assert torch.equal(a, b)
+
+
+def _assert_same_graph(got: torch.fx.GraphModule, want: torch.fx.GraphModule, example) -> None:
+    assert got.code == want.code
+    assert [(n.op, n.name, n.target) for n in got.graph.nodes] == \
+        [(n.op, n.name, n.target) for n in want.graph.nodes]
+    cw, cg = _constants(want), _constants(got)
+    assert cw.keys() == cg.keys()
+    for name, t in cw.items():
+        assert cg[name].dtype == t.dtype and torch.equal(cg[name], t), name
+    with torch.no_grad():
+        outs = [got(*example), want(*example)]
+    for a, b in zip(*[o if isinstance(o, tuple) else (o,) for o in outs], strict=True):
+        assert torch.equal(a, b)
+
+
+def _trained_qat(example) -> torch.fx.GraphModule:
+    torch.manual_seed(0)
+    prepared = prepare_qat(QatConvBatchNorm(), example)
+    opt = torch.optim.SGD(prepared.parameters(), lr=1e-2)
+    for _ in range(3):  # trained: batch-norm statistics and weights away from their init
+        opt.zero_grad()
+        prepared(*example).sum().backward()
+        opt.step()
+    move_exported_model_to_eval(prepared)
+    return prepared
+
+
+def test_convert_qat_equals_convert_pt2e(monkeypatch) -> None:
+    """convert_qat against convert_pt2e running torchao's own fold, whose per-kind pass
+    (`_fold_conv_bn_qat_helper`) is, for the three kinds absent from the graph, the dequantize
+    merge alone: the next test shows that pass equal to torchao's on a graph without its conv
+    kind (all four of torchao's passes cost about 14 CPU seconds)."""
+    example = (torch.randn(1, 3, 5, 5),)
+    prepared = _trained_qat(example)
+    got = convert_qat(copy.deepcopy(prepared))
+    helper, passes = qat_utils._fold_conv_bn_qat_helper, []
+
+    def helper_of_present_kinds(m, conv_fn, example_inputs, is_cuda):
+        passes.append((conv_fn, [tuple(t.shape) for t in example_inputs]))
+        if conv_fn is F.conv2d:
+            return helper(m, conv_fn, example_inputs, is_cuda=is_cuda)
+        _merge_dequantize_pass(m)
+        return m
+
+    monkeypatch.setattr(qat_utils, "_fold_conv_bn_qat_helper", helper_of_present_kinds)
+    want = convert_pt2e(copy.deepcopy(prepared))
+    assert [fn for fn, _ in passes] == [F.conv1d, F.conv2d, F.conv_transpose1d,
+                                        F.conv_transpose2d]
+    assert [shapes for _, shapes in passes] == [
+        [tuple(t.shape) for t in _fold_example_inputs(d)] for _, d, _ in _CONV_KINDS]
+    assert not any(_is_bn_node(n) for n in want.graph.nodes)  # both folded into their conv
+    _assert_same_graph(got, want, example)
+
+
+def test_an_absent_conv_kinds_fold_pass_only_merges_dequantize_nodes() -> None:
+    """torchao's fold pass for conv1d (its 24 patterns traced) on a graph without one changes
+    it as `_merge_dequantize_pass` does."""
+    example = (torch.randn(1, 3, 5, 5),)
+    prepared = _trained_qat(example)
+    want = qat_utils._fold_conv_bn_qat_helper(copy.deepcopy(prepared), F.conv1d,
+                                              _fold_example_inputs(1), is_cuda=False)
+    got = copy.deepcopy(prepared)
+    _merge_dequantize_pass(got)
+    _assert_same_graph(got, want, example)
