@@ -225,15 +225,15 @@ def _attr(module: torch.nn.Module, target: str) -> Any:
     return module
 
 
-def _signature(args: Sequence[Any]) -> list[tuple[Any, ...] | None]:
+def _sample_signature(args: Sequence[Any]) -> list[tuple[Any, ...] | None]:
     return [(tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else None for a in args]
 
 
 def _check_samples(samples: list[tuple[torch.Tensor, ...]], example: tuple[torch.Tensor, ...]
                    ) -> None:
-    want = _signature(example)
+    want = _sample_signature(example)
     for k, sample in enumerate(samples):
-        got = _signature(sample)
+        got = _sample_signature(sample)
         if len(got) != len(want):
             raise TesselConfigError(f"calibration sample {k} has {len(got)} input(s), the "
                                     f"example inputs have {len(want)}")
@@ -266,7 +266,7 @@ def _batchable(prepared: GraphModule, samples: list[tuple[torch.Tensor, ...]]) -
     if any(n.op == "call_function" and n.target in RECURRENT_KERNELS
            for n in prepared.graph.nodes):
         return False
-    first = _signature(samples[0])  # all samples have it (_check_samples)
+    first = _sample_signature(samples[0])  # all samples have it (_check_samples)
     return all(s is not None and len(s[0]) > 0 and s[0][0] == 1 for s in first)
 
 
