@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from scipy.linalg import blas, lapack
+from scipy.linalg import blas
 from torch.fx import GraphModule, Interpreter, Node
 from torchao.quantization.pt2e import ObserverBase
 
@@ -113,19 +113,25 @@ class Gram:
 
     width: int
     blocks: list[tuple[int, int]] = field(init=False)
-    parts: list[torch.Tensor | None] = field(init=False)
+    # per block, the float64 sum of the inputs' X^T X; one group's: its upper triangle only
+    sums: list[torch.Tensor | None] = field(init=False)
 
     factors: list[tuple[torch.Tensor, torch.Tensor]] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.blocks = _blocks(self.width)
-        self.parts = [None] * len(self.blocks)
+        self.sums = [None] * len(self.blocks)
+
+    @property
+    def parts(self) -> list[torch.Tensor]:
+        """Per block, ``H``'s diagonal block [G, b, b] (symmetric)."""
+        return [h if h.shape[0] > 1 else h.triu() + h.triu(1).transpose(-1, -2) for h in self.sums]
 
     def inverse_factors(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Per block, the upper Cholesky factor of ``(H + D)^-1`` (float32) and the diagonal
-        ``D`` added to ``H`` (float64), computed once (:func:`_inverse_factor`)."""
+        """Per block, ``V`` (float32) and the diagonal ``D`` added to ``H`` (float64),
+        computed once (:func:`_factor`)."""
         if self.factors is None:
-            self.factors = [_inverse_factor(h) for h in self.parts]
+            self.factors = [_factor(h) for h in self.parts]
         return self.factors
 
     def add(self, rows: torch.Tensor) -> None:
@@ -134,54 +140,51 @@ class Gram:
         for k, (a, b) in enumerate(self.blocks):
             xb = rows[..., a:b]
             if xb.shape[0] == 1:
-                upper = torch.from_numpy(blas.ssyrk(1.0, xb[0].numpy().T)).to(torch.float64)
-                part = (upper + upper.triu(1).T)[None]
+                part = torch.from_numpy(blas.ssyrk(1.0, xb[0].numpy().T))[None]
             else:
-                part = (xb.transpose(-1, -2) @ xb).to(torch.float64)
-            self.parts[k] = part if self.parts[k] is None else self.parts[k] + part
+                part = xb.transpose(-1, -2) @ xb
+            part = part.to(torch.float64)
+            self.sums[k] = part if self.sums[k] is None else self.sums[k] + part
 
 
-def _inverse_factor(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``U`` upper triangular with ``U^T U = (H + D)^-1``, and ``D``: ``damp`` on the diagonal
-    (a dead input's, 0 in ``H``, becomes 1 first). With ``P`` the reversal and ``P (H + D) P =
-    L L^T``, ``U = P L^-1 P``: one factorisation and one triangular inverse."""
+def _factor(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``V`` upper triangular with ``V V^T = H + D`` (``U = V^-1`` is GPTQ's upper Cholesky
+    factor of ``(H + D)^-1``), and ``D``: ``damp`` on the diagonal (a dead input's, 0 in
+    ``H``, becomes 1 first). With ``P`` the reversal and ``P (H + D) P = L L^T``, ``V = P L
+    P``: one factorisation, no inverse."""
     diag = torch.diagonal(h, dim1=-2, dim2=-1)
     live = torch.where(diag > 0, diag, torch.ones_like(diag))
     added = live - diag + DAMP * live.mean(-1, keepdim=True)
-    damped = h + torch.diag_embed(added)
-    low = torch.linalg.cholesky(damped.flip(-1, -2))
-    if h.shape[0] == 1:  # a triangular inverse: a third of a solve against I
-        inv, info = lapack.dtrtri(low[0].numpy(), lower=1)
-        assert info == 0, info  # the diagonal of a Cholesky factor is positive
-        inv = torch.from_numpy(inv)[None]
-    else:
-        eye = torch.eye(h.shape[-1], dtype=h.dtype).expand_as(h)
-        inv = torch.linalg.solve_triangular(low, eye, upper=False)
-    return inv.flip(-1, -2).to(torch.float32).contiguous(), added
+    low = torch.linalg.cholesky((h + torch.diag_embed(added)).flip(-1, -2))
+    return low.flip(-1, -2).to(torch.float32).contiguous(), added
 
 
-def _round_block(w: np.ndarray, u: np.ndarray, scale: np.ndarray, zero: np.ndarray
+def _round_block(w: np.ndarray, v: np.ndarray, scale: np.ndarray, zero: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """GPTQ on one block, columns first: ``w`` [G, b, M] (modified), ``u`` [G, b, b] the
-    inverse factor, ``scale`` [G, M], ``zero`` [G, b, M] the weights that stay 0; returns the
-    int4 values [G, b, M] (as floats) and the scaled errors ``e`` [G, b, M], whose squares sum
-    to the damped output error (``W - Q = e^T U``, ``U (H + D) U^T = I``)."""
+    """GPTQ on one block, columns first: ``w`` [G, b, M], ``v`` [G, b, b] (:func:`_factor`),
+    ``scale`` [G, M], ``zero`` [G, b, M] the weights that stay 0; returns the int4 values
+    [G, b, M] (as floats) and the scaled errors ``e`` [G, b, M], whose squares sum to the
+    damped output error. GPTQ's ``W - Q = e U`` gives ``e = (W - Q) V``: column ``i`` is
+    rounded at ``W_i + sum_{k<i} r_k V_ki / V_ii``, ``r = W - Q`` (the rounded columns'
+    residuals), which is GPTQ's compensated weight; the sums over earlier blocks of
+    :data:`LAZY` columns are one product."""
     qmin, qmax = WEIGHT_RANGES[WeightDtype.INT4]
     q = np.empty_like(w)
     err = np.empty_like(w)
+    res = np.empty_like(w)
     width = w.shape[1]
     for i1 in range(0, width, LAZY):
         i2 = min(i1 + LAZY, width)
+        acc = np.swapaxes(v[:, :i1, i1:i2], 1, 2) @ res[:, :i1]  # [G, i2 - i1, M]
         for i in range(i1, i2):
-            col = w[:, i]
+            vii = v[:, i, i, None]
+            col = w[:, i] + acc[:, i - i1] / vii
             qi = np.clip(np.rint(col / scale), qmin, qmax)
             qi[zero[:, i]] = 0.0
             q[:, i] = qi
-            e = (col - qi * scale) / u[:, i, i, None]
-            err[:, i] = e
-            w[:, i + 1:i2] -= u[:, i, i + 1:i2, None] * e[:, None, :]
-        if i2 < width:
-            w[:, i2:] -= np.swapaxes(u[:, i1:i2, i2:], 1, 2) @ err[:, i1:i2]
+            err[:, i] = (col - qi * scale) * vii
+            res[:, i] = w[:, i] - qi * scale
+            acc[:, i - i1 + 1:] += v[:, i, i + 1:i2, None] * res[:, i, None, :]
     return q, err
 
 
@@ -189,7 +192,7 @@ def _gptq(w: torch.Tensor, gram: Gram, scales: torch.Tensor) -> tuple[torch.Tens
     """GPTQ of ``w`` [O, I / groups, *kernel] once per row of ``scales`` [R, O] (all in one
     pass): the int4 values [R, *w.shape] (floats) and each channel's output error ``e^T H e``
     [R, O] (float64)."""
-    groups = gram.parts[0].shape[0]
+    groups = gram.sums[0].shape[0]
     out = w.shape[0]
     runs = scales.shape[0]
     w3 = w.detach().to(torch.float32).reshape(groups, out // groups, -1)
@@ -203,8 +206,8 @@ def _gptq(w: torch.Tensor, gram: Gram, scales: torch.Tensor) -> tuple[torch.Tens
     zero = work == 0  # pruned weights (2:4 sparsity) stay 0; their neighbours compensate
     q = np.empty_like(work)
     error = torch.zeros(groups, cols.shape[-1], dtype=torch.float64)
-    for (a, b), (u, added) in zip(gram.blocks, gram.inverse_factors(), strict=True):
-        qb, eb = _round_block(work[:, a:b], u.numpy(), s_cols.numpy(), zero[:, a:b])
+    for (a, b), (v, added) in zip(gram.blocks, gram.inverse_factors(), strict=True):
+        qb, eb = _round_block(work[:, a:b], v.numpy(), s_cols.numpy(), zero[:, a:b])
         q[:, a:b] = qb
         r = cols[:, a:b].to(torch.float64) - torch.from_numpy(qb).to(torch.float64) * \
             s_cols.to(torch.float64)[:, None]
@@ -335,7 +338,7 @@ def _capture(prepared: GraphModule, layers: Sequence[_Layer],
     first = capture.run(*samples[0])
     rest = samples[1:]
     if len(rest) > 1 and _batchable(prepared, samples):
-        saved = [list(layer.gram.parts) for layer in layers]
+        saved = [list(layer.gram.sums) for layer in layers]
         trial = [samples[0], *rest[:CALIBRATION_BATCH - 1]]
         try:
             ok = _same_rows(capture.batch(trial, skip=1), first, len(trial))
@@ -347,8 +350,8 @@ def _capture(prepared: GraphModule, layers: Sequence[_Layer],
                 capture.batch(chunk) if len(chunk) > 1 else capture.run(*chunk[0])
             rest = []
         else:
-            for layer, parts in zip(layers, saved, strict=True):
-                layer.gram.parts = parts
+            for layer, sums in zip(layers, saved, strict=True):
+                layer.gram.sums = sums
     for sample in rest:
         capture.run(*sample)
 
@@ -371,7 +374,7 @@ def output_error(w: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, gram: Gr
                  ) -> torch.Tensor:
     """Per output channel, ``e^T H e`` with ``e = w - q * scale`` (the layer's squared output
     error on its calibration rows, within :class:`Gram`'s blocks), float64 [O]."""
-    groups = gram.parts[0].shape[0]
+    groups = gram.sums[0].shape[0]
     out = w.shape[0]
     e = (w.to(torch.float64) - q.to(torch.float64) * scale.to(torch.float64).reshape(
         [-1] + [1] * (w.dim() - 1))).reshape(groups, out // groups, -1)
