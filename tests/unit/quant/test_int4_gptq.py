@@ -15,6 +15,7 @@ from tessel.quant.int4_weights import (
     Gram,
     choose_int4,
     gptq_int4,
+    gptq_runs,
     input_rows,
     output_error,
 )
@@ -128,6 +129,48 @@ def test_a_block_split_wide_layer_still_beats_nearest(monkeypatch):
     nearest = _nearest(w, scale)
     assert float(output_error(w, q, scale, gram).sum()) < float(
         output_error(w, nearest, scale, gram).sum())
+
+
+@pytest.mark.parametrize("conv", [
+    ConvShape((3, 3), (1, 1), (1, 1), (1, 1), 2),
+    ConvShape((7, 7), (2, 2), (3, 3), (1, 1), 1),
+    ConvShape((3, 2), (2, 1), (2, 0), (2, 1), 4),
+    ConvShape((5,), (2,), (1,), (1,), 1),
+])
+def test_patches_are_im2cols_columns_at_the_kept_positions_and_a_batch_is_its_samples(conv):
+    import math
+
+    from tessel.quant.int4_weights import ROWS_PER_SAMPLE
+
+    g = torch.Generator().manual_seed(3)
+    shape = (3, 8, 50) if len(conv.kernel) == 1 else (3, 8, 40, 37)
+    x = torch.randn(*shape, generator=g)
+    rows = []
+    for k in range(3):  # im2col of one sample, every output position, then strided
+        one = x[k:k + 1]
+        kernel, stride, pad, dil = conv.kernel, conv.stride, conv.padding, conv.dilation
+        if len(kernel) == 1:  # conv1d as a conv2d of height 1
+            one = one.unsqueeze(-2)
+            kernel, stride, pad, dil = (1, *kernel), (1, *stride), (0, *pad), (1, *dil)
+        cols = torch.nn.functional.unfold(one, kernel, dil, pad, stride)[0].T  # [L, C * taps]
+        cols = cols.reshape(cols.shape[0], conv.groups, -1).transpose(0, 1)
+        rows.append(cols[:, ::max(1, math.ceil(cols.shape[1] / ROWS_PER_SAMPLE))])
+        assert torch.equal(input_rows(x[k:k + 1], conv), rows[-1])
+    assert torch.equal(input_rows(x, conv, samples=3), torch.cat(rows, 1))
+
+
+def test_gptqs_own_error_is_the_output_error_it_chooses_by():
+    x = _correlated(300, 50, 21)
+    w = torch.randn(12, 50, generator=torch.Generator().manual_seed(22))
+    w[:, 7] = 0  # a pruned input
+    gram = Gram(50)
+    gram.add(input_rows(x, None))
+    scales = torch.stack([_amax_scale(w), int4_clip(w, 0) / 7])
+    q, err = gptq_runs(w, gram, scales)
+    for k in range(2):
+        assert torch.equal(q[k], gptq_int4(w, gram, scales[k]))
+        torch.testing.assert_close(err[k], output_error(w, q[k], scales[k], gram),
+                                   rtol=1e-4, atol=1e-6 * float(err[k].max()))
 
 
 class _Net(torch.nn.Module):
