@@ -19,7 +19,8 @@ The budget is a loss against the all-int8 model, in one metric measured on held-
    kept before it still measures within the budget (a layer whose bytes per unit of noise
    ranked it late may still fit the budget the prefix left), until FILL_TRIES of them miss.
 5. Exchanges: a layer left out comes in for chosen layers that save fewer bytes together, when
-   the noise model, scaled to the loss measured so far, predicts the budget still holds; the
+   the noise model, fitted to the losses measured so far, predicts the budget may still hold
+   (within the fit's own error); the
    exchange that gains the most bytes is measured first and kept when it meets the budget, at
    most EXCHANGE_TRIES of them measured (bytes per unit of noise is a greedy order: small
    quiet layers can spend the budget a large layer worth more bytes needed).
@@ -35,7 +36,7 @@ from __future__ import annotations
 import enum
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -385,7 +386,7 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
     picked = list(order[:lo])
     if fit.get("budget_met", True):
         picked = fill(picked, order[lo:], noises, value_of, goal)
-        picked = exchange(picked, saved, noises, value_of, goal, int8_value)
+        picked = exchange(picked, saved, noises, value_of, goal, int8_value, measured)
     chosen = set(picked)
     alone = [_alone_db(signal, int8_noise, n) for n in noises]
     choices = tuple(LayerChoice(path, type(m).__name__, m.weight.numel(), i in chosen, saved[i],
@@ -433,28 +434,30 @@ def fill(picked: Sequence[int], rest: Sequence[int], noises: Sequence[float],
 
 
 def exchange(picked: Sequence[int], saved: Sequence[int], noises: Sequence[float],
-             value_of: Callable[[Sequence[int]], float], goal: float, base: float
-             ) -> list[int]:
+             value_of: Callable[[Sequence[int]], float], goal: float, base: float,
+             history: Mapping[frozenset[int], float]) -> list[int]:
     """``picked`` (which meets ``goal``) improved by exchanges: a layer left out comes in for
-    chosen layers that save fewer bytes together, when the noise model, scaled to the
-    measured loss of ``picked`` against ``base`` (the all-int8 value), predicts the budget
-    still holds. The exchange with the most bytes gained is measured first and kept when it
-    meets ``goal``; at most EXCHANGE_TRIES exchanges are measured."""
+    chosen layers that save fewer bytes together, when the noise model predicts the budget
+    may still hold (:func:`_allowed_noise`, fitted to the measurements in ``history``, which
+    ``value_of`` adds to; ``base`` is the all-int8 value). The exchange with the most bytes
+    gained is measured first and kept when it meets ``goal``; at most EXCHANGE_TRIES
+    exchanges are measured."""
     picked = list(picked)
     tried: set[frozenset[int]] = set()
     for _ in range(EXCHANGE_TRIES):
-        value = value_of(picked)
+        value_of(picked)
+        allowed = _allowed_noise(history, noises, base, base - goal)
         noise = sum(noises[i] for i in picked)
-        slack = noise * (value - goal) / (base - value) if base > value and noise > 0 else 0.0
         best = None
         for r in sorted(set(range(len(saved))) - set(picked)):
-            drop = _cover(noises[r] - slack, picked, saved, noises)
+            drop = _cover(noise + noises[r] - allowed, picked, saved, noises)
             if drop is None:
                 continue
             new = frozenset(picked) - drop | {r}
             gain = saved[r] - sum(saved[i] for i in drop)
-            if gain > 0 and new not in tried and (best is None or gain > best[0]):
-                best = (gain, r, drop)
+            rank = (-gain, sum(noises[i] for i in new), r)
+            if gain > 0 and new not in tried and (best is None or rank < best[0]):
+                best = (rank, r, drop)
         if best is None:
             break
         _, r, drop = best
@@ -463,6 +466,23 @@ def exchange(picked: Sequence[int], saved: Sequence[int], noises: Sequence[float
         if value_of(new) >= goal:
             picked = new
     return picked
+
+
+def _allowed_noise(history: Mapping[frozenset[int], float], noises: Sequence[float],
+                   base: float, loss: float) -> float:
+    """The total noise a set may have and still be worth measuring: the measured losses
+    (``base`` less each value in ``history``; those up to twice the budget ``loss``, where the
+    plan is chosen) fitted as proportional to the sets' noise, the budget widened by twice the
+    fit's RMS error (a prediction within the model's own error of the budget may measure
+    within it; the measurement decides)."""
+    points = [(sum(noises[i] for i in key), base - value) for key, value in history.items()
+              if key and base - value <= 2 * loss]
+    nn = sum(n * n for n, _ in points)
+    slope = sum(n * x for n, x in points) / nn if nn > 0 else 0.0
+    if slope <= 0:
+        return math.inf
+    rms = math.sqrt(sum((x - slope * n) ** 2 for n, x in points) / len(points))
+    return (loss + 2 * rms) / slope
 
 
 def _cover(need: float, chosen: Sequence[int], saved: Sequence[int], noises: Sequence[float]

@@ -21,19 +21,20 @@ class Measured:
 
     def __init__(self, noises: Sequence[float], extra: dict[frozenset[int], float] | None = None
                  ) -> None:
-        self.noises, self.extra, self.sets = noises, extra or {}, set()
+        self.noises, self.extra = noises, extra or {}
+        self.sets: dict[frozenset[int], float] = {}  # every set measured: its value
 
     def __call__(self, chosen: Sequence[int]) -> float:
         key = frozenset(chosen)
-        self.sets.add(key)
-        return -sum(self.noises[i] for i in key) - self.extra.get(key, 0.0)
+        self.sets[key] = -sum(self.noises[i] for i in key) - self.extra.get(key, 0.0)
+        return self.sets[key]
 
 
 def _search(saved, noises, value_of, goal):
     order = sorted(range(len(saved)), key=lambda i: (-saved[i] / noises[i], i))
     k = longest_prefix(order, value_of, goal, len(order))
     picked = fill(order[:k], order[k:], noises, value_of, goal)
-    return picked, exchange(picked, saved, noises, value_of, goal, 0.0)
+    return picked, exchange(picked, saved, noises, value_of, goal, 0.0, value_of.sets)
 
 
 def test_an_exchange_finds_the_bytes_the_greedy_order_leaves():
@@ -75,8 +76,10 @@ def test_the_measurements_are_bounded():
 
     class Refusing(Measured):
         def __call__(self, chosen):
-            late = any(order.index(i) >= 8 for i in chosen)
-            return super().__call__(chosen) - (100.0 if late else 0.0)
+            key = frozenset(chosen)
+            late = any(order.index(i) >= 8 for i in key)
+            self.sets[key] = super().__call__(chosen) - (100.0 if late else 0.0)
+            return self.sets[key]
 
     value_of = Refusing(noises)
     goal = -sum(noises[i] for i in order[:8]) - 10.0  # the noise model: room for one more of any
@@ -86,5 +89,5 @@ def test_the_measurements_are_bounded():
     picked = fill(order[:k], order[k:], noises, value_of, goal)
     assert picked == order[:8] and 0 < len(value_of.sets) - before <= FILL_TRIES
     before = len(value_of.sets)
-    assert exchange(picked, saved, noises, value_of, goal, 0.0) == picked
+    assert exchange(picked, saved, noises, value_of, goal, 0.0, value_of.sets) == picked
     assert len(value_of.sets) - before == EXCHANGE_TRIES
