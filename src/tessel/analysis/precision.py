@@ -139,7 +139,7 @@ class PrecisionPlan:
     value: float  # the chosen model's metric (measured, not predicted)
     layers: tuple[LayerChoice, ...]  # in module order
     evaluations: int  # models quantised and measured
-    order: tuple[str, ...]  # every layer, cheapest int4 bytes first (chosen: a prefix + fill)
+    order: tuple[str, ...]  # every layer, cheapest int4 bytes first (chosen: a prefix, the fill, exchanges)
     config: QuantConfig
     memory: str = ""  # the target memory the constants had to fit ("": no memory limit)
     memory_bytes: int = 0  # its size
