@@ -377,13 +377,7 @@ def _fold_conv_bn_ptq(m: GraphModule) -> GraphModule:
             _conv_before(bn) for bn in bns):  # a pattern may be there: torchao's own fold
         return _fold_conv_bn_qat(m)
     for _ in range(4 * (2 if torch.cuda.is_available() else 1)):
-        m.graph.eliminate_dead_code()
-        m.recompile()
-        qat_utils._duplicate_dequantize_node(m)
-        m.recompile()
-        qat_utils._remove_extra_dequantize(m)
-        m.graph.eliminate_dead_code()
-        m.recompile()
+        _merge_dequantize_pass(m)
     m.graph.eliminate_dead_code()
     m.recompile()
     return m

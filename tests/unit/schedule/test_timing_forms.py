@@ -114,6 +114,16 @@ def test_cost_cache_takes_the_compiled_form_and_the_source_with_kernels_off(monk
     assert figures["1", 2] == figures["0", 2] and figures["1", 1] == figures["0", 1]
 
 
+def _assert_timed_from(progs, calls, first: int | None) -> None:
+    """Each program timed equal to the Python source's; the compiled form called for the
+    programs from index ``first`` on (never when None)."""
+    for k, (prog, vals, lats) in enumerate(progs):
+        want = step_estimate._time(prog, vals, lats, 2, compiled=False)
+        calls_before = len(calls)
+        assert step_estimate._time(prog, vals, lats, 2) == want
+        assert len(calls) - calls_before == (1 if first is not None and k >= first else 0), k
+
+
 def test_the_compiled_form_waits_for_kernel_after_timings(monkeypatch):
     """Tiered: the first KERNEL_AFTER timings of a process are the Python source's, the later
     ones the compiled form's (kernels on); every one equal to the source's."""
@@ -122,11 +132,7 @@ def test_the_compiled_form_waits_for_kernel_after_timings(monkeypatch):
     monkeypatch.setattr(step_estimate, "_TIMED", [0])
     on = step_estimate._compiled_available()
     calls = _count_compiled(monkeypatch)
-    for k, (prog, vals, lats) in enumerate(progs):
-        want = step_estimate._time(prog, vals, lats, 2, compiled=False)
-        calls_before = len(calls)
-        assert step_estimate._time(prog, vals, lats, 2) == want
-        assert len(calls) - calls_before == (1 if on and k >= 3 else 0), k
+    _assert_timed_from(progs, calls, 3 if on else None)
 
 
 @pytest.mark.parametrize("built", [True, False])
@@ -140,11 +146,7 @@ def test_a_built_ahead_of_time_module_moves_the_tier_to_kernel_after_built(monke
     monkeypatch.setattr(step_estimate, "_compiled_built", lambda: built)
     on = step_estimate._compiled_available()
     calls = _count_compiled(monkeypatch)
-    for k, (prog, vals, lats) in enumerate(progs):
-        want = step_estimate._time(prog, vals, lats, 2, compiled=False)
-        calls_before = len(calls)
-        assert step_estimate._time(prog, vals, lats, 2) == want
-        assert len(calls) - calls_before == (1 if on and built and k >= 2 else 0), k
+    _assert_timed_from(progs, calls, 2 if on and built else None)
     assert step_estimate.programs_run() == (2 if on and built else 6)
 
 
