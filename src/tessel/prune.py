@@ -1,7 +1,7 @@
 """Structured 2:4 pruning of a torch model along the reduction axis (``tessel.prune_2_4``).
 
 In every group of four consecutive input-channel weights of a conv or linear layer (for one
-output channel and, for a conv, one kernel tap) the two of smallest magnitude are set to zero:
+output channel and, for a conv, one kernel tap) two are set to zero:
 the layout the NPU's sparse weights store (docs/isa.md, ``w_type`` I8_2_4 / I4_2_4) and the one
 NVIDIA Ampere's sparse tensor cores and Arm Ethos-U85 use. Depthwise convs (one input channel
 per output: no group of four) and layers whose input channels per group are not a multiple of
@@ -15,7 +15,10 @@ tap so that a group of four is four adjacent columns) and prunes the columns one
 at a group's first column, the two kept weights are those of largest OBS saliency
 ``w^2 / [H^-1]_jj`` (on the weights as compensated so far), and every pruned or kept column's
 change is spread over the columns not yet pruned, weighted by ``H^-1``, as GPTQ does with
-rounding errors, so that the layer's output error ``||X W^T - X W'^T||^2`` stays small.
+rounding errors, so that the layer's output error ``||X W^T - X W'^T||^2`` stays small. A
+layer the calibration inputs never reach keeps the magnitude choice. Pruning layer by layer on
+the inputs of the model pruned so far measured no better (MiniLM held-out cosine 0.827 against
+0.822, ResNet-18 SQNR 18.2 dB against 18.6 dB) at two to three times the CPU time.
 
 The optional fine-tune runs a few SGD steps on user inputs with the mask kept, the loss the mean
 squared error between the pruned model's outputs and the dense model's over the dense outputs'
@@ -214,10 +217,14 @@ def _sparsegpt(model: Any, layers: dict[str, Any], data: Iterable[Any]) -> dict[
     model.eval()
     try:
         with torch.no_grad(), single_threaded():
+            count = 0
             for d in data:
                 model(*(d if isinstance(d, tuple) else (d,)))
+                count += 1
+            if not count:
+                raise TesselConfigError("SparseGPT pruning needs at least one calibration input")
             return {name: _prune_layer(module.weight, grams[name], _tap_major(module))
-                    for name, module in layers.items()}
+                    for name, module in layers.items() if grams[name].sums[0] is not None}
     finally:
         for h in hooks:
             h.remove()

@@ -136,3 +136,15 @@ def test_sparsegpt_on_a_network_keeps_dense_layers_and_finetunes_with_the_mask()
         assert is_2_4(dict(pruned.named_modules())[name].weight.detach().numpy(), axis=1)
     with pytest.raises(TesselConfigError):
         tessel.prune_2_4(net, method=PruneMethod.SPARSEGPT)
+    with pytest.raises(TesselConfigError):
+        tessel.prune_2_4(net, method=PruneMethod.SPARSEGPT, calibration_data=[])
+
+
+def test_sparsegpt_leaves_a_layer_the_inputs_never_reach_to_magnitude() -> None:
+    torch.manual_seed(0)
+    net = _Net().eval()
+    net.unused = torch.nn.Linear(8, 4)
+    data = [torch.randn(2, 3, 8, 8) for _ in range(2)]
+    pruned, rep = tessel.prune_2_4(net, method=PruneMethod.SPARSEGPT, calibration_data=data)
+    assert "unused" in rep.pruned
+    assert torch.equal(pruned.unused.weight, net.unused.weight * mask_2_4(net.unused.weight))
