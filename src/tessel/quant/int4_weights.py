@@ -108,17 +108,20 @@ def _patches(x: torch.Tensor, conv: ConvShape) -> torch.Tensor:
     return cols.reshape(x.shape[0], x.shape[1], -1, pos.numel())
 
 
-def _blocks(d: int) -> list[tuple[int, int]]:
+def _blocks(d: int, align: int = 1) -> list[tuple[int, int]]:
     count = max(1, math.ceil(d / MAX_BLOCK))
-    size = math.ceil(d / count)
+    size = math.ceil(d / count / align) * align
     return [(i, min(i + size, d)) for i in range(0, d, size)]
 
 
 @dataclass
 class Gram:
-    """The diagonal blocks of ``H = X^T X`` (float64, per group) accumulated over inputs."""
+    """The diagonal blocks of ``H = X^T X`` (float64, per group) accumulated over inputs;
+    every block starts at a multiple of ``align`` inputs (2:4 pruning keeps its groups of
+    four in one block)."""
 
     width: int
+    align: int = 1
     blocks: list[tuple[int, int]] = field(init=False)
     # per block, the float64 sum of the inputs' X^T X; one group's: its upper triangle only
     sums: list[torch.Tensor | None] = field(init=False)
@@ -126,7 +129,7 @@ class Gram:
     factors: list[tuple[torch.Tensor, torch.Tensor]] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.blocks = _blocks(self.width)
+        self.blocks = _blocks(self.width, self.align)
         self.sums = [None] * len(self.blocks)
 
     @property
