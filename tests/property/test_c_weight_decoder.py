@@ -56,6 +56,12 @@ def _run_c(arch, instrs: list[Instruction], c: dict[str, np.ndarray]):
     return {"sram": mem["sram"].tobytes(), "ext": mem["ext"].tobytes()}, None
 
 
+def _load(stream: bytes, ext_addr: int, sram_addr: int, out_bytes: int) -> Instruction:
+    """A DMA_LOAD_W of all of ``stream`` (at ``ext_addr`` in memory 0) to ``sram_addr``."""
+    return Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=ext_addr,
+                            ext_bytes=len(stream), sram_addr=sram_addr, out_bytes=out_bytes)
+
+
 def compare(arch, instrs: list[Instruction], patches: list[tuple[str, int, bytes]]) -> bool:
     """Run both engines on the same memories; True when neither trapped."""
     case = Case(Engine.DMA_IN, instrs, patches=[[patches]], seed=len(patches))
@@ -118,8 +124,7 @@ def mutate(stream: bytes, how: str, at: int, bit: int) -> tuple[bytes, int]:
 def test_c_decoder_equals_the_simulator(data: bytes, nibbles: bool, how: str, at: int, bit: int,
                                         ext_addr: int, sram_addr: int) -> None:
     stream, out = mutate(encode(data, nibbles=nibbles), how, at, bit)
-    load = Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=ext_addr, ext_bytes=len(stream),
-                            sram_addr=sram_addr, out_bytes=out)
+    load = _load(stream, ext_addr, sram_addr, out)
     ran = compare(DEC, [load], [("EXT", ext_addr, stream)])
     if how == "none":
         assert ran
@@ -134,8 +139,7 @@ def test_every_stream_mode_decodes_in_c() -> None:
     for mode, (data, nibbles) in cases.items():
         stream = encode(data, nibbles=nibbles, sparse=mode is StreamMode.SPARSE24)
         assert info(stream).mode is mode
-        load = Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=64, ext_bytes=len(stream),
-                                sram_addr=128, out_bytes=len(data))
+        load = _load(stream, 64, 128, len(data))
         mem = {k: np.array(v, np.uint8) for k, v in
                _contents(Case(Engine.DMA_IN, [load], patches=[[[("EXT", 64, stream)]]]), 0)[0]
                .items()}
@@ -147,8 +151,7 @@ def test_every_stream_mode_decodes_in_c() -> None:
 
 def test_without_the_decoder_both_trap() -> None:
     stream = encode(bytes(300))
-    load = Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=0, ext_bytes=len(stream),
-                            sram_addr=0, out_bytes=300)
+    load = _load(stream, 0, 0, 300)
     assert not compare(ARCH, [load], [("EXT", 0, stream)])
     mem = {k: np.array(v, np.uint8) for k, v in
            _contents(Case(Engine.DMA_IN, [load], patches=[[[("EXT", 0, stream)]]]), 0)[0].items()}
@@ -183,8 +186,7 @@ CRAFTED = {  # name: (stream, whether it decodes)
 def test_crafted_streams_decode_or_trap_alike(name: str) -> None:
     stream, valid = CRAFTED[name]
     n = int.from_bytes(stream[1:5], "little")
-    load = Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=32, ext_bytes=len(stream),
-                            sram_addr=0, out_bytes=n)
+    load = _load(stream, 32, 0, n)
     assert compare(DEC, [load], [("EXT", 32, stream)]) is valid
 
 
@@ -242,8 +244,7 @@ def test_c_decoder_equals_the_simulator_on_2_4_streams(seed: int, count: int, gr
     stream = encode(_sparse_blocks(seed, count, groups, int4, tail), nibbles=int4, sparse=True)
     assert info(stream).mode is StreamMode.SPARSE24
     stream, out = mutate_sparse(stream, how, at, bit)
-    load = Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=40, ext_bytes=len(stream),
-                            sram_addr=sram_addr, out_bytes=out)
+    load = _load(stream, 40, sram_addr, out)
     ran = compare(DEC, [load], [("EXT", 40, stream)])
     if how == "none" or (how == "padding" and (count * groups) % 3 == 0):
         assert ran
@@ -286,8 +287,7 @@ CRAFTED_2_4 = {  # name: (stream, the bytes it decodes to, or None when it traps
 def test_crafted_2_4_streams_decode_or_trap_alike(name: str) -> None:
     stream, want = CRAFTED_2_4[name]
     n = int.from_bytes(stream[1:5], "little")
-    load = Instruction.make(Opcode.DMA_LOAD_W, mem=0, ext_addr=32, ext_bytes=len(stream),
-                            sram_addr=5, out_bytes=n)
+    load = _load(stream, 32, 5, n)
     assert compare(DEC, [load], [("EXT", 32, stream)]) is (want is not None)
     if want is not None:
         mem = {k: np.array(v, np.uint8) for k, v in _contents(
