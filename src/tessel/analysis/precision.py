@@ -7,8 +7,7 @@ The budget is a loss against the all-int8 model, in one metric measured on held-
 1. Sensitivity: in the float model, each conv / linear layer's weights alone are fake-quantised
    to int4 the way the quantiser does it (symmetric per output channel, [-7, 7], rounded as
    ``QuantConfig.int4_rounding`` says: GPTQ on the layer's calibration inputs by default); the
-   squared
-   error this adds at the outputs on the held-out inputs is the layer's noise.
+   squared error this adds at the outputs on the held-out inputs is the layer's noise.
 2. Order: layers by weight bytes saved per unit of noise, the cheapest bytes first.
 3. The longest prefix of that order whose predicted metric meets the budget (noise powers add:
    the int8 model's measured noise plus the chosen layers' noises), then checked for real: the
@@ -20,10 +19,12 @@ The budget is a loss against the all-int8 model, in one metric measured on held-
    ranked it late may still fit the budget the prefix left), until FILL_TRIES of them miss.
 5. Exchanges: a layer left out comes in for chosen layers that save fewer bytes together, when
    the noise model, fitted to the losses measured so far, predicts the budget may still hold
-   (within the fit's own error); the
-   exchange that gains the most bytes is measured first and kept when it meets the budget, at
-   most EXCHANGE_TRIES of them measured (bytes per unit of noise is a greedy order: small
-   quiet layers can spend the budget a large layer worth more bytes needed).
+   (within the fit's own error); the exchange that gains the most bytes is measured first and
+   kept when it meets the budget, at most EXCHANGE_TRIES of them measured (bytes per unit of
+   noise is a greedy order: small quiet layers can spend the budget a large layer worth more
+   bytes needed).
+
+Steps 3-5 are :mod:`tessel.analysis.precision_search`.
 6. With a target's memory (:class:`MemoryLimit`): when the constants of step 3's prefix do not
    fit, the shortest longer prefix that does, and no steps 4 and 5.
 
@@ -36,13 +37,14 @@ from __future__ import annotations
 import enum
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import torch
 
 from tessel.analysis.accuracy import cosine, sqnr_db
+from tessel.analysis.precision_search import exchange, fill, longest_prefix
 from tessel.display import Table, fmt_int, plural, short_repr, summary_html
 from tessel.errors import TesselCompileError, TesselConfigError
 from tessel.progress import info
@@ -395,120 +397,6 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
     final = with_int4(config, [layers[i][0] for i in picked])
     return PrecisionPlan(name, budget, len(held_out), int8_value, value_of(picked), choices,
                          len(measured), tuple(layers[i][0] for i in order), final, **fit)
-
-
-FILL_TRIES = 4  # layers past the prefix measured in vain before the plan stops adding
-EXCHANGE_TRIES = 6  # exchanges measured (kept or not) after the fill
-
-
-def longest_prefix(order: Sequence[int], value_of: Callable[[Sequence[int]], float],
-                   goal: float, guess: int) -> int:
-    """The length of the longest prefix of ``order`` whose measured value meets ``goal``,
-    measuring ``guess`` first and bisecting from there (the empty prefix meets it by
-    definition)."""
-    lo, hi = 0, len(order)  # the prefix of lo layers meets the goal; the answer is <= hi
-    if value_of(order[:guess]) >= goal:
-        lo = guess
-    else:
-        hi = guess - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if value_of(order[:mid]) >= goal else (lo, mid - 1)
-    return lo
-
-
-def fill(picked: Sequence[int], rest: Sequence[int], noises: Sequence[float],
-         value_of: Callable[[Sequence[int]], float], goal: float) -> list[int]:
-    """``picked`` and, of the layers ``rest`` (quietest first), each that still meets ``goal``
-    measured with the ones kept before it; stops after FILL_TRIES misses."""
-    picked = list(picked)
-    misses = 0
-    for i in sorted(rest, key=lambda j: (noises[j], j)):
-        if misses >= FILL_TRIES:
-            break
-        if value_of([*picked, i]) >= goal:
-            picked.append(i)
-        else:
-            misses += 1
-    return picked
-
-
-def exchange(picked: Sequence[int], saved: Sequence[int], noises: Sequence[float],
-             value_of: Callable[[Sequence[int]], float], goal: float, base: float,
-             history: Mapping[frozenset[int], float]) -> list[int]:
-    """``picked`` (which meets ``goal``) improved by exchanges: a layer left out comes in for
-    chosen layers that save fewer bytes together, when the noise model predicts the budget
-    may still hold (:func:`_allowed_noise`, fitted to the measurements in ``history``, which
-    ``value_of`` adds to; ``base`` is the all-int8 value). The exchange with the most bytes
-    gained is measured first and kept when it meets ``goal``; at most EXCHANGE_TRIES
-    exchanges are measured."""
-    picked = list(picked)
-    tried: set[frozenset[int]] = set()
-    for _ in range(EXCHANGE_TRIES):
-        value_of(picked)
-        allowed = _allowed_noise(history, noises, base, base - goal)
-        noise = sum(noises[i] for i in picked)
-        best = None
-        for r in sorted(set(range(len(saved))) - set(picked)):
-            drop = _cover(noise + noises[r] - allowed, picked, saved, noises)
-            if drop is None:
-                continue
-            new = frozenset(picked) - drop | {r}
-            gain = saved[r] - sum(saved[i] for i in drop)
-            rank = (-gain, sum(noises[i] for i in new), r)
-            if gain > 0 and new not in tried and (best is None or rank < best[0]):
-                best = (rank, r, drop)
-        if best is None:
-            break
-        _, r, drop = best
-        new = [i for i in picked if i not in drop] + [r]
-        tried.add(frozenset(new))
-        if value_of(new) >= goal:
-            picked = new
-    return picked
-
-
-def _allowed_noise(history: Mapping[frozenset[int], float], noises: Sequence[float],
-                   base: float, loss: float) -> float:
-    """The total noise a set may have and still be worth measuring: the measured losses
-    (``base`` less each value in ``history``; those up to twice the budget ``loss``, where the
-    plan is chosen) fitted as proportional to the sets' noise, the budget widened by twice the
-    fit's RMS error (a prediction within the model's own error of the budget may measure
-    within it; the measurement decides)."""
-    points = [(sum(noises[i] for i in key), base - value) for key, value in history.items()
-              if key and base - value <= 2 * loss]
-    nn = sum(n * n for n, _ in points)
-    slope = sum(n * x for n, x in points) / nn if nn > 0 else 0.0
-    if slope <= 0:
-        return math.inf
-    rms = math.sqrt(sum((x - slope * n) ** 2 for n, x in points) / len(points))
-    return (loss + 2 * rms) / slope
-
-
-def _cover(need: float, chosen: Sequence[int], saved: Sequence[int], noises: Sequence[float]
-           ) -> frozenset[int] | None:
-    """Chosen layers whose noise adds up to at least ``need`` for few bytes saved: the most
-    noise per byte first, then those the rest still cover without, largest first; or the
-    single layer that covers it with the fewest bytes, whichever saves fewer (None: no cover)."""
-    if need <= 0:
-        return frozenset()
-    drop, total = [], 0.0
-    for i in sorted(chosen, key=lambda j: (-noises[j] / max(saved[j], 1), j)):
-        if total >= need:
-            break
-        drop.append(i)
-        total += noises[i]
-    if total < need:
-        return None
-    for i in sorted(drop, key=lambda j: (-saved[j], j)):
-        if total - noises[i] >= need:
-            drop.remove(i)
-            total -= noises[i]
-    singles = [i for i in chosen if noises[i] >= need]
-    one = min(singles, key=lambda j: (saved[j], j), default=None)
-    if one is not None and saved[one] < sum(saved[i] for i in drop):
-        return frozenset({one})
-    return frozenset(drop)
 
 
 def _fit(limit: MemoryLimit, config: QuantConfig, paths: Sequence[str], k: int, name: str

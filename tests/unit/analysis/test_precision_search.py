@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tessel.analysis.precision import (
+from tessel.analysis.precision_search import (
     EXCHANGE_TRIES,
     FILL_TRIES,
     exchange,
