@@ -1,8 +1,8 @@
 """The Graph IR: typed values, ops, immutable graphs, builder, text format, verifier, interpreter."""
 
 from tessel.ir.attrs import AttrKind, AttrSpec, ConstData
-from tessel.ir.builder import GraphBuilder, sanitize_name, unique_name
-from tessel.ir.graph import UNKNOWN_LOC, Graph, Node, SourceLoc, Value
+from tessel.ir.builder import GraphBuilder, sanitize_name
+from tessel.ir.graph import UNKNOWN_LOC, Graph, Node, SourceLoc, Value, unique_name
 from tessel.ir.interpreter import run_graph
 from tessel.ir.ops import Op, OpSpec, spec
 from tessel.ir.parser import parse_graph

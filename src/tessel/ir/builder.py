@@ -10,7 +10,7 @@ import numpy as np
 
 from tessel.errors import TesselVerifyError
 from tessel.ir.attrs import ConstData
-from tessel.ir.graph import UNKNOWN_LOC, Graph, Node, SourceLoc, Value, freeze_attrs
+from tessel.ir.graph import UNKNOWN_LOC, Graph, Node, SourceLoc, Value, freeze_attrs, unique_name
 from tessel.ir.ops import InferError, Op, spec
 from tessel.ir.types import TensorType
 
@@ -21,16 +21,6 @@ def sanitize_name(name: str) -> str:
     """A valid IR value name from any string ('features.0/conv' -> 'features.0_conv')."""
     name = re.sub(r"[^A-Za-z0-9_.]", "_", name) or "v"
     return name if _NAME_OK.match(name) else "v" + name if name[0].isdigit() else "v_" + name
-
-
-def unique_name(base: str, taken: set[str]) -> str:
-    """`base`, or `base_1`, `base_2`, ... : the first not in `taken` (which it joins)."""
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    taken.add(name)
-    return name
 
 
 def canonical_attrs(op: Op, attrs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:

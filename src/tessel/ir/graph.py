@@ -89,7 +89,8 @@ class Node:
         return f"%{self.name} = {self.op.value} at {where}"
 
 
-def _unique(base: str, taken: set[str]) -> str:
+def unique_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base_1`, `base_2`, ... : the first not in `taken` (which it joins)."""
     name, k = base, 0
     while name in taken:
         k += 1
@@ -164,7 +165,7 @@ class Graph:
         for old, new in zip(self.outputs, names, strict=True):
             if old in self.node_map and self.outputs.count(old) == 1 and old != new:
                 taken.discard(old)
-                renames[old] = _unique(new, taken)
+                renames[old] = unique_name(new, taken)
         if not renames:
             return self
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from tessel.errors import TesselVerifyError
 from tessel.ir.attrs import ConstData
-from tessel.ir.builder import canonical_attrs, unique_name
-from tessel.ir.graph import UNKNOWN_LOC, Graph, Node, SourceLoc
+from tessel.ir.builder import canonical_attrs
+from tessel.ir.graph import UNKNOWN_LOC, Graph, Node, SourceLoc, unique_name
 from tessel.ir.ops import InferError, Op, spec
 from tessel.ir.types import DType, TensorType
 
