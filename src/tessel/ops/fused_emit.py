@@ -32,278 +32,40 @@ Tiles, per stripe of depthwise output rows and channel chunk:
 
 Each layer keeps the instructions of its own qconv2d / qadd, so the result is bit-identical.
 
-Ordering without new tokens (the step's rings as emit/step.py builds them; the
-accumulator ring is `depth` = 2 or 3 deep, a mapping choice, the input ring 2): the MATRIX
-part of tile k waits for VECTOR to finish tile k - depth (accumulator ring) and DMA_IN's tile
-k waits for MATRIX to finish tile k - 2 (input ring); every engine runs its tiles in order. So
-a tile reading on MATRIX what VECTOR wrote is placed at least `depth` tiles after its
-producer, and a tile whose VECTOR part overwrites what an earlier tile read on MATRIX after
-it (`_jobs`: dependencies with distances; `_schedule`: greedy in program order, an empty tile
-where nothing is ready). Stripe buffers alternate by stripe parity; the conv's input rows of a
-stripe are loaded once (for all chunks) into one of two buffers, in the earliest tile two
-after the last conv tile that read that buffer (`_hosts`); data that VECTOR reads from a
-DMA_IN load (depthwise input of a depthwise-first chain on VECTOR, residual rows) goes to one
-of 2 + depth buffers rotating by tile position (the load of tile k waits, through MATRIX
-k - 2, for VECTOR to finish tile k - 2 - depth).
-
-Groups: a pair has one group per channel chunk (its weights double-buffered, as an unfused
-conv); a project chain loads all its weights once, in the first group, and its schedule is cut
-into groups after each P tile (the search's sampled estimate then sees every tile kind).
+The chain's geometry and layout are tessel.ops.fused_geometry, the order of its tiles
+tessel.ops.fused_order.
 """
 
 from __future__ import annotations
 
-import enum
-import functools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
-
 from tessel.errors import TesselCompileError
-from tessel.ir import DType, Node, Op
+from tessel.ir import DType, Node
 from tessel.isa import Engine, Instruction, Opcode
 from tessel.isa.fields import AccMode, AccSrc, EltOp, ParamMode, PoolOp
-from tessel.ops import conv_geometry, conv_weights, dma, eltwise_emit, pool_emit
+from tessel.ops import conv_weights, dma, eltwise_emit
 from tessel.ops.context import (
-    ALIGN,
     ISA_DTYPE,
     CodegenContext,
     PlacedConstants,
-    SramPlan,
     StepConstants,
-    align,
     const_addresses,
 )
+from tessel.ops.fused_geometry import (
+    IN_DEPTH,
+    ChainGeometry,
+    FusedChain,
+    FusedMapping,
+    Layout,
+    Stripe,
+    geometries,
+    layout,
+    pixel,
+)
+from tessel.ops.fused_order import Tile, TileKind, order, tile_plan
 from tessel.ops.quantise import rounding_of
 from tessel.ops.step import GroupWork, Slots, StepShape, StepWork, TileWork
 
 DEPTHS = (2, 3)  # accumulator ring depths the search tries
-IN_DEPTH = 2  # the input ring: DMA_IN's tile k waits for MATRIX to finish tile k - 2
-
-
-@dataclass(frozen=True)
-class FusedChain:
-    """Consecutive ops compiled as one step; every member's result but the last stays on chip.
-    `conv`: the ordinary conv before the depthwise conv (None: the chain starts with it);
-    `dw`: the depthwise conv, or the max pool of a conv -> max pool chain (`pooled`);
-    `project`: the 1x1 conv after it; `add`: the residual qadd after the project."""
-
-    conv: Node | None
-    dw: Node
-    project: Node | None = None
-    add: Node | None = None
-
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        return tuple(n for n in (self.conv, self.dw, self.project, self.add) if n is not None)
-
-    @property
-    def first(self) -> Node:
-        return self.nodes[0]
-
-    @property
-    def last(self) -> Node:
-        return self.nodes[-1]
-
-    @property
-    def name(self) -> str:
-        return "+".join(n.name for n in self.nodes)
-
-    @property
-    def pooled(self) -> bool:
-        """The windowed member is a max pool (conv -> max pool), not a depthwise conv."""
-        return self.dw.op is Op.MAX_POOL2D
-
-    @property
-    def halo_conv(self) -> bool:
-        """The windowed member is an ordinary conv (conv -> conv with halo rows)."""
-        return self.dw.op is Op.QCONV2D and self.dw.attr_map["groups"] == 1
-
-    @property
-    def residual(self) -> str | None:
-        """The add's operand that is not the project's result."""
-        if self.add is None:
-            return None
-        return next(i for i in self.add.inputs if i != self.project.name)
-
-
-@dataclass(frozen=True)
-class FusedMapping:
-    rows: int  # depthwise output rows per stripe
-    chunk: int  # depthwise channels per chunk
-    dw_engine: Engine = Engine.VECTOR  # where DWCONV runs
-    line: int = 4  # line buffer: one window plus this many stripes of new rows
-    depth: int = 2  # accumulator ring slots: MATRIX's tile k waits for VECTOR's tile k - depth
-
-    def __str__(self) -> str:
-        dw = " dw=matrix" if self.dw_engine is Engine.MATRIX else ""
-        return (f"cascade stripes rows={self.rows} ch_chunk={self.chunk} line=+{self.line}"
-                + ("" if self.depth == 2 else f" acc_depth={self.depth}") + dw)
-
-
-# ------------------------------------------------------------------------ the step
-
-
-@dataclass(frozen=True)
-class _Stripe:
-    oy0: int  # first depthwise output row
-    rows: int
-    r0: int  # depthwise input rows [r0, r0 + n) this stripe reads, tile pad_top
-    n: int
-    pad_top: int
-    keep: int  # rows [r0, r0 + keep) were computed by earlier stripes
-    new0: int  # conv output rows [new0, new0 + new) computed by this stripe
-    new: int
-    off: int  # line-buffer row of input row r0
-    moved: int  # >= 0: the line buffer is rebased here; the kept rows come from this row
-
-
-@functools.lru_cache(maxsize=4096)
-def _stripes(g2, rows: int, cap: int | None) -> tuple[_Stripe, ...]:
-    """Stripes of depthwise output rows; `cap`: line-buffer rows (None: no line buffer, each
-    stripe reads its whole window). The line buffer fills downwards; when a window would pass
-    its end, the rows still needed move to the top (one COPY) and it fills again."""
-    out: list[_Stripe] = []
-    prev = None  # (r0, r1) of the previous stripe
-    base = 0  # input row at line-buffer row 0
-    for oy0 in range(0, g2.oh, rows):
-        rn = min(rows, g2.oh - oy0)
-        r0, n, pt = g2.in_rows(oy0, rn)
-        r1 = r0 + n - 1
-        keep, new0, moved = 0, r0, -1
-        if cap is not None and prev is not None and r0 <= prev[1]:
-            keep, new0 = prev[1] - r0 + 1, prev[1] + 1
-        if cap is not None and (prev is None or r1 - base + 1 > cap):
-            if keep:
-                moved = r0 - base
-            base = r0
-        out.append(_Stripe(oy0, rn, r0, n, pt, keep, new0, r1 - new0 + 1, r0 - base, moved))
-        prev = (r0, r1)
-    return tuple(out)
-
-
-class _Lines(NamedTuple):
-    """A mapping's stripes, their conv windows and the maxima _layout reads (`_line_stripes`)."""
-
-    cap: int | None  # line-buffer rows (None: no conv, no line buffer)
-    stripes: tuple[_Stripe, ...]
-    windows: dict[int, tuple[int, int, int]]  # id(stripe) -> the conv's input rows of its new rows
-    n_max: int  # the largest window a stripe reads
-    new_max: int  # the most new conv rows a stripe computes
-    x_max: int  # the most conv input rows a stripe computing new rows reads (1: none, no conv)
-
-
-@functools.lru_cache(maxsize=4096)
-def _line_stripes(g1, g2, rows: int, line: int) -> _Lines:
-    """The stripes of a mapping: with a conv (`g1`), the line buffer holds the largest window a
-    stripe reads (a stripe's `n` does not depend on the line buffer) plus `line` stripes of
-    new rows."""
-    n_max = max(s.n for s in _stripes(g2, rows, None))
-    cap = min(g2.h, n_max + line * rows * g2.sh) if g1 is not None else None
-    stripes = _stripes(g2, rows, cap)
-    windows: dict[int, tuple[int, int, int]] = {}
-    x_max = 1
-    if g1 is not None:
-        windows = {id(s): g1.in_rows(s.new0, s.new) for s in stripes}
-        x_max = max((windows[id(s)][1] for s in stripes if s.new), default=1)
-    return _Lines(cap, stripes, windows, n_max, max(s.new for s in stripes), x_max)
-
-
-class TileKind(enum.Enum):
-    CONV = "conv"  # conv rows on MATRIX, into the line buffer (VECTOR)
-    DW = "depthwise"  # depthwise conv (VECTOR or MATRIX), into the stripe buffer / output
-    CONV_DW = "conv+depthwise"  # both in one tile (depthwise on VECTOR)
-    P = "project"  # 1x1 project (+ residual add) of a stripe, stored
-    EMPTY = "empty"  # keeps a consumer two tiles after its producer (no instructions)
-
-
-class _Tile(NamedTuple):  # (a tuple: the search builds many)
-    kind: TileKind
-    stripe: int
-    chunk: int
-    pos: int  # position in the step (ring slots and VIN buffers follow it)
-
-
-@dataclass(frozen=True)
-class _Layout:
-    w1: tuple[int, ...]  # per chunk (project chains) or per group slot (pairs)
-    w2: tuple[int, ...]
-    w3: int
-    inp: int
-    inp_stride: int
-    xin: int  # the conv's input rows of a stripe, two buffers (stripe parity)
-    xin_stride: int
-    vin: int
-    vin_stride: int
-    line: tuple[int, ...]  # per chunk
-    dwbuf: int
-    dwbuf_stride: int
-    tmp: int
-    out: int
-    out_stride: int
-    acc: int
-    acc_stride: int
-    acc2: int
-
-
-class ChainGeometry:
-    """Geometries of the chain's convs and its stripes / chunks for one mapping."""
-
-    def __init__(self, chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
-                 geoms: tuple | None = None):
-        self.g1, self.g2, self.g3 = geoms if geoms is not None else geometries(chain, ctx)
-        self.lines = _line_stripes(self.g1, self.g2, m.rows, m.line)
-        self.cap, self.stripes = self.lines.cap, self.lines.stripes
-        c = self.g2.c  # the windowed member's input channels (the line buffer's)
-        self.chunks = [(c0, min(m.chunk, c - c0)) for c0 in range(0, c, m.chunk)]
-        self.dw_matrix = m.dw_engine is Engine.MATRIX
-        self.depth = m.depth
-        # buffers for data VECTOR reads from a load: the load of tile k waits, through MATRIX
-        # k - IN_DEPTH, for VECTOR to finish tile k - IN_DEPTH - depth
-        self.vin_slots = IN_DEPTH + m.depth
-
-    def conv_window(self, s: _Stripe) -> tuple[int, int, int]:
-        """The conv's input rows for the stripe's new rows (one of `self.stripes`)."""
-        return self.lines.windows[id(s)]
-
-    def plan(self, chain: FusedChain) -> _Plan:
-        return _Plan(chain.project is not None, self.g1 is not None, self.depth,
-                     self.dw_matrix, tuple(self.stripes), len(self.chunks))
-
-
-def geometries(chain: FusedChain, ctx: CodegenContext) -> tuple:
-    """(conv, depthwise, project) geometries of the chain (None where a member is absent)."""
-    # dense weights: the chain's CONVs read dense HWIO blocks
-    return (conv_geometry.geometry(chain.conv, ctx, False) if chain.conv is not None else None,
-            _pool_geometry(chain.dw, ctx) if chain.pooled
-            else conv_geometry.geometry(chain.dw, ctx, False),
-            conv_geometry.geometry(chain.project, ctx, False) if chain.project is not None else None)
-
-
-def _pool_geometry(node: Node, ctx: CodegenContext) -> conv_geometry.ConvGeometry:
-    """A max pool's window as a depthwise conv's geometry (no weights)."""
-    p = pool_emit.pool_geometry(node, ctx)
-    return conv_geometry.ConvGeometry(**p.window_attrs(), h=p.h, w=p.w, c=p.c, cout=p.c,
-                                  groups=p.c, n=p.n)
-
-
-def order(plan: _Plan) -> tuple[_Groups, _Hosts]:
-    """The step's tiles per group, and where the conv's input rows are loaded (_Hosts: tile
-    position -> [(stripe, buffer)], (chunk or -1, stripe) -> buffer). Cached by what they
-    read of the plan: of each stripe only whether it rebases its line buffer and whether it
-    computes new conv rows (_jobs, _Hosts), so chains of other shapes share orders."""
-    key = (plan.project, plan.conv, plan.depth, plan.dw_matrix, plan.nchunks,
-           tuple((s.off == 0, s.new > 0) for s in plan.stripes))
-    got = _ORDERS.get(key)
-    if got is None:
-        if len(_ORDERS) >= 4096:
-            _ORDERS.clear()
-        groups = _tiles(plan)
-        got = _ORDERS[key] = groups, _Hosts(groups if plan.conv else None, plan)
-    return got
-
-
-_ORDERS: dict[tuple, tuple[_Groups, _Hosts]] = {}
 
 
 def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
@@ -327,7 +89,7 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
                     for line in (4, 1, 0):  # shorter line buffers where longer do not fit
                         m = FusedMapping(rows, chunk, engine, line, depth)
                         try:
-                            _layout(chain, ChainGeometry(chain, m, ctx, geoms), m, ctx)
+                            layout(chain, ChainGeometry(chain, m, ctx, geoms), m, ctx)
                         except TesselCompileError:
                             continue
                         out.append(m)
@@ -351,357 +113,6 @@ def _acc_floor(geoms: tuple, rows: int, chunk: int, engine: Engine, depth: int,
         entries = max(entries, rows * g3.ow * g3.cout)
     return depth * entries + (0 if engine is Engine.MATRIX or pooled
                               else rows * g2.ow * chunk)
-
-
-def _layout(chain: FusedChain, geo: ChainGeometry, m: FusedMapping, ctx: CodegenContext) -> _Layout:
-    g1, g2, g3 = geo.g1, geo.g2, geo.g3
-    plan = SramPlan(ctx.arch, chain.name)
-    chain_mode = g3 is not None
-    ch = m.chunk
-    wb1 = align(g1.weight_bytes(ch) + 12 * ch) if g1 is not None else 0
-    wout = g2.cout if chain.halo_conv else ch  # the windowed member's output channels
-    wb2 = 0 if chain.pooled else align(g2.weight_bytes(wout) + 12 * wout)
-    if chain_mode:  # every chunk's weights, loaded once
-        w1 = _per_chunk(plan, geo.chunks, lambda cn: align(g1.weight_bytes(cn) + 12 * cn),
-                        "conv weights") if g1 is not None else ()
-        w2 = _per_chunk(plan, geo.chunks, lambda cn: align(g2.weight_bytes(cn) + 12 * cn),
-                        "depthwise weights")
-        w3 = plan.sram(align(g3.weight_bytes(g3.cout) + 12 * g3.cout), "project weights")
-    else:  # one chunk's, double-buffered (conv -> conv: one chunk, one group, one buffer)
-        slots = 1 if chain.halo_conv else 2
-        w1 = ()
-        if g1 is not None:
-            base1 = plan.sram(slots * wb1, "conv weights")
-            w1 = (base1, base1 + wb1 * (slots - 1))
-        base = plan.sram(slots * wb2, "depthwise weights") if wb2 else 0
-        w2, w3 = (base, base + wb2 * (slots - 1)), 0
-    nmax = geo.lines.n_max
-    ibytes = xbytes = 0
-    if g1 is not None:
-        xbytes = align(geo.lines.x_max * g1.w * _pixel(g1))
-    elif geo.dw_matrix:  # the depthwise input window, read by MATRIX
-        ibytes = align(nmax * g2.w * ch)
-    inp = plan.sram(2 * ibytes, "input rows") if ibytes else 0
-    xin = plan.sram(2 * xbytes, "conv input rows") if xbytes else 0
-    vbytes = 0
-    if g1 is None and not geo.dw_matrix:  # the depthwise input window, read by VECTOR
-        vbytes = align(nmax * g2.w * ch)
-    if chain.add is not None:
-        vbytes = max(vbytes, align(m.rows * g3.ow * g3.cout))
-    vin = plan.sram(geo.vin_slots * vbytes, "vector input rows") if vbytes else 0
-    line: tuple[int, ...] = ()
-    if g1 is not None:
-        lbytes = align(geo.cap * g2.w * ch)
-        line = _per_chunk(plan, geo.chunks, lambda cn: lbytes, "line buffer")
-    dbytes = align(m.rows * g2.ow * g2.cout) if chain_mode else 0
-    dwbuf = plan.sram(2 * dbytes, "depthwise stripe") if chain_mode else 0
-    tmp = plan.sram(align(m.rows * g3.ow * g3.cout), "project stripe") if (
-        chain.add is not None) else 0
-    obytes = align(m.rows * g2.ow * (g3.cout if chain_mode else wout))
-    out = plan.sram(2 * obytes, "output stripe")
-    entries = 1
-    if g1 is not None:
-        entries = max(entries, geo.lines.new_max * g2.w * ch)
-    if geo.dw_matrix:
-        entries = max(entries, m.rows * g2.ow * wout)
-    if chain_mode:
-        entries = max(entries, m.rows * g3.ow * g3.cout)
-    acc = plan.acc(m.depth * entries, "accumulators")
-    acc2 = 0 if geo.dw_matrix or chain.pooled else plan.acc(m.rows * g2.ow * ch,
-                                                             "depthwise accumulators")
-    return _Layout(w1, w2, w3, inp, ibytes, xin, xbytes, vin, vbytes, line, dwbuf, dbytes, tmp, out,
-                   obytes, acc, entries, acc2)
-
-
-def _per_chunk(plan: SramPlan, chunks: list[tuple[int, int]], nbytes: Callable[[int], int],
-               name: str) -> tuple[int, ...]:
-    """plan.sram(nbytes(cn), name) for each chunk (c0, cn) in turn: one allocation per run of
-    chunks of one width (sizes aligned, so the regions are back to back at the same addresses);
-    where one does not fit, the per-chunk allocations again, for the same error."""
-    out: list[int] = []
-    k = 0
-    while k < len(chunks):
-        cn = chunks[k][1]
-        j = k + 1
-        while j < len(chunks) and chunks[j][1] == cn:
-            j += 1
-        size, used = nbytes(cn), plan.sram_used
-        try:
-            base = plan.sram((j - k) * size, name)
-        except TesselCompileError:
-            plan.sram_used = used
-            for _ in range(k, j):
-                plan.sram(size, name)
-            raise
-        out += [base + r * size for r in range(j - k)]
-        k = j
-    return tuple(out)
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What the tile order depends on (`order` caches it: the search builds many steps)."""
-
-    project: bool
-    conv: bool
-    depth: int
-    dw_matrix: bool
-    stripes: tuple[_Stripe, ...]
-    nchunks: int
-
-
-def _jobs(geo: _Plan, nchunks: int) -> tuple[list[tuple[TileKind, int, int]], list[tuple]]:
-    """The tiles of `nchunks` chunks (0 .. nchunks - 1) in program order, each with its
-    dependencies (job index, minimum distance in tiles): `depth` when VECTOR writes what MATRIX
-    reads, 1 when VECTOR overwrites what an earlier tile read (see the module docstring).
-
-    Jobs come in the same order in every stripe (per chunk the conv and / or depthwise jobs,
-    then the stripe's project job), so a dependency's index is computed, not looked up."""
-    conv, project, dw_matrix = geo.conv, geo.project, geo.dw_matrix
-    d = geo.depth  # VECTOR -> MATRIX distance
-    per_chunk = 2 if conv and dw_matrix else 1
-    per_stripe = nchunks * per_chunk + (1 if project else 0)
-    kind_last = per_chunk - 1  # a chunk's depthwise job, its last
-    chunks = range(nchunks)
-    conv_k, dw_k, conv_dw_k = TileKind.CONV, TileKind.DW, TileKind.CONV_DW
-    jobs: list[tuple[TileKind, int, int]] = []
-    deps: list[tuple] = []
-    for i, st in enumerate(geo.stripes):
-        base = i * per_stripe
-        prev, prev2 = base - per_stripe, base - 2 * per_stripe  # stripes i - 1, i - 2
-        # the stripe's project job overwrites the depthwise stripe buffer of stripe i - 2
-        war_dw = ((prev2 + per_stripe - 1, 1),) if project and i >= 2 else ()
-        # chunk 0's conv input rows reuse the buffer of stripe i - 2 (_hosts): its last conv job
-        xin = ((prev2 + (nchunks - 1) * per_chunk, IN_DEPTH),) if conv and i >= 2 else ()
-        first = len(deps)
-        if conv and not dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
-            jobs += [(conv_dw_k, i, q) for q in chunks]
-            deps += [((prev + q, 1),) + war_dw for q in chunks] if i else [war_dw] * nchunks
-        elif conv:  # a rebased line buffer overwrites rows earlier DW tiles read
-            rebase = st.off == 0
-            for q in chunks:
-                at = base + 2 * q
-                line = ((((prev + 2 * q, 1), (prev + 2 * q + 1, 1)) if rebase
-                         else ((prev + 2 * q, 1),)) if i else ())
-                jobs += ((conv_k, i, q), (dw_k, i, q))
-                deps += (line, ((at, d),) + war_dw)
-        else:
-            jobs += [(dw_k, i, q) for q in chunks]
-            deps += [war_dw] * nchunks
-        if xin:
-            deps[first] += xin
-        if project:
-            jobs.append((TileKind.P, i, 0))
-            deps.append(tuple((base + q * per_chunk + kind_last, d) for q in chunks))
-    return jobs, deps
-
-
-def _schedule(deps: list[tuple], pos0: int) -> list[int]:
-    """Greedy list schedule from position `pos0`: at each position the first job (program
-    order, among the first 64 not placed) whose dependencies are far enough back, else an
-    empty tile. Returns the job index at each position (-1: empty)."""
-    n = len(deps)
-    at = [-1] * n
-    # a job's earliest position once all its dependencies are placed (they never move)
-    earliest = [-1] * n
-    left = list(range(n))
-    out: list[int] = []
-    pos = pos0
-    window = range(64)
-    while left:
-        for k, job in zip(window, left, strict=False):  # (fewer than 64 left: all)
-            e = earliest[job]
-            if e < 0:
-                e = pos0
-                for dep, dist in deps[job]:
-                    a = at[dep]
-                    if a < 0:
-                        e = -1
-                        break
-                    if a + dist > e:
-                        e = a + dist
-                if e < 0:
-                    continue
-                earliest[job] = e
-            if pos >= e:
-                del left[k]
-                at[job] = pos
-                out.append(job)
-                break
-        else:
-            out.append(-1)
-        pos += 1
-    return out
-
-
-class _Groups(Sequence):
-    """A step's tiles per group, built when first asked for (a candidate's sampled estimate
-    and bound read the first two groups). `order`: the job index at each position of the
-    schedule (-1: empty). A pair's groups (one per chunk) are each its first chunk's schedule
-    moved on by the tiles before it (`pair`); a project chain's are `order` cut after each
-    project tile (`starts`: each group's first position)."""
-
-    def __init__(self, jobs: list[tuple[TileKind, int, int]], order: list[int], pair: bool,
-                 starts: list[int]):
-        self.jobs, self.order, self.pair, self.starts = jobs, order, pair, starts
-        self._built: dict[int, list[_Tile]] = {}
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def __getitem__(self, gi):
-        if type(gi) is int:  # (the hot path: a tile's group, asked for per tile)
-            got = self._built.get(gi)
-            if got is not None:
-                return got
-        n = len(self.starts)
-        if isinstance(gi, slice):
-            return [self[k] for k in range(*gi.indices(n))]
-        if not -n <= gi < n:
-            raise IndexError(gi)
-        gi %= n
-        got = self._built.get(gi)
-        if got is None:
-            got = self._built[gi] = self._build(gi)
-        return got
-
-    def _build(self, gi: int) -> list[_Tile]:
-        jobs, order, empty, new = self.jobs, self.order, TileKind.EMPTY, tuple.__new__
-        if self.pair:
-            pos = gi * len(order)
-            return [new(_Tile, (jobs[k][0], jobs[k][1], gi, pos + r)) if k >= 0 else
-                    new(_Tile, (empty, 0, 0, pos + r)) for r, k in enumerate(order)]
-        lo = self.starts[gi]
-        hi = self.starts[gi + 1] if gi + 1 < len(self.starts) else len(order)
-        return [new(_Tile, (*jobs[order[p]], p)) if order[p] >= 0 else
-                new(_Tile, (empty, 0, 0, p)) for p in range(lo, hi)]
-
-
-def _tiles(geo: _Plan) -> _Groups:
-    """The tiles of each group, in program order: a pair has one group per chunk; a project
-    chain one schedule cut into groups after each project tile.
-
-    A pair's chunks have the same jobs and dependencies (all within the chunk), so every
-    group's schedule is the first group's, moved on by the tiles before it."""
-    jobs, order = _program(geo)
-    if not geo.project:
-        return _Groups(jobs, order, True, list(range(geo.nchunks)))
-    p_kind = TileKind.P
-    starts = [0] + [pos + 1 for pos, k in enumerate(order) if k >= 0 and jobs[k][0] is p_kind]
-    if starts[-1] == len(order):  # nothing after the last project tile
-        starts.pop()
-    return _Groups(jobs, order, False, starts)
-
-
-def _program(geo: _Plan) -> tuple[list[tuple[TileKind, int, int]], list[int]]:
-    """The jobs (_jobs) of a pair's first chunk or of a project chain's chunks, and their
-    schedule (_schedule). Cached by what _jobs reads of the plan: whether it has a project
-    and a conv, whether the depthwise tiles after a conv run on MATRIX (CONV and DW tiles:
-    then each stripe's rebase is read), the depth only then and in project chains, the chunk
-    count only in project chains, the stripe count."""
-    conv_dw = geo.conv and geo.dw_matrix
-    nchunks = geo.nchunks if geo.project else 1
-    key = (geo.project, geo.conv, conv_dw, geo.depth if geo.project or conv_dw else 0, nchunks,
-           tuple(s.off == 0 for s in geo.stripes) if conv_dw else len(geo.stripes))
-    got = _PROGRAMS.get(key)
-    if got is None:
-        if len(_PROGRAMS) >= 4096:
-            _PROGRAMS.clear()
-        jobs, deps = _jobs(geo, nchunks)
-        got = _PROGRAMS[key] = jobs, _schedule(deps, 0)
-    return got
-
-
-_PROGRAMS: dict[tuple, tuple[list[tuple[TileKind, int, int]], list[int]]] = {}
-
-
-def _pixel(g1) -> int:
-    """SRAM bytes per pixel of the conv's input rows: padded, so that the load is not a plain
-    translation of DRAM (the residency rewrite would drop it and re-base only its own tile,
-    but the rows are read by the conv tiles of every chunk)."""
-    return g1.c + ALIGN
-
-
-class _Hosts:
-    """Where the conv's input rows are loaded: each stripe's rows (per chunk for a pair) once,
-    into one of two buffers (stripe parity), in the earliest tile at least two after the last
-    conv tile that read the buffer before (DMA_IN's tile k waits for MATRIX to finish tile
-    k - 2) and not after the stripe's first conv tile. `at(pos)`: the [(stripe, buffer)] a
-    tile position loads; `buffer((chunk or -1, stripe))`: its buffer. A pair's are worked
-    out group by group as asked (a candidate's sampled estimate and bound read the first
-    two groups)."""
-
-    def __init__(self, groups: _Groups | None, geo: _Plan):
-        self.hosts: dict[int, list[tuple[int, int]]] = {}
-        self.buffers: dict[tuple[int, int], int] = {}
-        self._at, self._last = 0, [-2, -2]  # per buffer: the last conv tile reading it
-        self._n = len(geo.stripes)
-        self._done = self._groups = 0
-        if groups is None:  # no conv: nothing loaded
-            return
-        # positions in order, so each key's first reader is its earliest and the keys come
-        # in the order of their first readers
-        new = [s.new > 0 for s in geo.stripes]
-        conv, conv_dw = TileKind.CONV, TileKind.CONV_DW
-        jobs, order = groups.jobs, groups.order
-        self._first = [(r, jobs[k][1]) for r, k in enumerate(order) if k >= 0 and (
-            jobs[k][0] is conv or jobs[k][0] is conv_dw) and new[jobs[k][1]]]
-        self._span = len(order)
-        if groups.pair:  # one conv tile per stripe and chunk, at chunk 0's positions moved on
-            self._groups = len(groups)
-            return
-        spans: dict[int, list[int]] = {}  # (-1, stripe): every chunk's tiles read its rows
-        for r, i in self._first:
-            got = spans.get(i)
-            if got is None:
-                spans[i] = [r, r]
-            else:
-                got[1] = r
-        self._place([((-1, i), lo, hi) for i, (lo, hi) in spans.items()])
-
-    def _place(self, readers: list[tuple[tuple[int, int], int, int]]) -> None:
-        hosts, buffers, last, n = self.hosts, self.buffers, self._last, self._n
-        at = self._at
-        for key, lo, hi in readers:
-            # stripe parity, as the schedule's dependencies (_jobs); a pair's groups
-            # (chunks) count their stripes on from the previous group's
-            b = ((key[0] if key[0] > 0 else 0) * n + key[1]) % 2
-            x = last[b] + IN_DEPTH
-            if x > at:
-                at = x
-            assert at <= lo, "cascade schedule: input rows cannot be loaded in time"
-            got = hosts.get(at)
-            if got is None:
-                hosts[at] = [(key[1], b)]
-            else:
-                got.append((key[1], b))
-            buffers[key] = b
-            last[b] = hi
-        self._at = at
-
-    def _fill(self, gi: int) -> None:
-        """A pair: place the rows of every group up to `gi`."""
-        while self._done <= gi and self._done < self._groups:
-            j, base = self._done, self._done * self._span
-            self._place([((j, i), base + r, base + r) for r, i in self._first])
-            self._done += 1
-
-    def at(self, pos: int) -> list[tuple[int, int]]:
-        # a group's rows may be loaded in an earlier group's tiles, but load positions never
-        # go back: once one is past `pos`, no later rows are loaded at `pos`
-        while self._done < self._groups and self._at <= pos:
-            self._fill(self._done)
-        return self.hosts.get(pos, [])
-
-    def buffer(self, key: tuple[int, int]) -> int:
-        if self._done < self._groups:
-            self._fill(key[0])
-        return self.buffers.get(key, 0)
-
-    def complete(self) -> tuple[dict[int, list[tuple[int, int]]], dict[tuple[int, int], int]]:
-        """Every group's: tile position -> [(stripe, buffer)], (chunk or -1, stripe) -> buffer."""
-        self._fill(self._groups - 1)
-        return self.hosts, self.buffers
 
 
 def _const_chunks(chain: FusedChain, geo: ChainGeometry) -> tuple[list, list, list]:
@@ -728,14 +139,14 @@ def step(chain: FusedChain, m: FusedMapping, ctx: CodegenContext,
          placed: PlacedConstants | None = None) -> StepWork:
     """The step's work, reading its constants where `placed` put them (None: estimation)."""
     geo = ChainGeometry(chain, m, ctx)
-    lay = _layout(chain, geo, m, ctx)
+    lay = layout(chain, geo, m, ctx)
     g1, g2, g3 = geo.g1, geo.g2, geo.g3
     n1, n2, n3 = (len(c) for c in _const_chunks(chain, geo))
     addrs = const_addresses(placed, n1 + n2 + n3)
     a1 = addrs[:n1]
     a2 = addrs[n1:n1 + n2] if n2 else (0,) * len(geo.chunks)
     a3 = addrs[n1 + n2] if n3 else 0
-    groups, hosts = order(geo.plan(chain))
+    groups, hosts = order(tile_plan(chain, geo))
     mem = ctx.consts.memory
 
     def wload(addr: int, sram: int, g, cn: int) -> list[Instruction]:
@@ -807,17 +218,17 @@ def _conv_req(node: Node, acc: int, rows: int, ch: int, dst: int, dst_stride: in
         act_min=a["act_min"], act_max=a["act_max"], rounding=rounding_of(a))
 
 
-def _conv_rows_load(chain: FusedChain, geo: ChainGeometry, lay: _Layout, st: _Stripe, b: int,
+def _conv_rows_load(chain: FusedChain, geo: ChainGeometry, lay: Layout, st: Stripe, b: int,
                     ctx: CodegenContext) -> Instruction:
     g1 = geo.g1
     r0, in_rows, _ = geo.conv_window(st)
     x = ctx.tensor(chain.conv.inputs[0])
-    ps = _pixel(g1)
+    ps = pixel(g1)
     return dma.pattern(Opcode.DMA_LOAD, x, r0 * g1.w * g1.c, lay.xin + b * lay.xin_stride,
                        ((g1.c, 1, 1), (g1.w, g1.c, ps), (in_rows, g1.w * g1.c, g1.w * ps)))
 
 
-def _e_tile(chain: FusedChain, geo: ChainGeometry, lay: _Layout, tl: _Tile, s: Slots,
+def _e_tile(chain: FusedChain, geo: ChainGeometry, lay: Layout, tl: Tile, s: Slots,
             ctx: CodegenContext, xbuf: int) -> TileWork:
     """A CONV, DW or CONV_DW tile of stripe `tl.stripe`, chunk `tl.chunk`."""
     g1, g2 = geo.g1, geo.g2
@@ -838,7 +249,7 @@ def _e_tile(chain: FusedChain, geo: ChainGeometry, lay: _Layout, tl: _Tile, s: S
     if tl.kind in (TileKind.CONV, TileKind.CONV_DW):
         if st.new:  # its input rows were loaded into buffer xbuf (_hosts)
             _, in_rows, pad_top = geo.conv_window(st)
-            ps = _pixel(g1)
+            ps = pixel(g1)
             matrix.append(Instruction.make(
                 Opcode.CONV, in_addr=lay.xin + xbuf * lay.xin_stride, in_h=in_rows, in_w=g1.w,
                 in_stride_h=g1.w * ps, in_stride_w=ps, cin=g1.c,
@@ -905,7 +316,7 @@ def _e_tile(chain: FusedChain, geo: ChainGeometry, lay: _Layout, tl: _Tile, s: S
     return TileWork(loads, matrix, vector, stores)
 
 
-def _halo_conv_tile(chain: FusedChain, geo: ChainGeometry, lay: _Layout, st: _Stripe, s: Slots,
+def _halo_conv_tile(chain: FusedChain, geo: ChainGeometry, lay: Layout, st: Stripe, s: Slots,
                     ctx: CodegenContext, src: int, w2: int, acc: int, work: TileWork
                     ) -> TileWork:
     """The DW tile of a conv -> conv chain: the second conv over the line buffer's window of
@@ -929,7 +340,7 @@ def _halo_conv_tile(chain: FusedChain, geo: ChainGeometry, lay: _Layout, st: _St
     return work
 
 
-def _project_tile(chain: FusedChain, geo: ChainGeometry, lay: _Layout, tl: _Tile, s: Slots,
+def _project_tile(chain: FusedChain, geo: ChainGeometry, lay: Layout, tl: Tile, s: Slots,
                   ctx: CodegenContext) -> TileWork:
     g3 = geo.g3
     st = geo.stripes[tl.stripe]

@@ -11,7 +11,7 @@ from typing import Any
 
 from tessel.ir import DType, Graph, Node, Op
 from tessel.ops import conv_geometry, pool_emit
-from tessel.ops.fused_emit import FusedChain
+from tessel.ops.fused_geometry import FusedChain
 
 
 def _is_conv(graph: Graph, n: Node) -> bool:

@@ -24,7 +24,7 @@ from tessel.isa import Engine
 from tessel.isa.costs import cost_key
 from tessel.ops import Trait, conv_emit, definition, fused_emit
 from tessel.ops.context import CodegenContext, ConstPool, DramTensor, align
-from tessel.ops.fused_emit import FusedChain
+from tessel.ops.fused_geometry import FusedChain
 from tessel.ops.registry import emitter_for, is_view
 from tessel.ops.step import StepWork, memoized
 from tessel.progress import task

@@ -33,7 +33,7 @@ from typing import Any
 from tessel.arch import NpuArch
 from tessel.ir import Node, Op
 from tessel.isa.costs import gemm_cycles
-from tessel.ops import conv_emit, conv_geometry, fused_emit
+from tessel.ops import conv_emit, conv_geometry, fused_geometry, fused_order
 from tessel.ops.context import CodegenContext
 
 
@@ -431,23 +431,23 @@ def _general(run: list[tuple[list[tuple[int, Lin]], list[_Work]]], uses_matrix: 
     return acc.terms(uses_matrix, scale)
 
 
-def chain_bound(chain: fused_emit.FusedChain, m: fused_emit.FusedMapping, ctx: CodegenContext,
+def chain_bound(chain: fused_geometry.FusedChain, m: fused_geometry.FusedMapping, ctx: CodegenContext,
                 sample: int | None, geoms: tuple | None = None) -> int:
     """Lower bound of estimate_step(fused_emit.step(chain, m, ctx), sample=sample): the same
-    tiles in the same groups (the step's tile order, fused_emit.order), each tile's
+    tiles in the same groups (the step's tile order, fused_order.order), each tile's
     instructions at the bounds of the module docstring (CONV and a DWCONV on MATRIX at the
     GEMM fold formula, REQUANT / COPY / ELTWISE / a DWCONV on VECTOR at latency plus lane
     work, each transfer at its data cycles)."""
     return chain_terms(chain, m, ctx, sample, geoms).evaluate(ctx.arch)
 
 
-def chain_terms(chain: fused_emit.FusedChain, m: fused_emit.FusedMapping, ctx: CodegenContext,
+def chain_terms(chain: fused_geometry.FusedChain, m: fused_geometry.FusedMapping, ctx: CodegenContext,
                 sample: int | None, geoms: tuple | None = None) -> Terms:
     """chain_bound's arch-free terms."""
-    geo = fused_emit.ChainGeometry(chain, m, ctx, geoms)
+    geo = fused_geometry.ChainGeometry(chain, m, ctx, geoms)
     g1, g2, g3 = geo.g1, geo.g2, geo.g3
-    groups, hosts = fused_emit.order(geo.plan(chain))
-    kinds = fused_emit.TileKind
+    groups, hosts = fused_order.order(fused_order.tile_plan(chain, geo))
+    kinds = fused_order.TileKind
     cyc = _Bound.cycles
     wmem = ctx.consts.memory
 
@@ -553,7 +553,7 @@ class Bounds:
     def __init__(self, unit: Any, ctx: CodegenContext, memo: dict | None = None):
         self.unit, self.ctx = unit, ctx
         self.memo = memo if memo is not None else {}
-        self.available = isinstance(unit, fused_emit.FusedChain) or (
+        self.available = isinstance(unit, fused_geometry.FusedChain) or (
             isinstance(unit, Node) and unit.op is Op.QCONV2D)
         self._geoms: Any = None
 
@@ -562,9 +562,9 @@ class Bounds:
         got = self.memo.get(key)
         if got is None:
             unit, ctx = self.unit, self.ctx
-            if isinstance(unit, fused_emit.FusedChain):
+            if isinstance(unit, fused_geometry.FusedChain):
                 if self._geoms is None:
-                    self._geoms = fused_emit.geometries(unit, ctx)
+                    self._geoms = fused_geometry.geometries(unit, ctx)
                 got = chain_terms(unit, mapping, ctx, sample, self._geoms)
             else:
                 if self._geoms is None:

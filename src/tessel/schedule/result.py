@@ -19,7 +19,7 @@ from tessel.arch import NpuArch
 from tessel.ir import Graph, Node
 from tessel.isa import Instruction
 from tessel.ops.context import DramTensor
-from tessel.ops.fused_emit import FusedChain
+from tessel.ops.fused_geometry import FusedChain
 from tessel.ops.step import StepWork
 from tessel.schedule.estimate import Estimate
 from tessel.schedule.events import EventTally

@@ -56,7 +56,7 @@ from tessel.ir import Node, Op
 from tessel.ops import conv_geometry, definition
 from tessel.ops.context import CodegenContext
 from tessel.ops.conv_emit import ConvMapping, ConvOrder
-from tessel.ops.fused_emit import FusedChain
+from tessel.ops.fused_geometry import FusedChain
 from tessel.schedule import prerank
 from tessel.schedule.cost_model import (
     AnalyticalCostModel,

@@ -15,7 +15,7 @@ from tessel.arch import load_preset
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import Engine, Opcode
 from tessel.isa import fixedpoint as fp
-from tessel.ops import fused_emit
+from tessel.ops import fused_emit, fused_geometry
 from tessel.ops.context import CodegenContext, ConstPool
 from tessel.quant.golden import run_golden
 from tessel.schedule import fusion, prerank, search
@@ -185,7 +185,7 @@ def test_search_fuses_mobilenet_block_and_skips_the_dram_round_trip():
     first, second = npu_nodes(g)
     ctx = CodegenContext(arch, g, {}, ConstPool(0), 0)
     units = plan_units(g, [first, second], ctx)
-    assert len(units) == 1 and isinstance(units[0][0], fused_emit.FusedChain)
+    assert len(units) == 1 and isinstance(units[0][0], fused_geometry.FusedChain)
     rp = compile_region(g, [first, second], ["x"], [second.name], arch, {})
     res = simulate(rp.program, arch, {"x": rng.integers(-128, 128, (1, 56, 56, 24), np.int8)})
     expanded = 56 * 56 * 144
@@ -222,8 +222,8 @@ def test_line_buffer_rebases_are_bit_exact(engine, line, rows, depth):
     nodes = npu_nodes(g)
     chain = fusion.fusible_chain(g, nodes, 0)[0]
     ctx = context(arch, g)
-    m = fused_emit.FusedMapping(rows, 16, engine, line, depth)
-    geo = fused_emit.ChainGeometry(chain, m, ctx)
+    m = fused_geometry.FusedMapping(rows, 16, engine, line, depth)
+    geo = fused_geometry.ChainGeometry(chain, m, ctx)
     assert sum(s.moved >= 0 for s in geo.stripes) >= (2 if line < 4 else 1)
     est_ctx = estimation_context(ctx)
     est = estimate_step(fused_emit.step(chain, m, est_ctx), arch)
@@ -298,7 +298,7 @@ def test_every_conv_pool_mapping_is_bit_exact(spec, preset):
     assert all(m.dw_engine is Engine.VECTOR for m in ms)
 
 
-def _only_chain(g, spec, preset: str, kind: str) -> fused_emit.FusedChain:
+def _only_chain(g, spec, preset: str, kind: str) -> fused_geometry.FusedChain:
     """The graph's one chain (of the kind: a FusedChain flag), with a mapping on the preset."""
     chains = fusion.fusible_chain(g, npu_nodes(g), 0)
     assert len(chains) == 1 and getattr(chains[0], kind) and chains[0].last is g.nodes[-1]

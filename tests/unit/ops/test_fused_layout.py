@@ -1,4 +1,4 @@
-"""fused_emit._per_chunk allocates a run of chunks of one width at once: the same addresses as
+"""fused_geometry._per_chunk allocates a run of chunks of one width at once: the same addresses as
 one SramPlan.sram per chunk, and where a region does not fit the same TesselCompileError."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from tessel.errors import TesselCompileError
-from tessel.ops import fused_emit as F
+from tessel.ops import fused_geometry as F
 from tessel.ops.context import SramPlan, align
 
 

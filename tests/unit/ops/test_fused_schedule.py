@@ -1,12 +1,12 @@
 """The cascaded step's tile order equals its definition.
 
-* fused_emit._schedule (the greedy list schedule): at each position the first of the next 64
+* fused_order._schedule (the greedy list schedule): at each position the first of the next 64
   unplaced jobs, in program order, whose dependencies are all placed at least their distance
   back, else an empty tile. The definition is written here the direct way (every dependency
   re-checked at every position); the module caches each job's earliest position.
-* fused_emit._jobs: the dependencies of the module docstring, written here by job keys
+* fused_order._jobs: the dependencies of the module docstring, written here by job keys
   (kind, stripe, chunk) looked up in a dict; the module computes the indices.
-* fused_emit._tiles: a pair's groups are each chunk scheduled on its own, one after the other
+* fused_order._tiles: a pair's groups are each chunk scheduled on its own, one after the other
   (the module schedules the first chunk and moves it on)."""
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import random
 
 import pytest
 
-from tessel.ops import fused_emit as F
+from tessel.ops import fused_emit as E
+from tessel.ops import fused_geometry as G
+from tessel.ops import fused_order as F
 
 
 def _by_definition(jobs, deps, pos0):
@@ -63,7 +65,7 @@ def _jobs_by_keys(geo, chunks):
     for i in range(len(geo.stripes)):
         for j in chunks:
             war_dw = [((K.P, i - 2, 0), 1)] if geo.project else []
-            xin = [((ckind, i - 2, chunks[-1]), F.IN_DEPTH)] if geo.conv and j == chunks[0] else []
+            xin = [((ckind, i - 2, chunks[-1]), G.IN_DEPTH)] if geo.conv and j == chunks[0] else []
             if geo.conv and not geo.dw_matrix:
                 add(K.CONV_DW, i, j, [((K.CONV_DW, i - 1, j), 1)] + war_dw + xin)
             elif geo.conv:
@@ -79,9 +81,9 @@ def _jobs_by_keys(geo, chunks):
 
 
 def _random_plan(rng):
-    stripes = tuple(F._Stripe(0, 1, 0, 1, 0, 0, 0, rng.choice([0, 1, 1]), rng.choice([0, 0, 1, 2]), -1)
+    stripes = tuple(G.Stripe(0, 1, 0, 1, 0, 0, 0, rng.choice([0, 1, 1]), rng.choice([0, 0, 1, 2]), -1)
                     for _ in range(rng.randint(1, 12)))
-    return F._Plan(rng.random() < 0.5, rng.random() < 0.7, rng.choice(F.DEPTHS),
+    return F.TilePlan(rng.random() < 0.5, rng.random() < 0.7, rng.choice(E.DEPTHS),
                    rng.random() < 0.5, stripes, rng.randint(1, 5))
 
 
@@ -105,8 +107,8 @@ def test_pair_groups_are_each_chunk_scheduled_alone(seed):
         for j in range(plan.nchunks):  # each chunk's own jobs, scheduled after the last group
             jobs, deps = _jobs_by_keys(plan, [j])
             order = _by_definition(jobs, deps, pos)
-            groups.append([F._Tile(*jobs[k], pos + r) if k >= 0 else
-                           F._Tile(F.TileKind.EMPTY, 0, 0, pos + r) for r, k in enumerate(order)])
+            groups.append([F.Tile(*jobs[k], pos + r) if k >= 0 else
+                           F.Tile(F.TileKind.EMPTY, 0, 0, pos + r) for r, k in enumerate(order)])
             pos += len(order)
         assert list(F._tiles(plan)) == groups
 
@@ -123,7 +125,7 @@ def _hosts_by_definition(groups, plan):
     hosts, buffers, last, at = {}, {}, [-2, -2], 0
     for key, pos in sorted(readers.items(), key=lambda kv: min(kv[1])):
         b = (max(key[0], 0) * len(plan.stripes) + key[1]) % 2
-        at = max(at, last[b] + F.IN_DEPTH)
+        at = max(at, last[b] + G.IN_DEPTH)
         assert at <= min(pos)
         hosts.setdefault(at, []).append((key[1], b))
         buffers[key] = b
@@ -143,13 +145,13 @@ def test_hosts_equal_their_definition(seed):
             want = _hosts_by_definition([list(g) for g in groups], plan)
         except AssertionError:  # rows that cannot be loaded in time: the module says so too
             with pytest.raises(AssertionError):
-                F._Hosts(groups, plan).complete()
+                F.Hosts(groups, plan).complete()
             continue
-        assert F._Hosts(groups, plan).complete() == want
+        assert F.Hosts(groups, plan).complete() == want
         # asked for lazily, group by group, or from the last group back (a group's rows may
         # be loaded in an earlier group's tiles): the same answers
         for gs in (range(len(groups)), range(len(groups) - 1, -1, -1)):
-            lazy = F._Hosts(groups, plan)
+            lazy = F.Hosts(groups, plan)
             for gi in gs:
                 for t in groups[gi]:
                     assert lazy.at(t.pos) == want[0].get(t.pos, [])
@@ -169,7 +171,7 @@ def test_project_groups_are_the_schedule_cut_after_each_project_tile(seed):
         jobs, deps = _jobs_by_keys(plan, list(range(plan.nchunks)))
         groups, cur = [], []
         for pos, k in enumerate(_by_definition(jobs, deps, 0)):
-            cur.append(F._Tile(*jobs[k], pos) if k >= 0 else F._Tile(F.TileKind.EMPTY, 0, 0, pos))
+            cur.append(F.Tile(*jobs[k], pos) if k >= 0 else F.Tile(F.TileKind.EMPTY, 0, 0, pos))
             if k >= 0 and jobs[k][0] is F.TileKind.P:
                 groups.append(cur)
                 cur = []
@@ -194,7 +196,7 @@ def test_orders_are_cached_by_what_they_read():
                                 off=s.off and rng.randint(1, 3)) for s in plan.stripes))
         try:
             got = F.order(plan)
-            want_hosts = F._Hosts(F._tiles(other), other).complete() if other.conv else None
+            want_hosts = F.Hosts(F._tiles(other), other).complete() if other.conv else None
         except AssertionError:  # rows that cannot be loaded in time
             continue
         assert F.order(other) is got

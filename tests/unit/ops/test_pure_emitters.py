@@ -29,6 +29,7 @@ from tessel.ops.context import (
     StepConstants,
     align,
 )
+from tessel.ops.fused_geometry import FusedChain
 from tessel.ops.registry import emitter_for
 from tessel.ops.step import Slots
 from tessel.schedule import fusion
@@ -119,7 +120,7 @@ def _context(arch, g, unit):
     wmem, amem = (arch.memory_index(n) for n in (arch.weights_memory, arch.activations_memory))
     pool = ConstPool(wmem)
     pool.add(bytes(range(POOL_PAD)))
-    nodes = unit.nodes if isinstance(unit, fused_emit.FusedChain) else (unit,)
+    nodes = unit.nodes if isinstance(unit, FusedChain) else (unit,)
     dram = place_data_constants(g, list(nodes), pool)
     addr = ACT_BASE
     for name in [n for node in nodes for n in (*node.inputs, node.name)]:
@@ -234,7 +235,7 @@ def test_the_schedule_places_each_steps_constants_in_program_order():
     place_data_constants(g, nodes, pool)
     ctx = CodegenContext(arch, g, {}, pool, arch.memory_index(arch.activations_memory))
     for s in sched.steps:
-        em = fused_emit if isinstance(s.unit, fused_emit.FusedChain) else emitter_for(s.unit)
+        em = fused_emit if isinstance(s.unit, FusedChain) else emitter_for(s.unit)
         pool.place(em.constants(s.unit, s.mapping, ctx))
     assert bytes(pool.blob) == sched.constants.blob
     weights = sum(g.type_of(n.inputs[1]).nbytes for n in nodes if n.op is Op.QCONV2D)

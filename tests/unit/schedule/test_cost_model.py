@@ -18,7 +18,7 @@ from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, 
 from tessel.isa import fixedpoint as fp
 from tessel.ops import fused_emit
 from tessel.ops.context import CodegenContext, ConstPool
-from tessel.ops.fused_emit import FusedChain
+from tessel.ops.fused_geometry import FusedChain
 from tessel.ops.registry import emitter_for, is_view, npu_supported
 from tessel.schedule import fusion, search
 from tessel.schedule.cost_model import (

@@ -23,7 +23,7 @@ from tessel.arch import load_target
 from tessel.arch.decl import Affects
 from tessel.arch.params import FIELDS
 from tessel.errors import TesselConfigError
-from tessel.ops.fused_emit import FusedChain
+from tessel.ops.fused_geometry import FusedChain
 from tessel.schedule import plan as program
 from tessel.schedule import prerank, search
 from tessel.schedule.cost_model import AnalyticalCostModel

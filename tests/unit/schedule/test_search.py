@@ -15,7 +15,7 @@ from tessel.analysis.explore_space import build_arch
 from tessel.arch import load_target
 from tessel.errors import TesselCompileError, TesselConfigError
 from tessel.ops.context import CodegenContext
-from tessel.ops.fused_emit import FusedChain
+from tessel.ops.fused_geometry import FusedChain
 from tessel.schedule import plan as program
 from tessel.schedule import prerank, search
 from tessel.schedule.estimate import estimate_step
