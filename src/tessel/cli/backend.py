@@ -56,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("estimate", help="latency / energy estimate from the analytical cost "
                        "model, without building a binary (the design-space exploration path)")
-    p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
+    p.add_argument("model", help="zoo name (see `tessel models`), path/to/file.py:factory, "
+                   "model.pt2, model.onnx, model.tflite or model.tosa")
     p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="change one NPU parameter of the target (dotted name, e.g. "
