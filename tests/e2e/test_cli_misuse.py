@@ -127,6 +127,7 @@ CASES = [  # (argv with {d} for the folder, exit code, a phrase of the message)
     ("compile {d}/cut.onnx -o {d}/x.tsl", 1, "not a readable ONNX model"),
     ("compile {d}/junk.tflite -o {d}/x.tsl", 1, "not a TFLite flatbuffer"),
     ("compile {d}/junk.tosa -o {d}/x.tsl", 1, "not a TOSA flatbuffer"),
+    ("accuracy {d}/junk.tosa", 1, "no float model to compare with"),
     ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/missing", 1, "not found"),
     ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/nocal.npz", 1, "no arrays"),
     ("compile {d}/m.py:good -o {d}/x.tsl --calibration-data {d}/nocal", 1, "nocal"),

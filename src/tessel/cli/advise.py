@@ -24,8 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "advise", help="co-design advice: the binding hardware limit per layer and the gain "
         "of relaxing each NPU parameter by 2x (compiler in the loop), ranked, with area cost")
-    p.add_argument("model", nargs="?", help="zoo name (see `tessel models`) or "
-                   "path/to/file.py:factory")
+    p.add_argument("model", nargs="?", help="zoo name (see `tessel models`), "
+                   "path/to/file.py:factory, model.pt2, model.onnx, model.tflite or model.tosa")
     p.add_argument("--scenario", metavar="FILE|NAME", help="advise for a scenario instead of "
                    "one model: the model and layers limiting its schedule, and what each 2x "
                    "relaxation gains with the whole scenario run again (deadline slack, busy, "

@@ -40,9 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-fallback", action="store_true",
                    help="fail instead of running unsupported ops on the host CPU")
     p.add_argument("--dump-after", action="append", default=[], metavar="STAGE",
-                   help="print what a stage produced: quantize, legalize (integer IR), "
-                   "partition (host parts / NPU regions), schedule (one line per step), emit "
-                   "(instruction streams); repeatable")
+                   help="print what a stage produced: import (the QDQ graph), lower_qdq, "
+                   "quantize, legalize (integer IR), partition (host parts / NPU regions), "
+                   "schedule (one line per step), emit (instruction streams); repeatable")
     p.add_argument("--on-chip-residency", action=argparse.BooleanOptionalAction, default=True,
                    help="keep activations in the SRAM between steps where the cost model finds "
                    "it faster (default on; docs/backend.md)")
@@ -56,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("estimate", help="latency / energy estimate from the analytical cost "
                        "model, without building a binary (the design-space exploration path)")
-    p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
+    p.add_argument("model", help="zoo name (see `tessel models`), path/to/file.py:factory, "
+                   "model.pt2, model.onnx, model.tflite or model.tosa")
     p.add_argument("--target", default="tnpu-s", help="preset name or path to a .toml file")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="change one NPU parameter of the target (dotted name, e.g. "

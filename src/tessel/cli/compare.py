@@ -28,8 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "layers whose bound changes). A.tsl B.tsl: two binaries of one model (cycles per "
         "layer, mapping, bytes: what changed).")
     p.add_argument("items", nargs="+", metavar="MODEL|FILE.tsl",
-                   help="zoo names or path/to/file.py:factory (with --targets), or two .tsl "
-                   "binaries")
+                   help="zoo names, path/to/file.py:factory or model files (.pt2, .onnx, "
+                   ".tflite, .tosa) with --targets, or two .tsl binaries")
     p.add_argument("--targets", metavar="A,B,...",
                    help="comma-separated preset names or .toml files (models only)")
     p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",

@@ -16,7 +16,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Vary NpuArch parameters (space.toml), estimate every model on every design "
         "point with the compiler in the loop, write the Pareto front (CSV, plot, TOML presets).")
     p.add_argument("models", nargs="*", metavar="MODEL",
-                   help="zoo name or path/to/file.py:factory (none with --scenario)")
+                   help="zoo name, path/to/file.py:factory or model file (.pt2, .onnx, "
+                   ".tflite, .tosa); none with --scenario")
     p.add_argument("--scenario", metavar="FILE|NAME",
                    help="instead of models: the design of lowest average power that runs this "
                    "scenario with no deadline miss (space: parameters and `operating_point`, "

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("import", help="import a model into float Graph IR and run the passes")
     p.add_argument("model", help="zoo name (see `tessel models`), path/to/file.py:factory, "
-                   "model.onnx or model.tflite")
+                   "model.pt2, model.onnx, model.tflite or model.tosa")
     p.add_argument("-o", "--output", type=Path, help="write the IR text to this .tir file")
     p.add_argument("--dump-after", action="append", default=[], metavar="PASS",
                    help="print the IR after this pass (repeatable; 'import' for the raw import)")

@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("accuracy", help="quantise a model and compare the golden (integer) "
                        "model with float PyTorch: SQNR, top-1, accuracy, cosine, host ops; "
                        "--per-layer: where precision goes and what a change would give")
-    p.add_argument("model", help="zoo name (see `tessel models`) or path/to/file.py:factory")
+    p.add_argument("model", help="zoo name (see `tessel models`), path/to/file.py:factory, "
+                   "model.pt2, model.onnx or model.tflite (a .tosa graph has no float model)")
     p.add_argument("--calibration", type=int, default=DEFAULT_CALIBRATION_SAMPLES, metavar="N",
                    help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})")
     p.add_argument("--samples", type=int, default=16, metavar="M",
@@ -59,6 +60,10 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
 
     if args.calibration < 1 or args.samples < 1 or args.advise < 0:
         raise TesselConfigError("--calibration and --samples must be >= 1, --advise >= 0")
+    if args.model.lower().endswith(".tosa"):
+        raise TesselConfigError(
+            f"{args.model} is an integer TOSA graph: there is no float model to compare with "
+            "(`tessel compile` it and `tessel run --check` for bit-exactness)")
     config = with_precision_choices(default_config(resolve(args.model).name), [
         parse_layer_precision(t) for t in args.layer_precision])
     report = evaluate(args.model, calibration=args.calibration, eval_samples=args.samples,

@@ -1,6 +1,6 @@
 """Why an op runs on the host CPU, and the fallback summary `tessel compile` prints:
 
-    NPU: 11 of 14 ops, 97.3 % of MACs, in 2 regions; host ops: unsupported op 1 (fft_rfft)
+    NPU: 11 of 14 ops, 97.3 % of MACs, in 2 regions; host ops by reason: unsupported op 1 (fft_rfft)
 
 Reasons (HostReason): the op has no NPU lowering (an ATen op the IR cannot express, or an IR op
 without an NPU emitter), it was left in float by the quantiser, or the NPU's emitters cannot

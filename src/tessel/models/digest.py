@@ -85,4 +85,5 @@ def find_recorded(record: dict[str, str], search: list[Path], override: str | No
             return f"{candidate}:{func}"
     raise TesselConfigError(
         f"the binary was compiled from {model} (sha256 {str(want)[:12]}...) but no file with "
-        f"that content is at {' or '.join(tried)}; pass --model path/to/{name}:{func}")
+        f"that content is at {' or '.join(dict.fromkeys(tried))}; pass --model "
+        f"path/to/{name}:{func}")

@@ -68,8 +68,9 @@ def npu_refusal(node: Node, graph: Graph | None = None) -> str | None:
 
 
 def node_macs(graph: Graph, node: Node) -> int:
-    """MACs of a node as docs/figures.md counts them: conv, depthwise conv, linear and matmul only
-    (PyTorch FlopCounterMode's FLOPs / 2), for float and integer ops alike."""
+    """MACs of a node as docs/figures.md counts them: conv (depthwise and transposed too), linear
+    and matmul only (attention's two products; PyTorch FlopCounterMode's FLOPs / 2), for float
+    and integer ops alike."""
     macs = definition(node.op).macs
     return macs(graph, node) if macs is not None else 0
 
