@@ -44,8 +44,13 @@ def _host(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
 
 
 def _quantize_kernel(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
-    """PyTorch's quantize_per_tensor: round(x / scale) half to even, + zero point, clamp."""
+    """PyTorch's quantize_per_tensor: round(x / scale) half to even, + zero point, clamp.
+    NaN (inputs run with allow_nonfinite) quantises to the zero point, the code of 0.0: a cast
+    of NaN to an integer is undefined, and machines differ."""
     q = np.rint(xs[0].astype(np.float32) * np.float32(1.0 / a["scale"])) + a["zero_point"]
+    nan = np.isnan(q)
+    if nan.any():
+        q[nan] = a["zero_point"]
     return np.clip(q, a["qmin"], a["qmax"]).astype(a["dtype"].numpy)
 
 
@@ -57,6 +62,7 @@ def _dequantize_kernel(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray
 def _quantize_torch(a: Mapping[str, Any], xs: list[Any]) -> Any:
     torch = lazy_torch()
     q = torch.round(xs[0] * float(np.float32(1.0 / a["scale"]))) + a["zero_point"]
+    q = torch.where(torch.isnan(q), float(a["zero_point"]), q)
     return torch.clamp(q, a["qmin"], a["qmax"]).to(torch_dtype(a["dtype"]))
 
 

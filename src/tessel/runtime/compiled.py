@@ -99,7 +99,8 @@ class CompiledModel:
         """Outputs for one set of inputs (numpy or torch tensors, in the model's order).
 
         The inputs are checked first (count, shape, dtype, integer range, and NaN / inf unless
-        ``allow_nonfinite``): TesselConfigError naming the input. ``timing`` is accepted for
+        ``allow_nonfinite``, with which NaN quantises as 0.0 and +-inf to the ends of the range):
+        TesselConfigError naming the input. ``timing`` is accepted for
         compatibility; cycles and energy are data-independent, see ``profile``.
         ``engine="c"`` runs the binary with the C runtime on the C NPU model (built with the
         system C compiler on first use; docs/runtime.md), bit-exact with the simulator.

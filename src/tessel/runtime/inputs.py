@@ -103,4 +103,5 @@ def _check_one(spec: InputSpec, a: np.ndarray, index: int, allow_nonfinite: bool
         if a.size and (a.min() < info.min or a.max() > info.max):
             raise TesselConfigError(f"{where} has values outside the {spec.dtype} range "
                                     f"[{info.min}, {info.max}]")
-    return a.astype(spec.dtype, copy=False)
+    with np.errstate(over="ignore"):  # allow_nonfinite: beyond the dtype's range is +-inf
+        return a.astype(spec.dtype, copy=False)

@@ -15,6 +15,7 @@ import pytest
 from tessel.binary import read_tsl, write_tsl
 from tessel.errors import TesselConfigError, TesselFormatError, TesselSimError
 from tessel.runtime import cbuild, cengine
+from tessel.runtime.cengine import Engine
 from tessel.runtime.compiled import CompiledModel
 
 CORPUS = Path(__file__).resolve().parents[2] / "fuzz" / "corpus"
@@ -133,3 +134,19 @@ def test_a_decoded_weight_load_runs_on_the_c_npu_model():
     plain = load_preset("tnpu-s")
     with pytest.raises(TesselSimError, match="weight decoder"):
         cengine.CEngine(_decoded_load_binary(plain, weights.tobytes()), plain).run()
+
+
+def test_a_nan_input_quantises_as_zero_on_every_engine():
+    """allow_nonfinite: NaN quantises to the zero point, the code of 0.0 (a cast of NaN to an
+    integer is undefined), in the simulator's host graph and the C runtime alike; +-inf to
+    the ends of the range, as the largest finite values do."""
+    cm = _tiny()
+    x = np.random.default_rng(1).standard_normal(cm.c_engine.inputs[0].shape).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[::7] = np.nan
+    flat[3::11], flat[5::13] = np.inf, -np.inf
+    want = np.where(np.isnan(x), 0.0, np.clip(x, -1e30, 1e30)).astype(np.float32)
+    for engine in Engine:
+        got = cm.run(x, engine=engine, allow_nonfinite=True)
+        for g, w in zip(got, cm.run(want, engine=engine), strict=True):
+            np.testing.assert_array_equal(g, w)

@@ -86,6 +86,7 @@ static void k_quantize(const tsl_node *n, tview x, tview y) {
     float lo = (float)n->i[1], hi = (float)n->i[2];
     for (i = 0; i < count; i++) {
         float q = rintf(ldf(x.p + 4 * i) * inv) + zp;
+        if (q != q) q = zp; /* NaN: the zero point, the code of 0.0 (as the golden model) */
         q = clip_f(q, lo, hi);
         store_int(y.p + i * tsl_dtype_size((tsl_dtype)n->dtype), n->dtype,
                   trunc_x86(q, n->dtype == TSL_INT64));
