@@ -180,14 +180,21 @@ def _reference(model: Any, qm: Any, example_inputs: Sequence[torch.Tensor] | Non
     """Golden and float outputs on the example inputs (stored: `run --check` reuses them), and
     the outputs that span fewer than a few quantisation steps (warned about by the check)."""
     from tessel.frontend.model_input import as_module, example_inputs_of
-    from tessel.runtime.check import float_reference, low_range_outputs
+    from tessel.runtime.check import (
+        FloatReference,
+        float_reference,
+        float_reference_of,
+        low_range_outputs,
+    )
 
     inputs = example_inputs_of(model, example_inputs)
     golden = qm.run(*inputs)
-    return reference_metadata(golden, float_reference(as_module(model), inputs),
+    float_of = float_reference_of(model)
+    return reference_metadata(golden, [] if float_of is FloatReference.NONE
+                              else float_reference(as_module(model), inputs),
                               low_range_outputs(qm.graph, golden),
                               [np.asarray(x.detach().cpu() if hasattr(x, "detach") else x)
-                               for x in inputs])
+                               for x in inputs], float_of)
 
 
 @no_collections()  # the backend makes millions of objects and no cyclic garbage (tessel.collector)

@@ -30,6 +30,7 @@ def test_compile_run_check_profile(tmp_path, capsys, monkeypatch):
     run = json.loads(capsys.readouterr().out)
     assert run["check"]["bit_exact"] is True
     assert run["check"]["reference"] == "stored"  # no re-quantisation for the example inputs
+    assert run["check"]["float_of"] == "pytorch"
     assert min(run["check"]["sqnr_db"].values()) > 20
     x = tmp_path / "x.npy"
     np.save(x, resolve("digits_cnn").factory()[1][0].numpy())
@@ -158,3 +159,17 @@ def test_int4_weights_from_the_command_line(tmp_path, capsys):
     assert main(["compile", "digits_cnn", "-o", str(tmp_path / "bad.tsl"),
                  "--layer-weights", "fc"]) != 0
     assert "expected PATTERN=TYPE" in capsys.readouterr().err
+
+
+def test_run_check_of_a_tflite_model_names_its_float_reference(tmp_path, capsys):
+    """A TFLite model's float reference is its quantised graph run in float (quantize /
+    dequantize kept), not float PyTorch: the check line says so."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "fuzz" / "corpus" / "small_cnn.tflite"
+    out = tmp_path / "m.tsl"
+    assert main(["compile", str(src), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out), "--check"]) == 0
+    text = capsys.readouterr().out
+    assert "SQNR vs the quantised graph in float: " in text and "PyTorch" not in text

@@ -5,6 +5,7 @@ integer profile does not hold (docs/frontend.md, "TOSA")."""
 
 from __future__ import annotations
 
+import json
 from functools import cache
 
 import numpy as np
@@ -109,7 +110,14 @@ def test_cli_exports_compiles_and_checks_a_tosa_file(tmp_path, capsys):
     capsys.readouterr()
     assert main(["compile", str(path), "-o", str(binary)]) == 0
     assert main(["run", str(binary), "--check"]) == 0
-    assert "bit-exact" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    # an integer model: no float reference to measure SQNR against (not "inf dB")
+    assert "bit-exact" in out and "SQNR: none (an integer model" in out and " dB" not in out
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(0).uniform(0, 16, (1, 1, 8, 8)).astype(np.float32))
+    assert main(["run", str(binary), "--input", str(x), "--check", "--json"]) == 0
+    check = json.loads(capsys.readouterr().out)["check"]
+    assert check["bit_exact"] and check["float_of"] == "none" and check["sqnr_db"] == {}
     assert main(["export", "tosa", "minilm", "-o", str(tmp_path / "minilm.tosa"),
                  "--calibration", "1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()

@@ -514,33 +514,39 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _check(cm, source, inputs, outputs, args) -> tuple[dict, bool]:
     """Compare with the golden and float outputs: those stored in the binary for its example
     inputs (no re-quantisation), else from re-quantising the source model (deterministic)."""
-    from tessel.runtime.check import compare, float_reference
+    from tessel.runtime.check import FloatReference, compare, float_reference, float_reference_of
     from tessel.runtime.reference import stored_reference
 
     stored = stored_reference(cm.program.metadata) if not args.input else None
     if stored is not None:
-        if len(stored.golden) != len(outputs) or len(stored.float) != len(outputs):
+        floats = len(outputs) if stored.float_of is FloatReference.NONE else len(stored.float)
+        if len(stored.golden) != len(outputs) or floats != len(outputs):
             raise TesselError(f"{args.binary}: metadata 'reference' has {len(stored.golden)} "
                               f"golden outputs for a program with {len(outputs)}")
         report = compare(cm.output_names, outputs, stored.golden, stored.float,
-                         low_range=stored.low_range)
+                         low_range=stored.low_range, float_of=stored.float_of)
     else:
         from tessel.runtime.source import requantize_source
 
         model, _, qm = requantize_source(source, "--check", args.binary, args.model)
+        float_of = float_reference_of(model)
+
+        def reference(xs):  # (not read without a float reference: compare's float_of NONE)
+            return outputs if float_of is FloatReference.NONE else float_reference(model, xs)
+
         if getattr(args, "batch", False):  # every sample against its own references
             import numpy as np
 
             from tessel.runtime.check import low_range_outputs
             samples = [[x[k] for x in inputs] for k in range(inputs[0].shape[0])]
             golden = [np.stack(v) for v in zip(*(qm.run(*s) for s in samples), strict=True)]
-            ref = [np.stack(v) for v in zip(*(float_reference(model, s) for s in samples),
-                                            strict=True)]
+            ref = outputs if float_of is FloatReference.NONE else [
+                np.stack(v) for v in zip(*(reference(s) for s in samples), strict=True)]
             report = compare(cm.output_names, outputs, golden, ref,
-                             low_range=low_range_outputs(qm.graph, outputs))
+                             low_range=low_range_outputs(qm.graph, outputs), float_of=float_of)
         else:
-            report = compare(cm.output_names, outputs, qm.run(*inputs),
-                             float_reference(model, inputs), qm.graph, inputs)
+            report = compare(cm.output_names, outputs, qm.run(*inputs), reference(inputs),
+                             qm.graph, inputs, float_of=float_of)
     return {**report.to_json(), "reference": "stored" if stored is not None else "re-quantised"}, \
         report.bit_exact
 

@@ -95,13 +95,17 @@ class QDQModule(nn.Module):
         self.qdq_graph = qdq_graph
         self.eval()
 
+    @property
+    def integer(self) -> bool:
+        """The graph holds integer ops (an imported TOSA file): it has no float semantics."""
+        return any(definition(n.op).has(Trait.INTEGER) for n in self.qdq_graph.nodes)
+
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...] | torch.Tensor:
         from tessel.ir import run_graph
 
         arrays = [x.detach().cpu().numpy() for x in inputs]
-        integer = any(definition(n.op).has(Trait.INTEGER) for n in self.qdq_graph.nodes)
         kernels = {op: d.golden if d.golden is not None else d.kernel
-                   for op, d in DEFINITIONS.items()} if integer else None
+                   for op, d in DEFINITIONS.items()} if self.integer else None
         outputs = tuple(torch.from_numpy(np.asarray(y))
                         for y in run_graph(self.qdq_graph, arrays, kernels=kernels))
         return outputs[0] if len(outputs) == 1 else outputs

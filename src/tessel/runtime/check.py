@@ -1,5 +1,9 @@
 """`tessel run --check`: the simulator's outputs against the golden model (bit for bit) and
-against float PyTorch (SQNR), NaN-aware, per output.
+against the model's float reference (SQNR), NaN-aware, per output.
+
+The float reference (`FloatReference`) is float PyTorch for a PyTorch model, the quantised
+graph run in float between its quantize / dequantize pairs for an ONNX QDQ or TFLite model,
+and none for an integer model (a TOSA file: its golden model is all the semantics it has).
 
 * bit-exactness compares with `equal_nan` (a NaN the golden model also computes is equal);
 * the float reference is computed without autograd and detached (an output that is a view
@@ -11,6 +15,7 @@ against float PyTorch (SQNR), NaN-aware, per output.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -23,6 +28,29 @@ from tessel.ir import Graph, Op, run_graph
 LOW_RANGE_LSBS = 4  # an output whose values span fewer steps than this is flagged
 
 
+class FloatReference(enum.StrEnum):
+    """What a check's SQNR is measured against."""
+
+    PYTORCH = "pytorch"  # the float PyTorch model
+    QDQ = "qdq"  # an imported quantised graph (ONNX QDQ, TFLite) run in float
+    NONE = "none"  # an integer model (TOSA): no float reference
+
+    @property
+    def label(self) -> str:
+        return {FloatReference.PYTORCH: "float PyTorch",
+                FloatReference.QDQ: "the quantised graph in float",
+                FloatReference.NONE: "no float reference"}[self]
+
+
+def float_reference_of(model: object) -> FloatReference:
+    """The float reference a model has (see the module docstring)."""
+    from tessel.frontend.ir_module import QDQModule
+
+    if isinstance(model, QDQModule):
+        return FloatReference.NONE if model.integer else FloatReference.QDQ
+    return FloatReference.PYTORCH
+
+
 @dataclass(frozen=True)
 class CheckReport:
     """Per-output comparison of one run (`to_json()` is what `run --check --json` prints)."""
@@ -33,6 +61,7 @@ class CheckReport:
     nan_outputs: tuple[str, ...]  # outputs with NaN where float PyTorch is finite
     nan_sources: tuple[str, ...]  # host ops that turned NaN-free operands into NaN
     low_range: tuple[str, ...] = ()  # outputs spanning fewer than LOW_RANGE_LSBS steps
+    float_of: FloatReference = FloatReference.PYTORCH  # what sqnr_db is measured against
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -41,10 +70,14 @@ class CheckReport:
         """The report as lines; `engine` names what ran the binary."""
         lines = [f"check: {engine} vs golden model: " + (
             "bit-exact" if self.bit_exact else "MISMATCH in " + ", ".join(self.differing))]
-        lines.append("SQNR vs float PyTorch: " + ", ".join(
-            f"{k} {v:.1f} dB" for k, v in self.sqnr_db.items()))
+        of = FloatReference(self.float_of)
+        if of is FloatReference.NONE:
+            lines.append("SQNR: none (an integer model: the golden model is its reference)")
+        else:
+            lines.append(f"SQNR vs {of.label}: " + ", ".join(
+                f"{k} {v:.1f} dB" for k, v in self.sqnr_db.items()))
         if self.nan_outputs:
-            lines.append("NaN where float PyTorch is finite: " + ", ".join(self.nan_outputs)
+            lines.append(f"NaN where {of.label} is finite: " + ", ".join(self.nan_outputs)
                          + (" (from host ops: " + "; ".join(self.nan_sources) + ")"
                             if self.nan_sources else ""))
         if self.low_range:
@@ -116,10 +149,13 @@ def low_range_outputs(graph: Graph, outputs: Sequence[np.ndarray],
 
 def compare(names: Sequence[str], outputs: Sequence[np.ndarray], golden: Sequence[np.ndarray],
             reference: Sequence[np.ndarray], graph: Graph | None = None,
-            inputs: Sequence[np.ndarray] = (), low_range: Sequence[str] | None = None
-            ) -> CheckReport:
-    """Compare simulated outputs with the golden model and the float reference. Without the
-    integer `graph`, `low_range` names the low-range outputs (as stored in the binary)."""
+            inputs: Sequence[np.ndarray] = (), low_range: Sequence[str] | None = None,
+            float_of: FloatReference = FloatReference.PYTORCH) -> CheckReport:
+    """Compare simulated outputs with the golden model and the float reference (`float_of`
+    NONE: none, `reference` is not read). Without the integer `graph`, `low_range` names the
+    low-range outputs (as stored in the binary)."""
+    if float_of is FloatReference.NONE:
+        reference = outputs  # no SQNR, no NaN against a reference
     for n, r, o in zip(names, reference, outputs, strict=True):
         if np.shape(r) != np.shape(o):
             raise TesselConfigError(
@@ -127,11 +163,11 @@ def compare(names: Sequence[str], outputs: Sequence[np.ndarray], golden: Sequenc
                 f"{list(np.shape(r))}: the binary's outputs are not this model's (its metadata "
                 "names other tensors)")
     differing = tuple(n for n, a, b in zip(names, outputs, golden, strict=True) if not same(a, b))
-    sqnr = {n: float(finite_sqnr_db(r, o)) for n, r, o in zip(names, reference, outputs,
-                                                               strict=True)}
+    sqnr = {} if float_of is FloatReference.NONE else {
+        n: float(finite_sqnr_db(r, o)) for n, r, o in zip(names, reference, outputs, strict=True)}
     nan_out = tuple(n for n, r, o in zip(names, reference, outputs, strict=True)
                     if np.asarray(o).dtype.kind == "f"
                     and bool((np.isnan(o) & np.isfinite(np.asarray(r, np.float64))).any()))
     sources = tuple(nan_sources(graph, inputs)) if nan_out and graph is not None else ()
     low = tuple(low_range_outputs(graph, outputs)) if graph is not None else tuple(low_range or ())
-    return CheckReport(not differing, differing, sqnr, nan_out, sources, low)
+    return CheckReport(not differing, differing, sqnr, nan_out, sources, low, float_of)
