@@ -21,6 +21,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
+# the compile path a point runs, imported here rather than in the first point: a local worker
+# is forked from this process and inherits it (once, not once per worker and sweep)
+from tessel.analysis.estimate import estimate_graph
 from tessel.analysis.explore_space import GROUPED, build_arch, point_key
 from tessel.analysis.explore_store import ModelFigures, PointResult
 from tessel.analysis.reaper import start_reaper
@@ -70,8 +73,6 @@ def evaluate_point(point: Mapping[str, Any], graphs: Graphs, base: NpuArch,
 
 def _evaluate(point: Mapping[str, Any], graphs: Graphs, base: NpuArch,
               context: str) -> PointResult:
-    from tessel.analysis.estimate import estimate_graph
-
     t0 = time.perf_counter()
     models = tuple(graphs)
     key = point_key(point, models, context)
