@@ -57,9 +57,12 @@ def evaluate_point(point: Mapping[str, Any], graphs: Graphs, base: NpuArch,
     ``cache``: reuse this process's search cache (the figures are the same without it);
     ``ahead``: the points this process will evaluate after this one (a worker's run): the
     programs this point timed, that many times over, tell the step timing's tier whether to
-    run compiled from now on (schedule.estimate.expect_programs; the figures are the
-    same either way)."""
+    run compiled from now on (schedule.estimate.expect_programs; before the first point, the
+    run's length: expect_run; the figures are the same either way)."""
     timed = step_estimate.programs_run()
+    if timed == 0:  # this process's first point: its run's length tells the tier
+        step_estimate.expect_run(ahead + 1)
+        timed = step_estimate.programs_run()
     if os.environ.get(REFERENCE_ENV, "") not in ("", "0"):
         with use_search_cache(None), pruning(False):
             result = _evaluate(point, graphs, base, context)
