@@ -145,12 +145,15 @@ def affinity_key(point: dict[str, Any], base: NpuArch) -> tuple:
             *sorted((k, repr(v)) for k, v in point.items() if k not in _AFFINITY))
 
 
-def affinity_queues(points: Sequence[dict[str, Any]], n: int, base: NpuArch
-                    ) -> list[deque[dict[str, Any]]]:
+def affinity_queues(points: Sequence[dict[str, Any]], n: int, base: NpuArch,
+                    keys: Mapping[int, tuple] | None = None) -> list[deque[dict[str, Any]]]:
     """`points` in `n` queues of about equal length, one per worker, so that a worker's points
     share what its search cache keeps (tessel.schedule.search): sorted by
-    `affinity_key`, cut into consecutive runs."""
-    ordered = sorted(points, key=lambda p: affinity_key(p, base))
+    `affinity_key` (`keys`: id(point) -> its key, when the caller has them), cut into
+    consecutive runs."""
+    if keys is None:
+        keys = {id(p): affinity_key(p, base) for p in points}
+    ordered = sorted(points, key=lambda p: keys[id(p)])
     cuts = [len(ordered) * i // n for i in range(n + 1)]
     return [deque(ordered[cuts[i]:cuts[i + 1]]) for i in range(n)]
 
@@ -174,10 +177,10 @@ class Runs:
     warm for its owner."""
 
     def __init__(self, points: Sequence[dict[str, Any]], n: int, base: NpuArch):
-        self.queues = affinity_queues(points, n, base)
+        keys = {id(p): affinity_key(p, base) for p in points}  # (each builds its NpuArch)
+        self.queues = affinity_queues(points, n, base, keys)
         # id(point) -> (its program key, its group: the program key and `_AFFINITY` values)
-        self._keys = {id(p): (k[:1], k[:1 + len(_AFFINITY)])
-                      for q in self.queues for p in q for k in [affinity_key(p, base)]}
+        self._keys = {i: (k[:1], k[:1 + len(_AFFINITY)]) for i, k in keys.items()}
         self._seen: list[set[tuple]] = [set() for _ in range(n)]  # program keys and groups
         self._warmth: dict[int, Warmth] = {}  # id(point) -> its warmth where it was sent
         self._seconds: dict[Warmth, list[float]] = {w: [] for w in Warmth}
