@@ -16,9 +16,10 @@ either (the figures are identical, only the time differs).
 
 Sweeps: rows x cols x lanes around tnpu-s (16 points, the default); ``--points 32`` / ``64``
 add the SRAM size and the DRAM bandwidth. Each worker pays a start whatever a point costs
-(the graphs received, a Ray actor's import of the compiler, its first point searched with
-every cache cold): a large part of a 16-point run on two workers, so the scaling figure is
-read off the 64-point sweep (`make bench` runs both).
+(the graphs received, a Ray actor's import of the compiler, which a local worker inherits
+from this process, its first point searched with every cache cold): a large part of a
+16-point run on two workers, so the scaling figure is read off the 64-point sweep (`make
+bench` runs both).
 
 Run: ``python -m benchmarks.bench_dse [--points N] [--rounds R] [--models a,b] [--no-ray]
 [--reference]``.

@@ -21,6 +21,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
+# the compile path a point runs, imported here rather than in the first point: a local worker
+# is forked from this process and inherits it (once, not once per worker and sweep)
+from tessel.analysis.estimate import estimate_graph
 from tessel.analysis.explore_space import GROUPED, build_arch, point_key
 from tessel.analysis.explore_store import ModelFigures, PointResult
 from tessel.analysis.reaper import start_reaper
@@ -54,9 +57,12 @@ def evaluate_point(point: Mapping[str, Any], graphs: Graphs, base: NpuArch,
     ``cache``: reuse this process's search cache (the figures are the same without it);
     ``ahead``: the points this process will evaluate after this one (a worker's run): the
     programs this point timed, that many times over, tell the step timing's tier whether to
-    run compiled from now on (schedule.estimate.expect_programs; the figures are the
-    same either way)."""
+    run compiled from now on (schedule.estimate.expect_programs; before the first point, the
+    run's length: expect_run; the figures are the same either way)."""
     timed = step_estimate.programs_run()
+    if timed == 0:  # this process's first point: its run's length tells the tier
+        step_estimate.expect_run(ahead + 1)
+        timed = step_estimate.programs_run()
     if os.environ.get(REFERENCE_ENV, "") not in ("", "0"):
         with use_search_cache(None), pruning(False):
             result = _evaluate(point, graphs, base, context)
@@ -70,8 +76,6 @@ def evaluate_point(point: Mapping[str, Any], graphs: Graphs, base: NpuArch,
 
 def _evaluate(point: Mapping[str, Any], graphs: Graphs, base: NpuArch,
               context: str) -> PointResult:
-    from tessel.analysis.estimate import estimate_graph
-
     t0 = time.perf_counter()
     models = tuple(graphs)
     key = point_key(point, models, context)
@@ -141,12 +145,15 @@ def affinity_key(point: dict[str, Any], base: NpuArch) -> tuple:
             *sorted((k, repr(v)) for k, v in point.items() if k not in _AFFINITY))
 
 
-def affinity_queues(points: Sequence[dict[str, Any]], n: int, base: NpuArch
-                    ) -> list[deque[dict[str, Any]]]:
+def affinity_queues(points: Sequence[dict[str, Any]], n: int, base: NpuArch,
+                    keys: Mapping[int, tuple] | None = None) -> list[deque[dict[str, Any]]]:
     """`points` in `n` queues of about equal length, one per worker, so that a worker's points
     share what its search cache keeps (tessel.schedule.search): sorted by
-    `affinity_key`, cut into consecutive runs."""
-    ordered = sorted(points, key=lambda p: affinity_key(p, base))
+    `affinity_key` (`keys`: id(point) -> its key, when the caller has them), cut into
+    consecutive runs."""
+    if keys is None:
+        keys = {id(p): affinity_key(p, base) for p in points}
+    ordered = sorted(points, key=lambda p: keys[id(p)])
     cuts = [len(ordered) * i // n for i in range(n + 1)]
     return [deque(ordered[cuts[i]:cuts[i + 1]]) for i in range(n)]
 
@@ -170,10 +177,10 @@ class Runs:
     warm for its owner."""
 
     def __init__(self, points: Sequence[dict[str, Any]], n: int, base: NpuArch):
-        self.queues = affinity_queues(points, n, base)
+        keys = {id(p): affinity_key(p, base) for p in points}  # (each builds its NpuArch)
+        self.queues = affinity_queues(points, n, base, keys)
         # id(point) -> (its program key, its group: the program key and `_AFFINITY` values)
-        self._keys = {id(p): (k[:1], k[:1 + len(_AFFINITY)])
-                      for q in self.queues for p in q for k in [affinity_key(p, base)]}
+        self._keys = {i: (k[:1], k[:1 + len(_AFFINITY)]) for i, k in keys.items()}
         self._seen: list[set[tuple]] = [set() for _ in range(n)]  # program keys and groups
         self._warmth: dict[int, Warmth] = {}  # id(point) -> its warmth where it was sent
         self._seconds: dict[Warmth, list[float]] = {w: [] for w in Warmth}

@@ -469,6 +469,17 @@ def expect_programs(n: int) -> None:
         _TIMED[0] = KERNEL_AFTER
 
 
+RUN_POINTS_BUILT = 4  # points a run needs (`expect_run`; digits_cnn's point times 41 programs)
+
+
+def expect_run(points: int) -> None:
+    """Before its first point, an exploration worker's run of `points`: with RUN_POINTS_BUILT
+    or more (over KERNEL_AFTER_BUILT programs on the smallest zoo models) and the compiled
+    form already built, the compiled form from the first program on."""
+    if points >= RUN_POINTS_BUILT and _TIMED[0] < KERNEL_AFTER_BUILT and _compiled_built():
+        _TIMED[0] = KERNEL_AFTER_BUILT
+
+
 def _time(prog: StepProgram, vals: Sequence[int], lats: Sequence[int], channels: int,
           compiled: bool | None = None) -> tuple[int, dict[Engine, int]]:
     """The program's cycles (from its first non-control op to the end of its last op) and busy

@@ -137,6 +137,21 @@ def _runs_points() -> list[dict]:
                              "dram_bytes_per_cycle": [8, 16]}).points())
 
 
+def test_runs_queue_the_points_as_affinity_queues_does_with_their_keys_made_once(monkeypatch):
+    """Runs computes each point's affinity key once (its NpuArch built once) and queues the
+    points as affinity_queues does on its own."""
+    from tessel.analysis import explore_run
+
+    points, base = _runs_points(), load_target("tnpu-s")
+    expected = [[repr(p) for p in q] for q in explore_run.affinity_queues(points, 3, base)]
+    made = []
+    real = explore_run.affinity_key
+    monkeypatch.setattr(explore_run, "affinity_key", lambda p, b: made.append(id(p)) or real(p, b))
+    runs = explore_run.Runs(points, 3, base)
+    assert [[repr(p) for p in q] for q in runs.queues] == expected
+    assert sorted(made) == sorted(map(id, points))
+
+
 def test_a_worker_done_with_its_run_takes_the_last_point_of_the_longest():
     """Nothing measured yet: a worker done with its run takes the last point of the longest
     other run (explore_run.Runs)."""

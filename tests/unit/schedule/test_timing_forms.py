@@ -150,6 +150,24 @@ def test_a_built_ahead_of_time_module_moves_the_tier_to_kernel_after_built(monke
     assert step_estimate.programs_run() == (2 if on and built else 6)
 
 
+@pytest.mark.parametrize("built", [True, False])
+def test_expect_run_moves_the_tier_to_kernel_after_built_for_a_long_run_when_built(
+        monkeypatch, built):
+    """expect_run: before anything is timed, a run of RUN_POINTS_BUILT points or more takes
+    the compiled form from its first program when its module is built; a shorter run, an
+    unbuilt module or a process that has timed programs already leave the tier counting."""
+    monkeypatch.setattr(step_estimate, "KERNEL_AFTER_BUILT", 150)
+    monkeypatch.setattr(step_estimate, "_compiled_built", lambda: built)
+    monkeypatch.setattr(step_estimate, "_TIMED", [0])
+    step_estimate.expect_run(step_estimate.RUN_POINTS_BUILT - 1)
+    assert step_estimate.programs_run() == 0
+    step_estimate.expect_run(step_estimate.RUN_POINTS_BUILT)
+    assert step_estimate.programs_run() == (150 if built else 0)
+    monkeypatch.setattr(step_estimate, "_TIMED", [400])
+    step_estimate.expect_run(100)
+    assert step_estimate.programs_run() == 400
+
+
 def test_expect_programs_moves_the_tier_only_when_the_expected_total_reaches_it(monkeypatch):
     """expect_programs: run compiled from now when the programs timed so far and the ones
     expected reach KERNEL_AFTER; fewer expected leave the tier counting."""
