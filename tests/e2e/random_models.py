@@ -1,11 +1,14 @@
 """Seeded random integer models (NHWC, int8) built from the NPU's ops: convolutions of every
 kind, pools, residual adds, multiplies, concats, LUTs, requantisation, data movement, a mean
-and a linear head; about one conv / linear layer in four has int4 weights. Each model is a
-valid integer Graph IR the golden model defines."""
+and a linear head; about one conv / linear layer in four has int4 weights; with `weights=True`
+about two in three whose input channels per group are a multiple of four are exactly 2:4 along
+them (weight_features.mask_2_4). Each model is a valid integer Graph IR the golden model
+defines."""
 
 from __future__ import annotations
 
 import numpy as np
+from weight_features import MASK, mask_2_4, stream
 
 from tessel.ir import DType, Graph, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import fixedpoint as fp
@@ -14,10 +17,11 @@ I8 = DType.I8
 
 
 class _Net:
-    def __init__(self, seed: int, extended: bool = True):
+    def __init__(self, seed: int, extended: bool = True, weights: bool = False):
         self.rng = np.random.default_rng(seed)
         # a stream of its own: the int4 choices leave every other draw of a seed as it was
         self.int4 = np.random.default_rng([seed, 4])
+        self.sparse = stream(seed, MASK) if weights else None  # 2:4 masks: their own too
         self.extended = extended
         self.b = GraphBuilder(f"random{seed}")
         self.zp: dict[str, int] = {}
@@ -45,7 +49,10 @@ class _Net:
         return self.b.type_of(x).shape
 
     def weights(self, w: np.ndarray, name: str) -> str:
-        """A weight constant: int8 `w`, or (one in four) int4 weights (its high half)."""
+        """A weight constant: int8 `w`, or (one in four) int4 weights (its high half); with
+        2:4 masks drawn, (two in three) exactly 2:4 along the input channels where it can be."""
+        if self.sparse is not None and w.shape[-1] % 4 == 0 and self.sparse.random() < 0.67:
+            w = mask_2_4(self.sparse, w)
         if self.int4.random() < 0.25:
             return self.b.constant(w >> 4, name, type_=TensorType(w.shape, DType.I4))
         return self.b.constant(w, name)
@@ -203,17 +210,19 @@ def _input_shape(net: _Net) -> tuple[int, int, int, int]:
     return n, int(r.integers(4, hi)), int(r.integers(4, hi)), c
 
 
-def random_model(seed: int, *, extended: bool = True, host_outputs: bool | None = None) -> Graph:
+def random_model(seed: int, *, extended: bool = True, host_outputs: bool | None = None,
+                 weights: bool = False) -> Graph:
     """A random int8 NHWC network; graph input and outputs are int8 tensors.
 
     extended: batch 1-8, 1-D signals (conv1d), rank-0 / broadcast constants, cat chains,
     large pooling windows and extra outputs taken from inside the network (False: the
     original generator, batch 1, one output). host_outputs: the graph input is an output too
     (the partitioner passes graph inputs through to the outputs); None: every fifth seed of the
-    extended generator."""
+    extended generator. weights: 2:4 masks on the layers' weights (a stream of draws of its own:
+    the model is otherwise the one of weights=False)."""
     if host_outputs is None:
         host_outputs = extended and seed % 5 == 0
-    net = _Net(seed, extended)
+    net = _Net(seed, extended, weights)
     r = net.rng
     n, h, w, c = _input_shape(net)
     x = net.b.input("x", TensorType((n, h, w, c), I8, Layout.NHWC, QuantParams((0.05,), (3,))))
