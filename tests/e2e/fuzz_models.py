@@ -219,24 +219,25 @@ class Tally:
         return lines
 
 
-def _add(tally: Tally, family: str, seed: int, outcome: Outcome) -> None:
-    """Count `outcome`; one that is not ok is printed as it happens (a long run's findings
-    show before its end)."""
+def _add(tally: Tally, family: str, seed: int, outcome: Outcome, each: bool) -> None:
+    """Count `outcome`; one that is not ok (each: every one, with its features) is printed to
+    stderr as it happens (a long run's findings show before its end)."""
     tally.add(seed, outcome)
-    if outcome.status != "ok":
-        print(f"[{family}] seed {seed}: {outcome.status}", file=sys.stderr, flush=True)
+    if outcome.status != "ok" or each:
+        print(f"[{family}] seed {seed}: {outcome.status} {sorted(outcome.features)}",
+              file=sys.stderr, flush=True)
 
 
 def run(seeds: range, families: tuple[str, ...], host_outputs: bool = False,
-        weights: bool = False) -> dict[str, Tally]:
+        weights: bool = False, each: bool = False) -> dict[str, Tally]:
     presets = list_presets()
     tallies = {f: Tally() for f in families}
     for seed in seeds:
         if "int" in families:
             _add(tallies["int"], "int", seed,
-                 one_int(seed, presets, True if host_outputs else None, weights))
+                 one_int(seed, presets, True if host_outputs else None, weights), each)
         if "mixed" in families:
-            _add(tallies["mixed"], "mixed", seed, one_mixed(seed, presets, weights))
+            _add(tallies["mixed"], "mixed", seed, one_mixed(seed, presets, weights), each)
     return tallies
 
 
@@ -251,13 +252,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--weights", action="store_true",
                    help="draw the weight features too: 2:4 masks / prune_2_4, int4 and int16 "
                    "per layer, targets with the weight decoder and 2:4 sparsity")
+    p.add_argument("--each", action="store_true",
+                   help="print every seed's outcome and features to stderr as it is done")
     args = p.parse_args(argv)
     families = tuple(f for f in args.family.split(",") if f)
     if not families or set(families) - set(FAMILIES):
         p.error(f"--family: choose among {', '.join(FAMILIES)}")
     t0 = time.perf_counter()
     tallies = run(range(args.start, args.start + args.seeds), families, args.host_outputs,
-                  args.weights)
+                  args.weights, args.each)
     print(f"{args.seeds} seeds ({args.start}..{args.start + args.seeds - 1}) x "
           f"{len(families)} famil{'y' if len(families) == 1 else 'ies'} in "
           f"{time.perf_counter() - t0:.0f} s")

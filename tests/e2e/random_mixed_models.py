@@ -322,12 +322,18 @@ def random_mixed_model(seed: int, weights: bool = False) -> tuple[MixedNet, tupl
 
 
 def _pruned(model: MixedNet, seed: int) -> MixedNet:
-    """`model` with about three layers in four pruned 2:4 (prune_2_4 for conv2d and linear, a
-    random exact mask for conv1d), by magnitude or, one seed in three, SparseGPT."""
+    """`model` with half its layers' weights heavy-tailed, about three layers in four pruned 2:4
+    (prune_2_4 for conv2d and linear, a random exact mask for conv1d), by magnitude or, one
+    seed in three, SparseGPT."""
     import tessel
     from tessel.prune import PruneMethod
 
     r = stream(seed, MASK)
+    with torch.no_grad():  # heavy-tailed weights, as trained ones are: their codes compress
+        for m in model.layers:
+            if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Linear)) and r.random() < 0.5:
+                w = r.standard_normal(tuple(m.weight.shape)) ** 3 * 0.05
+                m.weight.copy_(torch.from_numpy(w.astype(np.float32)))
     skip = [f"layers.{k}" for k in range(len(model.layers)) if r.random() < 0.25]
     sparsegpt = r.random() < 0.33
     calib = [sample_inputs(model, 1000 * seed + 100 + k) for k in range(2)] if sparsegpt else None

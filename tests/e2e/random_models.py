@@ -2,18 +2,20 @@
 kind, pools, residual adds, multiplies, concats, LUTs, requantisation, data movement, a mean
 and a linear head; about one conv / linear layer in four has int4 weights; with `weights=True`
 about two in three whose input channels per group are a multiple of four are exactly 2:4 along
-them (weight_features.mask_2_4). Each model is a valid integer Graph IR the golden model
+them (weight_features.mask_2_4), and about two element-wise ops in five read and / or write
+int16 (requantised to and from int8 around them). Each model is a valid integer Graph IR the golden model
 defines."""
 
 from __future__ import annotations
 
 import numpy as np
-from weight_features import MASK, mask_2_4, stream
+from weight_features import MASK, WIDE, mask_2_4, stream
 
 from tessel.ir import DType, Graph, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import fixedpoint as fp
 
-I8 = DType.I8
+I8, I16 = DType.I8, DType.I16
+RANGE = {I8: (-128, 127), I16: (-32768, 32767)}
 
 
 class _Net:
@@ -22,6 +24,7 @@ class _Net:
         # a stream of its own: the int4 choices leave every other draw of a seed as it was
         self.int4 = np.random.default_rng([seed, 4])
         self.sparse = stream(seed, MASK) if weights else None  # 2:4 masks: their own too
+        self.wide = stream(seed, WIDE) if weights else None  # int16 element-wise ops
         self.extended = extended
         self.b = GraphBuilder(f"random{seed}")
         self.zp: dict[str, int] = {}
@@ -50,12 +53,26 @@ class _Net:
 
     def weights(self, w: np.ndarray, name: str) -> str:
         """A weight constant: int8 `w`, or (one in four) int4 weights (its high half); with
-        2:4 masks drawn, (two in three) exactly 2:4 along the input channels where it can be."""
-        if self.sparse is not None and w.shape[-1] % 4 == 0 and self.sparse.random() < 0.67:
-            w = mask_2_4(self.sparse, w)
+        the weight features drawn, `edge_weights(w)`."""
+        if self.sparse is not None:
+            w = self.edge_weights(w)
         if self.int4.random() < 0.25:
             return self.b.constant(w >> 4, name, type_=TensorType(w.shape, DType.I4))
         return self.b.constant(w, name)
+
+    def edge_weights(self, w: np.ndarray) -> np.ndarray:
+        """(one in three) small weights, (two in three, where the input channels allow) an
+        exact 2:4 mask, and (one in eight) some weights at the int8 extremes -128 / 127
+        (int4: -8 / 7)."""
+        r = self.sparse
+        if r.random() < 0.35:  # small weights, as trained ones mostly are: the codes compress
+            w = np.round(w * (r.random(w.shape) ** 2 * r.uniform(0.05, 0.5))).astype(np.int8)
+        if w.shape[-1] % 4 == 0 and r.random() < 0.67:
+            w = mask_2_4(r, w)
+        if r.random() < 0.125:
+            at = (w != 0) & (r.random(w.shape) < 0.3)
+            w = np.where(at, np.where(r.random(w.shape) < 0.5, -128, 127), w).astype(np.int8)
+        return w
 
     # ---- ops
     def conv(self, x: str, same: bool = False) -> str:
@@ -171,8 +188,53 @@ class _Net:
             attrs = dict(a_zp=self.zp[a], b_zp=self.zp[b], left_shift=20, a_multiplier=am,
                          a_shift=ash, b_multiplier=bm, b_shift=bsh, out_multiplier=om,
                          out_shift=osh)
+        if self.wide is not None and self.wide.random() < 0.4:
+            return self.wide_eltwise(a, b, op)
         return self.add(op, [a, b], {**attrs, "out_zp": out_zp, "act_min": -128,
                                      "act_max": 127, "dtype": I8}, out_zp)
+
+    # ---- int16 (weights=True: the draws of a stream of their own)
+    def requantize(self, x: str, dtype: DType, real: float) -> str:
+        """x requantised to `dtype` by about `real` (zero point 0, or now and then not)."""
+        r = self.wide
+        q, s = fp.quantize_multipliers(np.array([real * r.uniform(0.5, 2.0)]))
+        zp = 0 if r.random() < 0.85 else int(r.integers(-20, 21)) * (1 if dtype is I8 else 16)
+        lo, hi = RANGE[dtype]
+        return self.add(Op.REQUANTIZE, [x], dict(in_zp=self.zp[x], multiplier=int(q[0]),
+                                                 shift=int(s[0]), out_zp=zp, act_min=lo,
+                                                 act_max=hi, dtype=dtype), zp)
+
+    def wide_eltwise(self, a: str, b: str, op: Op) -> str:
+        """add / sub / mul with int16 operands and / or output (an int16 output requantised
+        back to int8 for the ops after it): the vector engine's int16 ELTWISE."""
+        r = self.wide
+        wa, wb, wout = (bool(v < 0.6) for v in r.random(3))
+        if not (wa or wb or wout):
+            wout = True
+        a = self.requantize(a, I16, 200.0) if wa else a
+        b = self.requantize(b, I16, 200.0) if wb else b
+        mag = [32768.0 if self.b.type_of(v).dtype is I16 else 128.0 for v in (a, b)]
+        dtype = I16 if wout else I8
+        target = RANGE[dtype][1]
+        if op is Op.QMUL:
+            om = target / (mag[0] * mag[1]) * r.uniform(0.5, 4.0)
+            attrs = dict(a_zp=self.zp[a], b_zp=self.zp[b])
+        else:
+            shift = 15 if I16 in (self.b.type_of(a).dtype, self.b.type_of(b).dtype, dtype) \
+                else 20
+            ra, rb = r.uniform(0.2, 0.5, 2)
+            (am, bm), (ash, bsh) = fp.quantize_multipliers(np.array([ra, rb]))
+            om = target / ((mag[0] * ra + mag[1] * rb) * 2 ** shift) * r.uniform(0.5, 4.0)
+            attrs = dict(a_zp=self.zp[a], b_zp=self.zp[b], left_shift=shift,
+                         a_multiplier=int(am), a_shift=int(ash), b_multiplier=int(bm),
+                         b_shift=int(bsh))
+        (q,), (s,) = fp.quantize_multipliers(np.array([om]))
+        out_zp = 0 if r.random() < 0.85 or not wout else int(r.integers(-300, 301))
+        lo, hi = RANGE[dtype]
+        y = self.add(op, [a, b], {**attrs, "out_multiplier": int(q), "out_shift": int(s),
+                                  "out_zp": out_zp, "act_min": lo, "act_max": hi,
+                                  "dtype": dtype}, out_zp)
+        return self.requantize(y, I8, 1 / 256) if wout else y
 
     def unary(self, x: str) -> str:
         if self.rng.integers(0, 2):
@@ -218,8 +280,8 @@ def random_model(seed: int, *, extended: bool = True, host_outputs: bool | None 
     large pooling windows and extra outputs taken from inside the network (False: the
     original generator, batch 1, one output). host_outputs: the graph input is an output too
     (the partitioner passes graph inputs through to the outputs); None: every fifth seed of the
-    extended generator. weights: 2:4 masks on the layers' weights (a stream of draws of its own:
-    the model is otherwise the one of weights=False)."""
+    extended generator. weights: 2:4 masks on the layers' weights and int16 element-wise ops
+    (streams of draws of their own: every other draw is the one of weights=False)."""
     if host_outputs is None:
         host_outputs = extended and seed % 5 == 0
     net = _Net(seed, extended, weights)

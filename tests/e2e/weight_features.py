@@ -21,7 +21,7 @@ from tessel.isa.weight_codec import StreamMode
 from tessel.lower.legalize import legalize
 from tessel.quant.config import ActDtype, LayerOverride, OpKind, QuantConfig, WeightDtype
 
-MASK, TARGET, CONFIG = 24, 25, 26  # the streams' tags
+MASK, TARGET, CONFIG, WIDE = 24, 25, 26, 16  # the streams' tags
 
 
 def stream(seed: int, tag: int) -> np.random.Generator:
@@ -86,7 +86,8 @@ def _instrs(cm):
 def census(cm, graph: Graph | None = None) -> set[str]:
     """The weight features compiled model `cm` holds: 'CONV <w_type>', 'MATMUL <w_type>',
     'DMA_LOAD_W mode <m>', 'int16 ELTWISE'; and with its integer `graph`, '2:4 linear as conv'
-    (a qlinear the target's legalisation turns into a 1x1 conv) and 'int16 <op>' per op."""
+    (a qlinear the target's legalisation turns into a 1x1 conv) and 'int16 <op> on the NPU'
+    per op type with an int16 output the NPU computes."""
     out: set[str] = set()
     blob = cm.program.constants
     for i in _instrs(cm):
@@ -94,13 +95,16 @@ def census(cm, graph: Graph | None = None) -> set[str]:
             out.add(f"{i.opcode.name} {WeightType(i.w_type).name}")
         elif i.opcode is Opcode.DMA_LOAD_W:
             out.add(f"DMA_LOAD_W mode {StreamMode(blob[i.ext_addr]).value}")
-        elif i.opcode is Opcode.ELTWISE and DType.I16 in (i.a_dtype, i.b_dtype, i.out_dtype):
+        elif i.opcode is Opcode.ELTWISE and "I16" in (i.a_dtype.name, i.b_dtype.name,
+                                                      i.out_dtype.name):
             out.add("int16 ELTWISE")
     if graph is not None:
         legal = legalize(graph, cm.arch)
         linears = sum(n.op is Op.QLINEAR for n in graph.nodes)
         if sum(n.op is Op.QLINEAR for n in legal.nodes) < linears:
             out.add("2:4 linear as conv")
-        out.update(f"int16 {n.op.value}" for n in graph.nodes
-                   if n.type is not None and n.type.dtype is DType.I16 and not n.is_constant)
+        host = {n.name for p in cm.host_parts if p is not None for n in p.nodes}
+        out.update(f"int16 {n.op.value} on the NPU" for n in graph.nodes
+                   if n.type is not None and n.type.dtype is DType.I16 and not n.is_constant
+                   and n.name not in host)
     return out
