@@ -2,7 +2,9 @@
 kind, pools, residual adds, multiplies, concats, LUTs, requantisation, data movement, a mean
 and a linear head; about one conv / linear layer in four has int4 weights; with `weights=True`
 about two in three whose input channels per group are a multiple of four are exactly 2:4 along
-them (weight_features.mask_2_4), and about two element-wise ops in five read and / or write
+them (weight_features.mask_2_4), small or extreme weights now and then, about one conv in
+seven four or eight times as wide, conv1d kernels of up to 31 taps and strides up to 17 now
+and then, and about two element-wise ops in five read and / or write
 int16 (requantised to and from int8 around them). Each model is a valid integer Graph IR the golden model
 defines."""
 
@@ -74,6 +76,27 @@ class _Net:
             w = np.where(at, np.where(r.random(w.shape) < 0.5, -128, 127), w).astype(np.int8)
         return w
 
+    def widened(self, cout: int) -> int:
+        """`cout`, or with the weight features drawn (one in seven) four or eight times it:
+        layers whose weights take several loads (and streams) per layer."""
+        if self.sparse is None or self.sparse.random() >= 1 / 7:
+            return cout
+        return cout * int(self.sparse.choice([4, 8]))
+
+    def long_kernel(self, k: int, dil: int) -> tuple[int, int]:
+        """(k, dil), or with the weight features drawn (one in eight) a kernel of 9-31 taps:
+        CONVs of accumulating blocks past the kernel field, padding past its field."""
+        if self.sparse is None or self.sparse.random() >= 1 / 8:
+            return k, dil
+        return int(self.sparse.choice([9, 16, 17, 31])), int(self.sparse.choice([1, 1, 2]))
+
+    def long_stride(self, stride: int) -> int:
+        """`stride`, or with the weight features drawn (one in ten) 3, 16 or 17: strides past
+        the stride field run as sums of polyphase convs."""
+        if self.sparse is None or self.sparse.random() >= 0.1:
+            return stride
+        return int(self.sparse.choice([3, 16, 17]))
+
     # ---- ops
     def conv(self, x: str, same: bool = False) -> str:
         """A random conv; with same=True one that keeps the shape (a residual branch)."""
@@ -90,7 +113,7 @@ class _Net:
         if h + pad[0] + pad[2] < eff or w + pad[1] + pad[3] < eff:
             lo = (eff - 1) // 2
             pad = (lo, lo, eff - 1 - lo, eff - 1 - lo)
-        groups, cout = 1, int(r.integers(4, 33))
+        groups, cout = 1, self.widened(int(r.integers(4, 33)))
         if kind == "same":
             k, stride, dil, pad, cout = 3, 1, 1, (1, 1, 1, 1), c
         if kind == "dw":
@@ -115,10 +138,11 @@ class _Net:
         r = self.rng
         k = 3 if same else int(r.choice([1, 3, 5, 7]))
         dil = 1 if same else int(r.choice([1, 2, 4, 8]))
+        k, dil = (k, dil) if same else self.long_kernel(k, dil)
         eff = dil * (k - 1)
         pad = (0, eff, 0, 0) if same or r.integers(0, 2) else (0, eff // 2, 0, eff - eff // 2)
-        stride = 1 if same else int(r.choice([1, 1, 2]))
-        groups, cout = 1, c if same else int(r.integers(4, 33))
+        stride = 1 if same else self.long_stride(int(r.choice([1, 1, 2])))
+        groups, cout = 1, c if same else self.widened(int(r.integers(4, 33)))
         kind = "same" if same else r.choice(["plain", "dw", "grouped"])
         if kind == "dw":
             groups, cout = c, c
@@ -280,8 +304,8 @@ def random_model(seed: int, *, extended: bool = True, host_outputs: bool | None 
     large pooling windows and extra outputs taken from inside the network (False: the
     original generator, batch 1, one output). host_outputs: the graph input is an output too
     (the partitioner passes graph inputs through to the outputs); None: every fifth seed of the
-    extended generator. weights: 2:4 masks on the layers' weights and int16 element-wise ops
-    (streams of draws of their own: every other draw is the one of weights=False)."""
+    extended generator. weights: the weight features (module docstring; drawn from streams of
+    their own, so weights=False models are those of the generator without them)."""
     if host_outputs is None:
         host_outputs = extended and seed % 5 == 0
     net = _Net(seed, extended, weights)

@@ -5,8 +5,8 @@ binary holds of them (sparse and int4 CONVs, DMA_LOAD_W streams by mode, int16 e
 instructions, 2:4 linear layers run as 1x1 convs), so a test can assert the feature it meant
 to cover is really in the binary.
 
-Every draw takes a random stream of its own (`np.random.default_rng([seed, tag])`): asking for
-the weight features leaves every other draw of a seed as it was.
+Every draw takes a random stream of its own (`np.random.default_rng([seed, tag])`): a model
+without the weight features is the one its generator built before they existed.
 """
 
 from __future__ import annotations
