@@ -19,7 +19,14 @@ from tessel.isa import Opcode
 from tessel.isa.instrs.matrix import WeightType
 from tessel.isa.weight_codec import StreamMode
 from tessel.lower.legalize import legalize
-from tessel.quant.config import ActDtype, LayerOverride, OpKind, QuantConfig, WeightDtype
+from tessel.quant.config import (
+    ActDtype,
+    Int4Rounding,
+    LayerOverride,
+    OpKind,
+    QuantConfig,
+    WeightDtype,
+)
 
 MASK, TARGET, CONFIG, WIDE = 24, 25, 26, 16  # the streams' tags
 
@@ -54,8 +61,9 @@ _INT16_OPS = (OpKind.ADD, OpKind.MUL, OpKind.SUB, OpKind.CAT, OpKind.RELU, OpKin
 
 def random_quant_config(seed: int, layers: int) -> QuantConfig:
     """A QuantConfig for a model whose modules are `layers.0` .. `layers.{layers - 1}`: int8 or
-    int4 weights by default, some layers the other type; int16 inputs / outputs of some
-    element-wise op types (the config's sets, or overrides by op type or by module)."""
+    int4 weights by default, some layers the other type, int4 rounding of any kind; int16
+    inputs / outputs of some element-wise op types (the config's sets, or overrides by op type
+    or by module); now and then an op type or a layer left in float."""
     r = stream(seed, CONFIG)
     default = WeightDtype.INT4 if r.random() < 0.4 else WeightDtype.INT8
     other = WeightDtype.INT8 if default is WeightDtype.INT4 else WeightDtype.INT4
@@ -71,12 +79,18 @@ def random_quant_config(seed: int, layers: int) -> QuantConfig:
             (ins if r.random() < 0.5 else outs).add(kind)
         elif draw < 0.3:
             overrides.append(LayerOverride(op=kind, dtype=ActDtype.INT16))
+        if r.random() < 0.03:  # left in float: a host op between NPU regions
+            overrides.append(LayerOverride(module="*", op=kind, quantize=False))
     for k in range(layers):  # a module's ops int16 (its MACs read int8 all the same)
-        if r.random() < 0.05:
+        draw = r.random()
+        if draw < 0.05:
             overrides.append(LayerOverride(module=f"layers.{k}", dtype=ActDtype.INT16))
+        elif draw < 0.08:
+            overrides.append(LayerOverride(module=f"layers.{k}", quantize=False))
     r.shuffle(overrides)
     return QuantConfig(weights=default, int16_inputs=frozenset(ins),
-                       int16_outputs=frozenset(outs), overrides=tuple(overrides))
+                       int16_outputs=frozenset(outs), overrides=tuple(overrides),
+                       int4_rounding=Int4Rounding(str(r.choice([m.value for m in Int4Rounding]))))
 
 
 def _instrs(cm):
