@@ -18,7 +18,8 @@ models are pruned by `tessel.prune_2_4` (magnitude or SparseGPT) and quantised w
 QuantConfig (int4 weights by default or per layer, int16 inputs / outputs of element-wise ops
 by set, op or module); the preset gets the weight decoder and / or 2:4 sparsity, each in about
 two seeds of three. The report counts the models whose binary holds each feature (sparse and
-int4 CONVs, DMA_LOAD_W streams by mode, int16 ops, 2:4 linear layers run as 1x1 convs).
+int4 CONVs, DMA_LOAD_W streams by mode, int16 ops, 2:4 linear layers run as 1x1 convs); `mixed`
+models are run on the C runtime too, as `int` models always are.
 
 For each model: compile for a preset chosen by the seed, run the binary on a seeded input and
 compare with the golden model bit for bit (NaN equal to NaN, dtypes equal); `int` models also on
@@ -81,6 +82,13 @@ def _run_both(cm: CompiledModel, *x):
         return got, None
 
 
+def _c_feature(c_got) -> set[str]:
+    """Whether the C runtime ran the binary (None: it refused a host op, or is not built)."""
+    if C_ENGINE_MISSING is not None:
+        return set()
+    return {"C runtime: ran" if c_got is not None else "C runtime: host op refused"}
+
+
 @dataclass
 class Outcome:
     """One model's result: status ('ok', 'mismatch', 'refused: ...', 'crash: ...',
@@ -129,10 +137,8 @@ def one_int(seed: int, presets: list[str], host_outputs: bool | None,
     except Exception as exc:  # noqa: BLE001 - a binary that cannot run is a finding
         return Outcome(f"unrunnable: {_where(exc)}")
     same = _same(got, want) and (c_got is None or _same(c_got, got))
-    refused = {"C runtime: host op refused"} if c_got is None and C_ENGINE_MISSING is None \
-        else set()
     return Outcome("ok" if same else "mismatch", _reasons(cm),
-                   (census(cm, g) if weights else set()) | refused)
+                   (census(cm, g) if weights else set()) | _c_feature(c_got))
 
 
 def one_mixed(seed: int, presets: list[str], weights: bool = False) -> Outcome:
@@ -155,13 +161,15 @@ def one_mixed(seed: int, presets: list[str], weights: bool = False) -> Outcome:
     x = [t.numpy() for t in sample_inputs(model, 1000 * seed + 7)]
     try:
         loaded = CompiledModel.from_bytes(cm.binary)
-        got, want = loaded.run(*x), qm.run(*x)
+        (got, c_got), want = (_run_both(loaded, *x) if weights else (loaded.run(*x), None)), \
+            qm.run(*x)
     except Exception as exc:  # noqa: BLE001
         return Outcome(f"unrunnable: {_where(exc)}")
     features = _features(loaded, qm.graph, model)
     if weights:
-        features |= census(cm, qm.graph)
-    return Outcome("ok" if _same(got, want) else "mismatch", _reasons(cm), features)
+        features |= census(cm, qm.graph) | _c_feature(c_got)
+    same = _same(got, want) and (c_got is None or _same(c_got, got))
+    return Outcome("ok" if same else "mismatch", _reasons(cm), features)
 
 
 def _features(cm: CompiledModel, graph, model) -> set[str]:
