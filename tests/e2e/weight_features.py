@@ -49,10 +49,16 @@ def mask_2_4(rng: np.random.Generator, w: np.ndarray, axis: int = -1) -> np.ndar
 
 
 def random_target(seed: int, arch: NpuArch) -> NpuArch:
-    """`arch` with the weight decoder and 2:4 sparsity each on in about two seeds of three."""
+    """`arch` with the weight decoder and 2:4 sparsity each on in about two seeds of three,
+    and (one in three) a decoder or index decoder of another speed: the costs that decide which
+    layers are stored compressed or sparse."""
     r = stream(seed, TARGET)
     sparse, wdecoder = bool(r.random() < 0.65), bool(r.random() < 0.65)
-    return arch.with_params({"sparse.enabled": sparse, "wdecoder.enabled": wdecoder})
+    params: dict[str, object] = {"sparse.enabled": sparse, "wdecoder.enabled": wdecoder}
+    if r.random() < 1 / 3:
+        params["wdecoder.bytes_per_cycle"] = int(r.choice([1, 4, 64]))
+        params["sparse.index_decode_per_cycle"] = int(r.choice([4, 16, 256]))
+    return arch.with_params(params)
 
 
 _INT16_OPS = (OpKind.ADD, OpKind.MUL, OpKind.SUB, OpKind.CAT, OpKind.RELU, OpKind.CLAMP,
