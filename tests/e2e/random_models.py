@@ -230,7 +230,8 @@ class _Net:
 
     def wide_eltwise(self, a: str, b: str, op: Op) -> str:
         """add / sub / mul with int16 operands and / or output (an int16 output requantised
-        back to int8 for the ops after it): the vector engine's int16 ELTWISE."""
+        back to int8 for the ops after it), now and then with single rounding (TOSA's) or a
+        fused ReLU: the vector engine's int16 ELTWISE."""
         r = self.wide
         wa, wb, wout = (bool(v < 0.6) for v in r.random(3))
         if not (wa or wb or wout):
@@ -255,9 +256,12 @@ class _Net:
         (q,), (s,) = fp.quantize_multipliers(np.array([om]))
         out_zp = 0 if r.random() < 0.85 or not wout else int(r.integers(-300, 301))
         lo, hi = RANGE[dtype]
+        extra = {"rounding": int(fp.Rounding.SINGLE)} if r.random() < 0.2 else {}
+        if r.random() < 0.2:  # a fused ReLU
+            lo = out_zp
         y = self.add(op, [a, b], {**attrs, "out_multiplier": int(q), "out_shift": int(s),
                                   "out_zp": out_zp, "act_min": lo, "act_max": hi,
-                                  "dtype": dtype}, out_zp)
+                                  "dtype": dtype, **extra}, out_zp)
         return self.requantize(y, I8, 1 / 256) if wout else y
 
     def unary(self, x: str) -> str:
