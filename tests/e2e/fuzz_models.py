@@ -27,7 +27,8 @@ the C runtime and C NPU model against the simulator (when a C compiler is availa
 whose host part holds an op the C runtime has no kernel for, which it refuses at load as
 documented, counts as 'C runtime: host op refused'). Counted: mismatches
 (simulator != golden, or C != simulator), crashes (any exception other than a clean Tessel refusal while
-compiling), unrunnable binaries (any exception while reading or running a compiled binary),
+compiling; a TesselFormatError, an instruction the compiler built that cannot be encoded, is
+one), unrunnable binaries (any exception while reading or running a compiled binary),
 refusals (a Tessel error naming the reason), models fully on the NPU, and for `mixed` where the
 host ops sit (prologue, between NPU regions, epilogue) and how often inputs only host parts
 read and outputs that are inputs occur. Exit status 1 on any mismatch, crash or unrunnable
@@ -128,6 +129,8 @@ def one_int(seed: int, presets: list[str], host_outputs: bool | None,
         arch = _target(seed, presets, weights)
         x = np.random.default_rng(seed).integers(-128, 128, g.inputs[0].type.shape, np.int8)
         cm = compile_graph(g, arch, name=g.name)
+    except TesselFormatError as exc:  # an instruction the compiler built cannot be encoded
+        return Outcome(f"crash: {_where(exc)}")
     except TesselError as exc:  # a clean refusal names its reason
         return Outcome(f"refused: {str(exc).splitlines()[0][:120]}")
     except Exception as exc:  # noqa: BLE001 - a crash is what we count
@@ -154,6 +157,8 @@ def one_mixed(seed: int, presets: list[str], weights: bool = False) -> Outcome:
         qm = tessel.quantize(model, example, calib, quant_config=config)
         arch = _target(seed, presets, weights)
         cm = compile_graph(qm.graph, arch, name=f"mixed{seed}")
+    except TesselFormatError as exc:
+        return Outcome(f"crash: {_where(exc)}")
     except TesselError as exc:
         return Outcome(f"refused: {str(exc).splitlines()[0][:120]}")
     except Exception as exc:  # noqa: BLE001
