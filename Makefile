@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: demo test bench lint docs fuzz fuzz-models venv browser clean
+.PHONY: demo test bench lint docs fuzz fuzz-models fuzz-weights venv browser clean
 
 venv: $(STAMP)
 
@@ -54,6 +54,10 @@ bench: $(BENCH_STAMP)
 # differential fuzzing: 2,000 random models, simulator vs golden (docs/benchmarks.md)
 fuzz-models: $(STAMP)
 	$(PY) tests/e2e/fuzz_models.py --seeds 2000
+
+# the same with the weight features: 2:4, int4, int16, weight decoder (docs/reliability.md)
+fuzz-weights: $(STAMP)
+	$(PY) tests/e2e/fuzz_models.py --seeds 1000 --weights
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -1,6 +1,7 @@
 """Differential fuzzing of the whole compiler with two random-model generators (`make fuzz-models`).
 
     python tests/e2e/fuzz_models.py --seeds 2000 [--start 0] [--family int,mixed] [--host-outputs]
+        [--weights]
 
 Families (each seed builds one model of each family asked for):
 
@@ -11,11 +12,23 @@ Families (each seed builds one model of each family asked for):
   regions; quantised on 3 seeded calibration samples (torch.export, pt2e), compiled, written
   and read back as a `.tsl`.
 
+--weights (weight_features.py): the weight features too. `int` models hold exact 2:4 masks on
+about two layers in three that can take one (int4 weights in one in four, as always); `mixed`
+models are pruned by `tessel.prune_2_4` (magnitude or SparseGPT) and quantised with a drawn
+QuantConfig (int4 weights by default or per layer, int16 inputs / outputs of element-wise ops
+by set, op or module); the preset gets the weight decoder and / or 2:4 sparsity, each in about
+two seeds of three. The report counts the models whose binary holds each feature (sparse and
+int4 CONVs, DMA_LOAD_W streams by mode, int16 ops, 2:4 linear layers run as 1x1 convs); `mixed`
+models are run on the C runtime too, as `int` models always are.
+
 For each model: compile for a preset chosen by the seed, run the binary on a seeded input and
 compare with the golden model bit for bit (NaN equal to NaN, dtypes equal); `int` models also on
-the C runtime and C NPU model against the simulator (when a C compiler is available). Counted: mismatches
+the C runtime and C NPU model against the simulator (when a C compiler is available; a binary
+whose host part holds an op the C runtime has no kernel for, which it refuses at load as
+documented, counts as 'C runtime: host op refused'). Counted: mismatches
 (simulator != golden, or C != simulator), crashes (any exception other than a clean Tessel refusal while
-compiling), unrunnable binaries (any exception while reading or running a compiled binary),
+compiling; a TesselFormatError, an instruction the compiler built that cannot be encoded, is
+one), unrunnable binaries (any exception while reading or running a compiled binary),
 refusals (a Tessel error naming the reason), models fully on the NPU, and for `mixed` where the
 host ops sit (prologue, between NPU regions, epilogue) and how often inputs only host parts
 read and outputs that are inputs occur. Exit status 1 on any mismatch, crash or unrunnable
@@ -39,10 +52,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from random_mixed_models import random_mixed_model, sample_inputs  # noqa: E402
 from random_models import random_model  # noqa: E402
+from weight_features import census, random_quant_config, random_target  # noqa: E402
 
 from tessel.arch import list_presets, load_preset  # noqa: E402
 from tessel.driver import compile_graph  # noqa: E402
-from tessel.errors import TesselError  # noqa: E402
+from tessel.errors import TesselError, TesselFormatError  # noqa: E402
 from tessel.quant.golden import run_golden  # noqa: E402
 from tessel.runtime.cengine import available  # noqa: E402
 from tessel.runtime.compiled import CompiledModel  # noqa: E402
@@ -51,10 +65,29 @@ FAMILIES = ("int", "mixed")
 C_ENGINE_MISSING = available()
 
 
+C_HOST_OP_REFUSED = "(code 113)"  # TSL_E_HOST_OP_UNSUPPORTED: docs/runtime.md
+
+
 def _run_both(cm: CompiledModel, *x):
-    """The simulator's outputs, and the C engine's where it is built (else the same)."""
+    """The simulator's outputs, and the C engine's where it is built (else None); None too
+    when the C runtime refuses the binary for a host op it has no kernel for, as documented
+    (docs/runtime.md: a qconv2d the NPU cannot run stays a host op of the binary)."""
     got = cm.run(*x)
-    return got, (cm.run(*x, engine="c") if C_ENGINE_MISSING is None else got)
+    if C_ENGINE_MISSING is not None:
+        return got, None
+    try:
+        return got, cm.run(*x, engine="c")
+    except TesselFormatError as exc:
+        if C_HOST_OP_REFUSED not in str(exc):
+            raise
+        return got, None
+
+
+def _c_feature(c_got) -> set[str]:
+    """Whether the C runtime ran the binary (None: it refused a host op, or is not built)."""
+    if C_ENGINE_MISSING is not None:
+        return set()
+    return {"C runtime: ran" if c_got is not None else "C runtime: host op refused"}
 
 
 @dataclass
@@ -82,13 +115,22 @@ def _reasons(cm: CompiledModel) -> list[str]:
     return [re.sub(r"^%\S+ = ", "", h).split(" at ")[0] for h in cm.program.metadata["host_ops"]]
 
 
-def one_int(seed: int, presets: list[str], host_outputs: bool | None) -> Outcome:
-    """Compile + run one integer random model against the golden model."""
+def _target(seed: int, presets: list[str], weights: bool):
+    arch = load_preset(presets[seed % len(presets)])
+    return random_target(seed, arch) if weights else arch
+
+
+def one_int(seed: int, presets: list[str], host_outputs: bool | None,
+            weights: bool = False) -> Outcome:
+    """Compile + run one integer random model against the golden model (weights: with the
+    weight features drawn, and their census as the outcome's features)."""
     try:
-        g = random_model(seed, host_outputs=host_outputs)
-        arch = load_preset(presets[seed % len(presets)])
+        g = random_model(seed, host_outputs=host_outputs, weights=weights)
+        arch = _target(seed, presets, weights)
         x = np.random.default_rng(seed).integers(-128, 128, g.inputs[0].type.shape, np.int8)
         cm = compile_graph(g, arch, name=g.name)
+    except TesselFormatError as exc:  # an instruction the compiler built cannot be encoded
+        return Outcome(f"crash: {_where(exc)}")
     except TesselError as exc:  # a clean refusal names its reason
         return Outcome(f"refused: {str(exc).splitlines()[0][:120]}")
     except Exception as exc:  # noqa: BLE001 - a crash is what we count
@@ -97,20 +139,26 @@ def one_int(seed: int, presets: list[str], host_outputs: bool | None) -> Outcome
         (got, c_got), want = _run_both(CompiledModel.from_bytes(cm.binary), x), run_golden(g, [x])
     except Exception as exc:  # noqa: BLE001 - a binary that cannot run is a finding
         return Outcome(f"unrunnable: {_where(exc)}")
-    same = _same(got, want) and _same(c_got, got)
-    return Outcome("ok" if same else "mismatch", _reasons(cm))
+    same = _same(got, want) and (c_got is None or _same(c_got, got))
+    return Outcome("ok" if same else "mismatch", _reasons(cm),
+                   (census(cm, g) if weights else set()) | _c_feature(c_got))
 
 
-def one_mixed(seed: int, presets: list[str]) -> Outcome:
-    """Quantise, compile, save / load and run one mixed-rank float model; golden comparison."""
+def one_mixed(seed: int, presets: list[str], weights: bool = False) -> Outcome:
+    """Quantise, compile, save / load and run one mixed-rank float model; golden comparison
+    (weights: pruned, quantised with a drawn config, for a drawn target; the binary's census of
+    weight features joins the outcome's features)."""
     import tessel
 
     try:
-        model, example = random_mixed_model(seed)
+        model, example = random_mixed_model(seed, weights)
         calib = [sample_inputs(model, 1000 * seed + k) for k in range(1, 4)]
-        qm = tessel.quantize(model, example, calib)
-        arch = load_preset(presets[seed % len(presets)])
+        config = random_quant_config(seed, len(model.layers)) if weights else None
+        qm = tessel.quantize(model, example, calib, quant_config=config)
+        arch = _target(seed, presets, weights)
         cm = compile_graph(qm.graph, arch, name=f"mixed{seed}")
+    except TesselFormatError as exc:
+        return Outcome(f"crash: {_where(exc)}")
     except TesselError as exc:
         return Outcome(f"refused: {str(exc).splitlines()[0][:120]}")
     except Exception as exc:  # noqa: BLE001
@@ -118,11 +166,15 @@ def one_mixed(seed: int, presets: list[str]) -> Outcome:
     x = [t.numpy() for t in sample_inputs(model, 1000 * seed + 7)]
     try:
         loaded = CompiledModel.from_bytes(cm.binary)
-        got, want = loaded.run(*x), qm.run(*x)
+        (got, c_got), want = (_run_both(loaded, *x) if weights else (loaded.run(*x), None)), \
+            qm.run(*x)
     except Exception as exc:  # noqa: BLE001
         return Outcome(f"unrunnable: {_where(exc)}")
-    return Outcome("ok" if _same(got, want) else "mismatch", _reasons(cm),
-                   _features(loaded, qm.graph, model))
+    features = _features(loaded, qm.graph, model)
+    if weights:
+        features |= census(cm, qm.graph) | _c_feature(c_got)
+    same = _same(got, want) and (c_got is None or _same(c_got, got))
+    return Outcome("ok" if same else "mismatch", _reasons(cm), features)
 
 
 def _features(cm: CompiledModel, graph, model) -> set[str]:
@@ -196,15 +248,25 @@ class Tally:
         return lines
 
 
-def run(seeds: range, families: tuple[str, ...], host_outputs: bool = False
-        ) -> dict[str, Tally]:
+def _add(tally: Tally, family: str, seed: int, outcome: Outcome, each: bool) -> None:
+    """Count `outcome`; one that is not ok (each: every one, with its features) is printed to
+    stderr as it happens (a long run's findings show before its end)."""
+    tally.add(seed, outcome)
+    if outcome.status != "ok" or each:
+        print(f"[{family}] seed {seed}: {outcome.status} {sorted(outcome.features)}",
+              file=sys.stderr, flush=True)
+
+
+def run(seeds: range, families: tuple[str, ...], host_outputs: bool = False,
+        weights: bool = False, each: bool = False) -> dict[str, Tally]:
     presets = list_presets()
     tallies = {f: Tally() for f in families}
     for seed in seeds:
         if "int" in families:
-            tallies["int"].add(seed, one_int(seed, presets, True if host_outputs else None))
+            _add(tallies["int"], "int", seed,
+                 one_int(seed, presets, True if host_outputs else None, weights), each)
         if "mixed" in families:
-            tallies["mixed"].add(seed, one_mixed(seed, presets))
+            _add(tallies["mixed"], "mixed", seed, one_mixed(seed, presets, weights), each)
     return tallies
 
 
@@ -216,18 +278,25 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"comma-separated generators among {', '.join(FAMILIES)} (default: both)")
     p.add_argument("--host-outputs", action="store_true",
                    help="int: make the graph input an output of every model (default: every fifth)")
+    p.add_argument("--weights", action="store_true",
+                   help="draw the weight features too: 2:4 masks / prune_2_4, int4 and int16 "
+                   "per layer, targets with the weight decoder and 2:4 sparsity")
+    p.add_argument("--each", action="store_true",
+                   help="print every seed's outcome and features to stderr as it is done")
     args = p.parse_args(argv)
     families = tuple(f for f in args.family.split(",") if f)
     if not families or set(families) - set(FAMILIES):
         p.error(f"--family: choose among {', '.join(FAMILIES)}")
     t0 = time.perf_counter()
-    tallies = run(range(args.start, args.start + args.seeds), families, args.host_outputs)
+    tallies = run(range(args.start, args.start + args.seeds), families, args.host_outputs,
+                  args.weights, args.each)
     print(f"{args.seeds} seeds ({args.start}..{args.start + args.seeds - 1}) x "
           f"{len(families)} famil{'y' if len(families) == 1 else 'ies'} in "
           f"{time.perf_counter() - t0:.0f} s")
     for family, tally in tallies.items():
         print("\n".join(tally.report(family, args.seeds)))
-    print("C runtime: " + (C_ENGINE_MISSING or "compared with the simulator on every int model"))
+    print("C runtime: " + (C_ENGINE_MISSING or "compared with the simulator on every int model "
+                            "it loads"))
     return 1 if any(t.failed() for t in tallies.values()) else 0
 
 

@@ -12,6 +12,11 @@ transpose between ranks, batch norm, GELU, ReLU, clip, division by a constant an
 abs, softmax along any axis, nearest interpolation, maximum / minimum, mean over any axes,
 residual add, multiply. Outputs: the trunk's last value, sometimes intermediate values,
 sometimes a graph input as it is.
+
+With `weights=True` (weight_features.py) some layers are pruned 2:4 by `tessel.prune_2_4`
+(magnitude or SparseGPT on calibration inputs, some layers skipped) and the conv1d layers it
+leaves dense given an exact 2:4 mask; `weight_features.random_quant_config` draws the
+quantiser's per-layer weight and activation types for the model's `layers.<k>` modules.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import nn
+from weight_features import MASK, mask_2_4, stream
 
 Shape = tuple[int, ...]
 
@@ -305,11 +311,41 @@ def _shape_or_conv(p: _Plan, x: int, kind: str) -> int:
     return p.add(kind, (x,), (shape[0], cout) + shape[2:], conv)
 
 
-def random_mixed_model(seed: int) -> tuple[MixedNet, tuple[torch.Tensor, ...]]:
-    """(model in eval mode with deterministic weights, example inputs)."""
+def random_mixed_model(seed: int, weights: bool = False) -> tuple[MixedNet, tuple[torch.Tensor, ...]]:
+    """(model in eval mode with deterministic weights, example inputs); weights: some layers
+    pruned 2:4 (the module docstring)."""
     torch.manual_seed(seed)
     model = MixedNet(seed).eval()
+    if weights:
+        model = _pruned(model, seed)
     return model, sample_inputs(model, seed)
+
+
+def _pruned(model: MixedNet, seed: int) -> MixedNet:
+    """`model` with half its layers' weights heavy-tailed, about three layers in four pruned 2:4
+    (prune_2_4 for conv2d and linear, a random exact mask for conv1d), by magnitude or, one
+    seed in three, SparseGPT."""
+    import tessel
+    from tessel.prune import PruneMethod
+
+    r = stream(seed, MASK)
+    with torch.no_grad():  # heavy-tailed weights, as trained ones are: their codes compress
+        for m in model.layers:
+            if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Linear)) and r.random() < 0.5:
+                w = r.standard_normal(tuple(m.weight.shape)) ** 3 * 0.05
+                m.weight.copy_(torch.from_numpy(w.astype(np.float32)))
+    skip = [f"layers.{k}" for k in range(len(model.layers)) if r.random() < 0.25]
+    sparsegpt = r.random() < 0.33
+    calib = [sample_inputs(model, 1000 * seed + 100 + k) for k in range(2)] if sparsegpt else None
+    model, _ = tessel.prune_2_4(model, skip=skip, calibration_data=calib, inplace=True,
+                                method=PruneMethod.SPARSEGPT if sparsegpt else PruneMethod.MAGNITUDE)
+    with torch.no_grad():
+        for k, m in enumerate(model.layers):
+            if (isinstance(m, nn.Conv1d) and m.groups == 1 and m.in_channels % 4 == 0
+                    and f"layers.{k}" not in skip):
+                w = mask_2_4(r, m.weight.numpy(), axis=1)
+                m.weight.copy_(torch.from_numpy(w))
+    return model
 
 
 def sample_inputs(model: MixedNet, seed: int) -> tuple[torch.Tensor, ...]:

@@ -1,23 +1,32 @@
 """Seeded random integer models (NHWC, int8) built from the NPU's ops: convolutions of every
 kind, pools, residual adds, multiplies, concats, LUTs, requantisation, data movement, a mean
-and a linear head; about one conv / linear layer in four has int4 weights. Each model is a
-valid integer Graph IR the golden model defines."""
+and a linear head; about one conv / linear layer in four has int4 weights; with `weights=True`
+about two in three whose input channels per group are a multiple of four are exactly 2:4 along
+them (weight_features.mask_2_4), small or extreme weights now and then, about one conv in
+seven four or eight times as wide, conv1d kernels of up to 31 taps and strides up to 17 now
+and then, and about two element-wise ops in five read and / or write
+int16 (requantised to and from int8 around them). Each model is a valid integer Graph IR the golden model
+defines."""
 
 from __future__ import annotations
 
 import numpy as np
+from weight_features import MASK, WIDE, mask_2_4, stream
 
 from tessel.ir import DType, Graph, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import fixedpoint as fp
 
-I8 = DType.I8
+I8, I16 = DType.I8, DType.I16
+RANGE = {I8: (-128, 127), I16: (-32768, 32767)}
 
 
 class _Net:
-    def __init__(self, seed: int, extended: bool = True):
+    def __init__(self, seed: int, extended: bool = True, weights: bool = False):
         self.rng = np.random.default_rng(seed)
         # a stream of its own: the int4 choices leave every other draw of a seed as it was
         self.int4 = np.random.default_rng([seed, 4])
+        self.sparse = stream(seed, MASK) if weights else None  # 2:4 masks: their own too
+        self.wide = stream(seed, WIDE) if weights else None  # int16 element-wise ops
         self.extended = extended
         self.b = GraphBuilder(f"random{seed}")
         self.zp: dict[str, int] = {}
@@ -45,10 +54,48 @@ class _Net:
         return self.b.type_of(x).shape
 
     def weights(self, w: np.ndarray, name: str) -> str:
-        """A weight constant: int8 `w`, or (one in four) int4 weights (its high half)."""
+        """A weight constant: int8 `w`, or (one in four) int4 weights (its high half); with
+        the weight features drawn, `edge_weights(w)`."""
+        if self.sparse is not None:
+            w = self.edge_weights(w)
         if self.int4.random() < 0.25:
             return self.b.constant(w >> 4, name, type_=TensorType(w.shape, DType.I4))
         return self.b.constant(w, name)
+
+    def edge_weights(self, w: np.ndarray) -> np.ndarray:
+        """(one in three) small weights, (two in three, where the input channels allow) an
+        exact 2:4 mask, and (one in eight) some weights at the int8 extremes -128 / 127
+        (int4: -8 / 7)."""
+        r = self.sparse
+        if r.random() < 0.35:  # small weights, as trained ones mostly are: the codes compress
+            w = np.round(w * (r.random(w.shape) ** 2 * r.uniform(0.05, 0.5))).astype(np.int8)
+        if w.shape[-1] % 4 == 0 and r.random() < 0.67:
+            w = mask_2_4(r, w)
+        if r.random() < 0.125:
+            at = (w != 0) & (r.random(w.shape) < 0.3)
+            w = np.where(at, np.where(r.random(w.shape) < 0.5, -128, 127), w).astype(np.int8)
+        return w
+
+    def widened(self, cout: int) -> int:
+        """`cout`, or with the weight features drawn (one in seven) four or eight times it:
+        layers whose weights take several loads (and streams) per layer."""
+        if self.sparse is None or self.sparse.random() >= 1 / 7:
+            return cout
+        return cout * int(self.sparse.choice([4, 8]))
+
+    def long_kernel(self, k: int, dil: int) -> tuple[int, int]:
+        """(k, dil), or with the weight features drawn (one in eight) a kernel of 9-31 taps:
+        CONVs of accumulating blocks past the kernel field, padding past its field."""
+        if self.sparse is None or self.sparse.random() >= 1 / 8:
+            return k, dil
+        return int(self.sparse.choice([9, 16, 17, 31])), int(self.sparse.choice([1, 1, 2]))
+
+    def long_stride(self, stride: int) -> int:
+        """`stride`, or with the weight features drawn (one in ten) 3, 16 or 17: strides past
+        the stride field run as sums of polyphase convs."""
+        if self.sparse is None or self.sparse.random() >= 0.1:
+            return stride
+        return int(self.sparse.choice([3, 16, 17]))
 
     # ---- ops
     def conv(self, x: str, same: bool = False) -> str:
@@ -66,7 +113,7 @@ class _Net:
         if h + pad[0] + pad[2] < eff or w + pad[1] + pad[3] < eff:
             lo = (eff - 1) // 2
             pad = (lo, lo, eff - 1 - lo, eff - 1 - lo)
-        groups, cout = 1, int(r.integers(4, 33))
+        groups, cout = 1, self.widened(int(r.integers(4, 33)))
         if kind == "same":
             k, stride, dil, pad, cout = 3, 1, 1, (1, 1, 1, 1), c
         if kind == "dw":
@@ -91,10 +138,11 @@ class _Net:
         r = self.rng
         k = 3 if same else int(r.choice([1, 3, 5, 7]))
         dil = 1 if same else int(r.choice([1, 2, 4, 8]))
+        k, dil = (k, dil) if same else self.long_kernel(k, dil)
         eff = dil * (k - 1)
         pad = (0, eff, 0, 0) if same or r.integers(0, 2) else (0, eff // 2, 0, eff - eff // 2)
-        stride = 1 if same else int(r.choice([1, 1, 2]))
-        groups, cout = 1, c if same else int(r.integers(4, 33))
+        stride = 1 if same else self.long_stride(int(r.choice([1, 1, 2])))
+        groups, cout = 1, c if same else self.widened(int(r.integers(4, 33)))
         kind = "same" if same else r.choice(["plain", "dw", "grouped"])
         if kind == "dw":
             groups, cout = c, c
@@ -164,8 +212,57 @@ class _Net:
             attrs = dict(a_zp=self.zp[a], b_zp=self.zp[b], left_shift=20, a_multiplier=am,
                          a_shift=ash, b_multiplier=bm, b_shift=bsh, out_multiplier=om,
                          out_shift=osh)
+        if self.wide is not None and self.wide.random() < 0.4:
+            return self.wide_eltwise(a, b, op)
         return self.add(op, [a, b], {**attrs, "out_zp": out_zp, "act_min": -128,
                                      "act_max": 127, "dtype": I8}, out_zp)
+
+    # ---- int16 (weights=True: the draws of a stream of their own)
+    def requantize(self, x: str, dtype: DType, real: float) -> str:
+        """x requantised to `dtype` by about `real` (zero point 0, or now and then not)."""
+        r = self.wide
+        q, s = fp.quantize_multipliers(np.array([real * r.uniform(0.5, 2.0)]))
+        zp = 0 if r.random() < 0.85 else int(r.integers(-20, 21)) * (1 if dtype is I8 else 16)
+        lo, hi = RANGE[dtype]
+        return self.add(Op.REQUANTIZE, [x], dict(in_zp=self.zp[x], multiplier=int(q[0]),
+                                                 shift=int(s[0]), out_zp=zp, act_min=lo,
+                                                 act_max=hi, dtype=dtype), zp)
+
+    def wide_eltwise(self, a: str, b: str, op: Op) -> str:
+        """add / sub / mul with int16 operands and / or output (an int16 output requantised
+        back to int8 for the ops after it), now and then with single rounding (TOSA's) or a
+        fused ReLU: the vector engine's int16 ELTWISE."""
+        r = self.wide
+        wa, wb, wout = (bool(v < 0.6) for v in r.random(3))
+        if not (wa or wb or wout):
+            wout = True
+        a = self.requantize(a, I16, 200.0) if wa else a
+        b = self.requantize(b, I16, 200.0) if wb else b
+        mag = [32768.0 if self.b.type_of(v).dtype is I16 else 128.0 for v in (a, b)]
+        dtype = I16 if wout else I8
+        target = RANGE[dtype][1]
+        if op is Op.QMUL:
+            om = target / (mag[0] * mag[1]) * r.uniform(0.5, 4.0)
+            attrs = dict(a_zp=self.zp[a], b_zp=self.zp[b])
+        else:
+            shift = 15 if I16 in (self.b.type_of(a).dtype, self.b.type_of(b).dtype, dtype) \
+                else 20
+            ra, rb = r.uniform(0.2, 0.5, 2)
+            (am, bm), (ash, bsh) = fp.quantize_multipliers(np.array([ra, rb]))
+            om = target / ((mag[0] * ra + mag[1] * rb) * 2 ** shift) * r.uniform(0.5, 4.0)
+            attrs = dict(a_zp=self.zp[a], b_zp=self.zp[b], left_shift=shift,
+                         a_multiplier=int(am), a_shift=int(ash), b_multiplier=int(bm),
+                         b_shift=int(bsh))
+        (q,), (s,) = fp.quantize_multipliers(np.array([om]))
+        out_zp = 0 if r.random() < 0.85 or not wout else int(r.integers(-300, 301))
+        lo, hi = RANGE[dtype]
+        extra = {"rounding": int(fp.Rounding.SINGLE)} if r.random() < 0.2 else {}
+        if r.random() < 0.2:  # a fused ReLU
+            lo = out_zp
+        y = self.add(op, [a, b], {**attrs, "out_multiplier": int(q), "out_shift": int(s),
+                                  "out_zp": out_zp, "act_min": lo, "act_max": hi,
+                                  "dtype": dtype, **extra}, out_zp)
+        return self.requantize(y, I8, 1 / 256) if wout else y
 
     def unary(self, x: str) -> str:
         if self.rng.integers(0, 2):
@@ -203,17 +300,19 @@ def _input_shape(net: _Net) -> tuple[int, int, int, int]:
     return n, int(r.integers(4, hi)), int(r.integers(4, hi)), c
 
 
-def random_model(seed: int, *, extended: bool = True, host_outputs: bool | None = None) -> Graph:
+def random_model(seed: int, *, extended: bool = True, host_outputs: bool | None = None,
+                 weights: bool = False) -> Graph:
     """A random int8 NHWC network; graph input and outputs are int8 tensors.
 
     extended: batch 1-8, 1-D signals (conv1d), rank-0 / broadcast constants, cat chains,
     large pooling windows and extra outputs taken from inside the network (False: the
     original generator, batch 1, one output). host_outputs: the graph input is an output too
     (the partitioner passes graph inputs through to the outputs); None: every fifth seed of the
-    extended generator."""
+    extended generator. weights: the weight features (module docstring; drawn from streams of
+    their own, so weights=False models are those of the generator without them)."""
     if host_outputs is None:
         host_outputs = extended and seed % 5 == 0
-    net = _Net(seed, extended)
+    net = _Net(seed, extended, weights)
     r = net.rng
     n, h, w, c = _input_shape(net)
     x = net.b.input("x", TensorType((n, h, w, c), I8, Layout.NHWC, QuantParams((0.05,), (3,))))

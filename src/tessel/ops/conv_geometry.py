@@ -129,21 +129,27 @@ def refusal(node: Node, graph) -> str | None:
         return "the NPU needs NHWC convolutions (run the to_nhwc pass)"
     if max(a["dilation"]) > MAX_DILATION:
         return f"dilation {max(a['dilation'])} is beyond the CONV instruction (max {MAX_DILATION})"
+    # the padding rule last: padding alone the legaliser splits off (pad + conv), so a conv
+    # over-padded and refused for another reason names that reason
+    if graph is not None and _big_refused(node, graph):
+        return (f"kernels beyond {MAX_KERNEL} or strides beyond {MAX_STRIDE} are supported for "
+                f"ordinary convs only (strides > {MAX_STRIDE} also need no padding and "
+                "dilation 1)")
     if max(a["padding"][:2]) > MAX_PAD:
         return (f"top / left padding {max(a['padding'][:2])} is beyond the CONV / DWCONV "
                 f"instructions (max {MAX_PAD})")
-    if graph is None:
-        return None
+    return None
+
+
+def _big_refused(node: Node, graph) -> bool:
+    """A kernel or stride past the fields on a conv that cannot be split into ordinary ones."""
+    a = node.attr_map
     c = graph.type_of(node.inputs[0]).shape[3]
     _, kh, kw, _ = graph.type_of(node.inputs[1]).shape  # OHWI
     depthwise = a["groups"] > 1 and a["groups"] == c
     big = max(kh, kw) > MAX_KERNEL or max(a["stride"]) > MAX_STRIDE
-    if big and (depthwise or a["dilation"] != (1, 1) or (
-            max(a["stride"]) > MAX_STRIDE and any(a["padding"]))):
-        return (f"kernels beyond {MAX_KERNEL} or strides beyond {MAX_STRIDE} are supported for "
-                f"ordinary convs only (strides > {MAX_STRIDE} also need no padding and "
-                "dilation 1)")
-    return None
+    return big and (depthwise or a["dilation"] != (1, 1) or (
+        max(a["stride"]) > MAX_STRIDE and any(a["padding"])))
 
 
 def geometry(node: Node, ctx: CodegenContext, sparse: bool = True) -> ConvGeometry:

@@ -78,7 +78,9 @@ def _convs(g: ConvGeometry, a: dict, cn: int, c0: int, iaddr: int, in_rows: int,
     """CONV instructions of one tile: per sub-conv (kernel block / stride phase), per conv
     group of the chunk; all but the first sub-conv accumulate. A sub-conv reads a virtual
     image (rows py, py+fy, ... of the tile); its first tap y0 shifts the padding, or the base
-    when the padding runs out."""
+    when the padding runs out. A sub-conv whose taps all fall in the padding past the input's
+    end (a kernel block beyond a small input) adds nothing: it has no CONV (the first sub-conv,
+    taps from 0 of phase 0, always reads the input)."""
     cg = per_conv(g, cn)  # output channels of one CONV (the chunk, or one conv group)
     out, w_off = [], 0  # w_off: bytes of the blocks before this CONV's
     for k_sub, sc in enumerate(sub_convs(g)):
@@ -91,6 +93,9 @@ def _convs(g: ConvGeometry, a: dict, cn: int, c0: int, iaddr: int, in_rows: int,
         if pl < 0:
             base, in_w, pl = base - pl * sw_v, in_w + pl, 0
         block = g.block_bytes(sc.bh * sc.bw, cg)
+        if (in_h <= 0 or in_w <= 0) and k_sub > 0:  # padding only: (x - in_zp) w = 0
+            w_off += cn // cg * block
+            continue
         for k in range(cn // cg):
             out.append(Instruction.make(
                 Opcode.CONV, in_addr=base + ((c0 + k * cg) // g.cout_g) * g.cin_g, in_h=in_h,

@@ -1,5 +1,6 @@
 """Convs padded beyond the CONV / DWCONV 4-bit fields run on the NPU as pad + conv, bit-exact
-with the golden model of the original graph (which keeps the padded conv)."""
+with the golden model of the original graph (which keeps the padded conv); one refused for
+another rule as well stays on the host, naming that rule."""
 
 from __future__ import annotations
 
@@ -48,3 +49,39 @@ def test_graph_without_overpadded_convs_is_unchanged():
     x = torch.randn(1, 3, 8, 8)
     qm = tessel.quantize(model, (x,), calibration_data=[(x,)])
     assert legalize(qm.graph) is qm.graph
+
+
+def _strided_dw_graph(padding: tuple[int, int, int, int], stride: int):
+    """A depthwise conv over a [1, 1, 60, 8] signal: 5 taps, stride (1, stride)."""
+    from tessel.ir import DType, GraphBuilder, Layout, QuantParams, TensorType, verify
+
+    b = GraphBuilder("dw")
+    x = b.input("x", TensorType((1, 1, 60, 8), DType.I8, Layout.NHWC, QuantParams((0.05,), (0,))))
+    w = np.arange(-20, 20, dtype=np.int8).reshape(8, 1, 5, 1)
+    y = b.add(Op.QCONV2D, [x, b.constant(w, "w"), b.constant(np.zeros(8, np.int32), "bias"),
+                           b.constant(np.full(8, 1 << 30, np.int32), "mult"),
+                           b.constant(np.full(8, -4, np.int32), "shift")],
+              dict(stride=(1, stride), padding=padding, dilation=(1, 1), groups=8,
+                   layout=Layout.NHWC, in_zp=0, out_zp=0, act_min=-128, act_max=127,
+                   dtype=DType.I8))
+    return verify(b.build([y]))
+
+
+def test_an_overpadded_conv_refused_for_its_stride_names_the_stride():
+    """A depthwise conv with a stride past the field and padding past the field stays on the
+    host (splitting the padding off would not help): its reason is the stride rule, not the
+    padding the legaliser could split; padding alone still names the padding."""
+    from tessel.arch import load_preset
+    from tessel.driver import compile_graph
+    from tessel.ops.conv_geometry import refusal
+    from tessel.quant.golden import run_golden
+
+    g = _strided_dw_graph((0, 16, 0, 16), 17)
+    cm = compile_graph(g, load_preset("tnpu-s"), name="dw")
+    (reason,) = cm.program.metadata["host_ops"]
+    assert "ordinary convs only" in reason and "padding 16" not in reason, reason
+    x = np.random.default_rng(0).integers(-128, 128, (1, 1, 60, 8), np.int8)
+    np.testing.assert_array_equal(cm.run(x)[0], run_golden(g, [x])[0])
+    padded = _strided_dw_graph((0, 16, 0, 16), 1)
+    (conv,) = [n for n in padded.nodes if n.op is Op.QCONV2D]
+    assert "top / left padding 16" in refusal(conv, padded)

@@ -62,3 +62,35 @@ def test_conv_bit_exact_and_estimate_exact(preset, kw):
     res = simulate(rp.program, arch, {"x": x})
     np.testing.assert_array_equal(res.outputs[node.name], reference(g, x))
     assert_estimates_exact(rp, arch)
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_a_kernel_block_reading_only_padding_adds_nothing(wide):
+    """16 taps over a 1-pixel input padded 7 before and 8 after: the kernel splits into two
+    blocks of 8 (past the 15-tap field) and the second reads only the padding past the
+    input's end: it has no CONV (an empty one cannot be encoded); bit-exact with the golden
+    model, on the C NPU model too."""
+    from tessel.driver import compile_graph
+    from tessel.quant.golden import run_golden
+    from tessel.runtime.cengine import available
+
+    rng = np.random.default_rng(3)
+    shape, kernel = ((2, 1, 1, 16), (1, 16)) if wide else ((2, 1, 1, 16), (16, 1))
+    pad = (0, 7, 0, 8) if wide else (7, 0, 8, 0)
+    b = GraphBuilder("pad_only_block")
+    x = b.input("x", TensorType(shape, DType.I8, Layout.NHWC, QuantParams((0.05,), (3,))))
+    wt = rng.integers(-127, 128, (8, *kernel, 16)).astype(np.int8)
+    mult, sh = fp.quantize_multipliers(rng.uniform(0.0005, 0.003, 8))
+    y = b.add(Op.QCONV2D, [x, b.constant(wt, "w"), b.constant(np.arange(8, dtype=np.int32), "b"),
+                           b.constant(mult.astype(np.int32), "m"),
+                           b.constant(sh.astype(np.int32), "s")],
+              dict(stride=(1, 1), padding=pad, dilation=(1, 1), groups=1, layout=Layout.NHWC,
+                   in_zp=3, out_zp=-5, act_min=-128, act_max=127, dtype=DType.I8))
+    g = verify(b.build([y]))
+    cm = compile_graph(g, load_preset("tnpu-s"), name="pad_only_block")
+    assert not cm.program.metadata.get("host_ops")
+    xs = rng.integers(-128, 128, shape, np.int8)
+    want = run_golden(g, [xs])[0]
+    np.testing.assert_array_equal(cm.run(xs)[0], want)
+    if available() is None:
+        np.testing.assert_array_equal(cm.run(xs, engine="c")[0], want)

@@ -1,10 +1,12 @@
 """The C runtime through its Python binding: it builds wherever a C compiler is, says in one line
 what is missing where none is, refuses a binary with a host op it has no kernel for (naming the
-op), names the rule a corrupted binary breaks, decodes weight streams (DMA_LOAD_W), and
+op, also when the op reads an int4 constant, and from the caller's bytes after a failed open
+freed its copy), names the rule a corrupted binary breaks, decodes weight streams (DMA_LOAD_W), and
 `run(engine="c")` equals the simulator."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import shutil
 from pathlib import Path
@@ -150,3 +152,54 @@ def test_a_nan_input_quantises_as_zero_on_every_engine():
         got = cm.run(x, engine=engine, allow_nonfinite=True)
         for g, w in zip(got, cm.run(want, engine=engine), strict=True):
             np.testing.assert_array_equal(g, w)
+
+
+def _host_int4_conv():
+    """A compiled model whose one layer, a conv with int4 weights and a stride past the CONV
+    field with padding, stays a host op (the weights an i4 constant of the host graph)."""
+    from tessel.arch import load_preset
+    from tessel.driver import compile_graph
+    from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
+
+    b = GraphBuilder("host_int4")
+    x = b.input("x", TensorType((1, 1, 40, 8), DType.I8, Layout.NHWC, QuantParams((0.05,), (0,))))
+    w = np.tile(np.array([-8, 7, 0, 1], np.int8), 80).reshape(8, 1, 5, 8)
+    y = b.add(Op.QCONV2D, [x, b.constant(w, "w", type_=TensorType(w.shape, DType.I4)),
+                           b.constant(np.zeros(8, np.int32), "bias"),
+                           b.constant(np.full(8, 1 << 30, np.int32), "mult"),
+                           b.constant(np.full(8, -4, np.int32), "shift")],
+              dict(stride=(1, 17), padding=(0, 2, 0, 2), dilation=(1, 1), groups=1,
+                   layout=Layout.NHWC, in_zp=0, out_zp=0, act_min=-128, act_max=127,
+                   dtype=DType.I8))
+    cm = compile_graph(verify(b.build([y])), load_preset("tnpu-s"), name="host_int4")
+    assert "tensor<8x1x5x8xi4>" in cm.program.host_graphs["prologue"]
+    return cm
+
+
+def test_a_host_conv_with_int4_weights_is_refused_by_the_op_name():
+    """An i4 constant in a host graph (int4 weights, held one per byte) parses: the conv the C
+    runtime has no kernel for is what it refuses, by name, not the type."""
+    if cengine.available() is not None:
+        pytest.skip(cengine.available())
+    cm = _host_int4_conv()
+    with pytest.raises(TesselFormatError, match=r"\(code 113\).*name 'qconv2d'"):
+        cengine.CEngine(cm.binary, cm.arch)
+
+
+def test_a_failed_open_names_the_op_from_the_callers_bytes():
+    """A failed open frees its copy of the binary; the error's name then points into the
+    caller's bytes, so it reads the same after the freed memory is reused."""
+    if cengine.available() is not None:
+        pytest.skip(cengine.available())
+    cm = _host_int4_conv()
+    lib, data = cengine.lib(), bytes(cm.binary)
+    for _ in range(20):
+        err, status = cengine.Error(), ctypes.c_int(0)
+        handle = lib.tslh_open(data, len(data), ctypes.byref(cengine.target_of(cm.arch)),
+                               ctypes.byref(cengine.sim_config(cm.arch)), ctypes.byref(err),
+                               ctypes.byref(status))
+        assert not handle and status.value == 113
+        reused = [ctypes.create_string_buffer(b"\xff" * len(data)) for _ in range(4)]
+        name = ctypes.create_string_buffer(64)
+        assert lib.tslh_error_name(ctypes.byref(err), name, len(name)) >= 0
+        assert name.value == b"qconv2d", (name.value, len(reused))

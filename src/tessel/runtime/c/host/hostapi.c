@@ -18,6 +18,7 @@ typedef struct tslh {
     uint8_t *arena;
     size_t arena_size;
     uint8_t *binary; /* a copy: the model points into it */
+    size_t binary_len;
 } tslh;
 
 const char *tslh_source_hash(void) { return TSL_SOURCE_HASH; }
@@ -49,6 +50,18 @@ void tslh_close(tslh *h) {
     free(h);
 }
 
+/* A failed open frees its copy of the binary; an error name pointing into the copy (a section
+ * key, an op name of a host graph) is pointed at the same bytes of the caller's `bin`, which
+ * the caller holds while it reads the error. */
+static tslh *open_failed(tslh *h, const uint8_t *bin, tsl_error *err) {
+    if (err && err->name.ptr && h->binary) {
+        uintptr_t at = (uintptr_t)err->name.ptr, lo = (uintptr_t)h->binary;
+        if (at >= lo && at - lo < h->binary_len) err->name.ptr = bin + (at - lo);
+    }
+    tslh_close(h);
+    return NULL;
+}
+
 tslh *tslh_open(const uint8_t *bin, size_t len, const tsl_target *target,
                 const tsl_sim_config *cfg, tsl_error *err, int *status) {
     tslh *h = (tslh *)calloc(1, sizeof(tslh));
@@ -59,20 +72,20 @@ tslh *tslh_open(const uint8_t *bin, size_t len, const tsl_target *target,
     h->binary = (uint8_t *)malloc(len ? len : 1);
     if (!h->binary) { tslh_close(h); return NULL; }
     memcpy(h->binary, bin, len);
+    h->binary_len = len;
     st = tsl_load(&h->model, h->binary, len, target, err);
-    if (st != TSL_OK) { *status = st; tslh_close(h); return NULL; }
+    if (st != TSL_OK) { *status = st; return open_failed(h, bin, err); }
     h->arena_size = (size_t)tsl_arena_size(&h->model);
-    if ((uint64_t)h->arena_size != tsl_arena_size(&h->model)) { *status = TSL_E_ARENA; tslh_close(h); return NULL; }
+    if ((uint64_t)h->arena_size != tsl_arena_size(&h->model)) { *status = TSL_E_ARENA; return open_failed(h, bin, err); }
     h->arena = (uint8_t *)calloc(h->arena_size ? h->arena_size : 8, 1);
     simsize = tsl_sim_memory_size(cfg);
     h->sim_memory = malloc(simsize + 16);
-    if (!h->arena || !h->sim_memory) { *status = TSL_E_ARENA; tslh_close(h); return NULL; }
+    if (!h->arena || !h->sim_memory) { *status = TSL_E_ARENA; return open_failed(h, bin, err); }
     if ((st = tsl_sim_init(&h->sim, cfg, (void *)(((uintptr_t)h->sim_memory + 15) & ~(uintptr_t)15),
                            simsize)) != TSL_OK ||
         (st = tsl_prepare(&h->model, h->arena, h->arena_size, err)) != TSL_OK) {
         *status = st;
-        tslh_close(h);
-        return NULL;
+        return open_failed(h, bin, err);
     }
     *status = TSL_OK;
     return h;

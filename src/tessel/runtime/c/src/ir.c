@@ -91,10 +91,13 @@ static tsl_status quant(irp *P, tsl_value *v) {
     return TSL_OK;
 }
 
+/* i4 (int4 weights) is held in an int8 array, one value per byte (docs/ir.md): its values are
+ * int8 values here, so that a host op reading them (a conv with no C kernel) is refused by
+ * name instead of its type failing to parse */
 static tsl_status dims_dtype(irp *P, tsl_value *v) {
-    static const char *const NAMES[] = {"f32", "i64", "i32", "i16", "i8", "u8", "bool"};
+    static const char *const NAMES[] = {"f32", "i64", "i32", "i16", "i8", "i4", "u8", "bool"};
     static const uint8_t DT[] = {TSL_FLOAT32, TSL_INT64, TSL_INT32, TSL_INT16, TSL_INT8,
-                                 TSL_UINT8, TSL_BOOL};
+                                 TSL_INT8, TSL_UINT8, TSL_BOOL};
     uint64_t nbytes = 1;
     int k;
     ir_skip(&P->c);
@@ -114,7 +117,7 @@ static tsl_status dims_dtype(irp *P, tsl_value *v) {
         if (big || v->rank >= TSL_MAX_RANK) return perr(P, TSL_E_LIMIT);
         v->shape[v->rank++] = (uint32_t)d;
     }
-    for (k = 0; k < 7; k++) {
+    for (k = 0; k < 8; k++) {
         if (ir_starts(&P->c, NAMES[k])) {
             size_t j;
             for (j = 0; NAMES[k][j]; j++) ir_adv(&P->c);
@@ -122,7 +125,7 @@ static tsl_status dims_dtype(irp *P, tsl_value *v) {
             break;
         }
     }
-    if (k == 7) return perr(P, TSL_E_HOST_PARSE);
+    if (k == 8) return perr(P, TSL_E_HOST_PARSE);
     for (k = 0; k < v->rank; k++) {
         nbytes *= v->shape[k];
         if (nbytes > ((uint64_t)1 << 40)) return perr(P, TSL_E_LIMIT);
