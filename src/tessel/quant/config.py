@@ -217,15 +217,15 @@ MINILM_CONFIG = QuantConfig(
 def config_keyword(quant_config: QuantConfig | None, config: QuantConfig | None,
                    where: str) -> QuantConfig | None:
     """The QuantConfig an entry point was given: every API names it ``quant_config=``;
-    ``config=`` (its old name in ``quantize`` and the precision tools) still works, with a
+    ``config=``, a deprecated alias in ``quantize`` and the precision tools, works with a
     DeprecationWarning, and giving both is an error."""
     if config is None:
         return quant_config
     if quant_config is not None:
-        raise TesselConfigError(f"{where}: give quant_config= only (config= is its old name)")
+        raise TesselConfigError(f"{where}: give quant_config= only (config= is a deprecated alias of it)")
     import warnings
 
-    warnings.warn(f"{where}(config=...) is named quant_config= now", DeprecationWarning,
+    warnings.warn(f"{where}(config=...) is deprecated: use quant_config=", DeprecationWarning,
                   stacklevel=3)
     return config
 
