@@ -47,12 +47,10 @@ def full() -> list[Section]:
     sections.append(bench_precision.run(bench_precision.MODELS))
     sections.append(bench_weight_codec.run(bench_weight_codec.MODELS))
     sections.append(bench_sparsity.run())
-    # each sweep in a process of its own, as `tessel explore` runs: forked local workers
-    # inherit their parent's heap, and this one holds every benchmark above
-    sections.append(_own_process(bench_dse.run, points=16))
+    sections.append(bench_dse.run(points=16))
     # a sweep long enough that the workers' start (imports, the graphs' transfer) is a small
     # part of it: the scaling figure
-    sections.append(_own_process(bench_dse.run, points=64))
+    sections.append(bench_dse.run(points=64))
     sections.append(bench_scenario.run())
     sections.append(bench_xr.run())
     sections.append(bench_cli.run(CLI_MODELS))
@@ -62,15 +60,6 @@ def full() -> list[Section]:
     if _vela_available():
         sections.append(bench_tosa_vela.run())
     return sections
-
-
-def _own_process(fn, **kwargs) -> Section:
-    """`fn(**kwargs)` run in a new (spawned) Python process: its Section."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(fn, **kwargs).result()
 
 
 def _vela_available() -> bool:
