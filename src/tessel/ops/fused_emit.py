@@ -85,7 +85,7 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
                 for depth in DEPTHS:
                     if _acc_floor(geoms, rows, chunk, engine, depth,
                                   chain.pooled, chain.halo_conv) > acc_entries:
-                        continue  # _layout would refuse it at every line length
+                        continue  # layout would refuse it at every line length
                     for line in (4, 1, 0):  # shorter line buffers where longer do not fit
                         m = FusedMapping(rows, chunk, engine, line, depth)
                         try:
@@ -99,7 +99,7 @@ def candidates(chain: FusedChain, ctx: CodegenContext) -> list[FusedMapping]:
 
 def _acc_floor(geoms: tuple, rows: int, chunk: int, engine: Engine, depth: int,
                pooled: bool = False, halo_conv: bool = False) -> int:
-    """At most the accumulator entries _layout allocates for such a mapping at any line
+    """At most the accumulator entries layout allocates for such a mapping at any line
     length (its first stripe computes every conv row it reads: keep = 0), so a mapping above
     the accumulator's capacity is skipped without building its stripes."""
     g1, g2, g3 = geoms
@@ -247,7 +247,7 @@ def _e_tile(chain: FusedChain, geo: ChainGeometry, lay: Layout, tl: Tile, s: Slo
     line = lay.line[tl.chunk] if g1 is not None else 0
     row = g2.w * cn  # bytes of one line-buffer row
     if tl.kind in (TileKind.CONV, TileKind.CONV_DW):
-        if st.new:  # its input rows were loaded into buffer xbuf (_hosts)
+        if st.new:  # its input rows were loaded into buffer xbuf (fused_order.Hosts)
             _, in_rows, pad_top = geo.conv_window(st)
             ps = pixel(g1)
             matrix.append(Instruction.make(

@@ -118,7 +118,7 @@ def _stripes(g2, rows: int, cap: int | None) -> tuple[Stripe, ...]:
 
 
 class Lines(NamedTuple):
-    """A mapping's stripes, their conv windows and the maxima _layout reads (`_line_stripes`)."""
+    """A mapping's stripes, their conv windows and the maxima layout reads (`_line_stripes`)."""
 
     cap: int | None  # line-buffer rows (None: no conv, no line buffer)
     stripes: tuple[Stripe, ...]

@@ -77,7 +77,7 @@ def _jobs(geo: TilePlan, nchunks: int) -> tuple[list[tuple[TileKind, int, int]],
         prev, prev2 = base - per_stripe, base - 2 * per_stripe  # stripes i - 1, i - 2
         # the stripe's project job overwrites the depthwise stripe buffer of stripe i - 2
         war_dw = ((prev2 + per_stripe - 1, 1),) if project and i >= 2 else ()
-        # chunk 0's conv input rows reuse the buffer of stripe i - 2 (_hosts): its last conv job
+        # chunk 0's conv input rows reuse the buffer of stripe i - 2 (Hosts): its last conv job
         xin = ((prev2 + (nchunks - 1) * per_chunk, IN_DEPTH),) if conv and i >= 2 else ()
         first = len(deps)
         if conv and not dw_matrix:  # line buffer (i - 1 -> i) on VECTOR only
