@@ -14,7 +14,7 @@ from tessel.errors import TesselExportError
 from tessel.frontend.tosa_schema import DType as T
 from tessel.frontend.tosa_schema import Operator, RoundingMode, Tensor, TosaOp, as_bytes
 from tessel.ir import DType, Graph, Layout, Node
-from tessel.isa.fixedpoint import Rounding
+from tessel.isa.fixedpoint import Rounding, reduce_multiplier
 from tessel.ops.quantise import rounding_of
 
 PROFILE = "PRO-INT"
@@ -110,6 +110,22 @@ class Builder:
                        rounding_mode=mode, per_channel=per_channel, input_unsigned=False,
                        output_unsigned=False)
 
+    def rescale_wide(self, x: str, out: str, shape: Sequence[int], dtype: T, *,
+                     multiplier: object, shift: object, out_zp: int = 0,
+                     per_channel: bool = False, loc: str = "") -> str:
+        """RESCALE of an INT48 accumulator with Tessel's wide rule (docs/numerics.md): the
+        16-bit multiplier ``reduce_multiplier(q31)`` (``scale32 = false``), TOSA shift
+        ``15 - shift``, one rounding."""
+        mult = reduce_multiplier(np.atleast_1d(np.asarray(multiplier, np.int64)))
+        tshift = (15 - np.atleast_1d(np.asarray(shift, np.int64))).astype(np.int8)
+        ops = [x, self.const(f"{out}_mult", mult.astype(np.int16), T.INT16),
+               self.const(f"{out}_shift", tshift, T.INT8),
+               self.const(f"{out}_in_zp", np.zeros(1, np.int64), T.INT48),
+               self.zp(f"{out}_out", out_zp, dtype)]
+        return self.op(TosaOp.RESCALE, ops, out, shape, dtype, loc, scale32=False,
+                       rounding_mode=RoundingMode.SINGLE_ROUND, per_channel=per_channel,
+                       input_unsigned=False, output_unsigned=False)
+
     def clamp(self, x: str, out: str, lo: int, hi: int, loc: str = "") -> str:
         t = self.get(x)
         info = np.iinfo(numpy_dtype(t.dtype))
@@ -131,6 +147,11 @@ class Builder:
         after the accumulator (bias already added), rounding as the node does."""
         a = node.attr_map
         dtype = tosa_dtype(node)
+        if self.get(acc).dtype is T.INT48:
+            y = self.rescale_wide(acc, self.fresh(node.name), node.type.shape, dtype,
+                                  multiplier=mult, shift=shift, out_zp=a["out_zp"],
+                                  per_channel=per_channel, loc=loc_of(node))
+            return self.clamp(y, node.name, a["act_min"], a["act_max"], loc_of(node))
         y = self.rescale(acc, self.fresh(node.name), node.type.shape, dtype, multiplier=mult,
                          shift=shift, out_zp=a["out_zp"], per_channel=per_channel,
                          double_round=rounding_of(a) == Rounding.DOUBLE, loc=loc_of(node))

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +85,7 @@ def _qconv2d(b: Builder, node: Node) -> None:
     groups = a["groups"]
     x, pads = window_pads(node, b, node.inputs[0], (kh, kw), a["dilation"])
     in_t = b.get(x).dtype
-    bias = np.asarray(g.constant_value(node.inputs[2]), np.int32)
+    bias, bias_t, acc_t = _bias(g, node, in_t)
     if groups == 1:
         op, weight = TosaOp.CONV2D, w
     elif groups == c and o == c and ci == 1:
@@ -93,12 +93,21 @@ def _qconv2d(b: Builder, node: Node) -> None:
     else:
         raise refuse(node, f"grouped convolution ({groups} groups of {ci} channels): TOSA "
                            "has no grouped CONV2D")
-    inputs = [x, b.const(f"{node.name}_w", weight, T.INT8), b.const(f"{node.name}_b", bias, T.INT32),
+    inputs = [x, b.const(f"{node.name}_w", weight, T.INT8), b.const(f"{node.name}_b", bias, bias_t),
               b.zp(f"{node.name}_x", a["in_zp"], in_t), b.zp(f"{node.name}_w", 0, T.INT8)]
-    acc = b.op(op, inputs, b.fresh(f"{node.name}_acc"), node.type.shape, T.INT32, loc_of(node),
+    acc = b.op(op, inputs, b.fresh(f"{node.name}_acc"), node.type.shape, acc_t, loc_of(node),
                pad=pads, stride=list(a["stride"]), dilation=list(a["dilation"]),
-               local_bound=False, acc_type=int(T.INT32))
+               local_bound=False, acc_type=int(acc_t))
     _requant_consts(b, node, acc)
+
+
+def _bias(g: Graph, node: Node, in_t: T) -> tuple[np.ndarray, T, T]:
+    """A MAC's bias, its TOSA type and the accumulator's: int32 for int8 inputs; INT48 for an
+    int16 input (the wide accumulator, docs/numerics.md)."""
+    bias = np.asarray(g.constant_value(node.inputs[2]), np.int64)
+    if in_t is T.INT16:
+        return bias, T.INT48, T.INT48
+    return bias.astype(np.int32), T.INT32, T.INT32
 
 
 def _requant_consts(b: Builder, node: Node, acc: str) -> None:
@@ -119,14 +128,20 @@ def _qlinear(b: Builder, node: Node) -> None:
     rows = int(np.prod(x_t.shape[:-1]))
     x = b.reshape(node.inputs[0], b.fresh(f"{node.name}_rows"), (1, rows, 1, k), loc_of(node))
     a = node.attr_map
-    bias = np.asarray(g.constant_value(node.inputs[2]), np.int32)
+    bias, bias_t, acc_t = _bias(g, node, b.get(x).dtype)
     inputs = [x, b.const(f"{node.name}_w", w.reshape(n_out, 1, 1, k), T.INT8),
-              b.const(f"{node.name}_b", bias, T.INT32),
+              b.const(f"{node.name}_b", bias, bias_t),
               b.zp(f"{node.name}_x", a["in_zp"], b.get(x).dtype),
               b.zp(f"{node.name}_w", 0, T.INT8)]
-    acc = b.op(TosaOp.CONV2D, inputs, b.fresh(f"{node.name}_acc"), (1, rows, 1, n_out), T.INT32,
+    acc = b.op(TosaOp.CONV2D, inputs, b.fresh(f"{node.name}_acc"), (1, rows, 1, n_out), acc_t,
                loc_of(node), pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], local_bound=False,
-               acc_type=int(T.INT32))
+               acc_type=int(acc_t))
+    if acc_t is T.INT48:  # TOSA reshapes no INT48 tensor: requantise the rows, then reshape
+        y = b.fresh(f"{node.name}_rows")
+        _requant_consts(b, node.replace(name=y, type=replace(node.type, shape=(1, rows, 1, n_out))),
+                        acc)
+        b.reshape(y, node.name, node.type.shape, loc_of(node))
+        return
     acc = b.reshape(acc, b.fresh(f"{node.name}_acc"), node.type.shape, loc_of(node))
     _requant_consts(b, node, acc)
 

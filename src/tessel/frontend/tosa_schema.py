@@ -23,7 +23,7 @@ import numpy as np
 from flatbuffers import number_types as N
 from flatbuffers.table import Table
 
-from tessel.errors import TesselFormatError
+from tessel.errors import TesselConfigError, TesselFormatError
 
 IDENTIFIER = b"TOSA"
 VERSION = (1, 0, 0)
@@ -165,6 +165,8 @@ class Tensor:
     data: bytes | None = None
 
     def array(self) -> np.ndarray:
+        if self.data is not None and self.dtype is DType.INT48:
+            return self._int48()
         if self.data is None or self.dtype not in NUMPY:
             raise TesselFormatError(f"TOSA tensor {self.name}: no {self.dtype.name} data to read")
         arr = np.frombuffer(self.data, NUMPY[self.dtype].newbyteorder("<"))
@@ -179,6 +181,18 @@ class Tensor:
             raise TesselFormatError(f"TOSA tensor {self.name}: {arr.size} values for shape "
                                     f"{list(self.shape)}")
         return arr.reshape(self.shape).astype(NUMPY[self.dtype])
+
+    def _int48(self) -> np.ndarray:
+        """INT48 data: 6 little-endian bytes per value, sign-extended to int64."""
+        count = int(np.prod(self.shape))
+        if len(self.data) < 6 * count or len(self.data) - 6 * count >= 8:
+            raise TesselFormatError(f"TOSA tensor {self.name}: {len(self.data)} bytes of INT48 "
+                                    f"data for shape {list(self.shape)} ({6 * count} expected)")
+        raw = np.frombuffer(self.data[:6 * count], np.uint8).reshape(count, 6)
+        wide = np.zeros((count, 8), np.uint8)
+        wide[:, :6] = raw
+        wide[:, 6:] = np.where(raw[:, 5:6] >= 0x80, 0xFF, 0)  # the sign byte, extended
+        return wide.view("<i8").reshape(self.shape).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -208,6 +222,12 @@ class TosaGraph:
 
 
 def as_bytes(values: np.ndarray, dtype: DType) -> bytes:
+    if dtype is DType.INT48:  # 6 little-endian bytes per value
+        v = np.ascontiguousarray(values, "<i8").reshape(-1)
+        if v.size and (int(v.min()) < -(2**47) or int(v.max()) >= 2**47):
+            raise TesselConfigError(f"INT48 data: values [{int(v.min())}, {int(v.max())}] "
+                                    "outside int48")
+        return v.view(np.uint8).reshape(-1, 8)[:, :6].tobytes()
     return np.ascontiguousarray(values, NUMPY[dtype].newbyteorder("<")).tobytes()
 
 
