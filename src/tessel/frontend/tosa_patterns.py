@@ -19,7 +19,7 @@ from tessel.frontend.tosa_schema import NUMPY, Operator, RoundingMode, TosaOp
 from tessel.frontend.tosa_schema import DType as T
 from tessel.ir import DType, Layout, Op
 from tessel.ir.builder import sanitize_name
-from tessel.isa.fixedpoint import Rounding
+from tessel.isa.fixedpoint import MAX_WIDE_SHIFT, MIN_SHIFT, Rounding
 
 if TYPE_CHECKING:
     from tessel.frontend.tosa_import import _Importer
@@ -310,12 +310,12 @@ def _mul(im: _Importer, op: Operator, k: int) -> None:
 def _rescale_params(im: _Importer, op: Operator,
                     what: str) -> tuple[np.ndarray, np.ndarray, Rounding]:
     a = op.attrs
-    mult = im.ints(op.inputs[1], what).astype(np.int64).reshape(-1)
-    shift = 31 - im.ints(op.inputs[2], what).astype(np.int64).reshape(-1)
     if a.get("input_unsigned") or a.get("output_unsigned"):
         raise TesselFormatError(f"TOSA {what}: unsigned rescale (Tessel's tensors are signed)")
     if not a.get("scale32", True):
-        raise TesselFormatError(f"TOSA {what}: 16-bit multipliers (scale32 = false)")
+        return _wide_rescale_params(im, op, what)
+    mult = im.ints(op.inputs[1], what).astype(np.int64).reshape(-1)
+    shift = 31 - im.ints(op.inputs[2], what).astype(np.int64).reshape(-1)
     mode = a.get("rounding_mode", 0)
     if mode not in (RoundingMode.DOUBLE_ROUND, RoundingMode.SINGLE_ROUND):
         raise TesselFormatError(f"TOSA {what}: rounding mode {mode} (Tessel rounds "
@@ -324,6 +324,25 @@ def _rescale_params(im: _Importer, op: Operator,
         raise TesselFormatError(f"TOSA {what}: shift outside [1, 62] or a negative multiplier")
     rounding = Rounding.SINGLE if mode == RoundingMode.SINGLE_ROUND else Rounding.DOUBLE
     return mult, shift, rounding
+
+
+def _wide_rescale_params(im: _Importer, op: Operator,
+                         what: str) -> tuple[np.ndarray, np.ndarray, Rounding]:
+    """A RESCALE with 16-bit multipliers (``scale32 = false``) of an INT48 accumulator: Tessel's
+    wide requantisation (docs/numerics.md) with the Q31 multiplier ``m16 << 16`` (which reduces
+    to ``m16``) and shift ``15 - s``."""
+    if im.g.tensors[op.inputs[0]].dtype is not T.INT48:
+        raise TesselFormatError(f"TOSA {what}: 16-bit multipliers (scale32 = false) of a "
+                                "tensor other than an INT48 accumulator")
+    if op.attrs.get("rounding_mode", 0) != RoundingMode.SINGLE_ROUND:
+        raise TesselFormatError(f"TOSA {what}: an INT48 rescale rounds SINGLE_ROUND in Tessel")
+    m16 = im.ints(op.inputs[1], what).astype(np.int64).reshape(-1)
+    s = im.ints(op.inputs[2], what).astype(np.int64).reshape(-1)
+    if np.any(m16 < 0) or np.any(m16 > 0x7FFF) or np.any(s < 15 - MAX_WIDE_SHIFT) or np.any(
+            s > 15 - MIN_SHIFT):
+        raise TesselFormatError(f"TOSA {what}: a 16-bit multiplier outside [0, 32767] or a "
+                                f"shift outside [{15 - MAX_WIDE_SHIFT}, {15 - MIN_SHIFT}]")
+    return m16 << 16, 15 - s, Rounding.SINGLE
 
 
 def _double_rounded(rounding: Rounding, shift: np.ndarray, what: str, into: str) -> None:
@@ -453,12 +472,19 @@ def _window(op: Operator) -> dict[str, Any]:
 def _conv(im: _Importer, op: Operator, k: int) -> None:
     what = f"{op.op.name} %{op.outputs[0]}"
     x = im.value(op.inputs[0], what)
-    if im.b.type_of(x).dtype is not DType.I8:
-        raise TesselFormatError(f"TOSA {what}: int16 activations (Tessel's convolutions take "
-                                "int8)")
+    wide = im.b.type_of(x).dtype is DType.I16  # int16 x int8 into INT48 (docs/numerics.md)
+    if not wide and im.b.type_of(x).dtype is not DType.I8:
+        raise TesselFormatError(f"TOSA {what}: {im.b.type_of(x).dtype.value} activations "
+                                "(Tessel's convolutions take int8 or int16)")
+    if wide != (im.g.tensors[op.outputs[0]].dtype is T.INT48):
+        raise TesselFormatError(f"TOSA {what}: an int8 input accumulates into INT32, an int16 "
+                                "one into INT48")
     w = im.const(op.inputs[1], what)
-    bias = im.ints(op.inputs[2], what).astype(np.int32)
+    bias = im.ints(op.inputs[2], what).astype(np.int64 if wide else np.int32)
     in_zp, w_zp = im.scalar(op.inputs[3], what), im.scalar(op.inputs[4], what)
+    if wide and in_zp:
+        raise TesselFormatError(f"TOSA {what}: an int16 input with zero point {in_zp} (Tessel's "
+                                "int16 activations are symmetric)")
     if w_zp != 0 or w.dtype != np.int8:
         raise TesselFormatError(f"TOSA {what}: int8 weights with zero point 0 only")
     if op.op is TosaOp.DEPTHWISE_CONV2D:
@@ -470,7 +496,7 @@ def _conv(im: _Importer, op: Operator, k: int) -> None:
         groups = 1
     cout = w.shape[0]
     if bias.size == 1:
-        bias = np.full(cout, bias.reshape(-1)[0], np.int32)
+        bias = np.full(cout, bias.reshape(-1)[0], bias.dtype)
     attrs = {**_window(op), "dilation": tuple(op.attrs["dilation"]), "groups": groups,
              "in_zp": in_zp}
     wname = im.b.constant(w, sanitize_name(op.inputs[1]))

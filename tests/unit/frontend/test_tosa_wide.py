@@ -5,16 +5,22 @@ golden model, and the INT48 constants read back."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import tosa_reference_model
 
+from tessel.errors import TesselFormatError
 from tessel.frontend.tosa_export import export_tosa
+from tessel.frontend.tosa_import import import_tosa
 from tessel.frontend.tosa_schema import DType as T
-from tessel.frontend.tosa_schema import Tensor, TosaOp, as_bytes, read
+from tessel.frontend.tosa_schema import RoundingMode, Tensor, TosaOp, as_bytes, read
 from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, run_graph
 from tessel.isa import fixedpoint as fp
+from tessel.passes.to_nhwc import to_nhwc
 from tessel.quant.golden import GOLDEN_KERNELS
+from tessel.quant.lower import lower_qdq
 
 I8, I16 = DType.I8, DType.I16
 
@@ -85,3 +91,28 @@ def test_int48_constants_read_back_sign_extended():
     assert sorted(tuple(b.array().tolist()) for b in biases) == want
     with pytest.raises(Exception, match="int48"):
         as_bytes(np.array([2**47]), T.INT48)
+
+
+def test_the_import_of_the_wide_export_is_the_same_integers():
+    """The exported file read back: CONV2D int16 -> INT48 and its scale32 = false RESCALE
+    become int16-input qconv2d nodes (the fully connected layer a 1x1 one), whose golden model
+    equals the original graph's."""
+    graph, x = wide_graph(1)
+    golden = run_graph(graph, [x], kernels=GOLDEN_KERNELS)
+    imported = to_nhwc(lower_qdq(import_tosa(export_tosa(graph).to_bytes())))
+    convs = [n for n in imported.nodes if n.op is Op.QCONV2D]
+    assert len(convs) == 3
+    assert all(imported.type_of(n.inputs[0]).dtype is I16 for n in convs)
+    assert all(imported.type_of(n.inputs[2]).dtype is DType.I64 for n in convs)
+    got = run_graph(imported, [x.astype(np.float32)], kernels=GOLDEN_KERNELS)
+    for g, y in zip(golden, got, strict=True):
+        np.testing.assert_array_equal(np.asarray(y).reshape(g.shape).astype(g.dtype), g)
+
+
+def test_a_16_bit_rescale_of_anything_but_an_int48_accumulator_is_refused():
+    graph, _ = wide_graph(0)
+    tosa = export_tosa(graph).graph
+    ops = [replace(op, attrs={**op.attrs, "rounding_mode": RoundingMode.DOUBLE_ROUND})
+           if op.op is TosaOp.RESCALE else op for op in tosa.operators]
+    with pytest.raises(TesselFormatError, match="INT48 rescale rounds SINGLE_ROUND"):
+        import_tosa(replace(tosa, operators=ops).write())
