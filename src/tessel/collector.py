@@ -13,7 +13,11 @@ both are put back and the frozen objects are collected as usual again. Garbage m
 is still collected (less often), so memory stays bounded; results cannot change (the
 collector only frees unreachable cycles). Nested uses, and uses from other threads while one
 is active, do nothing more; if the caller froze objects itself (`gc.get_freeze_count()`),
-they are left frozen and only the threshold changes.
+they are left frozen and only the threshold changes. That check counts the frozen objects one
+by one (CPython keeps no count): a process that froze a large heap, or a worker forked from
+one, pays a walk of it at every outermost use (each model of each design point explored), and
+`no_collections` then leaves what it made young, so freezing the heap before forking
+explore's workers makes them slower, not faster.
 
 `no_collections()` turns the collector off for the block instead (on again on exit), for code
 that makes no cyclic garbage, so that a collection could only walk live objects: the backend

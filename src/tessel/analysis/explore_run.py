@@ -12,8 +12,10 @@ the sweep sooner (`Runs`).
 from __future__ import annotations
 
 import enum
+import multiprocessing
 import os
 import statistics
+import sys
 import threading
 import time
 from collections import deque
@@ -103,6 +105,18 @@ def _infeasible(key: str, point: Mapping[str, Any], models: tuple[str, ...], nam
 
 
 # -- local worker processes --------------------------------------------------------------------
+def worker_context() -> multiprocessing.context.BaseContext:
+    """How local workers start: forked (a worker inherits this process's imports of the
+    compile path and the graphs, and pays no start), whatever this process's default start
+    method is: spawn in a process that multiprocessing itself spawned, forkserver on newer
+    Pythons, each of which starts every worker as a new interpreter that imports the compiler
+    and unpickles the graphs again. The platform's default on macOS (spawn: fork is unsafe with
+    its system frameworks) and where there is no fork."""
+    if sys.platform != "darwin" and "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context()
+
+
 def _init_worker(graphs: Graphs, base_dict: dict[str, Any], context: str, parent: int) -> None:
     _die_with_parent(parent)
     _STATE["graphs"] = graphs
@@ -234,7 +248,8 @@ class LocalRunner:
     def __init__(self, graphs: Graphs, base: NpuArch, workers: int, context: str = ""):
         self.graphs, self.base, self.workers, self.context = graphs, base, workers, context
         args = (dict(graphs), base.to_toml_dict(), context, os.getpid())
-        self.pools = [ProcessPoolExecutor(1, initializer=_init_worker, initargs=args)
+        self.pools = [ProcessPoolExecutor(1, mp_context=worker_context(),
+                                          initializer=_init_worker, initargs=args)
                       for _ in range(max(workers, 0))]
 
     def run(self, points: Sequence[dict[str, Any]]) -> Iterator[PointResult]:

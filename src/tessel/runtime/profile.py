@@ -12,21 +12,18 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tessel.arch import NpuArch
-from tessel.binary import TslProgram
 from tessel.display import TERMINAL_WIDTH, Table, fmt_int, plural, short_repr, summary_html
 from tessel.isa import Engine, Opcode
 from tessel.isa.costs import energy_breakdown_pj, gemm_dims, instruction_cost, static_energy_pj
 from tessel.lower.fallback import summary_text
-from tessel.runtime.regions import regions_of
-from tessel.sim.prepare import prepared
-from tessel.sim.stats import event_row, events_from_row
-from tessel.sim.timing import events_matrix as _events_matrix
-from tessel.sim.timing import instr_times
+
+if TYPE_CHECKING:
+    from tessel.binary import TslProgram
 
 _CONTROL = (Opcode.WAIT, Opcode.SIGNAL, Opcode.END)
 TOP_LAYERS = 10  # layers shown by the notebook view (_repr_html_)
@@ -190,6 +187,13 @@ def host_note(host_ops: Sequence[str]) -> str:
 
 
 def build_profile(program: TslProgram, arch: NpuArch) -> Profile:
+    # the simulator's timing model, imported here: the estimate (tessel.analysis.estimate)
+    # needs this module's figures, not the simulator, and a Ray actor imports it at its start
+    from tessel.runtime.regions import regions_of
+    from tessel.sim.prepare import prepared
+    from tessel.sim.stats import event_row, events_from_row
+    from tessel.sim.timing import events_matrix, instr_times
+
     meta = program.metadata
     prep = prepared(program, arch)
     sched = instr_times(prep)
@@ -227,7 +231,7 @@ def build_profile(program: TslProgram, arch: NpuArch) -> Profile:
             sum(energy_breakdown_pj(ev, arch).values()), busy, len(tiles),
             max(tiles, key=lambda d: d[0] * d[1] * d[2], default=(0, 0, 0)),
             dict(info["first"]), dict(info["last"]), _memory_bytes(ev, names)))
-    total_ev = events_from_row(_events_matrix(prep).sum(axis=0), n_mem)
+    total_ev = events_from_row(events_matrix(prep).sum(axis=0), n_mem)
     energy = dict(energy_breakdown_pj(total_ev, arch))
     energy["static"] = static_energy_pj(total, arch)
     model_macs = sum(lay.macs for lay in layers) if layers else total_ev.macs
@@ -254,6 +258,8 @@ def _memory_bytes(ev: Any, names: list[str]) -> dict[str, int]:
 
 def _events_by_instruction(prep: Any) -> dict[Engine, list[list[int]]]:
     """Event rows per engine and instruction index (control instructions: zeros)."""
+    from tessel.sim.stats import event_row
+
     n_mem = len(prep.arch.offchip)
     out = {}
     for e in Engine:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import multiprocessing
+import sys
 
 import pytest
 import torch
@@ -275,3 +277,29 @@ def test_the_weight_decoder_is_a_design_parameter(graphs, tmp_path):
         arch = build_arch(base, {"wdecoder.enabled": on})
         est = estimate_graph(graphs["digits_cnn"], arch, timing_only=True)
         assert p.latency_ms(LatencyAgg.SUM) == pytest.approx(est.latency_ms)
+
+
+@pytest.mark.skipif(sys.platform == "darwin" or "fork" not in multiprocessing.get_all_start_methods(),
+                    reason="local workers are forked only where the platform forks safely")
+def test_local_workers_are_forked_whatever_the_default_start_method(graphs, monkeypatch):
+    """A local worker is forked from this process, so it inherits the compile path's imports
+    and state, also where the default start method is spawn (in a process multiprocessing
+    spawned; forkserver on newer Pythons): here a stand-in for evaluate_point, set in this
+    process only, answers the point."""
+    from tessel.analysis import explore_run
+
+    def stand_in(point, graphs, base, context, ahead=0):
+        return explore_run._infeasible("key", point, tuple(graphs), "stand-in", "inherited", 0.0)
+
+    monkeypatch.setattr(explore_run, "evaluate_point", stand_in)
+    before = multiprocessing.get_start_method(allow_none=True)
+    multiprocessing.set_start_method("spawn", force=True)
+    try:
+        runner = explore_run.LocalRunner(graphs, load_target("tnpu-s"), 1)
+        try:
+            got = list(runner.run([{"matrix.rows": 8}]))
+        finally:
+            runner.close()
+    finally:
+        multiprocessing.set_start_method(before, force=True)
+    assert [(r.arch, r.reason) for r in got] == [("stand-in", "inherited")]
