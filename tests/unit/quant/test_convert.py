@@ -208,6 +208,7 @@ def qat() -> tuple[torch.fx.GraphModule, tuple[torch.Tensor]]:
     return trained_qat(example), example
 
 
+@pytest.mark.slow  # convert_qat traces torchao's conv2d fold patterns: about 17 CPU seconds
 def test_convert_qat_equals_convert_pt2e(qat) -> None:
     """convert_qat against torchao's convert_pt2e (its fold pass for each of the four conv
     kinds, `_fold_conv_bn_qat_helper`, tracing the patterns of all four), which called that
