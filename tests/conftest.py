@@ -1,5 +1,6 @@
 """Suite-wide settings: one torch thread per xdist worker (two workers share two cores), a
-fresh quantised-graph cache folder per test process, files with slow tests collected first."""
+fresh quantised-graph cache folder per test process, numba's kernel cache out of the source
+tree, files with slow tests collected first."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ if "TESSEL_CACHE_DIR" not in os.environ:
     import tempfile
 
     os.environ["TESSEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="tessel-test-cache-")
+
+# numba keeps the machine code of the just-in-time kernels (tessel.sim.jit, cache=True) in a
+# __pycache__ folder beside their module, in the source tree; the tests keep it in the user's
+# cache instead, beside the ahead-of-time kernels (~/.cache/tessel), so no test writes into src/
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.expanduser("~/.cache/tessel/numba"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

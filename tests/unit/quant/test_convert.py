@@ -4,18 +4,21 @@ convert_pt2e itself on prepared copies of the same calibrated modules: the same 
 code, node names and ops, the same constants (names, dtypes, values) and the same outputs;
 with batch norms that no conv feeds, whose QAT conv / batch-norm fold it does without tracing
 the patterns. And tessel.quant.pt2e.convert_qat (torchao's QAT fold looking only for the conv
-kinds present) against convert_pt2e on a trained QAT module."""
+kinds present) against convert_pt2e on a trained QAT module. torchao's results that take it
+long to produce are read from tests/data/convert_pt2e_golden.json (GOLDEN below)."""
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
-from torchao.quantization.pt2e import move_exported_model_to_eval, qat_utils
-from torchao.quantization.pt2e.qat_utils import _is_bn_node
+import torchao
+from torchao.quantization.pt2e import move_exported_model_to_eval
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 from tessel.quant.config import MINILM_CONFIG
@@ -94,42 +97,40 @@ def _constants(gm: torch.fx.GraphModule) -> dict[str, torch.Tensor]:
     return {n.target: _attr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
 
 
-@pytest.mark.parametrize("model_cls,shape,config", [
-    (ConvNet, (1, 3, 8, 8), None),
-    pytest.param(LooseBatchNorm, (2, 3, 4, 4), None, marks=pytest.mark.slow),  # folds batch norms: long
-    (Attention, (1, 6, 16), None),
-    (Attention, (1, 6, 16), MINILM_CONFIG),  # int16 softmax / layer norm / add
-])
-def test_convert_equals_convert_pt2e(model_cls, shape, config) -> None:
+# name: (model class, input shape, quantisation config)
+CASES = {
+    "conv_net": (ConvNet, (1, 3, 8, 8), None),
+    "loose_batch_norm": (LooseBatchNorm, (2, 3, 4, 4), None),
+    "attention": (Attention, (1, 6, 16), None),
+    "attention_int16": (Attention, (1, 6, 16), MINILM_CONFIG),  # int16 softmax / layer norm / add
+}
+# torchao's results where producing them traces its QAT conv / batch-norm fold patterns (the
+# cases whose loose batch norms convert_pt2e folds, the QAT module): 10 to 20 CPU seconds each,
+# so tests/data/make_convert_pt2e_golden.py runs them with the pinned torch and torchao and the
+# tests read them; the other cases run convert_pt2e here
+GOLDEN = Path(__file__).resolve().parents[2] / "data" / "convert_pt2e_golden.json"
+GOLDEN_CASES = ("loose_batch_norm",)
+REGENERATE = "regenerate it: python tests/data/make_convert_pt2e_golden.py"
+
+
+def prepared_case(name: str) -> tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]]:
+    """The case's model exported, prepared with TesselQuantizer and calibrated; its example."""
+    model_cls, shape, config = CASES[name]
     torch.manual_seed(0)
     model = model_cls().eval()
     example = (torch.randn(*shape),)
     prepared = prepare_pt2e(export_for_quant(model, example), TesselQuantizer(config))
     g = torch.Generator().manual_seed(1)
     calibrate(prepared, [(torch.randn(*shape, generator=g),) for _ in range(5)], example)
-    want = convert_pt2e(copy.deepcopy(prepared))
-    got = convert(copy.deepcopy(prepared))
-    folded = [n for n in want.graph.nodes if n.op == "get_attr" and
-              _attr(want, n.target).dtype == torch.int8]
-    assert folded  # the weights were folded to int8 (the case the shortcut is about)
-    _assert_same_graph(got, want, example)
+    return prepared, example
 
 
-def _assert_same_graph(got: torch.fx.GraphModule, want: torch.fx.GraphModule, example) -> None:
-    assert got.code == want.code
-    assert [(n.op, n.name, n.target) for n in got.graph.nodes] == \
-        [(n.op, n.name, n.target) for n in want.graph.nodes]
-    cw, cg = _constants(want), _constants(got)
-    assert cw.keys() == cg.keys()
-    for name, t in cw.items():
-        assert cg[name].dtype == t.dtype and torch.equal(cg[name], t), name
-    with torch.no_grad():
-        outs = [got(*example), want(*example)]
-    for a, b in zip(*[o if isinstance(o, tuple) else (o,) for o in outs], strict=True):
-        assert torch.equal(a, b)
+def qat_example() -> tuple[torch.Tensor]:
+    return (torch.randn(1, 3, 5, 5, generator=torch.Generator().manual_seed(2)),)
 
 
-def _trained_qat(example) -> torch.fx.GraphModule:
+def trained_qat(example) -> torch.fx.GraphModule:
+    """QatConvBatchNorm prepared for QAT, trained three steps and moved to eval."""
     torch.manual_seed(0)
     prepared = prepare_qat(QatConvBatchNorm(), example)
     opt = torch.optim.SGD(prepared.parameters(), lr=1e-2)
@@ -141,40 +142,91 @@ def _trained_qat(example) -> torch.fx.GraphModule:
     return prepared
 
 
-def test_convert_qat_equals_convert_pt2e(monkeypatch) -> None:
-    """convert_qat against convert_pt2e running torchao's own fold, whose per-kind pass
-    (`_fold_conv_bn_qat_helper`) is, for the three kinds absent from the graph, the dequantize
-    merge alone: the next test shows that pass equal to torchao's on a graph without its conv
-    kind (all four of torchao's passes cost about 14 CPU seconds)."""
-    example = (torch.randn(1, 3, 5, 5),)
-    prepared = _trained_qat(example)
+def versions() -> dict[str, str]:
+    return {"torch": torch.__version__.split("+")[0], "torchao": torchao.__version__}
+
+
+def fingerprint(gm: torch.fx.GraphModule) -> str:
+    """sha256 of a module's code and state (weights, observers' ranges): what torchao reads."""
+    h = hashlib.sha256(gm.code.encode())
+    for name, t in gm.state_dict().items():
+        h.update(f"{name} {t.dtype} {tuple(t.shape)}".encode())
+        h.update(t.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _tensor(t: torch.Tensor) -> dict:
+    return {"dtype": str(t.dtype), "shape": list(t.shape), "values": t.flatten().tolist()}
+
+
+def graph_record(gm: torch.fx.GraphModule, example) -> dict:
+    """A module as JSON data: code, nodes, constants (exact values) and outputs on `example`."""
+    with torch.no_grad():
+        out = gm(*example)
+    return {"code": gm.code,
+            "nodes": [[n.op, n.name, str(n.target)] for n in gm.graph.nodes],
+            "constants": {k: _tensor(t) for k, t in _constants(gm).items()},
+            "outputs": [_tensor(t) for t in (out if isinstance(out, tuple) else (out,))]}
+
+
+def _golden(name: str, prepared: torch.fx.GraphModule) -> dict:
+    """The golden entry `name`, checked to be torchao's result on this very `prepared`."""
+    entry = json.loads(GOLDEN.read_text())[name]
+    assert entry["versions"] == versions(), f"{GOLDEN.name} is for other versions: {REGENERATE}"
+    assert entry["prepared"] == fingerprint(prepared), \
+        f"the prepared {name} is not the one {GOLDEN.name} was made from: {REGENERATE}"
+    return entry
+
+
+def _assert_same_record(got: dict, want: dict) -> None:
+    assert got["code"] == want["code"]
+    assert got["nodes"] == want["nodes"]
+    assert got["constants"].keys() == want["constants"].keys()
+    for name, t in want["constants"].items():
+        assert got["constants"][name] == t, name  # dtype, shape and every value
+    assert got["outputs"] == want["outputs"]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_convert_equals_convert_pt2e(name: str) -> None:
+    prepared, example = prepared_case(name)
+    if name in GOLDEN_CASES:
+        want = _golden(name, prepared)["record"]
+    else:
+        want = graph_record(convert_pt2e(copy.deepcopy(prepared)), example)
+    got = convert(copy.deepcopy(prepared))
+    # the weights were folded to int8 (the case the shortcut is about)
+    assert any(c["dtype"] == str(torch.int8) for c in want["constants"].values())
+    _assert_same_record(graph_record(got, example), want)
+
+
+@pytest.fixture(scope="module")
+def qat() -> tuple[torch.fx.GraphModule, tuple[torch.Tensor]]:
+    """The trained QAT module and its example, shared by the tests below (each converts or
+    folds a copy)."""
+    example = qat_example()
+    return trained_qat(example), example
+
+
+@pytest.mark.slow  # convert_qat traces torchao's conv2d fold patterns: about 17 CPU seconds
+def test_convert_qat_equals_convert_pt2e(qat) -> None:
+    """convert_qat against torchao's convert_pt2e (its fold pass for each of the four conv
+    kinds, `_fold_conv_bn_qat_helper`, tracing the patterns of all four), which called that
+    pass with the example inputs `_fold_example_inputs` makes for each kind."""
+    prepared, example = qat
+    want = _golden("qat", prepared)
     got = convert_qat(copy.deepcopy(prepared))
-    helper, passes = qat_utils._fold_conv_bn_qat_helper, []
-
-    def helper_of_present_kinds(m, conv_fn, example_inputs, is_cuda):
-        passes.append((conv_fn, [tuple(t.shape) for t in example_inputs]))
-        if conv_fn is F.conv2d:
-            return helper(m, conv_fn, example_inputs, is_cuda=is_cuda)
-        _merge_dequantize_pass(m)
-        return m
-
-    monkeypatch.setattr(qat_utils, "_fold_conv_bn_qat_helper", helper_of_present_kinds)
-    want = convert_pt2e(copy.deepcopy(prepared))
-    assert [fn for fn, _ in passes] == [F.conv1d, F.conv2d, F.conv_transpose1d,
-                                        F.conv_transpose2d]
-    assert [shapes for _, shapes in passes] == [
-        [tuple(t.shape) for t in _fold_example_inputs(d)] for _, d, _ in _CONV_KINDS]
-    assert not any(_is_bn_node(n) for n in want.graph.nodes)  # both folded into their conv
-    _assert_same_graph(got, want, example)
+    assert want["passes"] == [[fn.__name__, [list(t.shape) for t in _fold_example_inputs(d)]]
+                              for fn, d, _ in _CONV_KINDS]
+    assert not any("batch_norm" in target for _, _, target in want["record"]["nodes"])  # folded
+    _assert_same_record(graph_record(got, example), want["record"])
 
 
-def test_an_absent_conv_kinds_fold_pass_only_merges_dequantize_nodes() -> None:
-    """torchao's fold pass for conv1d (its 24 patterns traced) on a graph without one changes
+def test_an_absent_conv_kinds_fold_pass_only_merges_dequantize_nodes(qat) -> None:
+    """torchao's fold pass for conv1d (its 24 patterns traced) on a graph without one changed
     it as `_merge_dequantize_pass` does."""
-    example = (torch.randn(1, 3, 5, 5),)
-    prepared = _trained_qat(example)
-    want = qat_utils._fold_conv_bn_qat_helper(copy.deepcopy(prepared), F.conv1d,
-                                              _fold_example_inputs(1), is_cuda=False)
+    prepared, example = qat
+    want = _golden("qat_conv1d_fold_pass", prepared)["record"]
     got = copy.deepcopy(prepared)
     _merge_dequantize_pass(got)
-    _assert_same_graph(got, want, example)
+    _assert_same_record(graph_record(got, example), want)
