@@ -21,6 +21,8 @@ from tessel.isa.costs import instruction_cost
 from tessel.isa.fields import AccWidth, InType
 from tessel.isa.footprint import static_error
 from tessel.isa.instrs.matrix import WeightType
+from tessel.ops import intops
+from tessel.sim.instr import wide
 from tessel.runtime import cengine
 from tessel.sim.functional import run_functional
 from tessel.sim.prepare import prepare
@@ -189,6 +191,48 @@ def test_conv_int16_equals_the_integer_reference(shape, w_type):
         conv_ref(ins, sram.tobytes(), want)
         got = run_sim(ARCH, [ins], Engine.MATRIX, sram, acc).acc_bytes
         assert got.tobytes() == bytes(want), (shape, w_type, mode)
+
+
+def test_conv_and_matmul_equal_the_golden_intops():
+    """The simulator's wide CONV / MATMUL equal tessel.ops.intops (the golden model's MACs)."""
+    rng = np.random.default_rng(11)
+    h, w, cin, cout = 6, 5, 9, 4
+    ins, sram, acc = conv_case(rng, h=h, w=w, cin=cin, cout=cout, k=3, stride=2, pad=1,
+                               w_type=WeightType.I8, mode=0)
+    x = sram[:2 * h * w * cin].view("<i2").reshape(1, h, w, cin).astype(np.int16)
+    wt8 = sram[W_ADDR:W_ADDR + 9 * cin * cout].view(np.int8).reshape(3, 3, cin, cout)
+    want = intops.conv_acc(x, wt8, 0, stride=(2, 2), dilation=(1, 1), pad=(1, 1, 1, 1),
+                           out_hw=(ins.out_h, ins.out_w))[0]
+    got = run_sim(ARCH, [ins], Engine.MATRIX, sram, acc).acc_bytes.view("<i8")
+    r, c = np.ix_(np.arange(ins.out_h * ins.out_w), np.arange(cout))
+    assert np.array_equal(got[(ins.acc_addr + r * ins.acc_stride) // 2 + c],
+                          want.reshape(-1, cout))
+    a = _extreme_i16(rng, 5 * 300).reshape(5, 300)
+    b = rng.integers(-128, 128, (300, 7)).astype(np.int8)
+    sram[:a.nbytes] = a.view(np.uint8).reshape(-1)
+    sram[W_ADDR:W_ADDR + b.size] = b.view(np.uint8).reshape(-1)
+    mm = Instruction.make(Opcode.MATMUL, m=5, n=7, k=300, a_addr=0, a_stride_m=600,
+                          a_stride_k=2, b_addr=W_ADDR, b_stride_k=7, acc_addr=0, acc_stride=14,
+                          in_type=InType.I16)
+    got = run_sim(ARCH, [mm], Engine.MATRIX, sram, acc).acc_bytes[:8 * 35].view("<i8")
+    assert np.array_equal(got.reshape(5, 7), intops.matmul_acc(a.astype(np.int16), b))
+
+
+def test_requant_wide_equals_the_golden_requantisation():
+    """REQUANT WIDE equals tessel.ops.intops.requant(wide=True) (bias within 48 bits)."""
+    rng = np.random.default_rng(12)
+    ins, sram, acc = requant_case(rng, 6, 10, 1, True)
+    p = P_ADDR
+    sram[p:p + 80] = rng.integers(-(1 << 45), 1 << 45, 10).astype("<i8").view(np.uint8)
+    got = run_sim(ARCH, [ins], Engine.VECTOR, sram, acc).sram
+    bias = sram[p:p + 80].view("<i8")
+    q31, shift = sram[p + 80:p + 120].view("<i4"), sram[p + 120:p + 160].view("<i4")
+    x = acc.view("<i8")[:6 * 20].reshape(6, 20)[:, :10]  # src_stride 4 * ch entries
+    x = wide.wrap48(x)
+    want = intops.requant(x, bias, q31, shift, ins.out_zp, ins.act_min, ins.act_max, np.int16,
+                          wide=True)
+    y = np.stack([got[D_ADDR + r * 30:D_ADDR + r * 30 + 20].view("<i2") for r in range(6)])
+    assert np.array_equal(y, want)
 
 
 def test_large_k_overflows_int32_and_wraps_at_48_bits():

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from tessel.isa.fields import AccMode, ParamMode
-from tessel.isa.fixedpoint import MIN_SHIFT
+from tessel.isa.fixedpoint import MAX_WIDE_SHIFT, MIN_SHIFT
 from tessel.isa.instrs.matrix import WeightType
 from tessel.sim.hostmem import I8, Step, flat_rows
 from tessel.sim.instr.conv import unpack_int4, weight_nibbles
@@ -34,7 +34,6 @@ I64 = np.int64
 U8 = np.dtype(np.uint8)
 WIDE = np.dtype("<i8")
 ACC_BITS = 48
-WIDE_MAX_SHIFT = 14  # the wide rule's shift: s = 15 - shift >= 1
 
 
 def wrap48(v: np.ndarray) -> np.ndarray:
@@ -140,11 +139,11 @@ def wide_params(raw: np.ndarray, p: int) -> tuple[np.ndarray, ...]:
     bias = raw[:8 * p].view("<i8").astype(I64)
     q31 = raw[8 * p:12 * p].view("<i4").astype(I64)
     shift = raw[12 * p:16 * p].view("<i4").astype(I64)
-    bad = (q31 < 0) | (shift < MIN_SHIFT) | (shift > WIDE_MAX_SHIFT)
+    bad = (q31 < 0) | (shift < MIN_SHIFT) | (shift > MAX_WIDE_SHIFT)
     if bad.any():
         c = int(np.argmax(bad))
         raise Trap(f"parameter entry {c}: multiplier {int(q31[c])} / shift {int(shift[c])} "
-                   f"outside [0, 2^31) / [{MIN_SHIFT}, {WIDE_MAX_SHIFT}] (acc_width WIDE)")
+                   f"outside [0, 2^31) / [{MIN_SHIFT}, {MAX_WIDE_SHIFT}] (acc_width WIDE)")
     q15 = np.where(q31 < 0x7FFF0000, (q31 + (1 << 15)) >> 16, 0x7FFF)
     s = 15 - shift
     return bias, q15, s, I64(1) << (s - 1)
