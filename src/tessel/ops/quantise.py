@@ -271,8 +271,12 @@ def require_int(ts: Sequence[TensorType], n: int) -> None:
 
 
 def require_per_channel(ts: Sequence[TensorType], first: int, channels: int) -> None:
-    """Operands first.. first+2 are the per-channel bias, multiplier and shift (i32[channels])."""
+    """Operands first.. first+2 are the per-channel bias, multiplier and shift (i32[channels];
+    the bias of a MAC with int16 input, operand 0, is i64: the wide accumulator's,
+    docs/numerics.md)."""
     names = ("bias", "multiplier", "shift")
+    wide = ts[0].dtype is DType.I16
     for name, t in zip(names, ts[first:first + 3], strict=True):
-        if t.shape != (channels,) or t.dtype is not DType.I32:
-            raise InferError(f"{name} must be i32[{channels}], got {t.text()}")
+        want = DType.I64 if wide and name == "bias" else DType.I32
+        if t.shape != (channels,) or t.dtype is not want:
+            raise InferError(f"{name} must be {want.value}[{channels}], got {t.text()}")
