@@ -1,6 +1,6 @@
-"""Integer graphs whose linear layers take int16 activations (symmetric, int64 bias; int8 or
-int4 weights) compiled for the NPU: MATMUL in_type I16 into the wide accumulator and REQUANT
-acc_width WIDE. The simulator equals the golden model bit for bit, the C runtime equals the
+"""Integer graphs whose linear layers and convs take int16 activations (symmetric, int64 bias;
+int8 or int4 weights) compiled for the NPU: MATMUL / CONV in_type I16 into the wide accumulator
+and REQUANT acc_width WIDE. The simulator equals the golden model bit for bit, the C runtime equals the
 simulator, each step's estimate equals its simulated cycles, and a tile costs
 ``matrix.int16_pass_factor`` times the int8 one's compute."""
 
@@ -12,7 +12,7 @@ import pytest
 from compile_region import assert_estimates_exact, compile_region
 from tessel.arch import load_preset
 from tessel.driver import compile_graph
-from tessel.ir import DType, GraphBuilder, Op, QuantParams, TensorType, verify
+from tessel.ir import DType, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import Opcode
 from tessel.isa import fixedpoint as fp
 from tessel.isa.fields import AccWidth, InType
@@ -111,12 +111,77 @@ def test_int16_costs_more_than_int8_on_the_same_layer():
     assert cycles[DType.I8] < cycles[DType.I16] <= 2 * cycles[DType.I8] + 1000
 
 
-def test_an_int16_conv_and_an_int16_qmatmul_stay_on_the_host_with_a_reason():
-    """Not on the NPU's path (an int16 CONV tile exists in the ISA, the conv emitter does not
-    tile int16 inputs; attention's two activations stay int8): each falls back with its
-    reason."""
+def conv_graph(rng: np.random.Generator, *, h: int, w: int, c: int, cout: int, k: int | tuple,
+               s: int = 1, p: int = 0, groups: int = 1, wbits: int = 8, out: DType = DType.I8,
+               n: int = 1):
+    """x [n, h, w, c] int16 NHWC -> qconv2d (int8 / int4 weights, int64 bias)."""
+    kh, kw = (k, k) if isinstance(k, int) else k
+    b = GraphBuilder("conv16")
+    x = b.input("x", TensorType((n, h, w, c), DType.I16, Layout.NHWC,
+                                QuantParams((0.001,), (0,))))
+    lo = -8 if wbits == 4 else -127
+    wt = rng.integers(lo, -lo, (cout, kh, kw, c // groups)).astype(np.int8)
+    kk = kh * kw * c // groups
+    scale = 1.0 / (32768 * 128 * np.sqrt(kk)) * (40 if out is DType.I8 else 10000)
+    mult, sh = fp.quantize_multipliers(rng.uniform(0.5, 2.0, cout) * scale)
+    span = int(32768 * 64 * np.sqrt(kk))
+    names = [b.constant(wt, "w", type_=TensorType(wt.shape, DType.I4)) if wbits == 4
+             else b.constant(wt, "w"),
+             b.constant(rng.integers(-span, span, cout).astype(np.int64), "b"),
+             b.constant(mult.astype(np.int32), "m"), b.constant(sh.astype(np.int32), "s")]
+    lim = (-128, 127) if out is DType.I8 else (-32768, 32767)
+    y = b.add(Op.QCONV2D, [x, *names], dict(
+        stride=(s, s), padding=(p, p, p, p), dilation=(1, 1), groups=groups, layout=Layout.NHWC,
+        in_zp=0, out_zp=-3 if out is DType.I8 else 0, act_min=lim[0], act_max=lim[1], dtype=out))
+    return verify(b.build([y]))
+
+
+CONV_CASES = [
+    dict(h=5, w=7, c=3, cout=5, k=1),  # 1x1, odd sizes
+    dict(h=9, w=8, c=8, cout=24, k=3, p=1),  # 3x3
+    dict(h=11, w=9, c=6, cout=10, k=3, s=2, p=1, wbits=4),  # strided, int4
+    dict(h=8, w=8, c=8, cout=12, k=3, p=1, groups=2, out=DType.I16),  # grouped, int16 out
+    dict(h=6, w=6, c=300, cout=20, k=3, p=1, wbits=4, out=DType.I16),  # K = 2700
+    dict(h=6, w=23, c=4, cout=8, k=(1, 17), p=0, n=2),  # a kernel split into blocks, batch 2
+    dict(h=28, w=28, c=32, cout=48, k=3, s=1, p=1),  # several tiles and chunks
+]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("kw", CONV_CASES, ids=range(len(CONV_CASES)))
+def test_int16_conv_is_bit_exact_and_estimated_exactly(preset, kw):
+    rng = np.random.default_rng(len(str(kw)))
+    arch = load_preset(preset)
+    g = conv_graph(rng, **kw)
+    cm = compile_graph(g, arch, name="conv16")
+    assert not cm.program.metadata.get("host_ops"), cm.program.metadata.get("host_ops")
+    ins = [i for q in cm.program.streams.values() for i in q]
+    assert {i.in_type for i in ins if i.opcode is Opcode.CONV} == {InType.I16}
+    assert {i.acc_width for i in ins if i.opcode is Opcode.REQUANT} == {AccWidth.WIDE}
+    x = _x(rng, g)
+    want = run_golden(g, [x])[0]
+    got = cm.run(x)[0]
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want)) > 3, "a degenerate test: all saturated"
+    if available() is None:
+        np.testing.assert_array_equal(cm.run(x, engine="c")[0], got)
+    node = g.nodes[-1]
+    rp = compile_region(g, [node], ["x"], [node.name], arch, {"model": "t"})
+    assert_estimates_exact(rp, arch)
+
+
+def test_an_int16_depthwise_conv_and_an_int16_qmatmul_stay_on_the_host_with_a_reason():
+    """DWCONV takes int8 input, and attention's two activations stay int8: an int16 depthwise
+    conv and an int16 qmatmul fall back to the host, each with its reason."""
     from tessel.ops.registry import npu_refusal
 
+    rng = np.random.default_rng(0)
+    g = conv_graph(rng, h=4, w=4, c=6, cout=6, k=3, p=1, groups=6)
+    why = npu_refusal(g.nodes[-1], g)
+    assert why is not None and "depthwise" in why and "int16" in why
+    cm = compile_graph(g, load_preset("tnpu-s"), name="dw16")
+    x = _x(rng, g)
+    np.testing.assert_array_equal(cm.run(x)[0], run_golden(g, [x])[0])
     b = GraphBuilder("q")
     a = b.input("a", TensorType((4, 8), DType.I16, quant=QuantParams((0.01,), (0,))))
     c = b.input("c", TensorType((8, 4), DType.I8, quant=QuantParams((0.01,), (0,))))
