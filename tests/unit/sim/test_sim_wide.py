@@ -22,9 +22,9 @@ from tessel.isa.fields import AccWidth, InType
 from tessel.isa.footprint import static_error
 from tessel.isa.instrs.matrix import WeightType
 from tessel.ops import intops
-from tessel.sim.instr import wide
 from tessel.runtime import cengine
 from tessel.sim.functional import run_functional
+from tessel.sim.instr import wide
 from tessel.sim.prepare import prepare
 from tessel.sim.state import MachineState
 
