@@ -437,3 +437,33 @@ def test_c_model_matmul_and_its_traps():
                                          sram.copy(), acc.copy(), lut,
                                          np.zeros(1 << 12, np.uint8))
         assert code != 0 and why, bad
+
+
+def test_a_batch_runs_each_sample_as_alone():
+    """BatchState: the wide CONV then REQUANT on three samples' memories equal three single
+    runs."""
+    from tessel.sim.state import BatchState
+
+    rng = np.random.default_rng(21)
+    conv, sram0, _ = conv_case(rng, h=5, w=4, cin=6, cout=5, k=3, stride=1, pad=1,
+                               w_type=WeightType.I8, mode=0)
+    rq, sram1, _ = requant_case(rng, 20, 5, 0, True)
+    rq = rq.replace(src_addr=conv.acc_addr, src_stride=conv.acc_stride)
+    samples = []
+    for _ in range(3):
+        s, a = _memories(ARCH, rng)
+        s[W_ADDR:P_ADDR] = sram0[W_ADDR:P_ADDR]  # the weights and parameters alike, the rest
+        s[P_ADDR:P_ADDR + 80] = sram1[P_ADDR:P_ADDR + 80]  # each sample's own
+        samples.append((s, a))
+    batch = BatchState(ARCH, 3, [m.size_bytes for m in ARCH.offchip])
+    for k, (s, a) in enumerate(samples):
+        batch.sram[k], batch.acc_bytes[k] = s, a
+    for ins, eng in ((conv, Engine.MATRIX), (rq, Engine.VECTOR)):
+        q = {e: ((ins, END) if e is eng else (END,)) for e in Engine}
+        run_functional(prepare(TslProgram(ARCH.arch_hash_bytes, q, b"", 0, 0, (), ()), ARCH),
+                       batch)
+    for k, (s, a) in enumerate(samples):
+        one = run_sim(ARCH, [conv], Engine.MATRIX, s, a)
+        one = run_sim(ARCH, [rq], Engine.VECTOR, one.sram, one.acc_bytes)
+        assert np.array_equal(batch.acc_bytes[k], one.acc_bytes), k
+        assert np.array_equal(batch.sram[k], one.sram), k
