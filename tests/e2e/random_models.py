@@ -5,13 +5,14 @@ about two in three whose input channels per group are a multiple of four are exa
 them (weight_features.mask_2_4), small or extreme weights now and then, about one conv in
 seven four or eight times as wide, conv1d kernels of up to 31 taps and strides up to 17 now
 and then, and about two element-wise ops in five read and / or write
-int16 (requantised to and from int8 around them). Each model is a valid integer Graph IR the golden model
-defines."""
+int16 (requantised to and from int8 around them); with `mac16=True` about two in five ordinary
+or grouped convs and linear heads read int16 (symmetric, int64 bias: the wide accumulator).
+Each model is a valid integer Graph IR the golden model defines."""
 
 from __future__ import annotations
 
 import numpy as np
-from weight_features import MASK, WIDE, mask_2_4, stream
+from weight_features import MAC16, MASK, WIDE, mask_2_4, stream
 
 from tessel.ir import DType, Graph, GraphBuilder, Layout, Op, QuantParams, TensorType, verify
 from tessel.isa import fixedpoint as fp
@@ -21,12 +22,14 @@ RANGE = {I8: (-128, 127), I16: (-32768, 32767)}
 
 
 class _Net:
-    def __init__(self, seed: int, extended: bool = True, weights: bool = False):
+    def __init__(self, seed: int, extended: bool = True, weights: bool = False,
+                 mac16: bool = False):
         self.rng = np.random.default_rng(seed)
         # a stream of its own: the int4 choices leave every other draw of a seed as it was
         self.int4 = np.random.default_rng([seed, 4])
         self.sparse = stream(seed, MASK) if weights else None  # 2:4 masks: their own too
         self.wide = stream(seed, WIDE) if weights else None  # int16 element-wise ops
+        self.mac16 = stream(seed, MAC16) if mac16 else None  # int16 MAC inputs
         self.extended = extended
         self.b = GraphBuilder(f"random{seed}")
         self.zp: dict[str, int] = {}
@@ -126,6 +129,8 @@ class _Net:
         bias = self.b.constant(r.integers(-3000, 3000, cout).astype(np.int32), "bias")
         out_zp = self.zero_point()
         relu = bool(r.integers(0, 2))
+        if kind != "dw" and self.mac16 is not None and self.mac16.random() < 0.4:
+            x, m, s, bias = self.int16_input(x, fan, cout)
         return self.add(Op.QCONV2D, [x, self.weights(w_, "w"), bias, m, s], dict(
             stride=(stride, stride), padding=pad, dilation=(dil, dil), groups=groups,
             layout=Layout.NHWC, in_zp=self.zp[x], out_zp=out_zp,
@@ -217,6 +222,20 @@ class _Net:
         return self.add(op, [a, b], {**attrs, "out_zp": out_zp, "act_min": -128,
                                      "act_max": 127, "dtype": I8}, out_zp)
 
+    # ---- int16 MAC inputs (mac16=True: the draws of a stream of their own)
+    def int16_input(self, x: str, fan: int, cout: int) -> tuple[str, str, str, str]:
+        """x requantised to int16 (zero point 0, about 200x its int8 values), with the
+        multipliers, shifts and int64 bias of a MAC over it of `fan` products per output."""
+        r = self.mac16
+        q, s = fp.quantize_multipliers(np.array([200.0 * r.uniform(0.5, 2.0)]))
+        x16 = self.add(Op.REQUANTIZE, [x], dict(in_zp=self.zp[x], multiplier=int(q[0]),
+                                                shift=int(s[0]), out_zp=0, act_min=-32768,
+                                                act_max=32767, dtype=I16), 0)
+        mq, ms = fp.quantize_multipliers(r.uniform(0.3, 3.0, cout) / (fan * 127 * 200))
+        bias = r.integers(-3000 * 200, 3000 * 200, cout).astype(np.int64)
+        return (x16, self.b.constant(mq.astype(np.int32), "mult"),
+                self.b.constant(ms.astype(np.int32), "shift"), self.b.constant(bias, "bias"))
+
     # ---- int16 (weights=True: the draws of a stream of their own)
     def requantize(self, x: str, dtype: DType, real: float) -> str:
         """x requantised to `dtype` by about `real` (zero point 0, or now and then not)."""
@@ -301,7 +320,7 @@ def _input_shape(net: _Net) -> tuple[int, int, int, int]:
 
 
 def random_model(seed: int, *, extended: bool = True, host_outputs: bool | None = None,
-                 weights: bool = False) -> Graph:
+                 weights: bool = False, mac16: bool = False) -> Graph:
     """A random int8 NHWC network; graph input and outputs are int8 tensors.
 
     extended: batch 1-8, 1-D signals (conv1d), rank-0 / broadcast constants, cat chains,
@@ -309,10 +328,11 @@ def random_model(seed: int, *, extended: bool = True, host_outputs: bool | None 
     original generator, batch 1, one output). host_outputs: the graph input is an output too
     (the partitioner passes graph inputs through to the outputs); None: every fifth seed of the
     extended generator. weights: the weight features (module docstring; drawn from streams of
-    their own, so weights=False models are those of the generator without them)."""
+    their own, so weights=False models are those of the generator without them). mac16: int16
+    inputs to some convs and linear heads (a stream of its own too)."""
     if host_outputs is None:
         host_outputs = extended and seed % 5 == 0
-    net = _Net(seed, extended, weights)
+    net = _Net(seed, extended, weights, mac16)
     r = net.rng
     n, h, w, c = _input_shape(net)
     x = net.b.input("x", TensorType((n, h, w, c), I8, Layout.NHWC, QuantParams((0.05,), (3,))))
@@ -364,5 +384,7 @@ def _head(net: _Net, x: str) -> str:
     wt = net.rng.integers(-127, 128, (n, c)).astype(np.int8)
     mm, ss = net.mult(0.3 / (c * 127), 3.0 / (c * 127), n)
     bias = net.b.constant(net.rng.integers(-500, 500, n).astype(np.int32), "fc_bias")
+    if net.mac16 is not None and net.mac16.random() < 0.4:
+        pooled, mm, ss, bias = net.int16_input(pooled, c, n)
     return net.add(Op.QLINEAR, [pooled, net.weights(wt, "fc_w"), bias, mm, ss], dict(
         in_zp=0, out_zp=-10, act_min=-128, act_max=127, dtype=I8), -10)

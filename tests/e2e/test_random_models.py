@@ -40,3 +40,24 @@ def test_random_models_bit_exact(chunk):
                 assert np.array_equal(a, b), f"seed {seed} on {arch.name}: output {k}: C != Python"
     assert ops["qconv2d"] >= 25 and ops["qlinear"] == len(range(chunk, COUNT, 8))
     print(f"\nchunk {chunk}: op counts {dict(sorted(ops.items()))}")
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_random_models_with_int16_mac_inputs_bit_exact(chunk):
+    """Random models whose convs and linear heads now and then read int16 (the wide
+    accumulator): compile + simulate == golden and C == simulator, and the NPU runs them."""
+    wide = 0
+    for seed in range(chunk, 24, 2):
+        g = random_model(seed, mac16=True)
+        arch = load_preset(PRESETS[seed % len(PRESETS)])
+        x = np.random.default_rng(seed).integers(-128, 128, g.inputs[0].type.shape, np.int8)
+        cm = compile_graph(g, arch, name=g.name)
+        wide += sum(i.opcode.name in ("CONV", "MATMUL") and i.in_type == 1
+                    for q in cm.program.streams.values() for i in q)
+        got = cm.run(x)
+        for k, (a, b) in enumerate(zip(got, run_golden(g, [x]), strict=True)):
+            assert np.array_equal(a, b), f"seed {seed} on {arch.name}: output {k} != golden"
+        if C_ENGINE_MISSING is None:
+            for k, (a, b) in enumerate(zip(cm.run(x, engine="c"), got, strict=True)):
+                assert np.array_equal(a, b), f"seed {seed} on {arch.name}: output {k}: C != Python"
+    assert wide > 0

@@ -28,7 +28,7 @@ from tessel.quant.config import (
     WeightDtype,
 )
 
-MASK, TARGET, CONFIG, WIDE = 24, 25, 26, 16  # the streams' tags
+MASK, TARGET, CONFIG, WIDE, MAC16 = 24, 25, 26, 16, 27  # the streams' tags
 
 
 def stream(seed: int, tag: int) -> np.random.Generator:

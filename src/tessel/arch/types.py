@@ -83,6 +83,9 @@ class MatrixEngine:
     as the weight buffer; a decoder between it and the array unpacks ``int4_decode_per_cycle``
     of them per cycle into the int8 they equal. Without it (``int4_weights`` false) layers with
     int4 weights are refused.
+
+    int16 activations (docs/isa.md, ``in_type`` I16) take ``int16_pass_factor`` times an int8
+    pass's cycles through the array and accumulate into wide (48-bit) accumulator entries.
     """
 
     rows: int = param(doc="`R`, the rows of the systolic array", checks=(Pow2(512),),
@@ -114,6 +117,10 @@ class MatrixEngine:
         128, doc="int4 weights the decoder unpacks per cycle (assumption: two per byte of a "
         "64-byte operand port)", unit="weights/cycle", checks=(IntIn(1, 65536),), affects=COSTS,
         since=2, area_term=True)
+    int16_pass_factor: int = param(
+        2, doc="cycles of a MAC pass with int16 activations (docs/isa.md `in_type` I16) per "
+        "cycle of an int8 pass (assumption: Ethos-U runs 16-bit activations at half its 8-bit "
+        "MAC rate, Arm Ethos-U55 TRM)", unit="x", checks=(IntIn(1, 16),), affects=COSTS, since=3)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tessel.arch.types import Dataflow
 from tessel.isa.events import Events
@@ -203,6 +203,10 @@ class Gemm(CostRule):
     # 2:4 sparse weights (None: never): half the reduction reaches the array, the values and
     # their indices are read, one index decoded per group of four weights
     sparse: Callable[[Instruction], bool] | None = None
+    # the activation input's type (None: int8): int16 elements are two bytes on the operand
+    # path, a pass takes matrix.int16_pass_factor times the cycles, and each result is a wide
+    # accumulator entry (two entries read or written)
+    in_type: Callable[[Instruction], Any] | None = None
 
     def dims(self, i: Instruction) -> tuple[int, int, int]:
         """(M, N, K) of the tile."""
@@ -211,8 +215,9 @@ class Gemm(CostRule):
     def input_bytes(self, i: Instruction) -> tuple[int, int]:
         """(tile input bytes with the halo, bytes without reuse: one per array operand)."""
         m, n, k = self.dims(i)
+        nb = 1 if self.in_type is None else self.in_type(i).nbytes
         im2col = m * k * n if self.depthwise else m * k
-        return (m * k if self.window is None else self.window.of(i)), im2col
+        return (m * k if self.window is None else self.window.of(i)) * nb, im2col * nb
 
     def cost(self, i: Instruction, arch: NpuArch) -> Cost:
         m, n, k = self.dims(i)
@@ -248,6 +253,10 @@ class Gemm(CostRule):
             acc_reads = m * n * (i.mode == AccMode.ACCUMULATE)
         sram_reads = in_reads + w_reads
         compute = gemm_cycles(m, n, k_run, r, c, df, mx.fold_pipelining)
+        wide = self.in_type is not None and self.in_type(i).entries > 1
+        if wide:
+            compute *= mx.int16_pass_factor
+            acc_reads, acc_writes = 2 * acc_reads, 2 * acc_writes
         cycles = max(compute, _cdiv(sram_reads, mx.feed_bytes_per_cycle))
         unpacked = unpacked if per_byte > 1 else 0
         if unpacked:
@@ -263,13 +272,14 @@ class Gemm(CostRule):
     def cycles_doc(self) -> str:
         return ("`max(G, ceil(sram_reads / matrix.feed_bytes_per_cycle), ceil(unpacked / "
                 "matrix.int4_decode_per_cycle), ceil(indices / sparse.index_decode_per_cycle))`, "
-                "`G` = GEMM cycles below (2:4 sparse weights: of the reduction `K/2`), "
+                "`G` = GEMM cycles below (2:4 sparse weights: of the reduction `K/2`; "
+                "`in_type` I16: times `matrix.int16_pass_factor`, input bytes two per element), "
                 "`unpacked` the int4 weights read (0 for int8), `indices` the 2:4 indices read "
                 "(`K/4*N` per pass; 0 dense)")
 
     def events_doc(self) -> str:
         return ("`macs = M*N*K` (2:4 sparse: `M*N*K/2`); SRAM reads, operand-buffer bytes, "
-                "accumulator reads/writes below")
+                "accumulator reads/writes below (`in_type` I16: two entries per wide result)")
 
 
 # ---- the vector engine --------------------------------------------------------------------------

@@ -51,6 +51,32 @@ class AccMode(enum.IntEnum):
     ACCUMULATE = 1
 
 
+class InType(enum.IntEnum):
+    """The activation input of CONV / MATMUL: int8 into int32 accumulator entries, or int16
+    (symmetric: its zero point 0) into wide 48-bit entries (docs/isa.md, "The wide
+    accumulator")."""
+
+    I8 = 0
+    I16 = 1
+
+    @property
+    def nbytes(self) -> int:
+        return 1 << self.value
+
+    @property
+    def entries(self) -> int:
+        """Accumulator entries (int32 words) one result takes: a wide result two."""
+        return 1 << self.value
+
+
+class AccWidth(enum.IntEnum):
+    """What REQUANT reads from the accumulator: int32 entries, or wide 48-bit values held one
+    per two entries (the results of an int16 CONV / MATMUL), with an int64 bias."""
+
+    NARROW = 0
+    WIDE = 1
+
+
 class AccSrc(enum.IntEnum):
     """Where REQUANT reads its int32 input: the accumulator SRAM or int32 words in SRAM."""
 

@@ -43,16 +43,48 @@ class Rule:
 class AccRowsApart(Rule):
     """``acc_stride >= width``: output rows must not overlap in the accumulator."""
 
-    width: str  # the field giving a row's entries
+    width: str  # the field giving a row's results
+    wide: bool = False  # the instruction has `in_type`: I16 results take two entries each
 
     def error(self, i: Instruction) -> str | None:
         w = getattr(i, self.width)
-        if i.acc_stride < w:
+        if self.wide and i.in_type:
+            if i.acc_stride < 2 * w:
+                return (f"acc_stride {i.acc_stride} < 2 * {self.width} {w} (wide entries): "
+                        "output rows overlap")
+        elif i.acc_stride < w:
             return f"acc_stride {i.acc_stride} < {self.width} {w}: output rows overlap"
         return None
 
     def doc(self) -> str:
+        if self.wide:
+            return f"`acc_stride >= {self.width}` (`in_type` I16: `>= 2*{self.width}`)"
         return f"`acc_stride >= {self.width}`"
+
+
+@dataclass(frozen=True)
+class WideInput(Rule):
+    """``in_type`` I16: a symmetric input (zero point 0), dense weights, and wide entries at
+    even accumulator entries (``acc_addr``, ``acc_stride`` even: each is 8 bytes, aligned)."""
+
+    zp: str  # the input's zero-point field
+    weights: str  # the weight-storage field
+
+    def error(self, i: Instruction) -> str | None:
+        if not i.in_type:
+            return None
+        if getattr(i, self.zp):
+            return f"in_type I16 needs {self.zp} 0 (symmetric int16), not {getattr(i, self.zp)}"
+        if getattr(i, self.weights) >= 2:
+            return f"in_type I16 takes dense weights only ({self.weights} I8 or I4)"
+        if i.acc_addr % 2 or i.acc_stride % 2:
+            return (f"in_type I16 needs acc_addr and acc_stride even (wide entries), not "
+                    f"{i.acc_addr} and {i.acc_stride}")
+        return None
+
+    def doc(self) -> str:
+        return (f"`in_type` I16: `{self.zp} == 0`, `{self.weights}` I8 or I4, `acc_addr` and "
+                "`acc_stride` even")
 
 
 @dataclass(frozen=True)
@@ -85,6 +117,26 @@ class ClampWithin(Rule):
 
     def doc(self) -> str:
         return f"`{self.dtype}.min <= act_min <= act_max <= {self.dtype}.max`"
+
+
+class WideSource(Rule):
+    """REQUANT ``acc_width`` WIDE: from the accumulator, at even entries (wide entries are 8
+    bytes, aligned), to int8 or int16."""
+
+    def error(self, i: Instruction) -> str | None:
+        if not i.acc_width:
+            return None
+        if i.src != 0:
+            return "acc_width WIDE reads the accumulator (src ACC)"
+        if i.src_addr % 2 or i.src_stride % 2:
+            return (f"acc_width WIDE needs src_addr and src_stride even, not {i.src_addr} and "
+                    f"{i.src_stride}")
+        if i.out_dtype == DType.I32:
+            return "acc_width WIDE writes I8 or I16"
+        return None
+
+    def doc(self) -> str:
+        return "`acc_width` WIDE: `src` ACC, `src_addr` and `src_stride` even, `out_dtype` I8 or I16"
 
 
 @dataclass(frozen=True)

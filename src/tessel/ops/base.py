@@ -88,7 +88,8 @@ class Npu:
     attributes the search signature drops (parameters that only become instruction fields no
     cost, candidate or event count reads, isa.costs.COST_FIELDS), and with them the operands'
     and result's quantisation parameters (None: the signature keeps everything); `int4`: the
-    operand positions that may be int4 (weights the matrix instructions unpack)."""
+    operand positions that may be int4 (weights the matrix instructions unpack); `int64`: those
+    that may be int64 (the bias of an int16-input MAC, read by REQUANT's wide mode)."""
 
     emitter: ModuleType | None  # None: a view (Trait.VIEW), no step of its own
     refusal: Refusal | None = None
@@ -96,6 +97,7 @@ class Npu:
     values_matter: bool = False
     quant_free: frozenset[str] | None = None
     int4: frozenset[int] = frozenset()
+    int64: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

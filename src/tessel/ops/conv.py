@@ -517,7 +517,7 @@ register(
                               **ROUNDING_ATTR}),
           golden=_qconv2d_golden, layout=LayoutRule.WINDOW_WEIGHTS,
           npu=Npu(conv_emit, conv_geometry.refusal, quant_free=frozenset({"in_zp"}) | OUT_FIELDS,
-                  int4=frozenset({1})),
+                  int4=frozenset({1}), int64=frozenset({2})),
           macs=conv_macs, traits=frozenset({Trait.INTEGER})),
     OpDef(Op.CONV_TRANSPOSE2D, OpSpec(_CONV_OPERANDS, _conv_transpose2d_type, {
         "stride": AttrSpec(AttrKind.INTS, (1, 1)), "padding": AttrSpec(AttrKind.INTS, (0, 0)),

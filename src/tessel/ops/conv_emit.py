@@ -7,7 +7,8 @@ Loop orders (`ConvMapping.order`, `ConvOrder`):
   resident while its tiles run) x output-row tiles (each tile loads the input rows it needs,
   halo included): the input is read once per chunk. Weights are pre-tiled in DRAM chunk by
   chunk as [kh*kw, cin/groups, cout/groups] per conv group (HWIO), followed by the chunk's
-  parameters (bias, q31, shift: 12 bytes per channel), in read order.
+  parameters (bias, q31, shift: 12 bytes per channel; 16 with an int16 input's int64 bias),
+  in read order.
 * INPUT (input-resident, weights resident): a group per output-row stripe keeps the stripe's
   input rows (halo included, every input channel) resident while its tiles, one per channel
   chunk, run: the input is read once. The weights of every chunk are loaded once, with the
@@ -19,6 +20,9 @@ The input-resident orders pack the weights of all chunks back to back (each chun
 packs it), then the parameter table (12 bytes per channel, chunk by chunk: channel c's entry
 at 12 * c). They are offered for ordinary and grouped convs with more than one chunk (a
 depthwise chunk reads only its own channels: WEIGHTS already reads its input once).
+
+An int16 input (tessel.ops.conv_geometry) takes two bytes per element in the input tiles and
+two accumulator entries per result.
 
 Geometry, shape rules and weight sizes: tessel.ops.conv_geometry; constant blobs:
 tessel.ops.conv_weights; a tile's instructions: tessel.ops.conv_instrs.
@@ -164,9 +168,9 @@ def _rereads_cost(g: ConvGeometry, rows: int, chunk: int, ctx: CodegenContext, o
 
     nchunks = -(-g.cout // chunk)
     in_bytes = sum(g.in_rows(oy, min(rows, g.oh - oy))[1] for oy in range(0, g.oh, rows))
-    add(ctx.act_memory, g.n * nchunks * in_bytes * g.w * g.c)
+    add(ctx.act_memory, g.n * nchunks * in_bytes * g.w * g.c * g.xb)
     add(ctx.act_memory, g.n * g.oh * g.ow * g.cout * out_isz)
-    add(ctx.consts.memory, g.weight_bytes(g.cout) + 12 * g.cout)
+    add(ctx.consts.memory, g.weight_bytes(g.cout) + g.param_bytes * g.cout)
     macs = g.n * g.oh * g.ow * g.cout * g.kh * g.kw * g.cin_g
     return max(per_mem.values()) > macs / (arch.matrix.rows * arch.matrix.cols)
 
@@ -238,13 +242,13 @@ def _layout(g: ConvGeometry, m: ConvMapping, ctx: CodegenContext, node: Node
         return _in_layout(g, m, ctx, node)
     depth = 2 if m.double_buffer else 1
     plan = SramPlan(ctx.arch, f"{node}")
-    gbytes = align(g.weight_bytes(m.chunk) + 12 * m.chunk)
+    gbytes = align(g.weight_bytes(m.chunk) + g.param_bytes * m.chunk)
     group = plan.sram(depth * gbytes, "weights+params")
-    ibytes = align(_stripe_rows(g, m.rows) * g.w * (m.chunk if g.depthwise else g.c))
+    ibytes = align(_stripe_rows(g, m.rows) * g.w * (m.chunk if g.depthwise else g.c) * g.xb)
     inp = plan.sram(depth * ibytes, "input tile")
     obytes = align(m.rows * g.ow * m.chunk * node.type.dtype.itemsize)
     out = plan.sram(depth * obytes, "output tile")
-    entries = m.rows * g.ow * m.chunk
+    entries = m.rows * g.ow * m.chunk * g.entries
     acc = plan.acc((1 if on_vector(g, m) else depth) * entries, "accumulators")
     return _Layout(group, gbytes, inp, ibytes, out, obytes, acc, entries)
 
@@ -254,8 +258,8 @@ def _in_layout(g: ConvGeometry, m: ConvMapping, ctx: CodegenContext, node: Node)
         raise TesselCompileError(f"{node}: {m.order.value} is for non-depthwise convs")
     depth = 2 if m.double_buffer else 1
     plan = SramPlan(ctx.arch, f"{node}")
-    params = plan.sram(align(12 * g.cout), "requant parameters")
-    sbytes = align(_stripe_rows(g, m.rows) * g.w * g.c)
+    params = plan.sram(align(g.param_bytes * g.cout), "requant parameters")
+    sbytes = align(_stripe_rows(g, m.rows) * g.w * g.c * g.xb)
     stripe = plan.sram(depth * sbytes, "input stripe")
     if m.order is ConvOrder.INPUT:
         wstride, weights = 0, plan.sram(align(g.weight_bytes(g.cout)), "weights (all chunks)")
@@ -264,7 +268,7 @@ def _in_layout(g: ConvGeometry, m: ConvMapping, ctx: CodegenContext, node: Node)
         weights = plan.sram(m.weight_ring * wstride, "weight chunk")
     obytes = align(m.rows * g.ow * m.chunk * node.type.dtype.itemsize)
     out = plan.sram(depth * obytes, "output tile")
-    entries = m.rows * g.ow * m.chunk
+    entries = m.rows * g.ow * m.chunk * g.entries
     acc = plan.acc(depth * entries, "accumulators")
     return _InLayout(params, stripe, sbytes, weights, wstride, out, obytes, acc, entries)
 
@@ -304,7 +308,7 @@ def step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedConstant
             return alike[slot, cn]
         loads = dma.contiguous(Opcode.DMA_LOAD, ctx.consts.memory, addrs[j],
                                lay.group + slot * lay.group_stride,
-                               g.weight_bytes(cn) + 12 * cn)
+                               g.weight_bytes(cn) + g.param_bytes * cn)
         if on_vector(g, m):  # DWCONV on the vector engine: its weights are vector data
             group = GroupWork([], loads, [], len(row_tiles))
         else:
@@ -353,7 +357,8 @@ def _in_step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedCons
             if resident:
                 loads += dma.contiguous(Opcode.DMA_LOAD, mem, waddr, lay.weights,
                                         g.weight_bytes(g.cout))
-            params = dma.contiguous(Opcode.DMA_LOAD, mem, paddr, lay.params, 12 * g.cout)
+            params = dma.contiguous(Opcode.DMA_LOAD, mem, paddr, lay.params,
+                                    g.param_bytes * g.cout)
         return GroupWork(loads, params, [], len(chunks))
 
     computes: dict[tuple, tuple] = {}  # the tiles' CONV and REQUANT (compute)
@@ -370,7 +375,8 @@ def _in_step(node: Node, m: ConvMapping, ctx: CodegenContext, placed: PlacedCons
         oaddr = lay.out + s.out * lay.out_stride
         acc_addr = lay.acc + s.acc * lay.acc_stride
         matrix, vector, stores = compute(node, g, chunks[t], stripes[j], iaddr, gaddr,
-                                          lay.params + 12 * c0, acc_addr, oaddr, ctx, computes)
+                                          lay.params + g.param_bytes * c0, acc_addr, oaddr, ctx,
+                                          computes)
         return TileWork(loads, matrix, vector, stores)
 
     def tile_key(j: int, t: int) -> tuple:

@@ -14,6 +14,11 @@ cin/2, cg]`` (int8, or int4 packed) followed by the indices, CONV ``w_type`` I8_
 when that costs no more cycles than dense on a tile of the layer (`_sparse_pays`; it always
 has fewer bytes). Depthwise convs, convs whose input channels per group are not a multiple of
 four and fused chains' convs stay dense.
+
+int16 input (symmetric, int64 bias; docs/numerics.md): CONV ``in_type`` I16, two bytes per input
+element in SRAM, each result a wide accumulator entry (two entries) and a 16-byte parameter
+entry per channel (int64 bias, q31, shift) for REQUANT ``acc_width`` WIDE. Ordinary and grouped
+convs only (DWCONV takes int8 input), dense weights.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from tessel.errors import TesselCompileError
 from tessel.ir import DType, Layout, Node
 from tessel.isa import Instruction, Opcode
 from tessel.isa.costs import instruction_cost
+from tessel.isa.fields import AccWidth, InType
 from tessel.isa.instrs.matrix import WeightType
+from tessel.isa.instrs.vector import PARAM_BYTES, WIDE_PARAM_BYTES
 from tessel.isa.limits import MAX_DILATION, MAX_KERNEL, MAX_PAD, MAX_STRIDE
 from tessel.isa.sparse24 import index_bytes, is_2_4
 from tessel.isa.window import Window
@@ -45,6 +52,7 @@ class ConvGeometry(Window):
     n: int = 1  # batch: images are independent, each tile belongs to one
     wbits: int = 8  # bits of a stored weight: 8, or 4 (int4, two per byte)
     sparse: bool = False  # 2:4 sparse: values and indices (module docstring)
+    in_type: InType = InType.I8  # the input's type (I16: the wide path, module docstring)
     # derived once (the mapping search and its bounds read them hundreds of thousands of times)
     depthwise: bool = field(init=False, repr=False, compare=False)
     _weights_per_channel: int = field(init=False, repr=False, compare=False)
@@ -58,6 +66,25 @@ class ConvGeometry(Window):
     @property
     def cin_g(self) -> int:
         return self.c // self.groups
+
+    @property
+    def xb(self) -> int:
+        """Bytes of an input element."""
+        return self.in_type.nbytes
+
+    @property
+    def entries(self) -> int:
+        """Accumulator entries of one result (a wide one: two)."""
+        return self.in_type.entries
+
+    @property
+    def param_bytes(self) -> int:
+        """Bytes of one channel's requant parameters."""
+        return WIDE_PARAM_BYTES if self.in_type is InType.I16 else PARAM_BYTES
+
+    @property
+    def acc_width(self) -> AccWidth:
+        return AccWidth.WIDE if self.in_type is InType.I16 else AccWidth.NARROW
 
     @property
     def cout_g(self) -> int:
@@ -127,6 +154,13 @@ def refusal(node: Node, graph) -> str | None:
     a = node.attr_map
     if a["layout"] is not Layout.NHWC:
         return "the NPU needs NHWC convolutions (run the to_nhwc pass)"
+    if graph is not None and graph.type_of(node.inputs[0]).dtype is DType.I16:
+        c = graph.type_of(node.inputs[0]).shape[3]
+        if a["groups"] > 1 and a["groups"] == c:
+            return ("int16 input to a depthwise conv (DWCONV takes int8 input; the wide "
+                    "accumulator is CONV's and MATMUL's)")
+        if a["in_zp"] != 0:
+            return f"int16 input with zero point {a['in_zp']} (the wide path is symmetric)"
     if max(a["dilation"]) > MAX_DILATION:
         return f"dilation {max(a['dilation'])} is beyond the CONV instruction (max {MAX_DILATION})"
     # the padding rule last: padding alone the legaliser splits off (pad + conv), so a conv
@@ -166,10 +200,12 @@ def geometry(node: Node, ctx: CodegenContext, sparse: bool = True) -> ConvGeomet
     wbits = 4 if ctx.graph.type_of(node.inputs[1]).dtype is DType.I4 else 8
     if wbits == 4:
         require_int4(node, ctx)
+    wide = ctx.graph.type_of(node.inputs[0]).dtype is DType.I16
     g = ConvGeometry(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=a["padding"][0],
                      pl=a["padding"][1], oh=oh, ow=ow, h=h, w=w, c=c, cout=cout,
-                     groups=a["groups"], n=n, wbits=wbits)
-    if sparse and ctx.arch.sparse.enabled and not g.depthwise and g.cin_g % 4 == 0:
+                     groups=a["groups"], n=n, wbits=wbits,
+                     in_type=InType.I16 if wide else InType.I8)
+    if sparse and ctx.arch.sparse.enabled and not g.depthwise and g.cin_g % 4 == 0 and not wide:
         if ctx.memo(("conv 2:4", node.name), lambda: _sparse_pays(node, g, ctx)):
             return replace(g, sparse=True)
     return g

@@ -66,10 +66,11 @@ def _compute_instrs(node: Node, g: ConvGeometry, c0: int, cn: int, rows: int, in
         compute = _convs(g, a, cn, c0, iaddr, in_rows, pad_top, rows, gaddr, acc_addr)
     dt = ISA_DTYPE[node.type.dtype]
     req = Instruction.make(
-        Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc_addr, src_stride=cn, rows=rows * g.ow,
-        ch=cn, out_dtype=dt, dst_addr=oaddr, dst_stride=cn * itemsize,
+        Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc_addr, src_stride=cn * g.entries,
+        rows=rows * g.ow, ch=cn, out_dtype=dt, dst_addr=oaddr, dst_stride=cn * itemsize,
         param_addr=paddr, param_mode=ParamMode.PER_CHANNEL,
-        out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"], rounding=rounding_of(a))
+        out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"], rounding=rounding_of(a),
+        acc_width=g.acc_width)
     return compute, req
 
 
@@ -83,9 +84,10 @@ def _convs(g: ConvGeometry, a: dict, cn: int, c0: int, iaddr: int, in_rows: int,
     taps from 0 of phase 0, always reads the input)."""
     cg = per_conv(g, cn)  # output channels of one CONV (the chunk, or one conv group)
     out, w_off = [], 0  # w_off: bytes of the blocks before this CONV's
+    xb, ent = g.xb, g.entries  # bytes of an input element, entries of a result
     for k_sub, sc in enumerate(sub_convs(g)):
-        sh_v, sw_v = g.w * g.c * sc.fy, g.c * sc.fx  # strides of the virtual image
-        base = iaddr + sc.py * g.w * g.c + sc.px * g.c
+        sh_v, sw_v = g.w * g.c * sc.fy * xb, g.c * sc.fx * xb  # strides of the virtual image
+        base = iaddr + (sc.py * g.w * g.c + sc.px * g.c) * xb
         in_h, in_w = -(-(in_rows - sc.py) // sc.fy), -(-(g.w - sc.px) // sc.fx)
         pt, pl = pad_top - sc.y0 * g.dh, g.pl - sc.x0 * g.dw
         if pt < 0:
@@ -98,12 +100,13 @@ def _convs(g: ConvGeometry, a: dict, cn: int, c0: int, iaddr: int, in_rows: int,
             continue
         for k in range(cn // cg):
             out.append(Instruction.make(
-                Opcode.CONV, in_addr=base + ((c0 + k * cg) // g.cout_g) * g.cin_g, in_h=in_h,
+                Opcode.CONV, in_addr=base + ((c0 + k * cg) // g.cout_g) * g.cin_g * xb, in_h=in_h,
                 in_w=in_w, in_stride_h=sh_v, in_stride_w=sw_v, cin=g.cin_g, in_zp=a["in_zp"],
                 kh=sc.bh, kw=sc.bw, stride_h=g.sh // sc.fy, stride_w=g.sw // sc.fx,
                 dil_h=g.dh, dil_w=g.dw, pad_top=pt, pad_left=pl, out_h=rows, out_w=g.ow,
                 w_addr=gaddr + w_off + k * block, **g.w_fields(g.cin_g, cg), cout=cg,
-                acc_addr=acc_addr + k * cg, acc_stride=cn,
-                mode=AccMode.OVERWRITE if k_sub == 0 else AccMode.ACCUMULATE))
+                acc_addr=acc_addr + k * cg * ent, acc_stride=cn * ent,
+                mode=AccMode.OVERWRITE if k_sub == 0 else AccMode.ACCUMULATE,
+                in_type=g.in_type))
         w_off += cn // cg * block
     return out

@@ -1,6 +1,7 @@
 """qconv2d constant blobs: the weights pre-tiled in read order, one block per CONV / DWCONV
 instruction (int4 packed two per byte, 2:4 sparse as values and indices: tessel.ops.conv_geometry),
-and the per-channel requantisation parameters (bias, q31, shift: 12 bytes per channel).
+and the per-channel requantisation parameters (bias, q31, shift: 12 bytes per channel; 16 with
+the int64 bias of an int16 input).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ def blobs(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: Codeg
           ) -> list[bytes]:
     """Weights pre-tiled + parameters, chunk by chunk: one blob per chunk."""
     w = ctx.const(node.inputs[1]).astype(np.int8)  # OHWI
-    params = _params(node, ctx)
+    params = _params(node, g, ctx)
     return [_chunk_weights(w, g, c0, cn) + params(c0, cn) for c0, cn in chunks]
 
 
@@ -26,16 +27,18 @@ def blobs_all(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: C
     """The input-resident orders: every chunk's weights back to back, then the parameter
     table chunk by chunk; (weights, table)."""
     w = ctx.const(node.inputs[1]).astype(np.int8)  # OHWI
-    params = _params(node, ctx)
+    params = _params(node, g, ctx)
     return (b"".join(_chunk_weights(w, g, c0, cn) for c0, cn in chunks),
             b"".join(params(c0, cn) for c0, cn in chunks))
 
 
-def _params(node: Node, ctx: CodegenContext):
-    """(c0, cn) -> the chunk's parameters as bytes: bias, q31, shift (int32 each)."""
-    bias, mult, shift = (ctx.const(n).astype("<i4") for n in node.inputs[2:5])
-    return lambda c0, cn: np.concatenate([bias[c0:c0 + cn], mult[c0:c0 + cn],
-                                          shift[c0:c0 + cn]]).tobytes()
+def _params(node: Node, g: ConvGeometry, ctx: CodegenContext):
+    """(c0, cn) -> the chunk's parameters as bytes: bias, q31, shift (int32 each; the bias
+    int64 for an int16 input, REQUANT acc_width WIDE)."""
+    bias = ctx.const(node.inputs[2]).astype("<i8" if g.param_bytes > 12 else "<i4")
+    mult, shift = (ctx.const(n).astype("<i4") for n in node.inputs[3:5])
+    return lambda c0, cn: (bias[c0:c0 + cn].tobytes() + mult[c0:c0 + cn].tobytes()
+                           + shift[c0:c0 + cn].tobytes())
 
 
 def _chunk_weights(w: np.ndarray, g: ConvGeometry, c0: int, cn: int) -> bytes:

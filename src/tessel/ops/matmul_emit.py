@@ -14,10 +14,16 @@ Loop orders (`GemmMapping.order`):
   a whole reduction does not fit.
 Requant parameters are loaded once per step (group 0's param loads) into a fixed SRAM region.
 Constants (qlinear) are packed in read order: the parameters of all channels N chunk by N chunk
-([bias, q31, shift] of the chunk, 12 bytes per channel, so chunk j0's table is at 12 * j0),
+([bias, q31, shift] of the chunk, 12 bytes per channel, so chunk j0's table is at 12 * j0;
+16 with an int64 bias for int16 inputs),
 then w^T chunk by chunk as [K, cols] row-major (a K chunk of it is contiguous). int4 weights
 are stored two per byte (MATMUL ``b_type`` I4), each row of a chunk padded to an even count
 (``Gemm.b_row``) so that every row, hence every K chunk, starts on a byte.
+
+A qlinear with int16 input (symmetric, int64 bias; docs/numerics.md) runs the same loop orders
+with MATMUL ``in_type`` I16: A takes two bytes per element in SRAM and DMA, each result a wide
+accumulator entry (two entries, so a tile's accumulator holds half the rows), and REQUANT reads
+them with ``acc_width`` WIDE.
 """
 
 from __future__ import annotations
@@ -32,8 +38,9 @@ from tessel.errors import TesselCompileError
 from tessel.ir import DType, Graph, Node, Op
 from tessel.isa import Instruction, Opcode
 from tessel.isa.costs import gemm_cycles
-from tessel.isa.fields import AccMode, AccSrc, ParamMode
+from tessel.isa.fields import AccMode, AccSrc, AccWidth, InType, ParamMode
 from tessel.isa.instrs.matrix import WeightType
+from tessel.isa.instrs.vector import PARAM_BYTES, WIDE_PARAM_BYTES
 from tessel.isa.limits import MAX_EXTENT
 from tessel.ops import dma
 from tessel.ops.context import (
@@ -94,10 +101,26 @@ class Gemm:
     b_zp: int
     per_channel: bool  # qlinear: per-channel parameters, B = w^T pre-tiled in the pool
     wbits: int = 8  # bits of a stored element of B: 8, or 4 (a qlinear's int4 weights)
+    in_type: InType = InType.I8  # A's type: int16 (a qlinear's) accumulates wide
 
     @property
     def macs(self) -> int:
         return len(self.batches) * self.m * self.n * self.k
+
+    @property
+    def a_size(self) -> int:
+        """Bytes of an element of A."""
+        return self.in_type.nbytes
+
+    @property
+    def entries(self) -> int:
+        """Accumulator entries of one result (a wide one: two)."""
+        return self.in_type.entries
+
+    @property
+    def param_bytes(self) -> int:
+        """Bytes of one channel's requant parameters (int64 bias for int16 A)."""
+        return WIDE_PARAM_BYTES if self.in_type is InType.I16 else PARAM_BYTES
 
     @property
     def b_type(self) -> WeightType:
@@ -114,14 +137,17 @@ class Gemm:
 
 def refusal(node: Node, graph: Graph | None = None) -> str | None:
     """The matrix engine multiplies int8 by int8 (a linear layer's weights may be int4: they
-    enter the array as the int8 they equal)."""
+    enter the array as the int8 they equal), and a linear layer's int16 input by its weights
+    (into the wide accumulator)."""
     if graph is None:
         return None
     kinds = [graph.type_of(i).dtype for i in node.inputs[:2]]
-    weights = (DType.I8, DType.I4) if node.op is Op.QLINEAR else (DType.I8,)
-    if kinds[0] is not DType.I8 or kinds[1] not in weights:
+    linear = node.op is Op.QLINEAR
+    weights = (DType.I8, DType.I4) if linear else (DType.I8,)
+    inputs = (DType.I8, DType.I16) if linear else (DType.I8,)
+    if kinds[0] not in inputs or kinds[1] not in weights:
         return (f"{kinds[0].value} x {kinds[1].value} operands (the matrix engine multiplies "
-                "int8 by int8)")
+                "int8 or a linear layer's int16 input by int8 / int4 weights)")
     return None
 
 
@@ -137,8 +163,9 @@ def gemm(node: Node, ctx: CodegenContext) -> Gemm:
         require_int4(node, ctx)
     if node.op is Op.QLINEAR:
         k = ta.shape[-1]
+        in_type = InType.I16 if ta.dtype is DType.I16 else InType.I8
         return Gemm(math.prod(ta.shape[:-1]), tb.shape[0], k, (Batch(0, 0, 0),),
-                    a["in_zp"], 0, True, 4 if tb.dtype is DType.I4 else 8)
+                    a["in_zp"], 0, True, 4 if tb.dtype is DType.I4 else 8, in_type)
     m, k = ta.shape[-2:]
     n = tb.shape[-1]
     lead = node.type.shape[:-2]
@@ -182,22 +209,25 @@ def _layout(g: Gemm, mp: GemmMapping, ctx: CodegenContext, node: Node) -> _Layou
         raise TesselCompileError(f"{node}: tile {mp} exceeds a 16-bit MATMUL field")
     depth = 2 if mp.double_buffer else 1
     plan = SramPlan(ctx.arch, f"{node}")
-    params = plan.sram(12 * (g.n if g.per_channel else 1), "requant parameters")
+    params = plan.sram(g.param_bytes * (g.n if g.per_channel else 1), "requant parameters")
     ngroups = _group_count(g, mp)
     gdepth = min(depth, ngroups)
     b_in_inp = 0
+    asz = g.a_size
     if mp.order is Order.WEIGHTS:
-        gbytes, ibytes = align(g.b_bytes(g.k, mp.cols)), align(mp.rows * g.k)
+        gbytes, ibytes = align(g.b_bytes(g.k, mp.cols)), align(mp.rows * g.k * asz)
     elif mp.order is Order.INPUT:
-        gbytes, ibytes = align(mp.rows * g.k), align(g.b_bytes(g.k, mp.cols))
+        gbytes, ibytes = align(mp.rows * g.k * asz), align(g.b_bytes(g.k, mp.cols))
     else:
-        b_in_inp = align(mp.rows * mp.kc)
+        b_in_inp = align(mp.rows * mp.kc * asz)
         gbytes, ibytes = 0, b_in_inp + align(g.b_bytes(mp.kc, mp.cols))
     group = plan.sram(gdepth * gbytes, "resident operand")
     inp = plan.sram(depth * ibytes, "tile operand")
     obytes = align(mp.rows * mp.cols * node.type.dtype.itemsize)
     out = plan.sram(depth * obytes, "output tile")
-    entries = mp.rows * mp.cols
+    entries = mp.rows * mp.cols * g.entries
+    if mp.cols * g.entries > MAX_FIELD:
+        raise TesselCompileError(f"{node}: tile {mp}'s wide rows exceed a 16-bit acc_stride")
     acc = plan.acc(depth * entries, "accumulators")
     return _Layout(params, group, gbytes, gdepth, inp, ibytes, b_in_inp, out, obytes, acc,
                    entries, depth)
@@ -257,15 +287,17 @@ def _rough_cycles(g: Gemm, mp: GemmMapping, ctx: CodegenContext, node: Node) -> 
     mt, nc, kt = -(-g.m // rows), -(-g.n // cols), -(-g.k // kc)
     nb = len(g.batches)
     sram_bw = arch.derived.sram_bytes_per_cycle
-    mm = max(gemm_cycles(rows, cols, kc, arch.matrix.rows, arch.matrix.cols,
-                         arch.matrix.dataflow, arch.matrix.fold_pipelining),
-             -(-(kc * cols + rows * kc) // sram_bw))
+    factor = arch.matrix.int16_pass_factor if g.in_type is InType.I16 else 1
+    mm = max(factor * gemm_cycles(rows, cols, kc, arch.matrix.rows, arch.matrix.cols,
+                                  arch.matrix.dataflow, arch.matrix.fold_pipelining),
+             -(-(kc * cols + rows * kc * g.a_size) // sram_bw))
     out_isz = node.type.dtype.itemsize
     vec = arch.vector.pipeline_latency_cycles + max(
         -(-rows * cols // arch.vector.lanes), -(-rows * cols * out_isz // sram_bw))
     a_reads = {Order.WEIGHTS: nc, Order.INPUT: 1, Order.STREAM: nc}[mp.order]
     b_reads = {Order.WEIGHTS: 1, Order.INPUT: mt, Order.STREAM: mt}[mp.order]
-    a_bytes, b_bytes = nb * g.m * g.k * a_reads, nb * g.k * g.n * g.wbits // 8 * b_reads
+    a_bytes = nb * g.m * g.k * g.a_size * a_reads
+    b_bytes = nb * g.k * g.n * g.wbits // 8 * b_reads
     transfers = nb * (mt * nc * (1 + kt * 2 if mp.order is Order.STREAM else 2) + nc + mt)
     amem = arch.offchip[ctx.act_memory]
     bmem = arch.offchip[ctx.consts.memory if g.per_channel else ctx.act_memory]
@@ -392,7 +424,7 @@ class _Io:
     cols: int  # N chunk width (every chunk but the last is full)
 
     def load_params(self) -> list[Instruction]:
-        n = 12 * (self.g.n if self.g.per_channel else 1)
+        n = self.g.param_bytes * (self.g.n if self.g.per_channel else 1)
         return dma.contiguous(Opcode.DMA_LOAD, self.ctx.consts.memory, self.consts.params,
                               self.lay.params, n)
 
@@ -417,11 +449,12 @@ class _Io:
     def matmul(self, i: tuple[int, int], j: tuple[int, int], kt: tuple[int, int], a_addr: int,
                b_addr: int, acc: int) -> Instruction:
         (_, mr), (_, nn), (k0, kk) = i, j, kt
+        g, asz = self.g, self.g.a_size
         return Instruction.make(
-            Opcode.MATMUL, m=mr, n=nn, k=kk, a_addr=a_addr, a_stride_m=kk, a_stride_k=1,
-            a_zp=self.g.a_zp, b_addr=b_addr, b_stride_k=self.g.b_row(nn), b_stride_n=1,
-            b_zp=self.g.b_zp, b_type=self.g.b_type, acc_addr=acc, acc_stride=nn,
-            mode=AccMode.OVERWRITE if k0 == 0 else AccMode.ACCUMULATE)
+            Opcode.MATMUL, m=mr, n=nn, k=kk, a_addr=a_addr, a_stride_m=kk * asz,
+            a_stride_k=asz, a_zp=g.a_zp, b_addr=b_addr, b_stride_k=g.b_row(nn), b_stride_n=1,
+            b_zp=g.b_zp, b_type=g.b_type, acc_addr=acc, acc_stride=nn * g.entries,
+            mode=AccMode.OVERWRITE if k0 == 0 else AccMode.ACCUMULATE, in_type=g.in_type)
 
     def requant(self, i: tuple[int, int], j: tuple[int, int], acc: int, oaddr: int
                 ) -> Instruction:
@@ -429,12 +462,14 @@ class _Io:
         a = self.node.attr_map
         dt = self.node.type.dtype
         per = self.g.per_channel
+        g = self.g
         return Instruction.make(
-            Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc, src_stride=nn, rows=mr, ch=nn,
-            out_dtype=ISA_DTYPE[dt], dst_addr=oaddr, dst_stride=nn * dt.itemsize,
-            param_addr=self.lay.params + (12 * j0 if per else 0),
+            Opcode.REQUANT, src=AccSrc.ACC, src_addr=acc, src_stride=nn * g.entries, rows=mr,
+            ch=nn, out_dtype=ISA_DTYPE[dt], dst_addr=oaddr, dst_stride=nn * dt.itemsize,
+            param_addr=self.lay.params + (g.param_bytes * j0 if per else 0),
             param_mode=ParamMode.PER_CHANNEL if per else ParamMode.PER_TENSOR,
-            out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"])
+            out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"],
+            acc_width=AccWidth.WIDE if g.in_type is InType.I16 else AccWidth.NARROW)
 
     def store(self, b: Batch, i: tuple[int, int], j: tuple[int, int], oaddr: int
               ) -> Instruction:
@@ -451,10 +486,11 @@ def _blobs(node: Node, g: Gemm, nchunks: list[tuple[int, int]], ctx: CodegenCont
         a = node.attr_map
         return [np.array([0, a["multiplier"], a["shift"]], "<i4").tobytes()]
     w = ctx.const(node.inputs[1]).astype(np.int8)  # [N, K]
-    bias, mult, shift = (ctx.const(n).astype("<i4") for n in node.inputs[2:5])
-    table = np.concatenate([np.concatenate([bias[j0:j0 + nn], mult[j0:j0 + nn],
-                                            shift[j0:j0 + nn]]) for j0, nn in nchunks])
-    return [table.tobytes(), *(_b_chunk(g, w[j0:j0 + nn].T) for j0, nn in nchunks)]
+    bias = ctx.const(node.inputs[2]).astype("<i8" if g.in_type is InType.I16 else "<i4")
+    mult, shift = (ctx.const(n).astype("<i4") for n in node.inputs[3:5])
+    table = b"".join(bias[j0:j0 + nn].tobytes() + mult[j0:j0 + nn].tobytes()
+                     + shift[j0:j0 + nn].tobytes() for j0, nn in nchunks)
+    return [table, *(_b_chunk(g, w[j0:j0 + nn].T) for j0, nn in nchunks)]
 
 
 def _b_chunk(g: Gemm, wt: np.ndarray) -> bytes:

@@ -61,7 +61,8 @@ def npu_refusal(node: Node, graph: Graph | None = None) -> str | None:
     if graph is not None:
         for k, name in enumerate(node.inputs):
             dtype = graph.type_of(name).dtype
-            if dtype not in NPU_DTYPES and not (dtype is DType.I4 and k in npu.int4):
+            if dtype not in NPU_DTYPES and not (dtype is DType.I4 and k in npu.int4) \
+                    and not (dtype is DType.I64 and k in npu.int64):
                 return (f"operand %{name} is {dtype.value} (the NPU holds "
                         f"{', '.join(d.value for d in NPU_DTYPES)} tensors)")
     return npu.refusal(node, graph) if npu.refusal is not None else None

@@ -97,8 +97,10 @@ def _reference_accesses(i) -> list[tuple]:
         return _enumerated(g(f"{p}_addr"), [g(f"d{k}") for k in range(n)],
                            [g(f"{p}_s{k}") for k in range(n)], elem)
 
+    wide = 2 if op in (Opcode.CONV, Opcode.MATMUL) and i.in_type else 1  # int16 input
+
     def acc(pixels: int, ch: int) -> list[tuple]:
-        lo, hi = _enumerated(i.acc_addr, [pixels, ch], [i.acc_stride, 1], 1)
+        lo, hi = _enumerated(i.acc_addr, [pixels, ch], [i.acc_stride, wide], wide)
         out = [("acc", Space.ACC, lo, hi, True, 0)]
         return out + ([("acc", Space.ACC, lo, hi, False, 0)] if i.mode == AccMode.ACCUMULATE
                       else [])
@@ -109,7 +111,8 @@ def _reference_accesses(i) -> list[tuple]:
                 ("sram", Space.SRAM, *view("sram", 4, w), load, 0)]
     if op in (Opcode.CONV, Opcode.DWCONV):
         ch = i.cin if op == Opcode.CONV else i.ch
-        inp = _enumerated(i.in_addr, [i.in_h, i.in_w, ch], [i.in_stride_h, i.in_stride_w, 1], 1)
+        inp = _enumerated(i.in_addr, [i.in_h, i.in_w, ch], [i.in_stride_h, i.in_stride_w, wide],
+                          wide)
         if op == Opcode.CONV and i.w_type in (2, 3):  # 2:4: the values, then their indices
             per = 2 if i.w_type == 3 else 1
             el = pattern_addresses(per * i.w_addr, [i.kh * i.kw, -(-ch // 2), i.cout],
@@ -131,7 +134,7 @@ def _reference_accesses(i) -> list[tuple]:
         return [("in", Space.SRAM, *inp, False, 0), ("w", Space.SRAM, *w, False, 0),
                 *acc(i.out_h * i.out_w, i.cout if op == Opcode.CONV else ch)]
     if op == Opcode.MATMUL:
-        a = _enumerated(i.a_addr, [i.m, i.k], [i.a_stride_m, i.a_stride_k], 1)
+        a = _enumerated(i.a_addr, [i.m, i.k], [i.a_stride_m, i.a_stride_k], wide)
         if i.b_type in (1, 3):  # int4 B: the bytes holding the nibbles (I4_2_4: a rule broken)
             nib = pattern_addresses(2 * i.b_addr, [i.k, i.n], [i.b_stride_k, i.b_stride_n]) >> 1
             b = int(nib.min()), int(nib.max()) + 1
@@ -139,13 +142,13 @@ def _reference_accesses(i) -> list[tuple]:
             b = _enumerated(i.b_addr, [i.k, i.n], [i.b_stride_k, i.b_stride_n], 1)
         return [("a", Space.SRAM, *a, False, 0), ("b", Space.SRAM, *b, False, 0), *acc(i.m, i.n)]
     if op == Opcode.REQUANT:
-        e = 1 if i.src == AccSrc.ACC else 4
+        e = (2 if i.acc_width else 1) if i.src == AccSrc.ACC else 4
         src = _enumerated(i.src_addr, [i.rows, i.ch], [i.src_stride, e], e)
-        p = i.ch if i.param_mode == ParamMode.PER_CHANNEL else 1
+        p = (16 if i.acc_width else 12) * (i.ch if i.param_mode == ParamMode.PER_CHANNEL else 1)
         w = i.out_dtype.nbytes
         dst = _enumerated(i.dst_addr, [i.rows, i.ch], [i.dst_stride, w], w)
-        return [("src", Space.ACC if e == 1 else Space.SRAM, *src, False, 0),
-                ("params", Space.SRAM, i.param_addr, i.param_addr + 12 * p, False, 0),
+        return [("src", Space.ACC if i.src == AccSrc.ACC else Space.SRAM, *src, False, 0),
+                ("params", Space.SRAM, i.param_addr, i.param_addr + p, False, 0),
                 ("dst", Space.SRAM, *dst, True, 0)]
     if op == Opcode.ELTWISE:
         return [(p, Space.SRAM, *view(p, 3, g(f"{p}_dtype").nbytes), p == "out", 0)

@@ -1,5 +1,6 @@
 """CONV, MATMUL and DWCONV: int8 tiles into the int32 accumulator, on the matrix array (DWCONV
-also on the vector engine)."""
+also on the vector engine); CONV and MATMUL also take int16 activations (``in_type`` I16) into
+wide accumulator entries."""
 
 from __future__ import annotations
 
@@ -10,11 +11,19 @@ from typing import TYPE_CHECKING
 from tessel.isa.access import Access, Space, getter, new_access, positions, span2, span3
 from tessel.isa.cost_rules import Gemm, Product, Vector, product
 from tessel.isa.events import Events
-from tessel.isa.fields import AccMode, Engine, Field, enum_field, signed_field, unsigned_field
+from tessel.isa.fields import (
+    AccMode,
+    Engine,
+    Field,
+    InType,
+    enum_field,
+    signed_field,
+    unsigned_field,
+)
 from tessel.isa.groups import EXTENT_BITS, acc_output, address, extent, nhwc_input, sram_stride
 from tessel.isa.opcode import Opcode
 from tessel.isa.sparse24 import GROUP, index_bytes
-from tessel.isa.spec import AccRowsApart, Frame, InstrSpec, Rule
+from tessel.isa.spec import AccRowsApart, Frame, InstrSpec, Rule, WideInput
 from tessel.isa.window import window_fields
 
 if TYPE_CHECKING:
@@ -79,14 +88,24 @@ def weight_type(name: str) -> Field:
                       "only)", default=WeightType.I8)
 
 
+def in_type(name: str) -> Field:
+    """The activation input's type (after ``weight_type``: an int8 instruction encodes as it
+    did before the field existed)."""
+    return enum_field(name, InType, 1, "activation input: I8, or I16 (symmetric, zero point "
+                      "0; 2 bytes per element, strides in bytes; results in wide accumulator "
+                      "entries, two entries each)", default=InType.I8)
+
+
 def zero_point(name: str, doc: str) -> Field:
     """A 9-bit zero point of an int8 operand (int8 minus it fits 9 bits + sign)."""
     return signed_field(name, 9, doc, default=0)
 
 
-def _acc_boxes(a: tuple, at: tuple[int, ...], pixels: int, ch: int) -> tuple[Access, ...]:
-    """The accumulator box of `pixels` rows of `ch` entries: written, and read if ACCUMULATE."""
-    lo, hi = span2(a[at[0]], pixels, a[at[1]], ch, 1, 1)
+def _acc_boxes(a: tuple, at: tuple[int, ...], pixels: int, ch: int, entries: int = 1
+               ) -> tuple[Access, ...]:
+    """The accumulator box of `pixels` rows of `ch` results of `entries` entries each (2:
+    wide): written, and read if ACCUMULATE."""
+    lo, hi = span2(a[at[0]], pixels, a[at[1]], ch, entries, entries)
     if a[at[2]] == AccMode.ACCUMULATE:
         return (new_access(Access, ("acc", _ACC, lo, hi, True, 0)),
                 new_access(Access, ("acc", _ACC, lo, hi, False, 0)))
@@ -107,9 +126,10 @@ CONV_FIELDS = (
     zero_point("w_zp", "weight zero point (subtracted; 0 for symmetric weights)"),
     *acc_output(),
     weight_type("w_type"),
+    in_type("in_type"),
 )
 _CONV = getter(CONV_FIELDS, *_NHWC, "cin", "w_addr", "kh", "kw", "cout", "w_stride_k",
-               "w_stride_ci", "w_stride_co", *_PIXELS, "w_type")
+               "w_stride_ci", "w_stride_co", *_PIXELS, "w_type", "in_type")
 _CONV_ACC = positions(CONV_FIELDS, *_ACC_FIELDS)
 
 
@@ -176,12 +196,13 @@ def conv_weight_span(wa: int, kh: int, kw: int, cin: int, cout: int, sk: int, sc
 
 def _conv_accesses(i: Instruction) -> tuple[Access, ...]:
     a = i.args
-    ia, ih, iw, sh, sw, cin, wa, kh, kw, cout, sk, sci, sco, oh, ow, wt = _CONV(a)
-    lo, hi = span3(ia, ih, sh, iw, sw, cin, 1, 1)
+    ia, ih, iw, sh, sw, cin, wa, kh, kw, cout, sk, sci, sco, oh, ow, wt, it = _CONV(a)
+    nb = InType(it).nbytes
+    lo, hi = span3(ia, ih, sh, iw, sw, cin, nb, nb)
     wlo, whi = conv_weight_span(wa, kh, kw, cin, cout, sk, sci, sco, WeightType(wt))
     return (new_access(Access, ("in", _SRAM, lo, hi, False, 0)),
             new_access(Access, ("w", _SRAM, wlo, whi, False, 0)),
-            *_acc_boxes(a, _CONV_ACC, oh * ow, cout))
+            *_acc_boxes(a, _CONV_ACC, oh * ow, cout, nb))
 
 
 # ---- MATMUL -------------------------------------------------------------------------------------
@@ -189,7 +210,7 @@ MATMUL_FIELDS = (
     extent("m", "rows of A and of the output"),
     extent("n", "columns of B and of the output"),
     extent("k", "reduction length"),
-    address("a_addr", "SRAM byte address of A[0, 0]"),
+    address("a_addr", "SRAM byte address of A[0, 0] (int8, or int16 per `in_type`)"),
     sram_stride("a_stride_m", "bytes between rows of A"),
     signed_field("a_stride_k", 24, "bytes between columns of A", default=1),
     zero_point("a_zp", "zero point of A (subtracted)"),
@@ -199,21 +220,23 @@ MATMUL_FIELDS = (
     zero_point("b_zp", "zero point of B (subtracted)"),
     *acc_output(),
     weight_type("b_type"),
+    in_type("in_type"),
 )
 _MATMUL = getter(MATMUL_FIELDS, "a_addr", "m", "k", "a_stride_m", "a_stride_k", "b_addr", "n",
-                 "b_stride_k", "b_stride_n", "b_type")
+                 "b_stride_k", "b_stride_n", "b_type", "in_type")
 _MATMUL_ACC = positions(MATMUL_FIELDS, *_ACC_FIELDS)
 
 
 def _matmul_accesses(i: Instruction) -> tuple[Access, ...]:
     a = i.args
-    aa, m, k, sam, sak, ba, n, sbk, sbn, bt = _MATMUL(a)
-    alo, ahi = span2(aa, m, sam, k, sak, 1)
+    aa, m, k, sam, sak, ba, n, sbk, sbn, bt, it = _MATMUL(a)
+    nb = InType(it).nbytes
+    alo, ahi = span2(aa, m, sam, k, sak, nb)
     bt = WeightType(bt)
     blo, bhi = bt.span(*span2(ba * bt.per_byte, k, sbk, n, sbn, 1))
     return (new_access(Access, ("a", _SRAM, alo, ahi, False, 0)),
             new_access(Access, ("b", _SRAM, blo, bhi, False, 0)),
-            *_acc_boxes(a, _MATMUL_ACC, m, n))
+            *_acc_boxes(a, _MATMUL_ACC, m, n, nb))
 
 
 # ---- DWCONV -------------------------------------------------------------------------------------
@@ -261,28 +284,35 @@ def _in_tile(ch: str) -> Product:
     return product("in_h", "in_w", ch)
 
 
+def _in_type(i: Instruction) -> InType:
+    return InType(i.in_type)
+
+
 SPECS = (
     InstrSpec(
         opcode=Opcode.CONV, engine=Engine.MATRIX,
-        summary="int8 conv tile, implicit window -> int32 acc", fields=CONV_FIELDS,
+        summary="int8 / int16 conv tile, implicit window -> int32 / wide acc", fields=CONV_FIELDS,
         cost=Gemm(m=product(*_PIXELS), n=product("cout"), k=product("kh", "kw", "cin"),
                   window=_in_tile("cin"), weights_per_byte=_conv_per_byte,
-                  sparse=_conv_sparse),
+                  sparse=_conv_sparse, in_type=_in_type),
         cost_fields=("in_h", "in_w", "cin", "kh", "kw", "out_h", "out_w", "cout", "mode",
-                     "w_type"),
+                     "w_type", "in_type"),
         accesses=_conv_accesses,
         sram_elements=(("in", _in_tile("cin")), ("w", product("kh", "kw", "cin", "cout"))),
         frame=Frame("cin", im2col=product(*_PIXELS, "kh", "kw", "cin")),
-        rules=(AccRowsApart("cout"), SparseGroups()), section="CONV (matrix engine)",
+        rules=(AccRowsApart("cout", wide=True), SparseGroups(), WideInput("in_zp", "w_type")),
+        section="CONV (matrix engine)",
         requires=_needs_sparsity),
     InstrSpec(
         opcode=Opcode.MATMUL, engine=Engine.MATRIX,
-        summary="int8 GEMM tile A[m,k] x B[k,n] -> int32 acc", fields=MATMUL_FIELDS,
+        summary="int8 / int16 GEMM tile A[m,k] x B[k,n] -> int32 / wide acc",
+        fields=MATMUL_FIELDS,
         cost=Gemm(m=product("m"), n=product("n"), k=product("k"), window=None,
-                  weights_per_byte=_matmul_per_byte),
-        cost_fields=("m", "n", "k", "mode", "b_type"), accesses=_matmul_accesses,
+                  weights_per_byte=_matmul_per_byte, in_type=_in_type),
+        cost_fields=("m", "n", "k", "mode", "b_type", "in_type"), accesses=_matmul_accesses,
         sram_elements=(("a", product("m", "k")), ("b", product("k", "n"))),
-        rules=(AccRowsApart("n"), DenseWeights("b_type")), section="MATMUL (matrix engine)"),
+        rules=(AccRowsApart("n", wide=True), DenseWeights("b_type"), WideInput("a_zp", "b_type")),
+        section="MATMUL (matrix engine)"),
     InstrSpec(
         opcode=Opcode.DWCONV, engine=Engine.MATRIX, also=Engine.VECTOR,
         summary="int8 depthwise conv tile -> int32 acc", fields=DWCONV_FIELDS,

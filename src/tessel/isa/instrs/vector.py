@@ -9,6 +9,7 @@ from tessel.isa.cost_rules import Vector, product
 from tessel.isa.events import Events
 from tessel.isa.fields import (
     AccSrc,
+    AccWidth,
     DType,
     EltOp,
     Engine,
@@ -30,7 +31,7 @@ from tessel.isa.groups import (
     strided_view,
 )
 from tessel.isa.opcode import Opcode
-from tessel.isa.spec import ClampWithin, InstrSpec
+from tessel.isa.spec import ClampWithin, InstrSpec, WideSource
 
 if TYPE_CHECKING:
     from tessel.isa.instruction import Instruction
@@ -39,6 +40,7 @@ _SRAM, _ACC, _LUT = Space.SRAM, Space.ACC, Space.LUT
 _NBYTES = tuple(t.nbytes for t in DType)  # by value: `args` hold the IntEnum member
 _I32 = DType.I32.nbytes
 PARAM_BYTES = 3 * _I32  # REQUANT's parameters per channel: int32 bias, multiplier, shift
+WIDE_PARAM_BYTES = 8 + 2 * _I32  # acc_width WIDE: int64 bias, multiplier, shift
 UNARY_STEPS = 8  # RECIP / RSQRT: iterative radix-16 divider, 8 steps per 32-bit element
 LUT_INDEX_BITS = 12  # LUT-memory entry index
 _E3 = product("d0", "d1", "d2")
@@ -62,15 +64,19 @@ REQUANT_FIELDS = (
     *clamp(),
     enum_field("rounding", Rounding, 1, "DOUBLE: SRDHM then rounding right shift; SINGLE: one "
                "rounding of the 64-bit product", default=Rounding.DOUBLE),
+    enum_field("acc_width", AccWidth, 1, "NARROW: int32 entries; WIDE: 48-bit values two "
+               "entries each (an int16 CONV / MATMUL's), int64 bias, the wide rule (`rounding` "
+               "does not apply)", default=AccWidth.NARROW),
 )
 _REQUANT = getter(REQUANT_FIELDS, "src", "src_addr", "rows", "ch", "src_stride", "param_mode",
-                  "param_addr", "out_dtype", "dst_addr", "dst_stride")
+                  "param_addr", "out_dtype", "dst_addr", "dst_stride", "acc_width")
 
 
 def _requant_accesses(i: Instruction) -> tuple[Access, ...]:
-    src, sa, rows, ch, ss, pm, pa, od, da, ds = _REQUANT(i.args)
+    src, sa, rows, ch, ss, pm, pa, od, da, ds, aw = _REQUANT(i.args)
     if src == AccSrc.ACC:
-        lo, hi = span2(sa, rows, ss, ch, 1, 1)
+        e = 2 if aw else 1
+        lo, hi = span2(sa, rows, ss, ch, e, e)
         s = new_access(Access, ("src", _ACC, lo, hi, False, 0))
     else:
         lo, hi = span2(sa, rows, ss, ch, _I32, _I32)
@@ -78,7 +84,8 @@ def _requant_accesses(i: Instruction) -> tuple[Access, ...]:
     p = ch if pm == ParamMode.PER_CHANNEL else 1
     w = _NBYTES[od]
     dlo, dhi = span2(da, rows, ds, ch, w, w)
-    return (s, new_access(Access, ("params", _SRAM, pa, pa + PARAM_BYTES * p, False, 0)),
+    pb = WIDE_PARAM_BYTES if aw else PARAM_BYTES
+    return (s, new_access(Access, ("params", _SRAM, pa, pa + pb * p, False, 0)),
             new_access(Access, ("dst", _SRAM, dlo, dhi, True, 0)))
 
 
@@ -86,8 +93,10 @@ def _requant_events(i: Instruction) -> Events:
     e = i.rows * i.ch
     p = i.ch if i.param_mode == ParamMode.PER_CHANNEL else 1
     src_acc = i.src == AccSrc.ACC
-    return Events(acc_reads=e if src_acc else 0,
-                  sram_read_bytes=PARAM_BYTES * p + (0 if src_acc else _I32 * e),
+    wide = i.acc_width == AccWidth.WIDE
+    return Events(acc_reads=(2 * e if wide else e) if src_acc else 0,
+                  sram_read_bytes=(WIDE_PARAM_BYTES if wide else PARAM_BYTES) * p
+                  + (0 if src_acc else _I32 * e),
                   sram_write_bytes=e * i.out_dtype.nbytes, vector_lane_ops=e)
 
 
@@ -212,11 +221,11 @@ SPECS = (
         opcode=Opcode.REQUANT, engine=Engine.VECTOR, summary="int32 + bias, Q31 rescale, zp, clamp",
         fields=REQUANT_FIELDS,
         cost=Vector(product("rows", "ch"), _requant_events,
-                    "lane ops `E`; acc reads `E` if `src == ACC`, else SRAM reads `4E`; SRAM "
-                    "reads `12*P` (params)"),
-        cost_fields=("src", "rows", "ch", "out_dtype", "param_mode"),
+                    "lane ops `E`; acc reads `E` if `src == ACC` (WIDE: `2E`), else SRAM reads "
+                    "`4E`; SRAM reads `12*P` (params; WIDE: `16*P`)"),
+        cost_fields=("src", "rows", "ch", "out_dtype", "param_mode", "acc_width"),
         accesses=_requant_accesses, sram_elements=(("dst", product("rows", "ch")),),
-        rules=(ClampWithin("out_dtype"),), section=f"REQUANT {_SECTION}"),
+        rules=(ClampWithin("out_dtype"), WideSource()), section=f"REQUANT {_SECTION}"),
     InstrSpec(
         opcode=Opcode.ELTWISE, engine=Engine.VECTOR,
         summary="a (op) b, per-input rescale (TFLite add/mul)", fields=ELTWISE_FIELDS,

@@ -286,7 +286,11 @@ def build(op: Op, prep: Any) -> Step:
     """The CONV step: the int8 GEMM where this host has a fast exact one (``gemm.int_mm``)
     and the tile is large (``INT_MM_MIN_MACS``), reads its input in place (a 1x1 tile's dense
     input: nothing to pack, where the float32 GEMM packs ``x - in_zp``) or is a batch, else
-    float32 GEMMs."""
+    float32 GEMMs. ``in_type`` I16: the wide path (``tessel.sim.instr.wide``)."""
+    if op.f["in_type"]:
+        from tessel.sim.instr import wide
+
+        return wide.build_conv(op, prep)
     c = Conv(op)
     mm = gemm.int_mm()
     int8_ok = mm is not None and c.k <= gemm.INT_MM_K_MAX and (

@@ -96,7 +96,12 @@ class Matmul:
 
 
 def build(op: Op, prep: Any) -> Step:
-    """The MATMUL step: the int8 GEMM where this host has a fast exact one, else float32."""
+    """The MATMUL step: the int8 GEMM where this host has a fast exact one, else float32;
+    ``in_type`` I16: the wide path (``tessel.sim.instr.wide``)."""
+    if op.f["in_type"]:
+        from tessel.sim.instr import wide
+
+        return wide.build_matmul(op, prep)
     mm_ = Matmul(op)
     mm = gemm.int_mm() if mm_.k <= gemm.INT_MM_K_MAX else None
     if mm is None:

@@ -123,7 +123,12 @@ def row_tiles(rows: int, ch: int) -> int:
 
 
 def build(op: Op, prep: PreparedProgram) -> Step:
+    """The REQUANT step (``acc_width`` WIDE: ``tessel.sim.instr.wide``)."""
     f = op.f
+    if f["acc_width"]:
+        from tessel.sim.instr import wide
+
+        return wide.build_requant(op, prep)
     rows, ch = f["rows"], f["ch"]
     dt = NP_DTYPE[f["out_dtype"]]
     w = dt.itemsize

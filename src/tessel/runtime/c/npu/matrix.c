@@ -1,6 +1,8 @@
 /* CONV, MATMUL and DWCONV (docs/isa.md §4): int8 (or int4) products summed into int32
  * accumulator entries. Sums wrap modulo 2^32 (wrap32), so they accumulate in 32-bit unsigned
  * arithmetic directly in the accumulator: OVERWRITE clears the entries first, ACCUMULATE adds.
+ * in_type I16 (CONV, MATMUL): int16 inputs times the weights summed in 64-bit unsigned
+ * arithmetic, then wrapped to 48 bits into a wide entry (two int32 entries, low word first).
  * CONV's 2:4 sparse weights are decoded into a dense int8 matrix in the scratch first (the
  * skipped weights zeros, the products those of the dense CONV). */
 #include "model.h"
@@ -38,6 +40,43 @@ typedef struct wsrc {
     int32_t zp;
     int i4;
 } wsrc;
+
+/* the wide entry at int32 entry e: OVERWRITE -> wrap48(sum), ACCUMULATE -> wrap48(old + sum) */
+static void wide_put(uint32_t *acc, int64_t e, uint64_t sum, int overwrite) {
+    uint64_t old = overwrite ? 0 : ((uint64_t)acc[e] | ((uint64_t)acc[e + 1] << 32));
+    uint64_t v = (uint64_t)wrap48(old + sum);
+    acc[e] = (uint32_t)v;
+    acc[e + 1] = (uint32_t)(v >> 32);
+}
+
+/* CONV in_type I16: per output (pixel, channel), the window's int16 x weight products */
+static void conv16(tsl_sim *s, const int64_t *f, const wsrc *w) {
+    int64_t oy, ox, co, ky, kx, ci, cout = f[CV_COUT], cin = f[CV_CIN], kw = f[CV_KW];
+    int overwrite = f[CV_MODE] == 0;
+    for (oy = 0; oy < f[CV_OUT_H]; oy++)
+        for (ox = 0; ox < f[CV_OUT_W]; ox++) {
+            int64_t e0 = f[CV_ACC_ADDR] + (oy * f[CV_OUT_W] + ox) * f[CV_ACC_STRIDE];
+            for (co = 0; co < cout; co++) {
+                uint64_t sum = 0;
+                for (ky = 0; ky < f[CV_KH]; ky++) {
+                    int64_t iy = oy * f[CV_STRIDE_H] - f[CV_PAD_TOP] + ky * f[CV_DIL_H];
+                    if (iy < 0 || iy >= f[CV_IN_H]) continue;
+                    for (kx = 0; kx < kw; kx++) {
+                        int64_t ix = ox * f[CV_STRIDE_W] - f[CV_PAD_LEFT] + kx * f[CV_DIL_W];
+                        int64_t row, koff;
+                        if (ix < 0 || ix >= f[CV_IN_W]) continue;
+                        row = f[CV_IN_ADDR] + iy * f[CV_IN_SH] + ix * f[CV_IN_SW];
+                        koff = (ky * kw + kx) * w->sk + co * w->sco;
+                        for (ci = 0; ci < cin; ci++) {
+                            int64_t xv = rd_elem(s->sram + (row + 2 * ci), 1);
+                            sum += (uint64_t)(xv * (weight(w->mem, w->base, koff + ci * w->sci, w->i4) - w->zp));
+                        }
+                    }
+                }
+                wide_put((uint32_t *)s->acc, e0 + 2 * co, sum, overwrite);
+            }
+        }
+}
 
 static void conv(tsl_sim *s, const int64_t *f, const wsrc *w) {
     const uint8_t *x = s->sram;
@@ -116,15 +155,36 @@ static tsl_status conv_op(tsl_sim *s, const int64_t *f) {
         w.i4 = 0;
         macs /= 2; /* the array runs the kept half of the reduction */
     }
-    conv(s, f, &w);
+    if (f[CV_IN_TYPE]) conv16(s, f, &w);
+    else conv(s, f, &w);
     s->macs += macs;
     return TSL_OK;
+}
+
+/* MATMUL in_type I16: A int16 at byte addresses, each output a wide entry */
+static void matmul16(tsl_sim *s, const int64_t *f) {
+    int64_t i, j, t, n = f[MM_N];
+    int32_t b_zp = (int32_t)f[MM_B_ZP];
+    int i4 = (int)f[MM_B_TYPE], overwrite = f[MM_MODE] == 0;
+    for (i = 0; i < f[MM_M]; i++)
+        for (j = 0; j < n; j++) {
+            uint64_t sum = 0;
+            for (t = 0; t < f[MM_K]; t++) {
+                int64_t av = rd_elem(s->sram + (f[MM_A_ADDR] + i * f[MM_A_SM] + t * f[MM_A_SK]), 1);
+                sum += (uint64_t)(av * (weight(s->sram, f[MM_B_ADDR], t * f[MM_B_SK] + j * f[MM_B_SN], i4) - b_zp));
+            }
+            wide_put((uint32_t *)s->acc, f[MM_ACC_ADDR] + i * f[MM_ACC_STRIDE] + 2 * j, sum, overwrite);
+        }
 }
 
 static void matmul(tsl_sim *s, const int64_t *f) {
     int64_t i, t, n = f[MM_N];
     int32_t a_zp = (int32_t)f[MM_A_ZP], b_zp = (int32_t)f[MM_B_ZP];
     int i4 = (int)f[MM_B_TYPE], overwrite = f[MM_MODE] == 0;
+    if (f[MM_IN_TYPE]) {
+        matmul16(s, f);
+        return;
+    }
     for (i = 0; i < f[MM_M]; i++) {
         uint32_t *acc = (uint32_t *)s->acc + (f[MM_ACC_ADDR] + i * f[MM_ACC_STRIDE]);
         clear(acc, n, overwrite);

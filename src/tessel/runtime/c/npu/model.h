@@ -14,14 +14,14 @@ enum { WL_MEM, WL_EXT_ADDR, WL_EXT_BYTES, WL_SRAM_ADDR, WL_OUT_BYTES };
 enum { CV_IN_ADDR, CV_IN_H, CV_IN_W, CV_IN_SH, CV_IN_SW, CV_CIN, CV_IN_ZP, CV_KH, CV_KW,
        CV_STRIDE_H, CV_STRIDE_W, CV_DIL_H, CV_DIL_W, CV_PAD_TOP, CV_PAD_LEFT, CV_OUT_H, CV_OUT_W,
        CV_COUT, CV_W_ADDR, CV_W_SK, CV_W_SCI, CV_W_SCO, CV_W_ZP, CV_ACC_ADDR, CV_ACC_STRIDE,
-       CV_MODE, CV_W_TYPE };
+       CV_MODE, CV_W_TYPE, CV_IN_TYPE };
 /* MATMUL */
 enum { MM_M, MM_N, MM_K, MM_A_ADDR, MM_A_SM, MM_A_SK, MM_A_ZP, MM_B_ADDR, MM_B_SK, MM_B_SN,
-       MM_B_ZP, MM_ACC_ADDR, MM_ACC_STRIDE, MM_MODE, MM_B_TYPE };
+       MM_B_ZP, MM_ACC_ADDR, MM_ACC_STRIDE, MM_MODE, MM_B_TYPE, MM_IN_TYPE };
 /* REQUANT */
 enum { RQ_SRC, RQ_SRC_ADDR, RQ_SRC_STRIDE, RQ_ROWS, RQ_CH, RQ_OUT_DTYPE, RQ_DST_ADDR,
        RQ_DST_STRIDE, RQ_PARAM_ADDR, RQ_PARAM_MODE, RQ_OUT_ZP, RQ_ACT_MIN, RQ_ACT_MAX,
-       RQ_ROUNDING };
+       RQ_ROUNDING, RQ_ACC_WIDTH };
 /* ELTWISE */
 enum { EW_OP, EW_A_DT, EW_B_DT, EW_OUT_DT, EW_D0, EW_A_ADDR = 7, EW_A_S0, EW_B_ADDR = 11,
        EW_B_S0, EW_OUT_ADDR = 15, EW_OUT_S0, EW_A_ZP = 19, EW_B_ZP, EW_LSHIFT, EW_A_MULT,
@@ -93,6 +93,21 @@ static inline int64_t mbqm(int64_t x, int64_t q31, int shift) {
 static inline int64_t single_round(int64_t x, int64_t q31, int shift) {
     int s = 31 - shift;
     int64_t t = x * q31 + ((int64_t)1 << (s - 1)), d = (int64_t)1 << s;
+    return t >= 0 ? t / d : -((-t + d - 1) / d);
+}
+
+/* ---- the wide accumulator (docs/isa.md, "The wide accumulator") ---------------------------- */
+/* v modulo 2^48 in the signed 48-bit range (the value of a wide entry's 8 bytes) */
+static inline int64_t wrap48(uint64_t v) {
+    v &= (((uint64_t)1) << 48) - 1;
+    return (v >> 47) ? (int64_t)v - ((int64_t)1 << 48) : (int64_t)v;
+}
+
+/* The wide rule's scale: (v q15 + 2^(s-1)) >> s, floor, s = 15 - shift in [1, 46]; |v q15| <=
+ * 2^62. Floor division written out (no right shift of a negative value). */
+static inline int64_t wide_round(int64_t v, int64_t q15, int shift) {
+    int s = 15 - shift;
+    int64_t t = v * q15 + ((int64_t)1 << (s - 1)), d = (int64_t)1 << s;
     return t >= 0 ? t / d : -((-t + d - 1) / d);
 }
 

@@ -83,14 +83,14 @@ static int boxes(uint8_t op, const int64_t *f, rbox *b) {
     case TSL_OP_CONV: case TSL_OP_DWCONV: {
         int conv = op == TSL_OP_CONV;
         int64_t ch = conv ? f[CV_CIN] : f[DW_CH], kk = f[CV_KH] * f[CV_KW];
-        int64_t oo = f[CV_OUT_H] * f[CV_OUT_W];
+        int64_t oo = f[CV_OUT_H] * f[CV_OUT_W], e = conv && f[CV_IN_TYPE] ? 2 : 1;
         d[0] = f[CV_IN_H]; d[1] = f[CV_IN_W]; d[2] = ch;
-        s[0] = f[CV_IN_SH]; s[1] = f[CV_IN_SW]; s[2] = 1;
-        b[0] = pattern(SP_SRAM, f[CV_IN_ADDR], d, s, 3, 1);
+        s[0] = f[CV_IN_SH]; s[1] = f[CV_IN_SW]; s[2] = e;
+        b[0] = pattern(SP_SRAM, f[CV_IN_ADDR], d, s, 3, e);
         if (conv) {
             b[1] = conv_weights(f);
-            d[0] = oo; d[1] = f[CV_COUT]; s[0] = f[CV_ACC_STRIDE]; s[1] = 1;
-            b[2] = pattern(SP_ACC, f[CV_ACC_ADDR], d, s, 2, 1);
+            d[0] = oo; d[1] = f[CV_COUT]; s[0] = f[CV_ACC_STRIDE]; s[1] = e;
+            b[2] = pattern(SP_ACC, f[CV_ACC_ADDR], d, s, 2, e);
         } else {
             d[0] = kk; d[1] = ch; s[0] = f[DW_W_SK]; s[1] = 1;
             b[1] = (f[DW_W_TYPE] & 1) ? nibbles(f[DW_W_ADDR], d, s, 2) : pattern(SP_SRAM, f[DW_W_ADDR], d, s, 2, 1);
@@ -99,21 +99,24 @@ static int boxes(uint8_t op, const int64_t *f, rbox *b) {
         }
         return 3;
     }
-    case TSL_OP_MATMUL:
+    case TSL_OP_MATMUL: {
+        int64_t e = f[MM_IN_TYPE] ? 2 : 1;
         d[0] = f[MM_M]; d[1] = f[MM_K]; s[0] = f[MM_A_SM]; s[1] = f[MM_A_SK];
-        b[0] = pattern(SP_SRAM, f[MM_A_ADDR], d, s, 2, 1);
+        b[0] = pattern(SP_SRAM, f[MM_A_ADDR], d, s, 2, e);
         d[0] = f[MM_K]; d[1] = f[MM_N]; s[0] = f[MM_B_SK]; s[1] = f[MM_B_SN];
         b[1] = (f[MM_B_TYPE] & 1) ? nibbles(f[MM_B_ADDR], d, s, 2) : pattern(SP_SRAM, f[MM_B_ADDR], d, s, 2, 1);
-        d[0] = f[MM_M]; d[1] = f[MM_N]; s[0] = f[MM_ACC_STRIDE]; s[1] = 1;
-        b[2] = pattern(SP_ACC, f[MM_ACC_ADDR], d, s, 2, 1);
+        d[0] = f[MM_M]; d[1] = f[MM_N]; s[0] = f[MM_ACC_STRIDE]; s[1] = e;
+        b[2] = pattern(SP_ACC, f[MM_ACC_ADDR], d, s, 2, e);
         return 3;
+    }
     case TSL_OP_REQUANT: {
         int64_t P = f[RQ_PARAM_MODE] ? 1 : f[RQ_CH], w = NBYTES(f[RQ_OUT_DTYPE]);
+        int64_t e = f[RQ_ACC_WIDTH] ? 2 : 1;
         d[0] = f[RQ_ROWS]; d[1] = f[RQ_CH];
         s[0] = f[RQ_SRC_STRIDE];
-        s[1] = f[RQ_SRC] ? 4 : 1;
-        b[0] = pattern(f[RQ_SRC] ? SP_SRAM : SP_ACC, f[RQ_SRC_ADDR], d, s, 2, f[RQ_SRC] ? 4 : 1);
-        b[1] = range(SP_SRAM, f[RQ_PARAM_ADDR], f[RQ_PARAM_ADDR] + 12 * P);
+        s[1] = f[RQ_SRC] ? 4 : e;
+        b[0] = pattern(f[RQ_SRC] ? SP_SRAM : SP_ACC, f[RQ_SRC_ADDR], d, s, 2, f[RQ_SRC] ? 4 : e);
+        b[1] = range(SP_SRAM, f[RQ_PARAM_ADDR], f[RQ_PARAM_ADDR] + (f[RQ_ACC_WIDTH] ? 16 : 12) * P);
         s[0] = f[RQ_DST_STRIDE]; s[1] = w;
         b[2] = pattern(SP_SRAM, f[RQ_DST_ADDR], d, s, 2, w);
         return 3;
@@ -186,20 +189,32 @@ static int in_type(int64_t lo, int64_t hi, int dt) {
     return tmin <= lo && lo <= hi && hi <= tmax;
 }
 
+/* in_type I16 (docs/isa.md rule 4): symmetric input, dense weights, even accumulator entries */
+static const char *wide_error(int64_t zp, int64_t wt, int64_t acc_addr, int64_t acc_stride) {
+    if (zp) return "in_type I16 needs its input zero point 0";
+    if (wt >= 2) return "in_type I16 takes dense weights only";
+    if (acc_addr % 2 || acc_stride % 2) return "in_type I16 needs acc_addr and acc_stride even";
+    return NULL;
+}
+
 static const char *rule_error(uint8_t op, const int64_t *f) {
     switch (op) {
     case TSL_OP_CONV:
-        if (f[CV_ACC_STRIDE] < f[CV_COUT]) return "acc_stride < cout";
+        if (f[CV_ACC_STRIDE] < (f[CV_IN_TYPE] ? 2 : 1) * f[CV_COUT]) return "acc_stride < cout (2 * cout for in_type I16)";
         if (f[CV_W_TYPE] >= 2 && f[CV_CIN] % 4) return "2:4 sparse weights need cin a multiple of 4";
         if (f[CV_W_TYPE] >= 2 && f[CV_W_ZP]) return "2:4 sparse weights need w_zp 0";
-        return NULL;
+        return f[CV_IN_TYPE] ? wide_error(f[CV_IN_ZP], f[CV_W_TYPE], f[CV_ACC_ADDR], f[CV_ACC_STRIDE]) : NULL;
     case TSL_OP_MATMUL:
-        if (f[MM_ACC_STRIDE] < f[MM_N]) return "acc_stride < n";
-        return f[MM_B_TYPE] >= 2 ? "MATMUL takes dense weights only (b_type I8 or I4)" : NULL;
+        if (f[MM_ACC_STRIDE] < (f[MM_IN_TYPE] ? 2 : 1) * f[MM_N]) return "acc_stride < n (2 * n for in_type I16)";
+        if (f[MM_B_TYPE] >= 2) return "MATMUL takes dense weights only (b_type I8 or I4)";
+        return f[MM_IN_TYPE] ? wide_error(f[MM_A_ZP], f[MM_B_TYPE], f[MM_ACC_ADDR], f[MM_ACC_STRIDE]) : NULL;
     case TSL_OP_DWCONV:
         if (f[DW_ACC_STRIDE] < f[DW_CH]) return "acc_stride < ch";
         return f[DW_W_TYPE] >= 2 ? "DWCONV takes dense weights only (w_type I8 or I4)" : NULL;
     case TSL_OP_REQUANT:
+        if (f[RQ_ACC_WIDTH] && f[RQ_SRC]) return "acc_width WIDE reads the accumulator (src ACC)";
+        if (f[RQ_ACC_WIDTH] && (f[RQ_SRC_ADDR] % 2 || f[RQ_SRC_STRIDE] % 2)) return "acc_width WIDE needs src_addr and src_stride even";
+        if (f[RQ_ACC_WIDTH] && f[RQ_OUT_DTYPE] == 2) return "acc_width WIDE writes I8 or I16";
         return in_type(f[RQ_ACT_MIN], f[RQ_ACT_MAX], (int)f[RQ_OUT_DTYPE]) ? NULL : "clamp outside the output type";
     case TSL_OP_ELTWISE:
         return in_type(f[EW_ACT_MIN], f[EW_ACT_MAX], (int)f[EW_OUT_DT]) ? NULL : "clamp outside the output type";

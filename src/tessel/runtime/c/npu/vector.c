@@ -21,6 +21,36 @@ static int64_t sat32_mul(int64_t a, int64_t b) {
 }
 
 /* ---- REQUANT ------------------------------------------------------------------------------- */
+/* acc_width WIDE: int64 bias[P], q31[P], shift[P]; y = clamp(sat32((sat48(acc + bias) q15 +
+ * 2^(s-1)) >> s) + out_zp), q15 = Q31 reduced to Q15, s = 15 - shift */
+static tsl_status requant_wide(tsl_sim *s, const int64_t *f) {
+    int64_t P = f[RQ_PARAM_MODE] ? 1 : f[RQ_CH], r, c, p, n = 0, lim = (int64_t)1 << 47;
+    const uint8_t *prm = s->sram + f[RQ_PARAM_ADDR];
+    const uint32_t *acc = (const uint32_t *)s->acc;
+    int32_t *out = out_buffer(s);
+    int dt = (int)f[RQ_OUT_DTYPE];
+    for (p = 0; p < P; p++) {
+        int64_t q31 = rd_elem(prm + 8 * P + 4 * p, 2), shift = rd_elem(prm + 12 * P + 4 * p, 2);
+        if (q31 < 0 || shift < -31 || shift > 14) return trap(s, "REQUANT parameter out of range (q31 < 0 or shift outside [-31, 14] for acc_width WIDE)");
+    }
+    for (r = 0; r < f[RQ_ROWS]; r++)
+        for (c = 0; c < f[RQ_CH]; c++) {
+            int64_t pi = f[RQ_PARAM_MODE] ? 0 : c, e = f[RQ_SRC_ADDR] + r * f[RQ_SRC_STRIDE] + 2 * c;
+            uint64_t braw = (uint64_t)(uint32_t)rd_elem(prm + 8 * pi, 2) | ((uint64_t)(uint32_t)rd_elem(prm + 8 * pi + 4, 2) << 32);
+            int64_t bias = (int64_t)braw, q31 = rd_elem(prm + 8 * P + 4 * pi, 2);
+            int shift = (int)rd_elem(prm + 12 * P + 4 * pi, 2);
+            int64_t q15 = q31 < 0x7FFF0000 ? (q31 + (1 << 15)) >> 16 : 0x7FFF;
+            int64_t x = wrap48((uint64_t)acc[e] | ((uint64_t)acc[e + 1] << 32));
+            int64_t v = clamp64(x + clamp64(bias, -2 * lim, 2 * lim), -lim, lim - 1);
+            out[n++] = (int32_t)clamp64(sat32(wide_round(v, q15, shift)) + f[RQ_OUT_ZP], f[RQ_ACT_MIN], f[RQ_ACT_MAX]);
+        }
+    n = 0;
+    for (r = 0; r < f[RQ_ROWS]; r++)
+        for (c = 0; c < f[RQ_CH]; c++)
+            wr_elem(s->sram + (f[RQ_DST_ADDR] + r * f[RQ_DST_STRIDE] + c * NBYTES(dt)), dt, out[n++]);
+    return TSL_OK;
+}
+
 static tsl_status requant(tsl_sim *s, const int64_t *f) {
     int64_t P = f[RQ_PARAM_MODE] ? 1 : f[RQ_CH], r, c, p, n = 0;
     const uint8_t *prm = s->sram + f[RQ_PARAM_ADDR];
@@ -232,7 +262,7 @@ static tsl_status reduce(tsl_sim *s, const int64_t *f) {
 
 tsl_status tsl_sim_vector(tsl_sim *s, uint8_t op, const int64_t *f) {
     switch (op) {
-    case TSL_OP_REQUANT: return requant(s, f);
+    case TSL_OP_REQUANT: return f[RQ_ACC_WIDTH] ? requant_wide(s, f) : requant(s, f);
     case TSL_OP_ELTWISE: return eltwise(s, f);
     case TSL_OP_LUT: return lut(s, f);
     case TSL_OP_POOL: return pool(s, f);
