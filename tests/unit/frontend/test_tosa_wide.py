@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import tosa_reference_model
 
+from tessel.arch import load_target
+from tessel.driver import compile_graph
 from tessel.errors import TesselFormatError
 from tessel.frontend.tosa_export import export_tosa
 from tessel.frontend.tosa_import import import_tosa
@@ -96,7 +98,7 @@ def test_int48_constants_read_back_sign_extended():
 def test_the_import_of_the_wide_export_is_the_same_integers():
     """The exported file read back: CONV2D int16 -> INT48 and its scale32 = false RESCALE
     become int16-input qconv2d nodes (the fully connected layer a 1x1 one), whose golden model
-    equals the original graph's."""
+    and compiled program on the NPU equal the original graph's golden model."""
     graph, x = wide_graph(1)
     golden = run_graph(graph, [x], kernels=GOLDEN_KERNELS)
     imported = to_nhwc(lower_qdq(import_tosa(export_tosa(graph).to_bytes())))
@@ -105,8 +107,12 @@ def test_the_import_of_the_wide_export_is_the_same_integers():
     assert all(imported.type_of(n.inputs[0]).dtype is I16 for n in convs)
     assert all(imported.type_of(n.inputs[2]).dtype is DType.I64 for n in convs)
     got = run_graph(imported, [x.astype(np.float32)], kernels=GOLDEN_KERNELS)
-    for g, y in zip(golden, got, strict=True):
+    cm = compile_graph(imported, load_target("tnpu-xs"))
+    assert len(cm.profile.layers) == 3  # the three int16-input convolutions run on the NPU
+    simulated = cm.run(x.astype(np.float32))
+    for g, y, z in zip(golden, got, simulated, strict=True):
         np.testing.assert_array_equal(np.asarray(y).reshape(g.shape).astype(g.dtype), g)
+        np.testing.assert_array_equal(np.asarray(z).reshape(g.shape).astype(g.dtype), g)
 
 
 def test_a_16_bit_rescale_of_anything_but_an_int48_accumulator_is_refused():
