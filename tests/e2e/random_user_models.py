@@ -4,7 +4,7 @@ a family, its example inputs, calibration samples and a QuantConfig.
 
 * `transformer`: a Hugging Face BERT, DistilBERT, GPT-2 or ViT built from its config with random
   weights (nothing downloaded), at odd sizes: heads of 8, 12 or 20 dimensions (hidden sizes not a
-  multiple of the matrix array), 1-3 layers, odd intermediate sizes, sequences of 1 to 13 tokens,
+  multiple of the matrix array), 1-2 layers, odd intermediate sizes, sequences of 1 to 13 tokens,
   attention masks with padding (or none), ViT images of odd patch grids; outputs the last hidden
   state and now and then the pooler's output or an earlier hidden state.
 * `recurrent`: GRU / LSTM layers (1-2 layers, uni- or bidirectional, batch first or not) and
