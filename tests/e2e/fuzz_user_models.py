@@ -24,8 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fuzz_models import (  # noqa: E402
-    C_ENGINE_MISSING, Outcome, Tally, _add, _c_feature, _reasons, _run_both, _same, _where)
+from fuzz_models import C_ENGINE_MISSING, Outcome, Tally, _add, _c_feature, _reasons, _run_both, _same, _where  # noqa: E402
 from random_user_models import FAMILIES, random_user_model  # noqa: E402
 
 from tessel.arch import list_presets, load_preset  # noqa: E402
