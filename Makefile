@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: demo test bench lint docs fuzz fuzz-models fuzz-weights venv browser clean
+.PHONY: demo test bench lint docs fuzz fuzz-models fuzz-weights fuzz-users venv browser clean
 
 venv: $(STAMP)
 
@@ -58,6 +58,10 @@ fuzz-models: $(STAMP)
 # the same with the weight features: 2:4, int4, int16, weight decoder (docs/reliability.md)
 fuzz-weights: $(STAMP)
 	$(PY) tests/e2e/fuzz_models.py --seeds 1000 --weights
+
+# the models users build: HF transformers, recurrent layers, vision chains (docs/reliability.md)
+fuzz-users: $(STAMP)
+	$(PY) tests/e2e/fuzz_user_models.py --seeds 300
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

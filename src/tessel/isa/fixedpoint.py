@@ -90,6 +90,17 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     return int(q31), int(shift)
 
 
+def quantize_product_multiplier(real: float) -> tuple[int, int]:
+    """:func:`quantize_multiplier` for a multiplier applied to an integer product (an element-wise
+    multiply's ``(a - a_zp) * (b - b_zp)``) into an int8 / int16 output: a real that rounds to
+    ``2**30`` or more gives the largest multiplier, ``(2**31 - 1, 30)``. Exact: a non-zero product
+    has ``|x| >= 1``, so ``|x * real|`` and the requantised ``x`` are both ``>= 2**30 - 1`` and
+    saturate to the same bound (a mask times float32's minimum, say); 0 stays 0."""
+    if math.isfinite(real) and real >= 2.0 ** MAX_SHIFT - 2.0 ** (MAX_SHIFT - 32):  # rounds up
+        return INT32_MAX, MAX_SHIFT
+    return quantize_multiplier(real)
+
+
 def quantize_multipliers(reals: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Vector form of :func:`quantize_multiplier` (per-channel scales): int64 q31 and shift."""
     flat = np.asarray(reals, dtype=np.float64).reshape(-1)

@@ -3,7 +3,8 @@ directly, exact by construction, applied before partitioning (`compile_graph`, a
 `estimate_graph` so that estimates see the same graph).
 
 * A `qconv2d` whose top / left padding is beyond the CONV / DWCONV 4-bit fields (a dilated
-  causal conv1d pads 16-48 on the left) becomes an integer `pad` with the input's zero point
+  causal conv1d pads 16-48 on the left), or with an output row that reads only padding (a
+  transposed conv's output_padding row), becomes an integer `pad` with the input's zero point
   followed by the conv without padding. Padding contributes `x - in_zp = 0` to the
   accumulator either way, so the result is bit-identical (tests/unit/lower/test_legalize.py
   checks it against the golden model of the original graph).
@@ -34,8 +35,9 @@ from tessel.ops.conv_geometry import refusal
 
 
 def legalize(graph: Graph, arch: NpuArch | None = None) -> Graph:
-    """`graph` with every over-padded NHWC qconv2d split into pad + conv and, when `arch` runs
-    2:4 sparse weights, every 2:4 qlinear as a 1x1 qconv2d (else unchanged)."""
+    """`graph` with every over-padded NHWC qconv2d (past the fields, or an output row of padding
+    only) split into pad + conv and, when `arch` runs 2:4 sparse weights, every 2:4 qlinear as
+    a 1x1 qconv2d (else unchanged)."""
     nodes: list[Node] = []
     changed = False
     taken = set(graph.node_map) | {v.name for v in graph.inputs}
@@ -62,11 +64,22 @@ def legalize(graph: Graph, arch: NpuArch | None = None) -> Graph:
 def _overpadded(graph: Graph, node: Node) -> bool:
     if node.op is not Op.QCONV2D or node.attr("layout") is not Layout.NHWC:
         return False
-    if max(node.attr("padding")[:2]) <= MAX_PAD:
+    if max(node.attr("padding")[:2]) <= MAX_PAD and not _padding_rows(graph, node):
         return False
     # only when the padding is all that stops the NPU
     unpadded = node.replace(attrs={**node.attr_map, "padding": (0, 0, 0, 0)})
     return refusal(unpadded, graph) is None
+
+
+def _padding_rows(graph: Graph, node: Node) -> bool:
+    """Whether some output row's taps all fall in the padding (a bottom padding past the kernel,
+    as a transposed conv's output_padding gives its phases): a tile of such rows would load no
+    input row, which no DMA_LOAD or CONV can say."""
+    h = graph.type_of(node.inputs[0]).shape[1]
+    kh = graph.type_of(node.inputs[1]).shape[1]  # OHWI
+    sh, dh, pt = node.attr("stride")[0], node.attr("dilation")[0], node.attr("padding")[0]
+    return any(all(not 0 <= oy * sh - pt + ky * dh < h for ky in range(kh))
+               for oy in range(node.type.shape[1]))
 
 
 def _split(graph: Graph, node: Node, taken: set[str]) -> tuple[Node, Node]:

@@ -19,7 +19,7 @@ from tessel.ir.ops import Op, OpSpec, broadcast_type, require
 from tessel.ir.rewriting import Rewriter
 from tessel.ir.types import DType, TensorType
 from tessel.isa.fields import EltOp
-from tessel.isa.fixedpoint import Rounding
+from tessel.isa.fixedpoint import Rounding, quantize_product_multiplier
 from tessel.ops import eltwise_emit, intops
 from tessel.ops.base import LayoutRule, Npu, OpDef, Trait, lazy_torch, register
 from tessel.ops.quantise import (
@@ -161,7 +161,7 @@ def lower_mul(rw: Rewriter, q: Node) -> str | None:
         return None
     a, b = ops
     out = QOut.of(q)
-    om, osh = multiplier(a.scale * b.scale / out.scale)
+    om, osh = quantize_product_multiplier(a.scale * b.scale / out.scale)
     attrs = {"a_zp": a.zp, "b_zp": b.zp, "out_multiplier": om, "out_shift": osh,
              **out.out_attrs(lo, hi)}
     return emit(rw, Op.QMUL, [a.name, b.name], attrs, out.quant, hint=f"{node.name}_q",

@@ -46,8 +46,10 @@ def _host(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
 def _quantize_kernel(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
     """PyTorch's quantize_per_tensor: round(x / scale) half to even, + zero point, clamp.
     NaN (inputs run with allow_nonfinite) quantises to the zero point, the code of 0.0: a cast
-    of NaN to an integer is undefined, and machines differ."""
-    q = np.rint(xs[0].astype(np.float32) * np.float32(1.0 / a["scale"])) + a["zero_point"]
+    of NaN to an integer is undefined, and machines differ. A quotient past float32 (a mask of
+    float32's minimum over a scale below 1) is +-inf, clamped like any other."""
+    with np.errstate(over="ignore"):
+        q = np.rint(xs[0].astype(np.float32) * np.float32(1.0 / a["scale"])) + a["zero_point"]
     nan = np.isnan(q)
     if nan.any():
         q[nan] = a["zero_point"]

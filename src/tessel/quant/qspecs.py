@@ -208,13 +208,26 @@ def act_qspec(
     return QuantizationSpec(torch.int16, ctr, qmin, qmax, torch.per_tensor_symmetric)
 
 
-def softmax_input_qspec(dtype: ActDtype, *, qat: bool) -> QuantizationSpec:
-    """Spec of a softmax input (and of its producer's output): range capped below, see
-    :class:`SoftmaxInputObserver`. QAT uses the ordinary moving-average fake-quant."""
+class AddendObserver(SoftmaxInputObserver):
+    """The observer of an operand of a sum that only softmaxes read (logits + additive attention
+    mask): min / max with the low end raised to ``max - 1e4``. A mask of -1e4 (the one sdpa's
+    decomposition writes) keeps its range; Hugging Face's eager mask of float32's minimum
+    (-3.4e38, whose scale no requantiser multiplier brings to the sum's) saturates at -1e4, and
+    either gives the masked logits ~0 probability."""
+
+    def __init__(self, span: float = 1.0e4, **kwargs: object) -> None:
+        super().__init__(span=span, **kwargs)
+
+
+def softmax_input_qspec(dtype: ActDtype, *, qat: bool, addend: bool = False) -> QuantizationSpec:
+    """Spec of a softmax input (and of its producer's output; addend: of an operand of that
+    producer, a sum): range capped below, see :class:`SoftmaxInputObserver` and
+    :class:`AddendObserver`. QAT uses the ordinary moving-average fake-quant."""
     spec = act_qspec(dtype, ObserverKind.MINMAX, qat=qat)
     if qat:
         return spec
-    return dataclasses.replace(spec, observer_or_fake_quant_ctr=SoftmaxInputObserver)
+    return dataclasses.replace(
+        spec, observer_or_fake_quant_ctr=AddendObserver if addend else SoftmaxInputObserver)
 
 
 def weight_qspec(*, qat: bool, axis: int = 0, dtype: WeightDtype = WeightDtype.INT8,

@@ -234,9 +234,24 @@ class TesselQuantizer(Quantizer):
             for k, r in consumers
         )
         dtype = ActDtype.INT16 if rule.out_dtype is ActDtype.INT16 or wants_int16 else ActDtype.INT8
-        if consumers and all(k is OpKind.SOFTMAX and r is not None for k, r in consumers):
+        if self._feeds_softmax(tail):
             return softmax_input_qspec(dtype, qat=self.is_qat)
+        if self._feeds_softmax_sum(tail):  # an additive mask: saturates (AddendObserver)
+            return softmax_input_qspec(dtype, qat=self.is_qat, addend=True)
         return self._act(dtype, rule)
+
+    def _feeds_softmax_sum(self, tail: Node) -> bool:
+        """Whether only sums that only softmaxes read read ``tail`` (a mask, or the logits)."""
+        users = list(tail.users)
+        return bool(users) and all(
+            op_kind(u) is OpKind.ADD and is_float_tensor(u)
+            and self._feeds_softmax(_fused_tail(u, allow_bn=False)[0]) for u in users)
+
+    def _feeds_softmax(self, tail: Node) -> bool:
+        """Whether only (quantised) softmaxes read ``tail``, through same-scale ops."""
+        consumers = self._consumers(tail)
+        return bool(consumers) and all(k is OpKind.SOFTMAX and r is not None
+                                       for k, r in consumers)
 
     def _annotate_with_tail(self, node: Node, inputs: QSpecMap, rule: NodeRule, allow_bn: bool):
         """Annotate ``node``'s inputs; observe the output after a fusable activation, if any."""
@@ -284,6 +299,9 @@ class TesselQuantizer(Quantizer):
         if kind is OpKind.DIV and isinstance(b, Node):
             return
         spec = self._act(rule.in_dtype, rule)
+        if kind is OpKind.ADD and self._feeds_softmax(_fused_tail(node, allow_bn=False)[0]):
+            # logits + additive mask: a mask far below the logits saturates (AddendObserver)
+            spec = softmax_input_qspec(rule.in_dtype, qat=self.is_qat, addend=True)
         inputs: QSpecMap = {}
         for t in tensors:
             inputs.setdefault(t, spec)

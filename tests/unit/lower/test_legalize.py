@@ -85,3 +85,33 @@ def test_an_overpadded_conv_refused_for_its_stride_names_the_stride():
     padded = _strided_dw_graph((0, 16, 0, 16), 1)
     (conv,) = [n for n in padded.nodes if n.op is Op.QCONV2D]
     assert "top / left padding 16" in refusal(conv, padded)
+
+
+class OutputPaddedUpsampler(nn.Module):
+    """A transposed conv whose output_padding adds a row and a column that read no input (only
+    its bias): its stride phases are a 1x1 conv padded past its kernel at the bottom."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.ConvTranspose2d(5, 9, 3, stride=3, padding=1, output_padding=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.up(x)
+
+
+def test_conv_with_rows_of_padding_only_becomes_pad_plus_conv_bit_exact():
+    # a row tile of such rows loaded no input row: DMA_LOAD.d2 = 0 failed to encode
+    from tessel.arch import load_preset
+    from tessel.driver import compile_graph
+
+    torch.manual_seed(0)
+    model = OutputPaddedUpsampler().eval()
+    calib = [(torch.randn(1, 5, 12, 12),) for _ in range(3)]
+    qm = tessel.quantize(model, calib[0], calibration_data=calib)
+    for preset in ("tnpu-xs", "tnpu-s"):
+        cm = compile_graph(qm.graph, load_preset(preset))
+        for (x,) in calib[:2]:
+            got, = cm.run(x.numpy())
+            np.testing.assert_array_equal(got, qm.run(x.numpy())[0])
+    legal = legalize(qm.graph)
+    assert [n.op for n in legal.nodes if n.op in (Op.PAD, Op.QCONV2D)] == [Op.PAD, Op.QCONV2D]

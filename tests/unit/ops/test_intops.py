@@ -361,3 +361,18 @@ def test_matmul_batched_broadcast_and_wrap():
     exact = 65535 * (-128 - 255) * (-128 + 256)
     assert got.shape == (2, 1, 1)
     assert int(got[0, 0, 0]) == (exact + 2**31) % 2**32 - 2**31
+
+
+def test_host_quantize_clamps_quotients_past_float32_without_a_warning():
+    # a mask of float32's minimum over a scale below 1 is -inf before the clamp
+    import warnings
+
+    from tessel.ir.types import DType
+    from tessel.ops.boundary import _quantize_kernel
+
+    attrs = {"scale": 0.25, "zero_point": 3, "qmin": -128, "qmax": 127, "dtype": DType.I8}
+    x = np.array([-3.4e38, 3.4e38, 1.0, np.nan], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q = _quantize_kernel(attrs, [x])
+    assert q.tolist() == [-128, 127, 7, 3]

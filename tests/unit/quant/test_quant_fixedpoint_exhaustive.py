@@ -136,3 +136,18 @@ def test_inputs_out_of_range_are_rejected() -> None:
     with pytest.raises(TesselConfigError, match="axis"):
         fp.requantize(np.zeros((2, 3), np.int32), None, np.array([1, 2]), np.array([0, 0]), 0,
                       -128, 127, axis=2)
+
+
+@pytest.mark.parametrize("real", [2.0**30 - 0.25, 2.0**30, 7.3e31, 3.4e38 / 127])
+def test_product_multiplier_saturates_every_nonzero_product(real: float) -> None:
+    # above the requantiser's largest multiplier (refused by quantize_multiplier), every
+    # non-zero integer product is out of the int16 range either way: the largest one is exact
+    with pytest.raises(TesselConfigError):
+        fp.quantize_multiplier(real)
+    q31, shift = fp.quantize_product_multiplier(real)
+    x = np.arange(-(2**16), 2**16 + 1, dtype=np.int64)
+    for rounding in fp.Rounding:
+        got = fp.requantize(x, None, q31, shift, 5, -32768, 32767, rounding=rounding)
+        want = np.where(x == 0, 5, np.where(x > 0, 32767, -32768))
+        np.testing.assert_array_equal(got, want)
+    assert fp.quantize_product_multiplier(0.75) == fp.quantize_multiplier(0.75)

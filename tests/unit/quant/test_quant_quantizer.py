@@ -292,3 +292,54 @@ def test_attention_is_decomposed_and_quantised_with_a_large_mask() -> None:
         got = torch.cat([q(x, mask) for x in xs])
     sqnr = 10 * torch.log10(ref.pow(2).sum() / (ref - got).pow(2).sum())
     assert sqnr > 22.0, f"SQNR {sqnr:.1f} dB"  # all-int8 attention of a 16-wide toy model
+
+
+
+class EagerMaskAttention(nn.Module):
+    """Scores + an additive mask of ``low`` where masked: (1 - keep) * low (runtime, as Hugging
+    Face's eager attention builds it with float32's minimum), or a constant causal mask."""
+
+    def __init__(self, causal: bool, low: float) -> None:
+        super().__init__()
+        self.causal, self.low = causal, low
+        self.qk = nn.Linear(8, 6)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        scores = self.qk(x)  # [1, 6 queries, 6 keys]
+        if self.causal:
+            mask = torch.triu(torch.full((6, 6), self.low), diagonal=1)
+        else:
+            mask = (1.0 - keep[:, None, :]) * self.low
+        return torch.softmax(scores + mask, dim=-1)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["padding_mask", "causal_mask"])
+def test_float_min_attention_mask_saturates_and_runs_bit_exact(causal: bool) -> None:
+    # the mask's range is capped at max - 1e4 (a scale of 3.4e38 / 255 has no requantiser
+    # multiplier that brings it to the softmax input's; (1 - keep) * 3.4e38 saturates): the
+    # model quantises to the integers a -1e4 mask gives, and runs bit-exact
+    import numpy as np
+
+    import tessel
+    from tessel.arch import load_preset
+    from tessel.driver import compile_graph
+
+    keep = torch.tensor([[1.0, 1.0, 1.0, 1.0, 0.0, 0.0]])
+    x = torch.randn(1, 6, 8, generator=torch.Generator().manual_seed(9))
+    outs, qms = [], []
+    for low in (torch.finfo(torch.float32).min, -1.0e4):
+        torch.manual_seed(0)
+        model = EagerMaskAttention(causal, low).eval()
+        calib = [(torch.randn(1, 6, 8), keep) for _ in range(4)]
+        qm = tessel.quantize(model, calib[0], calib)
+        outs.append(qm.run(x.numpy(), keep.numpy())[0])
+        qms.append(qm)
+    cm = compile_graph(qms[0].graph, load_preset("tnpu-xs"))
+    got, = cm.run(x.numpy(), keep.numpy())
+    np.testing.assert_array_equal(got, outs[0])
+    np.testing.assert_array_equal(outs[0], outs[1])
+    masked = np.triu(np.ones((6, 6), bool), 1) if causal else np.arange(6) >= 4
+    assert np.all(got[..., masked] == 0.0)
+    with torch.no_grad():
+        ref = model(x, keep).numpy()
+    assert np.abs(got - ref).max() < 0.1  # int8 scores of a toy layer on 4 samples
