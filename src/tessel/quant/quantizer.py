@@ -4,6 +4,9 @@ Rules (docs/numerics.md explains why):
 
 * conv / linear: input int8 asymmetric per tensor, weight int8 symmetric per output channel,
   bias int32 derived from input scale x weight scale; matmul: both inputs int8 per tensor;
+  a conv / linear whose rule says int16 input (``LayerOverride.mac_input``,
+  ``QuantConfig.int16_inputs``): input int16 symmetric, its bias left float and quantised to
+  int64 at input scale x weight scale by the lowering (an int16 x int8 MAC);
 * conv (-> batch_norm, in QAT) (-> relu / relu6 / hardtanh / clamp), linear / matmul / add /
   sub / mul (-> relu / clamp): the activation is fused, only its output is observed;
 * cat: every input and the output share one scale and zero point; add / sub inputs share
@@ -39,6 +42,7 @@ from tessel.quant.optable import (
     AVERAGING_KINDS,
     BINARY_KINDS,
     CLAMP_KINDS,
+    INT16_INPUT_MACS,
     LUT_KINDS,
     MAC_KINDS,
     SAME_SCALE_KINDS,
@@ -165,16 +169,20 @@ class TesselQuantizer(Quantizer):
         return model
 
     def validate(self, model: GraphModule) -> None:
-        """The matrix engine multiplies int8 by int8: every MAC input edge must be int8."""
+        """The matrix engine multiplies int8 or int16 (conv / linear activations) by int8:
+        every other MAC input edge must be int8."""
         for node in model.graph.nodes:
             ann = node.meta.get(Q_ANNOTATION_KEY)
-            if ann is None or op_kind(node) not in MAC_KINDS:
+            kind = op_kind(node)
+            if ann is None or kind not in MAC_KINDS:
                 continue
-            for arg, spec in list(ann.input_qspec_map.items())[:2]:
-                if isinstance(spec, QuantizationSpec) and spec.dtype != torch.int8:
+            for k, (arg, spec) in enumerate(list(ann.input_qspec_map.items())[:2]):
+                if not isinstance(spec, QuantizationSpec) or spec.dtype == torch.int8:
+                    continue
+                if not (k == 0 and kind in INT16_INPUT_MACS and spec.dtype == torch.int16):
                     raise TesselConfigError(
                         f"{node.name}: input {arg.name} of a MAC op is {spec.dtype}; the NPU's "
-                        "matrix engine takes int8 x int8"
+                        "matrix engine takes int8 x int8 (int16 x int8: conv / linear inputs)"
                     )
 
     # -- dispatch -----------------------------------------------------------------------------
@@ -230,7 +238,8 @@ class TesselQuantizer(Quantizer):
         in front of it); the softmax-input observer if only softmaxes read it."""
         consumers = self._consumers(tail)
         wants_int16 = any(
-            r is not None and k not in MAC_KINDS and r.in_dtype is ActDtype.INT16
+            r is not None and (k not in MAC_KINDS or k in INT16_INPUT_MACS)
+            and r.in_dtype is ActDtype.INT16
             for k, r in consumers
         )
         dtype = ActDtype.INT16 if rule.out_dtype is ActDtype.INT16 or wants_int16 else ActDtype.INT8
@@ -253,11 +262,13 @@ class TesselQuantizer(Quantizer):
     # -- one annotator per op family ----------------------------------------------------------
 
     def _mac(self, node: Node, kind: OpKind, rule: NodeRule) -> None:
-        # conv / linear: x int8, w per-channel int8, b int32 = s_x * s_w; matmul: x, y int8
+        # conv / linear: x int8, w per-channel int8, b int32 = s_x * s_w; matmul: x, y int8;
+        # conv / linear with an int16 input: b float here, int64 = s_x * s_w in the lowering
         x, w = node.args[0], node.args[1]
         if not (is_float_tensor(x) and is_float_tensor(w)):
             return
-        x_spec = self._act(ActDtype.INT8, rule)
+        wide = kind in INT16_INPUT_MACS and rule.in_dtype is ActDtype.INT16
+        x_spec = self._act(ActDtype.INT16 if wide else ActDtype.INT8, rule)
         inputs: QSpecMap = {x: x_spec}
         if kind is OpKind.MATMUL:
             inputs.setdefault(w, x_spec)
@@ -271,7 +282,7 @@ class TesselQuantizer(Quantizer):
             inputs[w] = weight_qspec(qat=self.is_qat, axis=axis, dtype=rule.weights,
                                      rounding=self.config.int4_rounding)
             bias = node.args[2] if len(node.args) > 2 else None
-            if is_float_tensor(bias):
+            if is_float_tensor(bias) and not wide:
                 inputs[bias] = bias_qspec((x, node), (w, node))
         self._annotate_with_tail(node, inputs, rule, allow_bn=kind is OpKind.CONV)
 
