@@ -19,7 +19,7 @@ from tessel.analysis.precision import (
     with_int4,
 )
 from tessel.errors import TesselCompileError, TesselConfigError
-from tessel.quant.config import OpKind, QuantConfig, WeightDtype, resolve_rule
+from tessel.quant.config import ActDtype, OpKind, QuantConfig, WeightDtype, resolve_rule
 from tessel.quant.qspecs import PerChannelInt4Observer
 
 
@@ -161,3 +161,23 @@ def test_the_constants_fit_the_targets_memory_at_the_least_cost(setting):
     with pytest.raises(TesselCompileError, match=f"need {all4:,} bytes with every layer's "
                        f"weights int4 .* but memory 'flash' has {all4 - 1:,}"):
         choose_weights(model, evaluate, held_out, budget, name="net", limit=tight)
+
+
+def test_int16_inputs_are_bought_where_they_gain_most_per_matrix_cycle():
+    from tessel.analysis.precision import choose_inputs
+
+    macs = {"a.0.x": 100, "a.1.x": 100, "b": 100, "c": 400}
+    gains = {"a.0.x": 0.01, "a.1.x": 0.01, "b": 0.001, "c": 0.02}
+
+    def value_of(config: QuantConfig) -> float:
+        return 0.9 + sum(g for p, g in gains.items() if resolve_rule(
+            config, OpKind.LINEAR, (p,)).in_dtype is ActDtype.INT16)
+
+    groups = choose_inputs(list(macs), macs, value_of, QuantConfig(), 0.9)
+    assert [(g.pattern, g.layers, g.macs, g.int16) for g in groups] == [
+        ("a.*.x", ("a.0.x", "a.1.x"), 200, True),  # 1e-4 per MAC: above every group's 6.1e-5
+        ("b", ("b",), 100, False), ("c", ("c",), 400, False)]
+    assert groups[0].value == pytest.approx(0.92)
+    # nothing gains: nothing is bought
+    none = choose_inputs(list(macs), macs, lambda c: 0.9, QuantConfig(), 0.9)
+    assert not any(g.int16 for g in none)
