@@ -295,7 +295,9 @@ def add_precision_argument(p: argparse.ArgumentParser) -> None:
                    help="the activation type (int8 or int16) of the ops whose module name "
                    "matches PATTERN, optionally one op type of them (e.g. "
                    "'features.4.block.2:mul=int16', or '*:add=int16' for every residual add); "
-                   "repeatable, later ones win; `tessel accuracy --per-layer` suggests them")
+                   "PATTERN:input=int16 makes the matching conv / linear layers' inputs int16 "
+                   "(int16 x int8 MACs); repeatable, later ones win; `tessel accuracy "
+                   "--per-layer` suggests them")
 
 
 def quant_config(args: argparse.Namespace, spec, data: tuple | None = None):

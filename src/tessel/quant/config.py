@@ -308,9 +308,13 @@ def parse_layer_weights(text: str) -> tuple[str, WeightDtype]:
                                 f"{choices}") from None
 
 
+MAC_INPUT = "input"  # --layer-precision PATTERN:input=TYPE: a conv / linear layer's input type
+
+
 def parse_layer_precision(text: str) -> LayerOverride:
     """``PATTERN[:OP]=TYPE`` (a module-name pattern, optionally one op type of it, and int8 /
-    int16 activations), as the command line's --layer-precision takes it."""
+    int16 activations), as the command line's --layer-precision takes it; ``PATTERN:input=TYPE``
+    sets the activation input of the conv / linear layers it matches (``mac_input``)."""
     target, sep, kind = text.rpartition("=")
     pattern, _, op = target.partition(":")
     types = ", ".join(a.value for a in ActDtype)
@@ -322,6 +326,8 @@ def parse_layer_precision(text: str) -> LayerOverride:
     except ValueError:
         raise TesselConfigError(f"--layer-precision {text!r}: activation type {kind!r} is not "
                                 f"one of {types}") from None
+    if op == MAC_INPUT:
+        return LayerOverride(module=pattern, mac_input=dtype)
     try:
         kind_of = OpKind(op) if op else None
     except ValueError:
@@ -337,10 +343,12 @@ def with_precision_choices(config: QuantConfig, layers: Sequence[LayerOverride])
 
 def override_flag(o: LayerOverride) -> str:
     """The command-line option that makes override ``o`` (--layer-precision for an activation
-    type, --layer-weights for a weight type)."""
+    or MAC input type, --layer-weights for a weight type)."""
     if o.dtype is not None:
         op = f":{o.op.value}" if o.op is not None else ""
         return f"--layer-precision '{o.module or '*'}{op}={o.dtype.value}'"
     if o.weights is not None:
         return f"--layer-weights '{o.module or '*'}={o.weights.value}'"
+    if o.mac_input is not None:
+        return f"--layer-precision '{o.module or '*'}:{MAC_INPUT}={o.mac_input.value}'"
     return ""
