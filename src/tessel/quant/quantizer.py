@@ -218,32 +218,42 @@ class TesselQuantizer(Quantizer):
     def _act(self, dtype: ActDtype, rule: NodeRule) -> QuantizationSpec:
         return act_qspec(dtype, rule.observer, qat=self.is_qat, percentile=self.config.percentile)
 
-    def _consumers(self, node: Node, depth: int = 4) -> list[tuple[OpKind | None, NodeRule | None]]:
-        """Kind and rule of each op that reads ``node``, looking through same-scale ops."""
-        found: list[tuple[OpKind | None, NodeRule | None]] = []
+    def _consumers(self, node: Node, depth: int = 4
+                   ) -> list[tuple[OpKind | None, NodeRule | None, Node]]:
+        """Kind, rule and node of each op that reads ``node``, looking through same-scale ops."""
+        found: list[tuple[OpKind | None, NodeRule | None, Node]] = []
         for user in node.users:
             kind = op_kind(user)
             if kind is None or not is_float_tensor(user):
-                found.append((None, None))
+                found.append((None, None, user))
                 continue
             rule = resolve_rule(self.config, kind, module_paths(user))
             if kind in SAME_SCALE_KINDS and depth > 0 and rule.quantize:
                 found.extend(self._consumers(user, depth - 1))
             else:
-                found.append((kind, rule if rule.quantize else None))
+                found.append((kind, rule if rule.quantize else None, user))
         return found
+
+    def _wants_int16(self, node: Node, rule: NodeRule, depth: int = 4) -> bool:
+        """True if ``node``'s output is int16: its rule says so, or a consumer reads int16."""
+        return rule.out_dtype is ActDtype.INT16 or any(
+            r is not None and self._reads_int16(user, k, r, depth)
+            for k, r, user in self._consumers(node))
+
+    def _reads_int16(self, node: Node, kind: OpKind, rule: NodeRule, depth: int = 4) -> bool:
+        """True if the op reads an int16 input: its rule says so (a MAC only where it may: conv
+        / linear), or it is a table op that writes int16 (a LUT maps int8 -> int8 or int16 ->
+        int16, so an int16 output needs an int16 input)."""
+        if rule.in_dtype is ActDtype.INT16:
+            return kind not in MAC_KINDS or kind in INT16_INPUT_MACS
+        return kind in LUT_KINDS and depth > 0 and self._wants_int16(node, rule, depth - 1)
 
     def _output_spec(self, tail: Node, rule: NodeRule) -> QuantizationSpec:
         """Output spec: int16 if the rule says so or a consumer reads int16 (no int8 bottleneck
         in front of it); the softmax-input observer if only softmaxes read it."""
         consumers = self._consumers(tail)
-        wants_int16 = any(
-            r is not None and (k not in MAC_KINDS or k in INT16_INPUT_MACS)
-            and r.in_dtype is ActDtype.INT16
-            for k, r in consumers
-        )
-        dtype = ActDtype.INT16 if rule.out_dtype is ActDtype.INT16 or wants_int16 else ActDtype.INT8
-        if consumers and all(k is OpKind.SOFTMAX and r is not None for k, r in consumers):
+        dtype = ActDtype.INT16 if self._wants_int16(tail, rule) else ActDtype.INT8
+        if consumers and all(k is OpKind.SOFTMAX and r is not None for k, r, _ in consumers):
             return softmax_input_qspec(dtype, qat=self.is_qat)
         return self._act(dtype, rule)
 
@@ -326,6 +336,8 @@ class TesselQuantizer(Quantizer):
         output = fixed_qspec(kind, _act_dtype(output)) or output
         if kind is OpKind.SOFTMAX:
             in_spec = softmax_input_qspec(rule.in_dtype, qat=self.is_qat)
+        elif self._reads_int16(node, kind, rule):
+            in_spec = self._act(ActDtype.INT16, rule)
         else:
             in_spec = self._act(rule.in_dtype, rule)
         _annotate(node, {x: in_spec}, output)

@@ -9,7 +9,6 @@ import torch
 
 from tessel.errors import TesselConfigError
 from tessel.ir.ops import Op
-from tessel.ir.types import DType
 from tessel.quant.config import (
     ActDtype,
     LayerOverride,
@@ -48,3 +47,70 @@ def test_the_weight_record_keeps_mac_inputs() -> None:
     assert with_weights(QuantConfig(), record).overrides == config.overrides
     # no MAC input override: the record is what it was (binaries do not change)
     assert "mac_inputs" not in weights_record(QuantConfig(overrides=config.overrides[1:]))
+
+
+class Net(torch.nn.Module):
+    """linear -> GELU -> linear, and a 3x3 conv (-> relu) -> grouped 1x1 conv."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(5)
+        self.a = torch.nn.Linear(24, 48)
+        self.b = torch.nn.Linear(48, 12)
+        self.c = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.d = torch.nn.Conv2d(8, 8, 1, groups=2)
+
+    def forward(self, x, y):
+        return self.b(torch.nn.functional.gelu(self.a(x))), self.d(torch.relu(self.c(y)))
+
+
+def _samples(n: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(4, 24, generator=g), torch.randn(1, 3, 6, 6, generator=g))
+            for _ in range(n)]
+
+
+def _sqnr(ref: np.ndarray, got: np.ndarray) -> float:
+    return float(10 * np.log10(np.sum(ref**2) / np.sum((ref - got) ** 2)))
+
+
+@pytest.fixture(scope="module")
+def quantised():
+    from tessel.quant.api import quantize
+
+    model = Net().eval()
+    calibration = _samples(8, 1)
+    wide = QuantConfig(overrides=(LayerOverride(module="b", mac_input=ActDtype.INT16),
+                                  LayerOverride(module="d", mac_input=ActDtype.INT16)))
+    return model, quantize(model, calibration[0], calibration, QuantConfig()), quantize(
+        model, calibration[0], calibration, wide)
+
+
+def test_an_int16_input_mac_reads_int16_with_an_int64_bias(quantised) -> None:
+    _, narrow, wide = quantised
+    for qm, wides in ((narrow, 0), (wide, 2)):  # b and d read int16
+        macs = [n for n in qm.graph.nodes if n.op in (Op.QLINEAR, Op.QCONV2D)]
+        assert len(macs) == 4 and not qm.host_ops
+        kinds = sorted((qm.graph.type_of(n.inputs[0]).dtype.value,
+                        qm.graph.type_of(n.inputs[2]).dtype.value) for n in macs)
+        assert kinds == sorted([("i16", "i64")] * wides + [("i8", "i32")] * (4 - wides))
+        # the producer (the GELU table, the conv) writes int16 itself: no requantize between
+        assert not [n for n in qm.graph.nodes if n.op is Op.REQUANTIZE]
+
+
+def test_int16_inputs_track_the_qdq_reference_and_beat_int8_against_float(quantised) -> None:
+    from tessel.ir import run_graph
+
+    model, narrow, wide = quantised
+    gains = []
+    for sample in _samples(4, 2):
+        with torch.no_grad():
+            floats = [t.numpy() for t in model(*sample)]
+        ins = [t.numpy() for t in sample]
+        golden_n, golden_w = narrow.run(*ins), wide.run(*ins)
+        ref_w = run_graph(wide.qdq_graph, ins)
+        for k in range(2):
+            # golden vs its own QDQ float graph: the output's rounding only
+            assert _sqnr(ref_w[k], golden_w[k]) > 35
+            gains.append(_sqnr(floats[k], golden_w[k]) - _sqnr(floats[k], golden_n[k]))
+    assert min(gains) > 0
