@@ -38,6 +38,10 @@ Q31_ONE = 2**31
 # (tessel.isa.groups.multiplier)
 MIN_SHIFT = -31  # smallest right shift a multiplier may use (rounding_divide_by_pot exponent 31)
 MAX_SHIFT = 30  # largest left shift: multipliers must be < 2**30
+# the wide accumulator of int16 x int8 / int4 MACs holds 48-bit values (TOSA's int48)
+ACC48_MIN = -(2**47)
+ACC48_MAX = 2**47 - 1
+MAX_WIDE_SHIFT = 14  # requantize_wide: s = 15 - shift must be >= 1
 
 
 
@@ -271,3 +275,54 @@ def requantize(
     scaled = single_round_scale(acc, qs, ss) if rounding == Rounding.SINGLE else _mbqm(acc, qs, ss)
     scaled += int(zero_point)
     return np.clip(scaled, qmin, qmax, out=scaled).astype(out_dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# The wide accumulator (int16 activations x int8 / int4 weights)
+# --------------------------------------------------------------------------------------------
+
+
+def reduce_multiplier(q31: IntLike) -> np.ndarray:
+    """A Q31 multiplier rounded to the 16-bit multiplier of the wide requantisation:
+    ``(q31 + 2**15) >> 16``, or ``0x7FFF`` for ``q31 >= 0x7FFF0000`` (where that would reach
+    ``2**15``); TFLite's rule for its 64-bit accumulators. An int64 array."""
+    qs = _int64(q31, "reduce_multiplier q31", 0, INT32_MAX)
+    return np.where(qs < 0x7FFF0000, (qs + 2**15) >> 16, 0x7FFF)
+
+
+def requantize_wide(
+    acc: IntLike,
+    bias: IntLike | None,
+    q31: IntLike,
+    shift: IntLike,
+    zero_point: int,
+    qmin: int,
+    qmax: int,
+    axis: int = -1,
+    out_dtype: npt.DTypeLike = np.int32,
+) -> np.ndarray:
+    """Wide (48-bit) accumulator -> activation, one rounding:
+    ``clamp(sat32((sat48(acc + bias) * q15 + 2**(s-1)) >> s) + zp, qmin, qmax)`` with
+    ``q15 = reduce_multiplier(q31)`` and ``s = 15 - shift`` (``shift <= MAX_WIDE_SHIFT``).
+
+    ``|sat48(.)| <= 2**47`` and ``q15 <= 2**15``, so the product and its rounding half stay
+    inside int64; the arithmetic shift rounds halves up (towards +inf). ``bias``, ``q31`` and
+    ``shift`` are scalars or per-channel vectors along ``axis`` of ``acc``.
+    """
+    if qmin > qmax:
+        raise TesselConfigError(f"requantize_wide: qmin {qmin} > qmax {qmax}")
+    v = _int64(acc, "requantize_wide acc", ACC48_MIN, ACC48_MAX)
+    if bias is not None:
+        v = v + _along_axis(_int64(bias, "requantize_wide bias", ACC48_MIN, ACC48_MAX),
+                            v.ndim, axis)
+        np.clip(v, ACC48_MIN, ACC48_MAX, out=v)
+    q15 = _along_axis(reduce_multiplier(np.asarray(q31)), v.ndim, axis)
+    ss = _int64(_along_axis(np.asarray(shift), v.ndim, axis), "requantize_wide shift",
+                MIN_SHIFT, MAX_WIDE_SHIFT)
+    s = 15 - ss
+    t = v * q15
+    t += np.left_shift(np.int64(1), s - 1)
+    t >>= s
+    np.clip(t, INT32_MIN, INT32_MAX, out=t)
+    t += int(zero_point)
+    return np.clip(t, qmin, qmax, out=t).astype(out_dtype)

@@ -256,7 +256,8 @@ def window_fields(a: Mapping[str, Any], h: int, w: int, kh: int, kw: int) -> dic
 
 
 def _qconv2d_golden(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
-    """CONV (DWCONV when groups == channels, one CONV per group otherwise) + REQUANT src=ACC."""
+    """CONV (DWCONV when groups == channels, one CONV per group otherwise) + REQUANT src=ACC;
+    an int16 input accumulates wide, with an int64 bias (docs/numerics.md)."""
     layout = a["layout"]
     x = to_nhwc(xs[0], layout)
     w = xs[1] if layout is Layout.NHWC else xs[1].transpose(0, 2, 3, 1)  # OHWI
@@ -274,7 +275,7 @@ def _qconv2d_golden(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
                                               hwio[..., k * og:(k + 1) * og], a["in_zp"], **geo)
                               for k in range(g)], axis=3)
     y = intops.requant(acc, xs[2], xs[3], xs[4], a["out_zp"], a["act_min"], a["act_max"],
-                       a["dtype"].numpy, rounding_of(a))
+                       a["dtype"].numpy, rounding_of(a), wide=intops.is_wide(x))
     return from_nhwc(y, layout)
 
 

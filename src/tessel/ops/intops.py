@@ -23,6 +23,11 @@ Public API (stable; the QDQ lowering and the golden model call it):
 * ``dwconv_acc(x, w, in_zp, *, stride, dilation, pad, out_hw, acc=None)`` -- DWCONV;
 * ``matmul_acc(a, b, a_zp=0, b_zp=0, acc=None)`` -- MATMUL.
 
+The MAC functions take an int8 activation operand into the 32-bit accumulator (int32 result,
+wrapping), or an **int16** numpy array (zero point 0) into the wide 48-bit accumulator (int64
+result, wrapping at 48 bits); their other operand (weights) is int8. ``requant(..., wide=True)``
+requantises a wide accumulator (:func:`tessel.isa.fixedpoint.requantize_wide`).
+
 ``op`` arguments are the ISA enums (``EltOp``, ``PoolOp``, ``ReduceOp``, ``UnaryOp``);
 ``out_dtype`` is an ISA ``DType`` or a numpy integer dtype. ``acc`` (the accumulator's previous
 contents) selects ``mode=ACCUMULATE``; ``None`` is ``OVERWRITE``. Bad arguments raise
@@ -46,6 +51,7 @@ from tessel.isa.fixedpoint import (
     Rounding,
     multiply_by_quantized_multiplier,
     requantize,
+    requantize_wide,
     rounding_div,
     single_round_scale,
 )
@@ -98,6 +104,14 @@ def _sat32(x: np.ndarray) -> np.ndarray:
     return np.clip(x, INT32_MIN, INT32_MAX)
 
 
+def _wrap48(x: np.ndarray) -> np.ndarray:
+    """``x`` modulo 2**48 into [-2**47, 2**47) (the wide accumulator's wrap-around)."""
+    t = x.astype(I64) + 2**47
+    t &= 2**48 - 1
+    t -= 2**47
+    return t
+
+
 def _wrap32(x: np.ndarray) -> np.ndarray:
     """``x`` modulo 2**32 into [-2**31, 2**31) (the 32-bit accumulator's wrap-around): the
     mask is the modulo of two's-complement int64."""
@@ -115,16 +129,21 @@ def _wrap32(x: np.ndarray) -> np.ndarray:
 def requant(x: npt.ArrayLike, bias: npt.ArrayLike, multiplier: npt.ArrayLike,
             shift: npt.ArrayLike, out_zp: int, act_min: int, act_max: int,
             out_dtype: DType | npt.DTypeLike,
-            rounding: Rounding = Rounding.DOUBLE) -> np.ndarray:
+            rounding: Rounding = Rounding.DOUBLE, wide: bool = False) -> np.ndarray:
     """REQUANT: ``clamp(MBQM(sat32(x + bias), q31, shift) + out_zp, act_min, act_max)``
     (``rounding`` SINGLE: one rounding of the exact product in place of MBQM).
 
     ``x`` int32 values (accumulator entries or int32 SRAM words); ``bias``, ``multiplier``,
     ``shift`` scalars (PER_TENSOR) or vectors along the last axis of ``x`` (PER_CHANNEL).
+    ``wide``: ``x`` is the wide accumulator (48-bit values) and ``bias`` int48; the wide rule
+    (:func:`tessel.isa.fixedpoint.requantize_wide`) replaces MBQM and ``rounding``.
     """
     dt = np_dtype(out_dtype)
     _clamp_bounds(act_min, act_max, dt, "requant")
     xs = _ints(x, "requant x")
+    if wide:
+        return requantize_wide(xs, np.asarray(bias, I64), np.asarray(multiplier, I64),
+                               np.asarray(shift, I64), out_zp, act_min, act_max, -1, dt)
     _in_type(xs, np.dtype(np.int32), "requant x")
     return requantize(xs, np.asarray(bias, I64), np.asarray(multiplier, I64),
                       np.asarray(shift, I64), out_zp, act_min, act_max, -1, dt, rounding)
@@ -353,21 +372,34 @@ def unary(x: npt.ArrayLike, op: UnaryOp, frac_bits: int) -> np.ndarray:
 # the ISA allows (K <= MAX_REDUCTION) stays below 2^53, so float64 sums of them are exact
 # integers.
 assert MAX_CENTRED_INT8**2 * MAX_REDUCTION < 2**53
+# int16 activations (zero point 0) times int8 weights: products <= 2^15 * MAX_CENTRED_INT8
+assert 2**15 * MAX_CENTRED_INT8 * MAX_REDUCTION < 2**53
 
 
-def _accumulate(s: np.ndarray, acc: npt.ArrayLike | None) -> np.ndarray:
-    """OVERWRITE: ``wrap32(s)``; ACCUMULATE: ``wrap32(acc + s)`` (s exact float64 integers)."""
+def _accumulate(s: np.ndarray, acc: npt.ArrayLike | None, wide: bool = False) -> np.ndarray:
+    """OVERWRITE: ``wrap32(s)``; ACCUMULATE: ``wrap32(acc + s)`` (s exact float64 integers);
+    ``wide``: the same modulo 2**48, as int64."""
     total = np.rint(s).astype(I64)
     if acc is not None:
         prev = _ints(acc, "accumulator")
         if prev.shape != total.shape:
             raise TesselConfigError(f"accumulator shape {prev.shape} != result {total.shape}")
         total = total + prev
-    return _wrap32(total)
+    return _wrap48(total) if wide else _wrap32(total)
 
 
-def _centred_f64(x: npt.ArrayLike, zp: int, name: str) -> np.ndarray:
+def is_wide(x: npt.ArrayLike) -> bool:
+    """Whether a MAC's activation operand is int16 (the wide accumulator's input)."""
+    return np.asarray(x).dtype == np.int16
+
+
+def _centred_f64(x: npt.ArrayLike, zp: int, name: str, wide: bool = False) -> np.ndarray:
+    """``x - zp`` as exact float64; int8 values, or int16 with zero point 0 when ``wide``."""
     xs = _ints(x, name)
+    if wide:
+        if zp != 0:
+            raise TesselConfigError(f"{name}: an int16 MAC input has zero point 0, got {zp}")
+        return xs.astype(np.float64)
     _in_type(xs, np.dtype(np.int8), name)
     if not MIN_MATRIX_ZP <= zp <= MAX_MATRIX_ZP:
         raise TesselConfigError(f"{name}: zero point {zp} outside the 9-bit field "
@@ -389,9 +421,11 @@ def conv_acc(x: npt.ArrayLike, w: npt.ArrayLike, in_zp: int, w_zp: int = 0, *,
     """CONV: ``x`` int8 NHWC ``(..., H, W, Cin)``, ``w`` int8 HWIO ``(kh, kw, Cin, Cout)``.
 
     ``acc[..., oy, ox, co] = wrap32(sum (x - in_zp) * (w - w_zp))`` over the window positions
-    inside the input (padding contributes 0). Returns int32 ``(..., oh, ow, Cout)``.
+    inside the input (padding contributes 0). Returns int32 ``(..., oh, ow, Cout)``; an int16
+    ``x`` gives the wide accumulator (``wrap48``, int64).
     """
-    xf = _centred_f64(x, in_zp, "conv_acc x")
+    wide = is_wide(x)
+    xf = _centred_f64(x, in_zp, "conv_acc x", wide)
     wf = _centred_f64(w, w_zp, "conv_acc w")
     if wf.ndim != 4 or wf.shape[2] != xf.shape[-1]:
         raise TesselConfigError(f"conv_acc: weight {wf.shape} is not (kh, kw, {xf.shape[-1]}, "
@@ -404,7 +438,7 @@ def conv_acc(x: npt.ArrayLike, w: npt.ArrayLike, in_zp: int, w_zp: int = 0, *,
         for kx in range(kernel[1]):
             vals, mask = next(taps)
             total += np.where(mask, vals, 0.0) @ wf[ky, kx]
-    return _accumulate(total, acc)
+    return _accumulate(total, acc, wide)
 
 
 def dwconv_acc(x: npt.ArrayLike, w: npt.ArrayLike, in_zp: int, *,
@@ -413,9 +447,11 @@ def dwconv_acc(x: npt.ArrayLike, w: npt.ArrayLike, in_zp: int, *,
                acc: npt.ArrayLike | None = None) -> np.ndarray:
     """DWCONV: ``x`` int8 ``(..., H, W, C)``, ``w`` int8 ``(kh, kw, C)`` (depth multiplier 1).
 
-    ``acc[..., oy, ox, c] = wrap32(sum (x - in_zp) * w)`` over valid window positions.
+    ``acc[..., oy, ox, c] = wrap32(sum (x - in_zp) * w)`` over valid window positions (an
+    int16 ``x``: the wide accumulator, ``wrap48``, int64).
     """
-    xf = _centred_f64(x, in_zp, "dwconv_acc x")
+    wide = is_wide(x)
+    xf = _centred_f64(x, in_zp, "dwconv_acc x", wide)
     wf = _centred_f64(w, 0, "dwconv_acc w")
     if wf.ndim != 3 or wf.shape[2] != xf.shape[-1]:
         raise TesselConfigError(f"dwconv_acc: weight {wf.shape} is not (kh, kw, {xf.shape[-1]})")
@@ -427,15 +463,17 @@ def dwconv_acc(x: npt.ArrayLike, w: npt.ArrayLike, in_zp: int, *,
         for kx in range(kernel[1]):
             vals, mask = next(taps)
             total += np.where(mask, vals, 0.0) * wf[ky, kx]
-    return _accumulate(total, acc)
+    return _accumulate(total, acc, wide)
 
 
 def matmul_acc(a: npt.ArrayLike, b: npt.ArrayLike, a_zp: int = 0, b_zp: int = 0,
                acc: npt.ArrayLike | None = None) -> np.ndarray:
     """MATMUL: int8 ``a (..., m, k)`` x int8 ``b (..., k, n)`` with zero points subtracted:
-    ``acc = wrap32(sum_t (a[i, t] - a_zp) * (b[t, j] - b_zp))`` (leading dims broadcast)."""
-    af = _centred_f64(a, a_zp, "matmul_acc a")
+    ``acc = wrap32(sum_t (a[i, t] - a_zp) * (b[t, j] - b_zp))`` (leading dims broadcast); an
+    int16 ``a``: the wide accumulator (``wrap48``, int64)."""
+    wide = is_wide(a)
+    af = _centred_f64(a, a_zp, "matmul_acc a", wide)
     bf = _centred_f64(b, b_zp, "matmul_acc b")
     if af.ndim < 2 or bf.ndim < 2 or af.shape[-1] != bf.shape[-2]:
         raise TesselConfigError(f"matmul_acc: shapes {af.shape} and {bf.shape} do not multiply")
-    return _accumulate(np.matmul(af, bf), acc)
+    return _accumulate(np.matmul(af, bf), acc, wide)

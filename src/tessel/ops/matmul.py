@@ -81,11 +81,12 @@ def _linear(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
 
 
 def _qlinear_golden(a: Mapping[str, Any], xs: list[np.ndarray]) -> np.ndarray:
-    """MATMUL (x [M, K] by w^T [K, N], weight zero point 0) + REQUANT per output channel."""
+    """MATMUL (x [M, K] by w^T [K, N], weight zero point 0) + REQUANT per output channel; an
+    int16 x accumulates wide, with an int64 bias (docs/numerics.md)."""
     x, w = xs[0], xs[1]
     acc = intops.matmul_acc(x.reshape(-1, x.shape[-1]), w.T, a["in_zp"], 0)
     y = intops.requant(acc, xs[2], xs[3], xs[4], a["out_zp"], a["act_min"], a["act_max"],
-                       a["dtype"].numpy)
+                       a["dtype"].numpy, wide=intops.is_wide(x))
     return y.reshape(x.shape[:-1] + (w.shape[0],))
 
 
