@@ -278,9 +278,18 @@ def require_int(ts: Sequence[TensorType], n: int) -> None:
             raise InferError(f"operand {i} must be an integer tensor, got {t.dtype.value}")
 
 
-def require_per_channel(ts: Sequence[TensorType], first: int, channels: int) -> None:
-    """Operands first.. first+2 are the per-channel bias, multiplier and shift (i32[channels])."""
+def require_per_channel(ts: Sequence[TensorType], first: int, channels: int,
+                        bias: DType = DType.I32) -> None:
+    """Operands first.. first+2 are the per-channel bias (``bias``: i32, or i64 for a wide
+    accumulator), multiplier and shift (i32[channels])."""
     names = ("bias", "multiplier", "shift")
     for name, t in zip(names, ts[first:first + 3], strict=True):
-        if t.shape != (channels,) or t.dtype is not DType.I32:
-            raise InferError(f"{name} must be i32[{channels}], got {t.text()}")
+        want = bias if name == "bias" else DType.I32
+        if t.shape != (channels,) or t.dtype is not want:
+            raise InferError(f"{name} must be {want.value}[{channels}], got {t.text()}")
+
+
+def mac_bias_dtype(x: TensorType) -> DType:
+    """A MAC's bias type: i64 beside an int16 activation input (the wide accumulator), else
+    i32."""
+    return DType.I64 if x.dtype is DType.I16 else DType.I32
