@@ -26,8 +26,9 @@ The budget is a loss against the all-int8 model, in one metric measured on held-
    bytes needed).
 
 Steps 3-5 are :mod:`tessel.analysis.precision_search`.
-0. With ``activations="auto"``, before step 3: each conv / linear layer's activation input is
-   int8 or int16 (:func:`choose_inputs`: the groups of layers at the same place of repeated
+0. With ``activations="auto"``, before step 3, when every layer int4 misses the budget with
+   int8 inputs (else int16 inputs cannot buy more int4 bytes): each conv / linear layer's
+   activation input is int8 or int16 (:func:`choose_inputs`: the groups of layers at the same place of repeated
    blocks whose measured gain per extra matrix cycle is at least every group's together);
    steps 3-6 then start from that model, and the budget is still a loss against the all-int8
    model, so the accuracy the int16 inputs buy is spent on more int4 weights.
@@ -453,9 +454,10 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
     the user's overrides say otherwise). With ``limit``, the constants must also fit its
     memory: when the budget's plan does not, the shortest prefix of the order that fits
     (the least accuracy cost the noise model predicts), the budget then not met; a
-    TesselCompileError when even every layer int4 does not fit. ``activations="auto"`` first
-    makes the conv / linear inputs int16 where they buy the most accuracy per extra matrix
-    cycle (:func:`choose_inputs`); the int4 search then spends the budget from there (still
+    TesselCompileError when even every layer int4 does not fit. ``activations="auto"``, unless
+    every layer int4 meets the budget with int8 inputs already, first makes the conv / linear
+    inputs int16 where they buy the most accuracy per extra matrix cycle
+    (:func:`choose_inputs`); the int4 search then spends the budget from there (still
     measured against the all-int8 model); "int8" (the default) keeps every MAC input int8."""
     config = config if config is not None else QuantConfig()
     if config.weights is not WeightDtype.INT8:
@@ -488,7 +490,12 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
     groups: tuple[InputGroup, ...] = ()
     wide: list[str] = []
     inputs_value = None
+    every_int4 = None  # activations auto: the all-int4 model's metric with int8 inputs
     if activations == "auto":
+        info("precision auto: every layer int4, int8 inputs")
+        every_int4 = measure(budget.metric, floats, evaluate_counted(
+            with_int4(config, [p for p, _, _ in layers])))
+    if activations == "auto" and every_int4 < goal:  # int16 inputs may buy more int4 layers
         groups = choose_inputs(input_layers(model), macs,
                                lambda c: measure(budget.metric, floats, evaluate_counted(c)), config,
                                int8_value)
@@ -502,6 +509,8 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
         config = with_int16_inputs(config, wide)
     start = inputs_value if inputs_value is not None else int8_value
     measured = {frozenset(): start}
+    if every_int4 is not None and not wide:
+        measured[frozenset(range(len(layers)))] = every_int4
     start_noise = signal / 10 ** (start / 10) if budget.metric is Metric.SQNR else 0.0
     saved = [(m.weight.numel() - (m.weight.numel() + 1) // 2) for _, m, _ in layers]
     order = sorted(range(len(layers)),
