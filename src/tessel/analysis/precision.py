@@ -1,4 +1,5 @@
-"""Mixed precision chosen for the user: which layers' weights can be int4 under an accuracy budget.
+"""Mixed precision chosen for the user: which layers' weights can be int4 under an accuracy budget
+(and, optionally, which conv / linear inputs are worth int16).
 
 The budget is a loss against the all-int8 model, in one metric measured on held-out inputs
 (never the calibration inputs): output SQNR against float (dB), cosine similarity to float
@@ -25,6 +26,12 @@ The budget is a loss against the all-int8 model, in one metric measured on held-
    bytes needed).
 
 Steps 3-5 are :mod:`tessel.analysis.precision_search`.
+0. With ``activations="auto"``, before step 3, when every layer int4 misses the budget with
+   int8 inputs (else int16 inputs cannot buy more int4 bytes): each conv / linear layer's
+   activation input is int8 or int16 (:func:`choose_inputs`: the groups of layers at the same place of repeated
+   blocks whose measured gain per extra matrix cycle is at least every group's together);
+   steps 3-6 then start from that model, and the budget is still a loss against the all-int8
+   model, so the accuracy the int16 inputs buy is spent on more int4 weights.
 6. With a target's memory (:class:`MemoryLimit`): when the constants of step 3's prefix do not
    fit, the shortest longer prefix that does, and no steps 4 and 5.
 
@@ -49,6 +56,7 @@ from tessel.display import Table, fmt_int, plural, short_repr, summary_html
 from tessel.errors import TesselCompileError, TesselConfigError
 from tessel.progress import info
 from tessel.quant.config import (
+    ActDtype,
     Int4Rounding,
     LayerOverride,
     QuantConfig,
@@ -127,7 +135,22 @@ class LayerChoice:
     weights: int  # weight count
     int4: bool
     bytes_saved: int  # weight bytes int4 saves against int8 (two per byte)
+    channels: int  # output channels (one bias each)
     alone_db: float  # SQNR loss (dB) predicted for the int8 model with only this layer int4
+    input: str = "int8"  # its activation input's type: int16 makes it an int16 x int8 MAC
+    macs: int = 0  # its multiply-accumulates per inference (int16 inputs: twice the cycles)
+
+
+@dataclass(frozen=True)
+class InputGroup:
+    """Conv / linear layers at the same place of repeated blocks (their module paths equal
+    once the numeric names are replaced by ``*``), as the activation choice measures them."""
+
+    pattern: str  # e.g. encoder.layer.*.output.dense
+    layers: tuple[str, ...]
+    macs: int  # their multiply-accumulates per inference
+    value: float  # the metric with only their inputs int16 (int8 weights)
+    int16: bool  # chosen
 
 
 @dataclass(frozen=True)
@@ -147,6 +170,22 @@ class PrecisionPlan:
     memory_bytes: int = 0  # its size
     constants: int = 0  # the chosen model's constants bytes there (0: no memory limit)
     budget_met: bool = True  # False: fitting the memory took more int4 than the budget allows
+    inputs_value: float | None = None  # activations auto: the metric with the int16 inputs
+    input_groups: tuple[InputGroup, ...] = ()  # activations auto: what each group measured
+
+    @property
+    def int16_inputs(self) -> tuple[str, ...]:
+        return tuple(x.layer for x in self.layers if x.input == "int16")
+
+    @property
+    def int16_macs(self) -> int:
+        """The MACs whose activation input is int16 (each takes two int8 MAC slots)."""
+        return sum(x.macs for x in self.layers if x.input == "int16")
+
+    @property
+    def bias_bytes_added(self) -> int:
+        """Bias bytes the int16 inputs add: an int64 bias per output channel, not int32."""
+        return sum(4 * x.channels for x in self.layers if x.input == "int16")
 
     @property
     def int4_layers(self) -> tuple[str, ...]:
@@ -161,11 +200,12 @@ class PrecisionPlan:
         return sum(x.weights for x in self.layers)
 
     def table(self) -> Table:
-        rows = [(x.layer, x.kind, "int4" if x.int4 else "int8", fmt_int(x.weights),
+        rows = [(x.layer, x.kind, "int4" if x.int4 else "int8", x.input, fmt_int(x.weights),
                  fmt_int(x.bytes_saved if x.int4 else 0), f"{x.alone_db:.2f}")
                 for x in self.layers]
-        return Table(("layer", "module", "weights", "count", "bytes saved", "int4 alone: dB"),
-                     rows, numeric=(False, False, False, True, True, True),
+        return Table(("layer", "module", "weights", "input", "count", "bytes saved",
+                      "int4 alone: dB"),
+                     rows, numeric=(False, False, False, False, True, True, True),
                      title=f"weight precision per layer ({self.budget}; "
                            f"{plural(self.samples, 'held-out input')})")
 
@@ -177,6 +217,12 @@ class PrecisionPlan:
                 f"bytes ({100 * self.bytes_saved / max(self.int8_bytes, 1):.1f} % saved); "
                 f"{self.budget.metric.value} {self.value:.4g}{unit} against int8's "
                 f"{self.int8_value:.4g}{unit} ({plural(self.evaluations, 'model')} measured)")
+        if self.inputs_value is not None:
+            macs = sum(x.macs for x in self.layers)
+            text += (f"\ninputs: {len(self.int16_inputs)} of {plural(len(self.layers), 'layer')} "
+                     f"int16 ({100 * self.int16_macs / max(macs, 1):.1f} % of the MACs at half "
+                     f"rate, +{fmt_int(self.bias_bytes_added)} int64 bias bytes); "
+                     f"{self.budget.metric.value} {self.inputs_value:.4g}{unit} with int8 weights")
         if self.memory:
             text += (f"; constants {fmt_int(self.constants)} bytes, memory '{self.memory}' has "
                      f"{fmt_int(self.memory_bytes)}")
@@ -194,6 +240,7 @@ class PrecisionPlan:
         d["budget"] = {"metric": self.budget.metric.value, "loss": self.budget.loss}
         d.pop("config")
         d["int4_layers"] = list(self.int4_layers)
+        d["int16_inputs"] = list(self.int16_inputs)
         return json.dumps(d, indent=1, sort_keys=True)
 
     def __repr__(self) -> str:
@@ -319,7 +366,69 @@ def with_int4(config: QuantConfig, paths: Sequence[str]) -> QuantConfig:
     return replace(config, overrides=chosen + config.overrides)
 
 
+def with_int16_inputs(config: QuantConfig, paths: Sequence[str]) -> QuantConfig:
+    """``config`` with the activation inputs of the conv / linear modules at ``paths`` int16,
+    before its own overrides (so a user's per-layer choice still wins)."""
+    chosen = tuple(LayerOverride(module=_escape(p), mac_input=ActDtype.INT16) for p in paths)
+    return replace(config, overrides=chosen + config.overrides)
+
+
+def layer_macs(model: torch.nn.Module, example: Sample) -> dict[str, int]:
+    """Per conv / linear layer (module path), its multiply-accumulates on ``example``."""
+    macs: dict[str, int] = {}
+    hooks = []
+    for path, m, _ in weight_layers(model):
+        def hook(m, _args, out, path=path) -> None:
+            per_output = m.weight[0].numel() if not isinstance(
+                m, (torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d)) else (
+                m.weight.shape[0] * m.weight[0, 0].numel() // m.weight.shape[1])
+            macs[path] = macs.get(path, 0) + out.numel() * per_output
+
+        hooks.append(m.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            model(*((example,) if isinstance(example, torch.Tensor) else example))
+    finally:
+        for h in hooks:
+            h.remove()
+    return macs
+
+
+def _group_pattern(path: str) -> str:
+    return ".".join("*" if part.isdigit() else part for part in path.split("."))
+
+
 Evaluate = Callable[[QuantConfig], Outputs]  # a config's golden outputs on the held-out inputs
+
+
+def choose_inputs(layers: Sequence[str], macs: dict[str, int],
+                  value_of: Callable[[QuantConfig], float], config: QuantConfig,
+                  int8_value: float) -> tuple[InputGroup, ...]:
+    """The layer groups (:class:`InputGroup`) whose activation inputs are worth int16: each
+    group's gain (its metric with only its inputs int16, less the all-int8 ``int8_value``)
+    per extra matrix cycle (its MACs: an int16 MAC takes two int8 slots) at least that of every
+    group int16 together, and above nothing. ``value_of(config)`` measures a config."""
+    groups: dict[str, list[str]] = {}
+    for path in layers:
+        groups.setdefault(_group_pattern(path), []).append(path)
+    info(f"precision auto: every conv / linear input int16 ({plural(len(groups), 'group')})")
+    every = value_of(with_int16_inputs(config, list(layers)))
+    total = sum(macs.get(p, 0) for p in layers)
+    rate = (every - int8_value) / max(total, 1)
+    out = []
+    for pattern, paths in groups.items():
+        info(f"precision auto: inputs of {pattern} int16")
+        value = value_of(with_int16_inputs(config, paths))
+        cost = sum(macs.get(p, 0) for p in paths)
+        gain = value - int8_value
+        out.append(InputGroup(pattern, tuple(paths), cost, value,
+                              gain > 0 and rate > 0 and gain >= rate * cost))
+    return tuple(out)
+
+
+def input_layers(model: torch.nn.Module) -> list[str]:
+    """The conv / linear layers whose activation input may be int16 (not transposed convs)."""
+    return [path for path, _, axis in weight_layers(model) if axis == 0]
 
 
 @dataclass(frozen=True)
@@ -336,7 +445,8 @@ class MemoryLimit:
 
 def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequence[Sample],
                    budget: AccuracyBudget, config: QuantConfig | None = None,
-                   name: str = "model", limit: MemoryLimit | None = None) -> PrecisionPlan:
+                   name: str = "model", limit: MemoryLimit | None = None,
+                   activations: str = "int8") -> PrecisionPlan:
     """The plan that makes the most weight bytes int4 within ``budget`` (module docstring).
 
     ``evaluate(config)`` quantises the model with ``config`` and returns its golden outputs
@@ -344,11 +454,18 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
     the user's overrides say otherwise). With ``limit``, the constants must also fit its
     memory: when the budget's plan does not, the shortest prefix of the order that fits
     (the least accuracy cost the noise model predicts), the budget then not met; a
-    TesselCompileError when even every layer int4 does not fit."""
+    TesselCompileError when even every layer int4 does not fit. ``activations="auto"``, unless
+    every layer int4 meets the budget with int8 inputs already, first makes the conv / linear
+    inputs int16 where they buy the most accuracy per extra matrix cycle
+    (:func:`choose_inputs`); the int4 search then spends the budget from there (still
+    measured against the all-int8 model); "int8" (the default) keeps every MAC input int8."""
     config = config if config is not None else QuantConfig()
     if config.weights is not WeightDtype.INT8:
         raise TesselConfigError("precision auto starts from int8 weights: leave --weights / "
                                 "QuantConfig.weights at int8 (per-layer choices still apply)")
+    if activations not in ("int8", "auto"):
+        raise TesselConfigError(f"precision auto: activations {activations!r} is not one of "
+                                "int8, auto")
     layers = weight_layers(model)
     if not layers:
         raise TesselConfigError(f"{name}: no conv or linear layer to choose a weight type for")
@@ -359,11 +476,42 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
         config.int4_rounding is Int4Rounding.GPTQ and calibration) else None
     noises = layer_noise(model, held_out, floats, grams, config.int4_rounding)
     signal = sum(float(np.sum(f**2)) for f in floats)
+    evaluations = 0
+
+    def evaluate_counted(c: QuantConfig) -> Outputs:
+        nonlocal evaluations
+        evaluations += 1
+        return evaluate(c)
+
     info("precision auto: the all-int8 model")
-    measured = {frozenset(): measure(budget.metric, floats, evaluate(config))}
-    int8_value = measured[frozenset()]
+    int8_value = measure(budget.metric, floats, evaluate_counted(config))
     goal = int8_value - budget.loss
-    int8_noise = signal / 10 ** (int8_value / 10) if budget.metric is Metric.SQNR else 0.0
+    macs = layer_macs(model, held_out[0])
+    groups: tuple[InputGroup, ...] = ()
+    wide: list[str] = []
+    inputs_value = None
+    every_int4 = None  # activations auto: the all-int4 model's metric with int8 inputs
+    if activations == "auto":
+        info("precision auto: every layer int4, int8 inputs")
+        every_int4 = measure(budget.metric, floats, evaluate_counted(
+            with_int4(config, [p for p, _, _ in layers])))
+    if activations == "auto" and every_int4 < goal:  # int16 inputs may buy more int4 layers
+        groups = choose_inputs(input_layers(model), macs,
+                               lambda c: measure(budget.metric, floats, evaluate_counted(c)), config,
+                               int8_value)
+        wide = [p for g in groups if g.int16 for p in g.layers]
+        if wide:
+            info(f"precision auto: {plural(len(wide), 'layer')} with int16 inputs")
+            inputs_value = measure(budget.metric, floats,
+                                   evaluate_counted(with_int16_inputs(config, wide)))
+            if inputs_value <= int8_value:  # together they buy nothing: keep int8 inputs
+                wide, inputs_value = [], None
+        config = with_int16_inputs(config, wide)
+    start = inputs_value if inputs_value is not None else int8_value
+    measured = {frozenset(): start}
+    if every_int4 is not None and not wide:
+        measured[frozenset(range(len(layers)))] = every_int4
+    start_noise = signal / 10 ** (start / 10) if budget.metric is Metric.SQNR else 0.0
     saved = [(m.weight.numel() - (m.weight.numel() + 1) // 2) for _, m, _ in layers]
     order = sorted(range(len(layers)),
                    key=lambda i: (-saved[i] / max(noises[i], 1e-30), layers[i][0]))
@@ -373,10 +521,11 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
         if key not in measured:
             info(f"precision auto: {plural(len(key), 'layer')} int4")
             paths = [layers[i][0] for i in chosen]
-            measured[key] = measure(budget.metric, floats, evaluate(with_int4(config, paths)))
+            measured[key] = measure(budget.metric, floats, evaluate_counted(with_int4(config, paths)))
         return measured[key]
 
-    guess = _predicted_prefix(budget, order, noises, signal, int8_noise, floats, held_out)
+    room = replace(budget, loss=max(start - goal, 0.0))  # what the int4 layers may spend
+    guess = _predicted_prefix(room, order, noises, signal, start_noise, floats, held_out)
     lo = longest_prefix(order, value_of, goal, guess)
     fit = {}
     if limit is not None:
@@ -388,15 +537,19 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
     picked = list(order[:lo])
     if fit.get("budget_met", True):
         picked = fill(picked, order[lo:], noises, value_of, goal)
-        picked = exchange(picked, saved, noises, value_of, goal, int8_value, measured)
+        picked = exchange(picked, saved, noises, value_of, goal, start, measured)
     chosen = set(picked)
-    alone = [_alone_db(signal, int8_noise, n) for n in noises]
+    alone = [_alone_db(signal, start_noise, n) for n in noises]
+    wide_set = set(wide)
     choices = tuple(LayerChoice(path, type(m).__name__, m.weight.numel(), i in chosen, saved[i],
-                                alone[i])
-                    for i, (path, m, _) in enumerate(layers))
+                                m.weight.shape[axis], alone[i],
+                                "int16" if path in wide_set else "int8", macs.get(path, 0))
+                    for i, (path, m, axis) in enumerate(layers))
     final = with_int4(config, [layers[i][0] for i in picked])
-    return PrecisionPlan(name, budget, len(held_out), int8_value, value_of(picked), choices,
-                         len(measured), tuple(layers[i][0] for i in order), final, **fit)
+    value = value_of(picked)
+    return PrecisionPlan(name, budget, len(held_out), int8_value, value, choices,
+                         evaluations, tuple(layers[i][0] for i in order), final, **fit,
+                         inputs_value=inputs_value, input_groups=groups)
 
 
 def _fit(limit: MemoryLimit, config: QuantConfig, paths: Sequence[str], k: int, name: str
@@ -510,12 +663,14 @@ def auto_weights(model: torch.nn.Module, example_inputs: Sample,
                  budget: AccuracyBudget | str = "sqnr=1",
                  quant_config: QuantConfig | None = None, *,
                  calibration_samples: int | None = None,
-                 config: QuantConfig | None = None, target=None) -> PrecisionPlan:
+                 config: QuantConfig | None = None, target=None,
+                 activations: str = "int8") -> PrecisionPlan:
     """The weight types to quantise ``model`` with: int4 where ``budget`` allows it, measured
     on ``held_out`` (inputs not in ``calibration_data``). ``plan.config`` goes to
     ``tessel.compile(..., quant_config=plan.config)`` or ``tessel.quantize``. With ``target``
     (a preset name or NpuArch), the constants must also fit its weights memory
-    (:class:`MemoryLimit`)."""
+    (:class:`MemoryLimit`). ``activations="auto"`` also chooses int16 conv / linear inputs
+    (:func:`choose_weights`)."""
     config = config_keyword(quant_config, config, "auto_weights")
     budget = AccuracyBudget.parse(budget) if isinstance(budget, str) else budget
     calibration = list(calibration_data)
@@ -530,4 +685,4 @@ def auto_weights(model: torch.nn.Module, example_inputs: Sample,
 
         arch = load_target(target) if isinstance(target, str) else target
         limit = memory_limit(arch, evaluate, name)
-    return choose_weights(model, evaluate, held_out, budget, config, name, limit)
+    return choose_weights(model, evaluate, held_out, budget, config, name, limit, activations)

@@ -276,6 +276,11 @@ def add_weight_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --weights auto: the accuracy int4 may cost against all-int8 "
                    "weights: sqnr=DB (output SQNR vs float), cosine=X or top1=X (fractions); "
                    "default sqnr=1.0")
+    p.add_argument("--activations", choices=("int8", "auto"), default="int8",
+                   help="with --weights auto: int8 keeps every conv / linear input int8; auto "
+                   "first makes the inputs int16 (int16 x int8 MACs, twice the matrix cycles) "
+                   "for the layers where that buys the most accuracy per extra cycle, then "
+                   "spends --accuracy-budget on int4 weights")
     p.add_argument("--layer-weights", action="append", default=[], metavar="PATTERN=TYPE",
                    help="the weight type of the layers whose module name matches PATTERN (an "
                    "fnmatch pattern, e.g. 'layer4.*=int4' or 'fc=int8'); repeatable, later "
@@ -290,7 +295,9 @@ def add_precision_argument(p: argparse.ArgumentParser) -> None:
                    help="the activation type (int8 or int16) of the ops whose module name "
                    "matches PATTERN, optionally one op type of them (e.g. "
                    "'features.4.block.2:mul=int16', or '*:add=int16' for every residual add); "
-                   "repeatable, later ones win; `tessel accuracy --per-layer` suggests them")
+                   "PATTERN:input=int16 makes the matching conv / linear layers' inputs int16 "
+                   "(int16 x int8 MACs); repeatable, later ones win; `tessel accuracy "
+                   "--per-layer` suggests them")
 
 
 def quant_config(args: argparse.Namespace, spec, data: tuple | None = None):
@@ -352,7 +359,8 @@ def auto_precision(args: argparse.Namespace, spec, base, data: tuple):
         if getattr(args, "set", None):
             arch = arch.with_params(parse_settings(args.set, arch))
         limit = memory_limit(arch, evaluate, spec.name)
-    return choose_weights(model, evaluate, held_out, budget, base, spec.name, limit)
+    return choose_weights(model, evaluate, held_out, budget, base, spec.name, limit,
+                          getattr(args, "activations", "int8"))
 
 
 def model_data(args: argparse.Namespace, spec) -> tuple:

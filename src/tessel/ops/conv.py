@@ -36,6 +36,7 @@ from tessel.ops.quantise import (
     int_result,
     int_weight,
     mac_bias,
+    mac_bias_dtype,
     mac_operands,
     requant_params,
     require_int,
@@ -105,7 +106,7 @@ def _upsample_bilinear_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) 
 def _qconv2d_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
     require_int(ts, 2)
     out = conv2d_type(ts[:2], attrs)
-    require_per_channel(ts, 2, ts[1].shape[0])
+    require_per_channel(ts, 2, ts[1].shape[0], mac_bias_dtype(ts[0]))
     rounding = attrs.get("rounding")
     require(rounding is None or rounding in set(Rounding),
             f"rounding {rounding} is not one of {[int(r) for r in Rounding]}")

@@ -27,6 +27,7 @@ from tessel.ops.quantise import (
     emit,
     fused_act,
     int_result,
+    mac_bias_dtype,
     mac_operands,
     multiplier,
     requant_params,
@@ -56,7 +57,7 @@ def _matmul_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorTy
 def _qlinear_type(ts: Sequence[TensorType], attrs: Mapping[str, Any]) -> TensorType:
     require_int(ts, 2)
     out = _linear_type(ts[:2], attrs)
-    require_per_channel(ts, 2, ts[1].shape[0])
+    require_per_channel(ts, 2, ts[1].shape[0], mac_bias_dtype(ts[0]))
     return int_result(out, attrs)
 
 

@@ -184,11 +184,15 @@ def int_operand(rw: Rewriter, name: str, dtype: DType = DType.I8) -> IntVal | No
 # ---------------------------------------------------------------- MAC ops (conv, linear)
 
 
-def mac_bias(rw: Rewriter, name: str | None, acc_scales: np.ndarray) -> np.ndarray | None:
-    """int32 bias at scale s_in * s_w[c]: pt2e's int32 bias (rescaled if its scale differs),
-    a float constant quantised, zeros if absent; None if the bias is a runtime value."""
+def mac_bias(rw: Rewriter, name: str | None, acc_scales: np.ndarray,
+             dtype: DType = DType.I32) -> np.ndarray | None:
+    """Bias at scale s_in * s_w[c], int32 (an int8 input) or int64 (`dtype` I64: an int16
+    input's wide accumulator): pt2e's int32 bias (rescaled if its scale differs), a float
+    constant quantised, zeros if absent; None if the bias is a runtime value."""
+    np_type = dtype.numpy
+    bound = 2**31 if dtype is DType.I32 else 2**47  # an int64 bias is added to a 48-bit sum
     if name is None:
-        return np.zeros(acc_scales.size, np.int32)
+        return np.zeros(acc_scales.size, np_type)
     w = int_weight(rw, name)
     if w is not None:
         _, arr, quant = w
@@ -196,30 +200,34 @@ def mac_bias(rw: Rewriter, name: str | None, acc_scales: np.ndarray) -> np.ndarr
             quant, acc_scales.size)
         if w[2].zero_point == (0,) * len(w[2].zero_point) and np.allclose(
                 channel_scales(quant, acc_scales.size), acc_scales, rtol=1e-6, atol=0):
-            return arr.astype(np.int32)
+            return arr.astype(np_type)
     else:
         real = rw.const(name)
         if real is None:
             return None
         real = np.asarray(real, np.float64)
-    return np.clip(np.rint(real / acc_scales), -(2**31), 2**31 - 1).astype(np.int32)
+    return np.clip(np.rint(real / acc_scales), -bound, bound - 1).astype(np_type)
 
 
 def mac_operands(rw: Rewriter, node: Node, x: IntVal | None = None,
                  w: tuple[str, np.ndarray, object] | None = None
                  ) -> tuple[IntVal, str, np.ndarray, np.ndarray] | None:
-    """(int8 input, int8 weight constant, per-channel weight scales, int32 bias) or None;
+    """(int8 input, int8 weight constant, per-channel weight scales, int32 bias) or None; an
+    int16 input (zero point 0) comes with an int64 bias (the wide MAC path, docs/numerics.md);
     `x` / `w` replace the node's own first two operands when a rule has looked through them."""
     x = x if x is not None else deq(rw, node.inputs[0])
     w = w if w is not None else int_weight(rw, node.inputs[1])
-    if x is None or w is None or x.dtype is not DType.I8:
+    if x is None or w is None:
+        return None
+    if x.dtype is not DType.I8 and not (x.dtype is DType.I16 and x.zp == 0):
         return None
     wname, warr, wquant = w
     if warr.dtype != np.int8 or any(wquant.zero_point):
         return None
     out_channels = warr.shape[0]
     w_scales = channel_scales(wquant, out_channels)
-    bias = mac_bias(rw, node.inputs[2] if len(node.inputs) > 2 else None, x.scale * w_scales)
+    bias = mac_bias(rw, node.inputs[2] if len(node.inputs) > 2 else None, x.scale * w_scales,
+                    DType.I64 if x.dtype is DType.I16 else DType.I32)
     if bias is None:
         return None
     return x, wname, w_scales, bias
@@ -270,14 +278,20 @@ def require_int(ts: Sequence[TensorType], n: int) -> None:
             raise InferError(f"operand {i} must be an integer tensor, got {t.dtype.value}")
 
 
-def require_per_channel(ts: Sequence[TensorType], first: int, channels: int) -> None:
-    """Operands first.. first+2 are the per-channel bias, multiplier and shift (i32[channels]);
-    a MAC whose input (operand 0) is int16 has an i64 bias (the wide accumulator's,
-    docs/numerics.md) and zero-point-free int8 / int4 weights."""
+def require_per_channel(ts: Sequence[TensorType], first: int, channels: int,
+                        bias: DType = DType.I32) -> None:
+    """Operands first.. first+2 are the per-channel bias (``bias``: i32, or i64 for a wide
+    accumulator), multiplier and shift (i32[channels])."""
     names = ("bias", "multiplier", "shift")
     wide = ts[0].dtype is DType.I16
     for name, t in zip(names, ts[first:first + 3], strict=True):
-        want = DType.I64 if wide and name == "bias" else DType.I32
+        want = bias if name == "bias" else DType.I32
         if t.shape != (channels,) or t.dtype is not want:
             raise InferError(f"{name} must be {want.value}[{channels}], got {t.text()}"
                              + (" (an int16-input MAC)" if wide else ""))
+
+
+def mac_bias_dtype(x: TensorType) -> DType:
+    """A MAC's bias type: i64 beside an int16 activation input (the wide accumulator), else
+    i32."""
+    return DType.I64 if x.dtype is DType.I16 else DType.I32

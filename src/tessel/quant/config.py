@@ -2,8 +2,8 @@
 per-layer overrides.
 
 One frozen :class:`QuantConfig` is handed to :class:`tessel.quant.quantizer.TesselQuantizer`. It
-holds only choices; what the NPU can execute (int8 x int8 MACs, per-channel weights, int32 bias)
-is fixed by the quantiser and not configurable.
+holds only choices; what the NPU can execute (int8 or int16 x int8 / int4 MACs, per-channel
+weights, int32 or int64 bias) is fixed by the quantiser and not configurable.
 """
 
 from __future__ import annotations
@@ -90,9 +90,14 @@ class LayerOverride:
     ``module`` is an ``fnmatch`` pattern matched against every fully qualified module name in the
     op's ``nn_module_stack`` (e.g. ``"encoder.layer.*.attention"``, ``"features.0"``); ``op`` limits
     it to one op type. Either or both must be given. ``dtype`` sets the activation type of the
-    op's inputs and output (MAC inputs stay int8: the matrix engine is int8 x int8), ``weights``
-    the type of a conv / linear layer's weights, ``observer`` its observer, and
-    ``quantize=False`` leaves the op in float (a host op).
+    op's inputs and output (a MAC op's output only: its input keeps int8 unless ``mac_input``
+    says otherwise), ``mac_input`` the activation input type of a conv / linear layer (INT16:
+    an int16 x int8 / int4 MAC with an int64 bias and a 48-bit accumulator, docs/numerics.md;
+    a matmul of two activations and a transposed conv always read int8; the op that produces
+    the input then writes int16), ``weights`` the type of a conv / linear layer's weights,
+    ``observer`` its observer, and ``quantize=False`` leaves the op in float (a host op).
+
+        LayerOverride(module="encoder.layer.*.output.dense", mac_input=ActDtype.INT16)
     """
 
     module: str | None = None
@@ -101,6 +106,7 @@ class LayerOverride:
     observer: ObserverKind | None = None
     quantize: bool = True
     weights: WeightDtype | None = None
+    mac_input: ActDtype | None = None
 
     def __post_init__(self) -> None:
         if self.module is None and self.op is None:
@@ -117,8 +123,13 @@ class LayerOverride:
             raise TesselConfigError(
                 f"LayerOverride.weights must be a WeightDtype, got {self.weights!r}"
             )
+        if self.mac_input is not None and not isinstance(self.mac_input, ActDtype):
+            raise TesselConfigError(
+                f"LayerOverride.mac_input must be an ActDtype, got {self.mac_input!r}"
+            )
 
 
+_MAC_INPUT_KINDS = frozenset({OpKind.CONV, OpKind.CONV_TRANSPOSE, OpKind.LINEAR, OpKind.MATMUL})
 _DEFAULT_INT16_INPUTS = frozenset({OpKind.SOFTMAX, OpKind.LAYER_NORM})
 _DEFAULT_INT16_OUTPUTS = frozenset({OpKind.SOFTMAX})
 
@@ -130,7 +141,8 @@ class QuantConfig:
     * ``observer`` / ``percentile``: the activation observer for PTQ calibration;
     * ``int16_inputs`` / ``int16_outputs``: op types whose activation inputs / output are int16
       (default: softmax in and out, layer norm in). Add ``OpKind.ADD`` to both for a transformer's
-      residual stream;
+      residual stream; ``OpKind.CONV`` / ``OpKind.LINEAR`` in ``int16_inputs`` make those layers'
+      inputs int16 (int16 x int8 MACs; matmul and transposed-conv inputs stay int8);
     * ``weights``: the weight type of every conv / linear layer (int8, or int4: half the bytes);
     * ``int4_rounding``: how int4 weights are rounded (:class:`Int4Rounding`);
     * ``overrides``: per-layer changes by module name or op type (see :class:`LayerOverride`);
@@ -177,14 +189,17 @@ class NodeRule:
     """What the config says for one op after overrides: skip it, or its dtypes and observer."""
 
     quantize: bool
-    in_dtype: ActDtype
+    in_dtype: ActDtype  # a conv / linear: its activation input (LayerOverride.mac_input)
     out_dtype: ActDtype
     observer: ObserverKind
     weights: WeightDtype = WeightDtype.INT8
 
 
 def resolve_rule(config: QuantConfig, kind: OpKind, module_paths: tuple[str, ...]) -> NodeRule:
-    """Apply ``config`` (int16 sets, then overrides in order) to an op of ``kind`` in modules."""
+    """Apply ``config`` (int16 sets, then overrides in order) to an op of ``kind`` in modules.
+    A MAC op's ``in_dtype`` follows ``int16_inputs`` and ``LayerOverride.mac_input``, not
+    ``LayerOverride.dtype``."""
+    mac = kind in _MAC_INPUT_KINDS
     rule = NodeRule(
         quantize=True,
         in_dtype=ActDtype.INT16 if kind in config.int16_inputs else ActDtype.INT8,
@@ -199,7 +214,7 @@ def resolve_rule(config: QuantConfig, kind: OpKind, module_paths: tuple[str, ...
             continue
         rule = NodeRule(
             quantize=o.quantize,
-            in_dtype=o.dtype or rule.in_dtype,
+            in_dtype=(o.mac_input if mac else o.dtype) or rule.in_dtype,
             out_dtype=o.dtype or rule.out_dtype,
             observer=o.observer or rule.observer,
             weights=o.weights or rule.weights,
@@ -238,17 +253,20 @@ def default_config(model_name: str, weights: dict[str, Any] | None = None) -> Qu
 
 
 def weights_record(config: QuantConfig) -> dict[str, Any]:
-    """The weight types `config` chooses, and its per-layer activation types, as a binary's
+    """The weight types `config` chooses, and its per-layer activation and MAC input types, as a binary's
     metadata keeps them so that the model can be quantised again (`with_weights`); empty when
     every weight is int8 and no layer's activation type is overridden."""
     layers = [[o.module, o.op.value if o.op else None, o.weights.value]
               for o in config.overrides if o.weights is not None]
     acts = [[o.module, o.op.value if o.op else None, o.dtype.value]
             for o in config.overrides if o.dtype is not None]
-    if config.weights is WeightDtype.INT8 and not layers and not acts:
+    macs = [[o.module, o.op.value if o.op else None, o.mac_input.value]
+            for o in config.overrides if o.mac_input is not None]
+    if config.weights is WeightDtype.INT8 and not layers and not acts and not macs:
         return {}
     return {"weights": config.weights.value, "layers": layers,
-            **({"activations": acts} if acts else {})}
+            **({"activations": acts} if acts else {}),
+            **({"mac_inputs": macs} if macs else {})}
 
 
 def with_weights(config: QuantConfig, record: dict[str, Any]) -> QuantConfig:
@@ -257,6 +275,9 @@ def with_weights(config: QuantConfig, record: dict[str, Any]) -> QuantConfig:
         default = WeightDtype(record.get("weights", WeightDtype.INT8.value))
         acts = tuple(LayerOverride(module=m, op=OpKind(k) if k else None, dtype=ActDtype(t))
                      for m, k, t in record.get("activations", []))
+        acts += tuple(LayerOverride(module=m, op=OpKind(k) if k else None,
+                                    mac_input=ActDtype(t))
+                      for m, k, t in record.get("mac_inputs", []))
         layers = tuple(LayerOverride(module=m, op=OpKind(k) if k else None,
                                      weights=WeightDtype(t))
                        for m, k, t in record.get("layers", []))
@@ -287,9 +308,13 @@ def parse_layer_weights(text: str) -> tuple[str, WeightDtype]:
                                 f"{choices}") from None
 
 
+MAC_INPUT = "input"  # --layer-precision PATTERN:input=TYPE: a conv / linear layer's input type
+
+
 def parse_layer_precision(text: str) -> LayerOverride:
     """``PATTERN[:OP]=TYPE`` (a module-name pattern, optionally one op type of it, and int8 /
-    int16 activations), as the command line's --layer-precision takes it."""
+    int16 activations), as the command line's --layer-precision takes it; ``PATTERN:input=TYPE``
+    sets the activation input of the conv / linear layers it matches (``mac_input``)."""
     target, sep, kind = text.rpartition("=")
     pattern, _, op = target.partition(":")
     types = ", ".join(a.value for a in ActDtype)
@@ -301,6 +326,8 @@ def parse_layer_precision(text: str) -> LayerOverride:
     except ValueError:
         raise TesselConfigError(f"--layer-precision {text!r}: activation type {kind!r} is not "
                                 f"one of {types}") from None
+    if op == MAC_INPUT:
+        return LayerOverride(module=pattern, mac_input=dtype)
     try:
         kind_of = OpKind(op) if op else None
     except ValueError:
@@ -316,10 +343,12 @@ def with_precision_choices(config: QuantConfig, layers: Sequence[LayerOverride])
 
 def override_flag(o: LayerOverride) -> str:
     """The command-line option that makes override ``o`` (--layer-precision for an activation
-    type, --layer-weights for a weight type)."""
+    or MAC input type, --layer-weights for a weight type)."""
     if o.dtype is not None:
         op = f":{o.op.value}" if o.op is not None else ""
         return f"--layer-precision '{o.module or '*'}{op}={o.dtype.value}'"
     if o.weights is not None:
         return f"--layer-weights '{o.module or '*'}={o.weights.value}'"
+    if o.mac_input is not None:
+        return f"--layer-precision '{o.module or '*'}:{MAC_INPUT}={o.mac_input.value}'"
     return ""

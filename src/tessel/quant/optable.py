@@ -99,6 +99,8 @@ LUT_KINDS = frozenset(
      OpKind.EXP, OpKind.NEG, OpKind.RSQRT}
 )
 MAC_KINDS = frozenset({OpKind.CONV, OpKind.CONV_TRANSPOSE, OpKind.LINEAR, OpKind.MATMUL})
+# the MAC ops whose activation input may be int16 (an int16 x int8 / int4 MAC, int64 bias)
+INT16_INPUT_MACS = frozenset({OpKind.CONV, OpKind.LINEAR})
 BINARY_KINDS = frozenset({OpKind.ADD, OpKind.SUB, OpKind.MUL, OpKind.DIV})
 
 

@@ -4,6 +4,9 @@ Rules (docs/numerics.md explains why):
 
 * conv / linear: input int8 asymmetric per tensor, weight int8 symmetric per output channel,
   bias int32 derived from input scale x weight scale; matmul: both inputs int8 per tensor;
+  a conv / linear whose rule says int16 input (``LayerOverride.mac_input``,
+  ``QuantConfig.int16_inputs``): input int16 symmetric, its bias left float and quantised to
+  int64 at input scale x weight scale by the lowering (an int16 x int8 MAC);
 * conv (-> batch_norm, in QAT) (-> relu / relu6 / hardtanh / clamp), linear / matmul / add /
   sub / mul (-> relu / clamp): the activation is fused, only its output is observed;
 * cat: every input and the output share one scale and zero point; add / sub inputs share
@@ -39,6 +42,7 @@ from tessel.quant.optable import (
     AVERAGING_KINDS,
     BINARY_KINDS,
     CLAMP_KINDS,
+    INT16_INPUT_MACS,
     LUT_KINDS,
     MAC_KINDS,
     SAME_SCALE_KINDS,
@@ -165,16 +169,20 @@ class TesselQuantizer(Quantizer):
         return model
 
     def validate(self, model: GraphModule) -> None:
-        """The matrix engine multiplies int8 by int8: every MAC input edge must be int8."""
+        """The matrix engine multiplies int8 or int16 (conv / linear activations) by int8:
+        every other MAC input edge must be int8."""
         for node in model.graph.nodes:
             ann = node.meta.get(Q_ANNOTATION_KEY)
-            if ann is None or op_kind(node) not in MAC_KINDS:
+            kind = op_kind(node)
+            if ann is None or kind not in MAC_KINDS:
                 continue
-            for arg, spec in list(ann.input_qspec_map.items())[:2]:
-                if isinstance(spec, QuantizationSpec) and spec.dtype != torch.int8:
+            for k, (arg, spec) in enumerate(list(ann.input_qspec_map.items())[:2]):
+                if not isinstance(spec, QuantizationSpec) or spec.dtype == torch.int8:
+                    continue
+                if not (k == 0 and kind in INT16_INPUT_MACS and spec.dtype == torch.int16):
                     raise TesselConfigError(
                         f"{node.name}: input {arg.name} of a MAC op is {spec.dtype}; the NPU's "
-                        "matrix engine takes int8 x int8"
+                        "matrix engine takes int8 x int8 (int16 x int8: conv / linear inputs)"
                     )
 
     # -- dispatch -----------------------------------------------------------------------------
@@ -210,30 +218,40 @@ class TesselQuantizer(Quantizer):
     def _act(self, dtype: ActDtype, rule: NodeRule) -> QuantizationSpec:
         return act_qspec(dtype, rule.observer, qat=self.is_qat, percentile=self.config.percentile)
 
-    def _consumers(self, node: Node, depth: int = 4) -> list[tuple[OpKind | None, NodeRule | None]]:
-        """Kind and rule of each op that reads ``node``, looking through same-scale ops."""
-        found: list[tuple[OpKind | None, NodeRule | None]] = []
+    def _consumers(self, node: Node, depth: int = 4
+                   ) -> list[tuple[OpKind | None, NodeRule | None, Node]]:
+        """Kind, rule and node of each op that reads ``node``, looking through same-scale ops."""
+        found: list[tuple[OpKind | None, NodeRule | None, Node]] = []
         for user in node.users:
             kind = op_kind(user)
             if kind is None or not is_float_tensor(user):
-                found.append((None, None))
+                found.append((None, None, user))
                 continue
             rule = resolve_rule(self.config, kind, module_paths(user))
             if kind in SAME_SCALE_KINDS and depth > 0 and rule.quantize:
                 found.extend(self._consumers(user, depth - 1))
             else:
-                found.append((kind, rule if rule.quantize else None))
+                found.append((kind, rule if rule.quantize else None, user))
         return found
+
+    def _wants_int16(self, node: Node, rule: NodeRule, depth: int = 4) -> bool:
+        """True if ``node``'s output is int16: its rule says so, or a consumer reads int16."""
+        return rule.out_dtype is ActDtype.INT16 or any(
+            r is not None and self._reads_int16(user, k, r, depth)
+            for k, r, user in self._consumers(node))
+
+    def _reads_int16(self, node: Node, kind: OpKind, rule: NodeRule, depth: int = 4) -> bool:
+        """True if the op reads an int16 input: its rule says so (a MAC only where it may: conv
+        / linear), or it is a table op that writes int16 (a LUT maps int8 -> int8 or int16 ->
+        int16, so an int16 output needs an int16 input)."""
+        if rule.in_dtype is ActDtype.INT16:
+            return kind not in MAC_KINDS or kind in INT16_INPUT_MACS
+        return kind in LUT_KINDS and depth > 0 and self._wants_int16(node, rule, depth - 1)
 
     def _output_spec(self, tail: Node, rule: NodeRule) -> QuantizationSpec:
         """Output spec: int16 if the rule says so or a consumer reads int16 (no int8 bottleneck
         in front of it); the softmax-input observer if only softmaxes read it."""
-        consumers = self._consumers(tail)
-        wants_int16 = any(
-            r is not None and k not in MAC_KINDS and r.in_dtype is ActDtype.INT16
-            for k, r in consumers
-        )
-        dtype = ActDtype.INT16 if rule.out_dtype is ActDtype.INT16 or wants_int16 else ActDtype.INT8
+        dtype = ActDtype.INT16 if self._wants_int16(tail, rule) else ActDtype.INT8
         if self._feeds_softmax(tail):
             return softmax_input_qspec(dtype, qat=self.is_qat)
         if self._feeds_softmax_sum(tail):  # an additive mask: saturates (AddendObserver)
@@ -251,7 +269,7 @@ class TesselQuantizer(Quantizer):
         """Whether only (quantised) softmaxes read ``tail``, through same-scale ops."""
         consumers = self._consumers(tail)
         return bool(consumers) and all(k is OpKind.SOFTMAX and r is not None
-                                       for k, r in consumers)
+                                       for k, r, _ in consumers)
 
     def _annotate_with_tail(self, node: Node, inputs: QSpecMap, rule: NodeRule, allow_bn: bool):
         """Annotate ``node``'s inputs; observe the output after a fusable activation, if any."""
@@ -268,11 +286,13 @@ class TesselQuantizer(Quantizer):
     # -- one annotator per op family ----------------------------------------------------------
 
     def _mac(self, node: Node, kind: OpKind, rule: NodeRule) -> None:
-        # conv / linear: x int8, w per-channel int8, b int32 = s_x * s_w; matmul: x, y int8
+        # conv / linear: x int8, w per-channel int8, b int32 = s_x * s_w; matmul: x, y int8;
+        # conv / linear with an int16 input: b float here, int64 = s_x * s_w in the lowering
         x, w = node.args[0], node.args[1]
         if not (is_float_tensor(x) and is_float_tensor(w)):
             return
-        x_spec = self._act(ActDtype.INT8, rule)
+        wide = kind in INT16_INPUT_MACS and rule.in_dtype is ActDtype.INT16
+        x_spec = self._act(ActDtype.INT16 if wide else ActDtype.INT8, rule)
         inputs: QSpecMap = {x: x_spec}
         if kind is OpKind.MATMUL:
             inputs.setdefault(w, x_spec)
@@ -286,7 +306,7 @@ class TesselQuantizer(Quantizer):
             inputs[w] = weight_qspec(qat=self.is_qat, axis=axis, dtype=rule.weights,
                                      rounding=self.config.int4_rounding)
             bias = node.args[2] if len(node.args) > 2 else None
-            if is_float_tensor(bias):
+            if is_float_tensor(bias) and not wide:
                 inputs[bias] = bias_qspec((x, node), (w, node))
         self._annotate_with_tail(node, inputs, rule, allow_bn=kind is OpKind.CONV)
 
@@ -333,6 +353,8 @@ class TesselQuantizer(Quantizer):
         output = fixed_qspec(kind, _act_dtype(output)) or output
         if kind is OpKind.SOFTMAX:
             in_spec = softmax_input_qspec(rule.in_dtype, qat=self.is_qat)
+        elif self._reads_int16(node, kind, rule):
+            in_spec = self._act(ActDtype.INT16, rule)
         else:
             in_spec = self._act(rule.in_dtype, rule)
         _annotate(node, {x: in_spec}, output)

@@ -19,7 +19,7 @@ from tessel.analysis.precision import (
     with_int4,
 )
 from tessel.errors import TesselCompileError, TesselConfigError
-from tessel.quant.config import OpKind, QuantConfig, WeightDtype, resolve_rule
+from tessel.quant.config import ActDtype, OpKind, QuantConfig, WeightDtype, resolve_rule
 from tessel.quant.qspecs import PerChannelInt4Observer
 
 
@@ -161,3 +161,47 @@ def test_the_constants_fit_the_targets_memory_at_the_least_cost(setting):
     with pytest.raises(TesselCompileError, match=f"need {all4:,} bytes with every layer's "
                        f"weights int4 .* but memory 'flash' has {all4 - 1:,}"):
         choose_weights(model, evaluate, held_out, budget, name="net", limit=tight)
+
+
+def test_int16_inputs_are_bought_where_they_gain_most_per_matrix_cycle():
+    from tessel.analysis.precision import choose_inputs
+
+    macs = {"a.0.x": 100, "a.1.x": 100, "b": 100, "c": 400}
+    gains = {"a.0.x": 0.01, "a.1.x": 0.01, "b": 0.001, "c": 0.02}
+
+    def value_of(config: QuantConfig) -> float:
+        return 0.9 + sum(g for p, g in gains.items() if resolve_rule(
+            config, OpKind.LINEAR, (p,)).in_dtype is ActDtype.INT16)
+
+    groups = choose_inputs(list(macs), macs, value_of, QuantConfig(), 0.9)
+    assert [(g.pattern, g.layers, g.macs, g.int16) for g in groups] == [
+        ("a.*.x", ("a.0.x", "a.1.x"), 200, True),  # 1e-4 per MAC: above every group's 6.1e-5
+        ("b", ("b",), 100, False), ("c", ("c",), 400, False)]
+    assert groups[0].value == pytest.approx(0.92)
+    # nothing gains: nothing is bought
+    none = choose_inputs(list(macs), macs, lambda c: 0.9, QuantConfig(), 0.9)
+    assert not any(g.int16 for g in none)
+
+
+def test_activations_auto_meets_the_budget_against_all_int8_with_the_inputs_it_reports(setting):
+    model, _, _, held_out, evaluate = setting
+    budget = AccuracyBudget(Metric.SQNR, 10.0)
+    plan = choose_weights(model, evaluate, held_out, budget, name="net", activations="auto")
+    assert plan.value >= plan.int8_value - budget.loss
+    assert _measured(setting, []) == pytest.approx(plan.int8_value, abs=1e-9)  # all-int8
+    assert {g.pattern for g in plan.input_groups} == {"stem", "body.*", "head"}
+    wide = {p for g in plan.input_groups if g.int16 for p in g.layers}
+    assert set(plan.int16_inputs) == wide
+    for x in plan.layers:  # the config makes the inputs the plan reports
+        kind = OpKind.LINEAR if x.kind == "Linear" else OpKind.CONV
+        rule = resolve_rule(plan.config, kind, (x.layer,))
+        assert rule.in_dtype is (ActDtype.INT16 if x.input == "int16" else ActDtype.INT8)
+        assert x.macs > 0
+    assert plan.bias_bytes_added == sum(4 * x.channels for x in plan.layers if x.input == "int16")
+    assert "input" in plan.table().text()
+    # every layer int4 meets a loose budget with int8 inputs: no int16 input is bought
+    loose = choose_weights(model, evaluate, held_out, AccuracyBudget(Metric.SQNR, 60.0),
+                           activations="auto")
+    assert len(loose.int4_layers) == 4 and not loose.int16_inputs and not loose.input_groups
+    with pytest.raises(TesselConfigError, match="activations"):
+        choose_weights(model, evaluate, held_out, budget, activations="int16")

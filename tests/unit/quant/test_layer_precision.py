@@ -23,6 +23,8 @@ def test_pattern_op_and_type() -> None:
     assert o == LayerOverride(module="features.4.block.2", op=OpKind.MUL, dtype=ActDtype.INT16)
     assert parse_layer_precision("layer1.*=int8") == LayerOverride(module="layer1.*",
                                                                    dtype=ActDtype.INT8)
+    assert parse_layer_precision("blocks.*.fc2:input=int16") == LayerOverride(
+        module="blocks.*.fc2", mac_input=ActDtype.INT16)
 
 
 @pytest.mark.parametrize("text", ["int16", "=int16", "x=int4", "x:notanop=int16"])
@@ -32,7 +34,8 @@ def test_malformed_values_name_the_option(text: str) -> None:
 
 
 def test_the_flag_round_trips() -> None:
-    for text in ("features.4=int16", "*:add=int16", "blocks.1.attn:matmul=int8"):
+    for text in ("features.4=int16", "*:add=int16", "blocks.1.attn:matmul=int8",
+                 "encoder.layer.*.output.dense:input=int16"):
         o = parse_layer_precision(text)
         assert override_flag(o) == f"--layer-precision '{text}'"
     assert override_flag(LayerOverride(module="fc", weights=WeightDtype.INT8)) == \
