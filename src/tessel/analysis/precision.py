@@ -28,8 +28,9 @@ The budget is a loss against the all-int8 model, in one metric measured on held-
 Steps 3-5 are :mod:`tessel.analysis.precision_search`.
 0. With ``activations="auto"``, before step 3, when every layer int4 misses the budget with
    int8 inputs (else int16 inputs cannot buy more int4 bytes): each conv / linear layer's
-   activation input is int8 or int16 (:func:`choose_inputs`: the groups of layers at the same place of repeated
-   blocks whose measured gain per extra matrix cycle is at least every group's together);
+   activation input is int8 or int16 (:func:`choose_inputs`: the groups of layers at the same
+   place of repeated blocks whose measured gain per extra matrix cycle is at least every
+   group's together);
    steps 3-6 then start from that model, and the budget is still a loss against the all-int8
    model, so the accuracy the int16 inputs buy is spent on more int4 weights.
 6. With a target's memory (:class:`MemoryLimit`): when the constants of step 3's prefix do not
