@@ -111,10 +111,14 @@ def one(name: str, budget_text: str, target: str, fit: bool = True, fit_only: bo
                                   floats, {})
     evaluate = golden_evaluator(model, example, calibration, held_out, CALIBRATION)
     plan = choose_weights(model, evaluate, held_out, budget, base, name)
+    plan16 = choose_weights(model, evaluate, held_out, budget, base, name, activations="auto")
+    inputs16 = len(plan16.int16_inputs)
     arch, energy_arch = load_target(target), load_target(ENERGY_TARGET)
     rows, results = [], {}
     configs = (("int8", base, "0"), ("int4", replace(base, weights=WeightDtype.INT4), "all"),
-               (f"auto ({budget})", plan.config, f"{len(plan.int4_layers)} of {len(plan.layers)}"))
+               (f"auto ({budget})", plan.config, f"{len(plan.int4_layers)} of {len(plan.layers)}"),
+               (f"auto16 ({budget}, --activations auto: {inputs16} int16 inputs)", plan16.config,
+                f"{len(plan16.int4_layers)} of {len(plan16.layers)}"))
     for what, config, layers in configs:
         qm = quantize(model, example, calibration, config, calibration_samples=CALIBRATION)
         cm = compile_graph(qm.graph, arch, name=name)
@@ -128,6 +132,11 @@ def one(name: str, budget_text: str, target: str, fit: bool = True, fit_only: bo
     (b8, c8, e8, v8), (ba, ca, ea, va) = results["int8"], results["auto"]
     figures = {f"auto_bytes_saved/{name}": 1 - ba / b8, f"auto_vs_int8_cycles/{name}": ca / c8,
                f"auto_energy_saved/{name}": 1 - ea / e8, f"auto_metric_loss/{name}": v8 - va}
+    b16, c16, e16, v16 = results["auto16"]
+    figures.update({f"auto16_bytes_saved/{name}": 1 - b16 / b8,
+                    f"auto16_vs_int8_cycles/{name}": c16 / c8,
+                    f"auto16_energy_saved/{name}": 1 - e16 / e8,
+                    f"auto16_metric_loss/{name}": v8 - v16})
     rounding_rows, rounding_figures = _roundings(name, model, example, calibration,
                                                  budget.metric, floats, held_out, base)
     figures.update(rounding_figures)
