@@ -57,6 +57,7 @@ def test_every_target_key_is_one_a_benchmark_reports():
                 "check_vs_run_cpu/", "help_wall", "fail_fast_wall", "backend_s/",
                 "dse_per_worker/16", "dse_scaling_local/64", "dse_scaling_ray/64",
                 "fidelity_p90", "fidelity_max", "fidelity_whole", "auto_bytes_saved/",
+                "auto16_bytes_saved/", "auto16_metric_loss/",
                 "auto_metric_loss/", "auto_energy_saved/", "fit_vs_memory/",
                 "wcodec_vs_zstd/", "wcodec_random_ratio", "wcodec_npu_cycles/",
                 "xr_explore_saving", "sparse_conv_matrix_speedup/", "sparse_bytes_ratio/",
