@@ -29,6 +29,7 @@ from benchmarks.report import Section
 from tessel.analysis.accuracy import eval_set
 from tessel.analysis.precision import (
     AccuracyBudget,
+    InputPrecision,
     Metric,
     choose_weights,
     float_outputs,
@@ -111,7 +112,7 @@ def one(name: str, budget_text: str, target: str, fit: bool = True, fit_only: bo
                                   floats, {})
     evaluate = golden_evaluator(model, example, calibration, held_out, CALIBRATION)
     plan = choose_weights(model, evaluate, held_out, budget, base, name)
-    plan16 = choose_weights(model, evaluate, held_out, budget, base, name, activations="auto")
+    plan16 = choose_weights(model, evaluate, held_out, budget, base, name, activations=InputPrecision.AUTO)
     inputs16 = len(plan16.int16_inputs)
     arch, energy_arch = load_target(target), load_target(ENERGY_TARGET)
     rows, results = [], {}

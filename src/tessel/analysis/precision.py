@@ -26,11 +26,11 @@ The budget is a loss against the all-int8 model, in one metric measured on held-
    bytes needed).
 
 Steps 3-5 are :mod:`tessel.analysis.precision_search`.
-0. With ``activations="auto"``, before step 3, when every layer int4 misses the budget with
-   int8 inputs (else int16 inputs cannot buy more int4 bytes): each conv / linear layer's
-   activation input is int8 or int16 (:func:`choose_inputs`: the groups of layers at the same
-   place of repeated blocks whose measured gain per extra matrix cycle is at least every
-   group's together);
+0. With ``activations=InputPrecision.AUTO``, before step 3, when every layer int4 misses the
+   budget with int8 inputs (else int16 inputs cannot buy more int4 bytes): each conv / linear
+   layer's activation input is int8 or int16 (:func:`choose_inputs`: the groups of layers at
+   the same place of repeated blocks whose measured gain per extra matrix cycle is at least
+   every group's together);
    steps 3-6 then start from that model, and the budget is still a loss against the all-int8
    model, so the accuracy the int16 inputs buy is spent on more int4 weights.
 6. With a target's memory (:class:`MemoryLimit`): when the constants of step 3's prefix do not
@@ -69,6 +69,13 @@ from tessel.quant.qspecs import WEIGHT_RANGES, int4_clip
 
 Sample = tuple[torch.Tensor, ...]
 Outputs = list[np.ndarray]  # per model output, the held-out samples concatenated on axis 0
+
+
+class InputPrecision(enum.Enum):
+    """What ``--activations`` lets the precision search do with conv / linear inputs."""
+
+    INT8 = "int8"  # every conv / linear input stays int8
+    AUTO = "auto"  # int16 inputs where they buy the most accuracy per extra matrix cycle
 
 
 class Metric(enum.Enum):
@@ -447,7 +454,7 @@ class MemoryLimit:
 def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequence[Sample],
                    budget: AccuracyBudget, config: QuantConfig | None = None,
                    name: str = "model", limit: MemoryLimit | None = None,
-                   activations: str = "int8") -> PrecisionPlan:
+                   activations: InputPrecision = InputPrecision.INT8) -> PrecisionPlan:
     """The plan that makes the most weight bytes int4 within ``budget`` (module docstring).
 
     ``evaluate(config)`` quantises the model with ``config`` and returns its golden outputs
@@ -455,18 +462,19 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
     the user's overrides say otherwise). With ``limit``, the constants must also fit its
     memory: when the budget's plan does not, the shortest prefix of the order that fits
     (the least accuracy cost the noise model predicts), the budget then not met; a
-    TesselCompileError when even every layer int4 does not fit. ``activations="auto"``, unless
+    TesselCompileError when even every layer int4 does not fit.
+    ``activations=InputPrecision.AUTO``, unless
     every layer int4 meets the budget with int8 inputs already, first makes the conv / linear
     inputs int16 where they buy the most accuracy per extra matrix cycle
     (:func:`choose_inputs`); the int4 search then spends the budget from there (still
-    measured against the all-int8 model); "int8" (the default) keeps every MAC input int8."""
+    measured against the all-int8 model); INT8 (the default) keeps every MAC input int8."""
     config = config if config is not None else QuantConfig()
     if config.weights is not WeightDtype.INT8:
         raise TesselConfigError("precision auto starts from int8 weights: leave --weights / "
                                 "QuantConfig.weights at int8 (per-layer choices still apply)")
-    if activations not in ("int8", "auto"):
-        raise TesselConfigError(f"precision auto: activations {activations!r} is not one of "
-                                "int8, auto")
+    if not isinstance(activations, InputPrecision):
+        raise TesselConfigError(f"precision auto: activations must be an InputPrecision "
+                                f"(int8, auto), got {activations!r}")
     layers = weight_layers(model)
     if not layers:
         raise TesselConfigError(f"{name}: no conv or linear layer to choose a weight type for")
@@ -492,11 +500,12 @@ def choose_weights(model: torch.nn.Module, evaluate: Evaluate, held_out: Sequenc
     wide: list[str] = []
     inputs_value = None
     every_int4 = None  # activations auto: the all-int4 model's metric with int8 inputs
-    if activations == "auto":
+    if activations is InputPrecision.AUTO:
         info("precision auto: every layer int4, int8 inputs")
         every_int4 = measure(budget.metric, floats, evaluate_counted(
             with_int4(config, [p for p, _, _ in layers])))
-    if activations == "auto" and every_int4 < goal:  # int16 inputs may buy more int4 layers
+    # int16 inputs may buy more int4 layers
+    if activations is InputPrecision.AUTO and every_int4 < goal:
         groups = choose_inputs(input_layers(model), macs,
                                lambda c: measure(budget.metric, floats, evaluate_counted(c)), config,
                                int8_value)
@@ -665,13 +674,13 @@ def auto_weights(model: torch.nn.Module, example_inputs: Sample,
                  quant_config: QuantConfig | None = None, *,
                  calibration_samples: int | None = None,
                  config: QuantConfig | None = None, target=None,
-                 activations: str = "int8") -> PrecisionPlan:
+                 activations: InputPrecision = InputPrecision.INT8) -> PrecisionPlan:
     """The weight types to quantise ``model`` with: int4 where ``budget`` allows it, measured
     on ``held_out`` (inputs not in ``calibration_data``). ``plan.config`` goes to
     ``tessel.compile(..., quant_config=plan.config)`` or ``tessel.quantize``. With ``target``
     (a preset name or NpuArch), the constants must also fit its weights memory
-    (:class:`MemoryLimit`). ``activations="auto"`` also chooses int16 conv / linear inputs
-    (:func:`choose_weights`)."""
+    (:class:`MemoryLimit`). ``activations=InputPrecision.AUTO`` also chooses int16 conv /
+    linear inputs (:func:`choose_weights`)."""
     config = config_keyword(quant_config, config, "auto_weights")
     budget = AccuracyBudget.parse(budget) if isinstance(budget, str) else budget
     calibration = list(calibration_data)

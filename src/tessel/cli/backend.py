@@ -336,6 +336,7 @@ def auto_precision(args: argparse.Namespace, spec, base, data: tuple):
     from tessel.analysis.accuracy import eval_set
     from tessel.analysis.precision import (
         AccuracyBudget,
+        InputPrecision,
         choose_weights,
         golden_evaluator,
         memory_limit,
@@ -360,7 +361,7 @@ def auto_precision(args: argparse.Namespace, spec, base, data: tuple):
             arch = arch.with_params(parse_settings(args.set, arch))
         limit = memory_limit(arch, evaluate, spec.name)
     return choose_weights(model, evaluate, held_out, budget, base, spec.name, limit,
-                          getattr(args, "activations", "int8"))
+                          InputPrecision(getattr(args, "activations", "int8")))
 
 
 def model_data(args: argparse.Namespace, spec) -> tuple:

@@ -68,6 +68,11 @@ class InType(enum.IntEnum):
         """Accumulator entries (int32 words) one result takes: a wide result two."""
         return 1 << self.value
 
+    @property
+    def acc_width(self) -> AccWidth:
+        """How REQUANT reads this input's results."""
+        return AccWidth(self.value)
+
 
 class AccWidth(enum.IntEnum):
     """What REQUANT reads from the accumulator: int32 entries, or wide 48-bit values held one

@@ -32,7 +32,7 @@ from tessel.isa import Instruction, Opcode
 from tessel.isa.costs import instruction_cost
 from tessel.isa.fields import AccWidth, InType
 from tessel.isa.instrs.matrix import WeightType
-from tessel.isa.instrs.vector import PARAM_BYTES, WIDE_PARAM_BYTES
+from tessel.isa.instrs.vector import requant_param_bytes
 from tessel.isa.limits import MAX_DILATION, MAX_KERNEL, MAX_PAD, MAX_STRIDE
 from tessel.isa.sparse24 import index_bytes, is_2_4
 from tessel.isa.window import Window
@@ -80,11 +80,11 @@ class ConvGeometry(Window):
     @property
     def param_bytes(self) -> int:
         """Bytes of one channel's requant parameters."""
-        return WIDE_PARAM_BYTES if self.in_type is InType.I16 else PARAM_BYTES
+        return requant_param_bytes(self.in_type.acc_width)
 
     @property
     def acc_width(self) -> AccWidth:
-        return AccWidth.WIDE if self.in_type is InType.I16 else AccWidth.NARROW
+        return self.in_type.acc_width
 
     @property
     def cout_g(self) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from tessel.ir import Node
+from tessel.isa.instrs.vector import requant_params
 from tessel.isa.sparse24 import encode, pack_nibbles
 from tessel.ops.context import CodegenContext
 from tessel.ops.conv_geometry import ConvGeometry, per_conv, sub_convs
@@ -35,10 +36,8 @@ def blobs_all(node: Node, g: ConvGeometry, chunks: list[tuple[int, int]], ctx: C
 def _params(node: Node, g: ConvGeometry, ctx: CodegenContext):
     """(c0, cn) -> the chunk's parameters as bytes: bias, q31, shift (int32 each; the bias
     int64 for an int16 input, REQUANT acc_width WIDE)."""
-    bias = ctx.const(node.inputs[2]).astype("<i8" if g.param_bytes > 12 else "<i4")
-    mult, shift = (ctx.const(n).astype("<i4") for n in node.inputs[3:5])
-    return lambda c0, cn: (bias[c0:c0 + cn].tobytes() + mult[c0:c0 + cn].tobytes()
-                           + shift[c0:c0 + cn].tobytes())
+    bias, mult, shift = (ctx.const(n) for n in node.inputs[2:5])
+    return lambda c0, cn: requant_params(bias, mult, shift, g.acc_width, [(c0, cn)])
 
 
 def _chunk_weights(w: np.ndarray, g: ConvGeometry, c0: int, cn: int) -> bytes:

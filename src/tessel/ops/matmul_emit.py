@@ -38,9 +38,9 @@ from tessel.errors import TesselCompileError
 from tessel.ir import DType, Graph, Node, Op
 from tessel.isa import Instruction, Opcode
 from tessel.isa.costs import gemm_cycles
-from tessel.isa.fields import AccMode, AccSrc, AccWidth, InType, ParamMode
+from tessel.isa.fields import AccMode, AccSrc, InType, ParamMode
 from tessel.isa.instrs.matrix import WeightType
-from tessel.isa.instrs.vector import PARAM_BYTES, WIDE_PARAM_BYTES
+from tessel.isa.instrs.vector import requant_param_bytes, requant_params
 from tessel.isa.limits import MAX_EXTENT
 from tessel.ops import dma
 from tessel.ops.context import (
@@ -120,7 +120,7 @@ class Gemm:
     @property
     def param_bytes(self) -> int:
         """Bytes of one channel's requant parameters (int64 bias for int16 A)."""
-        return WIDE_PARAM_BYTES if self.in_type is InType.I16 else PARAM_BYTES
+        return requant_param_bytes(self.in_type.acc_width)
 
     @property
     def b_type(self) -> WeightType:
@@ -469,7 +469,7 @@ class _Io:
             param_addr=self.lay.params + (g.param_bytes * j0 if per else 0),
             param_mode=ParamMode.PER_CHANNEL if per else ParamMode.PER_TENSOR,
             out_zp=a["out_zp"], act_min=a["act_min"], act_max=a["act_max"],
-            acc_width=AccWidth.WIDE if g.in_type is InType.I16 else AccWidth.NARROW)
+            acc_width=g.in_type.acc_width)
 
     def store(self, b: Batch, i: tuple[int, int], j: tuple[int, int], oaddr: int
               ) -> Instruction:
@@ -486,10 +486,8 @@ def _blobs(node: Node, g: Gemm, nchunks: list[tuple[int, int]], ctx: CodegenCont
         a = node.attr_map
         return [np.array([0, a["multiplier"], a["shift"]], "<i4").tobytes()]
     w = ctx.const(node.inputs[1]).astype(np.int8)  # [N, K]
-    bias = ctx.const(node.inputs[2]).astype("<i8" if g.in_type is InType.I16 else "<i4")
-    mult, shift = (ctx.const(n).astype("<i4") for n in node.inputs[3:5])
-    table = b"".join(bias[j0:j0 + nn].tobytes() + mult[j0:j0 + nn].tobytes()
-                     + shift[j0:j0 + nn].tobytes() for j0, nn in nchunks)
+    table = requant_params(*(ctx.const(n) for n in node.inputs[2:5]), g.in_type.acc_width,
+                           nchunks)
     return [table, *(_b_chunk(g, w[j0:j0 + nn].T) for j0, nn in nchunks)]
 
 

@@ -11,6 +11,7 @@ import torch
 from tessel.analysis.accuracy import sqnr_db
 from tessel.analysis.precision import (
     AccuracyBudget,
+    InputPrecision,
     Metric,
     choose_weights,
     fake_int4,
@@ -186,7 +187,7 @@ def test_int16_inputs_are_bought_where_they_gain_most_per_matrix_cycle():
 def test_activations_auto_meets_the_budget_against_all_int8_with_the_inputs_it_reports(setting):
     model, _, _, held_out, evaluate = setting
     budget = AccuracyBudget(Metric.SQNR, 10.0)
-    plan = choose_weights(model, evaluate, held_out, budget, name="net", activations="auto")
+    plan = choose_weights(model, evaluate, held_out, budget, name="net", activations=InputPrecision.AUTO)
     assert plan.value >= plan.int8_value - budget.loss
     assert _measured(setting, []) == pytest.approx(plan.int8_value, abs=1e-9)  # all-int8
     assert {g.pattern for g in plan.input_groups} == {"stem", "body.*", "head"}
@@ -201,7 +202,7 @@ def test_activations_auto_meets_the_budget_against_all_int8_with_the_inputs_it_r
     assert "input" in plan.table().text()
     # every layer int4 meets a loose budget with int8 inputs: no int16 input is bought
     loose = choose_weights(model, evaluate, held_out, AccuracyBudget(Metric.SQNR, 60.0),
-                           activations="auto")
+                           activations=InputPrecision.AUTO)
     assert len(loose.int4_layers) == 4 and not loose.int16_inputs and not loose.input_groups
     with pytest.raises(TesselConfigError, match="activations"):
-        choose_weights(model, evaluate, held_out, budget, activations="int16")
+        choose_weights(model, evaluate, held_out, budget, activations="auto")

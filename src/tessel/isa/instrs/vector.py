@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from tessel.isa.access import Access, Space, getter, new_access, positions, span2, strided, view_at
 from tessel.isa.cost_rules import Vector, product
@@ -253,3 +256,18 @@ SPECS = (
         cost_fields=("d0", "d1", "d2"), accesses=_unary_accesses,
         sram_elements=(("src", _E3),), section=f"UNARY {_SECTION}"),
 )
+
+
+def requant_param_bytes(width: AccWidth) -> int:
+    """Bytes of one channel's REQUANT parameters: int32 bias, q31 and shift; WIDE: int64 bias."""
+    return WIDE_PARAM_BYTES if width is AccWidth.WIDE else PARAM_BYTES
+
+
+def requant_params(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray, width: AccWidth,
+                   chunks: Sequence[tuple[int, int]]) -> bytes:
+    """REQUANT's per-channel parameter table of the channel ranges ``chunks`` ((first, count),
+    in order), each range's biases, then its multipliers, then its shifts, little-endian."""
+    b = np.asarray(bias).astype("<i8" if width is AccWidth.WIDE else "<i4")
+    m, s = np.asarray(mult).astype("<i4"), np.asarray(shift).astype("<i4")
+    return b"".join(b[c0:c0 + n].tobytes() + m[c0:c0 + n].tobytes() + s[c0:c0 + n].tobytes()
+                    for c0, n in chunks)
